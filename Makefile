@@ -1,0 +1,126 @@
+# pixload: build, install, test, demo and benchmark.
+#
+#   make            build the shipped library and the pixload client into build/
+#   make demo       the main demo: a simulated scrolling table over a local nginx
+#   make test       every test (Swift, C); installs what it needs first
+#   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python
+#   make install    PREFIX=/usr/local DESTDIR= (zstd's lib/Makefile is the model)
+#   make uninstall  removes exactly what install wrote
+
+VERSION     := 0.1.0
+SOVERSION   := 0
+PREFIX      ?= /usr/local
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+BINDIR      ?= $(PREFIX)/bin
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR     ?=
+
+CC          ?= cc
+CFLAGS      ?= -O2 -g
+WARN        := -Wall -Wextra -std=c11
+SWIFT       ?= swift
+SWIFT_ROOT  := $(shell dirname $$(dirname $$(readlink -f $$(command -v $(SWIFT)))))
+
+# The shipped library: Swift runtime linked statically (no libswift* in NEEDED), a SONAME,
+# and a version script exporting only pxl_* (lld: gold leaves the core's protected
+# symbols in .dynsym as LOCAL entries). Its own scratch folder, so `swift test`
+# (dynamic runtime) never shares build products with it.
+RELEASE_SCRATCH := .build-release
+RELEASE_FLAGS := -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
+  --static-swift-stdlib -Xswiftc -static-stdlib \
+  -Xlinker -L$(SWIFT_ROOT)/lib/swift_static/linux \
+  -Xlinker -soname=libpixload.so.$(SOVERSION) \
+  -Xlinker --version-script=$(CURDIR)/build-aux/pixload.map \
+  -Xswiftc -use-ld=lld
+
+STAGE       := build
+LIB_REAL    := libpixload.so.$(VERSION)
+LIB_SONAME  := libpixload.so.$(SOVERSION)
+
+.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs check-dist bench install uninstall clean
+
+all: lib cli
+
+deps:
+	@scripts/deps.sh
+
+# --- the library ---------------------------------------------------------------------
+
+lib: deps
+	$(SWIFT) build $(RELEASE_FLAGS)
+	@mkdir -p $(STAGE)/lib $(STAGE)/include $(STAGE)/bin
+	cp -f $(RELEASE_SCRATCH)/release/libpixload.so $(STAGE)/lib/$(LIB_REAL)
+	ln -sf $(LIB_REAL) $(STAGE)/lib/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(STAGE)/lib/libpixload.so
+	cp -f include/pixload.h $(STAGE)/include/
+
+# The client is a C program against the public header only: also the proof that C works.
+cli: lib
+	$(CC) $(CFLAGS) $(WARN) -Iinclude tools/pixload.c -o $(STAGE)/bin/pixload \
+	  -L$(STAGE)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lpixload -lpng
+
+# --- install -------------------------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 755 $(STAGE)/lib/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_REAL)
+	ln -sf $(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
+	install -m 644 include/pixload.h $(DESTDIR)$(INCLUDEDIR)/pixload.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	  -e 's|@VERSION@|$(VERSION)|' build-aux/pixload.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc
+	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc
+	$(CC) $(CFLAGS) $(WARN) -I$(DESTDIR)$(INCLUDEDIR) tools/pixload.c -o $(DESTDIR)$(BINDIR)/pixload \
+	  -L$(DESTDIR)$(LIBDIR) -Wl,-rpath,$(LIBDIR) -lpixload -lpng
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
+	rm -f $(DESTDIR)$(INCLUDEDIR)/pixload.h $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc $(DESTDIR)$(BINDIR)/pixload
+
+# --- demo ----------------------------------------------------------------------------
+
+DEMO_DATA   := $(STAGE)/demo-data
+DEMO_PORT   ?= 18080
+
+demo: all
+	@scripts/demo.sh $(STAGE) $(DEMO_DATA) $(DEMO_PORT)
+
+# --- tests ---------------------------------------------------------------------------
+
+test: deps test-swift test-tsan test-codecs test-c check-dist
+
+test-swift:
+	$(SWIFT) test
+
+# The core's threads under ThreadSanitizer (its own scratch folder: other flags).
+test-tsan:
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+# Decoder conformance against ../shared/corpus (skips, saying so, where it is absent).
+test-codecs:
+	@mkdir -p $(STAGE)/tests
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/conformance.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/tests/conformance -ljpeg -lpng
+	$(STAGE)/tests/conformance
+
+# The C API tests, compiled against an installed copy (header, .so, pkg-config).
+TEST_PREFIX := $(CURDIR)/$(STAGE)/test-prefix
+test-c: all
+	rm -rf $(TEST_PREFIX)
+	$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX)
+	PXL_PREFIX=$(TEST_PREFIX) Tests/capi/run.sh
+
+# What ships: self-contained .so with a SONAME and only pxl_* exported; install and
+# uninstall to a DESTDIR are exact; a program outside the tree builds with pkg-config.
+check-dist: all
+	@scripts/check-dist.sh $(STAGE)
+
+# --- benchmark -----------------------------------------------------------------------
+
+bench: all
+	@scripts/deps.sh python
+	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
+
+clean:
+	rm -rf $(STAGE) $(RELEASE_SCRATCH) .build .build-tsan

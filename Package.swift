@@ -1,0 +1,31 @@
+// swift-tools-version:6.2
+// pixload: one dynamic library product, no Swift package dependencies; only system
+// libraries (libcurl, libjpeg-turbo, libpng). The shipped build's link flags (static
+// Swift runtime, SONAME, version script) live in the Makefile, which builds it in its
+// own scratch folder so that `swift test` never shares a build folder with it.
+import PackageDescription
+
+let package = Package(
+  name: "pixload",
+  products: [
+    .library(name: "pixload", type: .dynamic, targets: ["Pixload"]),
+  ],
+  targets: [
+    // The public header as a C module: the API target imports it, so `@c @implementation`
+    // makes the compiler reject any exported function whose signature drifts from it.
+    .target(name: "CPixload", path: "include", publicHeadersPath: "."),
+    // libcurl, plus non-variadic wrappers (Swift cannot call curl_easy_setopt's `...`).
+    .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+    // libjpeg-turbo and libpng behind C functions that setjmp and return a status, so
+    // their error longjmp never crosses a Swift frame.
+    .target(name: "CCodecs", linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
+    // The idiomatic Swift core: loading pipeline, network, decoding, caches. No C-API types.
+    // Linux calls Swift's Glibc module does not expose (they need _GNU_SOURCE).
+    .target(name: "CSupport"),
+    .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport"]),
+    // The C API: thin @c @implementation functions over PixloadCore.
+    .target(name: "Pixload", dependencies: ["PixloadCore", "CPixload"]),
+    .testTarget(name: "PixloadCoreTests", dependencies: ["PixloadCore"]),
+  ],
+  swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,24 @@
+/* Non-variadic wrappers over libcurl's variadic setters and getters: Swift cannot call a
+ * C function declared with `...`, so each argument type gets one typed entry point. */
+#ifndef PXL_CURL_H
+#define PXL_CURL_H
+
+#include <curl/curl.h>
+#include <stdint.h>
+
+typedef size_t (*pxl_curl_write_fn)(char *data, size_t size, size_t count, void *user);
+typedef size_t (*pxl_curl_header_fn)(char *data, size_t size, size_t count, void *user);
+
+CURLcode pxl_curl_easy_setopt_long(CURL *easy, CURLoption option, long value);
+CURLcode pxl_curl_easy_setopt_off(CURL *easy, CURLoption option, curl_off_t value);
+CURLcode pxl_curl_easy_setopt_ptr(CURL *easy, CURLoption option, const void *value);
+CURLcode pxl_curl_easy_setopt_write(CURL *easy, pxl_curl_write_fn fn, void *user);
+CURLcode pxl_curl_easy_setopt_header(CURL *easy, pxl_curl_header_fn fn, void *user);
+CURLMcode pxl_curl_multi_setopt_long(CURLM *multi, CURLMoption option, long value);
+
+long pxl_curl_response_code(CURL *easy);
+curl_off_t pxl_curl_content_length(CURL *easy);  /* -1 when unknown */
+/* Number of new connections the transfer opened (0 when it reused one). */
+long pxl_curl_num_connects(CURL *easy);
+
+#endif

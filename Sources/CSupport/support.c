@@ -1,0 +1,27 @@
+#define _GNU_SOURCE
+#include "pxl_support.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <string.h>
+#include <unistd.h>
+
+int pxl_available_cores(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int count = CPU_COUNT(&set);
+    if (count > 0) return count;
+  }
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? (int)online : 1;
+}
+
+void pxl_set_thread_name(const char *name) {
+  char truncated[16];
+  strncpy(truncated, name, sizeof truncated - 1);
+  truncated[sizeof truncated - 1] = '\0';
+  pthread_setname_np(pthread_self(), truncated);
+}
+
+int pxl_eventfd_new(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

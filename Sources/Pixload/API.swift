@@ -1,0 +1,346 @@
+// The C API: every function declared in include/pixload.h, implemented with
+// `@c @implementation` so the compiler checks each signature against the header.
+//
+// This layer is deliberately thin and boring: it validates arguments, converts C structs
+// to PixloadCore types and back, and maps handles with Unmanaged (passRetained in *_new,
+// release in *_free, takeUnretainedValue elsewhere). Nothing Swift-specific (errors,
+// traps, existentials) crosses it.
+import CPixload
+import PixloadCore
+
+// MARK: - Handles
+
+@inline(__always) private func loader(_ handle: OpaquePointer?) -> ImageLoader? {
+  handle.map { Unmanaged<ImageLoader>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+}
+
+@inline(__always) private func queue(_ handle: OpaquePointer?) -> CompletionQueue? {
+  handle.map { Unmanaged<CompletionQueue>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+}
+
+@inline(__always) private func image(_ handle: OpaquePointer?) -> Image? {
+  handle.map { Unmanaged<Image>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+}
+
+@inline(__always) private func handle(_ object: AnyObject) -> OpaquePointer {
+  OpaquePointer(Unmanaged.passUnretained(object).toOpaque())
+}
+
+@inline(__always) private func cStatus(_ status: Status) -> pxl_status {
+  pxl_status(rawValue: UInt32(status.rawValue))
+}
+
+// MARK: - Version and status
+
+@c @implementation public func pxl_version() -> UnsafePointer<CChar>? {
+  UnsafeRawPointer(("0.1.0" as StaticString).utf8Start).assumingMemoryBound(to: CChar.self)
+}
+
+@c @implementation public func pxl_version_num() -> UInt32 {
+  (0 << 16) | (1 << 8) | 0
+}
+
+@c @implementation public func pxl_status_string(_ status: pxl_status) -> UnsafePointer<CChar>? {
+  let text: StaticString
+  switch Status(rawValue: Int32(bitPattern: status.rawValue)) {
+  case .ok: text = "ok"
+  case .invalidArgument: text = "invalid argument"
+  case .malformedURL: text = "malformed URL"
+  case .schemeNotAllowed: text = "URL scheme not allowed"
+  case .dns: text = "host name could not be resolved"
+  case .connect: text = "could not connect"
+  case .tls: text = "TLS error"
+  case .timeout: text = "timed out"
+  case .http: text = "HTTP error status"
+  case .bodyTooLarge: text = "body too large"
+  case .notAnImage: text = "not an image"
+  case .corruptImage: text = "corrupt image"
+  case .tooManyPixels: text = "too many pixels"
+  case .cancelled: text = "cancelled"
+  case .loaderClosed: text = "loader closed"
+  case .network: text = "network error"
+  case .unsupportedImage: text = "unsupported image"
+  case .noMemory: text = "out of memory"
+  case .notFound: text = "not found"
+  case .io: text = "I/O error"
+  case nil: text = "unknown status"
+  }
+  return UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
+}
+
+@c @implementation public func pxl_format_bytes_per_pixel(_ format: pxl_format) -> Int32 {
+  guard let format = PixelFormat(rawValue: Int32(bitPattern: format.rawValue)) else { return 0 }
+  return Int32(format.bytesPerPixel)
+}
+
+// MARK: - Images
+
+@c @implementation public func pxl_image_retain(_ handle: OpaquePointer?) -> OpaquePointer? {
+  guard let handle else { return nil }
+  _ = Unmanaged<Image>.fromOpaque(UnsafeRawPointer(handle)).retain()
+  return handle
+}
+
+@c @implementation public func pxl_image_release(_ handle: OpaquePointer?) {
+  guard let handle else { return }
+  Unmanaged<Image>.fromOpaque(UnsafeRawPointer(handle)).release()
+}
+
+@c @implementation public func pxl_image_width(_ handle: OpaquePointer?) -> Int32 {
+  Int32(image(handle)?.width ?? 0)
+}
+
+@c @implementation public func pxl_image_height(_ handle: OpaquePointer?) -> Int32 {
+  Int32(image(handle)?.height ?? 0)
+}
+
+@c @implementation public func pxl_image_stride(_ handle: OpaquePointer?) -> Int32 {
+  Int32(image(handle)?.stride ?? 0)
+}
+
+@c @implementation public func pxl_image_format(_ handle: OpaquePointer?) -> pxl_format {
+  pxl_format(rawValue: UInt32(image(handle)?.format.rawValue ?? 0))
+}
+
+@c @implementation public func pxl_image_pixels(_ handle: OpaquePointer?) -> UnsafePointer<UInt8>? {
+  guard let image = image(handle) else { return nil }
+  return UnsafePointer(image.pixels.assumingMemoryBound(to: UInt8.self))
+}
+
+@c @implementation public func pxl_image_original_width(_ handle: OpaquePointer?) -> Int32 {
+  Int32(image(handle)?.originalWidth ?? 0)
+}
+
+@c @implementation public func pxl_image_original_height(_ handle: OpaquePointer?) -> Int32 {
+  Int32(image(handle)?.originalHeight ?? 0)
+}
+
+@c @implementation public func pxl_image_byte_count(_ handle: OpaquePointer?) -> Int {
+  image(handle)?.byteCount ?? 0
+}
+
+// MARK: - Queues
+
+@c @implementation public func pxl_queue_new(_ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
+  guard let out else { return PXL_E_INVALID_ARGUMENT }
+  out.pointee = nil
+  do {
+    let created = try CompletionQueue()
+    out.pointee = OpaquePointer(Unmanaged.passRetained(created).toOpaque())
+    return PXL_OK
+  } catch {
+    return cStatus(error.status)
+  }
+}
+
+@c @implementation public func pxl_queue_free(_ handle: OpaquePointer?) {
+  guard let handle else { return }
+  let unmanaged = Unmanaged<CompletionQueue>.fromOpaque(UnsafeRawPointer(handle))
+  unmanaged.takeUnretainedValue().close()
+  unmanaged.release()
+}
+
+@c @implementation public func pxl_queue_fd(_ handle: OpaquePointer?) -> Int32 {
+  queue(handle)?.fileDescriptor ?? -1
+}
+
+@c @implementation public func pxl_queue_dispatch(_ handle: OpaquePointer?, _ max: Int32) -> Int32 {
+  Int32(queue(handle)?.dispatch(max: Int(max)) ?? 0)
+}
+
+@c @implementation public func pxl_queue_wait(_ handle: OpaquePointer?, _ timeoutMilliseconds: Int32) -> Int32 {
+  Int32(clamping: queue(handle)?.wait(timeoutMilliseconds: timeoutMilliseconds) ?? 0)
+}
+
+@c @implementation public func pxl_queue_wakeup(_ handle: OpaquePointer?) {
+  queue(handle)?.wakeup()
+}
+
+@c @implementation public func pxl_queue_pending(_ handle: OpaquePointer?) -> Int32 {
+  Int32(clamping: queue(handle)?.pendingCount ?? 0)
+}
+
+// MARK: - Loader
+
+/// The size of pxl_config in 0.1.0; callers compiled against it pass at least this.
+private let minimumConfigSize = MemoryLayout<pxl_config>.size
+private let minimumRequestSize = MemoryLayout<pxl_request>.size
+
+@c @implementation public func pxl_config_init(_ config: UnsafeMutablePointer<pxl_config>?) {
+  guard let config else { return }
+  let defaults = LoaderConfiguration()
+  var c = pxl_config()
+  c.struct_size = MemoryLayout<pxl_config>.size
+  c.memory_cache_bytes = UInt64(defaults.memoryCacheBytes)
+  c.max_concurrent_downloads = Int32(defaults.maxConcurrentDownloads)
+  c.max_downloads_per_host = Int32(defaults.maxDownloadsPerHost)
+  c.decode_threads = Int32(defaults.decodeThreads)
+  c.connect_timeout_ms = Int32(defaults.connectTimeoutMilliseconds)
+  c.timeout_ms = Int32(defaults.timeoutMilliseconds)
+  c.max_body_bytes = UInt64(defaults.maxBodyBytes)
+  c.max_pixels = defaults.maxPixels
+  c.allowed_schemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS)
+  c.user_agent = nil
+  config.pointee = c
+}
+
+@c @implementation public func pxl_loader_new(_ config: UnsafePointer<pxl_config>?,
+                                              _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
+  guard let out else { return PXL_E_INVALID_ARGUMENT }
+  out.pointee = nil
+  var configuration = LoaderConfiguration()
+  if let config {
+    let c = config.pointee
+    guard c.struct_size >= minimumConfigSize,
+          c.max_concurrent_downloads > 0, c.max_downloads_per_host > 0, c.decode_threads >= 0,
+          c.decode_threads <= 256, c.connect_timeout_ms >= 0, c.timeout_ms >= 0,
+          c.max_pixels > 0, c.max_body_bytes > 0,
+          c.memory_cache_bytes <= UInt64(Int.max), c.max_body_bytes <= UInt64(Int.max),
+          c.allowed_schemes & ~UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE) == 0
+    else { return PXL_E_INVALID_ARGUMENT }
+    configuration.memoryCacheBytes = Int(c.memory_cache_bytes)
+    configuration.maxConcurrentDownloads = Int(c.max_concurrent_downloads)
+    configuration.maxDownloadsPerHost = Int(c.max_downloads_per_host)
+    configuration.decodeThreads = Int(c.decode_threads)
+    configuration.connectTimeoutMilliseconds = Int(c.connect_timeout_ms)
+    configuration.timeoutMilliseconds = Int(c.timeout_ms)
+    configuration.maxBodyBytes = Int(c.max_body_bytes)
+    configuration.maxPixels = c.max_pixels
+    var schemes: Set<String> = []
+    if c.allowed_schemes & UInt32(PXL_SCHEME_HTTP) != 0 { schemes.insert("http") }
+    if c.allowed_schemes & UInt32(PXL_SCHEME_HTTPS) != 0 { schemes.insert("https") }
+    if c.allowed_schemes & UInt32(PXL_SCHEME_FILE) != 0 { schemes.insert("file") }
+    configuration.allowedSchemes = schemes
+    if let agent = c.user_agent { configuration.userAgent = String(cString: agent) }
+  }
+  do {
+    let created = try ImageLoader(configuration: configuration)
+    out.pointee = OpaquePointer(Unmanaged.passRetained(created).toOpaque())
+    return PXL_OK
+  } catch {
+    return cStatus(error.status)
+  }
+}
+
+@c @implementation public func pxl_loader_free(_ handle: OpaquePointer?) {
+  guard let handle else { return }
+  let unmanaged = Unmanaged<ImageLoader>.fromOpaque(UnsafeRawPointer(handle))
+  unmanaged.takeUnretainedValue().close()
+  unmanaged.release()
+}
+
+// MARK: - Requests
+
+@c @implementation public func pxl_request_init(_ request: UnsafeMutablePointer<pxl_request>?) {
+  guard let request else { return }
+  var r = pxl_request()
+  r.struct_size = MemoryLayout<pxl_request>.size
+  r.url = nil
+  r.cache_key = nil
+  r.width = 0
+  r.height = 0
+  r.mode = Int32(PXL_MODE_FIT.rawValue)
+  r.format = Int32(PXL_FORMAT_RGBA8.rawValue)
+  r.priority = PXL_PRIORITY_NORMAL
+  r.flags = 0
+  request.pointee = r
+}
+
+/// Converts a C request, or says which argument is wrong.
+private func imageRequest(_ request: UnsafePointer<pxl_request>?) -> ImageRequest? {
+  guard let request else { return nil }
+  let r = request.pointee
+  guard r.struct_size >= minimumRequestSize, let url = r.url, r.width >= 0, r.height >= 0,
+        let mode = ScaleMode(rawValue: r.mode), let format = PixelFormat(rawValue: r.format),
+        r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE) == 0
+  else { return nil }
+  return ImageRequest(url: String(cString: url), cacheKey: r.cache_key.map { String(cString: $0) },
+                      targetWidth: Int(r.width), targetHeight: Int(r.height), mode: mode, format: format,
+                      priority: r.priority,
+                      appliesOrientation: r.flags & UInt32(PXL_FLAG_IGNORE_ORIENTATION) == 0,
+                      usesMemoryCache: r.flags & UInt32(PXL_FLAG_SKIP_MEMORY_CACHE) == 0)
+}
+
+@c @implementation public func pxl_load(_ loaderHandle: OpaquePointer?, _ request: UnsafePointer<pxl_request>?,
+                                        _ queueHandle: OpaquePointer?, _ callback: pxl_callback?,
+                                        _ userData: UnsafeMutableRawPointer?,
+                                        _ tokenOut: UnsafeMutablePointer<pxl_token>?) -> pxl_status {
+  guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let callback,
+        let request = imageRequest(request) else { return PXL_E_INVALID_ARGUMENT }
+  let handler: (UInt64, Outcome) -> Void = { token, outcome in
+    deliver(token, outcome, callback, userData)
+  }
+  do {
+    let token = try loader.load(request, queue: queue, handler: handler)
+    tokenOut?.pointee = token
+    return PXL_OK
+  } catch {
+    return cStatus(error.status)
+  }
+}
+
+/// Runs the host's callback with a pxl_result whose image and message are borrowed for
+/// the duration of the call.
+private func deliver(_ token: UInt64, _ outcome: Outcome, _ callback: pxl_callback,
+                     _ userData: UnsafeMutableRawPointer?) {
+  var result = pxl_result()
+  result.struct_size = MemoryLayout<pxl_result>.size
+  let message: String
+  switch outcome {
+  case .success(let image, let source, let httpStatus):
+    result.status = PXL_OK
+    result.image = handle(image)
+    result.http_status = Int32(clamping: httpStatus)
+    result.source = pxl_source(rawValue: UInt32(source.rawValue))
+    message = ""
+    message.withCString { text in
+      result.message = text
+      withExtendedLifetime(image) { callback(token, &result, userData) }
+    }
+    return
+  case .failure(let error):
+    result.status = cStatus(error.status)
+    result.image = nil
+    result.http_status = Int32(clamping: error.httpStatus)
+    result.source = PXL_SOURCE_NONE
+    message = error.message
+  }
+  message.withCString { text in
+    result.message = text
+    callback(token, &result, userData)
+  }
+}
+
+@c @implementation public func pxl_cancel(_ loaderHandle: OpaquePointer?, _ token: pxl_token) -> pxl_status {
+  guard let loader = loader(loaderHandle) else { return PXL_E_INVALID_ARGUMENT }
+  return loader.cancel(token) ? PXL_OK : PXL_E_NOT_FOUND
+}
+
+@c @implementation public func pxl_set_priority(_ loaderHandle: OpaquePointer?, _ token: pxl_token,
+                                                _ priority: Int32) -> pxl_status {
+  guard let loader = loader(loaderHandle) else { return PXL_E_INVALID_ARGUMENT }
+  return loader.setPriority(token, priority) ? PXL_OK : PXL_E_NOT_FOUND
+}
+
+@c @implementation public func pxl_lookup(_ loaderHandle: OpaquePointer?, _ request: UnsafePointer<pxl_request>?,
+                                          _ imageOut: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
+  imageOut?.pointee = nil
+  guard let loader = loader(loaderHandle), let imageOut, let request = imageRequest(request) else {
+    return PXL_E_INVALID_ARGUMENT
+  }
+  guard let found = loader.cachedImage(for: request) else { return PXL_E_NOT_FOUND }
+  imageOut.pointee = OpaquePointer(Unmanaged.passRetained(found).toOpaque())
+  return PXL_OK
+}
+
+@c @implementation public func pxl_memory_cache_trim(_ loaderHandle: OpaquePointer?, _ maxBytes: UInt64) {
+  loader(loaderHandle)?.memoryCache.trim(toBytes: Int(clamping: maxBytes))
+}
+
+@c @implementation public func pxl_memory_cache_bytes(_ loaderHandle: OpaquePointer?) -> UInt64 {
+  UInt64(loader(loaderHandle)?.memoryCache.totalBytes ?? 0)
+}
+
+@c @implementation public func pxl_memory_cache_count(_ loaderHandle: OpaquePointer?) -> Int32 {
+  Int32(clamping: loader(loaderHandle)?.memoryCache.count ?? 0)
+}

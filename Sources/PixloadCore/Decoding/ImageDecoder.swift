@@ -1,0 +1,148 @@
+import CCodecs
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Turns encoded bytes into the pixels one `ImageVariant` asks for.
+///
+/// - important: Implementations must be thread safe: decodes of different images run in
+///   parallel on the decode pool's threads.
+public protocol ImageDecoding: Sendable {
+  func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError>
+}
+
+/// The real decoder: JPEG through libjpeg-turbo, PNG through libpng (both behind the
+/// CCodecs shim), chosen by magic bytes, never by URL or Content-Type.
+///
+/// A thumbnail of a JPEG is decoded at the smallest DCT scale (1/2, 1/4, 1/8) that still
+/// covers the target, so the full-size bitmap is never built; then an area-averaging
+/// resample brings it to the exact size, and EXIF orientation is applied last, on the
+/// small image.
+public struct ImageDecoder: ImageDecoding {
+  public init() {}
+
+  public enum Kind { case jpeg, png }
+
+  /// The format by magic bytes, or nil.
+  public static func sniff(_ data: [UInt8]) -> Kind? {
+    if data.count >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF { return .jpeg }
+    let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+    if data.count >= 8 && data[0..<8].elementsEqual(png) { return .png }
+    return nil
+  }
+
+  public func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
+    guard let kind = Self.sniff(data) else {
+      return .failure(LoadError(.notAnImage, Self.describeNonImage(data)))
+    }
+    return data.withUnsafeBufferPointer { bytes in
+      decode(bytes, kind: kind, variant: variant, maxPixels: maxPixels)
+    }
+  }
+
+  private func decode(_ bytes: UnsafeBufferPointer<UInt8>, kind: Kind, variant: ImageVariant,
+                      maxPixels: UInt64) -> Result<Image, LoadError> {
+    let base = bytes.baseAddress!
+    var info = pxl_codec_info()
+    var message = [CChar](repeating: 0, count: 256)
+    let infoStatus = kind == .jpeg
+      ? pxl_jpeg_read_info(base, bytes.count, &info, &message, message.count)
+      : pxl_png_read_info(base, bytes.count, &info, &message, message.count)
+    if infoStatus != PXL_CODEC_OK {
+      return .failure(Self.error(infoStatus, kind: kind, message: String(cString: message)))
+    }
+    let storedWidth = Int(info.width), storedHeight = Int(info.height)
+    if UInt64(storedWidth) * UInt64(storedHeight) > maxPixels {
+      return .failure(LoadError(.tooManyPixels,
+        "\(storedWidth)x\(storedHeight) exceeds the limit of \(maxPixels) pixels"))
+    }
+    let orientation = variant.appliesOrientation ? Orientation(exif: Int(info.orientation)) : .up
+    let plan = SizePlan(sourceWidth: storedWidth, sourceHeight: storedHeight, orientation: orientation,
+                        targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
+
+    let layout = Self.layout(for: variant.format)
+    var output = pxl_codec_output()
+    let decodeStatus: pxl_codec_status
+    if kind == .jpeg {
+      decodeStatus = pxl_jpeg_decode(base, bytes.count, Int32(layout.rawValue), Int32(plan.dctScaleDenominator),
+                                     maxPixels, &output)
+    } else {
+      decodeStatus = pxl_png_decode(base, bytes.count, Int32(layout.rawValue), maxPixels, &output)
+    }
+    if decodeStatus != PXL_CODEC_OK {
+      let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+      free(output.pixels)
+      return .failure(Self.error(decodeStatus, kind: kind, message: text))
+    }
+
+    var pixels = output.pixels!
+    var width = Int(output.width), height = Int(output.height)
+    let channels = Int(output.channels)
+    let hasAlpha = channels == 4 && output.has_alpha != 0
+    let premultiply = hasAlpha && variant.format.isPremultiplied
+
+    // Crop rectangle in the decoded buffer's pixels (it may be DCT-scaled).
+    let crop = plan.storedCrop.scaled(x: Double(width) / Double(storedWidth),
+                                      y: Double(height) / Double(storedHeight))
+    let needsResample = plan.storedOutputWidth != width || plan.storedOutputHeight != height
+      || !crop.isWhole(width: width, height: height)
+    if needsResample {
+      // Average in premultiplied space so transparent pixels do not darken their
+      // neighbours' edges.
+      if hasAlpha { PixelOps.premultiply(pixels, count: width * height) }
+      guard let resampled = AreaResampler.resample(
+        source: pixels, width: width, height: height, channels: channels, crop: crop,
+        outputWidth: plan.storedOutputWidth, outputHeight: plan.storedOutputHeight) else {
+        free(pixels)
+        return .failure(LoadError(.noMemory, "out of memory resampling"))
+      }
+      free(pixels)
+      pixels = resampled
+      width = plan.storedOutputWidth
+      height = plan.storedOutputHeight
+      if hasAlpha && !premultiply { PixelOps.unpremultiply(pixels, count: width * height) }
+    } else if premultiply {
+      PixelOps.premultiply(pixels, count: width * height)
+    }
+
+    if orientation != .up {
+      guard let turned = orientation.apply(pixels, width: width, height: height, channels: channels) else {
+        free(pixels)
+        return .failure(LoadError(.noMemory, "out of memory rotating"))
+      }
+      free(pixels)
+      pixels = turned
+      if orientation.swapsAxes { swap(&width, &height) }
+    }
+    return .success(Image(width: width, height: height, stride: width * channels, format: variant.format,
+                          originalWidth: plan.displayWidth, originalHeight: plan.displayHeight,
+                          takingPixels: pixels))
+  }
+
+  private static func layout(for format: PixelFormat) -> pxl_codec_layout {
+    switch format {
+    case .rgba8, .rgba8Premultiplied: return PXL_CODEC_RGBA
+    case .bgra8Premultiplied: return PXL_CODEC_BGRA
+    case .rgb8: return PXL_CODEC_RGB
+    case .gray8: return PXL_CODEC_GRAY
+    }
+  }
+
+  private static func error(_ status: pxl_codec_status, kind: Kind, message: String) -> LoadError {
+    let name = kind == .jpeg ? "JPEG" : "PNG"
+    let detail = message.isEmpty ? "" : ": \(message)"
+    switch status {
+    case PXL_CODEC_TOO_MANY_PIXELS: return LoadError(.tooManyPixels, "\(name) too large\(detail)")
+    case PXL_CODEC_UNSUPPORTED: return LoadError(.unsupportedImage, "unsupported \(name)\(detail)")
+    case PXL_CODEC_NO_MEMORY: return LoadError(.noMemory, "out of memory decoding \(name)\(detail)")
+    default: return LoadError(.corruptImage, "corrupt \(name)\(detail)")
+    }
+  }
+
+  /// A short, useful description of a body that is not an image (often an HTML error page).
+  static func describeNonImage(_ data: [UInt8]) -> String {
+    if data.isEmpty { return "empty body is not an image" }
+    let head = data.prefix(32).map { (0x20..<0x7F).contains($0) ? Character(UnicodeScalar($0)) : "." }
+    return "body is neither JPEG nor PNG (\(data.count) bytes, starts with \"\(String(head))\")"
+  }
+}

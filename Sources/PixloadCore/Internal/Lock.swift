@@ -1,0 +1,95 @@
+import CSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A pthread mutex with a condition variable beside it.
+///
+/// The core avoids Foundation and Dispatch so that the shipped library stays small when
+/// the Swift runtime is linked statically; this is the one lock type everything uses.
+/// - important: Not recursive. Never call out to host code while holding it.
+final class Lock: @unchecked Sendable {
+  private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+  private let condition: UnsafeMutablePointer<pthread_cond_t>
+
+  init() {
+    mutex = .allocate(capacity: 1)
+    mutex.initialize(to: pthread_mutex_t())
+    pthread_mutex_init(mutex, nil)
+    condition = .allocate(capacity: 1)
+    condition.initialize(to: pthread_cond_t())
+    // Timed waits measure against the monotonic clock, immune to wall-clock jumps.
+    var attributes = pthread_condattr_t()
+    pthread_condattr_init(&attributes)
+    pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+    pthread_cond_init(condition, &attributes)
+    pthread_condattr_destroy(&attributes)
+  }
+
+  deinit {
+    pthread_cond_destroy(condition)
+    condition.deallocate()
+    pthread_mutex_destroy(mutex)
+    mutex.deallocate()
+  }
+
+  func lock() { pthread_mutex_lock(mutex) }
+  func unlock() { pthread_mutex_unlock(mutex) }
+
+  @inline(__always)
+  func withLock<T>(_ body: () throws -> T) rethrows -> T {
+    pthread_mutex_lock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    return try body()
+  }
+
+  /// Waits on the condition; the lock must be held.
+  func wait() { pthread_cond_wait(condition, mutex) }
+
+  /// Waits on the condition until `deadline` (monotonic nanoseconds); the lock must be held.
+  func wait(untilNanoseconds deadline: UInt64) {
+    var spec = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+    pthread_cond_timedwait(condition, mutex, &spec)
+  }
+
+  func signal() { pthread_cond_signal(condition) }
+  func broadcast() { pthread_cond_broadcast(condition) }
+}
+
+/// Monotonic clock in nanoseconds.
+@inline(__always)
+func monotonicNanoseconds() -> UInt64 {
+  var spec = timespec()
+  clock_gettime(CLOCK_MONOTONIC, &spec)
+  return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
+}
+
+/// A joinable OS thread running `body`.
+final class WorkerThread {
+  private var handle = pthread_t()
+
+  private final class Box {
+    let body: () -> Void
+    let name: String
+    init(_ body: @escaping () -> Void, name: String) { self.body = body; self.name = name }
+  }
+
+  init(name: String, body: @escaping () -> Void) {
+    let box = Unmanaged.passRetained(Box(body, name: name)).toOpaque()
+    let rc = pthread_create(&handle, nil, { raw in
+      let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+      pxl_set_thread_name(box.name)
+      box.body()
+      return nil
+    }, box)
+    precondition(rc == 0, "pthread_create failed: \(rc)")
+  }
+
+  func join() { pthread_join(handle, nil) }
+
+}
+
+/// CPU cores available to this process.
+func availableCoreCount() -> Int { Int(pxl_available_cores()) }

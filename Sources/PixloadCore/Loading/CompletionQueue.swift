@@ -1,0 +1,210 @@
+import CSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One accepted request as its completion queue sees it: it is delivered exactly once.
+///
+/// The delivery state is guarded by the owning queue's lock, which is what makes "cancel
+/// wins over a queued result" and "exactly once" hold when the pipeline, `cancel` and
+/// `dispatch` race on different threads.
+final class Delivery: @unchecked Sendable {
+  enum State { case waiting, queued, delivered }
+
+  let token: UInt64
+  let handler: (UInt64, Outcome) -> Void
+  /// The loader that still may hold pipeline state for this request; told on delivery so
+  /// it can forget the token, and on queue close so it can detach the request.
+  weak var owner: (any DeliveryOwner)?
+
+  // Guarded by the queue's lock.
+  var state = State.waiting
+  var outcome: Outcome?
+
+  init(token: UInt64, owner: (any DeliveryOwner)?, handler: @escaping (UInt64, Outcome) -> Void) {
+    self.token = token
+    self.owner = owner
+    self.handler = handler
+  }
+}
+
+/// The side of a loader that a queue calls back into. Called without the queue's lock.
+protocol DeliveryOwner: AnyObject {
+  /// The delivery is about to run its handler: forget its token and detach it from any
+  /// work it still shares (it is cancelled when its queue closes early).
+  func deliveryFinished(_ delivery: Delivery)
+}
+
+/// A host-owned completion queue: results wait here until the host drains them on its own
+/// thread, so no host callback ever runs on a library thread.
+///
+/// An eventfd is readable exactly while results are pending, so any event loop can wait on
+/// it. Lock order: a loader's lock may be held while taking a queue's lock, never the
+/// reverse; handlers run with no lock held.
+public final class CompletionQueue: @unchecked Sendable {
+  private let lock = Lock()
+  public let fileDescriptor: Int32
+  private var ready: [Delivery] = []
+  private var readyHead = 0
+  /// Every accepted request that has not been delivered, for `close()`.
+  private var outstanding: [ObjectIdentifier: Delivery] = [:]
+  private var closed = false
+  /// Whether the eventfd counter is non-zero (so it is written once, not per result).
+  private var signalled = false
+
+  public init() throws(LoadError) {
+    let fd = pxl_eventfd_new()
+    if fd < 0 { throw LoadError(.io, "eventfd failed: errno \(errno)") }
+    fileDescriptor = fd
+  }
+
+  deinit { Glibc.close(fileDescriptor) }
+
+  public var pendingCount: Int { lock.withLock { ready.count - readyHead } }
+
+  /// Adds a request that will be delivered through this queue. False once closed.
+  func register(_ delivery: Delivery) -> Bool {
+    lock.withLock {
+      if closed { return false }
+      outstanding[ObjectIdentifier(delivery)] = delivery
+      return true
+    }
+  }
+
+  /// Queues the request's result unless it already has one (a cancel came first).
+  func complete(_ delivery: Delivery, with outcome: Outcome) {
+    lock.withLock {
+      guard delivery.state == .waiting, !closed else { return }
+      delivery.outcome = outcome
+      delivery.state = .queued
+      appendReady(delivery)
+    }
+  }
+
+  /// Turns the request's result into a cancellation if its handler has not started.
+  /// Returns false when it already ran (or is running).
+  @discardableResult
+  func cancel(_ delivery: Delivery) -> Bool {
+    lock.withLock {
+      switch delivery.state {
+      case .delivered:
+        return false
+      case .queued:
+        delivery.outcome = .failure(.cancelled)  // releases a queued image at once
+        return true
+      case .waiting:
+        if closed { return false }
+        delivery.outcome = .failure(.cancelled)
+        delivery.state = .queued
+        appendReady(delivery)
+        return true
+      }
+    }
+  }
+
+  /// Runs up to `max` pending handlers (all when `max <= 0`) on the calling thread.
+  public func dispatch(max: Int) -> Int {
+    // "All" means all pending now: results that handlers add while we run wait for the
+    // next call, so a handler that keeps loading cached images cannot starve the host.
+    let limit = max > 0 ? max : pendingCount
+    var count = 0
+    while count < limit {
+      let next: (Delivery, Outcome)? = lock.withLock {
+        guard readyHead < ready.count else { return nil }
+        let delivery = ready[readyHead]
+        readyHead += 1
+        if readyHead == ready.count { resetReady() }
+        delivery.state = .delivered
+        outstanding.removeValue(forKey: ObjectIdentifier(delivery))
+        let outcome = delivery.outcome!
+        delivery.outcome = nil
+        return (delivery, outcome)
+      }
+      guard let (delivery, outcome) = next else { break }
+      delivery.owner?.deliveryFinished(delivery)
+      delivery.handler(delivery.token, outcome)
+      count += 1
+    }
+    return count
+  }
+
+  /// Blocks until results are pending, `wakeup()` is called or the timeout passes
+  /// (negative: forever). Returns the pending count.
+  public func wait(timeoutMilliseconds: Int32) -> Int {
+    if pendingCount > 0 { return pendingCount }
+    var fds = pollfd(fd: fileDescriptor, events: Int16(POLLIN), revents: 0)
+    let deadline = timeoutMilliseconds < 0 ? nil : monotonicNanoseconds() + UInt64(timeoutMilliseconds) * 1_000_000
+    while true {
+      var remaining: Int32 = -1
+      if let deadline {
+        let now = monotonicNanoseconds()
+        remaining = now >= deadline ? 0 : Int32((deadline - now + 999_999) / 1_000_000)
+      }
+      let rc = poll(&fds, 1, remaining)
+      if rc < 0 && errno == EINTR { continue }
+      break
+    }
+    // A wakeup leaves the counter set with nothing pending: clear it so the fd stops
+    // reporting readable.
+    return lock.withLock {
+      let pending = ready.count - readyHead
+      if pending == 0 { clearSignal() }
+      return pending
+    }
+  }
+
+  /// Makes a `wait` in progress (or the next one) return.
+  public func wakeup() {
+    lock.withLock {
+      var one: UInt64 = 1
+      _ = write(fileDescriptor, &one, 8)
+      signalled = true
+    }
+  }
+
+  /// Closes the queue: every request not yet delivered is detached from its loader and
+  /// its handler runs with CANCELLED on the calling thread before this returns.
+  public func close() {
+    let abandoned: [Delivery] = lock.withLock {
+      closed = true
+      let all = Array(outstanding.values)
+      outstanding.removeAll()
+      for delivery in all {
+        delivery.state = .delivered
+        delivery.outcome = nil
+      }
+      ready.removeAll()
+      readyHead = 0
+      clearSignal()
+      return all.sorted { $0.token < $1.token }
+    }
+    for delivery in abandoned {
+      delivery.owner?.deliveryFinished(delivery)
+      delivery.handler(delivery.token, .failure(.cancelled))
+    }
+  }
+
+  // MARK: - Lock held
+
+  private func appendReady(_ delivery: Delivery) {
+    ready.append(delivery)
+    if !signalled {
+      var one: UInt64 = 1
+      _ = write(fileDescriptor, &one, 8)
+      signalled = true
+    }
+  }
+
+  private func resetReady() {
+    ready.removeAll(keepingCapacity: ready.capacity <= 1024)
+    readyHead = 0
+    clearSignal()
+  }
+
+  private func clearSignal() {
+    guard signalled else { return }
+    var value: UInt64 = 0
+    _ = read(fileDescriptor, &value, 8)
+    signalled = false
+  }
+}

@@ -1,0 +1,344 @@
+/// Settings of one loader. Defaults match `pxl_config_init`.
+public struct LoaderConfiguration: Sendable {
+  public var memoryCacheBytes = 64 << 20
+  public var maxConcurrentDownloads = 8
+  public var maxDownloadsPerHost = 6
+  /// 0: one per core.
+  public var decodeThreads = 0
+  public var connectTimeoutMilliseconds = 10_000
+  public var timeoutMilliseconds = 30_000
+  public var maxBodyBytes = 32 << 20
+  public var maxPixels: UInt64 = 100_000_000
+  public var allowedSchemes: Set<String> = ["http", "https"]
+  public var userAgent = "pixload/\(pixloadVersion)"
+
+  public init() {}
+}
+
+public let pixloadVersion = "0.1.0"
+
+/// The coordinator: accepts requests, merges duplicates into shared download and decode
+/// tasks, ranks them, cancels them when their last requester leaves, and hands each
+/// result to its request's completion queue.
+///
+/// All bookkeeping happens under one lock and is cheap; downloading happens on the
+/// `DataLoading` engine's thread and decoding on a `PriorityWorkPool`, never under the
+/// lock. Lock order: loader, then queue, memory cache, pool or engine; never the reverse.
+public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
+  public let configuration: LoaderConfiguration
+  public let memoryCache: MemoryCache
+  private let dataLoader: DataLoading
+  private let decoder: ImageDecoding
+  private let decodePool: PriorityWorkPool
+
+  private let lock = Lock()
+  private var nextToken: UInt64 = 0
+  private var closed = false
+  /// Every accepted request whose handler has not started yet.
+  private var requests: [UInt64: PendingRequest] = [:]
+  private var downloads: [String: DownloadTask] = [:]
+  private var decodes: [ImageVariant: DecodeTask] = [:]
+
+  /// Uses `dataLoader` for the network (a `CurlEngine` by default) and `decoder` for the
+  /// pixels; tests pass doubles to drive the pipeline deterministically.
+  public init(configuration: LoaderConfiguration = LoaderConfiguration(),
+              dataLoader: DataLoading? = nil,
+              decoder: ImageDecoding = ImageDecoder()) throws(LoadError) {
+    self.configuration = configuration
+    self.memoryCache = MemoryCache(capacityBytes: configuration.memoryCacheBytes)
+    if let dataLoader {
+      self.dataLoader = dataLoader
+    } else {
+      self.dataLoader = try CurlEngine(configuration: configuration)
+    }
+    self.decoder = decoder
+    let threads = configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
+    self.decodePool = PriorityWorkPool(threadCount: threads, name: "pxl-decode")
+  }
+
+  deinit { close() }
+
+  // MARK: - Requests
+
+  /// Accepts a request. On success `handler` runs exactly once, when `queue` is drained;
+  /// on a thrown error it never runs.
+  public func load(_ request: ImageRequest, queue: CompletionQueue,
+                   handler: @escaping (UInt64, Outcome) -> Void) throws(LoadError) -> UInt64 {
+    try validate(request)
+    let variant = request.variant
+    lock.lock()
+    if closed {
+      lock.unlock()
+      throw LoadError(.loaderClosed, "the loader is closed")
+    }
+    nextToken += 1
+    let token = nextToken
+    let delivery = Delivery(token: token, owner: self, handler: handler)
+    guard queue.register(delivery) else {
+      lock.unlock()
+      throw LoadError(.invalidArgument, "the completion queue is closed")
+    }
+    let pending = PendingRequest(token: token, delivery: delivery, queue: queue,
+                                 priority: request.priority, usesMemoryCache: request.usesMemoryCache)
+    requests[token] = pending
+    if request.usesMemoryCache, let image = memoryCache.image(for: variant) {
+      lock.unlock()
+      queue.complete(delivery, with: .success(image, .memory, httpStatus: 0))
+      return token
+    }
+    attach(pending, to: variant, url: request.url)
+    lock.unlock()
+    return token
+  }
+
+  /// Cancels a request whose handler has not started: it will report CANCELLED. Shared
+  /// work continues for the other requesters. False for unknown or finished tokens.
+  @discardableResult
+  public func cancel(_ token: UInt64) -> Bool {
+    let pending: PendingRequest? = lock.withLock {
+      guard let pending = requests.removeValue(forKey: token) else { return nil }
+      detach(pending)
+      return pending
+    }
+    guard let pending else { return false }
+    return pending.queue.cancel(pending.delivery)
+  }
+
+  /// Re-ranks a request and the shared work it belongs to. False for unknown tokens.
+  @discardableResult
+  public func setPriority(_ token: UInt64, _ priority: Int32) -> Bool {
+    lock.withLock {
+      guard let pending = requests[token] else { return false }
+      pending.priority = priority
+      if let decode = pending.decode { rerank(decode) }
+      return true
+    }
+  }
+
+  /// The memory-cached image `request` would produce, if any. Never blocks on work.
+  public func cachedImage(for request: ImageRequest) -> Image? {
+    guard request.usesMemoryCache else { return nil }
+    return memoryCache.image(for: request.variant)
+  }
+
+  /// Cancels every request (each still gets its one CANCELLED result through its queue),
+  /// stops and joins the library's threads and empties the memory cache. Idempotent.
+  public func close() {
+    let abandoned: [PendingRequest] = lock.withLock {
+      if closed { return [] }
+      closed = true
+      let all = Array(requests.values)
+      // Break the task graph's back references so nothing outlives the loader.
+      for download in downloads.values { download.decodes.removeAll() }
+      for decode in decodes.values {
+        decode.download = nil
+        decode.requests.removeAll()
+      }
+      for pending in all { pending.decode = nil }
+      requests.removeAll()
+      downloads.removeAll()
+      decodes.removeAll()
+      return all.sorted { $0.token < $1.token }
+    }
+    dataLoader.shutdown()
+    decodePool.shutdown()
+    for pending in abandoned { pending.queue.cancel(pending.delivery) }
+    memoryCache.removeAll()
+  }
+
+  // MARK: - DeliveryOwner
+
+  func deliveryFinished(_ delivery: Delivery) {
+    lock.withLock {
+      if let pending = requests.removeValue(forKey: delivery.token) { detach(pending) }
+    }
+  }
+
+  // MARK: - Validation
+
+  private func validate(_ request: ImageRequest) throws(LoadError) {
+    if request.targetWidth < 0 || request.targetHeight < 0 {
+      throw LoadError(.invalidArgument, "target size must not be negative")
+    }
+    let scheme = try URLScheme.parse(request.url)
+    if !configuration.allowedSchemes.contains(scheme) {
+      throw LoadError(.schemeNotAllowed, "scheme '\(scheme)' is not allowed by this loader")
+    }
+  }
+
+  // MARK: - Pipeline (lock held)
+
+  /// Joins the request to the decode task for its variant, creating the decode task (and
+  /// the download task it waits on) when it is the first requester.
+  private func attach(_ pending: PendingRequest, to variant: ImageVariant, url: String) {
+    if let decode = decodes[variant] {
+      decode.requests[pending.token] = pending
+      pending.decode = decode
+      rerank(decode)
+      return
+    }
+    let decode = DecodeTask(variant: variant)
+    decode.requests[pending.token] = pending
+    decode.priority = pending.priority
+    pending.decode = decode
+    decodes[variant] = decode
+
+    if let download = downloads[variant.cacheKey] {
+      download.decodes[variant] = decode
+      decode.download = download
+      rerank(download)
+      return
+    }
+    let download = DownloadTask(cacheKey: variant.cacheKey)
+    download.decodes[variant] = decode
+    download.priority = decode.priority
+    decode.download = download
+    downloads[variant.cacheKey] = download
+    download.transfer = dataLoader.start(url: url, priority: download.priority) { [weak self, weak download] result in
+      guard let self, let download else { return }
+      self.downloadFinished(download, result)
+    }
+  }
+
+  /// Removes a request from its decode task; the last requester leaving cancels the
+  /// decode, and the last decode leaving a download cancels the download.
+  private func detach(_ pending: PendingRequest) {
+    guard let decode = pending.decode else { return }
+    pending.decode = nil
+    decode.requests.removeValue(forKey: pending.token)
+    if !decode.requests.isEmpty {
+      rerank(decode)
+      return
+    }
+    if decodes[decode.variant] === decode { decodes.removeValue(forKey: decode.variant) }
+    if let job = decode.job { decodePool.cancel(job) }
+    decode.job = nil
+    guard let download = decode.download else { return }
+    decode.download = nil
+    download.decodes.removeValue(forKey: decode.variant)
+    if !download.decodes.isEmpty {
+      rerank(download)
+      return
+    }
+    if downloads[download.cacheKey] === download { downloads.removeValue(forKey: download.cacheKey) }
+    if let transfer = download.transfer { dataLoader.cancel(transfer) }
+    download.transfer = nil
+  }
+
+  /// Merged work runs at the highest priority among its requesters.
+  private func rerank(_ decode: DecodeTask) {
+    let priority = decode.requests.values.lazy.map(\.priority).max() ?? Int32.min
+    guard priority != decode.priority else { return }
+    decode.priority = priority
+    if let job = decode.job { decodePool.setPriority(job, priority) }
+    if let download = decode.download { rerank(download) }
+  }
+
+  private func rerank(_ download: DownloadTask) {
+    let priority = download.decodes.values.lazy.map(\.priority).max() ?? Int32.min
+    guard priority != download.priority else { return }
+    download.priority = priority
+    if let transfer = download.transfer { dataLoader.setPriority(transfer, priority) }
+  }
+
+  // MARK: - Completions (library threads)
+
+  private func downloadFinished(_ download: DownloadTask, _ result: Result<DownloadedData, LoadError>) {
+    var failed: [PendingRequest] = []
+    var failure: LoadError?
+    lock.withLock {
+      // A download cancelled while finishing is no longer registered: drop its result.
+      guard downloads[download.cacheKey] === download else { return }
+      downloads.removeValue(forKey: download.cacheKey)
+      download.transfer = nil
+      switch result {
+      case .failure(let error):
+        failure = error
+        for decode in download.decodes.values {
+          if decodes[decode.variant] === decode { decodes.removeValue(forKey: decode.variant) }
+          for pending in decode.requests.values {
+            pending.decode = nil
+            failed.append(pending)
+          }
+        }
+      case .success(let data):
+        for decode in download.decodes.values {
+          decode.download = nil
+          decode.job = decodePool.submit(priority: decode.priority) { [weak self, decode] in
+            self?.runDecode(decode, data)
+          }
+        }
+      }
+      download.decodes.removeAll()
+    }
+    if let failure {
+      for pending in failed { pending.queue.complete(pending.delivery, with: .failure(failure)) }
+    }
+  }
+
+  private func runDecode(_ decode: DecodeTask, _ data: DownloadedData) {
+    let result = decoder.decode(data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
+    let finished: [PendingRequest] = lock.withLock {
+      guard decodes[decode.variant] === decode else { return [] }
+      decodes.removeValue(forKey: decode.variant)
+      decode.job = nil
+      let all = Array(decode.requests.values)
+      for pending in all { pending.decode = nil }
+      if case .success(let image) = result, all.contains(where: \.usesMemoryCache) {
+        memoryCache.insert(image, for: decode.variant)
+      }
+      return all
+    }
+    let outcome: Outcome
+    switch result {
+    case .success(let image): outcome = .success(image, .network, httpStatus: data.httpStatus)
+    case .failure(var error):
+      if error.httpStatus == 0 { error.httpStatus = data.httpStatus }
+      outcome = .failure(error)
+    }
+    for pending in finished { pending.queue.complete(pending.delivery, with: outcome) }
+  }
+}
+
+// MARK: - Bookkeeping types (guarded by the loader's lock)
+
+private final class PendingRequest {
+  let token: UInt64
+  let delivery: Delivery
+  let queue: CompletionQueue
+  let usesMemoryCache: Bool
+  var priority: Int32
+  /// The decode task this request waits on; nil once it has a result or was detached.
+  var decode: DecodeTask?
+
+  init(token: UInt64, delivery: Delivery, queue: CompletionQueue, priority: Int32, usesMemoryCache: Bool) {
+    self.token = token
+    self.delivery = delivery
+    self.queue = queue
+    self.priority = priority
+    self.usesMemoryCache = usesMemoryCache
+  }
+}
+
+/// One decode of one variant, shared by every request for that variant.
+private final class DecodeTask {
+  let variant: ImageVariant
+  var requests: [UInt64: PendingRequest] = [:]
+  var priority: Int32 = 0
+  /// The download this decode waits on; nil once the bytes arrived.
+  var download: DownloadTask?
+  /// The queued decode job; nil before the bytes arrive and after it ran.
+  var job: PriorityWorkPool.Job?
+
+  init(variant: ImageVariant) { self.variant = variant }
+}
+
+/// One transfer of one cache key, shared by every decode that needs those bytes.
+private final class DownloadTask {
+  let cacheKey: String
+  var decodes: [ImageVariant: DecodeTask] = [:]
+  var priority: Int32 = 0
+  var transfer: TransferID?
+
+  init(cacheKey: String) { self.cacheKey = cacheKey }
+}

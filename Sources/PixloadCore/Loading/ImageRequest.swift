@@ -1,0 +1,71 @@
+/// Pixel layouts an image can be delivered in. Raw values are the C API's `pxl_format`.
+public enum PixelFormat: Int32, Sendable, CaseIterable {
+  case rgba8 = 0
+  case rgba8Premultiplied = 1
+  case bgra8Premultiplied = 2
+  case rgb8 = 3
+  case gray8 = 4
+
+  public var bytesPerPixel: Int {
+    switch self {
+    case .rgba8, .rgba8Premultiplied, .bgra8Premultiplied: return 4
+    case .rgb8: return 3
+    case .gray8: return 1
+    }
+  }
+
+  var hasAlpha: Bool { bytesPerPixel == 4 }
+  var isPremultiplied: Bool { self == .rgba8Premultiplied || self == .bgra8Premultiplied }
+}
+
+/// How an image is fitted to its target size. Raw values are the C API's `pxl_mode`.
+public enum ScaleMode: Int32, Sendable {
+  /// Scale down to fit inside the target, keeping the aspect ratio.
+  case fit = 0
+  /// Scale down to cover the target, then crop the centre to exactly the target.
+  case fill = 1
+}
+
+/// What a host asks for. Two requests with equal `variant` produce identical images.
+public struct ImageRequest: Sendable {
+  public var url: String
+  /// Requests with equal keys share one download and one cache entry.
+  public var cacheKey: String
+  public var targetWidth: Int
+  public var targetHeight: Int
+  public var mode: ScaleMode
+  public var format: PixelFormat
+  public var priority: Int32
+  public var appliesOrientation: Bool
+  public var usesMemoryCache: Bool
+
+  public init(url: String, cacheKey: String? = nil, targetWidth: Int = 0, targetHeight: Int = 0,
+              mode: ScaleMode = .fit, format: PixelFormat = .rgba8, priority: Int32 = 0,
+              appliesOrientation: Bool = true, usesMemoryCache: Bool = true) {
+    self.url = url
+    self.cacheKey = cacheKey ?? url
+    self.targetWidth = targetWidth
+    self.targetHeight = targetHeight
+    self.mode = mode
+    self.format = format
+    self.priority = priority
+    self.appliesOrientation = appliesOrientation
+    self.usesMemoryCache = usesMemoryCache
+  }
+
+  /// Identifies the decoded result: the memory-cache key and the decode-coalescing key.
+  public var variant: ImageVariant {
+    ImageVariant(cacheKey: cacheKey, width: targetWidth, height: targetHeight, mode: mode,
+                 format: format, appliesOrientation: appliesOrientation)
+  }
+}
+
+/// One decoded rendition of one source: the key of the memory cache and of decode merging.
+public struct ImageVariant: Hashable, Sendable {
+  public var cacheKey: String
+  public var width: Int
+  public var height: Int
+  public var mode: ScaleMode
+  public var format: PixelFormat
+  public var appliesOrientation: Bool
+}

@@ -1,0 +1,298 @@
+import CCurl
+
+/// libcurl's global state must be initialised once, before any handle exists, and
+/// `curl_global_init` itself is not thread safe: a Swift global is initialised exactly once.
+private let curlGlobalInit: Void = {
+  _ = curl_global_init(Int(CURL_GLOBAL_ALL))
+}()
+
+/// The network engine: one thread drives a libcurl multi handle (`curl_multi_poll`, woken by
+/// `curl_multi_wakeup`), which reuses keep-alive connections and multiplexes HTTP/2.
+///
+/// Transfers wait in a list until a slot is free, overall and per host; the highest
+/// priority starts first and, among equals, the newest (the row the user just scrolled to).
+/// The multi handle and easy handles are touched only on the engine's thread; other threads
+/// post starts, cancels and priority changes under the lock and wake it.
+public final class CurlEngine: DataLoading, @unchecked Sendable {
+  private let configuration: LoaderConfiguration
+  private let multi: UnsafeMutableRawPointer
+  private let protocols: String
+
+  private let lock = Lock()
+  private var nextID: TransferID = 0
+  private var waiting: [Transfer] = []
+  private var cancelledWhileActive: Set<TransferID> = []
+  private var stopping = false
+  private var thread: WorkerThread?
+
+  // Engine thread only.
+  private var active: [UnsafeMutableRawPointer: Transfer] = [:]
+  private var activeByID: [TransferID: Transfer] = [:]
+  private var activePerHost: [String: Int] = [:]
+  /// Sum of new connections opened, for tests and benchmarks that check reuse.
+  private var connectionsOpened = 0
+
+  public init(configuration: LoaderConfiguration) throws(LoadError) {
+    _ = curlGlobalInit
+    guard let multi = curl_multi_init() else { throw LoadError(.noMemory, "curl_multi_init failed") }
+    self.multi = multi
+    self.configuration = configuration
+    protocols = ["http", "https", "file"].filter(configuration.allowedSchemes.contains).joined(separator: ",")
+    // Keep as many idle connections as can be busy at once, so scrolling back and forth
+    // reuses them instead of reconnecting.
+    _ = pxl_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConcurrentDownloads))
+    _ = pxl_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+    thread = WorkerThread(name: "pxl-network") { [unowned self] in self.run() }
+  }
+
+  deinit {
+    shutdown()
+    curl_multi_cleanup(multi)
+  }
+
+  public func start(url: String, priority: Int32,
+                    completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
+    let host = (try? URLScheme.host(of: url)) ?? ""
+    let id: TransferID = lock.withLock {
+      nextID += 1
+      waiting.append(Transfer(id: nextID, url: url, host: host, priority: priority,
+                              maxBodyBytes: configuration.maxBodyBytes, completion: completion))
+      return nextID
+    }
+    curl_multi_wakeup(multi)
+    return id
+  }
+
+  public func cancel(_ id: TransferID) {
+    let wasWaiting: Bool = lock.withLock {
+      if let index = waiting.firstIndex(where: { $0.id == id }) {
+        waiting.remove(at: index)
+        return true
+      }
+      cancelledWhileActive.insert(id)
+      return false
+    }
+    if !wasWaiting { curl_multi_wakeup(multi) }
+  }
+
+  public func setPriority(_ id: TransferID, _ priority: Int32) {
+    lock.withLock {
+      // A running transfer keeps its slot; only waiting ones are re-ranked.
+      waiting.first(where: { $0.id == id })?.priority = priority
+    }
+  }
+
+  public func shutdown() {
+    let running: WorkerThread? = lock.withLock {
+      stopping = true
+      waiting.removeAll()
+      defer { thread = nil }
+      return thread
+    }
+    guard let running else { return }
+    curl_multi_wakeup(multi)
+    running.join()
+  }
+
+  /// New connections opened so far (each transfer that could not reuse one adds one).
+  public var connectionCount: Int { lock.withLock { connectionsOpened } }
+
+  // MARK: - Engine thread
+
+  private func run() {
+    while true {
+      let (starts, cancels, stop): ([Transfer], [TransferID], Bool) = lock.withLock {
+        if stopping { return ([], [], true) }
+        let cancels = Array(cancelledWhileActive)
+        cancelledWhileActive.removeAll()
+        return (takeStartable(), cancels, false)
+      }
+      if stop { break }
+      for id in cancels {
+        if let transfer = activeByID[id] { finish(transfer, notify: false, code: CURLE_OK) }
+      }
+      for transfer in starts { begin(transfer) }
+
+      var running: Int32 = 0
+      _ = curl_multi_perform(multi, &running)
+      var remaining: Int32 = 0
+      while let message = curl_multi_info_read(multi, &remaining) {
+        guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle,
+              let transfer = active[easy] else { continue }
+        let code = message.pointee.data.result
+        let wasCancelled = lock.withLock { cancelledWhileActive.remove(transfer.id) != nil }
+        finish(transfer, notify: !wasCancelled, code: code)
+      }
+      // Wait for socket activity, a wakeup (new work) or a timer libcurl asks for.
+      _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+    }
+    for transfer in Array(active.values) { finish(transfer, notify: false, code: CURLE_OK) }
+  }
+
+  /// Lock held: removes and returns the waiting transfers that fit in free slots.
+  private func takeStartable() -> [Transfer] {
+    var started: [Transfer] = []
+    var slots = configuration.maxConcurrentDownloads - active.count
+    var perHost = activePerHost
+    while slots > 0 {
+      var best: Int?
+      for (index, candidate) in waiting.enumerated()
+      where perHost[candidate.host, default: 0] < configuration.maxDownloadsPerHost {
+        if let current = best {
+          let chosen = waiting[current]
+          if candidate.priority > chosen.priority
+            || (candidate.priority == chosen.priority && candidate.id > chosen.id) { best = index }
+        } else {
+          best = index
+        }
+      }
+      guard let index = best else { break }
+      let transfer = waiting.remove(at: index)
+      perHost[transfer.host, default: 0] += 1
+      started.append(transfer)
+      slots -= 1
+    }
+    return started
+  }
+
+  private func begin(_ transfer: Transfer) {
+    guard let easy = curl_easy_init() else {
+      transfer.completion(.failure(LoadError(.noMemory, "curl_easy_init failed")))
+      return
+    }
+    transfer.easy = easy
+    let isHTTPS = transfer.url.prefix(8).lowercased() == "https://"
+    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url)
+    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
+    _ = pxl_curl_easy_setopt_write(easy, curlWriteCallback, Unmanaged.passUnretained(transfer).toOpaque())
+    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, protocols)
+    // Redirects may not change the scheme to anything but http(s), and never from https
+    // down to http.
+    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, isHTTPS ? "https" : "http,https")
+    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
+    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 5)
+    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
+    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, configuration.timeoutMilliseconds)
+    _ = pxl_curl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maxBodyBytes))
+    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, configuration.userAgent)
+    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
+    // Wait for an HTTP/2 connection being set up rather than opening a second one.
+    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+    active[easy] = transfer
+    activeByID[transfer.id] = transfer
+    activePerHost[transfer.host, default: 0] += 1
+    _ = curl_multi_add_handle(multi, easy)
+  }
+
+  private func finish(_ transfer: Transfer, notify: Bool, code: CURLcode) {
+    guard let easy = transfer.easy else { return }
+    let httpStatus = pxl_curl_response_code(easy)
+    let connects = pxl_curl_num_connects(easy)
+    _ = curl_multi_remove_handle(multi, easy)
+    curl_easy_cleanup(easy)
+    transfer.easy = nil
+    active.removeValue(forKey: easy)
+    activeByID.removeValue(forKey: transfer.id)
+    activePerHost[transfer.host, default: 1] -= 1
+    if activePerHost[transfer.host] == 0 { activePerHost.removeValue(forKey: transfer.host) }
+    lock.withLock { connectionsOpened += connects }
+    guard notify else { return }
+    transfer.completion(transfer.outcome(code: code, httpStatus: httpStatus))
+  }
+}
+
+/// libcurl's write callback: appends to the transfer's body, or returns 0 to abort it
+/// (HTTP error status, body over the limit).
+private let curlWriteCallback: pxl_curl_write_fn = { data, size, count, user in
+  let transfer = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+  return transfer.receive(data, size * count)
+}
+
+private final class Transfer {
+  let id: TransferID
+  let url: String
+  let host: String
+  var priority: Int32
+  let maxBodyBytes: Int
+  let completion: @Sendable (Result<DownloadedData, LoadError>) -> Void
+  var easy: UnsafeMutableRawPointer?
+  var body: [UInt8] = []
+  var abortReason: LoadError?
+  let errorBuffer: UnsafeMutablePointer<CChar>
+
+  init(id: TransferID, url: String, host: String, priority: Int32, maxBodyBytes: Int,
+       completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) {
+    self.id = id
+    self.url = url
+    self.host = host
+    self.priority = priority
+    self.maxBodyBytes = maxBodyBytes
+    self.completion = completion
+    errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+    errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+  }
+
+  deinit { errorBuffer.deallocate() }
+
+  func receive(_ data: UnsafeMutablePointer<CChar>?, _ length: Int) -> Int {
+    if body.isEmpty, let easy {
+      let status = pxl_curl_response_code(easy)
+      // An error page is not worth downloading: stop at its first byte.
+      if status >= 300 {
+        abortReason = LoadError(.http, "HTTP status \(status)", httpStatus: Int(status))
+        return 0
+      }
+      let declared = pxl_curl_content_length(easy)
+      if declared > 0 {
+        if declared > maxBodyBytes {
+          abortReason = LoadError(.bodyTooLarge, "body of \(declared) bytes exceeds the limit of \(maxBodyBytes)")
+          return 0
+        }
+        body.reserveCapacity(Int(declared))
+      }
+    }
+    if body.count + length > maxBodyBytes {
+      abortReason = LoadError(.bodyTooLarge, "body exceeds the limit of \(maxBodyBytes) bytes")
+      return 0
+    }
+    if let data, length > 0 {
+      data.withMemoryRebound(to: UInt8.self, capacity: length) {
+        body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+      }
+    }
+    return length
+  }
+
+  func outcome(code: CURLcode, httpStatus: Int) -> Result<DownloadedData, LoadError> {
+    if let abortReason { return .failure(abortReason) }
+    if code == CURLE_OK {
+      let isHTTP = url.prefix(4).lowercased() == "http"
+      if isHTTP && !(200..<300).contains(httpStatus) {
+        return .failure(LoadError(.http, "HTTP status \(httpStatus)", httpStatus: httpStatus))
+      }
+      return .success(DownloadedData(bytes: body, httpStatus: httpStatus))
+    }
+    let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
+    return .failure(LoadError(Self.status(for: code), detail, httpStatus: httpStatus))
+  }
+
+  static func status(for code: CURLcode) -> Status {
+    switch code {
+    case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return .dns
+    case CURLE_COULDNT_CONNECT: return .connect
+    case CURLE_OPERATION_TIMEDOUT: return .timeout
+    case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+         CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
+         CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR,
+         CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_SHUTDOWN_FAILED:
+      return .tls
+    case CURLE_UNSUPPORTED_PROTOCOL: return .schemeNotAllowed
+    case CURLE_URL_MALFORMAT: return .malformedURL
+    case CURLE_FILESIZE_EXCEEDED: return .bodyTooLarge
+    case CURLE_FILE_COULDNT_READ_FILE, CURLE_READ_ERROR: return .io
+    case CURLE_OUT_OF_MEMORY: return .noMemory
+    default: return .network
+    }
+  }
+}

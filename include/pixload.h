@@ -1,0 +1,347 @@
+/*
+ * pixload.h: asynchronous image loading and caching for table- and grid-style UIs.
+ *
+ * THIS FILE IS THE API. Whatever is not declared and documented here is not part of
+ * pixload's interface and may change or disappear in any release.
+ *
+ * Overview
+ * --------
+ * A pxl_loader downloads (libcurl), decodes (libjpeg-turbo, libpng) and caches images on
+ * threads of its own. A pxl_queue belongs to the host: every callback of a request runs
+ * on the thread that calls pxl_queue_dispatch() on the request's queue, never on a
+ * library thread. The queue exposes a file descriptor that is readable while
+ * completions are pending, so any event loop (GLib, libuv, asyncio, epoll, poll) can
+ * wait on it.
+ *
+ * Rules every request obeys
+ * -------------------------
+ *  1. A call that fails returns an error status and never invokes its callback.
+ *  2. A call that succeeds (pxl_load returning PXL_OK) invokes its callback exactly once,
+ *     on the thread draining its queue: with an image, with an error, or with
+ *     PXL_E_CANCELLED. The callback is the place to free user_data.
+ *  3. pxl_cancel() may be called from any thread, at any time, any number of times. If
+ *     the callback has not started when pxl_cancel() returns, it reports PXL_E_CANCELLED,
+ *     never an image, even if the image was already decoded and queued.
+ *  4. Cancelling one of several requests for the same work leaves the others untouched;
+ *     shared downloads and decodes stop only when their last requester cancels.
+ *  5. Duplicate requests are merged: one download per cache key, one decode per
+ *     (cache key, size, mode, format, orientation). Merged work runs at the highest
+ *     priority among its requesters.
+ *  6. pxl_set_priority() changes the priority of waiting work at once.
+ *  7. pxl_lookup() is synchronous and only reads the memory cache.
+ *  8. Disk and network work never happen on the host's thread.
+ *  9. Freeing a loader or a queue with requests in flight is legal: they end CANCELLED.
+ *
+ * Threads
+ * -------
+ * A pxl_loader may be used from any thread. A pxl_image is immutable and may be read
+ * from any thread. A pxl_queue is drained by one thread at a time; pxl_queue_fd,
+ * pxl_queue_wakeup and pxl_queue_pending may be called from any thread.
+ *
+ * Memory
+ * ------
+ * Every *_new has a matching *_free; every destructor accepts NULL. Strings passed in are
+ * copied before the call returns. Strings and images handed to a callback are borrowed
+ * for the duration of that callback only: call pxl_image_retain() to keep an image.
+ */
+#ifndef PIXLOAD_H
+#define PIXLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && !defined(PXL_NO_VISIBILITY)
+#define PXL_API __attribute__((visibility("default")))
+#else
+#define PXL_API
+#endif
+
+/* ---------------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------------- */
+
+#define PXL_VERSION_MAJOR 0
+#define PXL_VERSION_MINOR 1
+#define PXL_VERSION_PATCH 0
+/* 0xMMmmpp: compare with >= to test for a feature at compile time. */
+#define PXL_VERSION_NUM ((PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH)
+#define PXL_VERSION_STRING "0.1.0"
+
+/* The version of the library actually loaded, "MAJOR.MINOR.PATCH". Static storage;
+ * never NULL. Any thread. Since 0.1.0. */
+PXL_API const char *pxl_version(void);
+
+/* PXL_VERSION_NUM of the library actually loaded. Any thread. Since 0.1.0. */
+PXL_API uint32_t pxl_version_num(void);
+
+/* ---------------------------------------------------------------------------------
+ * Status codes. Append-only: new codes are added last, none is ever removed or
+ * renumbered.
+ * ------------------------------------------------------------------------------- */
+
+typedef enum pxl_status {
+  PXL_OK = 0,                    /*  0: success */
+  PXL_E_INVALID_ARGUMENT = 1,    /*  1: a NULL handle, a bad struct_size, a value out of range */
+  PXL_E_MALFORMED_URL = 2,       /*  2: the URL cannot be parsed */
+  PXL_E_SCHEME_NOT_ALLOWED = 3,  /*  3: the URL's scheme is not in the config's allow-list */
+  PXL_E_DNS = 4,                 /*  4: the host name could not be resolved */
+  PXL_E_CONNECT = 5,             /*  5: the connection was refused or failed */
+  PXL_E_TLS = 6,                 /*  6: TLS handshake or certificate verification failed */
+  PXL_E_TIMEOUT = 7,             /*  7: connect, total or stalled-transfer timeout */
+  PXL_E_HTTP = 8,                /*  8: the server answered with a non-2xx status (see http_status) */
+  PXL_E_BODY_TOO_LARGE = 9,      /*  9: the body exceeds max_body_bytes */
+  PXL_E_NOT_AN_IMAGE = 10,       /* 10: the body is neither JPEG nor PNG (by its magic bytes) */
+  PXL_E_CORRUPT_IMAGE = 11,      /* 11: the decoder could not decode the image */
+  PXL_E_TOO_MANY_PIXELS = 12,    /* 12: declared width x height exceeds max_pixels */
+  PXL_E_CANCELLED = 13,          /* 13: pxl_cancel, or the queue or loader was freed */
+  PXL_E_LOADER_CLOSED = 14,      /* 14: the loader is shutting down */
+  PXL_E_NETWORK = 15,            /* 15: any other transfer failure (reset, truncated body, ...) */
+  PXL_E_UNSUPPORTED_IMAGE = 16,  /* 16: a valid image of a kind not supported (12-bit JPEG, ...) */
+  PXL_E_NO_MEMORY = 17,          /* 17: an allocation failed */
+  PXL_E_NOT_FOUND = 18,          /* 18: unknown token, or a memory-cache miss in pxl_lookup */
+  PXL_E_IO = 19                  /* 19: a local file could not be read */
+} pxl_status;
+
+/* A short English description of a status ("cancelled"). Static storage; never NULL,
+ * also for unknown values. Any thread. Since 0.1.0. */
+PXL_API const char *pxl_status_string(pxl_status status);
+
+/* ---------------------------------------------------------------------------------
+ * Pixel formats and sizing
+ * ------------------------------------------------------------------------------- */
+
+typedef enum pxl_format {
+  PXL_FORMAT_RGBA8 = 0,          /* 4 bytes R,G,B,A; straight (non-premultiplied) alpha */
+  PXL_FORMAT_RGBA8_PREMUL = 1,   /* 4 bytes R,G,B,A; colour premultiplied by alpha */
+  PXL_FORMAT_BGRA8_PREMUL = 2,   /* 4 bytes B,G,R,A premultiplied: Cairo ARGB32 and Skia
+                                    N32 on little-endian machines */
+  PXL_FORMAT_RGB8 = 3,           /* 3 bytes R,G,B; alpha dropped */
+  PXL_FORMAT_GRAY8 = 4           /* 1 byte luma; alpha dropped */
+} pxl_format;
+
+/* Bytes per pixel of a format, 0 for an unknown value. Any thread. Since 0.1.0. */
+PXL_API int32_t pxl_format_bytes_per_pixel(pxl_format format);
+
+/* How an image is fitted to a target size (width and height both > 0). Images are never
+ * scaled up: a source smaller than the target keeps its size (FIT) or is cropped to the
+ * target's aspect ratio at its own resolution (FILL). */
+typedef enum pxl_mode {
+  PXL_MODE_FIT = 0,   /* scale to fit inside the target, keeping the aspect ratio */
+  PXL_MODE_FILL = 1   /* scale to cover the target, then crop the centre to exactly it */
+} pxl_mode;
+
+/* Request priorities: any int32_t, higher runs first. These are suggestions. */
+#define PXL_PRIORITY_PREFETCH (-100)
+#define PXL_PRIORITY_NORMAL 0
+#define PXL_PRIORITY_VISIBLE 100
+
+/* Request flags (pxl_request.flags). */
+#define PXL_FLAG_IGNORE_ORIENTATION 0x1u  /* do not apply EXIF orientation */
+#define PXL_FLAG_SKIP_MEMORY_CACHE 0x2u   /* neither read nor write the memory cache */
+
+/* Schemes (pxl_config.allowed_schemes). */
+#define PXL_SCHEME_HTTP 0x1u
+#define PXL_SCHEME_HTTPS 0x2u
+#define PXL_SCHEME_FILE 0x4u              /* file:// URLs; off by default */
+
+/* Where a result came from (pxl_result.source). */
+typedef enum pxl_source {
+  PXL_SOURCE_NONE = 0,     /* no image (an error or a cancellation) */
+  PXL_SOURCE_MEMORY = 1,   /* the memory cache; no download, no decode */
+  PXL_SOURCE_NETWORK = 2,  /* downloaded (or read from a file:// URL) and decoded */
+  PXL_SOURCE_DISK = 3      /* the disk cache (reserved; not produced by 0.1) */
+} pxl_source;
+
+/* ---------------------------------------------------------------------------------
+ * Images: immutable, reference-counted pixels.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_image pxl_image;
+
+/* Adds a reference and returns image. NULL gives NULL. Any thread. Since 0.1.0. */
+PXL_API pxl_image *pxl_image_retain(pxl_image *image);
+
+/* Drops a reference; the pixels are freed with the last one. The memory cache holds its
+ * own reference, so a cache trim never frees pixels the host still holds. NULL is a
+ * no-op. Any thread. Since 0.1.0. */
+PXL_API void pxl_image_release(pxl_image *image);
+
+/* Accessors; 0 or NULL for a NULL image. Any thread. Since 0.1.0.
+ * pixels: the first row; row y starts at pixels + y * stride; valid while a reference is
+ * held. stride: bytes per row, >= width * pxl_format_bytes_per_pixel(format).
+ * original_width/height: the source image's size after EXIF orientation, before any
+ * scaling. */
+PXL_API int32_t pxl_image_width(const pxl_image *image);
+PXL_API int32_t pxl_image_height(const pxl_image *image);
+PXL_API int32_t pxl_image_stride(const pxl_image *image);
+PXL_API pxl_format pxl_image_format(const pxl_image *image);
+PXL_API const uint8_t *pxl_image_pixels(const pxl_image *image);
+PXL_API int32_t pxl_image_original_width(const pxl_image *image);
+PXL_API int32_t pxl_image_original_height(const pxl_image *image);
+/* Bytes the pixel buffer occupies (stride * height). */
+PXL_API size_t pxl_image_byte_count(const pxl_image *image);
+
+/* ---------------------------------------------------------------------------------
+ * Completion queues
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_queue pxl_queue;
+
+/* Creates a queue. *out receives it (or NULL on failure). Returns PXL_OK,
+ * PXL_E_INVALID_ARGUMENT (out is NULL) or PXL_E_NO_MEMORY / PXL_E_IO (no eventfd).
+ * Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_queue_new(pxl_queue **out);
+
+/* Frees a queue. Every request of this queue that has not had its callback yet is
+ * cancelled and its callback runs with PXL_E_CANCELLED on the calling thread before this
+ * returns; no callback of this queue runs after it returns. Must not be called from
+ * inside one of this queue's callbacks, nor while another thread is dispatching it.
+ * NULL is a no-op. Since 0.1.0. */
+PXL_API void pxl_queue_free(pxl_queue *queue);
+
+/* A file descriptor that is readable while completions are pending (an eventfd). Owned
+ * by the queue: do not read, write or close it. Wait for readability, then call
+ * pxl_queue_dispatch(). -1 for NULL. Any thread. Since 0.1.0. */
+PXL_API int pxl_queue_fd(const pxl_queue *queue);
+
+/* Runs up to max pending callbacks (all pending when max <= 0) on the calling thread and
+ * returns how many ran. Never blocks. Callbacks may call any pixload function, including
+ * pxl_load, pxl_cancel and pxl_queue_dispatch on another queue, but not pxl_queue_free
+ * on this queue. Returns 0 for NULL. Since 0.1.0. */
+PXL_API int32_t pxl_queue_dispatch(pxl_queue *queue, int32_t max);
+
+/* Blocks until a completion is pending, pxl_queue_wakeup() is called, or timeout_ms
+ * passes (a negative timeout waits forever). Returns the number of pending completions
+ * (0 after a timeout or a wakeup with nothing pending). Runs no callback. Since 0.1.0. */
+PXL_API int32_t pxl_queue_wait(pxl_queue *queue, int32_t timeout_ms);
+
+/* Makes a pxl_queue_wait() in progress (or the next one) return early. Any thread,
+ * also from a signal-unsafe context other than signal handlers. Since 0.1.0. */
+PXL_API void pxl_queue_wakeup(pxl_queue *queue);
+
+/* Number of completions waiting to be dispatched. Any thread. Since 0.1.0. */
+PXL_API int32_t pxl_queue_pending(const pxl_queue *queue);
+
+/* ---------------------------------------------------------------------------------
+ * Loader configuration
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_config {
+  size_t struct_size;             /* sizeof(pxl_config); set by pxl_config_init */
+  uint64_t memory_cache_bytes;    /* decoded-image cache budget; default 64 MiB; 0 disables */
+  int32_t max_concurrent_downloads; /* transfers at once over all hosts; default 8 */
+  int32_t max_downloads_per_host; /* transfers at once per host; default 6 */
+  int32_t decode_threads;         /* 0 (default): one per CPU core */
+  int32_t connect_timeout_ms;     /* default 10000 */
+  int32_t timeout_ms;             /* whole transfer; default 30000 */
+  uint64_t max_body_bytes;        /* larger bodies fail with PXL_E_BODY_TOO_LARGE; default 32 MiB */
+  uint64_t max_pixels;            /* larger declared images fail with PXL_E_TOO_MANY_PIXELS
+                                     before any pixel buffer exists; default 100,000,000 */
+  uint32_t allowed_schemes;       /* PXL_SCHEME_* bits; default HTTP | HTTPS */
+  const char *user_agent;         /* NULL (default): "pixload/<version>"; copied */
+} pxl_config;
+
+/* Fills *config with the defaults above, struct_size included. Since 0.1.0. */
+PXL_API void pxl_config_init(pxl_config *config);
+
+/* ---------------------------------------------------------------------------------
+ * Loader
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_loader pxl_loader;
+
+/* Creates a loader with its network thread and decode threads. config may be NULL for
+ * the defaults; otherwise it must have been filled by pxl_config_init (struct_size).
+ * Returns PXL_OK, PXL_E_INVALID_ARGUMENT or PXL_E_NO_MEMORY. Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
+
+/* Frees a loader: cancels every request still in flight (each still gets exactly one
+ * callback, PXL_E_CANCELLED, delivered through its queue at that queue's next dispatch
+ * or free), stops and joins the library's threads, and frees the caches. Images the host
+ * retained stay valid. Must not be called from a callback of this loader's requests.
+ * NULL is a no-op. Queues and loader may be freed in any order. Since 0.1.0. */
+PXL_API void pxl_loader_free(pxl_loader *loader);
+
+/* ---------------------------------------------------------------------------------
+ * Requests
+ * ------------------------------------------------------------------------------- */
+
+/* One accepted request; never 0. Unique within its loader. */
+typedef uint64_t pxl_token;
+
+typedef struct pxl_request {
+  size_t struct_size;    /* sizeof(pxl_request); set by pxl_request_init */
+  const char *url;       /* required; http(s)://... or file://... when allowed; copied */
+  const char *cache_key; /* NULL (default): the URL. Requests with equal keys share one
+                            download and one cache entry (signed or tokenised URLs). */
+  int32_t width;         /* target size; 0 and 0 (default): the original size */
+  int32_t height;
+  int32_t mode;          /* pxl_mode; default PXL_MODE_FIT */
+  int32_t format;        /* pxl_format; default PXL_FORMAT_RGBA8 */
+  int32_t priority;      /* default PXL_PRIORITY_NORMAL; higher runs first */
+  uint32_t flags;        /* PXL_FLAG_* bits; default 0 (EXIF orientation applied) */
+} pxl_request;
+
+/* Fills *request with the defaults above, struct_size included, url NULL. Since 0.1.0. */
+PXL_API void pxl_request_init(pxl_request *request);
+
+/* What a callback receives. Borrowed: valid only during the callback. */
+typedef struct pxl_result {
+  size_t struct_size;    /* sizeof(pxl_result) of the library; fields may be added */
+  pxl_status status;     /* PXL_OK with an image; otherwise an error or PXL_E_CANCELLED */
+  pxl_image *image;      /* the image when status is PXL_OK, else NULL. Borrowed:
+                            pxl_image_retain() it to keep it past the callback. */
+  int32_t http_status;   /* the last HTTP status seen, 0 if none (file://, no response) */
+  pxl_source source;     /* where the image came from */
+  const char *message;   /* never NULL: "" on success, else what went wrong, in English */
+} pxl_result;
+
+/* Called exactly once per accepted request, on the thread draining its queue. */
+typedef void (*pxl_callback)(pxl_token token, const pxl_result *result, void *user_data);
+
+/* Starts loading request->url. On PXL_OK, *token_out (if not NULL) receives the token and
+ * callback will run exactly once on a thread dispatching queue. A memory-cache hit
+ * completes without touching disk or network, but still through the queue. Returns
+ * PXL_E_INVALID_ARGUMENT (NULL loader, request, url, queue or callback; bad struct_size,
+ * size, mode or format), PXL_E_MALFORMED_URL, PXL_E_SCHEME_NOT_ALLOWED or
+ * PXL_E_LOADER_CLOSED, and then never calls callback. Never blocks on disk or network.
+ * Any thread, also from inside a callback. Since 0.1.0. */
+PXL_API pxl_status pxl_load(pxl_loader *loader, const pxl_request *request, pxl_queue *queue,
+                            pxl_callback callback, void *user_data, pxl_token *token_out);
+
+/* Cancels a request. If its callback has not started when this returns, the callback
+ * reports PXL_E_CANCELLED. Work shared with other requests continues for them. Returns
+ * PXL_OK if the request was still waiting for its callback, PXL_E_NOT_FOUND if the token
+ * is unknown or its callback already ran or started (cancelling is idempotent). Any
+ * thread, also from inside a callback. Since 0.1.0. */
+PXL_API pxl_status pxl_cancel(pxl_loader *loader, pxl_token token);
+
+/* Changes the priority of a request that is still waiting or running; the shared work
+ * is re-ranked at the highest priority among its requesters. Returns PXL_OK or
+ * PXL_E_NOT_FOUND. Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_set_priority(pxl_loader *loader, pxl_token token, int32_t priority);
+
+/* Synchronous memory-cache lookup for the image request would produce (same URL or
+ * cache key, size, mode, format and orientation flag). Never touches disk or network,
+ * never blocks on other requests. On PXL_OK *image_out holds a new reference (release
+ * it); on PXL_E_NOT_FOUND it is set to NULL. Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_lookup(pxl_loader *loader, const pxl_request *request,
+                              pxl_image **image_out);
+
+/* Drops memory-cache entries, least recently used first, until the cache holds at most
+ * max_bytes. Images the host still holds stay valid. Any thread. Since 0.1.0. */
+PXL_API void pxl_memory_cache_trim(pxl_loader *loader, uint64_t max_bytes);
+
+/* Bytes and entries currently held by the memory cache. Any thread. Since 0.1.0. */
+PXL_API uint64_t pxl_memory_cache_bytes(pxl_loader *loader);
+PXL_API int32_t pxl_memory_cache_count(pxl_loader *loader);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PIXLOAD_H */
