@@ -19,6 +19,7 @@ final class PriorityWorkPool: @unchecked Sendable {
   private var waiting: [Job] = []
   private var nextSequence: UInt64 = 0
   private var stopping = false
+  private var draining = false
   private var threads: [WorkerThread] = []
 
   init(threadCount: Int, name: String) {
@@ -63,11 +64,22 @@ final class PriorityWorkPool: @unchecked Sendable {
     for thread in toJoin { thread.join() }
   }
 
+  /// Runs every waiting job, then joins the threads (for tests and orderly shutdown).
+  func shutdownAfterDraining() {
+    let toJoin: [WorkerThread] = lock.withLock {
+      draining = true
+      lock.broadcast()
+      defer { threads.removeAll() }
+      return threads
+    }
+    for thread in toJoin { thread.join() }
+  }
+
   private func runWorker() {
     while true {
       let job: Job? = lock.withLock {
-        while waiting.isEmpty && !stopping { lock.wait() }
-        if stopping { return nil }
+        while waiting.isEmpty && !stopping && !draining { lock.wait() }
+        if stopping || waiting.isEmpty { return nil }
         var best = 0
         for index in 1..<waiting.count {
           let candidate = waiting[index], current = waiting[best]

@@ -1,0 +1,199 @@
+import XCTest
+@testable import PixloadCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private func solidImage(width: Int, height: Int, value: UInt8 = 7) -> Image {
+  let pixels = malloc(width * height * 4)!
+  memset(pixels, Int32(value), width * height * 4)
+  return Image(width: width, height: height, stride: width * 4, format: .rgba8, originalWidth: width,
+               originalHeight: height, takingPixels: pixels)
+}
+
+private func key(_ name: String) -> ImageVariant { ImageRequest(url: "http://h/\(name)").variant }
+
+final class MemoryCacheTests: XCTestCase {
+  func testEvictsLeastRecentlyUsedByBytes() {
+    let cache = MemoryCache(capacityBytes: 3 * 400)  // three 10x10 RGBA images
+    for name in ["a", "b", "c"] { cache.insert(solidImage(width: 10, height: 10), for: key(name)) }
+    XCTAssertNotNil(cache.image(for: key("a")))  // a becomes the most recent
+    cache.insert(solidImage(width: 10, height: 10), for: key("d"))
+    XCTAssertNil(cache.image(for: key("b")), "b was least recently used")
+    XCTAssertNotNil(cache.image(for: key("a")))
+    XCTAssertNotNil(cache.image(for: key("c")))
+    XCTAssertNotNil(cache.image(for: key("d")))
+    XCTAssertEqual(cache.totalBytes, 1200)
+    XCTAssertEqual(cache.count, 3)
+  }
+
+  func testAnImageLargerThanTheBudgetIsNotCached() {
+    let cache = MemoryCache(capacityBytes: 100)
+    cache.insert(solidImage(width: 10, height: 10), for: key("big"))
+    XCTAssertEqual(cache.count, 0)
+  }
+
+  func testTrimKeepsImagesTheHostStillHolds() {
+    let cache = MemoryCache(capacityBytes: 10_000)
+    var held: Image? = solidImage(width: 10, height: 10, value: 42)
+    cache.insert(held!, for: key("a"))
+    cache.insert(solidImage(width: 10, height: 10), for: key("b"))
+    cache.trim(toBytes: 400)
+    XCTAssertNil(cache.image(for: key("a")))
+    XCTAssertNotNil(cache.image(for: key("b")))
+    XCTAssertEqual(held!.pixels.load(as: UInt8.self), 42, "pixels outlive their cache entry")
+    held = nil
+    cache.removeAll()
+    XCTAssertEqual(cache.totalBytes, 0)
+  }
+
+  func testReplacingAnEntryKeepsTheByteCountRight() {
+    let cache = MemoryCache(capacityBytes: 10_000)
+    cache.insert(solidImage(width: 10, height: 10), for: key("a"))
+    cache.insert(solidImage(width: 5, height: 5), for: key("a"))
+    XCTAssertEqual(cache.totalBytes, 100)
+    XCTAssertEqual(cache.count, 1)
+  }
+}
+
+final class SizePlanTests: XCTestCase {
+  func testFitKeepsAspectAndRoundsToNearest() {
+    let plan = SizePlan(sourceWidth: 640, sourceHeight: 480, orientation: .up, targetWidth: 150,
+                        targetHeight: 150, mode: .fit)
+    XCTAssertEqual([plan.outputWidth, plan.outputHeight], [150, 113])  // 112.5 rounds up
+  }
+
+  func testFillCropsTheCentreToExactlyTheTarget() {
+    let plan = SizePlan(sourceWidth: 640, sourceHeight: 480, orientation: .up, targetWidth: 150,
+                        targetHeight: 150, mode: .fill)
+    XCTAssertEqual([plan.outputWidth, plan.outputHeight], [150, 150])
+    XCTAssertEqual(plan.displayCrop, PixelRect(x: 80, y: 0, width: 480, height: 480))
+    XCTAssertEqual(plan.dctScaleDenominator, 2, "480/2 = 240 covers 150; 480/4 = 120 does not")
+  }
+
+  func testNeverUpscales() {
+    let fit = SizePlan(sourceWidth: 100, sourceHeight: 50, orientation: .up, targetWidth: 400,
+                       targetHeight: 400, mode: .fit)
+    XCTAssertEqual([fit.outputWidth, fit.outputHeight], [100, 50])
+    let fill = SizePlan(sourceWidth: 100, sourceHeight: 50, orientation: .up, targetWidth: 400,
+                        targetHeight: 400, mode: .fill)
+    XCTAssertEqual([fill.outputWidth, fill.outputHeight], [50, 50], "the largest centred square")
+    XCTAssertEqual(fill.dctScaleDenominator, 1)
+  }
+
+  func testZeroTargetMeansOriginalOrUnconstrained() {
+    let original = SizePlan(sourceWidth: 300, sourceHeight: 200, orientation: .up, targetWidth: 0,
+                            targetHeight: 0, mode: .fill)
+    XCTAssertEqual([original.outputWidth, original.outputHeight], [300, 200])
+    let byWidth = SizePlan(sourceWidth: 300, sourceHeight: 200, orientation: .up, targetWidth: 150,
+                           targetHeight: 0, mode: .fit)
+    XCTAssertEqual([byWidth.outputWidth, byWidth.outputHeight], [150, 100])
+  }
+
+  func testQuarterTurnOrientationsSwapAxesBeforeSizing() {
+    let plan = SizePlan(sourceWidth: 1800, sourceHeight: 1200, orientation: .right, targetWidth: 100,
+                        targetHeight: 300, mode: .fit)
+    XCTAssertEqual([plan.displayWidth, plan.displayHeight], [1200, 1800])
+    XCTAssertEqual([plan.outputWidth, plan.outputHeight], [100, 150])
+    XCTAssertEqual([plan.storedOutputWidth, plan.storedOutputHeight], [150, 100])
+    XCTAssertEqual(plan.dctScaleDenominator, 8)
+  }
+}
+
+final class PixelTests: XCTestCase {
+  func testAreaResampleAveragesExactly() {
+    // 4x2 gray: left half 0, right half 200 -> 2x1 gives 0 and 200; 1x1 gives 100.
+    var source: [UInt8] = [0, 0, 200, 200, 0, 0, 200, 200]
+    let two = source.withUnsafeMutableBufferPointer {
+      AreaResampler.resample(source: $0.baseAddress!, width: 4, height: 2, channels: 1,
+                             crop: PixelRect(x: 0, y: 0, width: 4, height: 2), outputWidth: 2, outputHeight: 1)!
+    }
+    XCTAssertEqual([two[0], two[1]], [0, 200])
+    free(two)
+    let one = source.withUnsafeMutableBufferPointer {
+      AreaResampler.resample(source: $0.baseAddress!, width: 4, height: 2, channels: 1,
+                             crop: PixelRect(x: 0, y: 0, width: 4, height: 2), outputWidth: 1, outputHeight: 1)!
+    }
+    XCTAssertEqual(one[0], 100)
+    free(one)
+  }
+
+  func testOrientationRight() {
+    // Stored 2x1 [A B] with orientation 6 (rotate 90 clockwise) shows as 1x2: A on top.
+    var source: [UInt8] = [1, 2]
+    let turned = source.withUnsafeMutableBufferPointer {
+      Orientation.right.apply($0.baseAddress!, width: 2, height: 1, channels: 1)!
+    }
+    XCTAssertEqual([turned[0], turned[1]], [1, 2])
+    free(turned)
+    // 2x2 [1 2 / 3 4] rotated clockwise is [3 1 / 4 2].
+    var square: [UInt8] = [1, 2, 3, 4]
+    let rotated = square.withUnsafeMutableBufferPointer {
+      Orientation.right.apply($0.baseAddress!, width: 2, height: 2, channels: 1)!
+    }
+    XCTAssertEqual(Array(UnsafeBufferPointer(start: rotated, count: 4)), [3, 1, 4, 2])
+    free(rotated)
+  }
+
+  func testPremultiplyRoundTripsOpaqueAndClearsTransparent() {
+    var pixels: [UInt8] = [200, 100, 50, 255, 200, 100, 50, 128, 9, 9, 9, 0]
+    pixels.withUnsafeMutableBufferPointer { PixelOps.premultiply($0.baseAddress!, count: 3) }
+    XCTAssertEqual(Array(pixels[0..<4]), [200, 100, 50, 255])
+    XCTAssertEqual(Array(pixels[4..<8]), [100, 50, 25, 128])
+    XCTAssertEqual(Array(pixels[8..<12]), [0, 0, 0, 0])
+    pixels.withUnsafeMutableBufferPointer { PixelOps.unpremultiply($0.baseAddress!, count: 3) }
+    XCTAssertEqual(Array(pixels[4..<8]), [199, 100, 50, 128])
+  }
+}
+
+final class WorkPoolTests: XCTestCase {
+  /// With the only worker held busy, waiting jobs run highest priority first, newest first.
+  func testRunsByPriorityThenNewest() {
+    let pool = PriorityWorkPool(threadCount: 1, name: "test")
+    let gate = Lock()
+    var released = false
+    var order: [String] = []
+    let record = Lock()
+    _ = pool.submit(priority: 0) {
+      gate.withLock { while !released { gate.wait() } }
+    }
+    for (name, priority) in [("low-old", -1), ("mid-old", 5), ("mid-new", 5), ("high", 9), ("low-new", -1)] {
+      _ = pool.submit(priority: Int32(priority)) { record.withLock { order.append(name) } }
+    }
+    let cancelled = pool.submit(priority: 100) { record.withLock { order.append("cancelled") } }
+    XCTAssertTrue(pool.cancel(cancelled))
+    gate.withLock { released = true; gate.broadcast() }
+    pool.shutdownAfterDraining()
+    XCTAssertEqual(order, ["high", "mid-new", "mid-old", "low-new", "low-old"])
+  }
+}
+
+final class CompletionQueueTests: XCTestCase {
+  func testDescriptorIsReadableExactlyWhilePending() throws {
+    let queue = try CompletionQueue()
+    XCTAssertEqual(queue.wait(timeoutMilliseconds: 0), 0)
+    let recorder = Recorder()
+    let delivery = Delivery(token: 1, owner: nil, handler: recorder.handler)
+    XCTAssertTrue(queue.register(delivery))
+    queue.complete(delivery, with: .failure(LoadError(.http, "x")))
+    var fds = pollfd(fd: queue.fileDescriptor, events: Int16(POLLIN), revents: 0)
+    XCTAssertEqual(poll(&fds, 1, 0), 1)
+    XCTAssertEqual(queue.dispatch(max: 0), 1)
+    fds.revents = 0
+    XCTAssertEqual(poll(&fds, 1, 0), 0, "drained: no longer readable")
+    queue.complete(delivery, with: .failure(LoadError(.http, "again")))
+    XCTAssertEqual(queue.pendingCount, 0, "a delivered request never completes twice")
+    XCTAssertFalse(queue.cancel(delivery))
+    queue.close()
+  }
+
+  func testWakeupEndsAWaitEarly() throws {
+    let queue = try CompletionQueue()
+    let start = monotonicNanoseconds()
+    let waker = WorkerThread(name: "waker") { queue.wakeup() }
+    XCTAssertEqual(queue.wait(timeoutMilliseconds: 10_000), 0)
+    XCTAssertLessThan(monotonicNanoseconds() - start, 5_000_000_000)
+    waker.join()
+    queue.close()
+  }
+}

@@ -1,0 +1,206 @@
+import XCTest
+@testable import PixloadCore
+
+/// The rules of a request (DESIGN.md), driven deterministically through a manual network.
+final class LoaderTests: XCTestCase {
+  var network: ManualDataLoader!
+  var decoder: FakeDecoder!
+  var loader: ImageLoader!
+  var queue: CompletionQueue!
+  var recorder: Recorder!
+
+  override func setUpWithError() throws {
+    network = ManualDataLoader()
+    decoder = FakeDecoder()
+    var configuration = LoaderConfiguration()
+    configuration.decodeThreads = 2
+    loader = try ImageLoader(configuration: configuration, dataLoader: network, decoder: decoder)
+    queue = try CompletionQueue()
+    recorder = Recorder()
+  }
+
+  override func tearDown() {
+    loader.close()
+    queue.close()
+  }
+
+  func load(_ url: String = "http://h/a.jpg", width: Int = 0, height: Int = 0, priority: Int32 = 0,
+            format: PixelFormat = .rgba8) throws -> UInt64 {
+    let request = ImageRequest(url: url, targetWidth: width, targetHeight: height, format: format, priority: priority)
+    return try loader.load(request, queue: queue, handler: recorder.handler)
+  }
+
+  func testDuplicateRequestsShareOneDownloadAndOneDecodePerVariant() throws {
+    let a = try load(), b = try load(), c = try load()
+    let small = try load(width: 10, height: 10)
+    let gray = try load(format: .gray8)
+    XCTAssertEqual(network.started.count, 1, "one download per URL")
+    network.finish(0)
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 5))
+    for token in [a, b, c, small, gray] { XCTAssertEqual(recorder.status(token), .ok) }
+    XCTAssertEqual(decoder.count, 3, "one decode per variant")
+    if case .success(let image, let source, _)? = recorder.outcome(small) {
+      XCTAssertEqual(image.width, 10)
+      XCTAssertEqual(source, .network)
+    } else { XCTFail("small variant missing") }
+  }
+
+  func testCancellingOneRequesterLeavesTheOthers() throws {
+    let a = try load(), b = try load()
+    XCTAssertTrue(loader.cancel(a))
+    XCTAssertTrue(network.cancelled.isEmpty, "the shared download continues for b")
+    network.finish(0)
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 2))
+    XCTAssertEqual(recorder.status(a), .cancelled)
+    XCTAssertEqual(recorder.status(b), .ok)
+  }
+
+  func testCancellingTheLastRequesterCancelsTheDownload() throws {
+    let a = try load(), b = try load(width: 5, height: 5)
+    loader.cancel(a)
+    XCTAssertTrue(network.cancelled.isEmpty)
+    loader.cancel(b)
+    XCTAssertEqual(network.cancelled, [network.started[0].id])
+    // A late completion of the cancelled transfer is ignored.
+    network.finish(0)
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 2))
+    XCTAssertEqual(decoder.count, 0)
+    XCTAssertEqual(recorder.status(a), .cancelled)
+    XCTAssertEqual(recorder.status(b), .cancelled)
+  }
+
+  func testCancelIsIdempotentAndReportsUnknownTokens() throws {
+    let a = try load()
+    XCTAssertTrue(loader.cancel(a))
+    XCTAssertFalse(loader.cancel(a))
+    XCTAssertFalse(loader.cancel(9999))
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 1))
+    XCTAssertFalse(loader.cancel(a), "after the callback ran")
+    XCTAssertEqual(recorder.calls(a), 1)
+  }
+
+  func testCancelWinsOverAQueuedResult() throws {
+    let a = try load()
+    network.finish(0)
+    // Wait until the decoded result sits in the queue, undelivered.
+    while queue.pendingCount == 0 { _ = queue.wait(timeoutMilliseconds: 5000) }
+    XCTAssertTrue(loader.cancel(a))
+    XCTAssertEqual(queue.dispatch(max: 0), 1)
+    XCTAssertEqual(recorder.status(a), .cancelled)
+    XCTAssertNotNil(loader.memoryCache.image(for: ImageRequest(url: "http://h/a.jpg").variant),
+                    "the decoded image still went to the memory cache")
+  }
+
+  func testFailedDownloadFailsEveryRequesterWithItsStatus() throws {
+    let a = try load(), b = try load(width: 3, height: 3)
+    network.finish(0, error: LoadError(.http, "HTTP status 404", httpStatus: 404))
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 2))
+    for token in [a, b] {
+      guard case .failure(let error)? = recorder.outcome(token) else { return XCTFail("expected failure") }
+      XCTAssertEqual(error.status, .http)
+      XCTAssertEqual(error.httpStatus, 404)
+    }
+  }
+
+  func testCorruptImageReportsDecoderError() throws {
+    let a = try load()
+    network.finish(0, bytes: Array("bad".utf8))
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 1))
+    XCTAssertEqual(recorder.status(a), .corruptImage)
+    XCTAssertEqual(loader.memoryCache.count, 0)
+  }
+
+  func testMemoryHitCompletesThroughTheQueueWithoutNetwork() throws {
+    _ = try load()
+    network.finish(0)
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 1))
+    XCTAssertNotNil(loader.cachedImage(for: ImageRequest(url: "http://h/a.jpg")))
+    XCTAssertNil(loader.cachedImage(for: ImageRequest(url: "http://h/a.jpg", targetWidth: 9, targetHeight: 9)))
+    let again = try load()
+    XCTAssertEqual(recorder.calls(again), 0, "never synchronously inside load")
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 2))
+    guard case .success(_, let source, _)? = recorder.outcome(again) else { return XCTFail() }
+    XCTAssertEqual(source, .memory)
+    XCTAssertEqual(network.started.count, 1)
+  }
+
+  func testMergedWorkRunsAtTheHighestPriorityAmongItsRequesters() throws {
+    let low = try load(priority: -100)
+    let id = network.started[0].id
+    XCTAssertEqual(network.priority(of: id), -100)
+    let high = try load(width: 8, height: 8, priority: 100)
+    XCTAssertEqual(network.priority(of: id), 100, "a joining requester raises the download")
+    loader.cancel(high)
+    XCTAssertEqual(network.priority(of: id), -100, "a leaving requester lowers it again")
+    XCTAssertTrue(loader.setPriority(low, 50))
+    XCTAssertEqual(network.priority(of: id), 50)
+    XCTAssertFalse(loader.setPriority(12345, 1))
+  }
+
+  func testRejectedRequestsNeverCallTheirHandler() throws {
+    XCTAssertThrowsError(try load("ftp://h/a.jpg")) { XCTAssertEqual(($0 as? LoadError)?.status, .schemeNotAllowed) }
+    XCTAssertThrowsError(try load("file:///tmp/a.jpg")) { XCTAssertEqual(($0 as? LoadError)?.status, .schemeNotAllowed) }
+    XCTAssertThrowsError(try load("not a url")) { XCTAssertEqual(($0 as? LoadError)?.status, .malformedURL) }
+    XCTAssertThrowsError(try load("http://")) { XCTAssertEqual(($0 as? LoadError)?.status, .malformedURL) }
+    XCTAssertThrowsError(try load(width: -1)) { XCTAssertEqual(($0 as? LoadError)?.status, .invalidArgument) }
+    XCTAssertEqual(queue.dispatch(max: 0), 0)
+    XCTAssertEqual(recorder.totalCalls, 0)
+    XCTAssertTrue(network.started.isEmpty)
+  }
+
+  func testClosingTheQueueCancelsItsRequestsBeforeReturning() throws {
+    let a = try load(), b = try load("http://h/b.jpg")
+    let other = try CompletionQueue()
+    let kept = try loader.load(ImageRequest(url: "http://h/a.jpg", targetWidth: 2, targetHeight: 2),
+                               queue: other, handler: recorder.handler)
+    queue.close()
+    XCTAssertEqual(recorder.status(a), .cancelled, "ran inside close")
+    XCTAssertEqual(recorder.status(b), .cancelled)
+    XCTAssertEqual(network.cancelled, [network.started[1].id], "b's download had no other requester")
+    network.finish(0)
+    XCTAssertTrue(other.drain(until: recorder, reaches: 3))
+    XCTAssertEqual(recorder.status(kept), .ok)
+    XCTAssertThrowsError(try load()) { XCTAssertEqual(($0 as? LoadError)?.status, .invalidArgument) }
+    other.close()
+  }
+
+  func testClosingTheLoaderCancelsEverythingThroughTheQueues() throws {
+    let a = try load(), b = try load("http://h/b.jpg")
+    network.finish(0)
+    loader.close()
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 2))
+    XCTAssertEqual(recorder.status(a), .cancelled)
+    XCTAssertEqual(recorder.status(b), .cancelled)
+    XCTAssertThrowsError(try load()) { XCTAssertEqual(($0 as? LoadError)?.status, .loaderClosed) }
+    network.finish(1)  // late: ignored
+    XCTAssertEqual(queue.dispatch(max: 0), 0)
+    XCTAssertEqual(recorder.totalCalls, 2)
+  }
+
+  /// Cancels from several threads race completions and dispatch; every request still gets
+  /// exactly one result, and every cancel that succeeded yields CANCELLED.
+  func testExactlyOnceUnderCancelRaces() throws {
+    let rounds = 300
+    var tokens: [UInt64] = []
+    for i in 0..<rounds { tokens.append(try load("http://h/\(i % 37).jpg", width: i % 3, height: i % 3)) }
+    let cancelledOK = Recorder()
+    let finisher = WorkerThread(name: "finisher") {
+      for index in 0..<self.network.started.count { self.network.finish(index) }
+    }
+    let cancellers = (0..<2).map { worker in
+      WorkerThread(name: "cancel-\(worker)") {
+        for (i, token) in tokens.enumerated() where i % 2 == worker && i % 3 != 0 {
+          if self.loader.cancel(token) { cancelledOK.handler(token, .failure(.cancelled)) }
+        }
+      }
+    }
+    XCTAssertTrue(queue.drain(until: recorder, reaches: rounds, timeoutMilliseconds: 20_000))
+    finisher.join()
+    cancellers.forEach { $0.join() }
+    XCTAssertEqual(queue.dispatch(max: 0), 0)
+    for token in tokens {
+      XCTAssertEqual(recorder.calls(token), 1, "token \(token)")
+      if cancelledOK.calls(token) == 1 { XCTAssertEqual(recorder.status(token), .cancelled) }
+    }
+  }
+}

@@ -1,0 +1,106 @@
+@testable import PixloadCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A network that does nothing until the test says so: it records every start, cancel and
+/// priority change, and the test completes transfers by hand.
+final class ManualDataLoader: DataLoading, @unchecked Sendable {
+  struct Started {
+    let id: TransferID
+    let url: String
+    let completion: @Sendable (Result<DownloadedData, LoadError>) -> Void
+  }
+
+  private let lock = Lock()
+  private var nextID: TransferID = 0
+  private var _started: [Started] = []
+  private var _cancelled: Set<TransferID> = []
+  private var _priorities: [TransferID: Int32] = [:]
+
+  var started: [Started] { lock.withLock { _started } }
+  var cancelled: Set<TransferID> { lock.withLock { _cancelled } }
+  func priority(of id: TransferID) -> Int32? { lock.withLock { _priorities[id] } }
+
+  func start(url: String, priority: Int32,
+             completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
+    lock.withLock {
+      nextID += 1
+      _started.append(Started(id: nextID, url: url, completion: completion))
+      _priorities[nextID] = priority
+      return nextID
+    }
+  }
+
+  func cancel(_ id: TransferID) { lock.withLock { _ = _cancelled.insert(id) } }
+  func setPriority(_ id: TransferID, _ priority: Int32) { lock.withLock { _priorities[id] = priority } }
+  func shutdown() {}
+
+  /// Finishes transfer `index` (in start order) with `bytes`, or with `error`.
+  func finish(_ index: Int, bytes: [UInt8] = Array("ok".utf8), error: LoadError? = nil) {
+    let transfer = started[index]
+    if let error {
+      transfer.completion(.failure(error))
+    } else {
+      transfer.completion(.success(DownloadedData(bytes: bytes, httpStatus: 200)))
+    }
+  }
+}
+
+/// Decodes any body into a solid image of the requested size (4x3 when unsized) whose first
+/// byte is the body's length; "bad" fails as a corrupt image. Counts decodes.
+final class FakeDecoder: ImageDecoding, @unchecked Sendable {
+  private let lock = Lock()
+  private var _count = 0
+  var count: Int { lock.withLock { _count } }
+
+  func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
+    lock.withLock { _count += 1 }
+    if data == Array("bad".utf8) { return .failure(LoadError(.corruptImage, "fake corrupt")) }
+    let width = variant.width > 0 ? variant.width : 4
+    let height = variant.height > 0 ? variant.height : 3
+    let bpp = variant.format.bytesPerPixel
+    let pixels = malloc(width * height * bpp)!
+    memset(pixels, Int32(data.count & 0xFF), width * height * bpp)
+    return .success(Image(width: width, height: height, stride: width * bpp, format: variant.format,
+                          originalWidth: width, originalHeight: height, takingPixels: pixels))
+  }
+}
+
+/// Collects handler calls; every handler call is checked to be the only one for its token.
+final class Recorder: @unchecked Sendable {
+  private let lock = Lock()
+  private var outcomes: [UInt64: [Outcome]] = [:]
+
+  func handler(_ token: UInt64, _ outcome: Outcome) {
+    lock.withLock { outcomes[token, default: []].append(outcome) }
+  }
+
+  func calls(_ token: UInt64) -> Int { lock.withLock { outcomes[token]?.count ?? 0 } }
+  var totalCalls: Int { lock.withLock { outcomes.values.reduce(0) { $0 + $1.count } } }
+  func outcome(_ token: UInt64) -> Outcome? { lock.withLock { outcomes[token]?.first } }
+
+  func status(_ token: UInt64) -> Status? {
+    switch outcome(token) {
+    case .success?: return .ok
+    case .failure(let error)?: return error.status
+    case nil: return nil
+    }
+  }
+}
+
+extension CompletionQueue {
+  /// Drains until `count` handlers have run in total or five seconds pass. Waits on the
+  /// eventfd (no sleeping): returns as soon as results arrive.
+  @discardableResult
+  func drain(until recorder: Recorder, reaches count: Int, timeoutMilliseconds: UInt64 = 5000) -> Bool {
+    let deadline = monotonicNanoseconds() + timeoutMilliseconds * 1_000_000
+    while recorder.totalCalls < count {
+      let now = monotonicNanoseconds()
+      if now >= deadline { return false }
+      _ = wait(timeoutMilliseconds: Int32((deadline - now) / 1_000_000) + 1)
+      _ = dispatch(max: 0)
+    }
+    return true
+  }
+}

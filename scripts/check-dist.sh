@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# scripts/check-dist.sh STAGE
+#
+# Checks what ships, as a user would meet it:
+#  - the .so is self-contained (no libswift* NEEDED), has the SONAME libpixload.so.0 and
+#    exports only pxl_* symbols;
+#  - `make install DESTDIR=...` writes exactly the expected files and `make uninstall`
+#    removes exactly those;
+#  - a program outside the tree builds with `cc app.c $(pkg-config --cflags --libs pixload)`
+#    against an installed copy and loads an image.
+# Ends with "N passed, N failed".
+set -uo pipefail
+stage="${1:?usage: $0 STAGE}"
+so="$stage/lib/libpixload.so.0.1.0"
+passed=0 failed=0
+check() {  # check NAME COMMAND...
+  local name="$1"; shift
+  if "$@"; then passed=$((passed + 1)); echo "ok   $name"; else failed=$((failed + 1)); echo "FAIL $name"; fi
+}
+
+check "no libswift in NEEDED" bash -c "! readelf -d '$so' | grep NEEDED | grep -q swift"
+check "SONAME is libpixload.so.0" bash -c "readelf -d '$so' | grep SONAME | grep -q '\[libpixload.so.0\]'"
+check "only pxl_ symbols exported" bash -c "[ -z \"\$(nm -D --defined-only '$so' | awk '{print \$3}' | grep -v '^pxl_')\" ]"
+check "exports the whole API" bash -c "[ \$(nm -D --defined-only '$so' | grep -c ' T pxl_') -ge 40 ]"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# install / uninstall into a DESTDIR: exactly these files, then nothing.
+make --no-print-directory -s install DESTDIR="$work/dest" PREFIX=/opt/pixload >/dev/null
+expected="/opt/pixload/bin/pixload
+/opt/pixload/include/pixload.h
+/opt/pixload/lib/libpixload.so
+/opt/pixload/lib/libpixload.so.0
+/opt/pixload/lib/libpixload.so.0.1.0
+/opt/pixload/lib/pkgconfig/pixload.pc"
+actual=$(cd "$work/dest" && find . \( -type f -o -type l \) | sed 's|^\.||' | sort)
+check "install writes exactly the expected files" test "$actual" = "$expected"
+check "soname links" test "$(readlink "$work/dest/opt/pixload/lib/libpixload.so.0")" = libpixload.so.0.1.0
+make --no-print-directory -s uninstall DESTDIR="$work/dest" PREFIX=/opt/pixload >/dev/null
+check "uninstall removes exactly those" test -z "$(cd "$work/dest" && find . \( -type f -o -type l \))"
+
+# A program outside the tree, built with pkg-config against an installed copy.
+prefix="$work/prefix"
+make --no-print-directory -s install PREFIX="$prefix" >/dev/null
+mkdir -p "$work/app"
+cp examples/c/hello.c "$work/app/app.c"
+python3 - "$work/app/tiny.png" <<'PY'
+import struct, sys, zlib
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff)
+w, h = 40, 30
+raw = b"".join(b"\0" + b"".join(bytes((x * 6 % 256, y * 8 % 256, 128)) for x in range(w)) for y in range(h))
+png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) \
+    + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+open(sys.argv[1], "wb").write(png)
+PY
+build_app() {
+  (cd "$work/app" && PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
+    cc app.c $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs pixload) -o app)
+}
+check "cc app.c \$(pkg-config --cflags --libs pixload) builds" build_app
+run_app() {
+  local out
+  out=$(LD_LIBRARY_PATH="$prefix/lib" "$work/app/app" "file://$work/app/tiny.png") || return 1
+  echo "     $out"
+  [[ "$out" == *"30x30 (source 40x30)"* ]]
+}
+check "the installed program loads an image" run_app
+check "installed pixload client runs" bash -c "LD_LIBRARY_PATH='$prefix/lib' '$prefix/bin/pixload' version | grep -q 0.1.0"
+make --no-print-directory -s uninstall PREFIX="$prefix" >/dev/null
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
