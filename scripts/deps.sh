@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# scripts/deps.sh [python]
+#
+# Installs what pixload's build, tests, demo and benchmarks need on a fresh Debian 12
+# machine. Idempotent and quiet when everything is already there, so every other
+# script (and CI) can call it unconditionally.
+#
+#   scripts/deps.sh          Debian packages + Pillow (scripts/photos.sh needs it)
+#   scripts/deps.sh python   also the Python packages of bench/py_baseline.py
+#
+# Runs apt-get as root directly, otherwise through sudo.
+set -euo pipefail
+
+# Debian packages, and why:
+APT_PKGS=(
+  gcc                      # bench/baseline.c and C API examples/tests
+  libc6-dev
+  libcurl4-openssl-dev     # pixload's network layer
+  libjpeg62-turbo-dev      # JPEG decoding
+  libpng-dev               # PNG decoding
+  pkg-config               # locating the three libraries above
+  valgrind                 # leak/race checks of the C API tests
+  curl                     # scripts and tests poke the local nginx with it
+  lomiri-wallpapers-16.04  # 15 real photographs (CC-BY/CC-BY-SA/CC0) for scripts/photos.sh
+  python3                  # scripts/photos.sh (Pillow) and bench/py_baseline.py
+)
+# nginx: any Debian flavour will do (nginx-light, nginx, nginx-full all ship
+# /usr/sbin/nginx), so we check for the binary and install the light one if absent.
+
+mode="${1:-}"
+case "$mode" in ""|python) ;; *) echo "usage: $0 [python]" >&2; exit 2 ;; esac
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+installed() {  # true if the Debian package is installed (not just known/removed)
+  [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = "installed" ]
+}
+
+missing=()
+for p in "${APT_PKGS[@]}"; do installed "$p" || missing+=("$p"); done
+[ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+
+# pip is only needed if a Python package is missing, so decide that first.
+py_mods=(PIL)                       # import name
+py_pkgs=(pillow)                    # matching PyPI name
+if [ "$mode" = python ]; then py_mods+=(aiohttp); py_pkgs+=(aiohttp); fi
+py_missing=()
+if command -v python3 >/dev/null; then
+  for i in "${!py_mods[@]}"; do
+    python3 -c "import ${py_mods[$i]}" 2>/dev/null || py_missing+=("${py_pkgs[$i]}")
+  done
+else
+  py_missing=("${py_pkgs[@]}")
+fi
+if [ ${#py_missing[@]} -gt 0 ] && ! python3 -m pip --version >/dev/null 2>&1; then
+  missing+=(python3-pip)
+fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps.sh: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  # update only now: the package lists are stale or absent on a fresh machine, and
+  # an update costs time we don't want to spend when nothing is missing.
+  # apt's chatter (debconf notices, progress) only matters when it fails.
+  if ! log=$($SUDO apt-get update -qq 2>&1 &&
+             $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" 2>&1); then
+    echo "$log" >&2; echo "deps.sh: apt-get failed" >&2; exit 1
+  fi
+fi
+
+if [ ${#py_missing[@]} -gt 0 ]; then
+  echo "deps.sh: pip installing ${py_missing[*]}" >&2
+  # Debian's own python3 is "externally managed" (PEP 668); these are test-only
+  # packages, so we accept installing next to the system ones. The variables are
+  # ignored by pips that don't know them (e.g. a pyenv python's).
+  PIP_BREAK_SYSTEM_PACKAGES=1 PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    python3 -m pip install --quiet --no-warn-script-location "${py_missing[@]}"
+  for m in "${py_mods[@]}"; do python3 -c "import $m"; done   # fail loudly if still missing
+fi
