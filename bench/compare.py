@@ -46,6 +46,12 @@ def main():
             "bare C (libcurl + libjpeg-turbo/libpng)": [args.baseline, *size, "--concurrency", n, args.urls],
             "pixload fetch": [args.pixload, "fetch", "--quiet", "--concurrency", n, "--urls", args.urls,
                               *size, *(["--mode", "fill"] if size else [])],
+            # The same without the memory cache, which the baseline does not have: keeping
+            # 64 MiB of decoded images costs fresh pages that the baseline, freeing each
+            # image at once, keeps reusing.
+            "pixload fetch --memory-cache-mb 0": [args.pixload, "fetch", "--quiet", "--concurrency", n,
+                                                  "--urls", args.urls, "--memory-cache-mb", "0",
+                                                  *size, *(["--mode", "fill"] if size else [])],
         }
         if not args.no_python:
             tools["Python aiohttp + Pillow"] = [sys.executable, "bench/py_baseline.py", *size,
@@ -63,9 +69,10 @@ def main():
             medians[name] = (rate, cpu)
             print(f"  {name:42} {rate:9.1f} {cpu:13.2f}")
         base_rate, base_cpu = medians["bare C (libcurl + libjpeg-turbo/libpng)"]
-        ours_rate, ours_cpu = medians["pixload fetch"]
-        print(f"  pixload / bare C: CPU per image {ours_cpu / base_cpu:.2f}x, throughput {ours_rate / base_rate:.2f}x"
-              f"   (target: CPU <= 1.10x, throughput >= 0.90x)")
+        for name in ("pixload fetch", "pixload fetch --memory-cache-mb 0"):
+            ours_rate, ours_cpu = medians[name]
+            print(f"  {name} / bare C: CPU per image {ours_cpu / base_cpu:.2f}x, throughput {ours_rate / base_rate:.2f}x"
+                  f"   (target: CPU <= 1.10x, throughput >= 0.90x)")
         if "Python aiohttp + Pillow" in medians:
             py_rate, py_cpu = medians["Python aiohttp + Pillow"]
             print(f"  Python / bare C:  CPU per image {py_cpu / base_cpu:.2f}x, throughput {py_rate / base_rate:.2f}x")

@@ -116,13 +116,18 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       var running: Int32 = 0
       _ = curl_multi_perform(multi, &running)
       var remaining: Int32 = 0
+      var finishedAny = false
       while let message = curl_multi_info_read(multi, &remaining) {
         guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle,
               let transfer = active[easy] else { continue }
         let code = message.pointee.data.result
         let wasCancelled = lock.withLock { cancelledWhileActive.remove(transfer.id) != nil }
         finish(transfer, notify: !wasCancelled, code: code)
+        finishedAny = true
       }
+      // A finished transfer freed a slot: start the next one now. Waiting in poll instead
+      // would sleep until some other socket stirs, or a full second when none is busy.
+      if finishedAny { continue }
       // Wait for socket activity, a wakeup (new work) or a timer libcurl asks for.
       _ = curl_multi_poll(multi, nil, 0, 1000, nil)
     }
