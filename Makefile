@@ -38,7 +38,7 @@ STAGE       := build
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs check-dist bench install uninstall clean
+.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs check-dist bench fuzz install uninstall clean
 
 all: lib cli
 
@@ -102,7 +102,10 @@ test-codecs:
 	@mkdir -p $(STAGE)/tests
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/conformance.c Sources/CCodecs/*.c \
 	  -o $(STAGE)/tests/conformance -ljpeg -lpng
+	$(CC) -O2 $(WARN) -pthread -ISources/CCodecs/include -ISources/CCodecs Tests/codecs/api_edges.c \
+	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges -ljpeg -lpng
 	$(STAGE)/tests/conformance
+	$(STAGE)/tests/codec-edges
 
 # The C API tests, compiled against an installed copy (header, .so, pkg-config).
 TEST_PREFIX := $(CURDIR)/$(STAGE)/test-prefix
@@ -124,3 +127,16 @@ bench: all
 
 clean:
 	rm -rf $(STAGE) $(RELEASE_SCRATCH) .build .build-tsan
+
+# --- long runs -----------------------------------------------------------------------
+
+# Hostile input against the decoders under AddressSanitizer + UBSan: every corpus file
+# mutated FUZZ_MUTATIONS times (deterministic). Not coverage-guided (a libFuzzer target is
+# issue 3's); a cheap check that no mutant crashes, reads out of bounds or leaks.
+FUZZ_MUTATIONS ?= 20
+CORPUS ?= ../shared/corpus
+fuzz:
+	@mkdir -p $(STAGE)/tests
+	$(CC) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -ISources/CCodecs/include \
+	  Tests/codecs/mutation_smoke.c Sources/CCodecs/*.c -o $(STAGE)/tests/mutation-smoke -ljpeg -lpng
+	find $(CORPUS) -name '*.png' -o -name '*.jp*g' | $(STAGE)/tests/mutation-smoke $(FUZZ_MUTATIONS)

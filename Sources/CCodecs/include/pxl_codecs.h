@@ -1,0 +1,117 @@
+/*
+ * pxl_codecs.h: the only door from Swift into libjpeg-turbo and libpng.
+ *
+ * Why this exists: both libraries report errors by longjmp(). A longjmp that unwinds
+ * Swift frames is undefined behaviour (it skips Swift's retain/release and defer
+ * bookkeeping), so every call into either library happens inside these C functions,
+ * which own the setjmp point and turn a longjmp into a returned status. Swift never
+ * calls libjpeg or libpng directly.
+ *
+ * Contract shared by every function below
+ *  - Never crashes, never reads outside [data, data + size), never leaks, and always
+ *    terminates on hostile input (see the limits documented per format).
+ *  - Re-entrant and thread-safe: no global state; any number of decodes may run in
+ *    parallel on different threads.
+ *  - Messages are always NUL-terminated (when a buffer of capacity >= 1 is given).
+ *  - Memory is bounded by max_pixels, which is checked on the declared size before any
+ *    pixel buffer exists. Choose it knowing that a file of a few hundred bytes can
+ *    declare that many pixels: the output takes width*height*channels bytes, and a
+ *    progressive (multi-scan) JPEG also needs libjpeg's whole-image coefficient buffer,
+ *    2 bytes per sample of every component (up to 6 bytes per pixel for 4:4:4). PNG
+ *    needs the output plus a few rows, and libpng's per-chunk limit (8 MB).
+ *  - Warnings the libraries recover from ("Premature end of JPEG file", CRC errors in
+ *    ancillary PNG chunks, "iCCP: known incorrect sRGB profile", ...) are not errors:
+ *    the decode succeeds and they are counted in pxl_codec_output.warnings.
+ *
+ * Decode settings (these are what the conformance corpus md5s were made with):
+ *  - JPEG: JDCT_ISLOW, fancy upsampling on, libjpeg DCT scaling for 1/2, 1/4, 1/8.
+ *    CMYK and YCCK are decoded as JCS_CMYK and converted like Pillow: every 4-component
+ *    JPEG is treated as Adobe-inverted CMYK (Pillow's "CMYK;I"), then
+ *    R = (255-K) - (255-K)*C/255 with Pillow's rounding (cmyk_to_layout, jpeg_shim.c).
+ *  - PNG: palette/low-bit gray/tRNS expanded, gray -> RGB for the colour layouts,
+ *    alpha 0xff where the source has none, 16-bit reduced with png_set_strip_16 (high
+ *    byte), NO gamma correction, no background compositing, Adam7 deinterlaced.
+ *  - GRAY layout: JPEG uses libjpeg's own luma (the Y channel for YCbCr sources,
+ *    libjpeg's BT.601 rgb->gray for RGB sources). PNG colour sources are converted by
+ *    the shim with exactly the same BT.601 integer formula libjpeg uses,
+ *    Y = (19595 R + 38470 G + 7471 B + 32768) >> 16, on the stored (gamma-encoded)
+ *    values, so JPEG and PNG agree; png_set_rgb_to_gray_fixed is deliberately not used
+ *    because it converts through linear light whenever the file has a non-unity gAMA
+ *    (up to 94 levels off on PngSuite's g03n2c08), i.e. it would gamma-correct.
+ *  - No EXIF rotation is applied; orientation is reported so the caller can apply it.
+ */
+#ifndef PXL_CODECS_H
+#define PXL_CODECS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum pxl_codec_status {
+  PXL_CODEC_OK = 0,
+  PXL_CODEC_CORRUPT = 1,          /* the data cannot be decoded */
+  PXL_CODEC_TOO_MANY_PIXELS = 2,  /* declared width*height > max_pixels: refused before ANY pixel buffer (and before jpeg_start_decompress).
+                                     Also: a PNG dimension over 1,000,000 (libpng's default per-dimension limit, kept because
+                                     libpng's row buffers grow with width), and a JPEG over libjpeg's 65500 px limit whose
+                                     width*height exceeds max_pixels. */
+  PXL_CODEC_UNSUPPORTED = 3,      /* valid but unsupported: 12-bit / 16-bit-precision JPEG, lossless JPEG, ...
+                                     Also returned for invalid arguments (unknown layout, scale_denom not 1/2/4/8). */
+  PXL_CODEC_NO_MEMORY = 4
+} pxl_codec_status;
+
+typedef enum pxl_codec_layout {
+  PXL_CODEC_RGBA = 0,  /* R,G,B,A straight alpha (0xff where the source has no alpha) */
+  PXL_CODEC_BGRA = 1,  /* B,G,R,A straight alpha */
+  PXL_CODEC_RGB = 2,
+  PXL_CODEC_GRAY = 3   /* luma */
+} pxl_codec_layout;
+
+typedef struct pxl_codec_info {
+  int32_t width, height;     /* declared, as stored (before orientation) */
+  int32_t has_alpha;         /* 1 if pixels may have alpha < 255 (PNG alpha channel or tRNS) */
+  int32_t orientation;       /* EXIF orientation 1..8 from JPEG APP1 "Exif\0\0" or PNG eXIf; 1 if absent or invalid */
+} pxl_codec_info;
+
+typedef struct pxl_codec_output {
+  uint8_t *pixels;           /* malloc'd by the shim on success, freed by the caller with free(); NULL on failure */
+  int32_t width, height, stride, channels;
+  int32_t has_alpha;
+  int32_t warnings;          /* number of warnings the library recovered from (not errors) */
+  char message[256];         /* on failure: what was wrong, e.g. "JPEG: Bogus Huffman table definition"; on success: the last warning or "" */
+} pxl_codec_output;
+
+/* The most progressive-JPEG scans a decode accepts. Each scan re-walks the whole
+ * coefficient buffer, so a small hostile file with thousands of scans would take
+ * minutes; real encoders emit about 10. Same guard and value libjpeg-turbo's own fuzzers
+ * use (TJPARAM_SCANLIMIT). Exceeding it fails with PXL_CODEC_CORRUPT. */
+#define PXL_JPEG_MAX_SCANS 500
+
+/* Parses only the header (and EXIF) — cheap. On failure *info is zeroed except
+ * orientation = 1. message/message_cap: optional (NULL/0), filled on failure and, on
+ * success, with the last warning or "". */
+pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message, size_t message_cap);
+
+/* Full decode at 1/scale_denom (1,2,4,8) using libjpeg DCT scaling, straight into the
+ * layout. max_pixels is checked on the declared (unscaled) size. Output width/height are
+ * libjpeg's scaled sizes (ceil(declared / scale_denom)). On any failure *out holds
+ * pixels = NULL and a message; on success the caller owns out->pixels. */
+pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out);
+
+/* Same as pxl_jpeg_read_info for PNG. orientation comes from an eXIf chunk placed before
+ * IDAT (the only place the cheap header parse looks). */
+pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message, size_t message_cap);
+
+/* Full-size decode of any PNG (all colour types, bit depths 1..16, palette+tRNS,
+ * gray+alpha, Adam7) into the layout. The whole file is validated, including the chunks
+ * after the image data up to IEND (a truncated tail is an error, as in libpng's
+ * default reader). */
+pxl_codec_status pxl_png_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PXL_CODECS_H */

@@ -1,0 +1,344 @@
+/*
+ * JPEG through libjpeg-turbo, with every libjpeg call behind a setjmp.
+ *
+ * Structure (same in png_shim.c): the public function owns a zeroed "job" struct and
+ * calls a guarded function that does setjmp and then all library work. Everything the
+ * cleanup needs (the decompress object, the pixel buffer) lives in the job, in the
+ * public function's frame, and is reached through a pointer that never changes. That
+ * sidesteps C's rule that non-volatile locals of the function containing setjmp are
+ * indeterminate after longjmp, and keeps cleanup in one place that runs on every path.
+ */
+#include "pxl_codecs.h"
+#include "pxl_exif.h"
+
+#include <limits.h>
+#include <setjmp.h>
+#include <stdio.h> /* jpeglib.h needs FILE and size_t declared first */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+
+typedef struct jpeg_guard {
+  struct jpeg_error_mgr mgr; /* first member: libjpeg only gives us cinfo->err back */
+  struct jpeg_progress_mgr progress;
+  jmp_buf jmp;
+  int32_t warnings;
+  int fatal_code; /* libjpeg msg_code of the error, or FATAL_SCAN_LIMIT */
+  char fatal[JMSG_LENGTH_MAX];
+  char last_warning[JMSG_LENGTH_MAX];
+} jpeg_guard;
+
+#define FATAL_SCAN_LIMIT (-1)
+
+typedef struct jpeg_job {
+  struct jpeg_decompress_struct cinfo;
+  jpeg_guard guard;
+  const uint8_t *data;
+  size_t size;
+  int info_only;
+  int32_t layout, scale_denom;
+  uint64_t max_pixels;
+  pxl_codec_info *info;
+  pxl_codec_output *out;
+  uint8_t *pixels;   /* owned until handed to out on success */
+  uint8_t *cmyk_row; /* scratch for the CMYK path */
+  char shim_error[128]; /* failures detected by the shim itself, not by libjpeg */
+} jpeg_job;
+
+static void on_error_exit(j_common_ptr cinfo) {
+  jpeg_guard *g = (jpeg_guard *)cinfo->err;
+  (*cinfo->err->format_message)(cinfo, g->fatal);
+  g->fatal_code = cinfo->err->msg_code;
+  longjmp(g->jmp, 1);
+}
+
+static void on_emit_message(j_common_ptr cinfo, int msg_level) {
+  /* msg_level >= 0 are trace messages; only negative levels are warnings. libjpeg's
+   * default prints the first warning to stderr; a library must not write there. */
+  if (msg_level >= 0) return;
+  jpeg_guard *g = (jpeg_guard *)cinfo->err;
+  if (g->warnings < INT32_MAX) g->warnings++;
+  cinfo->err->num_warnings++;
+  (*cinfo->err->format_message)(cinfo, g->last_warning);
+}
+
+static void on_output_message(j_common_ptr cinfo) { (void)cinfo; }
+
+static void on_progress(j_common_ptr cinfo) {
+  /* Bounded work on hostile progressive files: see PXL_JPEG_MAX_SCANS. */
+  if (!cinfo->is_decompressor) return;
+  if (((j_decompress_ptr)cinfo)->input_scan_number <= PXL_JPEG_MAX_SCANS) return;
+  jpeg_guard *g = (jpeg_guard *)cinfo->err;
+  snprintf(g->fatal, sizeof g->fatal, "Progressive JPEG has more than %d scans", PXL_JPEG_MAX_SCANS);
+  g->fatal_code = FATAL_SCAN_LIMIT;
+  longjmp(g->jmp, 1);
+}
+
+static pxl_codec_status status_for_fatal(const jpeg_job *job) {
+  const struct jpeg_decompress_struct *c = &job->cinfo;
+  switch (job->guard.fatal_code) {
+    case JERR_OUT_OF_MEMORY:
+      return PXL_CODEC_NO_MEMORY;
+    case JERR_BAD_PRECISION:
+      /* 12- and 16-bit are real JPEG precisions this build cannot decode; any other
+       * value is a broken header. */
+      return (c->data_precision == 12 || c->data_precision == 16) ? PXL_CODEC_UNSUPPORTED : PXL_CODEC_CORRUPT;
+    case JERR_SOF_UNSUPPORTED: /* lossless, hierarchical */
+    case JERR_ARITH_NOTIMPL:
+    case JERR_NOT_COMPILED:
+    case JERR_NOTIMPL:
+    case JERR_CONVERSION_NOTIMPL: /* e.g. a 2-component image into RGBA */
+    case JERR_WIDTH_OVERFLOW:
+      return PXL_CODEC_UNSUPPORTED;
+    case JERR_IMAGE_TOO_BIG:
+      /* Over libjpeg's 65500 px per side. The header was parsed, so the caller's own
+       * limit can still decide whether this is "too big for you" or "too big for us". */
+      if (!job->info_only && (uint64_t)c->image_width * c->image_height > job->max_pixels)
+        return PXL_CODEC_TOO_MANY_PIXELS;
+      return PXL_CODEC_UNSUPPORTED;
+    default:
+      return PXL_CODEC_CORRUPT;
+  }
+}
+
+static int32_t layout_channels(int32_t layout) {
+  switch (layout) {
+    case PXL_CODEC_RGBA:
+    case PXL_CODEC_BGRA: return 4;
+    case PXL_CODEC_RGB: return 3;
+    case PXL_CODEC_GRAY: return 1;
+    default: return 0;
+  }
+}
+
+/* Pillow's MULDIV255: a*b/255 rounded, exact for 8-bit operands. */
+static inline unsigned muldiv255(unsigned a, unsigned b) {
+  unsigned t = a * b + 128;
+  return ((t >> 8) + t) >> 8;
+}
+
+/*
+ * CMYK as Pillow decodes it, so the md5s match: Pillow reads every 4-component JPEG
+ * with rawmode "CMYK;I" (Adobe's inverted convention, which is what Photoshop writes
+ * and what all APP14-tagged files use), i.e. ink = 255 - sample, and then converts with
+ * R = (255-K) - (255-K)*C/255. With ink = 255 - sample that is R = k - k*(255-c)/255,
+ * computed below with Pillow's exact rounding. Not colour-managed (no ICC), like Pillow.
+ */
+static void cmyk_to_layout(const uint8_t *in, uint8_t *dst, uint32_t width, int32_t layout) {
+  for (uint32_t x = 0; x < width; x++, in += 4) {
+    unsigned nk = in[3]; /* 255 - ink K */
+    unsigned r = nk - muldiv255(255u - in[0], nk);
+    unsigned g = nk - muldiv255(255u - in[1], nk);
+    unsigned b = nk - muldiv255(255u - in[2], nk);
+    switch (layout) {
+      case PXL_CODEC_RGBA: dst[0] = (uint8_t)r; dst[1] = (uint8_t)g; dst[2] = (uint8_t)b; dst[3] = 0xff; dst += 4; break;
+      case PXL_CODEC_BGRA: dst[0] = (uint8_t)b; dst[1] = (uint8_t)g; dst[2] = (uint8_t)r; dst[3] = 0xff; dst += 4; break;
+      case PXL_CODEC_RGB: dst[0] = (uint8_t)r; dst[1] = (uint8_t)g; dst[2] = (uint8_t)b; dst += 3; break;
+      default: /* GRAY: libjpeg's own rgb->gray weights, so all JPEG luma agrees */
+        *dst++ = (uint8_t)((19595u * r + 38470u * g + 7471u * b + 32768u) >> 16);
+        break;
+    }
+  }
+}
+
+static int orientation_from_markers(j_decompress_ptr c) {
+  for (jpeg_saved_marker_ptr m = c->marker_list; m != NULL; m = m->next) {
+    if (m->marker != JPEG_APP0 + 1 || m->data_length < 6) continue;
+    if (memcmp(m->data, "Exif\0\0", 6) != 0) continue;
+    /* The first Exif APP1 wins (what Pillow and most viewers do); XMP APP1s are skipped
+     * by the prefix test above. */
+    return pxl_exif_orientation(m->data + 6, m->data_length - 6);
+  }
+  return 1;
+}
+
+/* All libjpeg calls happen here, after the setjmp. Returns with job->pixels set on
+ * success; the caller cleans up on every path. */
+static pxl_codec_status jpeg_run(jpeg_job *job) {
+  j_decompress_ptr c = &job->cinfo;
+  jpeg_guard *g = &job->guard;
+
+  c->err = jpeg_std_error(&g->mgr);
+  g->mgr.error_exit = on_error_exit;
+  g->mgr.emit_message = on_emit_message;
+  g->mgr.output_message = on_output_message;
+  if (setjmp(g->jmp)) return status_for_fatal(job);
+
+  jpeg_create_decompress(c);
+  g->progress.progress_monitor = on_progress;
+  c->progress = &g->progress;
+  /* jpeg_mem_src reads only [data, data+size) and, at the end, feeds a fake EOI with a
+   * "Premature end of JPEG file" warning instead of reading further. */
+  jpeg_mem_src(c, job->data, (unsigned long)job->size);
+  if (job->info_only) jpeg_save_markers(c, JPEG_APP0 + 1, 0xFFFF);
+  (void)jpeg_read_header(c, TRUE); /* TRUE: a tables-only stream is an error, not a result */
+
+  if (job->info_only) {
+    job->info->width = (int32_t)c->image_width; /* <= 65500: libjpeg refuses larger */
+    job->info->height = (int32_t)c->image_height;
+    job->info->has_alpha = 0;
+    job->info->orientation = orientation_from_markers(c);
+    return PXL_CODEC_OK;
+  }
+
+  uint64_t declared = (uint64_t)c->image_width * c->image_height;
+  if (declared > job->max_pixels) {
+    snprintf(job->shim_error, sizeof job->shim_error, "%ux%u is over the limit of %llu pixels",
+             (unsigned)c->image_width, (unsigned)c->image_height, (unsigned long long)job->max_pixels);
+    return PXL_CODEC_TOO_MANY_PIXELS;
+  }
+
+  int cmyk = c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK;
+  int32_t channels = layout_channels(job->layout);
+  if (cmyk) {
+    c->out_color_space = JCS_CMYK; /* libjpeg turns YCCK into CMYK; we do CMYK -> RGB */
+  } else {
+    /* libjpeg-turbo converts gray sources to the RGB family itself. */
+    static const J_COLOR_SPACE spaces[] = {JCS_EXT_RGBA, JCS_EXT_BGRA, JCS_EXT_RGB, JCS_GRAYSCALE};
+    c->out_color_space = spaces[job->layout];
+  }
+  /* Set explicitly rather than trusting build defaults: the md5s depend on them. */
+  c->dct_method = JDCT_ISLOW;
+  c->do_fancy_upsampling = TRUE;
+  c->scale_num = 1;
+  c->scale_denom = (unsigned)job->scale_denom;
+  jpeg_calc_output_dimensions(c);
+
+  uint64_t stride = (uint64_t)c->output_width * (uint64_t)channels;
+  uint64_t total = stride * c->output_height;
+  if (stride > INT32_MAX || total > SIZE_MAX) {
+    snprintf(job->shim_error, sizeof job->shim_error, "output too large for this platform");
+    return PXL_CODEC_TOO_MANY_PIXELS;
+  }
+
+  jpeg_start_decompress(c);
+  if (c->output_components != (cmyk ? 4 : channels) || c->output_width == 0 || c->output_height == 0) {
+    snprintf(job->shim_error, sizeof job->shim_error, "unexpected output format from libjpeg");
+    return PXL_CODEC_CORRUPT;
+  }
+  job->pixels = malloc((size_t)total);
+  if (cmyk) job->cmyk_row = malloc((size_t)c->output_width * 4u);
+  if (job->pixels == NULL || (cmyk && job->cmyk_row == NULL)) {
+    snprintf(job->shim_error, sizeof job->shim_error, "out of memory for %llu bytes", (unsigned long long)total);
+    return PXL_CODEC_NO_MEMORY;
+  }
+
+  while (c->output_scanline < c->output_height) {
+    JDIMENSION y = c->output_scanline, got;
+    if (cmyk) {
+      JSAMPROW row = job->cmyk_row;
+      got = jpeg_read_scanlines(c, &row, 1);
+      if (got == 1) cmyk_to_layout(row, job->pixels + (size_t)y * stride, c->output_width, job->layout);
+    } else {
+      JSAMPROW rows[8];
+      JDIMENSION want = c->output_height - y;
+      if (want > 8) want = 8;
+      for (JDIMENSION i = 0; i < want; i++) rows[i] = job->pixels + (size_t)(y + i) * stride;
+      got = jpeg_read_scanlines(c, rows, want);
+    }
+    if (got == 0) {
+      /* Only a suspending source returns 0 rows; guard anyway so no input can spin. */
+      snprintf(job->shim_error, sizeof job->shim_error, "decoder made no progress");
+      return PXL_CODEC_CORRUPT;
+    }
+  }
+  /* Reads to EOI so trailing problems are reported as warnings, as libjpeg's own tools do. */
+  (void)jpeg_finish_decompress(c);
+
+  pxl_codec_output *out = job->out;
+  out->width = (int32_t)c->output_width;
+  out->height = (int32_t)c->output_height;
+  out->stride = (int32_t)stride;
+  out->channels = channels;
+  out->has_alpha = 0;
+  return PXL_CODEC_OK;
+}
+
+/* Common tail of both entry points, run on every path: destroy libjpeg state, free what
+ * the caller will not own, and pick the message. */
+static pxl_codec_status jpeg_finish_job(jpeg_job *job, pxl_codec_status st, char *msg, size_t cap) {
+  jpeg_destroy_decompress(&job->cinfo); /* safe on a zeroed or half-created object */
+  free(job->cmyk_row);
+  job->cmyk_row = NULL;
+  if (st != PXL_CODEC_OK) {
+    free(job->pixels);
+    job->pixels = NULL;
+    const char *why = job->shim_error[0] ? job->shim_error : job->guard.fatal;
+    pxl_set_message(msg, cap, "JPEG", why[0] ? why : "decode failed");
+  } else {
+    pxl_set_message(msg, cap, "JPEG", job->guard.last_warning);
+  }
+  return st;
+}
+
+pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message, size_t message_cap) {
+  if (message != NULL && message_cap > 0) message[0] = '\0';
+  if (info == NULL) return PXL_CODEC_UNSUPPORTED;
+  memset(info, 0, sizeof *info);
+  info->orientation = 1;
+  if (data == NULL) size = 0; /* libjpeg then reports "Empty input file" */
+
+  jpeg_job *job = calloc(1, sizeof *job); /* calloc: the zeroed state cleanup relies on */
+  if (job == NULL) {
+    pxl_set_message(message, message_cap, "JPEG", "out of memory");
+    return PXL_CODEC_NO_MEMORY;
+  }
+  pxl_codec_info tmp = {0, 0, 0, 1};
+  static const uint8_t empty[1] = {0};
+  job->data = data ? data : empty;
+  job->size = size;
+  job->info_only = 1;
+  job->info = &tmp;
+  pxl_codec_status st = jpeg_finish_job(job, jpeg_run(job), message, message_cap);
+  if (st == PXL_CODEC_OK) *info = tmp;
+  free(job);
+  return st;
+}
+
+pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out) {
+  if (out == NULL) return PXL_CODEC_UNSUPPORTED;
+  memset(out, 0, sizeof *out);
+  if (layout_channels(layout) == 0) {
+    pxl_set_message(out->message, sizeof out->message, "JPEG", "invalid layout");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  if (scale_denom != 1 && scale_denom != 2 && scale_denom != 4 && scale_denom != 8) {
+    pxl_set_message(out->message, sizeof out->message, "JPEG", "scale_denom must be 1, 2, 4 or 8");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  if (data == NULL) size = 0;
+#if ULONG_MAX < SIZE_MAX
+  if (size > ULONG_MAX) { /* jpeg_mem_src takes unsigned long */
+    pxl_set_message(out->message, sizeof out->message, "JPEG", "input too large");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+#endif
+
+  /* Heap, not stack: the job is ~1.5 KB and this may run on small-stack threads. */
+  jpeg_job *job = calloc(1, sizeof *job);
+  if (job == NULL) {
+    pxl_set_message(out->message, sizeof out->message, "JPEG", "out of memory");
+    return PXL_CODEC_NO_MEMORY;
+  }
+  static const uint8_t empty[1] = {0};
+  job->data = data ? data : empty;
+  job->size = size;
+  job->layout = layout;
+  job->scale_denom = scale_denom;
+  job->max_pixels = max_pixels;
+  job->out = out;
+  pxl_codec_status st = jpeg_finish_job(job, jpeg_run(job), out->message, sizeof out->message);
+  if (st == PXL_CODEC_OK) {
+    out->pixels = job->pixels;
+    out->warnings = job->guard.warnings;
+  } else {
+    /* Nothing half-filled leaks out: a failed decode reports only the message and the
+     * warnings seen before the error. */
+    out->width = out->height = out->stride = out->channels = out->has_alpha = 0;
+    out->warnings = job->guard.warnings;
+  }
+  free(job);
+  return st;
+}

@@ -1,0 +1,17 @@
+/* Internal to CCodecs (not in include/, so not visible to Swift). */
+#ifndef PXL_EXIF_H
+#define PXL_EXIF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Orientation (1..8) from a TIFF-structured EXIF block (starting at the "II"/"MM" byte
+ * order mark, i.e. after JPEG's "Exif\0\0" prefix). Returns 1 when the block is
+ * malformed, has no orientation tag, or the value is outside 1..8. Reads only
+ * tiff[0, size). */
+int pxl_exif_orientation(const uint8_t *tiff, size_t size);
+
+/* Copies "<prefix>: <text>" into dst (capacity cap), always NUL-terminated when cap > 0. */
+void pxl_set_message(char *dst, size_t cap, const char *prefix, const char *text);
+
+#endif

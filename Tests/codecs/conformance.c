@@ -1,0 +1,497 @@
+/*
+ * Conformance test for the CCodecs shims against the shared image corpus.
+ * Build and run from the repository root:
+ */
+// gcc -O2 -I Sources/CCodecs/include Tests/codecs/conformance.c Sources/CCodecs/*.c -ljpeg -lpng -o /tmp/conformance
+// /tmp/conformance [-v] [corpus_root] [set ...]
+/*
+ * corpus_root defaults to ../shared/corpus, i.e. /work/shared/corpus when run from the
+ * repository root; if it is absent the test prints a skip message and "0 passed,
+ * 0 failed" and exits 0. Without set names, every subdirectory holding a manifest.tsv
+ * is tested, in name order. -v also prints the status and message of every rejected
+ * file and the last warning of every file that warned. Exit status 0 iff no row failed.
+ *
+ * Per manifest row (see the corpus README for the columns):
+ *  - ok / ok_with_warning: RGBA decode at scale 1 (max_pixels 1e8) must succeed with
+ *    the manifest's width/height and rgba8_md5; "ok" must report 0 warnings and
+ *    "ok_with_warning" at least one (counts differing from ref_warnings are printed as
+ *    notes, not failures); JPEG thumbnails thumb_1_2/4/8 (WxH:md5) must match
+ *    scale_denom 2/4/8; read_info must agree on the size. Extra consistency checks:
+ *    BGRA and RGB are exact swizzles of RGBA, GRAY is exact where it can be derived
+ *    (gray sources, PNG colour via the documented BT.601 formula), and max_pixels one
+ *    below width*height is refused with PXL_CODEC_TOO_MANY_PIXELS and no buffer.
+ *  - must_fail*: the decode must fail with pixels == NULL and a non-empty message;
+ *    "must_fail (pixel limit)" must fail with PXL_CODEC_TOO_MANY_PIXELS. Rows whose
+ *    format is "unknown" (no recognisable magic) must be rejected by both decoders.
+ *  - exif_orientation, when it starts with a number, must equal read_info's orientation
+ *    (values outside 1..8 mean "invalid", which the API reports as 1). A column starting
+ *    with "(" carries only Pillow's opinion (the reference found no EXIF) and is not
+ *    checked.
+ * The last line of output is exactly "N passed, N failed".
+ */
+#define _DEFAULT_SOURCE /* strdup, d_type: the build uses -std=c11 */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
+
+#include "pxl_codecs.h"
+
+/* ---------------------------------------------------------------------------------
+ * MD5 (RFC 1321). Written for this test and placed in the public domain.
+ * ------------------------------------------------------------------------------- */
+typedef struct md5_ctx {
+  uint32_t a, b, c, d;
+  uint64_t len;
+  uint8_t buf[64];
+  size_t used;
+} md5_ctx;
+
+static uint32_t rol(uint32_t x, int s) { return (x << s) | (x >> (32 - s)); }
+
+static void md5_block(md5_ctx *m, const uint8_t *p) {
+  static const uint32_t K[64] = {
+      0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
+      0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
+      0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8,
+      0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
+      0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70,
+      0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
+      0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+      0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391};
+  static const int S[4][4] = {{7, 12, 17, 22}, {5, 9, 14, 20}, {4, 11, 16, 23}, {6, 10, 15, 21}};
+  uint32_t X[16];
+  for (int i = 0; i < 16; i++)
+    X[i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+  uint32_t a = m->a, b = m->b, c = m->c, d = m->d;
+  for (int i = 0; i < 64; i++) {
+    uint32_t f;
+    int g, r = i / 16;
+    switch (r) {
+      case 0: f = (b & c) | (~b & d); g = i; break;
+      case 1: f = (d & b) | (~d & c); g = (5 * i + 1) & 15; break;
+      case 2: f = b ^ c ^ d; g = (3 * i + 5) & 15; break;
+      default: f = c ^ (b | ~d); g = (7 * i) & 15; break;
+    }
+    uint32_t t = d;
+    d = c;
+    c = b;
+    b = b + rol(a + f + K[i] + X[g], S[r][i & 3]);
+    a = t;
+  }
+  m->a += a; m->b += b; m->c += c; m->d += d;
+}
+
+static void md5_init(md5_ctx *m) {
+  m->a = 0x67452301; m->b = 0xefcdab89; m->c = 0x98badcfe; m->d = 0x10325476;
+  m->len = 0; m->used = 0;
+}
+
+static void md5_update(md5_ctx *m, const uint8_t *p, size_t n) {
+  m->len += n;
+  while (n > 0) {
+    size_t k = 64 - m->used;
+    if (k > n) k = n;
+    memcpy(m->buf + m->used, p, k);
+    m->used += k; p += k; n -= k;
+    if (m->used == 64) { md5_block(m, m->buf); m->used = 0; }
+  }
+}
+
+static void md5_hex(md5_ctx *m, char hex[33]) {
+  uint64_t bits = m->len * 8;
+  uint8_t pad = 0x80, zero = 0, lenb[8];
+  md5_update(m, &pad, 1);
+  while (m->used != 56) md5_update(m, &zero, 1);
+  for (int i = 0; i < 8; i++) lenb[i] = (uint8_t)(bits >> (8 * i));
+  md5_update(m, lenb, 8);
+  uint32_t v[4] = {m->a, m->b, m->c, m->d};
+  for (int i = 0; i < 16; i++) sprintf(hex + 2 * i, "%02x", (v[i / 4] >> (8 * (i % 4))) & 0xff);
+  hex[32] = '\0';
+}
+
+static void md5_of(const uint8_t *p, size_t n, char hex[33]) {
+  md5_ctx m;
+  md5_init(&m);
+  md5_update(&m, p, n);
+  md5_hex(&m, hex);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------------- */
+static uint8_t *read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  uint8_t *buf = malloc(cap);
+  for (;;) {
+    if (n == cap) {
+      cap *= 2;
+      uint8_t *nb = realloc(buf, cap);
+      if (!nb) { free(buf); fclose(f); return NULL; }
+      buf = nb;
+    }
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) break;
+  }
+  fclose(f);
+  *size = n;
+  return buf;
+}
+
+static const char *status_name(pxl_codec_status s) {
+  switch (s) {
+    case PXL_CODEC_OK: return "OK";
+    case PXL_CODEC_CORRUPT: return "CORRUPT";
+    case PXL_CODEC_TOO_MANY_PIXELS: return "TOO_MANY_PIXELS";
+    case PXL_CODEC_UNSUPPORTED: return "UNSUPPORTED";
+    case PXL_CODEC_NO_MEMORY: return "NO_MEMORY";
+  }
+  return "?";
+}
+
+typedef enum { FMT_PNG, FMT_JPEG, FMT_UNKNOWN } fmt_t;
+
+static pxl_codec_status decode(fmt_t fmt, const uint8_t *d, size_t n, int32_t layout, int32_t scale, uint64_t maxpx,
+                               pxl_codec_output *out) {
+  if (fmt == FMT_PNG) return pxl_png_decode(d, n, layout, maxpx, out);
+  return pxl_jpeg_decode(d, n, layout, scale, maxpx, out);
+}
+
+static pxl_codec_status read_info(fmt_t fmt, const uint8_t *d, size_t n, pxl_codec_info *info, char *msg, size_t cap) {
+  if (fmt == FMT_PNG) return pxl_png_read_info(d, n, info, msg, cap);
+  return pxl_jpeg_read_info(d, n, info, msg, cap);
+}
+
+/* Reasons collected for one row; a row passes when none were recorded. */
+typedef struct row_result {
+  char reasons[2048];
+  size_t len;
+  int failed;
+} row_result;
+
+static void fail(row_result *r, const char *fmt, ...) {
+  va_list ap;
+  r->failed = 1;
+  if (r->len + 4 >= sizeof r->reasons) return;
+  if (r->len) r->len += (size_t)snprintf(r->reasons + r->len, sizeof r->reasons - r->len, "; ");
+  if (r->len >= sizeof r->reasons) { r->len = sizeof r->reasons - 1; return; }
+  va_start(ap, fmt);
+  int k = vsnprintf(r->reasons + r->len, sizeof r->reasons - r->len, fmt, ap);
+  va_end(ap);
+  if (k > 0) r->len += (size_t)k;
+  if (r->len >= sizeof r->reasons) r->len = sizeof r->reasons - 1;
+}
+
+/* Output must be all-or-nothing: no buffer and a message on failure. */
+static void check_failure_shape(row_result *r, const char *what, const pxl_codec_output *o) {
+  if (o->pixels != NULL) fail(r, "%s: failed but returned pixels", what);
+  if (o->message[0] == '\0') fail(r, "%s: failed without a message", what);
+  if (memchr(o->message, '\0', sizeof o->message) == NULL) fail(r, "%s: message not terminated", what);
+}
+
+static void check_thumb(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, int denom, const char *spec) {
+  unsigned ew = 0, eh = 0;
+  char emd5[64] = "";
+  if (sscanf(spec, "%ux%u:%63s", &ew, &eh, emd5) != 3) {
+    fail(r, "thumb 1/%d: unparseable manifest value '%s'", denom, spec);
+    return;
+  }
+  pxl_codec_output o;
+  pxl_codec_status st = decode(fmt, d, n, PXL_CODEC_RGBA, denom, 100000000ull, &o);
+  if (st != PXL_CODEC_OK) {
+    fail(r, "thumb 1/%d: %s (%s)", denom, status_name(st), o.message);
+    check_failure_shape(r, "thumb", &o);
+    return;
+  }
+  char md5[33];
+  md5_of(o.pixels, (size_t)o.stride * o.height, md5);
+  if ((unsigned)o.width != ew || (unsigned)o.height != eh)
+    fail(r, "thumb 1/%d: size %dx%d, expected %ux%u", denom, o.width, o.height, ew, eh);
+  else if (strcmp(md5, emd5) != 0)
+    fail(r, "thumb 1/%d: md5 %s, expected %s", denom, md5, emd5);
+  free(o.pixels);
+}
+
+/* BGRA/RGB must be exact rearrangements of RGBA; GRAY exact where derivable. */
+static void check_layouts(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, const pxl_codec_output *rgba) {
+  size_t px = (size_t)rgba->width * rgba->height;
+  const uint8_t *s = rgba->pixels;
+  pxl_codec_output o;
+  pxl_codec_status st;
+
+  st = decode(fmt, d, n, PXL_CODEC_BGRA, 1, 100000000ull, &o);
+  if (st != PXL_CODEC_OK) fail(r, "BGRA: %s (%s)", status_name(st), o.message);
+  else {
+    int bad = o.width != rgba->width || o.height != rgba->height || o.channels != 4 || o.stride != rgba->width * 4 ||
+              o.has_alpha != rgba->has_alpha;
+    for (size_t i = 0; !bad && i < px; i++)
+      bad = o.pixels[4 * i] != s[4 * i + 2] || o.pixels[4 * i + 1] != s[4 * i + 1] || o.pixels[4 * i + 2] != s[4 * i] ||
+            o.pixels[4 * i + 3] != s[4 * i + 3];
+    if (bad) fail(r, "BGRA is not a swizzle of RGBA");
+    free(o.pixels);
+  }
+
+  st = decode(fmt, d, n, PXL_CODEC_RGB, 1, 100000000ull, &o);
+  if (st != PXL_CODEC_OK) fail(r, "RGB: %s (%s)", status_name(st), o.message);
+  else {
+    int bad = o.width != rgba->width || o.height != rgba->height || o.channels != 3 || o.stride != rgba->width * 3 ||
+              o.has_alpha != 0;
+    for (size_t i = 0; !bad && i < px; i++)
+      bad = o.pixels[3 * i] != s[4 * i] || o.pixels[3 * i + 1] != s[4 * i + 1] || o.pixels[3 * i + 2] != s[4 * i + 2];
+    if (bad) fail(r, "RGB is not RGBA without alpha");
+    free(o.pixels);
+  }
+
+  st = decode(fmt, d, n, PXL_CODEC_GRAY, 1, 100000000ull, &o);
+  if (st != PXL_CODEC_OK) fail(r, "GRAY: %s (%s)", status_name(st), o.message);
+  else {
+    int bad = o.width != rgba->width || o.height != rgba->height || o.channels != 1 || o.stride != rgba->width ||
+              o.has_alpha != 0;
+    int neutral = 1;
+    for (size_t i = 0; neutral && i < px; i++) neutral = s[4 * i] == s[4 * i + 1] && s[4 * i] == s[4 * i + 2];
+    if (!bad && (neutral || fmt == FMT_PNG)) {
+      for (size_t i = 0; !bad && i < px; i++) {
+        unsigned y = (19595u * s[4 * i] + 38470u * s[4 * i + 1] + 7471u * s[4 * i + 2] + 32768u) >> 16;
+        bad = o.pixels[i] != y;
+      }
+    }
+    /* A colour JPEG's GRAY is libjpeg's Y channel, which RGBA cannot reproduce exactly
+     * (chroma rounding and clamping); only its shape is checked. */
+    if (bad) fail(r, "GRAY inconsistent with RGBA");
+    free(o.pixels);
+  }
+
+  /* One pixel under the budget: must be refused up front, with no buffer. */
+  uint64_t need = (uint64_t)rgba->width * rgba->height;
+  st = decode(fmt, d, n, PXL_CODEC_RGBA, 1, need - 1, &o);
+  if (st != PXL_CODEC_TOO_MANY_PIXELS) fail(r, "max_pixels=%llu: got %s, expected TOO_MANY_PIXELS", (unsigned long long)(need - 1), status_name(st));
+  else check_failure_shape(r, "pixel limit", &o);
+  free(o.pixels);
+}
+
+/* ---------------------------------------------------------------------------------
+ * Manifest
+ * ------------------------------------------------------------------------------- */
+#define MAX_COLS 64
+
+static int split_tabs(char *line, char **cols) {
+  int n = 0;
+  cols[n++] = line;
+  for (char *p = line; *p; p++) {
+    if (*p == '\t') {
+      *p = '\0';
+      if (n < MAX_COLS) cols[n++] = p + 1;
+    }
+  }
+  return n;
+}
+
+static int col_index(char **hdr, int nh, const char *name) {
+  for (int i = 0; i < nh; i++)
+    if (strcmp(hdr[i], name) == 0) return i;
+  return -1;
+}
+
+static int verbose;
+
+typedef struct totals {
+  int rows, passed, failed;
+} totals;
+
+static void run_set(const char *root, const char *set, totals *all) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s/manifest.tsv", root, set);
+  size_t msize = 0;
+  uint8_t *mbuf = read_file(path, &msize);
+  if (!mbuf) {
+    printf("[%s] cannot read %s\n", set, path);
+    all->failed++;
+    return;
+  }
+  char *text = realloc(mbuf, msize + 1);
+  if (!text) { free(mbuf); return; }
+  text[msize] = '\0';
+
+  char *save = NULL;
+  char *line = strtok_r(text, "\n", &save);
+  char *hdr[MAX_COLS];
+  int nh = line ? split_tabs(line, hdr) : 0;
+  if (nh > 0) { char *cr = strchr(hdr[nh - 1], '\r'); if (cr) *cr = '\0'; }
+  int c_file = col_index(hdr, nh, "file"), c_fmt = col_index(hdr, nh, "format"), c_exp = col_index(hdr, nh, "expect"),
+      c_w = col_index(hdr, nh, "width"), c_h = col_index(hdr, nh, "height"), c_md5 = col_index(hdr, nh, "rgba8_md5"),
+      c_t2 = col_index(hdr, nh, "thumb_1_2"), c_t4 = col_index(hdr, nh, "thumb_1_4"), c_t8 = col_index(hdr, nh, "thumb_1_8"),
+      c_exif = col_index(hdr, nh, "exif_orientation"), c_refw = col_index(hdr, nh, "ref_warnings");
+  if (c_file < 0 || c_fmt < 0 || c_exp < 0 || c_w < 0 || c_h < 0 || c_md5 < 0) {
+    printf("[%s] manifest lacks required columns\n", set);
+    all->failed++;
+    free(text);
+    return;
+  }
+
+  int rows = 0, decoded = 0, md5ok = 0, rejected = 0, failures = 0, exif_checked = 0, warn_exact = 0, warn_rows = 0;
+  while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+    char *cols[MAX_COLS];
+    size_t ll = strlen(line);
+    if (ll && line[ll - 1] == '\r') line[--ll] = '\0';
+    if (ll == 0) continue;
+    int nc = split_tabs(line, cols);
+    for (int i = nc; i < MAX_COLS; i++) cols[i] = "";
+    rows++;
+    const char *file = cols[c_file], *fmts = cols[c_fmt], *expect = cols[c_exp];
+    fmt_t fmt = strcmp(fmts, "png") == 0 ? FMT_PNG : strcmp(fmts, "jpeg") == 0 ? FMT_JPEG : FMT_UNKNOWN;
+    row_result r = {{0}, 0, 0};
+
+    snprintf(path, sizeof path, "%s/%s/%s", root, set, file);
+    size_t n = 0;
+    uint8_t *d = read_file(path, &n);
+    if (!d) {
+      fail(&r, "cannot read file: %s", strerror(errno));
+    } else if (strncmp(expect, "must_fail", 9) == 0) {
+      int pixel_limit = strstr(expect, "pixel limit") != NULL;
+      fmt_t tries[2];
+      int ntries = 0;
+      if (fmt == FMT_UNKNOWN) { tries[ntries++] = FMT_PNG; tries[ntries++] = FMT_JPEG; }
+      else tries[ntries++] = fmt;
+      int all_failed = 1;
+      for (int t = 0; t < ntries; t++) {
+        pxl_codec_output o;
+        pxl_codec_status st = decode(tries[t], d, n, PXL_CODEC_RGBA, 1, 100000000ull, &o);
+        const char *who = tries[t] == FMT_PNG ? "png" : "jpeg";
+        if (st == PXL_CODEC_OK) {
+          fail(&r, "%s decode succeeded (%dx%d, %d warnings), expected failure", who, o.width, o.height, o.warnings);
+          all_failed = 0;
+          free(o.pixels);
+          continue;
+        }
+        check_failure_shape(&r, who, &o);
+        if (verbose) printf("  rejected %s/%s by %s: %s (%s), %d warnings\n", set, file, who, status_name(st), o.message, o.warnings);
+        if (pixel_limit && st != PXL_CODEC_TOO_MANY_PIXELS)
+          fail(&r, "%s: got %s (%s), expected TOO_MANY_PIXELS", who, status_name(st), o.message);
+      }
+      if (all_failed && !r.failed) rejected++;
+    } else if (strcmp(expect, "ok") == 0 || strcmp(expect, "ok_with_warning") == 0) {
+      pxl_codec_output o;
+      pxl_codec_status st = fmt == FMT_UNKNOWN ? PXL_CODEC_UNSUPPORTED : decode(fmt, d, n, PXL_CODEC_RGBA, 1, 100000000ull, &o);
+      if (fmt == FMT_UNKNOWN) {
+        fail(&r, "manifest says ok but format is unknown");
+      } else if (st != PXL_CODEC_OK) {
+        fail(&r, "decode failed: %s (%s)", status_name(st), o.message);
+      } else {
+        decoded++;
+        int ew = atoi(cols[c_w]), eh = atoi(cols[c_h]);
+        char md5[33];
+        md5_of(o.pixels, (size_t)o.stride * o.height, md5);
+        if (o.width != ew || o.height != eh) fail(&r, "size %dx%d, expected %dx%d", o.width, o.height, ew, eh);
+        else if (o.channels != 4 || o.stride != o.width * 4) fail(&r, "RGBA shape: channels %d stride %d", o.channels, o.stride);
+        else if (strcmp(md5, cols[c_md5]) != 0) fail(&r, "md5 %s, expected %s", md5, cols[c_md5]);
+        else md5ok++;
+        if (verbose && o.warnings) printf("  warned %s/%s: %d warnings, last: %s\n", set, file, o.warnings, o.message);
+        int want_warn = strcmp(expect, "ok_with_warning") == 0;
+        if (want_warn && o.warnings == 0) fail(&r, "expected a warning, got none");
+        if (!want_warn && o.warnings != 0) fail(&r, "expected no warning, got %d (%s)", o.warnings, o.message);
+        if (c_refw >= 0 && cols[c_refw][0]) {
+          warn_rows++;
+          /* Informational: the shim skips PNG text chunks (see png_shim.c), so their
+           * warnings ("zTXt: bad keyword") are not seen; the count may be lower. */
+          if (o.warnings == atoi(cols[c_refw])) warn_exact++;
+          else printf("  note: %s/%s: %d warnings, reference counted %s (last: %s)\n", set, file, o.warnings, cols[c_refw], o.message);
+        }
+        if (fmt == FMT_JPEG) {
+          int cols_t[3] = {c_t2, c_t4, c_t8}, den[3] = {2, 4, 8};
+          for (int k = 0; k < 3; k++) {
+            if (cols_t[k] < 0 || cols[cols_t[k]][0] == '\0') fail(&r, "manifest has no thumb_1_%d", den[k]);
+            else check_thumb(&r, fmt, d, n, den[k], cols[cols_t[k]]);
+          }
+        }
+        pxl_codec_info info;
+        char msg[256];
+        pxl_codec_status ist = read_info(fmt, d, n, &info, msg, sizeof msg);
+        if (ist != PXL_CODEC_OK) fail(&r, "read_info failed: %s (%s)", status_name(ist), msg);
+        else if (info.width != ew || info.height != eh) fail(&r, "read_info size %dx%d", info.width, info.height);
+        else if (fmt == FMT_PNG && info.has_alpha != o.has_alpha) fail(&r, "read_info has_alpha %d, decode %d", info.has_alpha, o.has_alpha);
+        check_layouts(&r, fmt, d, n, &o);
+        free(o.pixels);
+      }
+    } else {
+      fail(&r, "unknown expect value '%s'", expect);
+    }
+
+    /* EXIF orientation, for every row that documents one. */
+    if (d && c_exif >= 0) {
+      const char *e = cols[c_exif];
+      while (*e == ' ') e++;
+      if ((*e >= '0' && *e <= '9') || *e == '-') {
+        long v = strtol(e, NULL, 10);
+        int want = (v >= 1 && v <= 8) ? (int)v : 1;
+        pxl_codec_info info;
+        char msg[256];
+        /* The magic decides the parser; "unknown" rows have no EXIF to compare. */
+        if (fmt != FMT_UNKNOWN) {
+          (void)read_info(fmt, d, n, &info, msg, sizeof msg); /* failure reports orientation 1 */
+          exif_checked++;
+          if (info.orientation != want) fail(&r, "orientation %d, expected %d (column '%s')", info.orientation, want, cols[c_exif]);
+        }
+      }
+    }
+    free(d);
+
+    if (r.failed) {
+      failures++;
+      all->failed++;
+      printf("  FAIL %s/%s [%s]: %s\n", set, file, expect, r.reasons);
+    } else {
+      all->passed++;
+    }
+    all->rows++;
+  }
+  printf("[%s] %d rows: %d decoded, %d md5 matched, %d rejected as expected, %d EXIF checked, %d failures\n", set, rows,
+         decoded, md5ok, rejected, exif_checked, failures);
+  if (warn_rows) printf("[%s] warning counts equal to the reference's in %d/%d decoded rows\n", set, warn_exact, warn_rows);
+  free(text);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int main(int argc, char **argv) {
+  const char *args[256];
+  int nargs = 0;
+  for (int i = 1; i < argc && nargs < 256; i++) {
+    if (strcmp(argv[i], "-v") == 0) verbose = 1;
+    else args[nargs++] = argv[i];
+  }
+  const char *root = nargs > 0 ? args[0] : "../shared/corpus";
+  struct stat st;
+  if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    printf("SKIP: corpus not found at %s (pass the corpus root as the first argument)\n", root);
+    printf("0 passed, 0 failed\n");
+    return 0;
+  }
+  totals t = {0, 0, 0};
+  if (nargs > 1) {
+    for (int i = 1; i < nargs; i++) run_set(root, args[i], &t);
+  } else {
+    /* Every subdirectory with a manifest.tsv is a set; sorted for stable output. */
+    DIR *dir = opendir(root);
+    char *sets[256];
+    int ns = 0;
+    struct dirent *de;
+    while (dir && (de = readdir(dir)) != NULL && ns < 256) {
+      char p[4096];
+      if (de->d_name[0] == '.') continue;
+      snprintf(p, sizeof p, "%s/%s/manifest.tsv", root, de->d_name);
+      if (stat(p, &st) == 0) sets[ns++] = strdup(de->d_name);
+    }
+    if (dir) closedir(dir);
+    qsort(sets, (size_t)ns, sizeof *sets, cmp_str);
+    for (int i = 0; i < ns; i++) { run_set(root, sets[i], &t); free(sets[i]); }
+  }
+  printf("%d passed, %d failed\n", t.passed, t.failed);
+  return t.failed == 0 ? 0 : 1;
+}
