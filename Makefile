@@ -20,10 +20,11 @@ CC          ?= cc
 CFLAGS      ?= -O2 -g
 WARN        := -Wall -Wextra -std=c11
 SWIFT       ?= swift
+STAGE       := build
 SWIFT_ROOT  := $(shell dirname $$(dirname $$(readlink -f $$(command -v $(SWIFT)))))
 
 # The shipped library: Swift runtime linked statically (no libswift* in NEEDED), a SONAME,
-# and a version script exporting only pxl_* (lld: gold leaves the core's protected
+# and a version script exporting only the header's functions (lld: gold leaves the core's protected
 # symbols in .dynsym as LOCAL entries). Its own scratch folder, so `swift test`
 # (dynamic runtime) never shares build products with it.
 RELEASE_SCRATCH := .build-release
@@ -31,10 +32,9 @@ RELEASE_FLAGS := -c release --scratch-path $(RELEASE_SCRATCH) --product pixload 
   --static-swift-stdlib -Xswiftc -static-stdlib \
   -Xlinker -L$(SWIFT_ROOT)/lib/swift_static/linux \
   -Xlinker -soname=libpixload.so.$(SOVERSION) \
-  -Xlinker --version-script=$(CURDIR)/build-aux/pixload.map \
+  -Xlinker --version-script=$(CURDIR)/$(STAGE)/pixload.map \
   -Xswiftc -use-ld=lld
 
-STAGE       := build
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
@@ -47,7 +47,14 @@ deps:
 
 # --- the library ---------------------------------------------------------------------
 
-lib: deps
+# The version script exports exactly the functions the header declares (PXL_API lines):
+# the C shims' own pxl_* helpers stay private.
+$(STAGE)/pixload.map: include/pixload.h
+	@mkdir -p $(STAGE)
+	{ echo '{ global:'; sed -nE 's/^PXL_API[^(]*[^a-z0-9_](pxl_[a-z0-9_]+)\(.*/    \1;/p' include/pixload.h; \
+	  echo '  local: *; };'; } > $@
+
+lib: deps $(STAGE)/pixload.map
 	$(SWIFT) build $(RELEASE_FLAGS)
 	@mkdir -p $(STAGE)/lib $(STAGE)/include $(STAGE)/bin
 	cp -f $(RELEASE_SCRATCH)/release/libpixload.so $(STAGE)/lib/$(LIB_REAL)
@@ -112,7 +119,7 @@ TEST_PREFIX := $(CURDIR)/$(STAGE)/test-prefix
 test-c: all
 	rm -rf $(TEST_PREFIX)
 	$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX)
-	PXL_PREFIX=$(TEST_PREFIX) Tests/capi/run.sh
+	PXL_LIBDIR=$(TEST_PREFIX)/lib PXL_INCLUDEDIR=$(TEST_PREFIX)/include Tests/capi/run.sh
 
 # What ships: self-contained .so with a SONAME and only pxl_* exported; install and
 # uninstall to a DESTDIR are exact; a program outside the tree builds with pkg-config.

@@ -126,9 +126,13 @@ typedef enum pxl_format {
 /* Bytes per pixel of a format, 0 for an unknown value. Any thread. Since 0.1.0. */
 PXL_API int32_t pxl_format_bytes_per_pixel(pxl_format format);
 
-/* How an image is fitted to a target size (width and height both > 0). Images are never
- * scaled up: a source smaller than the target keeps its size (FIT) or is cropped to the
- * target's aspect ratio at its own resolution (FILL). */
+/* How an image is fitted to its target size (pxl_request.width and height). Sizes are
+ * those after EXIF orientation. Images are never scaled up: a source smaller than the
+ * target keeps its size (FIT) or is cropped to the target's aspect ratio at its own
+ * resolution (FILL). Fractional sizes round to the nearest pixel, halves up, at least 1:
+ * 640x480 fitted into 150x150 is 150x113. A target side of 0 is unconstrained: 150x0 FIT
+ * is "150 wide, height to match"; 0x0 is the original size; FILL with a 0 side acts as
+ * FIT. */
 typedef enum pxl_mode {
   PXL_MODE_FIT = 0,   /* scale to fit inside the target, keeping the aspect ratio */
   PXL_MODE_FILL = 1   /* scale to cover the target, then crop the centre to exactly it */
@@ -256,7 +260,9 @@ typedef struct pxl_loader pxl_loader;
 
 /* Creates a loader with its network thread and decode threads. config may be NULL for
  * the defaults; otherwise it must have been filled by pxl_config_init (struct_size).
- * Returns PXL_OK, PXL_E_INVALID_ARGUMENT or PXL_E_NO_MEMORY. Any thread. Since 0.1.0. */
+ * On success *out receives the loader; on failure it is set to NULL (when out is not
+ * NULL). Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL out, bad struct_size, a limit
+ * <= 0, unknown scheme bits) or PXL_E_NO_MEMORY. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
 
 /* Frees a loader: cancels every request still in flight (each still gets exactly one
@@ -278,12 +284,14 @@ typedef struct pxl_request {
   const char *url;       /* required; http(s)://... or file://... when allowed; copied */
   const char *cache_key; /* NULL (default): the URL. Requests with equal keys share one
                             download and one cache entry (signed or tokenised URLs). */
-  int32_t width;         /* target size; 0 and 0 (default): the original size */
+  int32_t width;         /* target size, >= 0 (see pxl_mode); 0 and 0 (default): the
+                            original size */
   int32_t height;
   int32_t mode;          /* pxl_mode; default PXL_MODE_FIT */
   int32_t format;        /* pxl_format; default PXL_FORMAT_RGBA8 */
   int32_t priority;      /* default PXL_PRIORITY_NORMAL; higher runs first */
-  uint32_t flags;        /* PXL_FLAG_* bits; default 0 (EXIF orientation applied) */
+  uint32_t flags;        /* PXL_FLAG_* bits; default 0 (EXIF orientation applied);
+                            unknown bits are PXL_E_INVALID_ARGUMENT */
 } pxl_request;
 
 /* Fills *request with the defaults above, struct_size included, url NULL. Since 0.1.0. */
@@ -314,29 +322,36 @@ PXL_API pxl_status pxl_load(pxl_loader *loader, const pxl_request *request, pxl_
                             pxl_callback callback, void *user_data, pxl_token *token_out);
 
 /* Cancels a request. If its callback has not started when this returns, the callback
- * reports PXL_E_CANCELLED. Work shared with other requests continues for them. Returns
- * PXL_OK if the request was still waiting for its callback, PXL_E_NOT_FOUND if the token
- * is unknown or its callback already ran or started (cancelling is idempotent). Any
- * thread, also from inside a callback. Since 0.1.0. */
+ * reports PXL_E_CANCELLED. Work shared with other requests continues for them; an image
+ * that finished decoding as the request was cancelled may still enter the memory cache.
+ * Returns PXL_OK if this call cancelled the request; PXL_E_NOT_FOUND if the token is
+ * unknown, already cancelled, or its callback already ran or started (cancelling is
+ * idempotent); PXL_E_INVALID_ARGUMENT for a NULL loader. Any thread, also from inside a
+ * callback. Since 0.1.0. */
 PXL_API pxl_status pxl_cancel(pxl_loader *loader, pxl_token token);
 
 /* Changes the priority of a request that is still waiting or running; the shared work
- * is re-ranked at the highest priority among its requesters. Returns PXL_OK or
- * PXL_E_NOT_FOUND. Any thread. Since 0.1.0. */
+ * is re-ranked at the highest priority among its requesters. Returns PXL_OK,
+ * PXL_E_NOT_FOUND (unknown or finished token) or PXL_E_INVALID_ARGUMENT (NULL loader).
+ * Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_set_priority(pxl_loader *loader, pxl_token token, int32_t priority);
 
 /* Synchronous memory-cache lookup for the image request would produce (same URL or
  * cache key, size, mode, format and orientation flag). Never touches disk or network,
  * never blocks on other requests. On PXL_OK *image_out holds a new reference (release
- * it); on PXL_E_NOT_FOUND it is set to NULL. Any thread. Since 0.1.0. */
+ * it); otherwise it is set to NULL (when image_out is not NULL) and the result is
+ * PXL_E_NOT_FOUND, or PXL_E_INVALID_ARGUMENT for a NULL loader, image_out or an invalid
+ * request (as pxl_load checks it). Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_lookup(pxl_loader *loader, const pxl_request *request,
                               pxl_image **image_out);
 
 /* Drops memory-cache entries, least recently used first, until the cache holds at most
- * max_bytes. Images the host still holds stay valid. Any thread. Since 0.1.0. */
+ * max_bytes. Images the host still holds stay valid. NULL is a no-op. Any thread.
+ * Since 0.1.0. */
 PXL_API void pxl_memory_cache_trim(pxl_loader *loader, uint64_t max_bytes);
 
-/* Bytes and entries currently held by the memory cache. Any thread. Since 0.1.0. */
+/* Bytes (of pixels) and entries currently held by the memory cache; 0 for NULL. Any
+ * thread. Since 0.1.0. */
 PXL_API uint64_t pxl_memory_cache_bytes(pxl_loader *loader);
 PXL_API int32_t pxl_memory_cache_count(pxl_loader *loader);
 

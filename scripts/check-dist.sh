@@ -20,8 +20,10 @@ check() {  # check NAME COMMAND...
 
 check "no libswift in NEEDED" bash -c "! readelf -d '$so' | grep NEEDED | grep -q swift"
 check "SONAME is libpixload.so.0" bash -c "readelf -d '$so' | grep SONAME | grep -q '\[libpixload.so.0\]'"
-check "only pxl_ symbols exported" bash -c "[ -z \"\$(nm -D --defined-only '$so' | awk '{print \$3}' | grep -v '^pxl_')\" ]"
-check "exports the whole API" bash -c "[ \$(nm -D --defined-only '$so' | grep -c ' T pxl_') -ge 40 ]"
+exported=$(nm -D --defined-only "$so" | awk '{print $3}' | sort)
+declared=$(sed -nE 's/^PXL_API[^(]*[^a-z0-9_](pxl_[a-z0-9_]+)\(.*/\1/p' include/pixload.h | sort -u)
+check "only pxl_ symbols exported" test -z "$(echo "$exported" | grep -v '^pxl_')"
+check "exports exactly the header's $(echo "$declared" | wc -l) functions" test "$exported" = "$declared"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

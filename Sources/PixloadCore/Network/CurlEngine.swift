@@ -22,6 +22,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var nextID: TransferID = 0
   private var waiting: [Transfer] = []
   private var cancelledWhileActive: Set<TransferID> = []
+  /// Transfers started on the engine thread and not finished yet.
+  private var runningIDs: Set<TransferID> = []
   private var stopping = false
   private var thread: WorkerThread?
 
@@ -64,15 +66,19 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   }
 
   public func cancel(_ id: TransferID) {
-    let wasWaiting: Bool = lock.withLock {
+    let engineMustStop: Bool = lock.withLock {
       if let index = waiting.firstIndex(where: { $0.id == id }) {
         waiting.remove(at: index)
-        return true
+        return false
       }
+      // Remember only transfers still running: a cancel racing a finished transfer must
+      // not leave its id behind forever.
+      guard runningIDs.contains(id) else { return false }
       cancelledWhileActive.insert(id)
-      return false
+      return true
     }
-    if !wasWaiting { curl_multi_wakeup(multi) }
+    // The engine thread removes a running transfer (and so frees its slot) at once.
+    if engineMustStop { curl_multi_wakeup(multi) }
   }
 
   public func setPriority(_ id: TransferID, _ priority: Int32) {
@@ -101,15 +107,22 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   private func run() {
     while true {
-      let (starts, cancels, stop): ([Transfer], [TransferID], Bool) = lock.withLock {
-        if stopping { return ([], [], true) }
-        let cancels = Array(cancelledWhileActive)
+      let (cancels, stop): ([TransferID], Bool) = lock.withLock {
+        if stopping { return ([], true) }
+        // At the top of the loop every live transfer that is not waiting is running.
+        let running = Array(cancelledWhileActive)
         cancelledWhileActive.removeAll()
-        return (takeStartable(), cancels, false)
+        return (running, false)
       }
       if stop { break }
       for id in cancels {
         if let transfer = activeByID[id] { finish(transfer, notify: false, code: CURLE_OK) }
+      }
+      // Cancels first, so the slots they free are filled in this same round.
+      let starts: [Transfer] = lock.withLock {
+        let starts = takeStartable()
+        for transfer in starts { runningIDs.insert(transfer.id) }
+        return starts
       }
       for transfer in starts { begin(transfer) }
 
@@ -121,7 +134,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle,
               let transfer = active[easy] else { continue }
         let code = message.pointee.data.result
-        let wasCancelled = lock.withLock { cancelledWhileActive.remove(transfer.id) != nil }
+        let wasCancelled = lock.withLock { cancelledWhileActive.contains(transfer.id) }
         finish(transfer, notify: !wasCancelled, code: code)
         finishedAny = true
       }
@@ -162,6 +175,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   private func begin(_ transfer: Transfer) {
     guard let easy = curl_easy_init() else {
+      lock.withLock { _ = runningIDs.remove(transfer.id) }
       transfer.completion(.failure(LoadError(.noMemory, "curl_easy_init failed")))
       return
     }
@@ -182,8 +196,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     _ = pxl_curl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maxBodyBytes))
     _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, configuration.userAgent)
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
-    // Wait for an HTTP/2 connection being set up rather than opening a second one.
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+    // No CURLOPT_PIPEWAIT: over HTTP/1.1 it makes every new transfer to a host wait for
+    // the busy connection to finish (one slow image stalled all the others for seconds).
     active[easy] = transfer
     activeByID[transfer.id] = transfer
     activePerHost[transfer.host, default: 0] += 1
@@ -201,7 +215,11 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     activeByID.removeValue(forKey: transfer.id)
     activePerHost[transfer.host, default: 1] -= 1
     if activePerHost[transfer.host] == 0 { activePerHost.removeValue(forKey: transfer.host) }
-    lock.withLock { connectionsOpened += connects }
+    lock.withLock {
+      connectionsOpened += connects
+      runningIDs.remove(transfer.id)
+      cancelledWhileActive.remove(transfer.id)
+    }
     guard notify else { return }
     transfer.completion(transfer.outcome(code: code, httpStatus: httpStatus))
   }

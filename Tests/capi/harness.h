@@ -1,0 +1,154 @@
+/*
+ * harness.h: a tiny test framework and the helpers the C API tests share.
+ *
+ * Every CHECK counts one pass or one failure; a failure prints where and why and the
+ * test goes on, so one run shows every broken rule. The program prints
+ * "N passed, N failed" alone on its last line and exits 1 if anything failed.
+ */
+#ifndef PXL_TEST_HARNESS_H
+#define PXL_TEST_HARNESS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "pixload.h"
+
+/* What every test gets from the command line: the server, its access log, and the
+ * directory it serves (for file:// URLs). */
+struct test_env {
+  const char *base_url;    /* http://127.0.0.1:PORT, no trailing slash */
+  const char *access_log;  /* "$request_uri $status $body_bytes_sent $connection" lines */
+  const char *fixture_dir; /* absolute */
+  int refused_port;        /* a local port nothing listens on */
+  long run_id;             /* makes this run's URLs unique in a log shared with older runs */
+  int slow_factor;         /* > 1 under valgrind: deadlines are multiplied by it */
+};
+
+/* ---- checks ---- */
+
+void check_at(const char *file, int line, int ok, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void check_status_at(const char *file, int line, const char *expr, pxl_status got,
+                     pxl_status want);
+void check_int_at(const char *file, int line, const char *expr, long long got, long long want);
+
+#define CHECK(cond) check_at(__FILE__, __LINE__, (cond) ? 1 : 0, "%s", #cond)
+#define CHECKF(cond, ...) check_at(__FILE__, __LINE__, (cond) ? 1 : 0, __VA_ARGS__)
+#define CHECK_STATUS(got, want) check_status_at(__FILE__, __LINE__, #got, (got), (want))
+#define CHECK_INT(got, want) check_int_at(__FILE__, __LINE__, #got, (long long)(got), (long long)(want))
+
+/* ---- time ---- */
+
+double now_ms(void);
+void sleep_ms(int ms);
+
+/* ---- URLs: "/path" -> base + path + "?run=ID&case=NAME"; uri is what nginx logs ---- */
+
+struct test_url {
+  char url[512];
+  char uri[384];
+};
+struct test_url test_url(const struct test_env *env, const char *path, const char *case_name);
+void file_url(const struct test_env *env, const char *name, char *out, size_t size);
+
+/* ---- the access log ---- */
+
+/* Lines whose $request_uri is exactly uri. */
+int log_count(const struct test_env *env, const char *uri);
+/* $body_bytes_sent of the first line for uri, -1 if none. */
+long log_bytes(const struct test_env *env, const char *uri);
+/* $connection (nginx's connection serial number) of the first line for uri, -1 if none. */
+long log_connection(const struct test_env *env, const char *uri);
+/* 0-based position of the first line for uri, -1 if none. */
+int log_position(const struct test_env *env, const char *uri);
+/* Waits (up to timeout_ms) until uri has at least min lines; returns the count. nginx
+ * writes a line once the response is sent, which may be just after the client has all
+ * the bytes, so a test must wait a little for a line it expects. */
+int log_wait_count(const struct test_env *env, const char *uri, int min, int timeout_ms);
+
+/* ---- capturing callbacks ---- */
+
+/* One request's callback(s). capture_callback records the first call in full and counts
+ * every call, so "exactly once" is checkable, and checks the rules every result obeys
+ * (message never NULL, an image exactly when the status is OK, ...). */
+struct capture {
+  atomic_int calls;
+  pxl_token token;     /* what the callback received */
+  pxl_status status;
+  int32_t http_status;
+  pxl_source source;
+  char message[256];
+  pxl_image *image;    /* retained by the callback; release with capture_reset */
+  int order;           /* 1-based position among the callbacks of a capture_seq */
+  int phase;           /* the value of *phase_source when the callback ran */
+  double at_ms;        /* now_ms() when the callback ran */
+  atomic_int *seq;     /* optional: shared order counter */
+  const atomic_int *phase_source; /* optional */
+};
+
+void capture_callback(pxl_token token, const pxl_result *result, void *user_data);
+void capture_reset(struct capture *capture); /* releases the image, zeroes the rest */
+
+/* Waits on and dispatches queue until *count >= target or timeout_ms passes (scaled by
+ * slow_factor). Returns 1 if the target was reached. */
+int drain_until(const struct test_env *env, pxl_queue *queue, const atomic_int *count,
+                int target, int timeout_ms);
+
+/* Dispatches queue for ms milliseconds: callbacks that should not come get their chance
+ * to come. Returns how many ran. */
+int drain_for(pxl_queue *queue, int ms);
+
+/* ---- loaders and requests ---- */
+
+pxl_loader *new_loader(const pxl_config *config); /* NULL config: defaults; fails the test run on error */
+pxl_queue *new_queue(void);
+void request_for(pxl_request *request, const char *url, int32_t width, int32_t height,
+                 pxl_mode mode, pxl_format format);
+
+/* Loads one request and waits for its callback; the capture holds the result. Returns
+ * the status of pxl_load. */
+pxl_status load_and_wait(const struct test_env *env, pxl_loader *loader, pxl_queue *queue,
+                         const pxl_request *request, struct capture *capture);
+
+/* The bytes of pixel (x, y) of image. */
+const uint8_t *pixel_at(const pxl_image *image, int x, int y);
+
+/* ---- the tests ---- */
+
+#define TEST_LIST(X)                \
+  X(test_constants_and_defaults)    \
+  X(test_null_handles)              \
+  X(test_load_and_memory_cache)     \
+  X(test_cache_key_and_cache_flags) \
+  X(test_fit_and_fill_sizes)        \
+  X(test_pixel_formats)             \
+  X(test_alpha_and_premultiplied)   \
+  X(test_exif_orientation)          \
+  X(test_http_errors)               \
+  X(test_connection_refused)        \
+  X(test_bad_bodies)                \
+  X(test_limits)                    \
+  X(test_schemes_and_file_urls)     \
+  X(test_malformed_urls)            \
+  X(test_invalid_arguments)         \
+  X(test_coalescing)                \
+  X(test_cancel_from_other_thread)  \
+  X(test_cancel_one_of_coalesced)   \
+  X(test_cancel_wins_over_queued)   \
+  X(test_cancel_inside_callback)    \
+  X(test_exactly_once_under_races)  \
+  X(test_priority)                  \
+  X(test_no_head_of_line_blocking)  \
+  X(test_waiting_transfers_start_at_once) \
+  X(test_connection_reuse)          \
+  X(test_free_queue_in_flight)      \
+  X(test_free_loader_in_flight)     \
+  X(test_free_orders)               \
+  X(test_queue_wait_and_wakeup)     \
+  X(test_queue_fd)
+
+#define DECLARE_TEST(name) void name(const struct test_env *env);
+TEST_LIST(DECLARE_TEST)
+#undef DECLARE_TEST
+
+#endif

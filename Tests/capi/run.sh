@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Tests/capi/run.sh [TEST_NAME...]
+#
+# Builds the fixtures and the C API tests against a built or installed libpixload,
+# serves the fixtures with a private nginx on 127.0.0.1:18091 and runs the tests.
+# The last line of output is "N passed, N failed"; the exit status is non-zero on any
+# failure.
+#
+#   PXL_LIBDIR      directory of libpixload.so  (default .build-release/release)
+#   PXL_INCLUDEDIR  directory of pixload.h      (default include)
+#                   (relative paths are relative to the repository root)
+#   PXL_TEST_PORT   nginx port                  (default 18091)
+#   PXL_VALGRIND=1  run the tests under valgrind (memcheck, leaks, errors fail the run)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here="$root/Tests/capi"
+abs() { case "$1" in /*) echo "$1" ;; *) echo "$root/$1" ;; esac; }
+libdir=$(abs "${PXL_LIBDIR:-.build-release/release}")
+incdir=$(abs "${PXL_INCLUDEDIR:-include}")
+port="${PXL_TEST_PORT:-18091}"
+
+[ -f "$incdir/pixload.h" ] || { echo "run.sh: no pixload.h in $incdir" >&2; exit 1; }
+ls "$libdir"/libpixload.so* >/dev/null 2>&1 || { echo "run.sh: no libpixload.so in $libdir" >&2; exit 1; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/pxl-capi.XXXXXX")
+cleanup() {
+  "$root/scripts/nginx.sh" stop "$work/nginx" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The library's SONAME is libpixload.so.0; a build folder may hold only libpixload.so.
+# Link a private copy then, so that the tests find at run time what they linked, and a
+# rebuild during the run cannot swap the library under them.
+# Valgrind 3.19 (Debian 12) gives up on the DWARF 5 the Swift toolchain emits, so it gets
+# a copy without debug info.
+if [ ! -e "$libdir/libpixload.so.0" ] || [ "${PXL_VALGRIND:-0}" = 1 ]; then
+  mkdir -p "$work/lib"
+  cp "$(readlink -f "$libdir/libpixload.so")" "$work/lib/libpixload.so"
+  ln -s libpixload.so "$work/lib/libpixload.so.0"
+  [ "${PXL_VALGRIND:-0}" = 1 ] && strip --strip-debug "$work/lib/libpixload.so"
+  libdir="$work/lib"
+fi
+
+cflags=(-std=c11 -O1 -g -Wall -Wextra)
+gcc "${cflags[@]}" "$here/mkfixtures.c" -ljpeg -lpng -o "$work/mkfixtures"
+gcc "${cflags[@]}" -I "$incdir" "$here/harness.c" "$here"/test_*.c \
+  -L "$libdir" -Wl,-rpath,"$libdir" -lpixload -lpthread -o "$work/capi_tests"
+
+mkdir -p "$work/www"
+"$work/mkfixtures" "$work/www"
+"$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx"
+
+runner=()
+if [ "${PXL_VALGRIND:-0}" = 1 ]; then
+  # Deadlines stretch under valgrind; leaks and memory errors fail the run. "possible"
+  # leaks are excluded: threads the runtime keeps (and their TLS) show up as such.
+  export PXL_TEST_SLOW_FACTOR=${PXL_TEST_SLOW_FACTOR:-10}
+  runner=(valgrind --quiet --error-exitcode=99 --leak-check=full
+          --errors-for-leak-kinds=definite --show-leak-kinds=definite
+          --track-origins=yes)
+fi
+
+"${runner[@]}" "$work/capi_tests" "http://127.0.0.1:$port" "$work/nginx/access.log" "$work/www" "$@"

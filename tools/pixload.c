@@ -1,0 +1,531 @@
+/*
+ * pixload: the command-line client of libpixload, written against pixload.h only.
+ *
+ *   pixload version
+ *   pixload fetch [options] URL...
+ *
+ * fetch loads every URL through one loader and one queue, all at once, drains the
+ * queue on this thread, and prints one line per URL in the order given:
+ *
+ *   STATUS WxH SOURCE MS URL[  (message, HTTP n)]
+ *
+ * MS is the time from the start of the run (just before the first pxl_load) to that
+ * URL's callback. A closing summary line follows:
+ *
+ *   N loaded, N failed, X.X images/s, Y.YY ms CPU/image
+ *
+ * images/s is loaded images per wall-clock second from the first pxl_load to the last
+ * callback; CPU is user + system time of the whole process (the library's network and
+ * decode threads included, from getrusage) over the same span, divided by the number of
+ * URLs. Output files are written inside the callbacks, so with --out or --out-dir both
+ * figures include PNG encoding; benchmarks use --quiet without output.
+ *
+ * Exit status: 0 if every URL loaded (and was written), 1 otherwise, 2 on a usage error.
+ *
+ * Build: gcc -std=c11 -O2 -I include tools/pixload.c -L DIR -lpixload -lpng -o pixload
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <png.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "pixload.h"
+
+static const char usage_text[] =
+    "usage: pixload version\n"
+    "       pixload fetch [options] URL...\n"
+    "\n"
+    "fetch options:\n"
+    "  --size WxH            target size (default: the original size)\n"
+    "  --mode fit|fill       how the image meets the target (default fit)\n"
+    "  --format F            rgba8 | rgba8-premul | bgra8-premul | rgb8 | gray8 (default rgba8)\n"
+    "  --no-orientation      do not apply EXIF orientation\n"
+    "  --allow-file          allow file:// URLs\n"
+    "  --memory-cache-mb N   memory cache budget in MiB (0 disables; default 64)\n"
+    "  --concurrency N       transfers at once over all hosts (default 8)\n"
+    "  --per-host N          transfers at once per host (default 6)\n"
+    "  --urls FILE           read more URLs from FILE, one a line ('#' starts a comment)\n"
+    "  --out FILE            write the image (one URL only): PNG if FILE ends in .png,\n"
+    "                        else the raw pixels, rows packed (width x bytes per pixel)\n"
+    "  --out-dir DIR         write DIR/NNNN-NAME.png per URL (NNNN: its position,\n"
+    "                        NAME: the URL's last path component without extension)\n"
+    "  --quiet               print only the summary line\n"
+    "\n"
+    "Premultiplied formats are un-premultiplied when written as PNG (PNG alpha is\n"
+    "straight), and written as they are in raw files.\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  if (fmt) {
+    fprintf(stderr, "pixload: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+  }
+  fputs(usage_text, stderr);
+  return 2;
+}
+
+/* The enum's own names, so the output can be grepped and matched to pixload.h. */
+static const char *status_name(pxl_status status) {
+  static const char *const names[] = {
+      "OK", "INVALID_ARGUMENT", "MALFORMED_URL", "SCHEME_NOT_ALLOWED", "DNS", "CONNECT",
+      "TLS", "TIMEOUT", "HTTP", "BODY_TOO_LARGE", "NOT_AN_IMAGE", "CORRUPT_IMAGE",
+      "TOO_MANY_PIXELS", "CANCELLED", "LOADER_CLOSED", "NETWORK", "UNSUPPORTED_IMAGE",
+      "NO_MEMORY", "NOT_FOUND", "IO"};
+  if ((unsigned)status < sizeof names / sizeof names[0]) return names[status];
+  return pxl_status_string(status);
+}
+
+static const char *source_name(pxl_source source) {
+  switch (source) {
+    case PXL_SOURCE_MEMORY: return "memory";
+    case PXL_SOURCE_NETWORK: return "network";
+    case PXL_SOURCE_DISK: return "disk";
+    default: return "none";
+  }
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+static double cpu_ms(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
+}
+
+/* ---- writing images ---- */
+
+/* Straight alpha from premultiplied: PNG stores straight alpha. */
+static uint8_t unpremultiply(uint8_t c, uint8_t a) {
+  if (a == 0) return 0;
+  unsigned v = ((unsigned)c * 255u + a / 2u) / a;
+  return (uint8_t)(v > 255u ? 255u : v);
+}
+
+/* One row of image as PNG samples (RGBA, RGB or gray) in out. */
+static void png_row(const pxl_image *image, int y, uint8_t *out) {
+  const uint8_t *in = pxl_image_pixels(image) + (size_t)y * (size_t)pxl_image_stride(image);
+  int width = pxl_image_width(image);
+  switch (pxl_image_format(image)) {
+    case PXL_FORMAT_RGBA8_PREMUL:
+      for (int x = 0; x < width; x++, in += 4, out += 4) {
+        out[0] = unpremultiply(in[0], in[3]);
+        out[1] = unpremultiply(in[1], in[3]);
+        out[2] = unpremultiply(in[2], in[3]);
+        out[3] = in[3];
+      }
+      break;
+    case PXL_FORMAT_BGRA8_PREMUL:
+      for (int x = 0; x < width; x++, in += 4, out += 4) {
+        out[0] = unpremultiply(in[2], in[3]);
+        out[1] = unpremultiply(in[1], in[3]);
+        out[2] = unpremultiply(in[0], in[3]);
+        out[3] = in[3];
+      }
+      break;
+    default: /* RGBA8, RGB8 and GRAY8 are already PNG's sample layout */
+      memcpy(out, in, (size_t)width * (size_t)pxl_format_bytes_per_pixel(pxl_image_format(image)));
+      break;
+  }
+}
+
+static int png_color_type(pxl_format format) {
+  switch (format) {
+    case PXL_FORMAT_RGB8: return PNG_COLOR_TYPE_RGB;
+    case PXL_FORMAT_GRAY8: return PNG_COLOR_TYPE_GRAY;
+    default: return PNG_COLOR_TYPE_RGBA;
+  }
+}
+
+/* Returns NULL on success, else what went wrong. */
+static const char *write_png(const char *path, const pxl_image *image) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return strerror(errno);
+  int width = pxl_image_width(image);
+  uint8_t *row = malloc((size_t)width * 4);
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+  png_infop info = png ? png_create_info_struct(png) : NULL;
+  if (!row || !info) {
+    png_destroy_write_struct(&png, NULL);
+    free(row);
+    fclose(f);
+    return "out of memory";
+  }
+  if (setjmp(png_jmpbuf(png))) {
+    png_destroy_write_struct(&png, &info);
+    free(row);
+    fclose(f);
+    return "libpng failed to write";
+  }
+  png_init_io(png, f);
+  png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)pxl_image_height(image), 8,
+               png_color_type(pxl_image_format(image)), PNG_INTERLACE_NONE,
+               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_write_info(png, info);
+  for (int y = 0; y < pxl_image_height(image); y++) {
+    png_row(image, y, row);
+    png_write_row(png, row);
+  }
+  png_write_end(png, NULL);
+  png_destroy_write_struct(&png, &info);
+  free(row);
+  return fclose(f) == 0 ? NULL : strerror(errno);
+}
+
+/* Rows packed tightly: a reader needs only width, height and format, not the stride. */
+static const char *write_raw(const char *path, const pxl_image *image) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return strerror(errno);
+  size_t row_bytes = (size_t)pxl_image_width(image) *
+                     (size_t)pxl_format_bytes_per_pixel(pxl_image_format(image));
+  for (int y = 0; y < pxl_image_height(image); y++) {
+    const uint8_t *row = pxl_image_pixels(image) + (size_t)y * (size_t)pxl_image_stride(image);
+    if (fwrite(row, 1, row_bytes, f) != row_bytes) {
+      fclose(f);
+      return strerror(errno);
+    }
+  }
+  return fclose(f) == 0 ? NULL : strerror(errno);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* DIR/NNNN-NAME.png: NAME from the URL's last path component, without query, fragment
+ * or extension, reduced to characters that are safe in a file name. The index makes
+ * names unique when several URLs end alike (.../a/1.jpg, .../b/1.jpg). */
+static char *output_name(const char *dir, size_t index, const char *url) {
+  const char *end = url + strcspn(url, "?#");
+  const char *start = end;
+  while (start > url && start[-1] != '/') start--;
+  const char *dot = end;
+  for (const char *p = start; p < end; p++) {
+    if (*p == '.') dot = p;
+  }
+  char name[128];
+  size_t n = 0;
+  for (const char *p = start; p < dot && n < sizeof name - 1; p++) {
+    char c = *p;
+    int safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_' || c == '.';
+    name[n++] = safe ? c : '_';
+  }
+  name[n] = '\0';
+  size_t size = strlen(dir) + n + 32;
+  char *path = malloc(size);
+  if (path) snprintf(path, size, "%s/%04zu-%s.png", dir, index, n ? name : "image");
+  return path;
+}
+
+/* ---- fetch ---- */
+
+struct job {
+  struct run *run;
+  size_t index;
+  const char *url;
+  int finished;
+  pxl_status status;
+  int32_t http_status;
+  pxl_source source;
+  int32_t width, height;
+  double ms;
+  char *message; /* NULL when empty */
+  int write_failed;
+};
+
+struct run {
+  double start_ms;
+  size_t finished;
+  const char *out_file; /* --out */
+  const char *out_dir;  /* --out-dir */
+};
+
+static void finish_job(struct job *job, pxl_status status, const char *message) {
+  job->finished = 1;
+  job->status = status;
+  job->ms = now_ms() - job->run->start_ms;
+  job->message = message && message[0] ? strdup(message) : NULL;
+  job->run->finished++;
+}
+
+static void on_loaded(pxl_token token, const pxl_result *result, void *user_data) {
+  (void)token;
+  struct job *job = user_data;
+  finish_job(job, result->status, result->message);
+  job->http_status = result->http_status;
+  job->source = result->source;
+  const pxl_image *image = result->image; /* borrowed: used only inside this callback */
+  if (!image) return;
+  job->width = pxl_image_width(image);
+  job->height = pxl_image_height(image);
+
+  struct run *run = job->run;
+  char *path = NULL;
+  if (run->out_file) path = strdup(run->out_file);
+  else if (run->out_dir) path = output_name(run->out_dir, job->index, job->url);
+  else return;
+  const char *error = !path ? "out of memory"
+                      : ends_with(path, ".png") ? write_png(path, image)
+                                                : write_raw(path, image);
+  if (error) {
+    fprintf(stderr, "pixload: cannot write %s: %s\n", path ? path : "output", error);
+    job->write_failed = 1;
+  }
+  free(path);
+}
+
+struct fetch_options {
+  pxl_config config;
+  pxl_request request; /* url filled per job */
+  const char *out_file;
+  const char *out_dir;
+  int quiet;
+  char **urls;
+  size_t url_count;
+  size_t url_capacity;
+};
+
+static int add_url(struct fetch_options *o, const char *url) {
+  if (o->url_count == o->url_capacity) {
+    size_t capacity = o->url_capacity ? o->url_capacity * 2 : 64;
+    char **grown = realloc(o->urls, capacity * sizeof *grown);
+    if (!grown) return -1;
+    o->urls = grown;
+    o->url_capacity = capacity;
+  }
+  if (!(o->urls[o->url_count] = strdup(url))) return -1;
+  o->url_count++;
+  return 0;
+}
+
+static int read_url_file(struct fetch_options *o, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "pixload: %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  int rc = 0;
+  while (getline(&line, &cap, f) >= 0) {
+    char *s = line + strspn(line, " \t");
+    s[strcspn(s, " \t\r\n")] = '\0';
+    if (!*s || *s == '#') continue;
+    if (add_url(o, s) != 0) {
+      rc = -1;
+      break;
+    }
+  }
+  free(line);
+  fclose(f);
+  return rc;
+}
+
+static int parse_int(const char *s, long min, long max, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max) return -1;
+  *out = v;
+  return 0;
+}
+
+static int parse_format(const char *s, int32_t *out) {
+  static const struct { const char *name; pxl_format format; } formats[] = {
+      {"rgba8", PXL_FORMAT_RGBA8}, {"rgba8-premul", PXL_FORMAT_RGBA8_PREMUL},
+      {"bgra8-premul", PXL_FORMAT_BGRA8_PREMUL}, {"rgb8", PXL_FORMAT_RGB8},
+      {"gray8", PXL_FORMAT_GRAY8}};
+  for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+    if (strcmp(s, formats[i].name) == 0) {
+      *out = formats[i].format;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* Returns 0, or the exit status of a usage error (2). */
+static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
+  enum { OPT_SIZE = 256, OPT_MODE, OPT_FORMAT, OPT_NO_ORIENTATION, OPT_ALLOW_FILE,
+         OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
+         OPT_QUIET, OPT_HELP };
+  static const struct option long_options[] = {
+      {"size", required_argument, NULL, OPT_SIZE},
+      {"mode", required_argument, NULL, OPT_MODE},
+      {"format", required_argument, NULL, OPT_FORMAT},
+      {"no-orientation", no_argument, NULL, OPT_NO_ORIENTATION},
+      {"allow-file", no_argument, NULL, OPT_ALLOW_FILE},
+      {"memory-cache-mb", required_argument, NULL, OPT_MEMORY_CACHE},
+      {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
+      {"per-host", required_argument, NULL, OPT_PER_HOST},
+      {"urls", required_argument, NULL, OPT_URLS},
+      {"out", required_argument, NULL, OPT_OUT},
+      {"out-dir", required_argument, NULL, OPT_OUT_DIR},
+      {"quiet", no_argument, NULL, OPT_QUIET},
+      {"help", no_argument, NULL, OPT_HELP},
+      {NULL, 0, NULL, 0}};
+  pxl_config_init(&o->config);
+  pxl_request_init(&o->request);
+  opterr = 0; /* usage_error reports instead */
+  int opt;
+  long n;
+  while ((opt = getopt_long(argc, argv, "", long_options, NULL)) != -1) {
+    switch (opt) {
+      case OPT_SIZE: {
+        long w, h;
+        char buf[64], *x;
+        snprintf(buf, sizeof buf, "%s", optarg);
+        if (!(x = strchr(buf, 'x'))) return usage_error("--size wants WxH, not '%s'", optarg);
+        *x = '\0';
+        if (parse_int(buf, 1, INT32_MAX, &w) || parse_int(x + 1, 1, INT32_MAX, &h))
+          return usage_error("--size wants WxH with W and H > 0, not '%s'", optarg);
+        o->request.width = (int32_t)w;
+        o->request.height = (int32_t)h;
+        break;
+      }
+      case OPT_MODE:
+        if (strcmp(optarg, "fit") == 0) o->request.mode = PXL_MODE_FIT;
+        else if (strcmp(optarg, "fill") == 0) o->request.mode = PXL_MODE_FILL;
+        else return usage_error("--mode wants fit or fill, not '%s'", optarg);
+        break;
+      case OPT_FORMAT:
+        if (parse_format(optarg, &o->request.format)) return usage_error("unknown --format '%s'", optarg);
+        break;
+      case OPT_NO_ORIENTATION: o->request.flags |= PXL_FLAG_IGNORE_ORIENTATION; break;
+      case OPT_ALLOW_FILE: o->config.allowed_schemes |= PXL_SCHEME_FILE; break;
+      case OPT_MEMORY_CACHE:
+        if (parse_int(optarg, 0, 1L << 30, &n)) return usage_error("bad --memory-cache-mb '%s'", optarg);
+        o->config.memory_cache_bytes = (uint64_t)n << 20;
+        break;
+      case OPT_CONCURRENCY:
+        if (parse_int(optarg, 1, 10000, &n)) return usage_error("bad --concurrency '%s'", optarg);
+        o->config.max_concurrent_downloads = (int32_t)n;
+        break;
+      case OPT_PER_HOST:
+        if (parse_int(optarg, 1, 10000, &n)) return usage_error("bad --per-host '%s'", optarg);
+        o->config.max_downloads_per_host = (int32_t)n;
+        break;
+      case OPT_URLS:
+        if (read_url_file(o, optarg) != 0) return 2;
+        break;
+      case OPT_OUT: o->out_file = optarg; break;
+      case OPT_OUT_DIR: o->out_dir = optarg; break;
+      case OPT_QUIET: o->quiet = 1; break;
+      case OPT_HELP: fputs(usage_text, stdout); exit(0);
+      default:
+        return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
+    }
+  }
+  for (int i = optind; i < argc; i++) {
+    if (add_url(o, argv[i]) != 0) return usage_error("%s", "out of memory");
+  }
+  if (o->url_count == 0) return usage_error("%s", "fetch needs at least one URL");
+  if (o->out_file && o->out_dir) return usage_error("%s", "--out and --out-dir exclude each other");
+  if (o->out_file && o->url_count != 1) return usage_error("%s", "--out takes exactly one URL; use --out-dir");
+  return 0;
+}
+
+static void print_job(const struct job *job) {
+  char size[32] = "-";
+  if (job->status == PXL_OK) snprintf(size, sizeof size, "%dx%d", job->width, job->height);
+  printf("%-18s %-10s %-7s %8.1f ms  %s", status_name(job->status), size,
+         source_name(job->source), job->ms, job->url);
+  if (job->status != PXL_OK) {
+    printf("  (%s", job->message ? job->message : pxl_status_string(job->status));
+    if (job->http_status) printf(", HTTP %d", job->http_status);
+    printf(")");
+  }
+  if (job->write_failed) printf("  (not written)");
+  printf("\n");
+}
+
+static int fetch(int argc, char **argv) {
+  struct fetch_options o = {0};
+  int rc = parse_fetch_options(argc, argv, &o);
+  if (rc) goto out_options;
+
+  pxl_loader *loader = NULL;
+  pxl_queue *queue = NULL;
+  pxl_status s = pxl_loader_new(&o.config, &loader);
+  if (s != PXL_OK) {
+    fprintf(stderr, "pixload: cannot create a loader: %s\n", pxl_status_string(s));
+    rc = 1;
+    goto out_options;
+  }
+  if ((s = pxl_queue_new(&queue)) != PXL_OK) {
+    fprintf(stderr, "pixload: cannot create a queue: %s\n", pxl_status_string(s));
+    pxl_loader_free(loader);
+    rc = 1;
+    goto out_options;
+  }
+
+  struct job *jobs = calloc(o.url_count, sizeof *jobs);
+  if (!jobs) {
+    fprintf(stderr, "pixload: out of memory\n");
+    rc = 1;
+    goto out_handles;
+  }
+  struct run run = {0, 0, o.out_file, o.out_dir};
+  double cpu_start = cpu_ms();
+  run.start_ms = now_ms();
+  for (size_t i = 0; i < o.url_count; i++) {
+    jobs[i] = (struct job){.run = &run, .index = i, .url = o.urls[i]};
+    pxl_request request = o.request;
+    request.url = o.urls[i];
+    s = pxl_load(loader, &request, queue, on_loaded, &jobs[i], NULL);
+    /* A refused load never calls back (rule 1): it is finished now. */
+    if (s != PXL_OK) finish_job(&jobs[i], s, pxl_status_string(s));
+  }
+  /* The host loop: sleep until completions are pending, then run their callbacks here.
+   * The timeout only bounds each sleep; the loader's own timeouts end every request. */
+  while (run.finished < o.url_count) {
+    pxl_queue_wait(queue, 1000);
+    pxl_queue_dispatch(queue, 0);
+  }
+  double wall_ms = 0, cpu = cpu_ms() - cpu_start;
+  size_t loaded = 0;
+  for (size_t i = 0; i < o.url_count; i++) {
+    if (jobs[i].ms > wall_ms) wall_ms = jobs[i].ms;
+    if (jobs[i].status == PXL_OK && !jobs[i].write_failed) loaded++;
+    if (!o.quiet) print_job(&jobs[i]);
+  }
+  printf("%zu loaded, %zu failed, %.1f images/s, %.2f ms CPU/image\n", loaded,
+         o.url_count - loaded, wall_ms > 0 ? (double)loaded * 1000.0 / wall_ms : 0.0,
+         cpu / (double)o.url_count);
+  rc = loaded == o.url_count ? 0 : 1;
+  for (size_t i = 0; i < o.url_count; i++) free(jobs[i].message);
+  free(jobs);
+out_handles:
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+out_options:
+  for (size_t i = 0; i < o.url_count; i++) free(o.urls[i]);
+  free(o.urls);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage_error(NULL, NULL);
+  if (strcmp(argv[1], "version") == 0 && argc == 2) {
+    printf("%s\n", pxl_version());
+    return 0;
+  }
+  if (strcmp(argv[1], "fetch") == 0) return fetch(argc - 1, argv + 1);
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    fputs(usage_text, stdout);
+    return 0;
+  }
+  return usage_error("unknown command '%s'", argv[1]);
+}
