@@ -10,7 +10,7 @@ stage="${1:?usage: $0 STAGE DATA_DIR PORT}" data="${2:?}" port="${3:?}"
 
 scripts/photos.sh "$data" 300
 cc -O2 -Wall -Wextra -std=c11 -Iinclude examples/c/scroll_demo.c -o "$stage/bin/scroll_demo" \
-  -L"$stage/lib" -Wl,-rpath,"$(cd "$stage/lib" && pwd)" -lpixload -lpng
+  -L"$stage/lib" -Wl,-rpath,"$(cd "$stage/lib" && pwd)" -lpixload -lpng -lm
 
 state="$stage/demo-nginx"
 scripts/nginx.sh start "$data" "$port" "$state"
