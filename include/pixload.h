@@ -103,7 +103,8 @@ typedef enum pxl_status {
   PXL_E_UNSUPPORTED_IMAGE = 16,  /* 16: a valid image of a kind not supported (12-bit JPEG, ...) */
   PXL_E_NO_MEMORY = 17,          /* 17: an allocation failed */
   PXL_E_NOT_FOUND = 18,          /* 18: unknown token, or a memory-cache miss in pxl_lookup */
-  PXL_E_IO = 19                  /* 19: a local file could not be read */
+  PXL_E_IO = 19,                 /* 19: a local file could not be read */
+  PXL_E_TOO_MANY_REDIRECTS = 20  /* 20: more redirects than max_redirects, or a loop */
 } pxl_status;
 
 /* A short English description of a status ("cancelled"). Static storage; never NULL,
@@ -247,6 +248,24 @@ typedef struct pxl_config {
                                      before any pixel buffer exists; default 100,000,000 */
   uint32_t allowed_schemes;       /* PXL_SCHEME_* bits; default HTTP | HTTPS */
   const char *user_agent;         /* NULL (default): "pixload/<version>"; copied */
+  int32_t stall_timeout_ms;       /* fail with PXL_E_TIMEOUT when a transfer receives nothing
+                                     for this long; default 10000; 0 disables. Whole seconds:
+                                     rounded up. */
+  int32_t max_redirects;          /* redirects followed per transfer; default 5; more is
+                                     PXL_E_TOO_MANY_REDIRECTS. A redirect never leaves http(s)
+                                     and never goes from https to http (PXL_E_SCHEME_NOT_ALLOWED). */
+  int32_t max_retries;            /* further attempts after a transient failure (connection
+                                     refused or reset, a truncated body, HTTP 5xx, HTTP 429);
+                                     never after another 4xx; default 2; 0 disables */
+  int32_t retry_base_delay_ms;    /* backoff before the first retry, doubled for each later
+                                     one, with random jitter of -50% to +50%; default 250 */
+  int32_t retry_max_delay_ms;     /* cap on every backoff and on a server's Retry-After
+                                     (seconds or an HTTP date); default 10000 */
+  const char *ca_file;            /* PEM file of the CAs that verify https servers; NULL
+                                     (default): the system's. Verification is always on. */
+  const char *const *headers;     /* NULL-terminated list of "Name: value" header lines sent
+                                     with every request (authorization, for example); NULL
+                                     (default) for none; copied */
 } pxl_config;
 
 /* Fills *config with the defaults above, struct_size included. Since 0.1.0. */
@@ -279,6 +298,11 @@ PXL_API void pxl_loader_free(pxl_loader *loader);
 /* One accepted request; never 0. Unique within its loader. */
 typedef uint64_t pxl_token;
 
+/* Download progress of a request: bytes received so far and the expected total (0 when
+ * the server did not say). Runs on the thread draining the request's queue. */
+typedef void (*pxl_progress_callback)(pxl_token token, uint64_t received, uint64_t expected,
+                                      void *user_data);
+
 typedef struct pxl_request {
   size_t struct_size;    /* sizeof(pxl_request); set by pxl_request_init */
   const char *url;       /* required; http(s)://... or file://... when allowed; copied */
@@ -292,6 +316,15 @@ typedef struct pxl_request {
   int32_t priority;      /* default PXL_PRIORITY_NORMAL; higher runs first */
   uint32_t flags;        /* PXL_FLAG_* bits; default 0 (EXIF orientation applied);
                             unknown bits are PXL_E_INVALID_ARGUMENT */
+  const char *const *headers; /* NULL-terminated "Name: value" lines added to the loader's
+                            for this request; NULL (default) for none; copied. Requests with
+                            the same cache key share one transfer: it is sent with the
+                            headers of the request that started it. */
+  pxl_progress_callback progress; /* optional, NULL (default): download progress, called on
+                            the queue's thread with the request's user_data, never after its
+                            final callback. Shared transfers report to every requester. */
+  int32_t progress_interval_ms; /* at most one progress call per request per interval;
+                            default 100 */
 } pxl_request;
 
 /* Fills *request with the defaults above, struct_size included, url NULL. Since 0.1.0. */

@@ -45,3 +45,9 @@ long pxl_curl_num_connects(CURL *easy) {
   if (curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &count) != CURLE_OK) return 0;
   return count;
 }
+
+curl_off_t pxl_curl_retry_after(CURL *easy) {
+  curl_off_t seconds = -1;
+  if (curl_easy_getinfo(easy, CURLINFO_RETRY_AFTER, &seconds) != CURLE_OK) return -1;
+  return seconds > 0 ? seconds : -1;
+}

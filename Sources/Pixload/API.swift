@@ -63,6 +63,7 @@ import PixloadCore
   case .noMemory: text = "out of memory"
   case .notFound: text = "not found"
   case .io: text = "I/O error"
+  case .tooManyRedirects: text = "too many redirects"
   case nil: text = "unknown status"
   }
   return UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
@@ -181,6 +182,13 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   c.max_pixels = defaults.maxPixels
   c.allowed_schemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS)
   c.user_agent = nil
+  c.stall_timeout_ms = Int32(defaults.stallTimeoutMilliseconds)
+  c.max_redirects = Int32(defaults.maxRedirects)
+  c.max_retries = Int32(defaults.maxRetries)
+  c.retry_base_delay_ms = Int32(defaults.retryBaseDelayMilliseconds)
+  c.retry_max_delay_ms = Int32(defaults.retryMaxDelayMilliseconds)
+  c.ca_file = nil
+  c.headers = nil
   config.pointee = c
 }
 
@@ -196,7 +204,10 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
           c.decode_threads <= 256, c.connect_timeout_ms >= 0, c.timeout_ms >= 0,
           c.max_pixels > 0, c.max_body_bytes > 0,
           c.memory_cache_bytes <= UInt64(Int.max), c.max_body_bytes <= UInt64(Int.max),
-          c.allowed_schemes & ~UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE) == 0
+          c.allowed_schemes & ~UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE) == 0,
+          c.stall_timeout_ms >= 0, c.max_redirects >= 0, c.max_retries >= 0, c.max_retries <= 100,
+          c.retry_base_delay_ms >= 0, c.retry_max_delay_ms >= 0,
+          let headers = headerLines(c.headers)
     else { return PXL_E_INVALID_ARGUMENT }
     configuration.memoryCacheBytes = Int(c.memory_cache_bytes)
     configuration.maxConcurrentDownloads = Int(c.max_concurrent_downloads)
@@ -212,6 +223,13 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
     if c.allowed_schemes & UInt32(PXL_SCHEME_FILE) != 0 { schemes.insert("file") }
     configuration.allowedSchemes = schemes
     if let agent = c.user_agent { configuration.userAgent = String(cString: agent) }
+    configuration.stallTimeoutMilliseconds = Int(c.stall_timeout_ms)
+    configuration.maxRedirects = Int(c.max_redirects)
+    configuration.maxRetries = Int(c.max_retries)
+    configuration.retryBaseDelayMilliseconds = Int(c.retry_base_delay_ms)
+    configuration.retryMaxDelayMilliseconds = Int(c.retry_max_delay_ms)
+    configuration.caFile = c.ca_file.map { String(cString: $0) }
+    configuration.headers = headers
   }
   do {
     let created = try ImageLoader(configuration: configuration)
@@ -243,22 +261,42 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   r.format = Int32(PXL_FORMAT_RGBA8.rawValue)
   r.priority = PXL_PRIORITY_NORMAL
   r.flags = 0
+  r.headers = nil
+  r.progress = nil
+  r.progress_interval_ms = 100
   request.pointee = r
 }
 
-/// Converts a C request, or says which argument is wrong.
+/// Copies a NULL-terminated list of "Name: value" lines; nil when a line is malformed
+/// (no colon, or a line break that would smuggle in another header).
+private func headerLines(_ list: UnsafePointer<UnsafePointer<CChar>?>?) -> [String]? {
+  guard var cursor = list else { return [] }
+  var lines: [String] = []
+  while let line = cursor.pointee {
+    let text = String(cString: line)
+    guard let colon = text.firstIndex(of: ":"), colon != text.startIndex,
+          !text.contains("\r"), !text.contains("\n"), lines.count < 256 else { return nil }
+    lines.append(text)
+    cursor += 1
+  }
+  return lines
+}
+
+/// Converts a C request, or nil when an argument is wrong.
 private func imageRequest(_ request: UnsafePointer<pxl_request>?) -> ImageRequest? {
   guard let request else { return nil }
   let r = request.pointee
   guard r.struct_size >= minimumRequestSize, let url = r.url, r.width >= 0, r.height >= 0,
         let mode = ScaleMode(rawValue: r.mode), let format = PixelFormat(rawValue: r.format),
-        r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE) == 0
+        r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE) == 0,
+        r.progress_interval_ms >= 0, let headers = headerLines(r.headers)
   else { return nil }
   return ImageRequest(url: String(cString: url), cacheKey: r.cache_key.map { String(cString: $0) },
                       targetWidth: Int(r.width), targetHeight: Int(r.height), mode: mode, format: format,
                       priority: r.priority,
                       appliesOrientation: r.flags & UInt32(PXL_FLAG_IGNORE_ORIENTATION) == 0,
-                      usesMemoryCache: r.flags & UInt32(PXL_FLAG_SKIP_MEMORY_CACHE) == 0)
+                      usesMemoryCache: r.flags & UInt32(PXL_FLAG_SKIP_MEMORY_CACHE) == 0,
+                      headers: headers, progressIntervalMilliseconds: Int(r.progress_interval_ms))
 }
 
 @c @implementation public func pxl_load(_ loaderHandle: OpaquePointer?, _ request: UnsafePointer<pxl_request>?,
@@ -266,12 +304,15 @@ private func imageRequest(_ request: UnsafePointer<pxl_request>?) -> ImageReques
                                         _ userData: UnsafeMutableRawPointer?,
                                         _ tokenOut: UnsafeMutablePointer<pxl_token>?) -> pxl_status {
   guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let callback,
-        let request = imageRequest(request) else { return PXL_E_INVALID_ARGUMENT }
+        let cRequest = request, let request = imageRequest(cRequest) else { return PXL_E_INVALID_ARGUMENT }
   let handler: (UInt64, Outcome) -> Void = { token, outcome in
     deliver(token, outcome, callback, userData)
   }
+  let progress: ((UInt64, UInt64, UInt64) -> Void)? = cRequest.pointee.progress.map { report in
+    { token, received, expected in report(token, received, expected, userData) }
+  }
   do {
-    let token = try loader.load(request, queue: queue, handler: handler)
+    let token = try loader.load(request, queue: queue, progress: progress, handler: handler)
     tokenOut?.pointee = token
     return PXL_OK
   } catch {

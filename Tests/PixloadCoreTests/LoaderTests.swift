@@ -137,6 +137,32 @@ final class LoaderTests: XCTestCase {
     XCTAssertFalse(loader.setPriority(12345, 1))
   }
 
+  func testProgressReachesListenersBeforeTheResultAndIsRateLimited() throws {
+    var reports: [(UInt64, UInt64, UInt64)] = []
+    let request = ImageRequest(url: "http://h/a.jpg", headers: ["X-Token: 1"], progressIntervalMilliseconds: 60_000)
+    let listener = try loader.load(request, queue: queue, progress: { reports.append(($0, $1, $2)) },
+                                   handler: recorder.handler)
+    let silent = try load()
+    XCTAssertEqual(network.started[0].headers, ["X-Token: 1"], "the starting request's headers")
+    let report = network.started[0].progress!
+    report(10, 100)
+    report(50, 100)  // updates the queued report instead of adding one
+    XCTAssertEqual(queue.dispatch(max: 0), 1)
+    XCTAssertEqual(reports.count, 1)
+    XCTAssertEqual(reports.first?.0, listener)
+    XCTAssertEqual(reports.first?.1, 50)
+    XCTAssertEqual(reports.first?.2, 100)
+    report(90, 100)  // inside the interval: dropped
+    XCTAssertEqual(queue.dispatch(max: 0), 0)
+    network.finish(0)
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 2))
+    report(100, 100)  // after the result: never delivered
+    XCTAssertEqual(queue.dispatch(max: 0), 0)
+    XCTAssertEqual(reports.count, 1)
+    XCTAssertEqual(recorder.status(listener), .ok)
+    XCTAssertEqual(recorder.status(silent), .ok)
+  }
+
   func testRejectedRequestsNeverCallTheirHandler() throws {
     XCTAssertThrowsError(try load("ftp://h/a.jpg")) { XCTAssertEqual(($0 as? LoadError)?.status, .schemeNotAllowed) }
     XCTAssertThrowsError(try load("file:///tmp/a.jpg")) { XCTAssertEqual(($0 as? LoadError)?.status, .schemeNotAllowed) }

@@ -9,6 +9,8 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
   struct Started {
     let id: TransferID
     let url: String
+    let headers: [String]
+    let progress: (@Sendable (UInt64, UInt64) -> Void)?
     let completion: @Sendable (Result<DownloadedData, LoadError>) -> Void
   }
 
@@ -22,11 +24,12 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
   var cancelled: Set<TransferID> { lock.withLock { _cancelled } }
   func priority(of id: TransferID) -> Int32? { lock.withLock { _priorities[id] } }
 
-  func start(url: String, priority: Int32,
+  func start(url: String, headers: [String], priority: Int32,
+             progress: (@Sendable (UInt64, UInt64) -> Void)?,
              completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
     lock.withLock {
       nextID += 1
-      _started.append(Started(id: nextID, url: url, completion: completion))
+      _started.append(Started(id: nextID, url: url, headers: headers, progress: progress, completion: completion))
       _priorities[nextID] = priority
       return nextID
     }

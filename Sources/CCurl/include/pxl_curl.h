@@ -20,5 +20,7 @@ long pxl_curl_response_code(CURL *easy);
 curl_off_t pxl_curl_content_length(CURL *easy);  /* -1 when unknown */
 /* Number of new connections the transfer opened (0 when it reused one). */
 long pxl_curl_num_connects(CURL *easy);
+/* The server's Retry-After in seconds (libcurl parses both forms), -1 when absent. */
+curl_off_t pxl_curl_retry_after(CURL *easy);
 
 #endif

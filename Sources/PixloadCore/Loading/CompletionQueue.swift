@@ -13,6 +13,10 @@ final class Delivery: @unchecked Sendable {
 
   let token: UInt64
   let handler: (UInt64, Outcome) -> Void
+  /// Download progress (token, received, expected), rate-limited to `progressInterval`.
+  let progressHandler: ((UInt64, UInt64, UInt64) -> Void)?
+  let progressInterval: UInt64
+  var wantsProgress: Bool { progressHandler != nil }
   /// The loader that still may hold pipeline state for this request; told on delivery so
   /// it can forget the token, and on queue close so it can detach the request.
   weak var owner: (any DeliveryOwner)?
@@ -20,11 +24,18 @@ final class Delivery: @unchecked Sendable {
   // Guarded by the queue's lock.
   var state = State.waiting
   var outcome: Outcome?
+  var progressValue: (received: UInt64, expected: UInt64) = (0, 0)
+  var progressQueued = false
+  var lastProgressAt: UInt64 = 0
 
-  init(token: UInt64, owner: (any DeliveryOwner)?, handler: @escaping (UInt64, Outcome) -> Void) {
+  init(token: UInt64, owner: (any DeliveryOwner)?,
+       progressHandler: ((UInt64, UInt64, UInt64) -> Void)? = nil, progressIntervalMilliseconds: Int = 100,
+       handler: @escaping (UInt64, Outcome) -> Void) {
     self.token = token
     self.owner = owner
     self.handler = handler
+    self.progressHandler = progressHandler
+    self.progressInterval = UInt64(max(0, progressIntervalMilliseconds)) * 1_000_000
   }
 }
 
@@ -44,7 +55,13 @@ protocol DeliveryOwner: AnyObject {
 public final class CompletionQueue: @unchecked Sendable {
   private let lock = Lock()
   public let fileDescriptor: Int32
-  private var ready: [Delivery] = []
+  /// A final result, or a progress report that runs before it.
+  private enum Entry {
+    case result(Delivery)
+    case progress(Delivery)
+  }
+
+  private var ready: [Entry] = []
   private var readyHead = 0
   /// Every accepted request that has not been delivered, for `close()`.
   private var outstanding: [ObjectIdentifier: Delivery] = [:]
@@ -77,7 +94,21 @@ public final class CompletionQueue: @unchecked Sendable {
       guard delivery.state == .waiting, !closed else { return }
       delivery.outcome = outcome
       delivery.state = .queued
-      appendReady(delivery)
+      appendReady(.result(delivery))
+    }
+  }
+
+  /// Queues a progress report unless one is already waiting (it is updated instead), the
+  /// request's interval has not passed since the last one ran, or the result is in.
+  func progress(_ delivery: Delivery, received: UInt64, expected: UInt64) {
+    lock.withLock {
+      guard delivery.state == .waiting, !closed, delivery.progressHandler != nil else { return }
+      delivery.progressValue = (received, expected)
+      if delivery.progressQueued { return }
+      if delivery.lastProgressAt != 0
+        && monotonicNanoseconds() - delivery.lastProgressAt < delivery.progressInterval { return }
+      delivery.progressQueued = true
+      appendReady(.progress(delivery))
     }
   }
 
@@ -96,7 +127,7 @@ public final class CompletionQueue: @unchecked Sendable {
         if closed { return false }
         delivery.outcome = .failure(.cancelled)
         delivery.state = .queued
-        appendReady(delivery)
+        appendReady(.result(delivery))
         return true
       }
     }
@@ -109,20 +140,33 @@ public final class CompletionQueue: @unchecked Sendable {
     let limit = max > 0 ? max : pendingCount
     var count = 0
     while count < limit {
-      let next: (Delivery, Outcome)? = lock.withLock {
+      // What to run, taken under the lock: a final outcome, or progress figures.
+      let next: (Delivery, Outcome?, (UInt64, UInt64))? = lock.withLock {
         guard readyHead < ready.count else { return nil }
-        let delivery = ready[readyHead]
+        let entry = ready[readyHead]
         readyHead += 1
         if readyHead == ready.count { resetReady() }
-        delivery.state = .delivered
-        outstanding.removeValue(forKey: ObjectIdentifier(delivery))
-        let outcome = delivery.outcome!
-        delivery.outcome = nil
-        return (delivery, outcome)
+        switch entry {
+        case .result(let delivery):
+          delivery.state = .delivered
+          outstanding.removeValue(forKey: ObjectIdentifier(delivery))
+          defer { delivery.outcome = nil }
+          return (delivery, delivery.outcome!, (0, 0))
+        case .progress(let delivery):
+          delivery.progressQueued = false
+          delivery.lastProgressAt = monotonicNanoseconds()
+          return (delivery, nil, delivery.progressValue)
+        }
       }
-      guard let (delivery, outcome) = next else { break }
-      delivery.owner?.deliveryFinished(delivery)
-      delivery.handler(delivery.token, outcome)
+      guard let (delivery, outcome, figures) = next else { break }
+      if let outcome {
+        delivery.owner?.deliveryFinished(delivery)
+        delivery.handler(delivery.token, outcome)
+      } else {
+        // A result is queued behind the reports that came before it, so progress never
+        // runs after the final callback.
+        delivery.progressHandler?(delivery.token, figures.0, figures.1)
+      }
       count += 1
     }
     return count
@@ -186,8 +230,8 @@ public final class CompletionQueue: @unchecked Sendable {
 
   // MARK: - Lock held
 
-  private func appendReady(_ delivery: Delivery) {
-    ready.append(delivery)
+  private func appendReady(_ entry: Entry) {
+    ready.append(entry)
     if !signalled {
       var one: UInt64 = 1
       _ = write(fileDescriptor, &one, 8)

@@ -11,6 +11,18 @@ public struct LoaderConfiguration: Sendable {
   public var maxPixels: UInt64 = 100_000_000
   public var allowedSchemes: Set<String> = ["http", "https"]
   public var userAgent = "pixload/\(pixloadVersion)"
+  /// A transfer that receives nothing for this long fails; 0 disables. Whole seconds.
+  public var stallTimeoutMilliseconds = 10_000
+  public var maxRedirects = 5
+  /// Further attempts after a transient failure (see `CurlEngine.isTransient`).
+  public var maxRetries = 2
+  public var retryBaseDelayMilliseconds = 250
+  /// Caps every backoff and a server's Retry-After.
+  public var retryMaxDelayMilliseconds = 10_000
+  /// PEM file of the CAs that verify https servers; nil: the system's.
+  public var caFile: String?
+  /// "Name: value" lines sent with every request.
+  public var headers: [String] = []
 
   public init() {}
 }
@@ -62,7 +74,10 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   /// Accepts a request. On success `handler` runs exactly once, when `queue` is drained;
   /// on a thrown error it never runs.
+  /// `progress` (token, bytes received, bytes expected or 0) runs on the queue's thread
+  /// while the download is under way, never after `handler`.
   public func load(_ request: ImageRequest, queue: CompletionQueue,
+                   progress: ((UInt64, UInt64, UInt64) -> Void)? = nil,
                    handler: @escaping (UInt64, Outcome) -> Void) throws(LoadError) -> UInt64 {
     try validate(request)
     let variant = request.variant
@@ -73,7 +88,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     nextToken += 1
     let token = nextToken
-    let delivery = Delivery(token: token, owner: self, handler: handler)
+    let delivery = Delivery(token: token, owner: self, progressHandler: progress,
+                            progressIntervalMilliseconds: request.progressIntervalMilliseconds, handler: handler)
     guard queue.register(delivery) else {
       lock.unlock()
       throw LoadError(.invalidArgument, "the completion queue is closed")
@@ -86,7 +102,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       queue.complete(delivery, with: .success(image, .memory, httpStatus: 0))
       return token
     }
-    attach(pending, to: variant, url: request.url)
+    attach(pending, to: variant, url: request.url, headers: request.headers)
     lock.unlock()
     return token
   }
@@ -170,7 +186,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   /// Joins the request to the decode task for its variant, creating the decode task (and
   /// the download task it waits on) when it is the first requester.
-  private func attach(_ pending: PendingRequest, to variant: ImageVariant, url: String) {
+  private func attach(_ pending: PendingRequest, to variant: ImageVariant, url: String, headers: [String]) {
     if let decode = decodes[variant] {
       decode.requests[pending.token] = pending
       pending.decode = decode
@@ -194,10 +210,16 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     download.priority = decode.priority
     decode.download = download
     downloads[variant.cacheKey] = download
-    download.transfer = dataLoader.start(url: url, priority: download.priority) { [weak self, weak download] result in
-      guard let self, let download else { return }
-      self.downloadFinished(download, result)
-    }
+    download.transfer = dataLoader.start(
+      url: url, headers: headers, priority: download.priority,
+      progress: { [weak self, weak download] received, expected in
+        guard let self, let download else { return }
+        self.downloadProgressed(download, received: received, expected: expected)
+      },
+      completion: { [weak self, weak download] result in
+        guard let self, let download else { return }
+        self.downloadFinished(download, result)
+      })
   }
 
   /// Removes a request from its decode task; the last requester leaving cancels the
@@ -242,6 +264,16 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   }
 
   // MARK: - Completions (library threads)
+
+  private func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64) {
+    let listeners: [PendingRequest] = lock.withLock {
+      guard downloads[download.cacheKey] === download else { return [] }
+      return download.decodes.values.flatMap { $0.requests.values.filter(\.delivery.wantsProgress) }
+    }
+    for pending in listeners {
+      pending.queue.progress(pending.delivery, received: received, expected: expected)
+    }
+  }
 
   private func downloadFinished(_ download: DownloadTask, _ result: Result<DownloadedData, LoadError>) {
     var failed: [PendingRequest] = []

@@ -38,10 +38,17 @@ public struct ImageRequest: Sendable {
   public var priority: Int32
   public var appliesOrientation: Bool
   public var usesMemoryCache: Bool
+  /// "Name: value" lines added to the loader's for the transfer this request starts.
+  public var headers: [String]
+  /// At most one progress report per interval reaches the request's queue.
+  public var progressIntervalMilliseconds: Int
 
   public init(url: String, cacheKey: String? = nil, targetWidth: Int = 0, targetHeight: Int = 0,
               mode: ScaleMode = .fit, format: PixelFormat = .rgba8, priority: Int32 = 0,
-              appliesOrientation: Bool = true, usesMemoryCache: Bool = true) {
+              appliesOrientation: Bool = true, usesMemoryCache: Bool = true, headers: [String] = [],
+              progressIntervalMilliseconds: Int = 100) {
+    self.headers = headers
+    self.progressIntervalMilliseconds = progressIntervalMilliseconds
     self.url = url
     self.cacheKey = cacheKey ?? url
     self.targetWidth = targetWidth

@@ -20,6 +20,7 @@ public enum Status: Int32, Sendable {
   case noMemory = 17
   case notFound = 18
   case io = 19
+  case tooManyRedirects = 20
 
   public var description: String {
     switch self {
@@ -43,6 +44,7 @@ public enum Status: Int32, Sendable {
     case .noMemory: return "out of memory"
     case .notFound: return "not found"
     case .io: return "I/O error"
+    case .tooManyRedirects: return "too many redirects"
     }
   }
 }

@@ -21,6 +21,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private let lock = Lock()
   private var nextID: TransferID = 0
   private var waiting: [Transfer] = []
+  /// Transfers waiting out a retry backoff until their `retryAt`.
+  private var backingOff: [Transfer] = []
   private var cancelledWhileActive: Set<TransferID> = []
   /// Transfers started on the engine thread and not finished yet.
   private var runningIDs: Set<TransferID> = []
@@ -52,13 +54,15 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     curl_multi_cleanup(multi)
   }
 
-  public func start(url: String, priority: Int32,
+  public func start(url: String, headers: [String], priority: Int32,
+                    progress: (@Sendable (UInt64, UInt64) -> Void)?,
                     completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
     let host = (try? URLScheme.host(of: url)) ?? ""
     let id: TransferID = lock.withLock {
       nextID += 1
-      waiting.append(Transfer(id: nextID, url: url, host: host, priority: priority,
-                              maxBodyBytes: configuration.maxBodyBytes, completion: completion))
+      waiting.append(Transfer(id: nextID, url: url, host: host, headers: configuration.headers + headers,
+                              priority: priority, maxBodyBytes: configuration.maxBodyBytes,
+                              progress: progress, completion: completion))
       return nextID
     }
     curl_multi_wakeup(multi)
@@ -69,6 +73,11 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     let engineMustStop: Bool = lock.withLock {
       if let index = waiting.firstIndex(where: { $0.id == id }) {
         waiting.remove(at: index)
+        return false
+      }
+      // Waiting out a backoff: it ends now, no further attempt is made.
+      if let index = backingOff.firstIndex(where: { $0.id == id }) {
+        backingOff.remove(at: index)
         return false
       }
       // Remember only transfers still running: a cancel racing a finished transfer must
@@ -92,6 +101,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     let running: WorkerThread? = lock.withLock {
       stopping = true
       waiting.removeAll()
+      backingOff.removeAll()
       defer { thread = nil }
       return thread
     }
@@ -116,10 +126,17 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       }
       if stop { break }
       for id in cancels {
-        if let transfer = activeByID[id] { finish(transfer, notify: false, code: CURLE_OK) }
+        if let transfer = activeByID[id] { finish(transfer, dropped: true, code: CURLE_OK) }
       }
       // Cancels first, so the slots they free are filled in this same round.
+      let now = monotonicNanoseconds()
       let starts: [Transfer] = lock.withLock {
+        // Backoffs that are over go back to the waiting list, keeping their rank.
+        let due = backingOff.filter { $0.retryAt <= now }
+        if !due.isEmpty {
+          backingOff.removeAll { $0.retryAt <= now }
+          waiting.append(contentsOf: due)
+        }
         let starts = takeStartable()
         for transfer in starts { runningIDs.insert(transfer.id) }
         return starts
@@ -133,18 +150,23 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       while let message = curl_multi_info_read(multi, &remaining) {
         guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle,
               let transfer = active[easy] else { continue }
-        let code = message.pointee.data.result
-        let wasCancelled = lock.withLock { cancelledWhileActive.contains(transfer.id) }
-        finish(transfer, notify: !wasCancelled, code: code)
+        finish(transfer, dropped: false, code: message.pointee.data.result)
         finishedAny = true
       }
       // A finished transfer freed a slot: start the next one now. Waiting in poll instead
       // would sleep until some other socket stirs, or a full second when none is busy.
       if finishedAny { continue }
-      // Wait for socket activity, a wakeup (new work) or a timer libcurl asks for.
-      _ = curl_multi_poll(multi, nil, 0, 1000, nil)
+      // Wait for socket activity, a wakeup (new work), a timer libcurl asks for, or the end
+      // of the next backoff.
+      let nextRetry = lock.withLock { backingOff.lazy.map(\.retryAt).min() }
+      var timeout: Int32 = 1000
+      if let nextRetry {
+        let now = monotonicNanoseconds()
+        timeout = nextRetry <= now ? 0 : Int32(min(1000, (nextRetry - now + 999_999) / 1_000_000))
+      }
+      _ = curl_multi_poll(multi, nil, 0, timeout, nil)
     }
-    for transfer in Array(active.values) { finish(transfer, notify: false, code: CURLE_OK) }
+    for transfer in Array(active.values) { finish(transfer, dropped: true, code: CURLE_OK) }
   }
 
   /// Lock held: removes and returns the waiting transfers that fit in free slots.
@@ -180,6 +202,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       return
     }
     transfer.easy = easy
+    transfer.prepareAttempt()
     let isHTTPS = transfer.url.prefix(8).lowercased() == "https://"
     _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url)
     _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
@@ -190,24 +213,37 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     // down to http.
     _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, isHTTPS ? "https" : "http,https")
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, 5)
+    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects)
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, configuration.timeoutMilliseconds)
+    if configuration.stallTimeoutMilliseconds > 0 {
+      // "Stalled": under one byte per second for the whole window (libcurl counts seconds).
+      _ = pxl_curl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
+      _ = pxl_curl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, (configuration.stallTimeoutMilliseconds + 999) / 1000)
+    }
     _ = pxl_curl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maxBodyBytes))
     _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, configuration.userAgent)
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
-    // No CURLOPT_PIPEWAIT: over HTTP/1.1 it makes every new transfer to a host wait for
-    // the busy connection to finish (one slow image stalled all the others for seconds).
+    if let caFile = configuration.caFile { _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_CAINFO, caFile) }
+    if let headerList = transfer.headerList { _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, headerList) }
+    // Over TLS, wait for a connection being set up to learn (ALPN) whether it multiplexes
+    // HTTP/2, instead of opening one connection per transfer. Never over plain HTTP: there it
+    // made every new transfer to a host wait for the busy connection to finish.
+    if isHTTPS { _ = pxl_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
     active[easy] = transfer
     activeByID[transfer.id] = transfer
     activePerHost[transfer.host, default: 0] += 1
     _ = curl_multi_add_handle(multi, easy)
   }
 
-  private func finish(_ transfer: Transfer, notify: Bool, code: CURLcode) {
+  /// Removes a transfer from libcurl and reports it, or schedules its retry. `dropped`:
+  /// cancelled or shutting down, report nothing. A cancel can race this from another
+  /// thread, so whether it was cancelled is decided under the lock, with the retry.
+  private func finish(_ transfer: Transfer, dropped: Bool, code: CURLcode) {
     guard let easy = transfer.easy else { return }
     let httpStatus = pxl_curl_response_code(easy)
     let connects = pxl_curl_num_connects(easy)
+    let retryAfter = pxl_curl_retry_after(easy)
     _ = curl_multi_remove_handle(multi, easy)
     curl_easy_cleanup(easy)
     transfer.easy = nil
@@ -215,13 +251,40 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     activeByID.removeValue(forKey: transfer.id)
     activePerHost[transfer.host, default: 1] -= 1
     if activePerHost[transfer.host] == 0 { activePerHost.removeValue(forKey: transfer.host) }
-    lock.withLock {
+
+    let outcome = dropped ? nil : transfer.outcome(code: code, httpStatus: httpStatus)
+    var retryDelay: UInt64?
+    if case .failure(let error)? = outcome, transfer.isTransient(code: code, error: error),
+       transfer.attempts <= configuration.maxRetries {
+      retryDelay = backoffNanoseconds(attempt: transfer.attempts, retryAfterSeconds: Int(retryAfter))
+    }
+    let report: Bool = lock.withLock {
       connectionsOpened += connects
       runningIDs.remove(transfer.id)
-      cancelledWhileActive.remove(transfer.id)
+      let cancelled = cancelledWhileActive.remove(transfer.id) != nil
+      if dropped || cancelled || stopping { return false }
+      if let retryDelay {
+        transfer.retryAt = monotonicNanoseconds() + retryDelay
+        backingOff.append(transfer)
+        return false
+      }
+      return true
     }
-    guard notify else { return }
-    transfer.completion(transfer.outcome(code: code, httpStatus: httpStatus))
+    if report, let outcome { transfer.completion(outcome) }
+  }
+
+  /// Exponential backoff with jitter (-50% to +50%), or the server's Retry-After when it
+  /// gave one; both capped by the configuration.
+  private func backoffNanoseconds(attempt: Int, retryAfterSeconds: Int) -> UInt64 {
+    let cap = Double(configuration.retryMaxDelayMilliseconds)
+    var milliseconds: Double
+    if retryAfterSeconds > 0 {
+      milliseconds = Double(retryAfterSeconds) * 1000
+    } else {
+      let base = Double(configuration.retryBaseDelayMilliseconds) * Double(1 << min(attempt - 1, 20))
+      milliseconds = base * Double.random(in: 0.5...1.5)
+    }
+    return UInt64(max(0, min(milliseconds, cap)) * 1_000_000)
   }
 }
 
@@ -238,25 +301,67 @@ private final class Transfer {
   let host: String
   var priority: Int32
   let maxBodyBytes: Int
+  let progress: (@Sendable (UInt64, UInt64) -> Void)?
   let completion: @Sendable (Result<DownloadedData, LoadError>) -> Void
   var easy: UnsafeMutableRawPointer?
   var body: [UInt8] = []
   var abortReason: LoadError?
   let errorBuffer: UnsafeMutablePointer<CChar>
+  /// The request headers as libcurl wants them; freed with the transfer.
+  let headerList: UnsafeMutablePointer<curl_slist>?
+  /// Attempts started so far, and when the next one may start after a failure.
+  var attempts = 0
+  var retryAt: UInt64 = 0
+  private var expectedLength: UInt64 = 0
+  private var lastProgress: UInt64 = 0
 
-  init(id: TransferID, url: String, host: String, priority: Int32, maxBodyBytes: Int,
+  /// Progress reports from the network thread are throttled to this; each request's own
+  /// interval is applied again on its queue.
+  static let progressGranularity: UInt64 = 20_000_000
+
+  init(id: TransferID, url: String, host: String, headers: [String], priority: Int32, maxBodyBytes: Int,
+       progress: (@Sendable (UInt64, UInt64) -> Void)?,
        completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) {
     self.id = id
     self.url = url
     self.host = host
     self.priority = priority
     self.maxBodyBytes = maxBodyBytes
+    self.progress = progress
     self.completion = completion
     errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
     errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+    var list: UnsafeMutablePointer<curl_slist>?
+    for header in headers { list = curl_slist_append(list, header) ?? list }
+    headerList = list
   }
 
-  deinit { errorBuffer.deallocate() }
+  deinit {
+    errorBuffer.deallocate()
+    curl_slist_free_all(headerList)
+  }
+
+  /// Resets what one attempt collects, before it starts.
+  func prepareAttempt() {
+    attempts += 1
+    body = []
+    abortReason = nil
+    expectedLength = 0
+    errorBuffer.pointee = 0
+  }
+
+  /// Failures worth another attempt: the connection broke (refused, reset, closed early,
+  /// truncated body) or the server said it is overloaded (5xx, 429). Never other 4xx.
+  func isTransient(code: CURLcode, error: LoadError) -> Bool {
+    if error.status == .http { return error.httpStatus >= 500 || error.httpStatus == 429 }
+    switch code {
+    case CURLE_COULDNT_CONNECT, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE,
+         CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM:
+      return true
+    default:
+      return false
+    }
+  }
 
   func receive(_ data: UnsafeMutablePointer<CChar>?, _ length: Int) -> Int {
     if body.isEmpty, let easy {
@@ -273,6 +378,7 @@ private final class Transfer {
           return 0
         }
         body.reserveCapacity(Int(declared))
+        expectedLength = UInt64(declared)
       }
     }
     if body.count + length > maxBodyBytes {
@@ -282,6 +388,13 @@ private final class Transfer {
     if let data, length > 0 {
       data.withMemoryRebound(to: UInt8.self, capacity: length) {
         body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+      }
+    }
+    if let progress {
+      let now = monotonicNanoseconds()
+      if now - lastProgress >= Self.progressGranularity {
+        lastProgress = now
+        progress(UInt64(body.count), expectedLength)
       }
     }
     return length
@@ -311,6 +424,7 @@ private final class Transfer {
          CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_SHUTDOWN_FAILED:
       return .tls
     case CURLE_UNSUPPORTED_PROTOCOL: return .schemeNotAllowed
+    case CURLE_TOO_MANY_REDIRECTS: return .tooManyRedirects
     case CURLE_URL_MALFORMAT: return .malformedURL
     case CURLE_FILESIZE_EXCEEDED: return .bodyTooLarge
     case CURLE_FILE_COULDNT_READ_FILE, CURLE_READ_ERROR: return .io

@@ -7,7 +7,10 @@ public typealias TransferID = UInt64
 ///   library thread, never on the caller's. It may still run after `cancel` when the
 ///   transfer was finishing at that moment; callers must tolerate that.
 public protocol DataLoading: AnyObject, Sendable {
-  func start(url: String, priority: Int32,
+  /// `progress` (bytes received, expected or 0) runs on a library thread, now and then,
+  /// before `completion`.
+  func start(url: String, headers: [String], priority: Int32,
+             progress: (@Sendable (UInt64, UInt64) -> Void)?,
              completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID
   func cancel(_ id: TransferID)
   func setPriority(_ id: TransferID, _ priority: Int32)
