@@ -3,7 +3,9 @@
 #   make            build the shipped library and the pixload client into build/
 #   make demo       the main demo: a simulated scrolling table over a local nginx
 #   make test       every test (Swift, C); installs what it needs first
-#   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python
+#   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python, then
+#                   bench-decode (decode CPU against libjpeg-turbo/libpng called directly)
+#   make fuzz       the mutation smoke test, then libFuzzer on the decoder (FUZZ_SECONDS)
 #   make install    PREFIX=/usr/local DESTDIR= (zstd's lib/Makefile is the model)
 #   make uninstall  removes exactly what install wrote
 
@@ -39,7 +41,7 @@ RELEASE_FLAGS := -c release --scratch-path $(RELEASE_SCRATCH) --product pixload 
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs check-dist bench bench-decode fuzz fuzz-smoke fuzz-decode install uninstall clean
+.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs test-cli-conformance check-dist bench bench-decode fuzz fuzz-smoke fuzz-decode install uninstall clean
 
 all: lib cli
 
@@ -96,7 +98,7 @@ demo: all
 
 # --- tests ---------------------------------------------------------------------------
 
-test: deps test-swift test-tsan test-codecs test-c check-dist
+test: deps test-swift test-tsan test-codecs test-c test-cli-conformance check-dist
 
 test-swift:
 	$(SWIFT) test
@@ -115,6 +117,11 @@ test-codecs:
 	$(STAGE)/tests/conformance
 	$(STAGE)/tests/codec-edges
 
+# The whole library and client on the corpus: pixels written by `pixload fetch --out`
+# equal the manifests' for every row of pngsuite and jpeg-conformance.
+test-cli-conformance: all
+	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS)
+
 # The C API tests, compiled against an installed copy (header, .so, pkg-config).
 TEST_PREFIX := $(CURDIR)/$(STAGE)/test-prefix
 test-c: all
@@ -132,6 +139,13 @@ check-dist: all
 bench: all
 	@scripts/deps.sh python
 	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
+	@$(MAKE) --no-print-directory bench-decode
+
+# Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng called directly, by
+# kind of file, full size and 150x150 fill (release build in its own scratch folder).
+BENCH_DECODE_REPS ?= 5
+bench-decode: deps
+	@scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
 
 clean:
 	rm -rf $(STAGE) $(RELEASE_SCRATCH) .build .build-tsan .build-fuzz .build-bench
