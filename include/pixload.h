@@ -266,6 +266,11 @@ typedef struct pxl_config {
   const char *const *headers;     /* NULL-terminated list of "Name: value" header lines sent
                                      with every request (authorization, for example); NULL
                                      (default) for none; copied */
+  int32_t cancel_storm_limit;     /* running transfers cancelled per second beyond which new
+                                     transfers wait until the rate falls (a fling through
+                                     thousands of rows opens a few connections, not
+                                     thousands); default 16; 0 disables. Loading without
+                                     cancelling is never held back. */
 } pxl_config;
 
 /* Fills *config with the defaults above, struct_size included. Since 0.1.0. */
@@ -387,6 +392,111 @@ PXL_API void pxl_memory_cache_trim(pxl_loader *loader, uint64_t max_bytes);
  * thread. Since 0.1.0. */
 PXL_API uint64_t pxl_memory_cache_bytes(pxl_loader *loader);
 PXL_API int32_t pxl_memory_cache_count(pxl_loader *loader);
+
+/* Cancels every request whose callbacks go to queue, or every request of the loader
+ * (prefetches and tables' requests included) when queue is NULL. Each gets its CANCELLED
+ * callback as pxl_cancel says. Returns how many were cancelled; 0 for a NULL loader. Any
+ * thread. Since 0.1.0. */
+PXL_API int32_t pxl_cancel_all(pxl_loader *loader, pxl_queue *queue);
+
+/* Warms the memory cache: loads requests[0..count) like pxl_load, merged with any other
+ * request for the same work, but calls nobody. tokens_out (may be NULL) receives one
+ * token per request, 0 where that request was refused; pxl_cancel cancels one. Returns
+ * PXL_OK when every request was accepted, else the first refusal's status (the others are
+ * still accepted). Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_prefetch(pxl_loader *loader, const pxl_request *requests, size_t count,
+                                pxl_token *tokens_out);
+
+/* A view slot (a reused cell) now shows request: the C equivalent of cancelling in
+ * prepareForReuse. *slot holds the token of the slot's current load (0 for none; keep it
+ * per slot, starting at 0). The previous load is cancelled (its callback reports
+ * CANCELLED, never an image). Then, when the memory cache holds the image, *image_now
+ * receives a new reference to draw at once, *slot becomes 0, and no request is made (the
+ * callback is not called for it). Otherwise *image_now is NULL, the request is loaded as
+ * pxl_load does and *slot receives its token. Returns pxl_load's statuses; on an error
+ * *slot is 0 and nothing was started. Since 0.1.0. */
+PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_queue *queue,
+                            pxl_callback callback, void *user_data, pxl_token *slot,
+                            pxl_image **image_now);
+
+/* ---------------------------------------------------------------------------------
+ * Tables: tell the library what is on screen, and it does the rest.
+ *
+ * A pxl_table belongs to one loader and one queue. The host says which rows are visible
+ * and which way the user scrolls (pxl_table_set_visible, typically once per frame while
+ * scrolling); the table then keeps the visible rows loading at high priority, prefetches
+ * rows ahead in the scroll direction at low priority into the memory cache, lets a few
+ * rows behind finish, and cancels every other request it made. A row's result reaches
+ * the host only while that row is visible: an image never lands in a slot that now shows
+ * another row. Prefetches call nobody. Tables sharing a loader never touch each other's
+ * requests.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_table pxl_table;
+
+/* Fills *request (already set up by pxl_request_init) for row and returns 1, or returns 0
+ * to leave the row without an image. request->url and any strings it points to need only
+ * live until this returns. Called from inside pxl_table_set_visible and
+ * pxl_table_set_row_count, on the caller's thread; it must not call pxl_table_*. */
+typedef int (*pxl_table_request_fn)(void *user_data, int64_t row, pxl_request *request);
+
+/* A visible row's result: result->status PXL_OK with an image (borrowed, as in
+ * pxl_callback), or an error. Runs on the thread draining the table's queue, or inside
+ * pxl_table_set_visible for rows the memory cache already holds (no placeholder flash).
+ * Never for a row that is not visible at that moment; never CANCELLED. */
+typedef void (*pxl_table_row_fn)(void *user_data, int64_t row, const pxl_result *result);
+
+typedef struct pxl_table_config {
+  size_t struct_size;        /* sizeof(pxl_table_config); set by pxl_table_config_init */
+  int32_t prefetch_rows;     /* rows ahead in the scroll direction; default 8 */
+  int32_t keep_rows;         /* rows just behind that keep loading; default 2 */
+  int32_t visible_priority;  /* default PXL_PRIORITY_VISIBLE */
+  int32_t prefetch_priority; /* default PXL_PRIORITY_PREFETCH */
+} pxl_table_config;
+
+/* Fills *config with the defaults above. Since 0.1.0. */
+PXL_API void pxl_table_config_init(pxl_table_config *config);
+
+/* Creates a table of row_count rows (none visible yet). config may be NULL for the
+ * defaults. Returns PXL_OK or PXL_E_INVALID_ARGUMENT (NULL loader, queue, request_fn,
+ * row_fn or out; bad struct_size; negative values). Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_table_new(pxl_loader *loader, pxl_queue *queue, const pxl_table_config *config,
+                                 int64_t row_count, pxl_table_request_fn request_fn,
+                                 pxl_table_row_fn row_fn, void *user_data, pxl_table **out);
+
+/* Rows first .. first + count - 1 are visible; direction > 0 scrolls towards higher rows,
+ * < 0 towards lower ones, 0 is still (prefetch looks both ways). Rows outside
+ * 0 .. row_count - 1 are ignored. May call request_fn, and row_fn for cached rows, before
+ * it returns. The host's thread; one call at a time per table. Since 0.1.0. */
+PXL_API pxl_status pxl_table_set_visible(pxl_table *table, int64_t first, int32_t count,
+                                         int32_t direction);
+
+/* Changes the number of rows (rows were appended or removed); keeps the visible range.
+ * Since 0.1.0. */
+PXL_API pxl_status pxl_table_set_row_count(pxl_table *table, int64_t row_count);
+
+/* Cancels every request of this table and forgets which rows were shown; the next
+ * pxl_table_set_visible starts anew (a reload). Since 0.1.0. */
+PXL_API void pxl_table_cancel_all(pxl_table *table);
+
+/* What a table did so far. */
+typedef struct pxl_table_stats {
+  size_t struct_size;    /* set by the caller to sizeof(pxl_table_stats) */
+  uint64_t started;      /* loads started, prefetches included */
+  uint64_t cancelled;    /* of those, cancelled because their rows left every window */
+  uint64_t memory_hits;  /* rows that became visible with their image already in memory */
+  uint64_t delivered;    /* row callbacks with an image */
+  uint64_t failed;       /* row callbacks with an error */
+} pxl_table_stats;
+
+/* Fills *stats (stats->struct_size must be set). Returns PXL_OK or
+ * PXL_E_INVALID_ARGUMENT. Since 0.1.0. */
+PXL_API pxl_status pxl_table_get_stats(pxl_table *table, pxl_table_stats *stats);
+
+/* Cancels the table's requests and frees it; no row_fn call runs after this returns
+ * (call it on the queue's thread, or while no other thread dispatches the queue). NULL is
+ * a no-op. Tables and their loader may be freed in any order. Since 0.1.0. */
+PXL_API void pxl_table_free(pxl_table *table);
 
 #ifdef __cplusplus
 }

@@ -189,6 +189,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   c.retry_max_delay_ms = Int32(defaults.retryMaxDelayMilliseconds)
   c.ca_file = nil
   c.headers = nil
+  c.cancel_storm_limit = Int32(defaults.cancelStormLimit)
   config.pointee = c
 }
 
@@ -206,7 +207,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
           c.memory_cache_bytes <= UInt64(Int.max), c.max_body_bytes <= UInt64(Int.max),
           c.allowed_schemes & ~UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE) == 0,
           c.stall_timeout_ms >= 0, c.max_redirects >= 0, c.max_retries >= 0, c.max_retries <= 100,
-          c.retry_base_delay_ms >= 0, c.retry_max_delay_ms >= 0,
+          c.retry_base_delay_ms >= 0, c.retry_max_delay_ms >= 0, c.cancel_storm_limit >= 0,
           let headers = headerLines(c.headers)
     else { return PXL_E_INVALID_ARGUMENT }
     configuration.memoryCacheBytes = Int(c.memory_cache_bytes)
@@ -230,6 +231,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
     configuration.retryMaxDelayMilliseconds = Int(c.retry_max_delay_ms)
     configuration.caFile = c.ca_file.map { String(cString: $0) }
     configuration.headers = headers
+    configuration.cancelStormLimit = Int(c.cancel_storm_limit)
   }
   do {
     let created = try ImageLoader(configuration: configuration)
@@ -324,6 +326,11 @@ private func imageRequest(_ request: UnsafePointer<pxl_request>?) -> ImageReques
 /// the duration of the call.
 private func deliver(_ token: UInt64, _ outcome: Outcome, _ callback: pxl_callback,
                      _ userData: UnsafeMutableRawPointer?) {
+  withResult(outcome) { callback(token, $0, userData) }
+}
+
+/// Calls `body` with a pxl_result for `outcome`; its image and message live for the call.
+private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) -> Void) {
   var result = pxl_result()
   result.struct_size = MemoryLayout<pxl_result>.size
   let message: String
@@ -336,7 +343,7 @@ private func deliver(_ token: UInt64, _ outcome: Outcome, _ callback: pxl_callba
     message = ""
     message.withCString { text in
       result.message = text
-      withExtendedLifetime(image) { callback(token, &result, userData) }
+      withExtendedLifetime(image) { body(&result) }
     }
     return
   case .failure(let error):
@@ -348,7 +355,7 @@ private func deliver(_ token: UInt64, _ outcome: Outcome, _ callback: pxl_callba
   }
   message.withCString { text in
     result.message = text
-    callback(token, &result, userData)
+    body(&result)
   }
 }
 
@@ -384,4 +391,148 @@ private func deliver(_ token: UInt64, _ outcome: Outcome, _ callback: pxl_callba
 
 @c @implementation public func pxl_memory_cache_count(_ loaderHandle: OpaquePointer?) -> Int32 {
   Int32(clamping: loader(loaderHandle)?.memoryCache.count ?? 0)
+}
+
+// MARK: - Prefetch, slots, cancel-all
+
+@c @implementation public func pxl_cancel_all(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?) -> Int32 {
+  guard let loader = loader(loaderHandle) else { return 0 }
+  return Int32(clamping: loader.cancelAll(queue: queue(queueHandle)))
+}
+
+@c @implementation public func pxl_prefetch(_ loaderHandle: OpaquePointer?, _ requests: UnsafePointer<pxl_request>?,
+                                            _ count: Int, _ tokensOut: UnsafeMutablePointer<pxl_token>?) -> pxl_status {
+  guard let loader = loader(loaderHandle), count >= 0, requests != nil || count == 0 else {
+    return PXL_E_INVALID_ARGUMENT
+  }
+  var first = PXL_OK
+  for index in 0..<count {
+    var token: pxl_token = 0
+    if let request = imageRequest(requests! + index) {
+      do {
+        token = try loader.prefetch(request)
+      } catch {
+        if first == PXL_OK { first = cStatus(error.status) }
+      }
+    } else if first == PXL_OK {
+      first = PXL_E_INVALID_ARGUMENT
+    }
+    tokensOut?[index] = token
+  }
+  return first
+}
+
+@c @implementation public func pxl_bind(_ loaderHandle: OpaquePointer?, _ request: UnsafePointer<pxl_request>?,
+                                        _ queueHandle: OpaquePointer?, _ callback: pxl_callback?,
+                                        _ userData: UnsafeMutableRawPointer?, _ slot: UnsafeMutablePointer<pxl_token>?,
+                                        _ imageNow: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
+  imageNow?.pointee = nil
+  guard let loader = loader(loaderHandle), let slot, let imageNow, let parsed = imageRequest(request) else {
+    return PXL_E_INVALID_ARGUMENT
+  }
+  if slot.pointee != 0 {
+    loader.cancel(slot.pointee)
+    slot.pointee = 0
+  }
+  if let cached = loader.cachedImage(for: parsed) {
+    imageNow.pointee = OpaquePointer(Unmanaged.passRetained(cached).toOpaque())
+    return PXL_OK
+  }
+  return pxl_load(loaderHandle, request, queueHandle, callback, userData, slot)
+}
+
+// MARK: - Tables
+
+/// What a C table holds: the Swift table and the host's functions.
+private final class CTable {
+  let table: ImageTable
+  init(table: ImageTable) { self.table = table }
+}
+
+@inline(__always) private func table(_ handle: OpaquePointer?) -> ImageTable? {
+  handle.map { Unmanaged<CTable>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue().table }
+}
+
+@c @implementation public func pxl_table_config_init(_ config: UnsafeMutablePointer<pxl_table_config>?) {
+  guard let config else { return }
+  let defaults = ImageTable.Configuration()
+  var c = pxl_table_config()
+  c.struct_size = MemoryLayout<pxl_table_config>.size
+  c.prefetch_rows = Int32(defaults.prefetchRows)
+  c.keep_rows = Int32(defaults.keepRows)
+  c.visible_priority = defaults.visiblePriority
+  c.prefetch_priority = defaults.prefetchPriority
+  config.pointee = c
+}
+
+@c @implementation public func pxl_table_new(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?,
+                                             _ config: UnsafePointer<pxl_table_config>?, _ rowCount: Int64,
+                                             _ requestFunction: pxl_table_request_fn?, _ rowFunction: pxl_table_row_fn?,
+                                             _ userData: UnsafeMutableRawPointer?,
+                                             _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
+  out?.pointee = nil
+  guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let requestFunction, let rowFunction,
+        let out, rowCount >= 0 else { return PXL_E_INVALID_ARGUMENT }
+  var configuration = ImageTable.Configuration()
+  if let config {
+    let c = config.pointee
+    guard c.struct_size >= MemoryLayout<pxl_table_config>.size, c.prefetch_rows >= 0, c.keep_rows >= 0 else {
+      return PXL_E_INVALID_ARGUMENT
+    }
+    configuration.prefetchRows = Int(c.prefetch_rows)
+    configuration.keepRows = Int(c.keep_rows)
+    configuration.visiblePriority = c.visible_priority
+    configuration.prefetchPriority = c.prefetch_priority
+  }
+  let provider: ImageTable.RequestProvider = { row in
+    var request = pxl_request()
+    pxl_request_init(&request)
+    guard requestFunction(userData, Int64(row), &request) != 0 else { return nil }
+    return withUnsafePointer(to: &request) { imageRequest($0) }
+  }
+  let handler: ImageTable.RowHandler = { row, outcome in
+    withResult(outcome) { result in rowFunction(userData, Int64(row), result) }
+  }
+  let created = ImageTable(loader: loader, queue: queue, rowCount: Int(rowCount), configuration: configuration,
+                           requestForRow: provider, onRow: handler)
+  out.pointee = OpaquePointer(Unmanaged.passRetained(CTable(table: created)).toOpaque())
+  return PXL_OK
+}
+
+@c @implementation public func pxl_table_set_visible(_ handle: OpaquePointer?, _ first: Int64, _ count: Int32,
+                                                     _ direction: Int32) -> pxl_status {
+  guard let table = table(handle), count >= 0 else { return PXL_E_INVALID_ARGUMENT }
+  table.setVisible(first: Int(clamping: first), count: Int(count), direction: Int(direction))
+  return PXL_OK
+}
+
+@c @implementation public func pxl_table_set_row_count(_ handle: OpaquePointer?, _ rowCount: Int64) -> pxl_status {
+  guard let table = table(handle), rowCount >= 0 else { return PXL_E_INVALID_ARGUMENT }
+  table.setRowCount(Int(clamping: rowCount))
+  return PXL_OK
+}
+
+@c @implementation public func pxl_table_cancel_all(_ handle: OpaquePointer?) {
+  table(handle)?.cancelAll()
+}
+
+@c @implementation public func pxl_table_get_stats(_ handle: OpaquePointer?,
+                                                  _ stats: UnsafeMutablePointer<pxl_table_stats>?) -> pxl_status {
+  guard let table = table(handle), let stats, stats.pointee.struct_size >= MemoryLayout<pxl_table_stats>.size else {
+    return PXL_E_INVALID_ARGUMENT
+  }
+  let s = table.stats
+  stats.pointee.started = UInt64(s.started)
+  stats.pointee.cancelled = UInt64(s.cancelled)
+  stats.pointee.memory_hits = UInt64(s.memoryHits)
+  stats.pointee.delivered = UInt64(s.delivered)
+  stats.pointee.failed = UInt64(s.failed)
+  return PXL_OK
+}
+
+@c @implementation public func pxl_table_free(_ handle: OpaquePointer?) {
+  guard let handle else { return }
+  let unmanaged = Unmanaged<CTable>.fromOpaque(UnsafeRawPointer(handle))
+  unmanaged.takeUnretainedValue().table.close()
+  unmanaged.release()
 }

@@ -69,10 +69,34 @@ public final class CompletionQueue: @unchecked Sendable {
   /// Whether the eventfd counter is non-zero (so it is written once, not per result).
   private var signalled = false
 
+  /// Results of a discarding queue are dropped as they arrive: it serves prefetches, which
+  /// warm the caches and call nobody.
+  let discardsResults: Bool
+
   public init() throws(LoadError) {
     let fd = pxl_eventfd_new()
     if fd < 0 { throw LoadError(.io, "eventfd failed: errno \(errno)") }
     fileDescriptor = fd
+    discardsResults = false
+  }
+
+  init(discardingResults: Void) throws(LoadError) {
+    let fd = pxl_eventfd_new()
+    if fd < 0 { throw LoadError(.io, "eventfd failed: errno \(errno)") }
+    fileDescriptor = fd
+    discardsResults = true
+  }
+
+  /// A discarding queue's side of complete and cancel: the request is finished at once.
+  private func discard(_ delivery: Delivery) -> Bool {
+    let finished: Bool = lock.withLock {
+      guard delivery.state != .delivered else { return false }
+      delivery.state = .delivered
+      outstanding.removeValue(forKey: ObjectIdentifier(delivery))
+      return true
+    }
+    if finished { delivery.owner?.deliveryFinished(delivery) }
+    return finished
   }
 
   deinit { Glibc.close(fileDescriptor) }
@@ -90,6 +114,10 @@ public final class CompletionQueue: @unchecked Sendable {
 
   /// Queues the request's result unless it already has one (a cancel came first).
   func complete(_ delivery: Delivery, with outcome: Outcome) {
+    if discardsResults {
+      _ = discard(delivery)
+      return
+    }
     lock.withLock {
       guard delivery.state == .waiting, !closed else { return }
       delivery.outcome = outcome
@@ -116,7 +144,8 @@ public final class CompletionQueue: @unchecked Sendable {
   /// Returns false when it already ran (or is running).
   @discardableResult
   func cancel(_ delivery: Delivery) -> Bool {
-    lock.withLock {
+    if discardsResults { return discard(delivery) }
+    return lock.withLock {
       switch delivery.state {
       case .delivered:
         return false

@@ -23,6 +23,10 @@ public struct LoaderConfiguration: Sendable {
   public var caFile: String?
   /// "Name: value" lines sent with every request.
   public var headers: [String] = []
+  /// Running transfers cancelled per second (averaged over a second) beyond which new
+  /// transfers are held back until the rate falls: flinging through thousands of rows must
+  /// not open and drop thousands of connections. 0 disables.
+  public var cancelStormLimit = 16
 
   public init() {}
 }
@@ -42,6 +46,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private let dataLoader: DataLoading
   private let decoder: ImageDecoding
   private let decodePool: PriorityWorkPool
+  /// Where prefetches "deliver": it drops their results.
+  private let prefetchSink: CompletionQueue
 
   private let lock = Lock()
   private var nextToken: UInt64 = 0
@@ -66,6 +72,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     self.decoder = decoder
     let threads = configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
     self.decodePool = PriorityWorkPool(threadCount: threads, name: "pxl-decode")
+    self.prefetchSink = try CompletionQueue(discardingResults: ())
   }
 
   deinit { close() }
@@ -105,6 +112,22 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     attach(pending, to: variant, url: request.url, headers: request.headers)
     lock.unlock()
     return token
+  }
+
+  /// Warms the memory cache with `request`: the same pipeline as `load`, merged with
+  /// other requests, but nobody is called. Cancellable with `cancel`.
+  public func prefetch(_ request: ImageRequest) throws(LoadError) -> UInt64 {
+    try load(request, queue: prefetchSink) { _, _ in }
+  }
+
+  /// Cancels every request whose results go to `queue` (every request of the loader when
+  /// nil, prefetches included). Returns how many were cancelled.
+  @discardableResult
+  public func cancelAll(queue: CompletionQueue? = nil) -> Int {
+    let tokens: [UInt64] = lock.withLock {
+      requests.values.filter { queue == nil || $0.queue === queue }.map(\.token)
+    }
+    return tokens.reduce(0) { $0 + (cancel($1) ? 1 : 0) }
   }
 
   /// Cancels a request whose handler has not started: it will report CANCELLED. Shared

@@ -35,12 +35,18 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var activePerHost: [String: Int] = [:]
   /// Sum of new connections opened, for tests and benchmarks that check reuse.
   private var connectionsOpened = 0
+  /// Start budget during cancel storms: each running transfer cancelled spends one token;
+  /// tokens refill at `cancelStormLimit` per second up to that many; below one token no
+  /// transfer starts. Plain loading never cancels, so it is never held back.
+  private var stormTokens: Double
+  private var stormRefilledAt = monotonicNanoseconds()
 
   public init(configuration: LoaderConfiguration) throws(LoadError) {
     _ = curlGlobalInit
     guard let multi = curl_multi_init() else { throw LoadError(.noMemory, "curl_multi_init failed") }
     self.multi = multi
     self.configuration = configuration
+    stormTokens = Double(configuration.cancelStormLimit)
     protocols = ["http", "https", "file"].filter(configuration.allowedSchemes.contains).joined(separator: ",")
     // Keep as many idle connections as can be busy at once, so scrolling back and forth
     // reuses them instead of reconnecting.
@@ -126,8 +132,13 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       }
       if stop { break }
       for id in cancels {
-        if let transfer = activeByID[id] { finish(transfer, dropped: true, code: CURLE_OK) }
+        if let transfer = activeByID[id] {
+          finish(transfer, dropped: true, code: CURLE_OK)
+          // Floored, so a burst of cancels holds starts back for at most about a second.
+          stormTokens = max(-Double(configuration.cancelStormLimit), stormTokens - 1)
+        }
       }
+      let stormWait = refillStormTokens()
       // Cancels first, so the slots they free are filled in this same round.
       let now = monotonicNanoseconds()
       let starts: [Transfer] = lock.withLock {
@@ -137,7 +148,9 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
           backingOff.removeAll { $0.retryAt <= now }
           waiting.append(contentsOf: due)
         }
-        let starts = takeStartable()
+        // During a cancel storm (a fling through thousands of rows) new transfers wait:
+        // most of them would be cancelled before their first byte.
+        let starts = stormWait > 0 ? [] : takeStartable()
         for transfer in starts { runningIDs.insert(transfer.id) }
         return starts
       }
@@ -159,14 +172,25 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       // Wait for socket activity, a wakeup (new work), a timer libcurl asks for, or the end
       // of the next backoff.
       let nextRetry = lock.withLock { backingOff.lazy.map(\.retryAt).min() }
-      var timeout: Int32 = 1000
+      var timeout: Int32 = stormWait > 0 ? Int32(min(1000, stormWait / 1_000_000 + 1)) : 1000
       if let nextRetry {
         let now = monotonicNanoseconds()
-        timeout = nextRetry <= now ? 0 : Int32(min(1000, (nextRetry - now + 999_999) / 1_000_000))
+        timeout = min(timeout, nextRetry <= now ? 0 : Int32(min(1000, (nextRetry - now + 999_999) / 1_000_000)))
       }
       _ = curl_multi_poll(multi, nil, 0, timeout, nil)
     }
     for transfer in Array(active.values) { finish(transfer, dropped: true, code: CURLE_OK) }
+  }
+
+  /// Refills the storm budget; returns 0 when starts may proceed, else nanoseconds until
+  /// one token is back.
+  private func refillStormTokens() -> UInt64 {
+    let rate = Double(configuration.cancelStormLimit)
+    guard rate > 0 else { return 0 }
+    let now = monotonicNanoseconds()
+    stormTokens = min(rate, stormTokens + rate * Double(now - stormRefilledAt) / 1e9)
+    stormRefilledAt = now
+    return stormTokens >= 1 ? 0 : UInt64((1 - stormTokens) / rate * 1e9)
   }
 
   /// Lock held: removes and returns the waiting transfers that fit in free slots.

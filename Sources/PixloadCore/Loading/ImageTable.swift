@@ -1,0 +1,219 @@
+/// One scrolling table or grid: the host says which rows are visible and which way the
+/// user scrolls; the table keeps visible rows loading at high priority, prefetches a
+/// window ahead at low priority, lets a few rows behind finish, and cancels everything
+/// else. A row's result reaches the host only while that row is visible, so an image can
+/// never land in a slot that now shows another row.
+///
+/// Thread rules: `setVisible`, `setRowCount`, `cancelAll` and `close` are called by the host
+/// (any thread, one at a time); row callbacks run on the thread draining the table's queue,
+/// or synchronously inside `setVisible` for rows the memory cache already holds.
+public final class ImageTable: @unchecked Sendable {
+  public struct Configuration: Sendable {
+    /// Rows ahead of the visible ones, in the scroll direction, loaded at low priority.
+    public var prefetchRows = 8
+    /// Rows just behind the visible ones that keep loading instead of being cancelled
+    /// (the user often scrolls back a little).
+    public var keepRows = 2
+    public var visiblePriority: Int32 = 100
+    public var prefetchPriority: Int32 = -100
+    public init() {}
+  }
+
+  public struct Statistics: Sendable, Equatable {
+    /// Loads started (prefetches included), of which cancelled when their rows left.
+    public var started = 0
+    public var cancelled = 0
+    /// Rows made visible that the memory cache answered at once, without a load.
+    public var memoryHits = 0
+    /// Row callbacks with an image, and with an error.
+    public var delivered = 0
+    public var failed = 0
+  }
+
+  /// Returns the request for a row, or nil to leave the row without an image. Called
+  /// inside `setVisible`, under the table's lock: it must not call back into the table.
+  public typealias RequestProvider = (Int) -> ImageRequest?
+  /// A visible row's result: an image (from memory or freshly loaded) or an error.
+  public typealias RowHandler = (Int, Outcome) -> Void
+
+  private enum RowState {
+    /// A request is in flight; `visible` decides whether its result reaches the host.
+    case loading(token: UInt64)
+    /// The host has this row's result (or its error) while the row stays on screen.
+    case shown
+  }
+
+  private let loader: ImageLoader
+  private let queue: CompletionQueue
+  private let configuration: Configuration
+  private let requestForRow: RequestProvider
+  private let onRow: RowHandler
+
+  private let lock = Lock()
+  private var rowCount: Int
+  private var visible = 0..<0
+  private var rows: [Int: RowState] = [:]
+  private var statistics = Statistics()
+  private var closed = false
+
+  public init(loader: ImageLoader, queue: CompletionQueue, rowCount: Int = 0,
+              configuration: Configuration = Configuration(),
+              requestForRow: @escaping RequestProvider, onRow: @escaping RowHandler) {
+    self.loader = loader
+    self.queue = queue
+    self.rowCount = max(0, rowCount)
+    self.configuration = configuration
+    self.requestForRow = requestForRow
+    self.onRow = onRow
+  }
+
+  public var stats: Statistics { lock.withLock { statistics } }
+
+  public func setRowCount(_ count: Int) {
+    lock.withLock { rowCount = max(0, count) }
+    let (first, length) = lock.withLock { (visible.lowerBound, visible.count) }
+    setVisible(first: first, count: length, direction: 0)
+  }
+
+  /// Tells the table what is on screen. `direction` > 0 when scrolling towards higher rows,
+  /// < 0 towards lower ones, 0 when still (prefetch then looks both ways).
+  public func setVisible(first: Int, count: Int, direction: Int) {
+    var immediate: [(Int, Outcome)] = []
+    var toCancel: [UInt64] = []
+    var toStart: [(Int, ImageRequest, Bool)] = []  // row, request, visible
+    var toRaise: [(UInt64, Int32)] = []
+    lock.withLock {
+      if closed { return }
+      let lower = max(0, min(first, rowCount)), upper = max(lower, min(first + max(0, count), rowCount))
+      visible = lower..<upper
+      let ahead = prefetchRange(direction: direction)
+      let behind = keepRange(direction: direction)
+
+      // Rows that left every window: cancel what still loads, forget what was shown.
+      for (row, state) in rows where !visible.contains(row) && !ahead.contains(row) && !behind.contains(row) {
+        if case .loading(let token) = state { toCancel.append(token) }
+        rows.removeValue(forKey: row)
+      }
+      for row in visible {
+        switch rows[row] {
+        case .shown?: continue
+        case .loading(let token)?: toRaise.append((token, configuration.visiblePriority))
+        case nil:
+          guard let request = requestForRow(row) else { continue }
+          var wanted = request
+          wanted.priority = configuration.visiblePriority
+          if let image = loader.cachedImage(for: wanted) {
+            rows[row] = .shown
+            statistics.memoryHits += 1
+            statistics.delivered += 1
+            immediate.append((row, .success(image, .memory, httpStatus: 0)))
+          } else {
+            toStart.append((row, wanted, true))
+          }
+        }
+      }
+      for row in ahead where rows[row] == nil {
+        guard var request = requestForRow(row) else { continue }
+        request.priority = configuration.prefetchPriority
+        if loader.cachedImage(for: request) == nil { toStart.append((row, request, false)) }
+      }
+      // Rows that were visible and are now only kept or prefetched drop to low priority.
+      for row in Array(ahead) + Array(behind) {
+        if case .loading(let token)? = rows[row] { toRaise.append((token, configuration.prefetchPriority)) }
+      }
+      statistics.cancelled += toCancel.count
+    }
+    for token in toCancel { loader.cancel(token) }
+    for (token, priority) in toRaise { loader.setPriority(token, priority) }
+    for (row, request, _) in toStart { start(row: row, request: request) }
+    for (row, outcome) in immediate { onRow(row, outcome) }
+  }
+
+  /// Cancels every request of this table; rows start anew at the next `setVisible`.
+  public func cancelAll() {
+    let tokens: [UInt64] = lock.withLock {
+      let tokens = rows.values.compactMap { state -> UInt64? in
+        if case .loading(let token) = state { return token }
+        return nil
+      }
+      statistics.cancelled += tokens.count
+      rows.removeAll()
+      return tokens
+    }
+    for token in tokens { loader.cancel(token) }
+  }
+
+  /// Cancels everything; no row callback runs after this returns (on the queue's thread).
+  public func close() {
+    lock.withLock { closed = true }
+    cancelAll()
+  }
+
+  // MARK: - Private
+
+  private func prefetchRange(direction: Int) -> Range<Int> {
+    let n = configuration.prefetchRows
+    if direction > 0 { return visible.upperBound..<min(rowCount, visible.upperBound + n) }
+    if direction < 0 { return max(0, visible.lowerBound - n)..<visible.lowerBound }
+    // Still: half a window each way, the lower half below.
+    return max(0, visible.lowerBound - n / 2)..<min(rowCount, visible.upperBound + (n + 1) / 2)
+  }
+
+  private func keepRange(direction: Int) -> Range<Int> {
+    let n = configuration.keepRows
+    if direction > 0 { return max(0, visible.lowerBound - n)..<visible.lowerBound }
+    if direction < 0 { return visible.upperBound..<min(rowCount, visible.upperBound + n) }
+    return 0..<0
+  }
+
+  private func start(row: Int, request: ImageRequest) {
+    // The row may already have left (another thread) or been started: check and record
+    // under the lock, load outside it (load may complete a memory hit through the queue).
+    let proceed: Bool = lock.withLock {
+      if closed || rows[row] != nil { return false }
+      rows[row] = .loading(token: 0)
+      return true
+    }
+    guard proceed else { return }
+    do {
+      let token = try loader.load(request, queue: queue) { [weak self] token, outcome in
+        self?.finished(row: row, token: token, outcome: outcome)
+      }
+      let stillWanted: Bool = lock.withLock {
+        statistics.started += 1
+        // Still the placeholder: record the token. Gone: the row left meanwhile (cancel), or
+        // the result already arrived on another thread (nothing to do).
+        guard case .loading(token: 0)? = rows[row], !closed else { return rows[row] != nil }
+        rows[row] = .loading(token: token)
+        return true
+      }
+      if !stillWanted { loader.cancel(token) }
+    } catch {
+      lock.withLock {
+        if case .loading(token: 0)? = rows[row] { rows[row] = .shown }
+        statistics.failed += 1
+      }
+      if lock.withLock({ visible.contains(row) }) { onRow(row, .failure(error)) }
+    }
+  }
+
+  private func finished(row: Int, token: UInt64, outcome: Outcome) {
+    let deliver: Bool = lock.withLock {
+      // 0: the load is still returning on another thread, and its result came first.
+      guard !closed, case .loading(let current)? = rows[row], current == token || current == 0 else { return false }
+      if outcome.isCancelled {
+        rows.removeValue(forKey: row)
+        return false
+      }
+      if visible.contains(row) {
+        rows[row] = .shown
+        if case .success = outcome { statistics.delivered += 1 } else { statistics.failed += 1 }
+        return true
+      }
+      // A prefetch (or a row kept behind) finished: its image waits in the memory cache.
+      rows.removeValue(forKey: row)
+      return false
+    }
+    if deliver { onRow(row, outcome) }
+  }
+}

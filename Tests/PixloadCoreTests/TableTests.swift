@@ -1,0 +1,169 @@
+import XCTest
+@testable import PixloadCore
+
+/// The table object, driven through a manual network: what scrolling starts, raises,
+/// lowers, cancels and delivers.
+final class TableTests: XCTestCase {
+  var network: ManualDataLoader!
+  var loader: ImageLoader!
+  var queue: CompletionQueue!
+  var delivered: [(row: Int, outcome: Outcome)] = []
+
+  override func setUpWithError() throws {
+    network = ManualDataLoader()
+    var configuration = LoaderConfiguration()
+    configuration.decodeThreads = 1
+    loader = try ImageLoader(configuration: configuration, dataLoader: network, decoder: FakeDecoder())
+    queue = try CompletionQueue()
+    delivered = []
+  }
+
+  override func tearDown() {
+    loader.close()
+    queue.close()
+  }
+
+  func makeTable(rows: Int = 100, prefetch: Int = 4, keep: Int = 1) -> ImageTable {
+    var configuration = ImageTable.Configuration()
+    configuration.prefetchRows = prefetch
+    configuration.keepRows = keep
+    return ImageTable(loader: loader, queue: queue, rowCount: rows, configuration: configuration,
+                      requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
+                      onRow: { [unowned self] row, outcome in self.delivered.append((row, outcome)) })
+  }
+
+  func transfer(forRow row: Int) -> ManualDataLoader.Started? {
+    network.started.first { $0.url == "http://h/\(row).jpg" }
+  }
+
+  /// Finishes the transfer of each row and waits until the loader has handled them all.
+  func finish(rows: [Int]) {
+    for row in rows {
+      guard let index = network.started.firstIndex(where: { $0.url == "http://h/\(row).jpg" }) else { continue }
+      network.finish(index)
+    }
+  }
+
+  func drain(until condition: () -> Bool) {
+    let deadline = monotonicNanoseconds() + 5_000_000_000
+    while !condition() && monotonicNanoseconds() < deadline {
+      _ = queue.wait(timeoutMilliseconds: 100)
+      _ = queue.dispatch(max: 0)
+    }
+  }
+
+  func testVisibleRowsLoadHighAndPrefetchesAheadLow() {
+    let table = makeTable()
+    table.setVisible(first: 10, count: 3, direction: 1)
+    for row in 10...12 { XCTAssertEqual(network.priority(of: transfer(forRow: row)!.id), 100, "row \(row)") }
+    for row in 13...16 { XCTAssertEqual(network.priority(of: transfer(forRow: row)!.id), -100, "row \(row)") }
+    XCTAssertNil(transfer(forRow: 9), "nothing behind when scrolling down")
+    XCTAssertNil(transfer(forRow: 17))
+    XCTAssertEqual(table.stats.started, 7)
+  }
+
+  func testAPrefetchThatBecomesVisibleIsRaisedNotRestarted() {
+    let table = makeTable()
+    table.setVisible(first: 10, count: 3, direction: 1)
+    let prefetch = transfer(forRow: 14)!
+    table.setVisible(first: 12, count: 3, direction: 1)
+    XCTAssertEqual(network.priority(of: prefetch.id), 100)
+    XCTAssertEqual(network.started.filter { $0.url == "http://h/14.jpg" }.count, 1)
+    XCTAssertTrue(network.cancelled.isEmpty || !network.cancelled.contains(prefetch.id))
+  }
+
+  func testARowScrolledAwayBeforeItsImageArrivesNeverReceivesIt() {
+    let table = makeTable(prefetch: 0, keep: 0)
+    table.setVisible(first: 0, count: 2, direction: 1)
+    let away = transfer(forRow: 0)!
+    table.setVisible(first: 50, count: 2, direction: 1)
+    XCTAssertTrue(network.cancelled.contains(away.id))
+    finish(rows: [0, 50, 51])
+    drain { delivered.count >= 2 }
+    XCTAssertEqual(Set(delivered.map(\.row)), [50, 51])
+    XCTAssertEqual(table.stats.cancelled, 2)
+  }
+
+  func testResultsForRowsNoLongerVisibleAreNotDeliveredButCached() {
+    let table = makeTable(prefetch: 0, keep: 2)
+    table.setVisible(first: 0, count: 2, direction: 1)
+    table.setVisible(first: 2, count: 2, direction: 1)  // rows 0 and 1 are kept, not cancelled
+    XCTAssertTrue(network.cancelled.isEmpty)
+    XCTAssertEqual(network.priority(of: transfer(forRow: 0)!.id), -100, "kept rows drop to low priority")
+    finish(rows: [0, 1, 2, 3])
+    // Every result handled: the four images are in memory and the queue is empty.
+    drain {
+      (0...3).allSatisfy { loader.cachedImage(for: ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10)) != nil }
+        && queue.pendingCount == 0 && delivered.count >= 2
+    }
+    XCTAssertEqual(Set(delivered.map(\.row)), [2, 3])
+    // Scrolling back: rows 0 and 1 come from memory at once, inside setVisible.
+    delivered = []
+    table.setVisible(first: 0, count: 2, direction: -1)
+    XCTAssertEqual(Set(delivered.map(\.row)), [0, 1])
+    for (_, outcome) in delivered {
+      guard case .success(_, let source, _) = outcome else { return XCTFail("expected images") }
+      XCTAssertEqual(source, .memory)
+    }
+    XCTAssertEqual(table.stats.memoryHits, 2)
+    XCTAssertEqual(network.started.count, 4, "no new transfers")
+  }
+
+  func testARowIsDeliveredOnceWhileItStaysVisible() {
+    let table = makeTable(prefetch: 0, keep: 0)
+    table.setVisible(first: 0, count: 1, direction: 0)
+    finish(rows: [0])
+    drain { delivered.count >= 1 }
+    for _ in 0..<5 { table.setVisible(first: 0, count: 1, direction: 0) }
+    _ = queue.dispatch(max: 0)
+    XCTAssertEqual(delivered.count, 1)
+    XCTAssertEqual(network.started.count, 1)
+  }
+
+  func testTwoTablesOnOneLoaderCancelIndependently() {
+    let a = makeTable(prefetch: 0, keep: 0), b = makeTable(prefetch: 0, keep: 0)
+    a.setVisible(first: 0, count: 2, direction: 0)
+    b.setVisible(first: 1, count: 2, direction: 0)  // row 1 is shared work
+    XCTAssertEqual(network.started.count, 3)
+    a.cancelAll()
+    XCTAssertEqual(network.cancelled, [transfer(forRow: 0)!.id], "row 1 still wanted by b")
+    finish(rows: [1, 2])
+    drain { delivered.count >= 2 }
+    XCTAssertEqual(Set(delivered.map(\.row)), [1, 2])
+    XCTAssertEqual(b.stats.delivered, 2)
+    XCTAssertEqual(a.stats.delivered, 0)
+  }
+
+  func testCloseStopsEveryCallback() {
+    let table = makeTable(prefetch: 0, keep: 0)
+    table.setVisible(first: 0, count: 3, direction: 0)
+    table.close()
+    finish(rows: [0, 1, 2])
+    // The three loads end CANCELLED through the queue; the table passes none of them on.
+    var dispatched = 0
+    let deadline = monotonicNanoseconds() + 5_000_000_000
+    while dispatched < 3 && monotonicNanoseconds() < deadline {
+      _ = queue.wait(timeoutMilliseconds: 100)
+      dispatched += queue.dispatch(max: 0)
+    }
+    XCTAssertEqual(dispatched, 3)
+    XCTAssertTrue(delivered.isEmpty)
+    XCTAssertEqual(network.cancelled.count, 3)
+  }
+
+  func testPrefetchWarmsTheCacheSilentlyAndCancelAllReachesIt() throws {
+    let token = try loader.prefetch(ImageRequest(url: "http://h/p.jpg"))
+    let other = try loader.prefetch(ImageRequest(url: "http://h/q.jpg"))
+    XCTAssertEqual(loader.cancelAll(), 1 + 0 + 1)
+    XCTAssertFalse(loader.cancel(token))
+    _ = other
+    let warm = try loader.prefetch(ImageRequest(url: "http://h/r.jpg"))
+    network.finish(2)
+    let deadline = monotonicNanoseconds() + 5_000_000_000
+    while loader.cachedImage(for: ImageRequest(url: "http://h/r.jpg")) == nil && monotonicNanoseconds() < deadline {
+      _ = queue.wait(timeoutMilliseconds: 10)
+    }
+    XCTAssertNotNil(loader.cachedImage(for: ImageRequest(url: "http://h/r.jpg")))
+    XCTAssertFalse(loader.cancel(warm), "finished and forgotten")
+  }
+}
