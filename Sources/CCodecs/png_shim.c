@@ -39,6 +39,8 @@ typedef struct png_job {
   pxl_codec_output *out;
   uint8_t *pixels;  /* owned until handed to out on success */
   png_bytep *rows;
+  pxl_codec_row_fn row_fn;  /* rows mode: hand rows over instead of keeping a bitmap */
+  void *row_user;
   int32_t warnings;
   char fatal[256];
   char last_warning[256];
@@ -218,6 +220,38 @@ static pxl_codec_status png_run(png_job *job) {
     snprintf(job->shim_error, sizeof job->shim_error, "unexpected row format after transformations");
     return PXL_CODEC_CORRUPT;
   }
+  if (job->row_fn != NULL && interlace == PNG_INTERLACE_NONE) {
+    /* Rows mode: one row buffer, never the bitmap. The caller's function runs between
+     * png_read_row calls, so a libpng longjmp never crosses its frames. */
+    job->pixels = malloc(stride ? stride : 1);
+    if (job->pixels == NULL) {
+      snprintf(job->shim_error, sizeof job->shim_error, "out of memory");
+      return PXL_CODEC_NO_MEMORY;
+    }
+    for (png_uint_32 y = 0; y < h; y++) {
+      png_read_row(png, job->pixels, NULL);
+      if (gray_from_colour) {
+        uint8_t *p = job->pixels;
+        for (png_uint_32 i = 0; i < w; i++)
+          p[i] = (uint8_t)((19595u * p[3 * i] + 38470u * p[3 * i + 1] + 7471u * p[3 * i + 2] + 32768u) >> 16);
+      }
+      if (job->row_fn(job->row_user, (int32_t)y, job->pixels) != 0) {
+        snprintf(job->shim_error, sizeof job->shim_error, "stopped by the caller");
+        return PXL_CODEC_CORRUPT;
+      }
+    }
+    png_read_end(png, NULL);
+    free(job->pixels);
+    job->pixels = NULL;
+    pxl_codec_output *out = job->out;
+    out->width = (int32_t)w;
+    out->height = (int32_t)h;
+    out->channels = channels;
+    out->stride = (int32_t)((size_t)w * (size_t)channels);
+    out->has_alpha = (channels == 4) ? has_alpha : 0;
+    return PXL_CODEC_OK;
+  }
+
   /* Both sides <= 1e6, so this fits in 64 bits; size_t may be 32 bits. The row pointer
    * array (h <= 1e6 pointers) always fits. */
   uint64_t total = (uint64_t)stride * h;
@@ -233,6 +267,31 @@ static pxl_codec_status png_run(png_job *job) {
   }
   for (png_uint_32 y = 0; y < h; y++) job->rows[y] = job->pixels + (size_t)y * stride;
   png_read_image(png, job->rows);
+  if (job->row_fn != NULL) {
+    /* Rows mode on an interlaced image: Adam7 needs every pass before any row is final,
+     * so the bitmap had to exist; hand its rows over and free it below. */
+    png_read_end(png, NULL);
+    for (png_uint_32 y = 0; y < h; y++) {
+      uint8_t *row = job->rows[y];
+      if (gray_from_colour) {
+        for (png_uint_32 i = 0; i < w; i++)
+          row[i] = (uint8_t)((19595u * row[3 * i] + 38470u * row[3 * i + 1] + 7471u * row[3 * i + 2] + 32768u) >> 16);
+      }
+      if (job->row_fn(job->row_user, (int32_t)y, row) != 0) {
+        snprintf(job->shim_error, sizeof job->shim_error, "stopped by the caller");
+        return PXL_CODEC_CORRUPT;
+      }
+    }
+    free(job->pixels);
+    job->pixels = NULL;
+    pxl_codec_output *out = job->out;
+    out->width = (int32_t)w;
+    out->height = (int32_t)h;
+    out->channels = channels;
+    out->stride = (int32_t)((size_t)w * (size_t)channels);
+    out->has_alpha = (channels == 4) ? has_alpha : 0;
+    return PXL_CODEC_OK;
+  }
   /* Validate the rest of the file up to IEND: a truncated tail or a CRC-broken critical
    * chunk is an error, as in libpng's reference readers. NULL end-info: the chunks after
    * IDAT are only CRC-checked and skipped, never parsed or inflated (we have no use for
@@ -306,7 +365,27 @@ pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_i
   return st;
 }
 
+static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                        pxl_codec_row_fn row_fn, void *row_user, pxl_codec_output *out);
+
 pxl_codec_status pxl_png_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out) {
+  return png_decode_into(data, size, layout, max_pixels, NULL, NULL, out);
+}
+
+pxl_codec_status pxl_png_decode_rows(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                     pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out) {
+  if (row_fn == NULL) {
+    if (out != NULL) {
+      memset(out, 0, sizeof *out);
+      pxl_set_message(out->message, sizeof out->message, "PNG", "no row function");
+    }
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  return png_decode_into(data, size, layout, max_pixels, row_fn, user, out);
+}
+
+static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                        pxl_codec_row_fn row_fn, void *row_user, pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
   if (layout_channels(layout) == 0) {
@@ -323,6 +402,8 @@ pxl_codec_status pxl_png_decode(const uint8_t *data, size_t size, int32_t layout
   job->layout = layout;
   job->max_pixels = max_pixels;
   job->out = out;
+  job->row_fn = row_fn;
+  job->row_user = row_user;
   pxl_codec_status st = png_do(job, out->message, sizeof out->message);
   if (st == PXL_CODEC_OK) {
     out->pixels = job->pixels;

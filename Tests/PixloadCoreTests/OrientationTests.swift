@@ -67,3 +67,52 @@ final class OrientationTests: XCTestCase {
     }
   }
 }
+
+/// PNG thumbnails stream rows from libpng into the resampler; the result must be exactly
+/// what resampling the whole decoded bitmap gives.
+final class PNGStreamingTests: XCTestCase {
+  func testStreamedThumbnailEqualsWholeBitmapResample() throws {
+    guard let corpus = EngineTests.corpus else { throw XCTSkip("../shared/corpus is absent: PNG streaming test skipped") }
+    for file in ["realworld/png/" + largestPNG(in: corpus + "/realworld/png"), "pngsuite/basn6a08.png", "pngsuite/basi6a08.png"] {
+      guard let bytes = readWholeFile("\(corpus)/\(file)") else { throw XCTSkip("cannot read \(file)") }
+      for format in [PixelFormat.rgba8, .bgra8Premultiplied, .rgb8, .gray8] {
+        let thumbVariant = ImageRequest(url: "x", targetWidth: 24, targetHeight: 20, mode: .fill, format: format,
+                                        appliesOrientation: false).variant
+        guard case .success(let streamed) = ImageDecoder().decode(bytes, variant: thumbVariant, maxPixels: 1 << 30)
+        else { return XCTFail("\(file) thumbnail") }
+        let fullVariant = ImageRequest(url: "x", format: format == .bgra8Premultiplied ? .bgra8Premultiplied : format,
+                                       appliesOrientation: false).variant
+        guard case .success(let full) = ImageDecoder().decode(bytes, variant: fullVariant, maxPixels: 1 << 30)
+        else { return XCTFail("\(file) full") }
+        let channels = format.bytesPerPixel
+        // The whole-bitmap path: premultiplied source (for alpha), resample, then back.
+        let source = full.pixels.assumingMemoryBound(to: UInt8.self)
+        if channels == 4 && format == .rgba8 { PixelOps.premultiply(source, count: full.width * full.height) }
+        let plan = SizePlan(sourceWidth: full.width, sourceHeight: full.height, orientation: .up,
+                            targetWidth: 24, targetHeight: 20, mode: .fill)
+        let expected = AreaResampler.resample(source: source, width: full.width, height: full.height,
+                                              channels: channels, crop: plan.storedCrop,
+                                              outputWidth: plan.outputWidth, outputHeight: plan.outputHeight)!
+        defer { free(expected) }
+        if channels == 4 && format == .rgba8 { PixelOps.unpremultiply(expected, count: 24 * 20) }
+        XCTAssertEqual([streamed.width, streamed.height], [24, 20], file)
+        let got = UnsafeBufferPointer(start: streamed.pixels.assumingMemoryBound(to: UInt8.self), count: streamed.byteCount)
+        XCTAssertTrue(got.elementsEqual(UnsafeBufferPointer(start: expected, count: 24 * 20 * channels)),
+                      "\(file) \(format): streamed thumbnail differs from the whole-bitmap resample")
+      }
+    }
+  }
+
+  private func largestPNG(in directory: String) -> String {
+    guard let dir = opendir(directory) else { return "" }
+    defer { closedir(dir) }
+    var best = ("", 0)
+    while let entry = readdir(dir) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+      guard name.hasSuffix(".png") else { continue }
+      var info = stat()
+      if stat("\(directory)/\(name)", &info) == 0 && Int(info.st_size) > best.1 { best = (name, Int(info.st_size)) }
+    }
+    return best.0
+  }
+}

@@ -110,6 +110,19 @@ pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_i
  * default reader). */
 pxl_codec_status pxl_png_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out);
 
+/* Receives one decoded row (y from 0 to height - 1, in order), width * channels bytes in
+ * the layout, valid only during the call. Returns 0 to go on, non-zero to stop the decode
+ * (which then fails as PXL_CODEC_CORRUPT, "stopped by the caller"). */
+typedef int (*pxl_codec_row_fn)(void *user, int32_t y, const uint8_t *row);
+
+/* pxl_png_decode, but each row goes to row_fn instead of into a bitmap: for a
+ * non-interlaced image only one row exists at a time (a thumbnail never builds the
+ * full-size bitmap). An interlaced image is decoded whole first (Adam7 needs every pass)
+ * and then handed over row by row. On success out->pixels is NULL and the other fields
+ * are set as by pxl_png_decode. */
+pxl_codec_status pxl_png_decode_rows(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                     pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out);
+
 #ifdef __cplusplus
 }
 #endif

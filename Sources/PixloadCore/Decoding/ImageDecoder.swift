@@ -61,6 +61,14 @@ public struct ImageDecoder: ImageDecoding {
                         targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
 
     let layout = Self.layout(for: variant.format)
+    let wholeSource = plan.storedOutputWidth == storedWidth && plan.storedOutputHeight == storedHeight
+      && plan.storedCrop.isWhole(width: storedWidth, height: storedHeight)
+    if kind == .png && !wholeSource {
+      // A PNG thumbnail: rows stream from libpng into the resampler, so the full-size
+      // bitmap never exists.
+      return decodePNGThumbnail(bytes, info: info, plan: plan, layout: layout, format: variant.format,
+                                orientation: orientation, maxPixels: maxPixels)
+    }
     var output = pxl_codec_output()
     let decodeStatus: pxl_codec_status
     if kind == .jpeg {
@@ -105,6 +113,14 @@ public struct ImageDecoder: ImageDecoding {
       PixelOps.premultiply(pixels, count: width * height)
     }
 
+    return Self.finish(pixels, width: width, height: height, channels: channels, orientation: orientation,
+                       format: variant.format, plan: plan)
+  }
+
+  /// Turns the stored-orientation output upright and wraps it (taking `pixels`).
+  private static func finish(_ pixels: UnsafeMutablePointer<UInt8>, width: Int, height: Int, channels: Int,
+                             orientation: Orientation, format: PixelFormat, plan: SizePlan) -> Result<Image, LoadError> {
+    var pixels = pixels, width = width, height = height
     if orientation != .up {
       guard let turned = orientation.apply(pixels, width: width, height: height, channels: channels) else {
         free(pixels)
@@ -114,9 +130,63 @@ public struct ImageDecoder: ImageDecoding {
       pixels = turned
       if orientation.swapsAxes { swap(&width, &height) }
     }
-    return .success(Image(width: width, height: height, stride: width * channels, format: variant.format,
+    return .success(Image(width: width, height: height, stride: width * channels, format: format,
                           originalWidth: plan.displayWidth, originalHeight: plan.displayHeight,
                           takingPixels: pixels))
+  }
+
+  /// What the row callback needs: the resampler, and a scratch row to premultiply into
+  /// (libpng's row is read-only to us).
+  private final class RowSink {
+    let resampler: AreaResampler
+    let premultiplies: Bool
+    let scratch: UnsafeMutablePointer<UInt8>
+    let rowBytes: Int
+    init(resampler: AreaResampler, premultiplies: Bool, rowBytes: Int) {
+      self.resampler = resampler
+      self.premultiplies = premultiplies
+      self.rowBytes = rowBytes
+      scratch = .allocate(capacity: max(1, rowBytes))
+    }
+    deinit { scratch.deallocate() }
+  }
+
+  private func decodePNGThumbnail(_ bytes: UnsafeBufferPointer<UInt8>, info: pxl_codec_info, plan: SizePlan,
+                                  layout: pxl_codec_layout, format: PixelFormat, orientation: Orientation,
+                                  maxPixels: UInt64) -> Result<Image, LoadError> {
+    let width = Int(info.width), height = Int(info.height)
+    let channels = format.bytesPerPixel
+    let hasAlpha = channels == 4 && info.has_alpha != 0
+    guard let resampler = AreaResampler(sourceWidth: width, sourceHeight: height, channels: channels,
+                                        crop: plan.storedCrop, outputWidth: plan.storedOutputWidth,
+                                        outputHeight: plan.storedOutputHeight) else {
+      return .failure(LoadError(.noMemory, "out of memory resampling"))
+    }
+    let sink = RowSink(resampler: resampler, premultiplies: hasAlpha, rowBytes: width * channels)
+    var output = pxl_codec_output()
+    let status = withExtendedLifetime(sink) {
+      pxl_png_decode_rows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), maxPixels, { user, y, row in
+        let sink = Unmanaged<RowSink>.fromOpaque(user!).takeUnretainedValue()
+        if sink.premultiplies {
+          // Averaged in premultiplied space so transparent pixels do not darken edges.
+          sink.scratch.update(from: row!, count: sink.rowBytes)
+          PixelOps.premultiply(sink.scratch, count: sink.rowBytes / 4)
+          sink.resampler.addRow(Int(y), sink.scratch)
+        } else {
+          sink.resampler.addRow(Int(y), row!)
+        }
+        return 0
+      }, Unmanaged.passUnretained(sink).toOpaque(), &output)
+    }
+    if status != PXL_CODEC_OK {
+      let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+      return .failure(Self.error(status, kind: .png, message: text))
+    }
+    guard let pixels = resampler.finish() else { return .failure(LoadError(.noMemory, "out of memory resampling")) }
+    let count = plan.storedOutputWidth * plan.storedOutputHeight
+    if hasAlpha && !format.isPremultiplied { PixelOps.unpremultiply(pixels, count: count) }
+    return Self.finish(pixels, width: plan.storedOutputWidth, height: plan.storedOutputHeight, channels: channels,
+                       orientation: orientation, format: format, plan: plan)
   }
 
   private static func layout(for format: PixelFormat) -> pxl_codec_layout {
