@@ -147,6 +147,30 @@ static int chunk_precheck(const uint8_t *d, size_t size, int stop_at_idat, char 
   return 0; /* a truncated chunk header: libpng reports it */
 }
 
+/* GRAY from a colour source, in place: libjpeg's BT.601 integer weights on the stored
+ * values (see the header). Output pixel i is written at i, after bytes 3i..3i+2 were read. */
+static void rgb_to_gray(uint8_t *p, size_t pixels) {
+  for (size_t i = 0; i < pixels; i++)
+    p[i] = (uint8_t)((19595u * p[3 * i] + 38470u * p[3 * i + 1] + 7471u * p[3 * i + 2] + 32768u) >> 16);
+}
+
+static void set_output(png_job *job, png_uint_32 w, png_uint_32 h, int32_t channels, int has_alpha) {
+  pxl_codec_output *out = job->out;
+  out->width = (int32_t)w;
+  out->height = (int32_t)h;
+  out->channels = channels;
+  out->stride = (int32_t)((size_t)w * (size_t)channels);
+  out->has_alpha = (channels == 4) ? has_alpha : 0;
+}
+
+/* Rows mode: converts a row if needed and hands it over; non-zero when the caller stops. */
+static int hand_over_row(png_job *job, png_uint_32 y, uint8_t *row, png_uint_32 w, int gray_from_colour) {
+  if (gray_from_colour) rgb_to_gray(row, w);
+  if (job->row_fn(job->row_user, (int32_t)y, row) == 0) return 0;
+  snprintf(job->shim_error, sizeof job->shim_error, "stopped by the caller");
+  return 1;
+}
+
 static pxl_codec_status png_run(png_job *job) {
   png_structp png = job->png;
   png_infop info = job->info;
@@ -230,25 +254,12 @@ static pxl_codec_status png_run(png_job *job) {
     }
     for (png_uint_32 y = 0; y < h; y++) {
       png_read_row(png, job->pixels, NULL);
-      if (gray_from_colour) {
-        uint8_t *p = job->pixels;
-        for (png_uint_32 i = 0; i < w; i++)
-          p[i] = (uint8_t)((19595u * p[3 * i] + 38470u * p[3 * i + 1] + 7471u * p[3 * i + 2] + 32768u) >> 16);
-      }
-      if (job->row_fn(job->row_user, (int32_t)y, job->pixels) != 0) {
-        snprintf(job->shim_error, sizeof job->shim_error, "stopped by the caller");
-        return PXL_CODEC_CORRUPT;
-      }
+      if (hand_over_row(job, y, job->pixels, w, gray_from_colour)) return PXL_CODEC_CORRUPT;
     }
     png_read_end(png, NULL);
     free(job->pixels);
     job->pixels = NULL;
-    pxl_codec_output *out = job->out;
-    out->width = (int32_t)w;
-    out->height = (int32_t)h;
-    out->channels = channels;
-    out->stride = (int32_t)((size_t)w * (size_t)channels);
-    out->has_alpha = (channels == 4) ? has_alpha : 0;
+    set_output(job, w, h, channels, has_alpha);
     return PXL_CODEC_OK;
   }
 
@@ -271,25 +282,11 @@ static pxl_codec_status png_run(png_job *job) {
     /* Rows mode on an interlaced image: Adam7 needs every pass before any row is final,
      * so the bitmap had to exist; hand its rows over and free it below. */
     png_read_end(png, NULL);
-    for (png_uint_32 y = 0; y < h; y++) {
-      uint8_t *row = job->rows[y];
-      if (gray_from_colour) {
-        for (png_uint_32 i = 0; i < w; i++)
-          row[i] = (uint8_t)((19595u * row[3 * i] + 38470u * row[3 * i + 1] + 7471u * row[3 * i + 2] + 32768u) >> 16);
-      }
-      if (job->row_fn(job->row_user, (int32_t)y, row) != 0) {
-        snprintf(job->shim_error, sizeof job->shim_error, "stopped by the caller");
-        return PXL_CODEC_CORRUPT;
-      }
-    }
+    for (png_uint_32 y = 0; y < h; y++)
+      if (hand_over_row(job, y, job->rows[y], w, gray_from_colour)) return PXL_CODEC_CORRUPT;
     free(job->pixels);
     job->pixels = NULL;
-    pxl_codec_output *out = job->out;
-    out->width = (int32_t)w;
-    out->height = (int32_t)h;
-    out->channels = channels;
-    out->stride = (int32_t)((size_t)w * (size_t)channels);
-    out->has_alpha = (channels == 4) ? has_alpha : 0;
+    set_output(job, w, h, channels, has_alpha);
     return PXL_CODEC_OK;
   }
   /* Validate the rest of the file up to IEND: a truncated tail or a CRC-broken critical
@@ -299,23 +296,12 @@ static pxl_codec_status png_run(png_job *job) {
   png_read_end(png, NULL);
 
   if (gray_from_colour) {
-    /* In place: output pixel i is written at i, after input bytes 3i..3i+2 were read. */
-    uint8_t *p = job->pixels;
     size_t n = (size_t)w * h;
-    for (size_t i = 0; i < n; i++) {
-      const uint8_t *s = p + 3 * i;
-      p[i] = (uint8_t)((19595u * s[0] + 38470u * s[1] + 7471u * s[2] + 32768u) >> 16);
-    }
+    rgb_to_gray(job->pixels, n);
     uint8_t *shrunk = realloc(job->pixels, n ? n : 1);
     if (shrunk != NULL) job->pixels = shrunk; /* a failed shrink leaves a valid, larger block */
   }
-
-  pxl_codec_output *out = job->out;
-  out->width = (int32_t)w;
-  out->height = (int32_t)h;
-  out->channels = channels;
-  out->stride = (int32_t)((size_t)w * (size_t)channels);
-  out->has_alpha = (channels == 4) ? has_alpha : 0;
+  set_output(job, w, h, channels, has_alpha);
   return PXL_CODEC_OK;
 }
 
