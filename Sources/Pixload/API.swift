@@ -26,6 +26,20 @@ import PixloadCore
   OpaquePointer(Unmanaged.passUnretained(object).toOpaque())
 }
 
+/// A handle that owns a reference: what *_new and pxl_lookup hand out.
+@inline(__always) private func retainedHandle(_ object: AnyObject) -> OpaquePointer {
+  OpaquePointer(Unmanaged.passRetained(object).toOpaque())
+}
+
+/// The *_free pattern: shut the object down while the host's reference still keeps it
+/// alive, then drop that reference. NULL is a no-op.
+private func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closing close: (T) -> Void) {
+  guard let handle else { return }
+  let unmanaged = Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))
+  close(unmanaged.takeUnretainedValue())
+  unmanaged.release()
+}
+
 @inline(__always) private func cStatus(_ status: Status) -> pxl_status {
   pxl_status(rawValue: UInt32(status.rawValue))
 }
@@ -127,7 +141,7 @@ import PixloadCore
   out.pointee = nil
   do {
     let created = try CompletionQueue()
-    out.pointee = OpaquePointer(Unmanaged.passRetained(created).toOpaque())
+    out.pointee = retainedHandle(created)
     return PXL_OK
   } catch {
     return cStatus(error.status)
@@ -135,10 +149,7 @@ import PixloadCore
 }
 
 @c @implementation public func pxl_queue_free(_ handle: OpaquePointer?) {
-  guard let handle else { return }
-  let unmanaged = Unmanaged<CompletionQueue>.fromOpaque(UnsafeRawPointer(handle))
-  unmanaged.takeUnretainedValue().close()
-  unmanaged.release()
+  free(handle, as: CompletionQueue.self) { $0.close() }
 }
 
 @c @implementation public func pxl_queue_fd(_ handle: OpaquePointer?) -> Int32 {
@@ -235,7 +246,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   }
   do {
     let created = try ImageLoader(configuration: configuration)
-    out.pointee = OpaquePointer(Unmanaged.passRetained(created).toOpaque())
+    out.pointee = retainedHandle(created)
     return PXL_OK
   } catch {
     return cStatus(error.status)
@@ -243,10 +254,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
 }
 
 @c @implementation public func pxl_loader_free(_ handle: OpaquePointer?) {
-  guard let handle else { return }
-  let unmanaged = Unmanaged<ImageLoader>.fromOpaque(UnsafeRawPointer(handle))
-  unmanaged.takeUnretainedValue().close()
-  unmanaged.release()
+  free(handle, as: ImageLoader.self) { $0.close() }
 }
 
 // MARK: - Requests
@@ -377,7 +385,7 @@ private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) 
     return PXL_E_INVALID_ARGUMENT
   }
   guard let found = loader.cachedImage(for: request) else { return PXL_E_NOT_FOUND }
-  imageOut.pointee = OpaquePointer(Unmanaged.passRetained(found).toOpaque())
+  imageOut.pointee = retainedHandle(found)
   return PXL_OK
 }
 
@@ -435,7 +443,7 @@ private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) 
     slot.pointee = 0
   }
   if let cached = loader.cachedImage(for: parsed) {
-    imageNow.pointee = OpaquePointer(Unmanaged.passRetained(cached).toOpaque())
+    imageNow.pointee = retainedHandle(cached)
     return PXL_OK
   }
   return pxl_load(loaderHandle, request, queueHandle, callback, userData, slot)
@@ -443,14 +451,8 @@ private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) 
 
 // MARK: - Tables
 
-/// What a C table holds: the Swift table and the host's functions.
-private final class CTable {
-  let table: ImageTable
-  init(table: ImageTable) { self.table = table }
-}
-
 @inline(__always) private func table(_ handle: OpaquePointer?) -> ImageTable? {
-  handle.map { Unmanaged<CTable>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue().table }
+  handle.map { Unmanaged<ImageTable>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
 @c @implementation public func pxl_table_config_init(_ config: UnsafeMutablePointer<pxl_table_config>?) {
@@ -495,7 +497,7 @@ private final class CTable {
   }
   let created = ImageTable(loader: loader, queue: queue, rowCount: Int(rowCount), configuration: configuration,
                            requestForRow: provider, onRow: handler)
-  out.pointee = OpaquePointer(Unmanaged.passRetained(CTable(table: created)).toOpaque())
+  out.pointee = retainedHandle(created)
   return PXL_OK
 }
 
@@ -531,8 +533,5 @@ private final class CTable {
 }
 
 @c @implementation public func pxl_table_free(_ handle: OpaquePointer?) {
-  guard let handle else { return }
-  let unmanaged = Unmanaged<CTable>.fromOpaque(UnsafeRawPointer(handle))
-  unmanaged.takeUnretainedValue().table.close()
-  unmanaged.release()
+  free(handle, as: ImageTable.self) { $0.close() }
 }
