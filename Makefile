@@ -4,7 +4,9 @@
 #   make demo       the main demo: a simulated scrolling table over a local nginx
 #   make test       every test (Swift, C); installs what it needs first
 #   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python, then
-#                   bench-decode (decode CPU against libjpeg-turbo/libpng called directly)
+#                   bench-network (1,000 tiny images: CPU per image in the network path,
+#                   connections at the server) and bench-decode (decode CPU against
+#                   libjpeg-turbo/libpng called directly)
 #   make fuzz       the mutation smoke test, then libFuzzer on the decoder (FUZZ_SECONDS)
 #   make install    PREFIX=/usr/local DESTDIR= (zstd's lib/Makefile is the model)
 #   make uninstall  removes exactly what install wrote
@@ -41,7 +43,7 @@ RELEASE_FLAGS := -c release --scratch-path $(RELEASE_SCRATCH) --product pixload 
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs test-cli-conformance check-dist bench bench-decode fuzz fuzz-smoke fuzz-decode install uninstall clean
+.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs test-cli-conformance check-dist bench bench-network bench-decode fuzz fuzz-smoke fuzz-decode install uninstall clean
 
 all: lib cli
 
@@ -139,7 +141,14 @@ check-dist: all
 bench: all
 	@scripts/deps.sh python
 	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
+	@$(MAKE) --no-print-directory bench-network
 	@$(MAKE) --no-print-directory bench-decode
+
+# The network path: 1,000 64x64 JPEGs from nginx on loopback, pixload against a bare
+# libcurl loop with and without decoding; connections counted at the server.
+bench-network: all
+	@scripts/deps.sh
+	@bench/network.sh $(STAGE)
 
 # Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng called directly, by
 # kind of file, full size and 150x150 fill (release build in its own scratch folder).
@@ -183,5 +192,5 @@ fuzz-decode:
 	$(SWIFT) build $(FUZZ_BUILD_FLAGS)
 	@mkdir -p $(FUZZ_DIR)/decode-corpus $(FUZZ_DIR)/decode-artifacts
 	$(FUZZ_SCRATCH)/release/pixload-fuzz-decode -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
-	  -timeout=10 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/decode-artifacts/ \
+	  -timeout=10 -print_final_stats=1 -dict=Tests/fuzz/decode/decode.dict -artifact_prefix=$(FUZZ_DIR)/decode-artifacts/ \
 	  $(FUZZ_DIR)/decode-corpus $(CORPUS) Tests/fuzz-regressions/decode

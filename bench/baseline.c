@@ -1,7 +1,7 @@
 /*
  * bench/baseline.c: the "bare C" baseline pixload is measured against.
  *
- *   baseline [--size WxH] [--concurrency N] URL_LIST_FILE
+ *   baseline [--size WxH] [--concurrency N] [--no-decode] URL_LIST_FILE
  *
  * Downloads every URL of the list (one per line) and decodes it to RGBA8, the way a
  * competent C programmer would without pixload: one thread drives libcurl's multi
@@ -14,7 +14,10 @@
  * cropped. Like pixload, it never scales up: a smaller source is only cropped to the
  * target's aspect ratio.
  *
- * Prints: baseline: N images, X.X images/s, Y.YY ms CPU/image (user+sys, getrusage
+ * With --no-decode it only downloads (the bodies are dropped, no decoder thread runs):
+ * the cost of the network path alone, which bench/network.sh sets pixload against.
+ *
+ * Prints: baseline: N images, X.X images/s, Y.YYY ms CPU/image (user+sys, getrusage
  * RUSAGE_SELF), wall Z.ZZ s. Any failure is reported and makes the exit status 1.
  *
  * Build: gcc -O2 bench/baseline.c -lcurl -ljpeg -lpng -lpthread
@@ -34,6 +37,7 @@
 #define DECODE_THREADS 2
 
 static int target_w, target_h; /* 0, 0: full size */
+static int no_decode;          /* --no-decode: download only */
 
 /* ---- one image's bytes, handed from the network thread to a decoder ---- */
 
@@ -270,7 +274,7 @@ static double cpu_seconds(void) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: baseline [--size WxH] [--concurrency N] URL_LIST_FILE\n");
+  fprintf(stderr, "usage: baseline [--size WxH] [--concurrency N] [--no-decode] URL_LIST_FILE\n");
   exit(2);
 }
 
@@ -283,6 +287,8 @@ int main(int argc, char **argv) {
         usage();
     } else if (!strcmp(argv[i], "--concurrency") && i + 1 < argc) {
       if ((concurrency = atoi(argv[++i])) < 1) usage();
+    } else if (!strcmp(argv[i], "--no-decode")) {
+      no_decode = 1;
     } else if (argv[i][0] != '-' && !list) {
       list = argv[i];
     } else {
@@ -307,7 +313,8 @@ int main(int argc, char **argv) {
   double t0 = now(), cpu0 = cpu_seconds();
 
   pthread_t threads[DECODE_THREADS];
-  for (int i = 0; i < DECODE_THREADS; i++) pthread_create(&threads[i], NULL, decode_thread, NULL);
+  int n_threads = no_decode ? 0 : DECODE_THREADS;
+  for (int i = 0; i < n_threads; i++) pthread_create(&threads[i], NULL, decode_thread, NULL);
 
   curl_global_init(CURL_GLOBAL_DEFAULT);
   CURLM *multi = curl_multi_init();
@@ -355,7 +362,12 @@ int main(int argc, char **argv) {
       idle[n_idle++] = e;
       running--;
       finished++;
-      if (rc == CURLE_OK && status == 200) {
+      if (rc == CURLE_OK && status == 200 && no_decode) {
+        decoded_ok++; /* no decoder threads: this thread alone counts */
+        free(j->data);
+        free(j->url);
+        free(j);
+      } else if (rc == CURLE_OK && status == 200) {
         queue_push(j); /* a decoder frees it */
       } else {
         if (rc == CURLE_OK)
@@ -376,7 +388,7 @@ int main(int argc, char **argv) {
   queue_closed = 1;
   pthread_cond_broadcast(&queue_cond);
   pthread_mutex_unlock(&queue_lock);
-  for (int i = 0; i < DECODE_THREADS; i++) pthread_join(threads[i], NULL);
+  for (int i = 0; i < n_threads; i++) pthread_join(threads[i], NULL);
 
   double wall = now() - t0, cpu = cpu_seconds() - cpu0;
 
@@ -391,8 +403,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "baseline: FAILED: %d of %d images failed\n", failed, n_urls);
     return 1;
   }
-  printf("baseline: %d images, %.1f images/s, %.2f ms CPU/image (user+sys, getrusage "
+  printf("baseline: %d images%s, %.1f images/s, %.3f ms CPU/image (user+sys, getrusage "
          "RUSAGE_SELF), wall %.2f s\n",
-         decoded_ok, decoded_ok / wall, cpu * 1000.0 / decoded_ok, wall);
+         decoded_ok, no_decode ? " (download only)" : "", decoded_ok / wall,
+         cpu * 1000.0 / decoded_ok, wall);
   return 0;
 }

@@ -241,22 +241,23 @@ typedef struct pxl_config {
   int32_t max_concurrent_downloads; /* transfers at once over all hosts; default 8 */
   int32_t max_downloads_per_host; /* transfers at once per host; default 6 */
   int32_t decode_threads;         /* 0 (default): one per CPU core */
-  int32_t connect_timeout_ms;     /* default 10000 */
-  int32_t timeout_ms;             /* whole transfer; default 30000 */
+  int32_t connect_timeout_ms;     /* default 10000; 0: libcurl's own (300 s) */
+  int32_t timeout_ms;             /* whole transfer; default 30000; 0: no limit */
   uint64_t max_body_bytes;        /* larger bodies fail with PXL_E_BODY_TOO_LARGE; default 32 MiB */
   uint64_t max_pixels;            /* larger declared images fail with PXL_E_TOO_MANY_PIXELS
                                      before any pixel buffer exists; default 100,000,000 */
   uint32_t allowed_schemes;       /* PXL_SCHEME_* bits; default HTTP | HTTPS */
   const char *user_agent;         /* NULL (default): "pixload/<version>"; copied */
-  int32_t stall_timeout_ms;       /* fail with PXL_E_TIMEOUT when a transfer receives nothing
-                                     for this long; default 10000; 0 disables. Whole seconds:
-                                     rounded up. */
+  int32_t stall_timeout_ms;       /* fail with PXL_E_TIMEOUT when a transfer receives no body
+                                     bytes for this long (counted from its start, then from
+                                     the last bytes); default 10000; 0 disables */
   int32_t max_redirects;          /* redirects followed per transfer; default 5; more is
                                      PXL_E_TOO_MANY_REDIRECTS. A redirect never leaves http(s)
                                      and never goes from https to http (PXL_E_SCHEME_NOT_ALLOWED). */
   int32_t max_retries;            /* further attempts after a transient failure (connection
                                      refused or reset, a truncated body, HTTP 5xx, HTTP 429);
-                                     never after another 4xx; default 2; 0 disables */
+                                     never after another 4xx, a timeout, a TLS or DNS
+                                     failure; default 2; 0 disables */
   int32_t retry_base_delay_ms;    /* backoff before the first retry, doubled for each later
                                      one, with random jitter of -50% to +50%; default 250 */
   int32_t retry_max_delay_ms;     /* cap on every backoff and on a server's Retry-After
@@ -265,7 +266,8 @@ typedef struct pxl_config {
                                      (default): the system's. Verification is always on. */
   const char *const *headers;     /* NULL-terminated list of "Name: value" header lines sent
                                      with every request (authorization, for example); NULL
-                                     (default) for none; copied */
+                                     (default) for none; copied. A line without a colon or
+                                     with a CR or LF is PXL_E_INVALID_ARGUMENT. */
   int32_t cancel_storm_limit;     /* running transfers cancelled per second beyond which new
                                      transfers wait until the rate falls (a fling through
                                      thousands of rows opens a few connections, not
@@ -285,8 +287,9 @@ typedef struct pxl_loader pxl_loader;
 /* Creates a loader with its network thread and decode threads. config may be NULL for
  * the defaults; otherwise it must have been filled by pxl_config_init (struct_size).
  * On success *out receives the loader; on failure it is set to NULL (when out is not
- * NULL). Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL out, bad struct_size, a limit
- * <= 0, unknown scheme bits) or PXL_E_NO_MEMORY. Any thread. Since 0.1.0. */
+ * NULL). Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL out, bad struct_size, a negative
+ * value, a transfer limit, max_pixels or max_body_bytes of 0, unknown scheme bits, a
+ * malformed header line) or PXL_E_NO_MEMORY. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
 
 /* Frees a loader: cancels every request still in flight (each still gets exactly one
@@ -322,7 +325,8 @@ typedef struct pxl_request {
   uint32_t flags;        /* PXL_FLAG_* bits; default 0 (EXIF orientation applied);
                             unknown bits are PXL_E_INVALID_ARGUMENT */
   const char *const *headers; /* NULL-terminated "Name: value" lines added to the loader's
-                            for this request; NULL (default) for none; copied. Requests with
+                            for this request (checked as pxl_config.headers); NULL (default)
+                            for none; copied. Requests with
                             the same cache key share one transfer: it is sent with the
                             headers of the request that started it. */
   pxl_progress_callback progress; /* optional, NULL (default): download progress, called on
@@ -464,10 +468,14 @@ PXL_API pxl_status pxl_table_new(pxl_loader *loader, pxl_queue *queue, const pxl
                                  int64_t row_count, pxl_table_request_fn request_fn,
                                  pxl_table_row_fn row_fn, void *user_data, pxl_table **out);
 
-/* Rows first .. first + count - 1 are visible; direction > 0 scrolls towards higher rows,
- * < 0 towards lower ones, 0 is still (prefetch looks both ways). Rows outside
- * 0 .. row_count - 1 are ignored. May call request_fn, and row_fn for cached rows, before
- * it returns. The host's thread; one call at a time per table. Since 0.1.0. */
+/* Rows first .. first + count - 1 are visible (0 <= count <= 65536, else
+ * PXL_E_INVALID_ARGUMENT); direction > 0 scrolls towards higher rows, < 0 towards lower
+ * ones, 0 is still (prefetch looks both ways). Rows outside 0 .. row_count - 1 are
+ * ignored (and loaded if pxl_table_set_row_count later makes them exist). A row that left
+ * the screen and comes back is delivered again. A request refused for a visible row is
+ * reported once through row_fn with its status. May call request_fn, and row_fn for
+ * cached rows, before it returns. The host's thread; one call at a time per table.
+ * Since 0.1.0. */
 PXL_API pxl_status pxl_table_set_visible(pxl_table *table, int64_t first, int32_t count,
                                          int32_t direction);
 

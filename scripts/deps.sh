@@ -21,11 +21,14 @@ APT_PKGS=(
   pkg-config               # locating the three libraries above
   valgrind                 # leak/race checks of the C API tests
   curl                     # scripts and tests poke the local nginx with it
+  openssl                  # Tests/capi/mkcerts.sh: the throwaway CA of the TLS tests
   lomiri-wallpapers-16.04  # 15 real photographs (CC-BY/CC-BY-SA/CC0) for scripts/photos.sh
-  python3                  # scripts/photos.sh (Pillow) and bench/py_baseline.py
+  python3                  # scripts/photos.sh (Pillow), bench/py_baseline.py, Tests/faultserver
 )
-# nginx: any Debian flavour will do (nginx-light, nginx, nginx-full all ship
-# /usr/sbin/nginx), so we check for the binary and install the light one if absent.
+# nginx: any Debian 12 flavour will do (nginx, nginx-light, nginx-full all ship
+# /usr/sbin/nginx; in Debian 12 the light one is a transitional package for nginx, whose
+# binary has the ssl and http_v2 modules the TLS tests need), so we check for the binary
+# and install nginx if absent.
 
 mode="${1:-}"
 case "$mode" in ""|python) ;; *) echo "usage: $0 [python]" >&2; exit 2 ;; esac
@@ -39,7 +42,7 @@ installed() {  # true if the Debian package is installed (not just known/removed
 
 missing=()
 for p in "${APT_PKGS[@]}"; do installed "$p" || missing+=("$p"); done
-[ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+[ -x /usr/sbin/nginx ] || missing+=(nginx)
 
 # pip is only needed if a Python package is missing, so decide that first.
 py_mods=(PIL)                       # import name

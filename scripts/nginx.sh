@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/nginx.sh start ROOT_DIR PORT STATE_DIR
+# scripts/nginx.sh start ROOT_DIR PORT STATE_DIR [TLS_PORT CERT KEY]
 # scripts/nginx.sh stop STATE_DIR
 #
 # A private nginx for tests, the demo and the benchmarks: serves ROOT_DIR on
@@ -14,6 +14,12 @@
 # STATE_DIR/access.log has one line per request: "$request_uri $status
 # $body_bytes_sent $connection", so tests can count requests per path and distinct
 # connections (connection reuse).
+#
+# With TLS_PORT, CERT and KEY (PEM files) it also serves ROOT_DIR over https with HTTP/2
+# on 127.0.0.1:TLS_PORT, logging to STATE_DIR/access-tls.log "$request_uri $status
+# $body_bytes_sent $connection $server_protocol", so tests can check that many requests
+# shared one multiplexed connection. (Debian's nginx has the ssl and http_v2 modules;
+# nginx-light is the same binary.)
 set -euo pipefail
 
 NGINX=/usr/sbin/nginx
@@ -37,12 +43,28 @@ stop() {
 }
 
 start() {
-  local root port state
+  local root port state tls_server=""
   [ -x "$NGINX" ] || die "$NGINX not found: run scripts/deps.sh"
   [ -d "$1" ] || die "ROOT_DIR '$1' is not a directory"
   [[ "$2" =~ ^[0-9]+$ ]] || die "PORT '$2' is not a number"
   root=$(cd "$1" && pwd); port="$2"
   mkdir -p "$3/tmp"; state=$(cd "$3" && pwd)
+  if [ $# -eq 6 ]; then
+    [[ "$4" =~ ^[0-9]+$ ]] || die "TLS_PORT '$4' is not a number"
+    [ -r "$5" ] && [ -r "$6" ] || die "cannot read CERT '$5' or KEY '$6'"
+    local cert key
+    cert=$(cd "$(dirname "$5")" && pwd)/$(basename "$5")
+    key=$(cd "$(dirname "$6")" && pwd)/$(basename "$6")
+    tls_server="
+    server {
+        listen 127.0.0.1:$4 ssl http2;
+        ssl_certificate     $cert;
+        ssl_certificate_key $key;
+        access_log $state/access-tls.log pxl_tls;
+        root $root;
+        location / { }
+    }"
+  fi
 
   stop "$state"   # a stale instance from an aborted run would hold the port
 
@@ -74,6 +96,7 @@ http {
     scgi_temp_path        $state/tmp/scgi;
 
     log_format pxl '\$request_uri \$status \$body_bytes_sent \$connection';
+    log_format pxl_tls '\$request_uri \$status \$body_bytes_sent \$connection \$server_protocol';
     access_log $state/access.log pxl;   # unbuffered: a line per request, at once
 
     sendfile on;
@@ -93,6 +116,7 @@ http {
             limit_rate_after 0;
         }
     }
+$tls_server
 }
 EOF
 
@@ -115,7 +139,8 @@ EOF
 }
 
 case "${1:-}" in
-  start) [ $# -eq 4 ] || die "usage: $0 start ROOT_DIR PORT STATE_DIR"; start "$2" "$3" "$4" ;;
+  start) [ $# -eq 4 ] || [ $# -eq 7 ] || die "usage: $0 start ROOT_DIR PORT STATE_DIR [TLS_PORT CERT KEY]"
+         shift; start "$@" ;;
   stop)  [ $# -eq 2 ] || die "usage: $0 stop STATE_DIR"; [ -d "$2" ] || exit 0; stop "$(cd "$2" && pwd)" ;;
-  *) die "usage: $0 start ROOT_DIR PORT STATE_DIR | stop STATE_DIR" ;;
+  *) die "usage: $0 start ROOT_DIR PORT STATE_DIR [TLS_PORT CERT KEY] | stop STATE_DIR" ;;
 esac

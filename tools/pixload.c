@@ -12,7 +12,7 @@
  * MS is the time from the start of the run (just before the first pxl_load) to that
  * URL's callback. A closing summary line follows:
  *
- *   N loaded, N failed, X.X images/s, Y.YY ms CPU/image
+ *   N loaded, N failed, X.X images/s, Y.YYY ms CPU/image
  *
  * images/s is loaded images per wall-clock second from the first pxl_load to the last
  * callback; CPU is user + system time of the whole process (the library's network and
@@ -50,6 +50,9 @@ static const char usage_text[] =
     "  --memory-cache-mb N   memory cache budget in MiB (0 disables; default 64)\n"
     "  --concurrency N       transfers at once over all hosts (default 8)\n"
     "  --per-host N          transfers at once per host (default 6)\n"
+    "  --header LINE         send LINE ('Name: value') with every request; repeatable\n"
+    "  --timeout-ms N        whole-transfer timeout in ms (default 30000)\n"
+    "  --retries N           further attempts after a transient failure (default 2)\n"
     "  --urls FILE           read more URLs from FILE, one a line ('#' starts a comment)\n"
     "  --out FILE            write the image (one URL only): PNG if FILE ends in .png,\n"
     "                        else the raw pixels, rows packed (width x bytes per pixel)\n"
@@ -76,7 +79,7 @@ static const char *status_name(pxl_status status) {
       "OK", "INVALID_ARGUMENT", "MALFORMED_URL", "SCHEME_NOT_ALLOWED", "DNS", "CONNECT",
       "TLS", "TIMEOUT", "HTTP", "BODY_TOO_LARGE", "NOT_AN_IMAGE", "CORRUPT_IMAGE",
       "TOO_MANY_PIXELS", "CANCELLED", "LOADER_CLOSED", "NETWORK", "UNSUPPORTED_IMAGE",
-      "NO_MEMORY", "NOT_FOUND", "IO"};
+      "NO_MEMORY", "NOT_FOUND", "IO", "TOO_MANY_REDIRECTS"};
   if ((unsigned)status < sizeof names / sizeof names[0]) return names[status];
   return pxl_status_string(status);
 }
@@ -295,6 +298,8 @@ struct fetch_options {
   char **urls;
   size_t url_count;
   size_t url_capacity;
+  const char **headers; /* --header lines (pointing into argv), NULL-terminated */
+  size_t header_count;
 };
 
 static int add_url(struct fetch_options *o, const char *url) {
@@ -307,6 +312,26 @@ static int add_url(struct fetch_options *o, const char *url) {
   }
   if (!(o->urls[o->url_count] = strdup(url))) return -1;
   o->url_count++;
+  return 0;
+}
+
+/* A header line as pxl_config.headers wants it: "Name: value", a name without spaces,
+ * nothing that would end the line early. */
+static int valid_header(const char *line) {
+  const char *colon = strchr(line, ':');
+  if (!colon || colon == line || strpbrk(line, "\r\n")) return 0;
+  for (const char *p = line; p < colon; p++) {
+    if (*p <= ' ' || *p >= 127) return 0;
+  }
+  return 1;
+}
+
+static int add_header(struct fetch_options *o, const char *line) {
+  const char **grown = realloc(o->headers, (o->header_count + 2) * sizeof *grown);
+  if (!grown) return -1;
+  o->headers = grown;
+  o->headers[o->header_count++] = line;
+  o->headers[o->header_count] = NULL;
   return 0;
 }
 
@@ -360,7 +385,7 @@ static int parse_format(const char *s, int32_t *out) {
 static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
   enum { OPT_SIZE = 256, OPT_MODE, OPT_FORMAT, OPT_NO_ORIENTATION, OPT_ALLOW_FILE,
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
-         OPT_QUIET, OPT_HELP };
+         OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES };
   static const struct option long_options[] = {
       {"size", required_argument, NULL, OPT_SIZE},
       {"mode", required_argument, NULL, OPT_MODE},
@@ -375,6 +400,9 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"out-dir", required_argument, NULL, OPT_OUT_DIR},
       {"quiet", no_argument, NULL, OPT_QUIET},
       {"help", no_argument, NULL, OPT_HELP},
+      {"header", required_argument, NULL, OPT_HEADER},
+      {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},
+      {"retries", required_argument, NULL, OPT_RETRIES},
       {NULL, 0, NULL, 0}};
   pxl_config_init(&o->config);
   pxl_request_init(&o->request);
@@ -419,6 +447,19 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
         break;
       case OPT_URLS:
         if (read_url_file(o, optarg) != 0) return 2;
+        break;
+      case OPT_HEADER:
+        if (!valid_header(optarg)) return usage_error("--header wants 'Name: value', not '%s'", optarg);
+        if (add_header(o, optarg) != 0) return usage_error("%s", "out of memory");
+        o->config.headers = o->headers;
+        break;
+      case OPT_TIMEOUT_MS:
+        if (parse_int(optarg, 1, INT32_MAX, &n)) return usage_error("bad --timeout-ms '%s'", optarg);
+        o->config.timeout_ms = (int32_t)n;
+        break;
+      case OPT_RETRIES:
+        if (parse_int(optarg, 0, 100, &n)) return usage_error("bad --retries '%s'", optarg);
+        o->config.max_retries = (int32_t)n;
         break;
       case OPT_OUT: o->out_file = optarg; break;
       case OPT_OUT_DIR: o->out_dir = optarg; break;
@@ -501,7 +542,7 @@ static int fetch(int argc, char **argv) {
     if (jobs[i].status == PXL_OK && !jobs[i].write_failed) loaded++;
     if (!o.quiet) print_job(&jobs[i]);
   }
-  printf("%zu loaded, %zu failed, %.1f images/s, %.2f ms CPU/image\n", loaded,
+  printf("%zu loaded, %zu failed, %.1f images/s, %.3f ms CPU/image\n", loaded,
          o.url_count - loaded, wall_ms > 0 ? (double)loaded * 1000.0 / wall_ms : 0.0,
          cpu / (double)o.url_count);
   rc = loaded == o.url_count ? 0 : 1;
@@ -513,6 +554,7 @@ out_handles:
 out_options:
   for (size_t i = 0; i < o.url_count; i++) free(o.urls[i]);
   free(o.urls);
+  free(o.headers);
   return rc;
 }
 

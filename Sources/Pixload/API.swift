@@ -435,13 +435,13 @@ private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) 
                                         _ userData: UnsafeMutableRawPointer?, _ slot: UnsafeMutablePointer<pxl_token>?,
                                         _ imageNow: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
   imageNow?.pointee = nil
-  guard let loader = loader(loaderHandle), let slot, let imageNow, let parsed = imageRequest(request) else {
-    return PXL_E_INVALID_ARGUMENT
-  }
+  guard let loader = loader(loaderHandle), let slot, let imageNow else { return PXL_E_INVALID_ARGUMENT }
+  // The slot now shows something else: its previous load goes, whatever happens next.
   if slot.pointee != 0 {
     loader.cancel(slot.pointee)
     slot.pointee = 0
   }
+  guard queueHandle != nil, callback != nil, let parsed = imageRequest(request) else { return PXL_E_INVALID_ARGUMENT }
   if let cached = loader.cachedImage(for: parsed) {
     imageNow.pointee = retainedHandle(cached)
     return PXL_OK
@@ -450,6 +450,9 @@ private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) 
 }
 
 // MARK: - Tables
+
+/// More rows on screen than any display shows: a host bug, refused rather than looped over.
+private let maximumVisibleRows: Int32 = 65_536
 
 @inline(__always) private func table(_ handle: OpaquePointer?) -> ImageTable? {
   handle.map { Unmanaged<ImageTable>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
@@ -503,7 +506,7 @@ private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) 
 
 @c @implementation public func pxl_table_set_visible(_ handle: OpaquePointer?, _ first: Int64, _ count: Int32,
                                                      _ direction: Int32) -> pxl_status {
-  guard let table = table(handle), count >= 0 else { return PXL_E_INVALID_ARGUMENT }
+  guard let table = table(handle), count >= 0, count <= maximumVisibleRows else { return PXL_E_INVALID_ARGUMENT }
   table.setVisible(first: Int(clamping: first), count: Int(count), direction: Int(direction))
   return PXL_OK
 }

@@ -1,10 +1,11 @@
 /*
  * harness.c: the test runner and the helpers declared in harness.h.
  *
- *   capi_tests BASE_URL ACCESS_LOG FIXTURE_DIR [TEST_NAME...]
+ *   capi_tests BASE_URL ACCESS_LOG FIXTURE_DIR [--option=VALUE...] [TEST_NAME...]
  *
  * With TEST_NAMEs only those tests run. PXL_TEST_SLOW_FACTOR=N multiplies every
- * deadline (run.sh sets it under valgrind).
+ * deadline (run.sh sets it under valgrind). Options (see struct test_env): --fault-url,
+ * --fault-tls-url, --ca-file, --other-ca-file, --tls-url, --tls-log.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "harness.h"
@@ -12,10 +13,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,6 +137,153 @@ int log_wait_count(const struct test_env *env, const char *uri, int min, int tim
   int n;
   while ((n = log_count(env, uri)) < min && now_ms() < deadline) sleep_ms(20);
   return n;
+}
+
+/* ---- the fault server ---- */
+
+struct test_url fault_url(const struct test_env *env, int tls, const char *path,
+                          const char *case_name) {
+  struct test_url u;
+  const char *base = tls ? env->fault_tls_url : env->fault_url;
+  CHECKF(base != NULL, "no %s given: run the tests through Tests/capi/run.sh",
+         tls ? "--fault-tls-url" : "--fault-url");
+  snprintf(u.uri, sizeof u.uri, "%s?run=%ld&case=%s", path, env->run_id, case_name);
+  snprintf(u.url, sizeof u.url, "%s%s", base ? base : "http://fault-server-not-given.invalid",
+           u.uri);
+  return u;
+}
+
+const char *fault_query(const struct test_url *u) {
+  const char *q = strchr(u->uri, '?');
+  return q ? q + 1 : "";
+}
+
+/* The body of GET target from the fault server's http port, malloc'd; NULL on failure. */
+static char *fault_get(const struct test_env *env, const char *target) {
+  int port = 0;
+  if (!env->fault_url || sscanf(env->fault_url, "http://127.0.0.1:%d", &port) != 1) return NULL;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return NULL;
+  struct sockaddr_in addr = {0};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons((uint16_t)port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct timeval tv = {5, 0}; /* the server answers at once; never hang a test on it */
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char request[2048];
+  int n = snprintf(request, sizeof request,
+                   "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", target);
+  if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || n >= (int)sizeof request ||
+      write(fd, request, (size_t)n) != n) {
+    close(fd);
+    return NULL;
+  }
+  size_t size = 0, cap = 65536;
+  char *buf = malloc(cap + 1);
+  long body_at = -1, length = -1;
+  while (buf) {
+    if (size == cap) {
+      char *grown = realloc(buf, (cap *= 2) + 1);
+      if (!grown) break;
+      buf = grown;
+    }
+    ssize_t got = read(fd, buf + size, cap - size);
+    if (got <= 0) break;
+    size += (size_t)got;
+    buf[size] = '\0';
+    if (body_at < 0) {
+      char *end = strstr(buf, "\r\n\r\n");
+      if (!end) continue;
+      body_at = end + 4 - buf;
+      char *cl = strstr(buf, "Content-Length: ");
+      if (cl && cl < end) length = atol(cl + 16);
+    }
+    if (length >= 0 && (long)size - body_at >= length) break;
+  }
+  close(fd);
+  if (!buf || body_at < 0 || length < 0 || (long)size - body_at < length) {
+    free(buf);
+    return NULL;
+  }
+  memmove(buf, buf + body_at, (size_t)length);
+  buf[length] = '\0';
+  return buf;
+}
+
+int fault_stats(const struct test_env *env, const char *by, const char *value,
+                struct fault_stats *stats) {
+  memset(stats, 0, sizeof *stats);
+  char target[1400];
+  size_t n = (size_t)snprintf(target, sizeof target, "/__stats?%s=", by);
+  for (const unsigned char *p = (const unsigned char *)value; *p && n + 4 < sizeof target; p++) {
+    if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+        *p == '-' || *p == '_' || *p == '.')
+      target[n++] = (char)*p;
+    else
+      n += (size_t)snprintf(target + n, sizeof target - n, "%%%02X", *p);
+  }
+  target[n] = '\0';
+  char *body = fault_get(env, target);
+  if (!body) {
+    CHECKF(0, "the fault server did not answer %s", target);
+    return 0;
+  }
+  char *save = NULL;
+  for (char *line = strtok_r(body, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    int i;
+    int used = 0;
+    if (sscanf(line, "requests %d", &stats->requests) == 1) continue;
+    if (sscanf(line, "connections %d", &stats->connections) == 1) continue;
+    if (sscanf(line, "accepted %d", &stats->accepted) == 1) continue;
+    if (sscanf(line, "tls_handshake_failures %d", &stats->tls_handshake_failures) == 1) continue;
+    if (sscanf(line, "request %d %n", &i, &used) == 1 && i >= 0 && i < FAULT_MAX_RECORDS) {
+      struct fault_record *r = &stats->record[i];
+      if (sscanf(line + used, "conn=%ld tls=%d at_ms=%lf status=%d bytes=%ld complete=%d "
+                 "closed=%d path=%159s", &r->conn, &r->tls, &r->at_ms, &r->status, &r->bytes,
+                 &r->complete, &r->closed, r->path) == 8 && i >= stats->count)
+        stats->count = i + 1;
+      continue;
+    }
+    if (sscanf(line, "header %d %n", &i, &used) == 1 && i >= 0 && i < FAULT_MAX_RECORDS) {
+      struct fault_record *r = &stats->record[i];
+      size_t have = strlen(r->headers);
+      snprintf(r->headers + have, sizeof r->headers - have, "%s\n", line + used);
+    }
+  }
+  free(body);
+  stats->ok = 1;
+  return 1;
+}
+
+int fault_wait_requests(const struct test_env *env, const char *by, const char *value, int min,
+                        int timeout_ms) {
+  double deadline = now_ms() + (double)timeout_ms * env->slow_factor;
+  struct fault_stats *stats = malloc(sizeof *stats);
+  int n = -1;
+  while (stats) {
+    if (!fault_stats(env, by, value, stats)) break;
+    n = stats->requests;
+    if (n >= min || now_ms() >= deadline) break;
+    sleep_ms(20);
+  }
+  free(stats);
+  return n;
+}
+
+int fault_header(const struct fault_record *record, const char *name, char *out, size_t size) {
+  size_t len = strlen(name);
+  for (const char *line = record->headers; *line;) {
+    const char *end = strchr(line, '\n');
+    if (!end) end = line + strlen(line);
+    if ((size_t)(end - line) > len + 1 && strncasecmp(line, name, len) == 0 && line[len] == ':') {
+      const char *v = line + len + 1;
+      while (*v == ' ') v++;
+      snprintf(out, size, "%.*s", (int)(end - v), v);
+      return 1;
+    }
+    line = *end ? end + 1 : end;
+  }
+  return 0;
 }
 
 void capture_callback(pxl_token token, const pxl_result *result, void *user_data) {
@@ -265,20 +416,56 @@ static const struct test_entry k_tests[] = {TEST_LIST(TEST_ENTRY)};
 #undef TEST_ENTRY
 
 static int selected(const char *name, int argc, char **argv) {
-  if (argc <= 4) return 1;
+  int any = 0;
   for (int i = 4; i < argc; i++) {
+    if (strncmp(argv[i], "--", 2) == 0) continue;
+    any = 1;
     if (strcmp(argv[i], name) == 0) return 1;
   }
-  return 0;
+  return !any;
+}
+
+/* --name=value options; anything else after FIXTURE_DIR is a test name. */
+static void parse_options(struct test_env *env, int argc, char **argv) {
+  static const struct {
+    const char *name;
+    size_t offset;
+  } options[] = {
+      {"--fault-url=", offsetof(struct test_env, fault_url)},
+      {"--fault-tls-url=", offsetof(struct test_env, fault_tls_url)},
+      {"--ca-file=", offsetof(struct test_env, ca_file)},
+      {"--other-ca-file=", offsetof(struct test_env, other_ca_file)},
+      {"--tls-url=", offsetof(struct test_env, tls_url)},
+      {"--tls-log=", offsetof(struct test_env, tls_access_log)},
+  };
+  for (int i = 4; i < argc; i++) {
+    if (strncmp(argv[i], "--", 2) != 0) continue;
+    size_t k = 0;
+    for (; k < sizeof options / sizeof options[0]; k++) {
+      size_t n = strlen(options[k].name);
+      if (strncmp(argv[i], options[k].name, n) == 0) {
+        *(const char **)((char *)env + options[k].offset) = argv[i] + n;
+        break;
+      }
+    }
+    if (k == sizeof options / sizeof options[0]) {
+      fprintf(stderr, "unknown option %s\n", argv[i]);
+      exit(2);
+    }
+  }
 }
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s BASE_URL ACCESS_LOG FIXTURE_DIR [TEST_NAME...]\n", argv[0]);
+    fprintf(stderr, "usage: %s BASE_URL ACCESS_LOG FIXTURE_DIR [--option=VALUE...] [TEST_NAME...]\n",
+            argv[0]);
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
-  struct test_env env = {argv[1], argv[2], argv[3], find_refused_port(), (long)getpid(), 1};
+  struct test_env env = {.base_url = argv[1], .access_log = argv[2], .fixture_dir = argv[3],
+                         .refused_port = find_refused_port(), .run_id = (long)getpid(),
+                         .slow_factor = 1};
+  parse_options(&env, argc, argv);
   const char *slow = getenv("PXL_TEST_SLOW_FACTOR");
   if (slow && atoi(slow) > 1) env.slow_factor = atoi(slow);
 

@@ -22,6 +22,15 @@ struct test_env {
   int refused_port;        /* a local port nothing listens on */
   long run_id;             /* makes this run's URLs unique in a log shared with older runs */
   int slow_factor;         /* > 1 under valgrind: deadlines are multiplied by it */
+  /* From --name=value options (run.sh passes them all); NULL when not given, and the
+   * tests that need one fail saying so. */
+  const char *fault_url;      /* --fault-url: Tests/faultserver over http, no trailing slash */
+  const char *fault_tls_url;  /* --fault-tls-url: the same server over https (test CA) */
+  const char *ca_file;        /* --ca-file: PEM of the test CA that signed both servers' cert */
+  const char *other_ca_file;  /* --other-ca-file: an unrelated CA */
+  const char *tls_url;        /* --tls-url: nginx over https + HTTP/2, serving fixture_dir */
+  const char *tls_access_log; /* --tls-log: its log, "$request_uri $status $body_bytes_sent
+                                 $connection $server_protocol" */
 };
 
 /* ---- checks ---- */
@@ -65,6 +74,46 @@ int log_position(const struct test_env *env, const char *uri);
  * writes a line once the response is sent, which may be just after the client has all
  * the bytes, so a test must wait a little for a line it expects. */
 int log_wait_count(const struct test_env *env, const char *uri, int min, int timeout_ms);
+
+/* ---- the fault server (Tests/faultserver/faultserver.py) ---- */
+
+/* "/path" -> fault server (https when tls) + path + "?run=ID&case=NAME"; uri is the request
+ * target the server records, query what follows its '?'. */
+struct test_url fault_url(const struct test_env *env, int tls, const char *path,
+                          const char *case_name);
+const char *fault_query(const struct test_url *u); /* the query part of u->uri */
+
+#define FAULT_MAX_RECORDS 64
+struct fault_record {
+  long conn;        /* the server's connection number */
+  int tls;
+  double at_ms;     /* arrival, ms since the server started */
+  int status;       /* the status it answered (0: none yet, or never) */
+  long bytes;       /* body bytes handed to the kernel */
+  int complete;     /* the whole response was sent */
+  int closed;       /* the client went away first */
+  char path[160];
+  char headers[2048]; /* "Name: value\n" lines, as received */
+};
+struct fault_stats {
+  int ok;           /* the control request worked */
+  int requests;     /* matching requests */
+  int connections;  /* distinct connections among them */
+  int accepted;     /* every connection accepted since the server started */
+  int tls_handshake_failures;
+  int count;        /* records below: min(requests, FAULT_MAX_RECORDS) */
+  struct fault_record record[FAULT_MAX_RECORDS];
+};
+
+/* What the server saw; by is "uri" (exact target), "prefix" (of the target) or "query"
+ * (exact query string). Returns stats.ok. */
+int fault_stats(const struct test_env *env, const char *by, const char *value,
+                struct fault_stats *stats);
+/* Polls until at least min requests match (or timeout_ms passes); returns the count. */
+int fault_wait_requests(const struct test_env *env, const char *by, const char *value, int min,
+                        int timeout_ms);
+/* The value of header name (case-insensitive) in record into out; 0 if absent. */
+int fault_header(const struct fault_record *record, const char *name, char *out, size_t size);
 
 /* ---- capturing callbacks ---- */
 
@@ -145,7 +194,40 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_free_loader_in_flight)     \
   X(test_free_orders)               \
   X(test_queue_wait_and_wakeup)     \
-  X(test_queue_fd)
+  X(test_queue_fd)                  \
+  X(test_table_row_scrolled_away) \
+  X(test_bind_slot) \
+  X(test_table_visible_before_prefetch) \
+  X(test_table_prefetch_raised) \
+  X(test_table_two_tables) \
+  X(test_cancel_all_by_queue) \
+  X(test_prefetch) \
+  X(test_table_cached_rows_sync) \
+  X(test_table_row_errors) \
+  X(test_table_row_count) \
+  X(test_table_free_stops_callbacks) \
+  X(test_table_invalid_arguments) \
+  X(test_table_fling_storm) \
+  X(test_fault_http_statuses)       \
+  X(test_fault_retry_then_success)  \
+  X(test_fault_retry_after)         \
+  X(test_fault_cancel_during_backoff) \
+  X(test_fault_broken_bodies)       \
+  X(test_fault_timeouts)            \
+  X(test_fault_stalled_body)        \
+  X(test_fault_connect_timeout)     \
+  X(test_fault_dns)                 \
+  X(test_fault_refused)             \
+  X(test_fault_redirects)           \
+  X(test_fault_tls)                 \
+  X(test_fault_body_limits)         \
+  X(test_fault_content_types)       \
+  X(test_fault_coalesced_50)        \
+  X(test_fault_cache_key)           \
+  X(test_fault_transfer_limits)     \
+  X(test_fault_headers)             \
+  X(test_fault_progress)            \
+  X(test_tls_http2_nginx)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

@@ -2,7 +2,9 @@
 # Tests/capi/run.sh [TEST_NAME...]
 #
 # Builds the fixtures and the C API tests against a built or installed libpixload,
-# serves the fixtures with a private nginx on 127.0.0.1:18091 and runs the tests.
+# serves the fixtures with a private nginx on 127.0.0.1:18091 (and over https + HTTP/2 on
+# 18093, with a throwaway CA made by mkcerts.sh), starts the fault-injecting server
+# (Tests/faultserver, ports of the kernel's choice, http and https) and runs the tests.
 # The last line of output is "N passed, N failed"; the exit status is non-zero on any
 # failure.
 #
@@ -10,6 +12,7 @@
 #   PXL_INCLUDEDIR  directory of pixload.h      (default include)
 #                   (relative paths are relative to the repository root)
 #   PXL_TEST_PORT   nginx port                  (default 18091)
+#   PXL_TEST_TLS_PORT  nginx https port         (default 18093)
 #   PXL_VALGRIND=1  run the tests under valgrind (memcheck, leaks, errors fail the run)
 set -euo pipefail
 
@@ -19,13 +22,17 @@ abs() { case "$1" in /*) echo "$1" ;; *) echo "$root/$1" ;; esac; }
 libdir=$(abs "${PXL_LIBDIR:-.build-release/release}")
 incdir=$(abs "${PXL_INCLUDEDIR:-include}")
 port="${PXL_TEST_PORT:-18091}"
+tls_port="${PXL_TEST_TLS_PORT:-18093}"
 
 [ -f "$incdir/pixload.h" ] || { echo "run.sh: no pixload.h in $incdir" >&2; exit 1; }
 ls "$libdir"/libpixload.so* >/dev/null 2>&1 || { echo "run.sh: no libpixload.so in $libdir" >&2; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/pxl-capi.XXXXXX")
+fault_pid=""
 cleanup() {
   "$root/scripts/nginx.sh" stop "$work/nginx" >/dev/null 2>&1 || true
+  # Only the server this run started, by its pid (it also exits by itself after 10 min).
+  if [ -n "$fault_pid" ]; then kill "$fault_pid" 2>/dev/null || true; wait "$fault_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -50,7 +57,28 @@ gcc "${cflags[@]}" -I "$incdir" "$here/harness.c" "$here"/test_*.c \
 
 mkdir -p "$work/www"
 "$work/mkfixtures" "$work/www"
-"$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx"
+"$here/mkcerts.sh" "$work/pki"
+"$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx" \
+  "$tls_port" "$work/pki/server.pem" "$work/pki/server.key"
+
+# The fault server prints "faultserver ready http=PORT https=PORT pid=PID" once it listens,
+# and exits by itself after --lifetime seconds should this script be killed outright
+# (10 minutes; an hour under valgrind, where the whole run takes longer).
+lifetime=600
+[ "${PXL_VALGRIND:-0}" = 1 ] && lifetime=3600
+python3 "$root/Tests/faultserver/faultserver.py" --www "$work/www" --cert "$work/pki/server.pem" \
+  --key "$work/pki/server.key" --lifetime "$lifetime" --log "$work/faultserver.log" \
+  >"$work/faultserver.out" 2>"$work/faultserver.err" &
+fault_pid=$!
+for _ in $(seq 100); do
+  grep -q '^faultserver ready' "$work/faultserver.out" 2>/dev/null && break
+  kill -0 "$fault_pid" 2>/dev/null || break
+  sleep 0.1
+done
+ready=$(grep '^faultserver ready' "$work/faultserver.out" || true)
+[ -n "$ready" ] || { cat "$work/faultserver.err" >&2; echo "run.sh: the fault server did not start" >&2; exit 1; }
+fault_port=$(sed -E 's/.* http=([0-9]+).*/\1/' <<<"$ready")
+fault_tls_port=$(sed -E 's/.* https=([0-9]+).*/\1/' <<<"$ready")
 
 runner=()
 if [ "${PXL_VALGRIND:-0}" = 1 ]; then
@@ -62,4 +90,7 @@ if [ "${PXL_VALGRIND:-0}" = 1 ]; then
           --track-origins=yes)
 fi
 
-"${runner[@]}" "$work/capi_tests" "http://127.0.0.1:$port" "$work/nginx/access.log" "$work/www" "$@"
+"${runner[@]}" "$work/capi_tests" "http://127.0.0.1:$port" "$work/nginx/access.log" "$work/www" \
+  --fault-url="http://127.0.0.1:$fault_port" --fault-tls-url="https://127.0.0.1:$fault_tls_port" \
+  --ca-file="$work/pki/ca.pem" --other-ca-file="$work/pki/other-ca.pem" \
+  --tls-url="https://127.0.0.1:$tls_port" --tls-log="$work/nginx/access-tls.log" "$@"

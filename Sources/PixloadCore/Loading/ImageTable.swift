@@ -52,6 +52,9 @@ public final class ImageTable: @unchecked Sendable {
   private let lock = Lock()
   private var rowCount: Int
   private var visible = 0..<0
+  /// What the host last asked for, before clipping to the rows that exist, so that rows
+  /// appended later (`setRowCount`) fill a range that was declared visible.
+  private var requested = (first: 0, count: 0, direction: 0)
   private var rows: [Int: RowState] = [:]
   private var statistics = Statistics()
   private var closed = false
@@ -70,9 +73,11 @@ public final class ImageTable: @unchecked Sendable {
   public var stats: Statistics { lock.withLock { statistics } }
 
   public func setRowCount(_ count: Int) {
-    lock.withLock { rowCount = max(0, count) }
-    let (first, length) = lock.withLock { (visible.lowerBound, visible.count) }
-    setVisible(first: first, count: length, direction: 0)
+    let last = lock.withLock {
+      rowCount = max(0, count)
+      return requested
+    }
+    setVisible(first: last.first, count: last.count, direction: last.direction)
   }
 
   /// Tells the table what is on screen. `direction` > 0 when scrolling towards higher rows,
@@ -84,15 +89,26 @@ public final class ImageTable: @unchecked Sendable {
     var toRaise: [(UInt64, Int32)] = []
     lock.withLock {
       if closed { return }
-      let lower = max(0, min(first, rowCount)), upper = max(lower, min(first + max(0, count), rowCount))
+      requested = (first, count, direction)
+      let lower = max(0, min(first, rowCount))
+      let upper = max(lower, min(Self.add(first, max(0, count)), rowCount))
       visible = lower..<upper
-      let ahead = prefetchRange(direction: direction)
+      let ahead = prefetchRows(direction: direction)
       let behind = keepRange(direction: direction)
 
-      // Rows that left every window: cancel what still loads, forget what was shown.
-      for (row, state) in rows where !visible.contains(row) && !ahead.contains(row) && !behind.contains(row) {
-        if case .loading(let token) = state { toCancel.append(token) }
-        rows.removeValue(forKey: row)
+      for (row, state) in rows where !visible.contains(row) {
+        switch state {
+        case .shown:
+          // Off screen, the host's slot may show another row now: when this row comes
+          // back it is delivered again (from memory).
+          rows.removeValue(forKey: row)
+        case .loading(let token):
+          // Loads of rows that left every window are cancelled.
+          if !ahead.contains(row) && !behind.contains(row) {
+            toCancel.append(token)
+            rows.removeValue(forKey: row)
+          }
+        }
       }
       for row in visible {
         switch rows[row] {
@@ -118,7 +134,7 @@ public final class ImageTable: @unchecked Sendable {
         if loader.cachedImage(for: request) == nil { toStart.append((row, request, false)) }
       }
       // Rows that were visible and are now only kept or prefetched drop to low priority.
-      for row in Array(ahead) + Array(behind) {
+      for row in ahead + Array(behind) {
         if case .loading(let token)? = rows[row] { toRaise.append((token, configuration.prefetchPriority)) }
       }
       statistics.cancelled += toCancel.count
@@ -151,19 +167,29 @@ public final class ImageTable: @unchecked Sendable {
 
   // MARK: - Private
 
-  private func prefetchRange(direction: Int) -> Range<Int> {
+  /// Rows to prefetch, nearest first: ahead in the scroll direction, or when still, half
+  /// the window on each side of the visible rows (never the visible rows themselves).
+  private func prefetchRows(direction: Int) -> [Int] {
     let n = configuration.prefetchRows
-    if direction > 0 { return visible.upperBound..<min(rowCount, visible.upperBound + n) }
-    if direction < 0 { return max(0, visible.lowerBound - n)..<visible.lowerBound }
-    // Still: half a window each way, the lower half below.
-    return max(0, visible.lowerBound - n / 2)..<min(rowCount, visible.upperBound + (n + 1) / 2)
+    let below = visible.upperBound..<min(rowCount, Self.add(visible.upperBound, n))
+    let above = max(0, visible.lowerBound - n)..<visible.lowerBound
+    if direction > 0 { return Array(below) }
+    if direction < 0 { return Array(above.reversed()) }
+    let half = (n + 1) / 2
+    return Array(below.prefix(half)) + Array(above.suffix(n - half).reversed())
   }
 
   private func keepRange(direction: Int) -> Range<Int> {
     let n = configuration.keepRows
     if direction > 0 { return max(0, visible.lowerBound - n)..<visible.lowerBound }
-    if direction < 0 { return visible.upperBound..<min(rowCount, visible.upperBound + n) }
+    if direction < 0 { return visible.upperBound..<min(rowCount, Self.add(visible.upperBound, n)) }
     return 0..<0
+  }
+
+  /// Row arithmetic saturates: a host may pass any Int64.
+  private static func add(_ a: Int, _ b: Int) -> Int {
+    let (sum, overflow) = a.addingReportingOverflow(b)
+    return overflow ? (b > 0 ? Int.max : Int.min) : sum
   }
 
   private func start(row: Int, request: ImageRequest) {
@@ -189,11 +215,19 @@ public final class ImageTable: @unchecked Sendable {
       }
       if !stillWanted { loader.cancel(token) }
     } catch {
-      lock.withLock {
-        if case .loading(token: 0)? = rows[row] { rows[row] = .shown }
-        statistics.failed += 1
+      // A refused request: a visible row shows the error (once, while it stays visible); a
+      // prefetched one is forgotten, so it is tried again, and reported, when it shows.
+      let report: Bool = lock.withLock {
+        guard case .loading(token: 0)? = rows[row] else { return false }
+        if visible.contains(row) {
+          rows[row] = .shown
+          statistics.failed += 1
+          return true
+        }
+        rows.removeValue(forKey: row)
+        return false
       }
-      if lock.withLock({ visible.contains(row) }) { onRow(row, .failure(error)) }
+      if report { onRow(row, .failure(error)) }
     }
   }
 

@@ -155,6 +155,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         return starts
       }
       for transfer in starts { begin(transfer) }
+      let nextStallCheck = endStalledTransfers()
 
       var running: Int32 = 0
       _ = curl_multi_perform(multi, &running)
@@ -173,6 +174,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       // of the next backoff.
       let nextRetry = lock.withLock { backingOff.lazy.map(\.retryAt).min() }
       var timeout: Int32 = stormWait > 0 ? Int32(min(1000, stormWait / 1_000_000 + 1)) : 1000
+      timeout = min(timeout, nextStallCheck)
       if let nextRetry {
         let now = monotonicNanoseconds()
         timeout = min(timeout, nextRetry <= now ? 0 : Int32(min(1000, (nextRetry - now + 999_999) / 1_000_000)))
@@ -180,6 +182,26 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       _ = curl_multi_poll(multi, nil, 0, timeout, nil)
     }
     for transfer in Array(active.values) { finish(transfer, dropped: true, code: CURLE_OK) }
+  }
+
+  /// Fails running transfers that received nothing for the stall timeout (libcurl's own
+  /// low-speed check averages over seconds and let a stall after a burst run for 6 s).
+  /// Returns milliseconds until the next transfer could stall.
+  private func endStalledTransfers() -> Int32 {
+    let limit = UInt64(configuration.stallTimeoutMilliseconds) * 1_000_000
+    guard limit > 0, !active.isEmpty else { return 1000 }
+    let now = monotonicNanoseconds()
+    var next: UInt64 = 1_000_000_000
+    for transfer in Array(active.values) {
+      let quiet = now - transfer.lastActivity
+      if quiet >= limit {
+        transfer.abortReason = LoadError(.timeout, "no data received for \(configuration.stallTimeoutMilliseconds) ms (stalled transfer)")
+        finish(transfer, dropped: false, code: CURLE_OPERATION_TIMEDOUT)
+      } else {
+        next = min(next, limit - quiet)
+      }
+    }
+    return Int32(next / 1_000_000 + 1)
   }
 
   /// Refills the storm budget; returns 0 when starts may proceed, else nanoseconds until
@@ -240,11 +262,6 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects)
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, configuration.timeoutMilliseconds)
-    if configuration.stallTimeoutMilliseconds > 0 {
-      // "Stalled": under one byte per second for the whole window (libcurl counts seconds).
-      _ = pxl_curl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-      _ = pxl_curl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, (configuration.stallTimeoutMilliseconds + 999) / 1000)
-    }
     _ = pxl_curl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maxBodyBytes))
     _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, configuration.userAgent)
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
@@ -336,6 +353,8 @@ private final class Transfer {
   /// Attempts started so far, and when the next one may start after a failure.
   var attempts = 0
   var retryAt: UInt64 = 0
+  /// When the attempt started or last received body bytes (the stall clock).
+  var lastActivity: UInt64 = 0
   private var expectedLength: UInt64 = 0
   private var lastProgress: UInt64 = 0
 
@@ -368,6 +387,7 @@ private final class Transfer {
   /// Resets what one attempt collects, before it starts.
   func prepareAttempt() {
     attempts += 1
+    lastActivity = monotonicNanoseconds()
     body = []
     abortReason = nil
     expectedLength = 0
@@ -388,6 +408,7 @@ private final class Transfer {
   }
 
   func receive(_ data: UnsafeMutablePointer<CChar>?, _ length: Int) -> Int {
+    lastActivity = monotonicNanoseconds()
     if body.isEmpty, let easy {
       let status = pxl_curl_response_code(easy)
       // An error page is not worth downloading: stop at its first byte.
@@ -425,7 +446,11 @@ private final class Transfer {
   }
 
   func outcome(code: CURLcode, httpStatus: Int) -> Result<DownloadedData, LoadError> {
-    if let abortReason { return .failure(abortReason) }
+    if var reason = abortReason {
+      // "The last HTTP status seen": a body cut for its size still came with a 200.
+      if reason.httpStatus == 0 { reason.httpStatus = httpStatus }
+      return .failure(reason)
+    }
     if code == CURLE_OK {
       let isHTTP = url.prefix(4).lowercased() == "http"
       if isHTTP && !(200..<300).contains(httpStatus) {
