@@ -3,7 +3,8 @@
 #   make            build the shipped library and the pixload client into build/
 #   make demo       the main demo: a simulated scrolling table over a local nginx
 #   make test       every test (Swift, C); installs what it needs first
-#   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python, then
+#   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python, the
+#                   scroll benchmark (bench/scroll.sh: three scrolling strategies), then
 #                   bench-network (1,000 tiny images: CPU per image in the network path,
 #                   connections at the server) and bench-decode (decode CPU against
 #                   libjpeg-turbo/libpng called directly)
@@ -43,7 +44,7 @@ RELEASE_FLAGS := -c release --scratch-path $(RELEASE_SCRATCH) --product pixload 
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs test-cli-conformance check-dist bench bench-network bench-decode fuzz fuzz-smoke fuzz-decode install uninstall clean
+.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs test-cli-conformance test-disk-cache check-dist bench bench-network bench-decode fuzz fuzz-smoke fuzz-decode install uninstall clean
 
 all: lib cli
 
@@ -100,7 +101,7 @@ demo: all
 
 # --- tests ---------------------------------------------------------------------------
 
-test: deps test-swift test-tsan test-codecs test-c test-cli-conformance check-dist
+test: deps test-swift test-tsan test-codecs test-c test-cli-conformance test-disk-cache check-dist
 
 test-swift:
 	$(SWIFT) test
@@ -123,6 +124,11 @@ test-codecs:
 # equal the manifests' for every row of pngsuite and jpeg-conformance.
 test-cli-conformance: all
 	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS)
+
+# The disk cache between processes, counted at nginx: a second process makes no request,
+# damaged entries are refetched, the size limit holds.
+test-disk-cache: all
+	Tests/e2e/disk_cache.sh $(STAGE)/bin/pixload
 
 # The C API tests, compiled against an installed copy (header, .so, pkg-config).
 TEST_PREFIX := $(CURDIR)/$(STAGE)/test-prefix
@@ -192,5 +198,5 @@ fuzz-decode:
 	$(SWIFT) build $(FUZZ_BUILD_FLAGS)
 	@mkdir -p $(FUZZ_DIR)/decode-corpus $(FUZZ_DIR)/decode-artifacts
 	$(FUZZ_SCRATCH)/release/pixload-fuzz-decode -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
-	  -timeout=10 -print_final_stats=1 -dict=Tests/fuzz/decode/decode.dict -artifact_prefix=$(FUZZ_DIR)/decode-artifacts/ \
+	  -timeout=10 -print_final_stats=1 -dict=Tests/fuzz/decode.dict -artifact_prefix=$(FUZZ_DIR)/decode-artifacts/ \
 	  $(FUZZ_DIR)/decode-corpus $(CORPUS) Tests/fuzz-regressions/decode

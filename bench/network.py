@@ -61,12 +61,12 @@ def main():
     count = len(names)
     n = str(args.concurrency)
     tools = {
-        "pixload fetch (download + decode)": [args.pixload, "fetch", "--quiet", "--concurrency", n],
+        "pixload fetch (download + decode)": [args.pixload, "fetch", "--quiet", "--no-disk-cache", "--concurrency", n],
         "bare libcurl, download only": [args.baseline, "--no-decode", "--concurrency", n],
         "bare libcurl + libjpeg-turbo decode": [args.baseline, "--concurrency", n],
     }
     limit_check = ("pixload fetch --concurrency 4 --per-host 4",
-                   [args.pixload, "fetch", "--quiet", "--concurrency", "4", "--per-host", "4"], 4)
+                   [args.pixload, "fetch", "--quiet", "--no-disk-cache", "--concurrency", "4", "--per-host", "4"], 4)
     failed = False
     work = tempfile.mkdtemp(prefix="pxl-bench-net-")
 

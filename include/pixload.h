@@ -104,7 +104,8 @@ typedef enum pxl_status {
   PXL_E_NO_MEMORY = 17,          /* 17: an allocation failed */
   PXL_E_NOT_FOUND = 18,          /* 18: unknown token, or a memory-cache miss in pxl_lookup */
   PXL_E_IO = 19,                 /* 19: a local file could not be read */
-  PXL_E_TOO_MANY_REDIRECTS = 20  /* 20: more redirects than max_redirects, or a loop */
+  PXL_E_TOO_MANY_REDIRECTS = 20, /* 20: more redirects than max_redirects, or a loop */
+  PXL_E_NOT_CACHED = 21          /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
 } pxl_status;
 
 /* A short English description of a status ("cancelled"). Static storage; never NULL,
@@ -147,6 +148,12 @@ typedef enum pxl_mode {
 /* Request flags (pxl_request.flags). */
 #define PXL_FLAG_IGNORE_ORIENTATION 0x1u  /* do not apply EXIF orientation */
 #define PXL_FLAG_SKIP_MEMORY_CACHE 0x2u   /* neither read nor write the memory cache */
+#define PXL_FLAG_RELOAD 0x4u              /* ignore what the caches hold (they are still
+                                             written): a forced refresh */
+#define PXL_FLAG_CACHE_ONLY 0x8u          /* memory, then disk, never the network (offline);
+                                             a miss fails with PXL_E_NOT_CACHED */
+/* Requests merged into one download share the cache flags (and headers) of the request
+ * that started it. */
 
 /* Schemes (pxl_config.allowed_schemes). */
 #define PXL_SCHEME_HTTP 0x1u
@@ -158,7 +165,7 @@ typedef enum pxl_source {
   PXL_SOURCE_NONE = 0,     /* no image (an error or a cancellation) */
   PXL_SOURCE_MEMORY = 1,   /* the memory cache; no download, no decode */
   PXL_SOURCE_NETWORK = 2,  /* downloaded (or read from a file:// URL) and decoded */
-  PXL_SOURCE_DISK = 3      /* the disk cache (reserved; not produced by 0.1) */
+  PXL_SOURCE_DISK = 3      /* the disk cache, then decoded */
 } pxl_source;
 
 /* ---------------------------------------------------------------------------------
@@ -273,6 +280,16 @@ typedef struct pxl_config {
                                      thousands of rows opens a few connections, not
                                      thousands); default 16; 0 disables. Loading without
                                      cancelling is never held back. */
+  uint64_t disk_cache_bytes;      /* disk cache of downloaded (encoded) bytes; default 0: none.
+                                     Entries are verified on every read; a bad one is deleted
+                                     and fetched again. The total stays within this (plus
+                                     one entry) after every write, least recently used
+                                     first out, also when several processes share the
+                                     directory. */
+  const char *disk_cache_dir;     /* NULL (default): $XDG_CACHE_HOME/pixload, else
+                                     ~/.cache/pixload; created 0700, files 0600; copied. A
+                                     directory that cannot be created or written makes the
+                                     loader memory-only, with one line on stderr. */
 } pxl_config;
 
 /* Fills *config with the defaults above, struct_size included. Since 0.1.0. */
@@ -396,6 +413,14 @@ PXL_API void pxl_memory_cache_trim(pxl_loader *loader, uint64_t max_bytes);
  * thread. Since 0.1.0. */
 PXL_API uint64_t pxl_memory_cache_bytes(pxl_loader *loader);
 PXL_API int32_t pxl_memory_cache_count(pxl_loader *loader);
+
+/* Bytes the disk cache's entries occupy as this loader last saw the directory; 0 without
+ * a disk cache. Reads no file (safe on the host's thread). Since 0.1.0. */
+PXL_API uint64_t pxl_disk_cache_bytes(pxl_loader *loader);
+
+/* Deletes every disk-cache entry (of the directory, also other processes' ones). Blocks
+ * on the disk: call it off the UI thread. No-op without a disk cache. Since 0.1.0. */
+PXL_API void pxl_disk_cache_clear(pxl_loader *loader);
 
 /* Cancels every request whose callbacks go to queue, or every request of the loader
  * (prefetches and tables' requests included) when queue is NULL. Each gets its CANCELLED

@@ -78,6 +78,7 @@ private func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closi
   case .notFound: text = "not found"
   case .io: text = "I/O error"
   case .tooManyRedirects: text = "too many redirects"
+  case .notCached: text = "not in the cache"
   case nil: text = "unknown status"
   }
   return UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
@@ -201,6 +202,8 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   c.ca_file = nil
   c.headers = nil
   c.cancel_storm_limit = Int32(defaults.cancelStormLimit)
+  c.disk_cache_bytes = UInt64(defaults.diskCacheBytes)
+  c.disk_cache_dir = nil
   config.pointee = c
 }
 
@@ -243,6 +246,8 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
     configuration.caFile = c.ca_file.map { String(cString: $0) }
     configuration.headers = headers
     configuration.cancelStormLimit = Int(c.cancel_storm_limit)
+    configuration.diskCacheBytes = Int(clamping: c.disk_cache_bytes)
+    configuration.diskCacheDirectory = c.disk_cache_dir.map { String(cString: $0) }
   }
   do {
     let created = try ImageLoader(configuration: configuration)
@@ -298,15 +303,20 @@ private func imageRequest(_ request: UnsafePointer<pxl_request>?) -> ImageReques
   let r = request.pointee
   guard r.struct_size >= minimumRequestSize, let url = r.url, r.width >= 0, r.height >= 0,
         let mode = ScaleMode(rawValue: r.mode), let format = PixelFormat(rawValue: r.format),
-        r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE) == 0,
+        r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
+                          | PXL_FLAG_CACHE_ONLY) == 0,
+        r.flags & UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY) != UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY),
         r.progress_interval_ms >= 0, let headers = headerLines(r.headers)
   else { return nil }
-  return ImageRequest(url: String(cString: url), cacheKey: r.cache_key.map { String(cString: $0) },
-                      targetWidth: Int(r.width), targetHeight: Int(r.height), mode: mode, format: format,
-                      priority: r.priority,
-                      appliesOrientation: r.flags & UInt32(PXL_FLAG_IGNORE_ORIENTATION) == 0,
-                      usesMemoryCache: r.flags & UInt32(PXL_FLAG_SKIP_MEMORY_CACHE) == 0,
-                      headers: headers, progressIntervalMilliseconds: Int(r.progress_interval_ms))
+  var converted = ImageRequest(url: String(cString: url), cacheKey: r.cache_key.map { String(cString: $0) },
+                               targetWidth: Int(r.width), targetHeight: Int(r.height), mode: mode, format: format,
+                               priority: r.priority,
+                               appliesOrientation: r.flags & UInt32(PXL_FLAG_IGNORE_ORIENTATION) == 0,
+                               usesMemoryCache: r.flags & UInt32(PXL_FLAG_SKIP_MEMORY_CACHE) == 0,
+                               headers: headers, progressIntervalMilliseconds: Int(r.progress_interval_ms))
+  if r.flags & UInt32(PXL_FLAG_RELOAD) != 0 { converted.cachePolicy = .reload }
+  if r.flags & UInt32(PXL_FLAG_CACHE_ONLY) != 0 { converted.cachePolicy = .cacheOnly }
+  return converted
 }
 
 @c @implementation public func pxl_load(_ loaderHandle: OpaquePointer?, _ request: UnsafePointer<pxl_request>?,
@@ -537,4 +547,14 @@ private let maximumVisibleRows: Int32 = 65_536
 
 @c @implementation public func pxl_table_free(_ handle: OpaquePointer?) {
   free(handle, as: ImageTable.self) { $0.close() }
+}
+
+// MARK: - Disk cache
+
+@c @implementation public func pxl_disk_cache_bytes(_ loaderHandle: OpaquePointer?) -> UInt64 {
+  UInt64(loader(loaderHandle)?.diskCacheBytesSeen ?? 0)
+}
+
+@c @implementation public func pxl_disk_cache_clear(_ loaderHandle: OpaquePointer?) {
+  loader(loaderHandle)?.disk?.removeAll()
 }

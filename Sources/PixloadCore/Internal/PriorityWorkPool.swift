@@ -64,7 +64,8 @@ final class PriorityWorkPool: @unchecked Sendable {
     for thread in toJoin { thread.join() }
   }
 
-  /// Runs every waiting job, then joins the threads (for tests and orderly shutdown).
+  /// Runs every waiting job, then joins the threads: for tests, and for the disk pool, so
+  /// that closing a loader still writes the entries it was about to write.
   func shutdownAfterDraining() {
     let toJoin: [WorkerThread] = lock.withLock {
       draining = true

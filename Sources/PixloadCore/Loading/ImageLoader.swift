@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Settings of one loader. Defaults match `pxl_config_init`.
 public struct LoaderConfiguration: Sendable {
   public var memoryCacheBytes = 64 << 20
@@ -23,6 +27,10 @@ public struct LoaderConfiguration: Sendable {
   public var caFile: String?
   /// "Name: value" lines sent with every request.
   public var headers: [String] = []
+  /// Disk cache of encoded bytes; 0 bytes: none.
+  public var diskCacheBytes = 0
+  /// nil: `DiskCache.defaultDirectory`.
+  public var diskCacheDirectory: String?
   /// Running transfers cancelled per second (averaged over a second) beyond which new
   /// transfers are held back until the rate falls: flinging through thousands of rows must
   /// not open and drop thousands of connections. 0 disables.
@@ -48,6 +56,14 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private let decodePool: PriorityWorkPool
   /// Where prefetches "deliver": it drops their results.
   private let prefetchSink: CompletionQueue
+  /// Disk lookups and writes: threads of their own, so a disk hit never waits behind
+  /// decoding or the network, and the host's thread never touches the disk.
+  private let diskPool: PriorityWorkPool?
+  private let diskLock = Lock()
+  /// Opened on the first disk job (on a disk thread); nil until then or when unusable.
+  private var openedDiskCache: DiskCache?
+  private var diskCacheState = DiskCacheState.unopened
+  private enum DiskCacheState { case unopened, open, unusable }
 
   private let lock = Lock()
   private var nextToken: UInt64 = 0
@@ -71,9 +87,37 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     self.decoder = decoder
     let threads = configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
-    self.decodePool = PriorityWorkPool(threadCount: threads, name: "pxl-decode")
     self.prefetchSink = try CompletionQueue(discardingResults: ())
+    self.decodePool = PriorityWorkPool(threadCount: threads, name: "pxl-decode")
+    self.diskPool = configuration.diskCacheBytes > 0 ? PriorityWorkPool(threadCount: 2, name: "pxl-disk") : nil
+    // Read the directory once, in the background: a large cache must not delay a first load.
+    _ = diskPool?.submit(priority: Int32.min) { [weak self] in self?.diskCache()?.rescan() }
   }
+
+  /// The disk cache, opened on first use on a disk thread. An unusable directory turns the
+  /// loader memory-only, with one log line.
+  private func diskCache() -> DiskCache? {
+    diskLock.withLock {
+      if diskCacheState == .unopened {
+        do {
+          openedDiskCache = try DiskCache(directory: configuration.diskCacheDirectory ?? DiskCache.defaultDirectory,
+                                          capacityBytes: configuration.diskCacheBytes, log: pixloadLog)
+          diskCacheState = .open
+        } catch {
+          let reason = (error as? LoadError)?.message ?? "\(error)"
+          pixloadLog("pixload: \(reason); continuing without a disk cache")
+          diskCacheState = .unusable
+        }
+      }
+      return openedDiskCache
+    }
+  }
+
+  /// The disk cache for management calls (nil when disabled or unusable). Blocks on disk.
+  public var disk: DiskCache? { diskPool == nil ? nil : diskCache() }
+
+  /// The disk cache's size as last seen, without touching the disk (0 before it opened).
+  public var diskCacheBytesSeen: Int { diskLock.withLock { openedDiskCache?.totalBytes ?? 0 } }
 
   deinit { close() }
 
@@ -104,12 +148,18 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     let pending = PendingRequest(token: token, delivery: delivery, queue: queue,
                                  priority: request.priority, usesMemoryCache: request.usesMemoryCache)
     requests[token] = pending
-    if request.usesMemoryCache, let image = memoryCache.image(for: variant) {
+    if request.usesMemoryCache, request.cachePolicy != .reload, let image = memoryCache.image(for: variant) {
       lock.unlock()
       queue.complete(delivery, with: .success(image, .memory, httpStatus: 0))
       return token
     }
-    attach(pending, to: variant, url: request.url, headers: request.headers)
+    if request.cachePolicy == .cacheOnly && diskPool == nil {
+      // Offline and no disk cache: the memory miss above was the whole answer.
+      lock.unlock()
+      queue.complete(delivery, with: .failure(LoadError(.notCached, "not in the memory cache (cache-only request, no disk cache)")))
+      return token
+    }
+    attach(pending, to: variant, request: request)
     lock.unlock()
     return token
   }
@@ -181,6 +231,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     dataLoader.shutdown()
     decodePool.shutdown()
+    diskPool?.shutdownAfterDraining()
     for pending in abandoned { pending.queue.cancel(pending.delivery) }
     memoryCache.removeAll()
   }
@@ -209,7 +260,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   /// Joins the request to the decode task for its variant, creating the decode task (and
   /// the download task it waits on) when it is the first requester.
-  private func attach(_ pending: PendingRequest, to variant: ImageVariant, url: String, headers: [String]) {
+  private func attach(_ pending: PendingRequest, to variant: ImageVariant, request: ImageRequest) {
     if let decode = decodes[variant] {
       decode.requests[pending.token] = pending
       pending.decode = decode
@@ -228,13 +279,26 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       rerank(download)
       return
     }
-    let download = DownloadTask(cacheKey: variant.cacheKey)
+    let download = DownloadTask(cacheKey: variant.cacheKey, url: request.url, headers: request.headers,
+                                policy: request.cachePolicy)
     download.decodes[variant] = decode
     download.priority = decode.priority
     decode.download = download
     downloads[variant.cacheKey] = download
+    if let diskPool, request.cachePolicy != .reload {
+      download.diskJob = diskPool.submit(priority: download.priority) { [weak self, weak download] in
+        guard let self, let download else { return }
+        self.diskLookupFinished(download, self.diskCache()?.entry(for: download.cacheKey))
+      }
+    } else {
+      startTransfer(download)
+    }
+  }
+
+  /// Lock held.
+  private func startTransfer(_ download: DownloadTask) {
     download.transfer = dataLoader.start(
-      url: url, headers: headers, priority: download.priority,
+      url: download.url, headers: download.headers, priority: download.priority,
       progress: { [weak self, weak download] received, expected in
         guard let self, let download else { return }
         self.downloadProgressed(download, received: received, expected: expected)
@@ -243,6 +307,55 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         guard let self, let download else { return }
         self.downloadFinished(download, result)
       })
+  }
+
+  /// The disk answered: decode its bytes, or go to the network (unless cache-only).
+  private func diskLookupFinished(_ download: DownloadTask, _ entry: DiskCache.Entry?) {
+    var failed: [PendingRequest] = []
+    lock.withLock {
+      guard downloads[download.cacheKey] === download else { return }
+      download.diskJob = nil
+      if let entry {
+        downloads.removeValue(forKey: download.cacheKey)
+        decodeAll(download, DownloadedData(bytes: entry.bytes, httpStatus: 0), source: .disk)
+      } else if download.policy == .cacheOnly {
+        failed = abandon(download)
+      } else {
+        startTransfer(download)
+      }
+    }
+    complete(failed, with: .failure(LoadError(.notCached, "not in the cache (cache-only request)")))
+  }
+
+  /// Lock held: ends a download and every request waiting on it; returns those requests,
+  /// whose results the caller posts after unlocking.
+  private func abandon(_ download: DownloadTask) -> [PendingRequest] {
+    if downloads[download.cacheKey] === download { downloads.removeValue(forKey: download.cacheKey) }
+    var failed: [PendingRequest] = []
+    for decode in download.decodes.values {
+      if decodes[decode.variant] === decode { decodes.removeValue(forKey: decode.variant) }
+      for pending in decode.requests.values {
+        pending.decode = nil
+        failed.append(pending)
+      }
+    }
+    download.decodes.removeAll()
+    return failed
+  }
+
+  /// Lock held: hands the bytes to one decode job per variant.
+  private func decodeAll(_ download: DownloadTask, _ data: DownloadedData, source: ImageSource) {
+    for decode in download.decodes.values {
+      decode.download = nil
+      decode.job = decodePool.submit(priority: decode.priority) { [weak self, decode] in
+        self?.runDecode(decode, data, source: source)
+      }
+    }
+    download.decodes.removeAll()
+  }
+
+  private func complete(_ requests: [PendingRequest], with outcome: Outcome) {
+    for pending in requests { pending.queue.complete(pending.delivery, with: outcome) }
   }
 
   /// Removes a request from its decode task; the last requester leaving cancels the
@@ -267,7 +380,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     if downloads[download.cacheKey] === download { downloads.removeValue(forKey: download.cacheKey) }
     if let transfer = download.transfer { dataLoader.cancel(transfer) }
+    if let job = download.diskJob { diskPool?.cancel(job) }
     download.transfer = nil
+    download.diskJob = nil
   }
 
   /// Merged work runs at the highest priority among its requesters.
@@ -284,6 +399,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     guard priority != download.priority else { return }
     download.priority = priority
     if let transfer = download.transfer { dataLoader.setPriority(transfer, priority) }
+    if let job = download.diskJob { diskPool?.setPriority(job, priority) }
   }
 
   // MARK: - Completions (library threads)
@@ -304,34 +420,27 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     lock.withLock {
       // A download cancelled while finishing is no longer registered: drop its result.
       guard downloads[download.cacheKey] === download else { return }
-      downloads.removeValue(forKey: download.cacheKey)
       download.transfer = nil
       switch result {
       case .failure(let error):
         failure = error
-        for decode in download.decodes.values {
-          if decodes[decode.variant] === decode { decodes.removeValue(forKey: decode.variant) }
-          for pending in decode.requests.values {
-            pending.decode = nil
-            failed.append(pending)
-          }
-        }
+        failed = abandon(download)
       case .success(let data):
-        for decode in download.decodes.values {
-          decode.download = nil
-          decode.job = decodePool.submit(priority: decode.priority) { [weak self, decode] in
-            self?.runDecode(decode, data)
+        downloads.removeValue(forKey: download.cacheKey)
+        decodeAll(download, data, source: .network)
+        // Keep the bytes on disk for next time, without delaying the decode.
+        if let diskPool, download.url.prefix(4).lowercased() == "http" {
+          let key = download.cacheKey
+          _ = diskPool.submit(priority: Int32.min + 1) { [weak self] in
+            self?.diskCache()?.store(data.bytes, metadata: DiskCache.Metadata(), for: key)
           }
         }
       }
-      download.decodes.removeAll()
     }
-    if let failure {
-      for pending in failed { pending.queue.complete(pending.delivery, with: .failure(failure)) }
-    }
+    if let failure { complete(failed, with: .failure(failure)) }
   }
 
-  private func runDecode(_ decode: DecodeTask, _ data: DownloadedData) {
+  private func runDecode(_ decode: DecodeTask, _ data: DownloadedData, source: ImageSource) {
     let result = decoder.decode(data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
     let finished: [PendingRequest] = lock.withLock {
       guard decodes[decode.variant] === decode else { return [] }
@@ -346,12 +455,12 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     let outcome: Outcome
     switch result {
-    case .success(let image): outcome = .success(image, .network, httpStatus: data.httpStatus)
+    case .success(let image): outcome = .success(image, source, httpStatus: data.httpStatus)
     case .failure(var error):
       if error.httpStatus == 0 { error.httpStatus = data.httpStatus }
       outcome = .failure(error)
     }
-    for pending in finished { pending.queue.complete(pending.delivery, with: outcome) }
+    complete(finished, with: outcome)
   }
 }
 
@@ -388,12 +497,29 @@ private final class DecodeTask {
   init(variant: ImageVariant) { self.variant = variant }
 }
 
-/// One transfer of one cache key, shared by every decode that needs those bytes.
+/// The bytes of one cache key (from disk or the network), shared by every decode that
+/// needs them. The request that starts it decides URL, headers and cache policy.
 private final class DownloadTask {
   let cacheKey: String
+  let url: String
+  let headers: [String]
+  let policy: ImageRequest.CachePolicy
   var decodes: [ImageVariant: DecodeTask] = [:]
   var priority: Int32 = 0
   var transfer: TransferID?
+  /// The disk lookup under way, before any transfer.
+  var diskJob: PriorityWorkPool.Job?
 
-  init(cacheKey: String) { self.cacheKey = cacheKey }
+  init(cacheKey: String, url: String, headers: [String], policy: ImageRequest.CachePolicy) {
+    self.cacheKey = cacheKey
+    self.url = url
+    self.headers = headers
+    self.policy = policy
+  }
+}
+
+/// Library diagnostics (an unusable cache directory, a dropped corrupt entry): one line on
+/// standard error, never a failed load.
+func pixloadLog(_ line: String) {
+  fputs(line + "\n", stderr)
 }

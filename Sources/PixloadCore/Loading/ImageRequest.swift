@@ -42,6 +42,18 @@ public struct ImageRequest: Sendable {
   public var headers: [String]
   /// At most one progress report per interval reaches the request's queue.
   public var progressIntervalMilliseconds: Int
+  /// Where the bytes may come from. Merged requests share the policy of the one that
+  /// started the download.
+  public var cachePolicy: CachePolicy = .normal
+
+  public enum CachePolicy: Sendable {
+    /// Memory, then disk, then network.
+    case normal
+    /// Ignore both caches (they are still written): a forced refresh.
+    case reload
+    /// Memory, then disk; never the network (offline): a miss fails with `.notCached`.
+    case cacheOnly
+  }
 
   public init(url: String, cacheKey: String? = nil, targetWidth: Int = 0, targetHeight: Int = 0,
               mode: ScaleMode = .fit, format: PixelFormat = .rgba8, priority: Int32 = 0,

@@ -21,6 +21,7 @@ public enum Status: Int32, Sendable {
   case notFound = 18
   case io = 19
   case tooManyRedirects = 20
+  case notCached = 21
 
   public var description: String {
     switch self {
@@ -45,6 +46,7 @@ public enum Status: Int32, Sendable {
     case .notFound: return "not found"
     case .io: return "I/O error"
     case .tooManyRedirects: return "too many redirects"
+    case .notCached: return "not in the cache"
     }
   }
 }

@@ -1,0 +1,364 @@
+import CSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Encoded bytes on disk, one file per entry, named by a hash of the cache key.
+///
+/// An entry is a header (magic, version, lengths, checksum, dates, HTTP validators), the
+/// key, then the body. Writes go to a temporary file renamed into place, so a reader (in
+/// this process or another) sees a whole entry or none; a reader still verifies the length,
+/// the key (a hash collision is a miss, never another image) and the checksum, and deletes
+/// what fails. Recency is the file's modification time, touched on every hit, so that
+/// several processes sharing the directory agree on what is least recently used.
+///
+/// - important: Methods do blocking file I/O: call them from the loader's disk threads,
+///   never from the host's thread.
+public final class DiskCache: @unchecked Sendable {
+  /// What is stored beside the bytes.
+  public struct Metadata: Sendable, Equatable {
+    /// Seconds since 1970 after which the entry is stale; 0: no expiry known.
+    public var expiresAt: UInt64 = 0
+    public var etag: String = ""
+    public var lastModified: String = ""
+    public init() {}
+  }
+
+  public struct Entry: Sendable {
+    public var bytes: [UInt8]
+    public var metadata: Metadata
+  }
+
+  public let directory: String
+  public let capacityBytes: Int
+  /// After an eviction the cache holds at most this much, so that evictions come in
+  /// batches rather than one per write.
+  public var lowWaterBytes: Int { capacityBytes / 10 * 9 }
+
+  private let lock = Lock()
+  /// Our view of the directory: file name -> size. Other processes change the directory
+  /// too, so it is rebuilt from the directory before every eviction.
+  private var sizes: [String: Int] = [:]
+  private var total = 0
+  private var temporaryCounter: UInt64 = 0
+  private let log: (String) -> Void
+
+  private static let magic: UInt32 = 0x4358_4C50  // "PLXC" little-endian
+  private static let version: UInt32 = 1
+  private static let headerSize = 48
+
+  /// Creates the directory (0700) if needed. Throws when it cannot be created or written:
+  /// the loader then runs memory-only and says so once.
+  public init(directory: String, capacityBytes: Int, log: @escaping (String) -> Void) throws(LoadError) {
+    self.directory = directory
+    self.capacityBytes = max(0, capacityBytes)
+    self.log = log
+    try Self.makeDirectory(directory)
+    // Writable? A probe file proves it before any load relies on it.
+    let probe = "\(directory)/.probe-\(getpid())"
+    let fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    if fd < 0 {
+      throw LoadError(.io, "disk cache directory \(directory) is not writable: \(String(cString: strerror(errno)))")
+    }
+    close(fd)
+    unlink(probe)
+  }
+
+  /// The default directory: $XDG_CACHE_HOME/pixload, else ~/.cache/pixload.
+  public static var defaultDirectory: String {
+    if let xdg = getenv("XDG_CACHE_HOME"), xdg.pointee != 0 { return String(cString: xdg) + "/pixload" }
+    if let home = getenv("HOME"), home.pointee != 0 { return String(cString: home) + "/.cache/pixload" }
+    return "/tmp/pixload-cache-\(getuid())"
+  }
+
+  public var totalBytes: Int { lock.withLock { total } }
+  public var count: Int { lock.withLock { sizes.count } }
+
+  // MARK: - Entries
+
+  /// The entry for `key`, verified; nil on a miss. A bad entry is deleted, logged, and a miss.
+  public func entry(for key: String) -> Entry? {
+    let name = Self.fileName(for: key)
+    let path = "\(directory)/\(name)"
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    if fd < 0 {
+      if errno == ENOENT { forget(name) }
+      return nil
+    }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { return nil }
+    let size = Int(info.st_size)
+    guard size >= Self.headerSize, size <= 1 << 31 else { return discard(name, path, "bad size \(size)") }
+    var file = [UInt8](repeating: 0, count: size)
+    let read = file.withUnsafeMutableBytes { readFully(fd, $0.baseAddress!, size) }
+    guard read == size else { return discard(name, path, "short read") }
+
+    var reader = ByteReader(file)
+    guard reader.u32() == Self.magic, reader.u32() == Self.version else { return discard(name, path, "not an entry") }
+    let keyLength = Int(reader.u32()), etagLength = Int(reader.u32()), modifiedLength = Int(reader.u32())
+    _ = reader.u32()  // reserved
+    let bodyLength = Int(reader.u64())
+    let checksum = reader.u64()
+    var metadata = Metadata()
+    metadata.expiresAt = reader.u64()
+    guard keyLength + etagLength + modifiedLength <= size, bodyLength <= size,
+          Self.headerSize + keyLength + etagLength + modifiedLength + bodyLength == size else {
+      return discard(name, path, "lengths do not add up (torn or truncated)")
+    }
+    let storedKey = reader.string(keyLength)
+    metadata.etag = reader.string(etagLength)
+    metadata.lastModified = reader.string(modifiedLength)
+    guard storedKey == key else { return nil }  // another key with the same hash: a miss
+    let body = Array(file[reader.offset...])
+    guard Self.checksum(body) == checksum else { return discard(name, path, "checksum mismatch (corrupt)") }
+    // A hit makes the entry the most recently used, for every process.
+    futimens(fd, nil)
+    lock.withLock {
+      if sizes[name] == nil {
+        sizes[name] = size
+        total += size
+      }
+    }
+    return Entry(bytes: body, metadata: metadata)
+  }
+
+  /// Stores `bytes` for `key` (replacing any entry), then evicts down to the low-water
+  /// mark if the cache went over its capacity. Failures (a full disk) are logged and
+  /// leave no partial file.
+  public func store(_ bytes: [UInt8], metadata: Metadata, for key: String) {
+    let name = Self.fileName(for: key)
+    var file: [UInt8] = []
+    let keyBytes = Array(key.utf8), etag = Array(metadata.etag.utf8), modified = Array(metadata.lastModified.utf8)
+    let size = Self.headerSize + keyBytes.count + etag.count + modified.count + bytes.count
+    guard size <= capacityBytes else { return }  // larger than the whole cache: never stored
+    file.reserveCapacity(size)
+    Self.append(Self.magic, to: &file)
+    Self.append(Self.version, to: &file)
+    Self.append(UInt32(keyBytes.count), to: &file)
+    Self.append(UInt32(etag.count), to: &file)
+    Self.append(UInt32(modified.count), to: &file)
+    Self.append(UInt32(0), to: &file)
+    Self.append(UInt64(bytes.count), to: &file)
+    Self.append(Self.checksum(bytes), to: &file)
+    Self.append(metadata.expiresAt, to: &file)
+    file += keyBytes
+    file += etag
+    file += modified
+    file += bytes
+
+    let temporary: String = lock.withLock {
+      temporaryCounter += 1
+      return "\(directory)/.tmp-\(getpid())-\(temporaryCounter)"
+    }
+    let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+    guard fd >= 0 else {
+      log("disk cache: cannot create a file in \(directory): \(String(cString: strerror(errno)))")
+      return
+    }
+    let written = file.withUnsafeBytes { writeFully(fd, $0.baseAddress!, size) }
+    let writeError = errno
+    close(fd)
+    guard written == size else {
+      unlink(temporary)
+      log("disk cache: write failed in \(directory): \(String(cString: strerror(writeError)))")
+      return
+    }
+    guard rename(temporary, "\(directory)/\(name)") == 0 else {
+      unlink(temporary)
+      log("disk cache: rename failed in \(directory): \(String(cString: strerror(errno)))")
+      return
+    }
+    let over: Bool = lock.withLock {
+      total += size - (sizes[name] ?? 0)
+      sizes[name] = size
+      return total > capacityBytes
+    }
+    if over { evict() }
+  }
+
+  /// Deletes the entry for `key`, if any.
+  public func remove(_ key: String) {
+    let name = Self.fileName(for: key)
+    unlink("\(directory)/\(name)")
+    forget(name)
+  }
+
+  /// Deletes every entry.
+  public func removeAll() {
+    for entry in listEntries() { unlink("\(directory)/\(entry.name)") }
+    lock.withLock {
+      sizes.removeAll()
+      total = 0
+    }
+  }
+
+  // MARK: - Eviction
+
+  /// Rebuilds the view from the directory (other processes write and evict too), then
+  /// deletes least recently used entries until the total is under the low-water mark.
+  private func evict() {
+    var entries = listEntries()
+    entries.sort { $0.modified < $1.modified }
+    var sum = entries.reduce(0) { $0 + $1.size }
+    var kept: [String: Int] = [:]
+    for entry in entries { kept[entry.name] = entry.size }
+    for entry in entries where sum > lowWaterBytes {
+      if unlink("\(directory)/\(entry.name)") == 0 || errno == ENOENT {
+        sum -= entry.size
+        kept.removeValue(forKey: entry.name)
+      }
+    }
+    lock.withLock {
+      sizes = kept
+      total = sum
+    }
+  }
+
+  /// Reads the directory into the view and evicts if it is over capacity: the loader runs
+  /// it once on a disk thread after start-up, so a large cache never delays a first load.
+  public func rescan() {
+    let entries = listEntries()
+    lock.withLock {
+      sizes = Dictionary(entries.map { ($0.name, $0.size) }, uniquingKeysWith: { a, _ in a })
+      total = entries.reduce(0) { $0 + $1.size }
+    }
+    if total > capacityBytes { evict() }
+  }
+
+  private struct Listed { let name: String; let size: Int; let modified: Int }
+
+  private func listEntries() -> [Listed] {
+    guard let dir = opendir(directory) else { return [] }
+    defer { closedir(dir) }
+    var result: [Listed] = []
+    while let item = readdir(dir) {
+      let name = withUnsafeBytes(of: item.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+      guard name.count == 32, name.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) }) else { continue }
+      var info = stat()
+      guard stat("\(directory)/\(name)", &info) == 0 else { continue }
+      result.append(Listed(name: name, size: Int(info.st_size),
+                           modified: Int(info.st_mtim.tv_sec) * 1_000_000_000 + Int(info.st_mtim.tv_nsec)))
+    }
+    return result
+  }
+
+  private func forget(_ name: String) {
+    lock.withLock {
+      if let size = sizes.removeValue(forKey: name) { total -= size }
+    }
+  }
+
+  private func discard(_ name: String, _ path: String, _ why: String) -> Entry? {
+    unlink(path)
+    forget(name)
+    log("disk cache: dropped a bad entry \(name): \(why)")
+    return nil
+  }
+
+  // MARK: - Encoding
+
+  /// 32 hex digits from two independent 64-bit hashes of the key.
+  static func fileName(for key: String) -> String {
+    let bytes = Array(key.utf8)
+    let a = fnv1a(bytes, seed: 0xcbf2_9ce4_8422_2325), b = fnv1a(bytes, seed: 0x84222325_cbf29ce4)
+    return hex(a) + hex(b)
+  }
+
+  private static func fnv1a(_ bytes: [UInt8], seed: UInt64) -> UInt64 {
+    var hash = seed
+    for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+    return hash
+  }
+
+  private static func hex(_ value: UInt64) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out = [UInt8](repeating: 0, count: 16)
+    for i in 0..<16 { out[i] = digits[Int((value >> UInt64(60 - i * 4)) & 0xF)] }
+    return String(decoding: out, as: UTF8.self)
+  }
+
+  /// A fast 64-bit checksum (8 bytes at a time, multiply-xorshift mixing): it detects torn
+  /// and damaged entries; it is not a defence against a deliberate forger.
+  static func checksum(_ bytes: [UInt8]) -> UInt64 {
+    bytes.withUnsafeBytes { raw -> UInt64 in
+      var hash: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(raw.count)
+      var offset = 0
+      while offset + 8 <= raw.count {
+        let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+        hash = (hash ^ word) &* 0xBF58_476D_1CE4_E5B9
+        hash ^= hash >> 31
+        offset += 8
+      }
+      while offset < raw.count {
+        hash = (hash ^ UInt64(raw[offset])) &* 0x94D0_49BB_1331_11EB
+        offset += 1
+      }
+      return hash ^ (hash >> 29)
+    }
+  }
+
+  private static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+    withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+  }
+
+  private static func makeDirectory(_ path: String) throws(LoadError) {
+    var prefix = ""
+    for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+      prefix += "/" + component
+      if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+        throw LoadError(.io, "cannot create disk cache directory \(prefix): \(String(cString: strerror(errno)))")
+      }
+    }
+    var info = stat()
+    guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+      throw LoadError(.io, "disk cache path \(path) is not a directory")
+    }
+  }
+}
+
+/// Little-endian fields from an entry; reads past the end give zeros (lengths are checked
+/// against the file size before any variable part is used).
+private struct ByteReader {
+  let bytes: [UInt8]
+  var offset = 0
+  init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+  mutating func u32() -> UInt32 { UInt32(truncatingIfNeeded: integer(4)) }
+  mutating func u64() -> UInt64 { integer(8) }
+
+  private mutating func integer(_ width: Int) -> UInt64 {
+    var value: UInt64 = 0
+    for i in 0..<width where offset + i < bytes.count { value |= UInt64(bytes[offset + i]) << UInt64(8 * i) }
+    offset += width
+    return value
+  }
+
+  mutating func string(_ length: Int) -> String {
+    let end = min(bytes.count, offset + length)
+    defer { offset = end }
+    return String(decoding: bytes[offset..<end], as: UTF8.self)
+  }
+}
+
+private func readFully(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+  var done = 0
+  while done < count {
+    let n = read(fd, buffer + done, count - done)
+    if n < 0 && errno == EINTR { continue }
+    if n <= 0 { break }
+    done += n
+  }
+  return done
+}
+
+private func writeFully(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+  var done = 0
+  while done < count {
+    let n = write(fd, buffer + done, count - done)
+    if n < 0 && errno == EINTR { continue }
+    if n <= 0 { break }
+    done += n
+  }
+  return done
+}
