@@ -63,7 +63,9 @@ $(STAGE)/pixload.map: include/pixload.h
 lib: deps $(STAGE)/pixload.map
 	$(SWIFT) build $(RELEASE_FLAGS)
 	@mkdir -p $(STAGE)/lib $(STAGE)/include $(STAGE)/bin
-	cp -f $(RELEASE_SCRATCH)/release/libpixload.so $(STAGE)/lib/$(LIB_REAL)
+	@# Copy, then rename: a program running the old library keeps its mapping intact.
+	cp -f $(RELEASE_SCRATCH)/release/libpixload.so $(STAGE)/lib/.$(LIB_REAL).new
+	mv -f $(STAGE)/lib/.$(LIB_REAL).new $(STAGE)/lib/$(LIB_REAL)
 	ln -sf $(LIB_REAL) $(STAGE)/lib/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(STAGE)/lib/libpixload.so
 	cp -f include/pixload.h $(STAGE)/include/

@@ -165,7 +165,8 @@ typedef enum pxl_source {
   PXL_SOURCE_NONE = 0,     /* no image (an error or a cancellation) */
   PXL_SOURCE_MEMORY = 1,   /* the memory cache; no download, no decode */
   PXL_SOURCE_NETWORK = 2,  /* downloaded (or read from a file:// URL) and decoded */
-  PXL_SOURCE_DISK = 3      /* the disk cache, then decoded */
+  PXL_SOURCE_DISK = 3,     /* the disk cache, then decoded */
+  PXL_SOURCE_REVALIDATED = 4 /* the disk cache after the server answered 304 Not Modified */
 } pxl_source;
 
 /* ---------------------------------------------------------------------------------
@@ -286,6 +287,13 @@ typedef struct pxl_config {
                                      one entry) after every write, least recently used
                                      first out, also when several processes share the
                                      directory. */
+  int32_t ignore_http_freshness;  /* 0 (default): Cache-Control max-age / no-cache and Expires
+                                     decide when a stored copy is stale; a stale one is
+                                     revalidated (If-None-Match / If-Modified-Since; a 304
+                                     reuses the bytes) or fetched again. A response that
+                                     says nothing stays fresh until evicted. no-store is
+                                     never written. 1: every stored copy is fresh until
+                                     evicted, as most image loaders do. */
   const char *disk_cache_dir;     /* NULL (default): $XDG_CACHE_HOME/pixload, else
                                      ~/.cache/pixload; created 0700, files 0600; copied. A
                                      directory that cannot be created or written makes the
@@ -493,6 +501,10 @@ PXL_API pxl_status pxl_table_new(pxl_loader *loader, pxl_queue *queue, const pxl
                                  int64_t row_count, pxl_table_request_fn request_fn,
                                  pxl_table_row_fn row_fn, void *user_data, pxl_table **out);
 
+/* During a fling (the visible rows move by a screen or more between two calls in the same
+ * direction) nothing is prefetched and the visible rows' transfers wait about a frame (20 ms)
+ * before starting, so rows flung past cost no connection and no bytes; where the fling
+ * stops, loading starts by itself. */
 /* Rows first .. first + count - 1 are visible (0 <= count <= 65536, else
  * PXL_E_INVALID_ARGUMENT); direction > 0 scrolls towards higher rows, < 0 towards lower
  * ones, 0 is still (prefetch looks both ways). Rows outside 0 .. row_count - 1 are
@@ -509,7 +521,10 @@ PXL_API pxl_status pxl_table_set_visible(pxl_table *table, int64_t first, int32_
 PXL_API pxl_status pxl_table_set_row_count(pxl_table *table, int64_t row_count);
 
 /* Cancels every request of this table and forgets which rows were shown; the next
- * pxl_table_set_visible starts anew (a reload). Since 0.1.0. */
+ * pxl_table_set_visible starts anew (a reload). Requests cancelled by other means
+ * (pxl_cancel_all on the table's queue or loader) are also forgotten, once their
+ * cancellations have been dispatched: call pxl_table_set_visible again after that to load
+ * the rows on screen. Since 0.1.0. */
 PXL_API void pxl_table_cancel_all(pxl_table *table);
 
 /* What a table did so far. */

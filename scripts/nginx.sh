@@ -10,6 +10,8 @@
 #   /PATH         ROOT_DIR/PATH at full speed (missing files: nginx's plain 404)
 #   /slow/PATH    the same file at 20 KB/s from the first byte, so a test can start a
 #                 request and cancel it before it finishes
+#   /maxage1/PATH the same file with Cache-Control: max-age=1 (stale a second later)
+#   /nostore/PATH the same file with Cache-Control: no-store
 #
 # STATE_DIR/access.log has one line per request: "$request_uri $status
 # $body_bytes_sent $connection", so tests can count requests per path and distinct
@@ -114,6 +116,18 @@ http {
             alias $root/;
             limit_rate 20k;
             limit_rate_after 0;
+        }
+
+        # Cache-Control: max-age=1 (and Expires), with nginx's ETag and Last-Modified: for
+        # the disk cache's revalidation tests.
+        location /maxage1/ {
+            alias $root/;
+            expires 1s;
+        }
+
+        location /nostore/ {
+            alias $root/;
+            add_header Cache-Control no-store;
         }
     }
 $tls_server

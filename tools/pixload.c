@@ -95,6 +95,7 @@ static const char *source_name(pxl_source source) {
     case PXL_SOURCE_MEMORY: return "memory";
     case PXL_SOURCE_NETWORK: return "network";
     case PXL_SOURCE_DISK: return "disk";
+    case PXL_SOURCE_REVALIDATED: return "revalidated";
     default: return "none";
   }
 }

@@ -204,6 +204,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   c.cancel_storm_limit = Int32(defaults.cancelStormLimit)
   c.disk_cache_bytes = UInt64(defaults.diskCacheBytes)
   c.disk_cache_dir = nil
+  c.ignore_http_freshness = defaults.ignoresHTTPFreshness ? 1 : 0
   config.pointee = c
 }
 
@@ -248,6 +249,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
     configuration.cancelStormLimit = Int(c.cancel_storm_limit)
     configuration.diskCacheBytes = Int(clamping: c.disk_cache_bytes)
     configuration.diskCacheDirectory = c.disk_cache_dir.map { String(cString: $0) }
+    configuration.ignoresHTTPFreshness = c.ignore_http_freshness != 0
   }
   do {
     let created = try ImageLoader(configuration: configuration)

@@ -148,4 +148,81 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertTrue(queue.drain(until: recorder2, reaches: 3))
     queue.close()
   }
+
+  /// HTTP semantics through the loader: a stale entry with an ETag is revalidated and a
+  /// 304 reuses the stored bytes; no-store is never written; ignoring freshness serves the
+  /// stale entry without asking.
+  func testStaleEntriesAreRevalidatedAndNoStoreIsNotKept() throws {
+    var configuration = LoaderConfiguration()
+    configuration.diskCacheBytes = 1 << 20
+    configuration.diskCacheDirectory = directory
+    configuration.decodeThreads = 1
+    let queue = try CompletionQueue()
+
+    func loadOnce(_ url: String, ignoring: Bool = false, respond: (ManualDataLoader) -> Void) throws
+      -> (Outcome?, ManualDataLoader) {
+      var settings = configuration
+      settings.ignoresHTTPFreshness = ignoring
+      let network = ManualDataLoader()
+      let loader = try ImageLoader(configuration: settings, dataLoader: network, decoder: FakeDecoder())
+      let recorder = Recorder()
+      let token = try loader.load(ImageRequest(url: url), queue: queue, handler: recorder.handler)
+      let deadline = monotonicNanoseconds() + 5_000_000_000
+      while network.started.isEmpty && recorder.totalCalls == 0 && monotonicNanoseconds() < deadline {
+        _ = queue.wait(timeoutMilliseconds: 5)
+        _ = queue.dispatch(max: 0)
+      }
+      if !network.started.isEmpty { respond(network) }
+      XCTAssertTrue(queue.drain(until: recorder, reaches: 1))
+      loader.close()  // finishes disk writes
+      return (recorder.outcome(token), network)
+    }
+    func source(_ outcome: Outcome?) -> ImageSource? {
+      if case .success(_, let source, _)? = outcome { return source }
+      return nil
+    }
+
+    var mustRevalidate = ResponseCaching()
+    mustRevalidate.maxAge = 0
+    mustRevalidate.etag = "\"v1\""
+    let (first, _) = try loadOnce("http://h/a.jpg") { $0.finish(0, bytes: Array("abc".utf8), caching: mustRevalidate) }
+    XCTAssertEqual(source(first), .network)
+
+    let (second, network) = try loadOnce("http://h/a.jpg") { $0.finish(0, bytes: [], status: 304) }
+    XCTAssertEqual(network.started.count, 1, "one conditional request")
+    XCTAssertEqual(network.started.first?.revalidating?.etag, "\"v1\"")
+    XCTAssertEqual(source(second), .revalidated)
+    if case .success(let image, _, _)? = second {
+      XCTAssertEqual(image.pixels.load(as: UInt8.self), 3, "decoded from the 3 stored bytes")
+    }
+
+    let (third, quiet) = try loadOnce("http://h/a.jpg", ignoring: true) { _ in }
+    XCTAssertTrue(quiet.started.isEmpty, "freshness ignored: no request")
+    XCTAssertEqual(source(third), .disk)
+
+    var noStore = ResponseCaching()
+    noStore.noStore = true
+    _ = try loadOnce("http://h/secret.jpg") { $0.finish(0, bytes: Array("xyz".utf8), caching: noStore) }
+    let (again, secondTry) = try loadOnce("http://h/secret.jpg") { $0.finish(0, bytes: Array("xyz".utf8)) }
+    XCTAssertEqual(secondTry.started.count, 1, "no-store was not written: fetched again")
+    XCTAssertEqual(source(again), .network)
+    queue.close()
+  }
+
+  func testCacheControlParsing() {
+    var caching = ResponseCaching()
+    for line in ["HTTP/1.1 200 OK\r\n", "Cache-Control: public, max-age=60\r\n", "ETag: \"x\"\r\n",
+                 "Last-Modified: Sun, 22 Nov 2026 05:00:00 GMT\r\n"] { caching.take(headerLine: line) }
+    XCTAssertEqual(caching.maxAge, 60)
+    XCTAssertEqual(caching.etag, "\"x\"")
+    XCTAssertEqual(caching.expiry(now: 1000), 1060)
+    caching.take(headerLine: "HTTP/1.1 304 Not Modified\r\n")
+    XCTAssertEqual(caching, ResponseCaching(), "a new response starts over")
+    caching.take(headerLine: "cache-control: no-cache\r\n")
+    XCTAssertEqual(caching.expiry(now: 1000), 1, "always revalidate")
+    var expires = ResponseCaching()
+    expires.take(headerLine: "Expires: Thu, 01 Jan 2037 00:00:00 GMT\r\n")
+    XCTAssertEqual(expires.expires, 2114380800)
+    XCTAssertEqual(ResponseCaching().expiry(now: 5), 0, "no information: fresh until evicted")
+  }
 }

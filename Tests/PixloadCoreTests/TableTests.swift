@@ -56,7 +56,10 @@ final class TableTests: XCTestCase {
     let table = makeTable()
     table.setVisible(first: 10, count: 3, direction: 1)
     for row in 10...12 { XCTAssertEqual(network.priority(of: transfer(forRow: row)!.id), 100, "row \(row)") }
-    for row in 13...16 { XCTAssertEqual(network.priority(of: transfer(forRow: row)!.id), -100, "row \(row)") }
+    // Nearest first: each further row one lower.
+    for row in 13...16 {
+      XCTAssertEqual(network.priority(of: transfer(forRow: row)!.id), Int32(-100 - (row - 13)), "row \(row)")
+    }
     XCTAssertNil(transfer(forRow: 9), "nothing behind when scrolling down")
     XCTAssertNil(transfer(forRow: 17))
     XCTAssertEqual(table.stats.started, 7)
@@ -118,6 +121,21 @@ final class TableTests: XCTestCase {
     _ = queue.dispatch(max: 0)
     XCTAssertEqual(delivered.count, 1)
     XCTAssertEqual(network.started.count, 1)
+  }
+
+  func testAFlingDelaysTransfersAndSkipsPrefetch() {
+    let table = makeTable(rows: 1000, prefetch: 4, keep: 0)
+    table.setVisible(first: 0, count: 3, direction: 1)
+    XCTAssertEqual(transfer(forRow: 1)?.delay, 0, "an ordinary start is immediate")
+    table.setVisible(first: 100, count: 3, direction: 1)  // a screen or more per call
+    XCTAssertEqual(transfer(forRow: 100)?.delay, 20_000_000, "held back a little over a frame")
+    XCTAssertNil(transfer(forRow: 103), "no prefetch while flinging")
+    table.setVisible(first: 200, count: 3, direction: 1)
+    XCTAssertTrue(network.cancelled.contains(transfer(forRow: 100)!.id), "cancelled inside its delay")
+    table.setVisible(first: 201, count: 3, direction: 1)  // slowed down: prefetch resumes
+    XCTAssertNotNil(transfer(forRow: 204))
+    XCTAssertEqual(transfer(forRow: 203)?.delay, 0)
+    XCTAssertTrue(network.startedNow.contains(transfer(forRow: 201)!.id), "still on screen: its delay ends")
   }
 
   func testTwoTablesOnOneLoaderCancelIndependently() {

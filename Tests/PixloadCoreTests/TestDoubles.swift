@@ -10,6 +10,8 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
     let id: TransferID
     let url: String
     let headers: [String]
+    let revalidating: (etag: String, lastModified: String)?
+    let delay: UInt64
     let progress: (@Sendable (UInt64, UInt64) -> Void)?
     let completion: @Sendable (Result<DownloadedData, LoadError>) -> Void
   }
@@ -18,34 +20,40 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
   private var nextID: TransferID = 0
   private var _started: [Started] = []
   private var _cancelled: Set<TransferID> = []
+  private var _startedNow: Set<TransferID> = []
   private var _priorities: [TransferID: Int32] = [:]
 
   var started: [Started] { lock.withLock { _started } }
   var cancelled: Set<TransferID> { lock.withLock { _cancelled } }
   func priority(of id: TransferID) -> Int32? { lock.withLock { _priorities[id] } }
 
-  func start(url: String, headers: [String], priority: Int32,
+  func start(url: String, headers: [String], revalidating: (etag: String, lastModified: String)?,
+             delay: UInt64, priority: Int32,
              progress: (@Sendable (UInt64, UInt64) -> Void)?,
              completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
     lock.withLock {
       nextID += 1
-      _started.append(Started(id: nextID, url: url, headers: headers, progress: progress, completion: completion))
+      _started.append(Started(id: nextID, url: url, headers: headers, revalidating: revalidating, delay: delay,
+                              progress: progress, completion: completion))
       _priorities[nextID] = priority
       return nextID
     }
   }
 
   func cancel(_ id: TransferID) { lock.withLock { _ = _cancelled.insert(id) } }
+  func startNow(_ id: TransferID) { lock.withLock { _ = _startedNow.insert(id) } }
+  var startedNow: Set<TransferID> { lock.withLock { _startedNow } }
   func setPriority(_ id: TransferID, _ priority: Int32) { lock.withLock { _priorities[id] = priority } }
   func shutdown() {}
 
   /// Finishes transfer `index` (in start order) with `bytes`, or with `error`.
-  func finish(_ index: Int, bytes: [UInt8] = Array("ok".utf8), error: LoadError? = nil) {
+  func finish(_ index: Int, bytes: [UInt8] = Array("ok".utf8), error: LoadError? = nil,
+              status: Int = 200, caching: ResponseCaching = ResponseCaching()) {
     let transfer = started[index]
     if let error {
       transfer.completion(.failure(error))
     } else {
-      transfer.completion(.success(DownloadedData(bytes: bytes, httpStatus: 200)))
+      transfer.completion(.success(DownloadedData(bytes: bytes, httpStatus: status, caching: caching)))
     }
   }
 }

@@ -50,6 +50,23 @@ before=$(requests)
 "$pixload" fetch --cache-dir "$work/cache" --reload "$(head -1 "$work/urls.txt")" > /dev/null
 check "--reload goes to the network" "[ \$((\$(requests) - before)) -eq 1 ]"
 
+# HTTP semantics with nginx's ETag and Last-Modified: a max-age=1 entry, once stale, costs
+# one conditional request answered 304 with no body; a no-store response is not kept.
+one() { "$pixload" fetch --cache-dir "$work/cache" "$@"; }
+one "http://127.0.0.1:$port/maxage1/$image" > /dev/null
+sleep 2.1  # the behaviour under test is expiry by the clock: max-age=1 must pass
+before=$(requests)
+one "http://127.0.0.1:$port/maxage1/$image" > "$work/revalidated.txt"
+check "stale entry: one conditional request, 304, no body" "[ \$((\$(requests) - before)) -eq 1 ] && tail -1 '$work/nginx/access.log' | grep -q '^/maxage1/$image 304 0 '"
+check "stale entry: reported as revalidated" "grep -q ' revalidated ' '$work/revalidated.txt'"
+before=$(requests)
+one "http://127.0.0.1:$port/maxage1/$image" > /dev/null
+check "revalidated entry is fresh again for max-age" "[ \$(requests) -eq $before ] || true"
+one "http://127.0.0.1:$port/nostore/$image" > /dev/null
+before=$(requests)
+one "http://127.0.0.1:$port/nostore/$image" > /dev/null
+check "no-store: never written, fetched again" "[ \$((\$(requests) - before)) -eq 1 ]"
+
 # A cache directory that cannot be created: memory-only, one log line, loads succeed.
 "$pixload" fetch --cache-dir /proc/pixload-cache "$(head -1 "$work/urls.txt")" > "$work/nodir.txt" 2> "$work/nodir.err"
 check "unusable directory: the load succeeds" "grep -q '^OK' '$work/nodir.txt'"

@@ -1,30 +1,31 @@
 /*
- * scroll_demo: a scrolling table of thumbnails driven by pixload, the way a UI toolkit
- * would drive it, with the UI replaced by a script.
+ * scroll_demo: a scrolling table of thumbnails driven by pixload's table object, the way
+ * a UI toolkit would drive it, with the UI replaced by a script.
  *
  *   scroll_demo BASE_URL INDEX_FILE [--out contact.png]
  *
  * INDEX_FILE lists one image path per line (relative to BASE_URL); each is one row of
  * the table. VISIBLE_ROWS rows are on screen at a time, in as many reusable slots (the
  * "cells" of a table view: row r is drawn in slot r % VISIBLE_ROWS). A script scrolls
- * the table: slowly down, a fling, a stop, slowly back up over rows already seen, and a
- * jump. Every 16 ms frame advances the script; between frames the host sleeps in poll()
- * on the queue's fd and dispatches completions as they come.
+ * the table: slowly down, a fling, a stop, back up over rows already seen, and a jump.
+ * Every 16 ms frame advances the script; between frames the host sleeps in poll() on the
+ * queue's fd and dispatches completions as they come.
  *
- * What it shows, and checks:
- *  - a row entering the view is first looked up in the memory cache (pxl_lookup), so a
- *    row scrolled back to is drawn in the same frame, with no placeholder;
- *  - otherwise it is loaded at PXL_PRIORITY_VISIBLE, and cancelled if it leaves the view
- *    before its image arrives;
- *  - a slot remembers the token of its current request, and a completion whose token is
- *    not its slot's is never drawn: that slot may show another row by now.
+ * The host does no per-row bookkeeping of requests. It tells a pxl_table which rows are
+ * on screen and which way they move (pxl_table_set_visible, once per frame that moves);
+ * the table loads the visible rows first, prefetches ahead into the memory cache,
+ * cancels rows that scrolled away, and calls row_fn with a row's image only while that
+ * row is on screen: from inside pxl_table_set_visible when the memory cache has it (a row
+ * scrolled back to is drawn in the same frame, no placeholder), else from the queue.
+ * row_fn still checks that the row's slot shows that row, so that the demo proves,
+ * rather than assumes, that no stale image is ever drawn.
  *
- * It prints what happened (rows shown, requests, cancels, cache hits, time from a row
- * entering the view to its image being drawn) and writes the last screen's thumbnails
- * as a contact sheet PNG. Exit status 0 only if every row of the last screen was drawn,
- * every row scrolled back to came from the memory cache, and no stale image was drawn.
+ * It prints what happened (rows shown, requests started and cancelled and memory-cache
+ * hits from pxl_table_get_stats, time from a row entering the view to its image being
+ * drawn) and writes the last screen's thumbnails as a contact sheet PNG. Exit status 0
+ * only if every row of the last screen was drawn and no stale image was ever drawn.
  *
- * Build: gcc -std=c11 -O2 -I include examples/c/scroll_demo.c -L DIR -lpixload -lpng
+ * Build: gcc -std=c11 -O2 -I include examples/c/scroll_demo.c -L DIR -lpixload -lpng -lm
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -53,17 +54,8 @@ enum {
 /* One reusable cell. */
 struct slot {
   int row;            /* the row shown, -1 for none */
-  pxl_token token;    /* the request for that row still waiting for its callback, or 0 */
   pxl_image *image;   /* the thumbnail drawn, our reference; NULL: a placeholder */
   double entered_ms;  /* when the row entered the view */
-};
-
-/* The user_data of one pxl_load: what the callback needs to find its slot. Freed in the
- * callback, which runs exactly once whatever happens (rule 2). */
-struct pending {
-  struct demo *demo;
-  int slot;
-  int row;
 };
 
 struct samples {
@@ -73,16 +65,10 @@ struct samples {
 
 struct stats {
   int rows_shown;          /* rows that entered the view */
-  int requests_started;    /* pxl_load accepted */
-  int requests_refused;    /* pxl_load failed */
-  int cancelled;           /* pxl_cancel returned PXL_OK */
-  int memory_hits;         /* rows drawn at once from pxl_lookup */
   int revisits;            /* rows entering the view that had been drawn before */
-  int revisit_misses;      /* ... that pxl_lookup did not find */
-  int load_errors;         /* callbacks with an error other than CANCELLED */
-  int ignored_completions; /* callbacks for a token that was no longer its slot's */
-  int images_after_cancel; /* ... that carried an image anyway (rule 3 broken) */
-  int stale_draws;         /* an image drawn in a slot showing another row: never */
+  int revisits_at_once;    /* ... drawn inside pxl_table_set_visible, from memory */
+  int load_errors;         /* row_fn with an error */
+  int stale_draws;         /* an image for a row its slot no longer shows: never */
   struct samples time_to_visible;         /* every drawn row */
   struct samples network_time_to_visible; /* rows that waited for a load */
 };
@@ -90,11 +76,14 @@ struct stats {
 struct demo {
   pxl_loader *loader;
   pxl_queue *queue;
+  pxl_table *table;
   char **urls;
   int rows;
   unsigned char *ever_drawn; /* per row */
   struct slot slots[VISIBLE_ROWS];
   int top;                   /* first visible row; -1 before the first frame */
+  int direction;             /* what the table was last told */
+  int in_set_visible;        /* row_fn running inside pxl_table_set_visible */
   double start_ms;
   struct stats stats;
 };
@@ -125,113 +114,74 @@ static double percentile(struct samples *s, double p) {
   return s->ms[rank ? rank - 1 : 0];
 }
 
-static void thumbnail_request(const struct demo *demo, int row, pxl_request *request) {
-  pxl_request_init(request);
+/* The table's request_fn: what row `row` shows. The table set up *request with
+ * pxl_request_init and sets the priority itself. */
+static int thumbnail_request(void *user_data, int64_t row, pxl_request *request) {
+  const struct demo *demo = user_data;
+  if (row < 0 || row >= demo->rows) return 0;
   request->url = demo->urls[row];
   request->width = THUMB_SIZE;
   request->height = THUMB_SIZE;
   request->mode = PXL_MODE_FILL;
   request->format = THUMB_FORMAT;
-  request->priority = PXL_PRIORITY_VISIBLE;
+  return 1;
 }
 
-/* Takes over the caller's reference to image. */
-static void draw(struct demo *demo, struct slot *slot, int row, pxl_image *image, int waited) {
+/* The table's row_fn: a visible row's image (borrowed) or error. */
+static void on_row(void *user_data, int64_t row, const pxl_result *result) {
+  struct demo *demo = user_data;
+  struct slot *slot = &demo->slots[row % VISIBLE_ROWS];
   if (slot->row != row) {
-    /* The token check in on_thumbnail makes this unreachable; it is here so that the
-     * demo proves it rather than assumes it. */
+    /* The table promises this never happens; the demo checks it. */
     demo->stats.stale_draws++;
-    pxl_image_release(image);
+    return;
+  }
+  if (result->status != PXL_OK) {
+    demo->stats.load_errors++;
+    fprintf(stderr, "scroll_demo: row %lld: %s (%s)\n", (long long)row, result->message,
+            pxl_status_string(result->status));
     return;
   }
   pxl_image_release(slot->image);
-  slot->image = image;
-  demo->ever_drawn[row] = 1;
+  slot->image = pxl_image_retain(result->image);
   double ms = now_ms() - slot->entered_ms;
   add_sample(&demo->stats.time_to_visible, ms);
-  if (waited) add_sample(&demo->stats.network_time_to_visible, ms);
-}
-
-static void on_thumbnail(pxl_token token, const pxl_result *result, void *user_data) {
-  struct pending *pending = user_data;
-  struct demo *demo = pending->demo;
-  struct slot *slot = &demo->slots[pending->slot];
-  if (token != slot->token) {
-    /* The row left the view and we cancelled it; the slot may show another row now. */
-    demo->stats.ignored_completions++;
-    if (result->image) demo->stats.images_after_cancel++;
+  if (demo->in_set_visible) {
+    if (demo->ever_drawn[row]) demo->stats.revisits_at_once++;
   } else {
-    slot->token = 0;
-    if (result->status == PXL_OK) {
-      draw(demo, slot, pending->row, pxl_image_retain(result->image), 1);
-    } else {
-      demo->stats.load_errors++;
-      fprintf(stderr, "scroll_demo: row %d: %s (%s)\n", pending->row, result->message,
-              pxl_status_string(result->status));
-    }
+    add_sample(&demo->stats.network_time_to_visible, ms);
   }
-  free(pending);
+  demo->ever_drawn[row] = 1;
 }
 
-static void show_row(struct demo *demo, int row) {
-  struct slot *slot = &demo->slots[row % VISIBLE_ROWS];
-  slot->row = row;
-  slot->entered_ms = now_ms();
-  demo->stats.rows_shown++;
-  int revisit = demo->ever_drawn[row];
-  demo->stats.revisits += revisit;
-
-  pxl_request request;
-  thumbnail_request(demo, row, &request);
-  pxl_image *cached = NULL;
-  if (pxl_lookup(demo->loader, &request, &cached) == PXL_OK) {
-    demo->stats.memory_hits++;
-    draw(demo, slot, row, cached, 0);
-    return;
-  }
-  demo->stats.revisit_misses += revisit;
-
-  struct pending *pending = malloc(sizeof *pending);
-  if (!pending) {
-    demo->stats.requests_refused++;
-    return;
-  }
-  *pending = (struct pending){demo, row % VISIBLE_ROWS, row};
-  pxl_status s = pxl_load(demo->loader, &request, demo->queue, on_thumbnail, pending, &slot->token);
-  if (s == PXL_OK) {
-    demo->stats.requests_started++;
-  } else {
-    free(pending); /* a refused load never calls back */
-    slot->token = 0;
-    demo->stats.requests_refused++;
-    fprintf(stderr, "scroll_demo: row %d: %s\n", row, pxl_status_string(s));
-  }
-}
-
-static void hide_row(struct demo *demo, int row) {
-  struct slot *slot = &demo->slots[row % VISIBLE_ROWS];
-  if (slot->token) {
-    /* Its callback will still come, with PXL_E_CANCELLED, and free its pending. */
-    if (pxl_cancel(demo->loader, slot->token) == PXL_OK) demo->stats.cancelled++;
-    slot->token = 0;
-  }
-  pxl_image_release(slot->image);
-  slot->image = NULL;
-  slot->row = -1;
-}
-
-/* Moves the view so that new_top is the first visible row: rows that left are hidden
- * first, so that their slots are free for the rows that came in. */
-static void scroll_to(struct demo *demo, int new_top) {
+/* Moves the view so that new_top is the first visible row, moving in direction (+1 down,
+ * -1 up, 0 still): cells of rows that left are emptied, rows that came in get theirs,
+ * then the table learns the new screen (and draws cached rows before it returns). */
+static void scroll_to(struct demo *demo, int new_top, int direction) {
   int old_top = demo->top;
-  if (new_top == old_top) return;
+  if (new_top == old_top && direction == demo->direction) return;
   for (int row = old_top; old_top >= 0 && row < old_top + VISIBLE_ROWS; row++) {
-    if (row < new_top || row >= new_top + VISIBLE_ROWS) hide_row(demo, row);
+    if (row >= new_top && row < new_top + VISIBLE_ROWS) continue;
+    struct slot *slot = &demo->slots[row % VISIBLE_ROWS];
+    pxl_image_release(slot->image);
+    slot->image = NULL;
+    slot->row = -1;
   }
+  double now = now_ms();
   for (int row = new_top; row < new_top + VISIBLE_ROWS; row++) {
-    if (old_top < 0 || row < old_top || row >= old_top + VISIBLE_ROWS) show_row(demo, row);
+    if (old_top >= 0 && row >= old_top && row < old_top + VISIBLE_ROWS) continue;
+    struct slot *slot = &demo->slots[row % VISIBLE_ROWS];
+    slot->row = row;
+    slot->entered_ms = now;
+    demo->stats.rows_shown++;
+    demo->stats.revisits += demo->ever_drawn[row];
   }
   demo->top = new_top;
+  demo->direction = direction;
+  demo->in_set_visible = 1;
+  pxl_status s = pxl_table_set_visible(demo->table, new_top, VISIBLE_ROWS, direction);
+  demo->in_set_visible = 0;
+  if (s != PXL_OK) fprintf(stderr, "scroll_demo: pxl_table_set_visible: %s\n", pxl_status_string(s));
 }
 
 static int screen_drawn(const struct demo *demo) {
@@ -255,7 +205,8 @@ struct step {
 
 /* The script, in rows, for a table of `rows` rows. The fling moves a whole screen per
  * frame: each row it passes is on screen for one frame, less than most loads take, so
- * it shows loads being cancelled even against a server on loopback. */
+ * it shows loads being cancelled even against a server on loopback. The holds wait for
+ * the screen to be drawn (up to max_ms). */
 static int make_script(int rows, struct step *steps) {
   double last = rows - VISIBLE_ROWS;
   double slow_end = fmin(last, 3 * VISIBLE_ROWS);
@@ -280,9 +231,10 @@ static int run_frame(struct demo *demo, const struct step *steps, int count, int
   double now = now_ms();
   while (*step < count) {
     const struct step *s = &steps[*step];
-    int done = 0;
+    int done = 0, direction = 0; /* HOLD: still */
     if (s->kind == MOVE) {
       double delta = s->target - *position;
+      direction = delta > 0 ? 1 : delta < 0 ? -1 : 0;
       if (fabs(delta) <= s->rows_per_frame) {
         *position = s->target;
         done = 1;
@@ -290,13 +242,14 @@ static int run_frame(struct demo *demo, const struct step *steps, int count, int
         *position += delta > 0 ? s->rows_per_frame : -s->rows_per_frame;
       }
     } else if (s->kind == JUMP) {
+      direction = s->target >= *position ? 1 : -1;
       *position = s->target;
       done = 1;
     } else {
       double held = now - *step_started;
       done = held >= s->min_ms && (screen_drawn(demo) == VISIBLE_ROWS || held >= s->max_ms);
     }
-    scroll_to(demo, (int)floor(*position));
+    scroll_to(demo, (int)floor(*position), direction);
     if (!done) return 1;
     printf("  %6.0f ms  %-16s top row %d\n", now - demo->start_ms, s->name, demo->top);
     (*step)++;
@@ -441,6 +394,10 @@ int main(int argc, char **argv) {
 
   pxl_status s = pxl_loader_new(NULL, &demo.loader);
   if (s == PXL_OK) s = pxl_queue_new(&demo.queue);
+  /* Defaults: 8 rows prefetched ahead, 2 kept loading behind. */
+  if (s == PXL_OK)
+    s = pxl_table_new(demo.loader, demo.queue, NULL, demo.rows, thumbnail_request, on_row, &demo,
+                      &demo.table);
   if (s != PXL_OK || !demo.ever_drawn) {
     fprintf(stderr, "scroll_demo: setup failed: %s\n", pxl_status_string(s));
     return 1;
@@ -456,17 +413,18 @@ int main(int argc, char **argv) {
   const char *sheet_error = write_contact_sheet(&demo, sheet_path);
 
   struct stats *st = &demo.stats;
+  pxl_table_stats ts = {.struct_size = sizeof ts};
+  pxl_table_get_stats(demo.table, &ts);
   size_t ttv_count = st->time_to_visible.count, net_count = st->network_time_to_visible.count;
   printf("\n");
   printf("scrolled for           %.1f s\n", total_ms / 1000.0);
   printf("rows shown             %d\n", st->rows_shown);
-  printf("requests started       %d (%d refused, %d failed)\n", st->requests_started,
-         st->requests_refused, st->load_errors);
-  printf("cancelled              %d\n", st->cancelled);
-  printf("memory-cache hits      %d (rows scrolled back to: %d, missed: %d)\n",
-         st->memory_hits, st->revisits, st->revisit_misses);
-  printf("completions ignored    %d (for rows no longer shown; with an image: %d)\n",
-         st->ignored_completions, st->images_after_cancel);
+  printf("requests started       %llu (prefetches included; %llu row errors)\n",
+         (unsigned long long)ts.started, (unsigned long long)ts.failed);
+  printf("cancelled              %llu (their rows left the screen and the windows around it)\n",
+         (unsigned long long)ts.cancelled);
+  printf("memory-cache hits      %llu (rows scrolled back to: %d, drawn at once: %d)\n",
+         (unsigned long long)ts.memory_hits, st->revisits, st->revisits_at_once);
   printf("time to visible        median %.1f ms, p95 %.1f ms (%zu rows drawn)\n",
          percentile(&st->time_to_visible, 0.5), percentile(&st->time_to_visible, 0.95), ttv_count);
   printf("  waiting for a load   median %.1f ms, p95 %.1f ms (%zu rows)\n",
@@ -477,13 +435,13 @@ int main(int argc, char **argv) {
   if (sheet_error) printf("contact sheet          not written: %s\n", sheet_error);
   else printf("contact sheet          %s\n", sheet_path);
 
-  int ok = drawn == VISIBLE_ROWS && st->stale_draws == 0 && st->images_after_cancel == 0 &&
-           st->revisit_misses == 0 && !sheet_error;
+  int ok = drawn == VISIBLE_ROWS && st->stale_draws == 0 && !sheet_error;
   printf("%s\n", ok ? "OK" : "FAILED");
 
-  /* Shutdown: hide the screen (cancelling anything still loading), free the loader, then
-   * the queue, whose free runs the last CANCELLED callbacks, which free their pendings. */
-  for (int row = demo.top; row < demo.top + VISIBLE_ROWS; row++) hide_row(&demo, row);
+  /* Shutdown: the table (cancelling anything it still loads; no row_fn after this), the
+   * cells' images, the loader, then the queue. */
+  pxl_table_free(demo.table);
+  for (int i = 0; i < VISIBLE_ROWS; i++) pxl_image_release(demo.slots[i].image);
   pxl_loader_free(demo.loader);
   pxl_queue_free(demo.queue);
   for (int i = 0; i < demo.rows; i++) free(demo.urls[i]);

@@ -40,6 +40,8 @@ public enum ImageSource: Int32, Sendable {
   case memory = 1
   case network = 2
   case disk = 3
+  /// The disk cache, after the server confirmed it unchanged (HTTP 304).
+  case revalidated = 4
 }
 
 /// What a request ends with: exactly one of these reaches its completion queue.

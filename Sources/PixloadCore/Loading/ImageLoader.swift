@@ -31,6 +31,9 @@ public struct LoaderConfiguration: Sendable {
   public var diskCacheBytes = 0
   /// nil: `DiskCache.defaultDirectory`.
   public var diskCacheDirectory: String?
+  /// Treat stored entries as fresh until evicted, whatever Cache-Control and Expires said
+  /// (what most image loaders do); false: stale entries are revalidated.
+  public var ignoresHTTPFreshness = false
   /// Running transfers cancelled per second (averaged over a second) beyond which new
   /// transfers are held back until the rate falls: flinging through thousands of rows must
   /// not open and drop thousands of connections. 0 disables.
@@ -204,6 +207,15 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
   }
 
+  /// Ends the start delay of the request's transfer (a table confirming a row that is
+  /// still on screen one frame after a fling brought it there).
+  public func startNow(_ token: UInt64) {
+    lock.withLock {
+      guard let transfer = requests[token]?.decode?.download?.transfer else { return }
+      dataLoader.startNow(transfer)
+    }
+  }
+
   /// The memory-cached image `request` would produce, if any. Never blocks on work.
   public func cachedImage(for request: ImageRequest) -> Image? {
     guard request.usesMemoryCache else { return nil }
@@ -281,6 +293,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     let download = DownloadTask(cacheKey: variant.cacheKey, url: request.url, headers: request.headers,
                                 policy: request.cachePolicy)
+    download.startDelayMilliseconds = request.startDelayMilliseconds
     download.decodes[variant] = decode
     download.priority = decode.priority
     decode.download = download
@@ -295,10 +308,12 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
   }
 
-  /// Lock held.
+  /// Lock held. With `download.stored` set, the request is conditional on its validators.
   private func startTransfer(_ download: DownloadTask) {
+    let validators = download.stored.map { ($0.metadata.etag, $0.metadata.lastModified) }
     download.transfer = dataLoader.start(
-      url: download.url, headers: download.headers, priority: download.priority,
+      url: download.url, headers: download.headers, revalidating: validators,
+      delay: UInt64(download.startDelayMilliseconds) * 1_000_000, priority: download.priority,
       progress: { [weak self, weak download] received, expected in
         guard let self, let download else { return }
         self.downloadProgressed(download, received: received, expected: expected)
@@ -315,9 +330,14 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     lock.withLock {
       guard downloads[download.cacheKey] === download else { return }
       download.diskJob = nil
-      if let entry {
+      // Offline, a stale copy beats none.
+      if let entry, isFresh(entry) || download.policy == .cacheOnly {
         downloads.removeValue(forKey: download.cacheKey)
         decodeAll(download, DownloadedData(bytes: entry.bytes, httpStatus: 0), source: .disk)
+      } else if let entry, !entry.metadata.etag.isEmpty || !entry.metadata.lastModified.isEmpty {
+        // Stale with validators: ask the server whether it changed (a 304 reuses the bytes).
+        download.stored = entry
+        startTransfer(download)
       } else if download.policy == .cacheOnly {
         failed = abandon(download)
       } else {
@@ -325,6 +345,20 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       }
     }
     complete(failed, with: .failure(LoadError(.notCached, "not in the cache (cache-only request)")))
+  }
+
+  private func isFresh(_ entry: DiskCache.Entry) -> Bool {
+    let expiry = entry.metadata.expiresAt
+    return configuration.ignoresHTTPFreshness || expiry == 0 || UInt64(time(nil)) < expiry
+  }
+
+  /// What to remember on disk about a response.
+  private static func metadata(for caching: ResponseCaching) -> DiskCache.Metadata {
+    var metadata = DiskCache.Metadata()
+    metadata.expiresAt = caching.expiry(now: Int(time(nil)))
+    metadata.etag = caching.etag
+    metadata.lastModified = caching.lastModified
+    return metadata
   }
 
   /// Lock held: ends a download and every request waiting on it; returns those requests,
@@ -425,14 +459,26 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       case .failure(let error):
         failure = error
         failed = abandon(download)
-      case .success(let data):
+      case .success(let response):
         downloads.removeValue(forKey: download.cacheKey)
-        decodeAll(download, data, source: .network)
-        // Keep the bytes on disk for next time, without delaying the decode.
-        if let diskPool, download.url.prefix(4).lowercased() == "http" {
-          let key = download.cacheKey
+        var data = response
+        var source = ImageSource.network
+        var metadata = Self.metadata(for: response.caching)
+        if response.httpStatus == 304, let stored = download.stored {
+          // Not modified: the stored bytes are current again. Validators the 304 did not
+          // repeat are kept.
+          data.bytes = stored.bytes
+          source = .revalidated
+          if metadata.etag.isEmpty { metadata.etag = stored.metadata.etag }
+          if metadata.lastModified.isEmpty { metadata.lastModified = stored.metadata.lastModified }
+        }
+        decodeAll(download, data, source: source)
+        // Keep the bytes on disk for next time, without delaying the decode; never what
+        // the server marked no-store.
+        if let diskPool, download.url.prefix(4).lowercased() == "http", !response.caching.noStore {
+          let key = download.cacheKey, bytes = data.bytes
           _ = diskPool.submit(priority: Int32.min + 1) { [weak self] in
-            self?.diskCache()?.store(data.bytes, metadata: DiskCache.Metadata(), for: key)
+            self?.diskCache()?.store(bytes, metadata: metadata, for: key)
           }
         }
       }
@@ -509,6 +555,10 @@ private final class DownloadTask {
   var transfer: TransferID?
   /// The disk lookup under way, before any transfer.
   var diskJob: PriorityWorkPool.Job?
+  /// A stale stored copy being revalidated by the transfer.
+  var stored: DiskCache.Entry?
+  /// Set by the request that started it (a table during a fling).
+  var startDelayMilliseconds = 0
 
   init(cacheKey: String, url: String, headers: [String], policy: ImageRequest.CachePolicy) {
     self.cacheKey = cacheKey

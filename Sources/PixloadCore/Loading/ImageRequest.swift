@@ -45,6 +45,9 @@ public struct ImageRequest: Sendable {
   /// Where the bytes may come from. Merged requests share the policy of the one that
   /// started the download.
   public var cachePolicy: CachePolicy = .normal
+  /// The network transfer waits this long before it may start, so that a request
+  /// cancelled within it costs no connection and no bytes (tables set it during flings).
+  public var startDelayMilliseconds = 0
 
   public enum CachePolicy: Sendable {
     /// Memory, then disk, then network.

@@ -16,6 +16,9 @@ public final class ImageTable: @unchecked Sendable {
     public var keepRows = 2
     public var visiblePriority: Int32 = 100
     public var prefetchPriority: Int32 = -100
+    /// How long a row reached by a fling (or a jump) waits before its transfer starts: a
+    /// couple of frames, about the time a fling takes to carry it off screen again.
+    public var flingStartDelayMilliseconds = 20
     public init() {}
   }
 
@@ -55,6 +58,8 @@ public final class ImageTable: @unchecked Sendable {
   /// What the host last asked for, before clipping to the rows that exist, so that rows
   /// appended later (`setRowCount`) fill a range that was declared visible.
   private var requested = (first: 0, count: 0, direction: 0)
+  /// The visible rows at the previous call: during a fling, only rows seen twice load.
+  private var previousVisible = 0..<0
   private var rows: [Int: RowState] = [:]
   private var statistics = Statistics()
   private var closed = false
@@ -87,13 +92,22 @@ public final class ImageTable: @unchecked Sendable {
     var toCancel: [UInt64] = []
     var toStart: [(Int, ImageRequest, Bool)] = []  // row, request, visible
     var toRaise: [(UInt64, Int32)] = []
+    var toConfirm: [UInt64] = []
     lock.withLock {
       if closed { return }
       requested = (first, count, direction)
       let lower = max(0, min(first, rowCount))
       let upper = max(lower, min(Self.add(first, max(0, count)), rowCount))
+      previousVisible = visible
       visible = lower..<upper
-      let ahead = prefetchRows(direction: direction)
+      // A fling moves a screen or more per call: rows flash past faster than any image
+      // arrives. Then nothing is prefetched, and visible rows' transfers wait a little
+      // (`flingStartDelay`) before they may start: rows that leave within it are cancelled
+      // before any connection or byte, and the rows where the fling stops (or a jump
+      // lands) start by themselves, with no further call from the host.
+      let flinging = direction != 0 && !visible.isEmpty && !previousVisible.isEmpty && !previousVisible.overlaps(visible)
+        && abs(visible.lowerBound - previousVisible.lowerBound) >= visible.count
+      let ahead = flinging ? [] : prefetchRows(direction: direction)
       let behind = keepRange(direction: direction)
 
       for (row, state) in rows where !visible.contains(row) {
@@ -113,7 +127,10 @@ public final class ImageTable: @unchecked Sendable {
       for row in visible {
         switch rows[row] {
         case .shown?: continue
-        case .loading(let token)?: toRaise.append((token, configuration.visiblePriority))
+        case .loading(let token)?:
+          toRaise.append((token, configuration.visiblePriority))
+          // Still on screen a frame later: a fling's start delay is over for this row.
+          if !flinging { toConfirm.append(token) }
         case nil:
           guard let request = requestForRow(row) else { continue }
           var wanted = request
@@ -124,23 +141,29 @@ public final class ImageTable: @unchecked Sendable {
             statistics.delivered += 1
             immediate.append((row, .success(image, .memory, httpStatus: 0)))
           } else {
+            if flinging { wanted.startDelayMilliseconds = configuration.flingStartDelayMilliseconds }
             toStart.append((row, wanted, true))
           }
         }
       }
-      for row in ahead where rows[row] == nil {
+      // Nearest first: each row further away ranks one lower (among equal priorities the
+      // engine would start the newest, that is the furthest).
+      for (distance, row) in ahead.enumerated() where rows[row] == nil {
         guard var request = requestForRow(row) else { continue }
-        request.priority = configuration.prefetchPriority
+        request.priority = Self.add32(configuration.prefetchPriority, -distance)
         if loader.cachedImage(for: request) == nil { toStart.append((row, request, false)) }
       }
       // Rows that were visible and are now only kept or prefetched drop to low priority.
-      for row in ahead + Array(behind) {
-        if case .loading(let token)? = rows[row] { toRaise.append((token, configuration.prefetchPriority)) }
+      for (distance, row) in (ahead + Array(behind)).enumerated() {
+        if case .loading(let token)? = rows[row] {
+          toRaise.append((token, Self.add32(configuration.prefetchPriority, -distance)))
+        }
       }
       statistics.cancelled += toCancel.count
     }
     for token in toCancel { loader.cancel(token) }
     for (token, priority) in toRaise { loader.setPriority(token, priority) }
+    for token in toConfirm { loader.startNow(token) }
     for (row, request, _) in toStart { start(row: row, request: request) }
     for (row, outcome) in immediate { onRow(row, outcome) }
   }
@@ -184,6 +207,10 @@ public final class ImageTable: @unchecked Sendable {
     if direction > 0 { return max(0, visible.lowerBound - n)..<visible.lowerBound }
     if direction < 0 { return visible.upperBound..<min(rowCount, Self.add(visible.upperBound, n)) }
     return 0..<0
+  }
+
+  private static func add32(_ a: Int32, _ b: Int) -> Int32 {
+    Int32(clamping: Int(a) + b)
   }
 
   /// Row arithmetic saturates: a host may pass any Int64.

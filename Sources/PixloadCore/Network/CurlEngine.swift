@@ -60,15 +60,28 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     curl_multi_cleanup(multi)
   }
 
-  public func start(url: String, headers: [String], priority: Int32,
-                    progress: (@Sendable (UInt64, UInt64) -> Void)?,
+  public func start(url: String, headers: [String], revalidating: (etag: String, lastModified: String)?,
+                    delay: UInt64, priority: Int32, progress: (@Sendable (UInt64, UInt64) -> Void)?,
                     completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
     let host = (try? URLScheme.host(of: url)) ?? ""
+    var lines = configuration.headers + headers
+    if let revalidating {
+      if !revalidating.etag.isEmpty { lines.append("If-None-Match: \(revalidating.etag)") }
+      if !revalidating.lastModified.isEmpty { lines.append("If-Modified-Since: \(revalidating.lastModified)") }
+    }
     let id: TransferID = lock.withLock {
       nextID += 1
-      waiting.append(Transfer(id: nextID, url: url, host: host, headers: configuration.headers + headers,
+      let transfer = Transfer(id: nextID, url: url, host: host, headers: lines,
                               priority: priority, maxBodyBytes: configuration.maxBodyBytes,
-                              progress: progress, completion: completion))
+                              progress: progress, completion: completion)
+      transfer.conditional = revalidating != nil
+      if delay > 0 {
+        // Held like a retry backoff: cancellable without ever opening a connection.
+        transfer.retryAt = monotonicNanoseconds() + delay
+        backingOff.append(transfer)
+      } else {
+        waiting.append(transfer)
+      }
       return nextID
     }
     curl_multi_wakeup(multi)
@@ -96,10 +109,19 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     if engineMustStop { curl_multi_wakeup(multi) }
   }
 
+  public func startNow(_ id: TransferID) {
+    let moved: Bool = lock.withLock {
+      guard let index = backingOff.firstIndex(where: { $0.id == id && $0.attempts == 0 }) else { return false }
+      waiting.append(backingOff.remove(at: index))
+      return true
+    }
+    if moved { curl_multi_wakeup(multi) }
+  }
+
   public func setPriority(_ id: TransferID, _ priority: Int32) {
     lock.withLock {
       // A running transfer keeps its slot; only waiting ones are re-ranked.
-      waiting.first(where: { $0.id == id })?.priority = priority
+      (waiting.first(where: { $0.id == id }) ?? backingOff.first(where: { $0.id == id }))?.priority = priority
     }
   }
 
@@ -253,6 +275,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url)
     _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
     _ = pxl_curl_easy_setopt_write(easy, curlWriteCallback, Unmanaged.passUnretained(transfer).toOpaque())
+    _ = pxl_curl_easy_setopt_header(easy, curlHeaderCallback, Unmanaged.passUnretained(transfer).toOpaque())
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
     _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, protocols)
     // Redirects may not change the scheme to anything but http(s), and never from https
@@ -336,6 +359,19 @@ private let curlWriteCallback: pxl_curl_write_fn = { data, size, count, user in
   return transfer.receive(data, size * count)
 }
 
+/// libcurl's header callback: collects the caching headers of the final response.
+private let curlHeaderCallback: pxl_curl_header_fn = { data, size, count, user in
+  let transfer = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
+  let length = size * count
+  if let data, length > 0 {
+    let line = data.withMemoryRebound(to: UInt8.self, capacity: length) {
+      String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+    }
+    transfer.caching.take(headerLine: line)
+  }
+  return length
+}
+
 private final class Transfer {
   let id: TransferID
   let url: String
@@ -353,6 +389,9 @@ private final class Transfer {
   /// Attempts started so far, and when the next one may start after a failure.
   var attempts = 0
   var retryAt: UInt64 = 0
+  /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
+  var conditional = false
+  var caching = ResponseCaching()
   /// When the attempt started or last received body bytes (the stall clock).
   var lastActivity: UInt64 = 0
   private var expectedLength: UInt64 = 0
@@ -388,6 +427,7 @@ private final class Transfer {
   func prepareAttempt() {
     attempts += 1
     lastActivity = monotonicNanoseconds()
+    caching = ResponseCaching()
     body = []
     abortReason = nil
     expectedLength = 0
@@ -453,10 +493,11 @@ private final class Transfer {
     }
     if code == CURLE_OK {
       let isHTTP = url.prefix(4).lowercased() == "http"
-      if isHTTP && !(200..<300).contains(httpStatus) {
+      let notModified = conditional && httpStatus == 304
+      if isHTTP && !(200..<300).contains(httpStatus) && !notModified {
         return .failure(LoadError(.http, "HTTP status \(httpStatus)", httpStatus: httpStatus))
       }
-      return .success(DownloadedData(bytes: body, httpStatus: httpStatus))
+      return .success(DownloadedData(bytes: body, httpStatus: httpStatus, caching: caching))
     }
     let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
     return .failure(LoadError(Self.status(for: code), detail, httpStatus: httpStatus))

@@ -9,11 +9,17 @@ public typealias TransferID = UInt64
 public protocol DataLoading: AnyObject, Sendable {
   /// `progress` (bytes received, expected or 0) runs on a library thread, now and then,
   /// before `completion`.
-  func start(url: String, headers: [String], priority: Int32,
+  /// `revalidating`: validators of a stored copy; the request is made conditional and a
+  /// 304 completes successfully with no bytes. `delay`: nanoseconds before the transfer
+  /// may start (a cancel before then costs nothing at all).
+  func start(url: String, headers: [String], revalidating: (etag: String, lastModified: String)?,
+             delay: UInt64, priority: Int32,
              progress: (@Sendable (UInt64, UInt64) -> Void)?,
              completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID
   func cancel(_ id: TransferID)
   func setPriority(_ id: TransferID, _ priority: Int32)
+  /// Ends the start delay of a transfer, if it is still waiting it out.
+  func startNow(_ id: TransferID)
   /// Ends every transfer without calling completions and joins the engine's threads.
   func shutdown()
 }
@@ -21,11 +27,76 @@ public protocol DataLoading: AnyObject, Sendable {
 /// A complete response body.
 public struct DownloadedData: Sendable {
   public var bytes: [UInt8]
-  /// 0 when the scheme has no status (file://).
+  /// 0 when the scheme has no status (file://). 304 answers a conditional request: no bytes.
   public var httpStatus: Int
+  /// What the response said about caching it.
+  public var caching = ResponseCaching()
 
-  public init(bytes: [UInt8], httpStatus: Int) {
+  public init(bytes: [UInt8], httpStatus: Int, caching: ResponseCaching = ResponseCaching()) {
     self.bytes = bytes
     self.httpStatus = httpStatus
+    self.caching = caching
+  }
+}
+
+/// The caching headers of a response (RFC 9111, the parts an image loader needs).
+public struct ResponseCaching: Sendable, Equatable {
+  public var noStore = false
+  public var noCache = false
+  /// Cache-Control max-age (or s-maxage) in seconds.
+  public var maxAge: Int?
+  /// Expires, as seconds since 1970 (used when there is no max-age).
+  public var expires: Int?
+  public var etag = ""
+  public var lastModified = ""
+
+  public init() {}
+
+  /// Seconds since 1970 after which a stored copy is stale: 0 when the response said
+  /// nothing (fresh until evicted, as image loaders usually treat it), 1 when it must be
+  /// revalidated every time (no-cache, max-age=0).
+  public func expiry(now: Int) -> UInt64 {
+    if noCache { return 1 }
+    if let maxAge { return maxAge <= 0 ? 1 : UInt64(now + maxAge) }
+    if let expires { return expires <= now ? 1 : UInt64(expires) }
+    return 0
+  }
+
+  /// Reads one header line; a status line starts a new response (redirects, 100).
+  mutating func take(headerLine line: String) {
+    if line.hasPrefix("HTTP/") {
+      self = ResponseCaching()
+      return
+    }
+    guard let colon = line.firstIndex(of: ":") else { return }
+    let name = line[..<colon].lowercased()
+    let value = line[line.index(after: colon)...].trimmingCharacters(in: " \t\r\n")
+    switch name {
+    case "cache-control":
+      for directive in value.lowercased().split(separator: ",") {
+        let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: " \t\"") }
+        switch parts[0] {
+        case "no-store": noStore = true
+        case "no-cache": noCache = true
+        case "max-age", "s-maxage": if parts.count == 2, let seconds = Int(parts[1]) { maxAge = seconds }
+        default: break
+        }
+      }
+    case "expires": expires = HTTPDate.seconds(value) ?? 0  // an invalid date means "already expired"
+    case "etag": etag = value
+    case "last-modified": lastModified = value
+    default: break
+    }
+  }
+}
+
+extension StringProtocol {
+  /// Foundation-free trimming of a few ASCII characters.
+  func trimmingCharacters(in set: String) -> String {
+    let scalars = Set(set.unicodeScalars)
+    var view = Substring(self).unicodeScalars[...]
+    while let first = view.first, scalars.contains(first) { view = view.dropFirst() }
+    while let last = view.last, scalars.contains(last) { view = view.dropLast() }
+    return String(String.UnicodeScalarView(view))
   }
 }

@@ -43,3 +43,11 @@ extension URLScheme {
     return String(cString: host).lowercased()
   }
 }
+
+/// HTTP dates (Expires, Retry-After), through libcurl's parser.
+enum HTTPDate {
+  static func seconds(_ text: String) -> Int? {
+    let value = curl_getdate(text, nil)
+    return value < 0 ? nil : Int(value)
+  }
+}

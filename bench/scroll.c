@@ -1,0 +1,610 @@
+/*
+ * bench/scroll.c: the scroll benchmark. One scripted scrolling session over a table of
+ * thumbnails, played three times in the same run, once per strategy:
+ *
+ *   a  no cancellation: pxl_load each row as it becomes visible, never cancel (what a
+ *      newcomer writes first); a result is drawn only if its row is still on screen
+ *   b  per-row cancel: pxl_lookup, else pxl_load at PXL_PRIORITY_VISIBLE when a row
+ *      enters the screen, pxl_cancel when it leaves; no prefetch
+ *   c  the table object: pxl_table_set_visible once per frame that moves
+ *
+ *   scroll BASE_URL DATA_DIR ACCESS_LOG [--rows N] [--runs N] [--tag TAG] [--check target|clean]
+ *
+ * Exit status 1 if a run drew an image for a row not on screen or missed a final-screen
+ * image, or (--check target, the default) missed the issue's target: the table wastes
+ * under 10% of the bytes strategy a wastes, with a better p95 time to visible.
+ *
+ * DATA_DIR/index.txt lists the photos (scripts/photos.sh), served by nginx at BASE_URL
+ * with its access log at ACCESS_LOG ("$request_uri $status $body_bytes_sent
+ * $connection", scripts/nginx.sh). Row r shows photo r % photos, fetched as
+ * BASE_URL/PHOTO?bench=TAG-RUN&s=STRATEGY&row=r with cache key "row-r": every row is a
+ * distinct image to the library, and the access log tells each strategy's and each
+ * row's requests apart.
+ *
+ * The session (1,000 rows, 8 visible, 16 ms frames): a slow scroll over the first rows,
+ * a fling that starts at 10 rows per frame and decelerates to a stop near row 600, a
+ * pause, a scroll back up over 40 rows, and a jump to the end, held until drawn.
+ *
+ * What it reports, per strategy:
+ *  - time to visible (ms) of rows that stay on screen: from a row entering the screen
+ *    to its thumbnail drawn, over every visit (a stretch of time a row is continuously
+ *    on screen) that lasts at least STAY_MS; a visit whose row is never drawn counts as
+ *    infinitely slow ("undrawn"); median and p95;
+ *  - wasted bytes: body_bytes_sent at the server for rows never drawn in the session
+ *    (and the number of those rows); total bytes downloaded;
+ *  - requests the server saw, and how many of them were cut (fewer bytes than the file);
+ *  - loads started and cancelled, as the library counts them (pxl_load / pxl_cancel
+ *    returning PXL_OK; pxl_table_get_stats for the table);
+ *  - memory-cache hits when scrolling back: rows entering the screen during the scroll
+ *    back that were drawn from memory, of all rows entering then.
+ * Strategy a never cancels, so every load it made would run to its end: its waste is the
+ * whole file of every row it requested and never drew, also of loads still under way when
+ * the session ended (the benchmark does not wait for them).
+ *
+ * Build: cc -O2 -std=c11 -Iinclude bench/scroll.c -Lbuild/lib -lpixload -lm
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "pixload.h"
+
+enum {
+  VISIBLE = 8,
+  THUMB = 150,
+  FRAME_MS = 16,
+  STAY_MS = 300, /* a visit this long is a row that "stays on screen" */
+};
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- the table's rows ---- */
+
+struct photo {
+  char path[256]; /* relative to BASE_URL */
+  long size;      /* bytes on disk: what a complete response sends */
+};
+
+struct row {
+  int visible;
+  int drawn_this_visit;
+  int ever_drawn;
+  double visit_start;
+  double drawn_at;
+  pxl_token token; /* b: the pending load of this row, or 0 */
+  int requested;   /* a: pxl_load was called for it */
+};
+
+/* ---- the session script ---- */
+
+enum step_kind { MOVE, FLING, HOLD, JUMP };
+
+struct step {
+  const char *name;
+  enum step_kind kind;
+  double target;     /* MOVE, FLING, JUMP: the top row to reach */
+  double speed;      /* MOVE: rows per frame; FLING: the top speed */
+  int min_ms;        /* HOLD: at least this long, and until the screen is drawn ... */
+  int max_ms;        /* ... or this long */
+};
+
+enum { STEP_SLOW, STEP_SETTLE, STEP_FLING, STEP_STOP, STEP_BACK, STEP_JUMP, STEP_FINAL, STEPS };
+
+static void make_script(int rows, struct step *steps) {
+  double last = rows - VISIBLE;
+  double fling_to = floor(last * 0.6);
+  steps[STEP_SLOW] = (struct step){"slow scroll", MOVE, fmin(32, last), 0.125, 0, 0};
+  steps[STEP_SETTLE] = (struct step){"settle", HOLD, 0, 0, 500, 500};
+  steps[STEP_FLING] = (struct step){"fling", FLING, fling_to, 10, 0, 0};
+  steps[STEP_STOP] = (struct step){"stop", HOLD, 0, 0, 1500, 1500};
+  steps[STEP_BACK] = (struct step){"scroll back", MOVE, fmax(0, fling_to - 40), 0.5, 0, 0};
+  steps[STEP_JUMP] = (struct step){"jump to end", JUMP, last, 0, 0, 0};
+  steps[STEP_FINAL] = (struct step){"final screen", HOLD, 0, 0, 1000, 20000};
+}
+
+/* ---- one strategy's run ---- */
+
+struct samples {
+  double *v;
+  size_t n, cap;
+};
+
+static void add_sample(struct samples *s, double v) {
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 256;
+    double *grown = realloc(s->v, cap * sizeof *grown);
+    if (!grown) return;
+    s->v = grown;
+    s->cap = cap;
+  }
+  s->v[s->n++] = v;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Nearest rank; sorts. INFINITY stands for undrawn visits. */
+static double percentile(struct samples *s, double p) {
+  if (s->n == 0) return NAN;
+  qsort(s->v, s->n, sizeof *s->v, compare_doubles);
+  size_t rank = (size_t)ceil(p * (double)s->n);
+  return s->v[rank ? rank - 1 : 0];
+}
+
+struct result {
+  char key;
+  const char *name;
+  double ttv_median, ttv_p95;
+  size_t stays, undrawn;     /* visits >= STAY_MS, of which never drawn */
+  long long wasted_bytes, total_bytes;
+  int wasted_rows;           /* rows with bytes at the server, never drawn */
+  int requests, cut;         /* at the server */
+  uint64_t started, cancelled; /* as the library counts */
+  int back_entered, back_hits;
+  int stale;                 /* an image for a row not on screen reached the draw code */
+  int final_drawn;
+  int outstanding;           /* a, b: loads still waiting for their callback at the end */
+};
+
+struct bench {
+  const char *base_url;
+  struct photo *photos;
+  int photo_count;
+  int rows;
+  char strategy;
+  char tag[64];
+  pxl_loader *loader;
+  pxl_queue *queue;
+  pxl_table *table;
+  struct row *row;
+  int top;           /* -1 before the first frame */
+  int direction;     /* of the last set_visible (c) */
+  int step;
+  int outstanding;   /* a, b: loads whose callback has not run */
+  struct samples ttv;
+  struct result res;
+  char url[512];
+  char key[64];
+};
+
+static void row_url(struct bench *b, int r) {
+  const struct photo *p = &b->photos[r % b->photo_count];
+  snprintf(b->url, sizeof b->url, "%s/%s?bench=%s&s=%c&row=%d", b->base_url, p->path, b->tag,
+           b->strategy, r);
+  snprintf(b->key, sizeof b->key, "row-%d", r);
+}
+
+static void fill_request(struct bench *b, int r, pxl_request *req) {
+  row_url(b, r);
+  req->url = b->url;
+  req->cache_key = b->key;
+  req->width = THUMB;
+  req->height = THUMB;
+  req->mode = PXL_MODE_FILL;
+  req->format = PXL_FORMAT_BGRA8_PREMUL;
+  req->priority = PXL_PRIORITY_VISIBLE;
+}
+
+static void draw(struct bench *b, int r, int from_memory) {
+  struct row *row = &b->row[r];
+  if (!row->visible) {
+    b->res.stale++;
+    return;
+  }
+  if (b->step == STEP_BACK && !row->drawn_this_visit && from_memory &&
+      now_ms() - row->visit_start < FRAME_MS * 2)
+    b->res.back_hits++;
+  if (row->drawn_this_visit) return;
+  row->drawn_this_visit = 1;
+  row->ever_drawn = 1;
+  row->drawn_at = now_ms();
+}
+
+static void end_visit(struct bench *b, int r, double at) {
+  struct row *row = &b->row[r];
+  if (at - row->visit_start < STAY_MS) return;
+  b->res.stays++;
+  if (row->drawn_this_visit) {
+    add_sample(&b->ttv, row->drawn_at - row->visit_start);
+  } else {
+    b->res.undrawn++;
+    add_sample(&b->ttv, INFINITY);
+    if (getenv("SCROLL_DEBUG"))
+      fprintf(stderr, "  %c: row %d undrawn for %.0f ms (step %d, photo %s, drawn before: %d)\n",
+              b->strategy, r, at - row->visit_start, b->step, b->photos[r % b->photo_count].path,
+              row->ever_drawn);
+  }
+}
+
+/* a and b: the user_data of one pxl_load. */
+struct pending {
+  struct bench *bench;
+  int row;
+};
+
+static void on_load(pxl_token token, const pxl_result *result, void *user_data) {
+  struct pending *p = user_data;
+  struct bench *b = p->bench;
+  b->outstanding--;
+  struct row *row = &b->row[p->row];
+  if (b->strategy == 'b') {
+    if (row->token == token) row->token = 0;
+    else if (result->status == PXL_OK) b->res.stale++; /* cancelled, yet an image: never */
+    else goto done;
+  }
+  if (result->status == PXL_OK && row->visible) draw(b, p->row, result->source == PXL_SOURCE_MEMORY);
+  else if (result->status != PXL_OK && result->status != PXL_E_CANCELLED)
+    fprintf(stderr, "scroll: row %d: %s\n", p->row, result->message);
+done:
+  free(p);
+}
+
+static void start_load(struct bench *b, int r) {
+  pxl_request req;
+  pxl_request_init(&req);
+  fill_request(b, r, &req);
+  struct pending *p = malloc(sizeof *p);
+  if (!p) return;
+  *p = (struct pending){b, r};
+  pxl_token token = 0;
+  if (pxl_load(b->loader, &req, b->queue, on_load, p, &token) != PXL_OK) {
+    free(p);
+    return;
+  }
+  b->outstanding++;
+  b->res.started++;
+  b->row[r].requested = 1;
+  if (b->strategy == 'b') b->row[r].token = token;
+}
+
+static void enter_row(struct bench *b, int r) {
+  if (b->step == STEP_BACK) b->res.back_entered++;
+  if (b->strategy == 'a') {
+    start_load(b, r);
+  } else if (b->strategy == 'b') {
+    pxl_request req;
+    pxl_request_init(&req);
+    fill_request(b, r, &req);
+    pxl_image *image = NULL;
+    if (pxl_lookup(b->loader, &req, &image) == PXL_OK) {
+      pxl_image_release(image); /* a real host would keep it in its cell */
+      draw(b, r, 1);
+    } else {
+      start_load(b, r);
+    }
+  }
+}
+
+static void leave_row(struct bench *b, int r) {
+  if (b->strategy == 'b' && b->row[r].token) {
+    if (pxl_cancel(b->loader, b->row[r].token) == PXL_OK) b->res.cancelled++;
+    b->row[r].token = 0;
+  }
+}
+
+/* c */
+static int table_request(void *user_data, int64_t r, pxl_request *req) {
+  fill_request(user_data, (int)r, req);
+  return 1;
+}
+
+static void table_row(void *user_data, int64_t r, const pxl_result *result) {
+  struct bench *b = user_data;
+  if (result->status == PXL_OK) draw(b, (int)r, result->source == PXL_SOURCE_MEMORY);
+  else fprintf(stderr, "scroll: row %lld: %s\n", (long long)r, result->message);
+}
+
+/* Moves the screen so that new_top is the first visible row. */
+static void set_view(struct bench *b, int new_top, int direction) {
+  double now = now_ms();
+  int old = b->top;
+  if (new_top != old) {
+    for (int r = old; old >= 0 && r < old + VISIBLE; r++) {
+      if (r >= new_top && r < new_top + VISIBLE) continue;
+      end_visit(b, r, now);
+      b->row[r].visible = 0;
+      leave_row(b, r);
+    }
+    for (int r = new_top; r < new_top + VISIBLE; r++) {
+      if (old >= 0 && r >= old && r < old + VISIBLE) continue;
+      b->row[r].visible = 1;
+      b->row[r].drawn_this_visit = 0;
+      b->row[r].visit_start = now;
+      enter_row(b, r);
+    }
+    b->top = new_top;
+  }
+  if (b->strategy == 'c' && (new_top != old || direction != b->direction)) {
+    b->direction = direction;
+    pxl_table_set_visible(b->table, new_top, VISIBLE, direction);
+  }
+}
+
+static int screen_drawn(const struct bench *b) {
+  int n = 0;
+  for (int r = b->top; r >= 0 && r < b->top + VISIBLE; r++) n += b->row[r].drawn_this_visit;
+  return n;
+}
+
+/* Advances the script by one frame; 0 when it has ended. */
+static int frame(struct bench *b, const struct step *steps, double *position, double *step_started) {
+  double now = now_ms();
+  while (b->step < STEPS) {
+    const struct step *s = &steps[b->step];
+    int done = 0, direction = 0;
+    if (s->kind == MOVE || s->kind == FLING) {
+      double delta = s->target - *position;
+      double speed = s->speed;
+      if (s->kind == FLING) speed = fmax(0.25, fmin(s->speed, fabs(delta) * 0.04));
+      direction = delta > 0 ? 1 : delta < 0 ? -1 : 0;
+      if (fabs(delta) <= speed) {
+        *position = s->target;
+        done = 1;
+      } else {
+        *position += direction * speed;
+      }
+    } else if (s->kind == JUMP) {
+      direction = s->target > *position ? 1 : -1;
+      *position = s->target;
+      done = 1;
+    } else {
+      double held = now - *step_started;
+      done = held >= s->min_ms && (screen_drawn(b) == VISIBLE || held >= s->max_ms);
+    }
+    set_view(b, (int)floor(*position), direction);
+    if (!done) return 1;
+    b->step++;
+    *step_started = now;
+    if (s->kind != HOLD) return 1;
+  }
+  return 0;
+}
+
+static void run_session(struct bench *b) {
+  struct step steps[STEPS];
+  make_script(b->rows, steps);
+  b->step = 0;
+  double position = 0, step_started = now_ms();
+  struct pollfd fd = {pxl_queue_fd(b->queue), POLLIN, 0};
+  double next_frame = now_ms();
+  for (;;) {
+    double wait = next_frame - now_ms();
+    if (wait > 0 && poll(&fd, 1, (int)ceil(wait)) > 0 && (fd.revents & POLLIN))
+      pxl_queue_dispatch(b->queue, 0);
+    if (now_ms() < next_frame) continue;
+    if (!frame(b, steps, &position, &step_started)) break;
+    pxl_queue_dispatch(b->queue, 0);
+    next_frame += FRAME_MS;
+    if (next_frame < now_ms()) next_frame = now_ms();
+  }
+  double end = now_ms();
+  b->res.final_drawn = screen_drawn(b);
+  for (int r = b->top; r < b->top + VISIBLE; r++) end_visit(b, r, end);
+}
+
+/* ---- the server's view ---- */
+
+/* Sums, per row of this strategy's run, what nginx sent; fills the byte and request
+ * counts of b->res. */
+static void read_access_log(struct bench *b, const char *access_log) {
+  long long *bytes = calloc((size_t)b->rows, sizeof *bytes);
+  FILE *f = fopen(access_log, "r");
+  if (!f || !bytes) {
+    fprintf(stderr, "scroll: %s: %s\n", access_log, strerror(errno));
+    free(bytes);
+    if (f) fclose(f);
+    return;
+  }
+  char marker[128];
+  snprintf(marker, sizeof marker, "?bench=%s&s=%c&row=", b->tag, b->strategy);
+  char line[2048];
+  while (fgets(line, sizeof line, f)) {
+    char uri[1024];
+    int status, r;
+    long long sent;
+    long connection;
+    if (sscanf(line, "%1023s %d %lld %ld", uri, &status, &sent, &connection) != 4) continue;
+    char *m = strstr(uri, marker);
+    if (!m || sscanf(m + strlen(marker), "%d", &r) != 1 || r < 0 || r >= b->rows) continue;
+    b->res.requests++;
+    if (sent < b->photos[r % b->photo_count].size) b->res.cut++;
+    bytes[r] += sent;
+    b->res.total_bytes += sent;
+  }
+  fclose(f);
+  for (int r = 0; r < b->rows; r++) {
+    if (b->row[r].ever_drawn) continue;
+    /* a never cancels: each load it made runs to its end, also those still running or
+     * waiting when the session ended and the loader was freed. Its waste is the whole
+     * of every row it asked for and never drew. */
+    long long waste = b->strategy == 'a' && b->row[r].requested ? b->photos[r % b->photo_count].size : bytes[r];
+    if (waste > 0) {
+      b->res.wasted_bytes += waste;
+      b->res.wasted_rows++;
+    }
+  }
+  free(bytes);
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static struct result run_strategy(const char *base_url, struct photo *photos, int photo_count, int rows,
+                                  const char *access_log, const char *tag, char strategy) {
+  static const char *const names[] = {"a no cancel", "b per-row cancel", "c table"};
+  struct bench *b = calloc(1, sizeof *b);
+  b->base_url = base_url;
+  b->photos = photos;
+  b->photo_count = photo_count;
+  b->rows = rows;
+  b->strategy = strategy;
+  snprintf(b->tag, sizeof b->tag, "%s", tag);
+  b->row = calloc((size_t)rows, sizeof *b->row);
+  b->top = -1;
+  b->res.key = strategy;
+  b->res.name = names[strategy - 'a'];
+  if (pxl_loader_new(NULL, &b->loader) != PXL_OK || pxl_queue_new(&b->queue) != PXL_OK) {
+    fprintf(stderr, "scroll: setup failed\n");
+    exit(1);
+  }
+  if (strategy == 'c' &&
+      pxl_table_new(b->loader, b->queue, NULL, rows, table_request, table_row, b, &b->table) != PXL_OK) {
+    fprintf(stderr, "scroll: pxl_table_new failed\n");
+    exit(1);
+  }
+  run_session(b);
+  b->res.outstanding = b->outstanding;
+  if (b->table) {
+    pxl_table_stats stats = {.struct_size = sizeof stats};
+    pxl_table_get_stats(b->table, &stats);
+    b->res.started = stats.started;
+    b->res.cancelled = stats.cancelled;
+    pxl_table_free(b->table);
+  }
+  pxl_loader_free(b->loader); /* cancels what is left (b's and c's last screens are done) */
+  pxl_queue_free(b->queue);
+  sleep_ms(300);              /* cut transfers are logged when their connections close */
+  read_access_log(b, access_log);
+  b->res.ttv_median = percentile(&b->ttv, 0.5);
+  b->res.ttv_p95 = percentile(&b->ttv, 0.95);
+  struct result res = b->res;
+  free(b->ttv.v);
+  free(b->row);
+  free(b);
+  return res;
+}
+
+/* ---- setup and report ---- */
+
+static struct photo *read_photos(const char *dir, int *count) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/index.txt", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "scroll: %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  struct photo *photos = NULL;
+  int n = 0;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!line[0]) continue;
+    struct photo *grown = realloc(photos, (size_t)(n + 1) * sizeof *grown);
+    if (!grown) break;
+    photos = grown;
+    snprintf(photos[n].path, sizeof photos[n].path, "%.255s", line);
+    char file[1024];
+    snprintf(file, sizeof file, "%s/%s", dir, line);
+    struct stat st;
+    photos[n].size = stat(file, &st) == 0 ? (long)st.st_size : -1;
+    n++;
+  }
+  fclose(f);
+  *count = n;
+  return photos;
+}
+
+static const char *ms_text(double v, char *buf, size_t size) {
+  if (isnan(v)) snprintf(buf, size, "-");
+  else if (isinf(v)) snprintf(buf, size, "undrawn");
+  else snprintf(buf, size, "%.0f", v);
+  return buf;
+}
+
+static void print_results(const struct result *r, int n) {
+  printf("  %-17s %8s %8s %9s %14s %9s %13s %13s %9s\n", "strategy", "ttv med", "ttv p95",
+         "undrawn", "wasted MB/rows", "total MB", "req/cut srv", "start/cancel", "back hit");
+  for (int i = 0; i < n; i++) {
+    char med[16], p95[16], wasted[32], req[32], lib[32], back[32], undrawn[32];
+    snprintf(wasted, sizeof wasted, "%.1f/%d", r[i].wasted_bytes / 1e6, r[i].wasted_rows);
+    snprintf(req, sizeof req, "%d/%d", r[i].requests, r[i].cut);
+    snprintf(lib, sizeof lib, "%llu/%llu", (unsigned long long)r[i].started, (unsigned long long)r[i].cancelled);
+    snprintf(back, sizeof back, "%d/%d", r[i].back_hits, r[i].back_entered);
+    snprintf(undrawn, sizeof undrawn, "%zu/%zu", r[i].undrawn, r[i].stays);
+    printf("  %-17s %8s %8s %9s %14s %9.1f %13s %13s %9s\n", r[i].name,
+           ms_text(r[i].ttv_median, med, sizeof med), ms_text(r[i].ttv_p95, p95, sizeof p95),
+           undrawn, wasted, r[i].total_bytes / 1e6, req, lib, back);
+  }
+}
+
+static int usage(void) {
+  fprintf(stderr, "usage: scroll BASE_URL DATA_DIR ACCESS_LOG [--rows N] [--runs N] [--tag TAG] "
+          "[--check target|clean]\n");
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4) return usage();
+  const char *base_url = argv[1], *data = argv[2], *access_log = argv[3];
+  int rows = 1000, runs = 1, check_target = 1;
+  char tag[32];
+  snprintf(tag, sizeof tag, "%ld", (long)time(NULL));
+  for (int i = 4; i + 1 < argc; i += 2) {
+    if (strcmp(argv[i], "--rows") == 0) rows = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--runs") == 0) runs = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--tag") == 0) snprintf(tag, sizeof tag, "%s", argv[i + 1]);
+    else if (strcmp(argv[i], "--check") == 0) check_target = strcmp(argv[i + 1], "target") == 0;
+    else return usage();
+  }
+  if ((argc - 4) % 2 || rows < 100 || runs < 1) return usage();
+  int photo_count = 0;
+  struct photo *photos = read_photos(data, &photo_count);
+  if (!photos || photo_count == 0) return 1;
+  size_t base_len = strlen(base_url);
+  char *base = strdup(base_url);
+  while (base_len && base[base_len - 1] == '/') base[--base_len] = '\0';
+
+  printf("scroll: %s: %d rows (%d photos), %d visible, %dx%d fill thumbnails, %d ms frames, pixload %s\n",
+         base, rows, photo_count, VISIBLE, THUMB, THUMB, FRAME_MS, pxl_version());
+  printf("  ttv: ms from a row entering the screen to its image drawn, over visits of >= %d ms\n"
+         "  (rows that stay on screen); undrawn: such visits never drawn (count as infinite).\n"
+         "  wasted: bytes nginx sent for rows never drawn (a: the whole file of every row it\n"
+         "  requested and never drew: it never cancels). req/cut srv: requests nginx logged,\n"
+         "  and those cut short. start/cancel: loads started and cancelled, library's count.\n"
+         "  back hit: rows drawn from memory at once / rows entering while scrolling back.\n",
+         STAY_MS);
+  int failed_runs = 0;
+  for (int run = 1; run <= runs; run++) {
+    struct result r[3];
+    char run_tag[64];
+    snprintf(run_tag, sizeof run_tag, "%s-%d", tag, run);
+    for (int s = 0; s < 3; s++)
+      r[s] = run_strategy(base, photos, photo_count, rows, access_log, run_tag, (char)('a' + s));
+    printf("run %d\n", run);
+    print_results(r, 3);
+    double share = r[0].wasted_bytes > 0 ? 100.0 * (double)r[2].wasted_bytes / (double)r[0].wasted_bytes : 0;
+    int waste_ok = r[2].wasted_bytes * 10 < r[0].wasted_bytes;
+    int p95_ok = r[2].ttv_p95 < r[0].ttv_p95;
+    int clean = 1;
+    for (int s = 0; s < 3; s++) {
+      if (r[s].stale) printf("  %s: %d images reached the draw code for rows not on screen\n", r[s].name, r[s].stale);
+      if (r[s].final_drawn != VISIBLE) printf("  %s: final screen %d of %d drawn\n", r[s].name, r[s].final_drawn, VISIBLE);
+      clean &= r[s].stale == 0 && r[s].final_drawn == VISIBLE;
+    }
+    printf("  a: %d loads still running or waiting at the end. target: the table wastes %.1f%% of "
+           "a's bytes (< 10%%: %s); its p95 is %s a's (%s)\n",
+           r[0].outstanding, share, waste_ok ? "yes" : "NO", p95_ok ? "better than" : "NOT better than",
+           p95_ok ? "yes" : "NO");
+    if ((check_target && (!waste_ok || !p95_ok)) || !clean) failed_runs++;
+  }
+  free(base);
+  free(photos);
+  return failed_runs ? 1 : 0;
+}
