@@ -219,11 +219,12 @@ public final class DiskCache: @unchecked Sendable {
   /// it once on a disk thread after start-up, so a large cache never delays a first load.
   public func rescan() {
     let entries = listEntries()
-    lock.withLock {
+    let over: Bool = lock.withLock {
       sizes = Dictionary(entries.map { ($0.name, $0.size) }, uniquingKeysWith: { a, _ in a })
       total = entries.reduce(0) { $0 + $1.size }
+      return total > capacityBytes
     }
-    if total > capacityBytes { evict() }
+    if over { evict() }
   }
 
   private struct Listed { let name: String; let size: Int; let modified: Int }
