@@ -26,6 +26,14 @@ let package = Package(
     // The C API: thin @c @implementation functions over PixloadCore.
     .target(name: "Pixload", dependencies: ["PixloadCore", "CPixload"]),
     .testTarget(name: "PixloadCoreTests", dependencies: ["PixloadCore"]),
+    // libFuzzer target on ImageDecoder (`make fuzz-decode` builds it with
+    // -sanitize=fuzzer,address); a plain build replays files given as arguments.
+    .executableTarget(name: "pixload-fuzz-decode", dependencies: ["PixloadCore"], path: "Tests/fuzz/decode"),
+    // `make bench-decode`: ImageDecoder against libjpeg-turbo/libpng called directly from C.
+    .target(name: "BenchDirect", path: "bench/direct",
+            linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
+    .executableTarget(name: "pixload-bench-decode", dependencies: ["PixloadCore", "BenchDirect"],
+                      path: "bench/decode"),
   ],
   swiftLanguageModes: [.v5]
 )

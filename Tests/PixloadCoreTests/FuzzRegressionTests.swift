@@ -1,0 +1,95 @@
+import XCTest
+@testable import PixloadCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every input the decode fuzzer (`make fuzz-decode`) ever crashed on, kept in
+/// Tests/fuzz-regressions/decode, replayed two ways: in process through `ImageDecoder`
+/// with a matrix of variants (sizes the fuzzer picks, every format, orientation on and
+/// off), and through the plain build of the fuzz target itself, which decodes each file
+/// with exactly the variant the fuzzer chose for it and checks the same promises.
+final class FuzzRegressionTests: XCTestCase {
+  static let folder: String = {
+    var path = #filePath
+    for _ in 0..<2 { path = String(path[..<path.lastIndex(of: "/")!]) }  // Tests/
+    return path + "/fuzz-regressions/decode"
+  }()
+
+  /// The regression inputs (README.md explains the folder and is not one).
+  static func inputs() throws -> [String] {
+    guard let dir = opendir(folder) else { throw XCTSkip("\(folder) is absent") }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+      let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+      if name.hasPrefix(".") || name == "README.md" { continue }
+      names.append(folder + "/" + name)
+    }
+    return names.sorted()
+  }
+
+  static func read(_ path: String) -> [UInt8]? {
+    guard let file = fopen(path, "rb") else { return nil }
+    defer { fclose(file) }
+    var data: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+      let n = fread(&chunk, 1, chunk.count, file)
+      if n <= 0 { break }
+      data += chunk[0..<n]
+    }
+    return data
+  }
+
+  func testEveryKeptInputDecodesOrFailsCleanly() throws {
+    let sizes: [(Int, Int, ScaleMode)] = [
+      (0, 0, .fit), (150, 150, .fill), (150, 150, .fit), (1, 1, .fill), (1, 0, .fit), (0, 1, .fit),
+      (64, 0, .fit), (0, 64, .fit), (7, 300, .fill), (300, 7, .fill), (300, 1, .fit), (1, 300, .fit),
+    ]
+    for path in try Self.inputs() {
+      let data = try XCTUnwrap(Self.read(path), path)
+      for (width, height, mode) in sizes {
+        for format in PixelFormat.allCases {
+          for orientation in [true, false] {
+            let variant = ImageRequest(url: "fuzz:", targetWidth: width, targetHeight: height, mode: mode,
+                                       format: format, appliesOrientation: orientation).variant
+            switch ImageDecoder().decode(data, variant: variant, maxPixels: 16_000_000) {
+            case .failure(let error):
+              XCTAssertFalse(error.message.isEmpty, "\(path) \(variant)")
+            case .success(let image):
+              XCTAssertGreaterThan(image.width, 0, path)
+              XCTAssertGreaterThan(image.height, 0, path)
+              XCTAssertEqual(image.stride, image.width * format.bytesPerPixel, path)
+              if width > 0 { XCTAssertLessThanOrEqual(image.width, width, "\(path) \(variant)") }
+              if height > 0 { XCTAssertLessThanOrEqual(image.height, height, "\(path) \(variant)") }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  func testEveryKeptInputPassesTheFuzzTargetItself() throws {
+    // Next to this test bundle: `swift test` builds every target of the package.
+    var exe = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let n = readlink("/proc/self/exe", &exe, exe.count - 1)
+    guard n > 0 else { throw XCTSkip("cannot find the test executable") }
+    let path = String(cString: exe)
+    let replay = String(path[..<path.lastIndex(of: "/")!]) + "/pixload-fuzz-decode"
+    guard access(replay, X_OK) == 0 else { throw XCTSkip("\(replay) is not built") }
+    for input in try Self.inputs() {
+      var pid = pid_t()
+      var devnull = posix_spawn_file_actions_t()
+      posix_spawn_file_actions_init(&devnull)
+      defer { posix_spawn_file_actions_destroy(&devnull) }
+      posix_spawn_file_actions_addopen(&devnull, 1, "/dev/null", O_WRONLY, 0)
+      let argv: [UnsafeMutablePointer<CChar>?] = [strdup(replay), strdup(input), nil]
+      defer { argv.forEach { free($0) } }
+      XCTAssertEqual(posix_spawn(&pid, replay, &devnull, nil, argv, environ), 0, input)
+      var status: Int32 = 0
+      XCTAssertEqual(waitpid(pid, &status, 0), pid, input)
+      XCTAssertEqual(status, 0, "pixload-fuzz-decode \(input) exited with wait status \(status)")
+    }
+  }
+}

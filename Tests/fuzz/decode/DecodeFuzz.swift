@@ -1,0 +1,132 @@
+// libFuzzer target on the decode entry point, `ImageDecoder().decode` (shim + DCT scaling +
+// area resample + EXIF orientation). `make fuzz-decode` builds it with
+// `-sanitize=fuzzer,address` and runs it seeded from ../shared/corpus.
+//
+// SwiftPM gives every executable its own `main`, so the fuzz build (which passes
+// `-DPIXLOAD_LIBFUZZER`) hands control to libFuzzer through `LLVMFuzzerRunDriver`. A plain
+// build (`swift build`, `swift test`) has no libFuzzer: there `pixload-fuzz-decode FILE...`
+// runs each file through the same `fuzzOne` and prints the variant and the outcome, which
+// is how a crash input is reproduced without the sanitizer build.
+import PixloadCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// 16 Mpx: the largest photos of the corpus (8.3 Mpx) still decode, and the worst case
+/// (a progressive 4:4:4 JPEG: 4 bytes of output and 6 of coefficients per pixel) stays
+/// far below libFuzzer's RSS limit.
+let fuzzMaxPixels: UInt64 = 16_000_000
+
+/// The variant an input is decoded with. It is chosen by a hash of the input's length and
+/// its last 8 bytes, not by a prefix, so every corpus file is a valid seed as it stands,
+/// and the fuzzer can still steer the choice: bytes after a JPEG's EOI or a PNG's IEND
+/// are ignored by the decoders, so mutating them changes only the variant.
+func fuzzVariant(for data: [UInt8]) -> ImageRequest {
+  var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
+  func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+  withUnsafeBytes(of: UInt64(data.count).littleEndian) { $0.forEach(mix) }
+  data.suffix(8).forEach(mix)
+  var bits = hash
+  func take(_ n: UInt64) -> Int { defer { bits /= n }; return Int(bits % n) }
+
+  let small = 1 + take(64), other = 1 + take(300)
+  let (width, height, mode): (Int, Int, ScaleMode)
+  switch take(8) {
+  case 0: (width, height, mode) = (0, 0, .fit)  // full size
+  case 1: (width, height, mode) = (150, 150, .fill)
+  case 2: (width, height, mode) = (150, 150, .fit)
+  case 3: (width, height, mode) = (1, 1, .fill)
+  case 4: (width, height, mode) = (small, 0, .fit)
+  case 5: (width, height, mode) = (0, small, .fit)
+  case 6: (width, height, mode) = (small, other, .fill)
+  default: (width, height, mode) = (other, small, .fit)
+  }
+  let format = PixelFormat.allCases[take(UInt64(PixelFormat.allCases.count))]
+  return ImageRequest(url: "fuzz:", targetWidth: width, targetHeight: height, mode: mode,
+                      format: format, appliesOrientation: take(2) == 0)
+}
+
+/// Decodes one input; on success checks what the decoder promises and reads every
+/// output byte (so AddressSanitizer catches an image smaller than it claims to be).
+/// Traps on a broken promise: libFuzzer then keeps the input as a crash.
+@discardableResult
+func fuzzOne(_ data: [UInt8]) -> String {
+  let request = fuzzVariant(for: data)
+  let variant = request.variant
+  let what = "\(variant.width)x\(variant.height) \(variant.mode) \(variant.format) orientation=\(variant.appliesOrientation)"
+  switch ImageDecoder().decode(data, variant: variant, maxPixels: fuzzMaxPixels) {
+  case .failure(let error):
+    precondition(!error.message.isEmpty, "a failure without a message")
+    return "\(what): \(error.status) \(error.message)"
+  case .success(let image):
+    let w = image.width, h = image.height
+    precondition(w >= 1 && h >= 1, "empty image \(w)x\(h)")
+    precondition(image.stride == w * variant.format.bytesPerPixel, "stride \(image.stride) for width \(w)")
+    precondition(image.format == variant.format, "format \(image.format) for \(variant.format)")
+    precondition(w <= image.originalWidth && h <= image.originalHeight,
+                 "upscaled: \(w)x\(h) from \(image.originalWidth)x\(image.originalHeight)")
+    if variant.mode == .fill && variant.width > 0 && variant.height > 0 {
+      precondition(w <= variant.width && h <= variant.height, "fill gave \(w)x\(h)")
+      if image.originalWidth >= variant.width && image.originalHeight >= variant.height {
+        precondition(w == variant.width && h == variant.height, "fill gave \(w)x\(h)")
+      }
+    } else {
+      if variant.width > 0 { precondition(w <= variant.width, "fit gave \(w)x\(h)") }
+      if variant.height > 0 { precondition(h <= variant.height, "fit gave \(w)x\(h)") }
+      if variant.width == 0 && variant.height == 0 {
+        precondition(w == image.originalWidth && h == image.originalHeight, "full size gave \(w)x\(h)")
+      }
+    }
+    let bytes = image.pixels.assumingMemoryBound(to: UInt8.self)
+    var sum: UInt64 = 0
+    for i in 0..<image.byteCount { sum &+= UInt64(bytes[i]) }
+    return "\(what): \(w)x\(h) of \(image.originalWidth)x\(image.originalHeight), byte sum \(sum)"
+  }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzEntry(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+  fuzzOne(size > 0 && data != nil ? Array(UnsafeBufferPointer(start: data, count: size)) : [])
+  return 0
+}
+
+#if PIXLOAD_LIBFUZZER
+/// libFuzzer's driver, for programs that own `main` (SwiftPM gives every executable one).
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(
+  _ argc: UnsafeMutablePointer<Int32>,
+  _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+  _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
+#endif
+
+@main
+enum Main {
+  static func main() {
+#if PIXLOAD_LIBFUZZER
+    var argc = CommandLine.argc
+    var argv = CommandLine.unsafeArgv
+    exit(LLVMFuzzerRunDriver(&argc, &argv, { data, size in fuzzEntry(data, size) }))
+#else
+    replay(CommandLine.arguments.dropFirst())
+#endif
+  }
+
+  static func replay(_ paths: ArraySlice<String>) {
+    if paths.isEmpty {
+      fputs("usage: pixload-fuzz-decode FILE...  (replays inputs; the fuzzer is `make fuzz-decode`)\n", stderr)
+      exit(2)
+    }
+    for path in paths {
+      guard let file = fopen(path, "rb") else { fputs("cannot open \(path)\n", stderr); exit(1) }
+      var data: [UInt8] = []
+      var chunk = [UInt8](repeating: 0, count: 1 << 16)
+      while true {
+        let n = fread(&chunk, 1, chunk.count, file)
+        if n <= 0 { break }
+        data += chunk[0..<n]
+      }
+      fclose(file)
+      print("\(path): \(fuzzOne(data))")
+    }
+  }
+}

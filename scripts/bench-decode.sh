@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# scripts/bench-decode.sh STAGE DATA_DIR [REPS]
+#
+# `make bench-decode`: CPU time per image of pixload's decode path (ImageDecoder) against
+# libjpeg-turbo / libpng called directly, same files, same process, interleaved
+# (bench/decode/main.swift, bench/direct/bench_direct.c), full size and 150x150 fill.
+#
+# Files: the real-world photographs and PNGs of ../shared/corpus/realworld (the EXIF
+# examples only where they are upright, since the direct side does not rotate), the
+# demo photographs (scripts/photos.sh: 4:2:0 baseline, progressive, PNG), and 4:4:4
+# baseline JPEGs made here from the corpus photographs and the demo's opaque PNGs
+# (neither set has any: Pillow and the wallpapers use 4:2:0 / 4:2:2).
+set -euo pipefail
+stage="${1:?usage: $0 STAGE DATA_DIR [REPS]}" data="${2:?}" reps="${3:-${BENCH_DECODE_REPS:-5}}"
+corpus="${CORPUS:-../shared/corpus}"
+out="$stage/bench-decode"
+
+scripts/photos.sh "$data" 300
+mkdir -p "$out"
+
+# 4:4:4 baseline JPEGs, quality 90 (idempotent: made once).
+if [ ! -f "$out/444/done" ]; then
+  rm -rf "$out/444" && mkdir -p "$out/444"
+  python3 - "$out/444" "$corpus/realworld/photos" "$data" <<'PY'
+import glob, os, sys
+from PIL import Image
+dst, photos, demo = sys.argv[1:4]
+sources = sorted(glob.glob(os.path.join(photos, "*.jpg")))
+sources += [p for p in sorted(glob.glob(os.path.join(demo, "img", "*.png")))
+            if Image.open(p).mode == "RGB"]
+for path in sources:
+    name = os.path.splitext(os.path.basename(path))[0] + "-444.jpg"
+    Image.open(path).convert("RGB").save(os.path.join(dst, name), "JPEG", quality=90, subsampling=0)
+PY
+  touch "$out/444/done"
+fi
+
+{
+  awk -F'\t' -v dir="$corpus/realworld" 'NR > 1 && ($2 == "jpeg" || $2 == "png") && $3 ~ /^ok/ &&
+      ($18 == "" || $18 <= 1) { print dir "/" $1 }' "$corpus/realworld/manifest.tsv"
+  sed "s|^|$data/|" "$data/index.txt"
+  ls "$out"/444/*.jpg
+} > "$out/files.txt"
+
+if ! swift build --scratch-path .build-bench -c release --product pixload-bench-decode >"$out/build.log" 2>&1; then
+  cat "$out/build.log" >&2
+  exit 1
+fi
+echo "bench-decode: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+.build-bench/release/pixload-bench-decode --reps "$reps" "$out/files.txt"
