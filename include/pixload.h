@@ -294,10 +294,17 @@ typedef struct pxl_config {
                                      says nothing stays fresh until evicted. no-store is
                                      never written. 1: every stored copy is fresh until
                                      evicted, as most image loaders do. */
+  int32_t memory_cache_count;     /* at most this many decoded images in memory; default 1000.
+                                     An image over a tenth of memory_cache_bytes is never
+                                     kept (one full-size photo must not flush a screenful
+                                     of thumbnails). */
   const char *disk_cache_dir;     /* NULL (default): $XDG_CACHE_HOME/pixload, else
                                      ~/.cache/pixload; created 0700, files 0600; copied. A
                                      directory that cannot be created or written makes the
                                      loader memory-only, with one line on stderr. */
+  int64_t disk_cache_max_age_s;   /* a disk entry not used for this many seconds is dropped
+                                     (when next read, at start-up and at every eviction);
+                                     default 604800 (7 days); 0: no age limit. */
 } pxl_config;
 
 /* Fills *config with the defaults above, struct_size included. Since 0.1.0. */
@@ -429,6 +436,32 @@ PXL_API uint64_t pxl_disk_cache_bytes(pxl_loader *loader);
 /* Deletes every disk-cache entry (of the directory, also other processes' ones). Blocks
  * on the disk: call it off the UI thread. No-op without a disk cache. Since 0.1.0. */
 PXL_API void pxl_disk_cache_clear(pxl_loader *loader);
+
+/* Forgets one cache key (a URL, or a request's cache_key): every decoded size of it in
+ * memory at once, and its disk entry on a disk thread shortly after. Returns PXL_OK or
+ * PXL_E_INVALID_ARGUMENT. Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_cache_remove(pxl_loader *loader, const char *cache_key);
+
+/* A snapshot of what a loader did so far. */
+typedef struct pxl_stats {
+  size_t struct_size;        /* set by the caller to sizeof(pxl_stats) */
+  uint64_t requests;         /* accepted loads, prefetches and tables' included */
+  uint64_t memory_hits;      /* answered by the memory cache */
+  uint64_t disk_hits;        /* answered by the disk cache (fresh entries) */
+  uint64_t network_fetches;  /* transfers that brought a body */
+  uint64_t revalidated;      /* stale disk entries the server confirmed (HTTP 304) */
+  uint64_t coalesced;        /* requests that joined a download or decode under way */
+  uint64_t cancelled;        /* pxl_cancel (and table, cancel-all) calls that cancelled */
+  uint64_t failed;           /* requests that ended with an error other than CANCELLED */
+  uint64_t bytes_downloaded; /* body bytes received */
+  uint64_t memory_bytes;     /* pixel bytes in the memory cache now */
+  uint64_t memory_count;     /* images in the memory cache now */
+  uint64_t disk_bytes;       /* as pxl_disk_cache_bytes */
+} pxl_stats;
+
+/* Fills *stats (stats->struct_size must be set). Returns PXL_OK or PXL_E_INVALID_ARGUMENT.
+ * Reads no file. Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_get_stats(pxl_loader *loader, pxl_stats *stats);
 
 /* Cancels every request whose callbacks go to queue, or every request of the loader
  * (prefetches and tables' requests included) when queue is NULL. Each gets its CANCELLED

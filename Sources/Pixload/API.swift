@@ -205,6 +205,8 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   c.disk_cache_bytes = UInt64(defaults.diskCacheBytes)
   c.disk_cache_dir = nil
   c.ignore_http_freshness = defaults.ignoresHTTPFreshness ? 1 : 0
+  c.memory_cache_count = Int32(defaults.memoryCacheCount)
+  c.disk_cache_max_age_s = Int64(defaults.diskCacheMaxAgeSeconds)
   config.pointee = c
 }
 
@@ -223,6 +225,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
           c.allowed_schemes & ~UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE) == 0,
           c.stall_timeout_ms >= 0, c.max_redirects >= 0, c.max_retries >= 0, c.max_retries <= 100,
           c.retry_base_delay_ms >= 0, c.retry_max_delay_ms >= 0, c.cancel_storm_limit >= 0,
+          c.memory_cache_count >= 0, c.disk_cache_max_age_s >= 0,
           let headers = headerLines(c.headers)
     else { return PXL_E_INVALID_ARGUMENT }
     configuration.memoryCacheBytes = Int(c.memory_cache_bytes)
@@ -250,6 +253,8 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
     configuration.diskCacheBytes = Int(clamping: c.disk_cache_bytes)
     configuration.diskCacheDirectory = c.disk_cache_dir.map { String(cString: $0) }
     configuration.ignoresHTTPFreshness = c.ignore_http_freshness != 0
+    configuration.memoryCacheCount = Int(c.memory_cache_count)
+    configuration.diskCacheMaxAgeSeconds = Int(c.disk_cache_max_age_s)
   }
   do {
     let created = try ImageLoader(configuration: configuration)
@@ -559,4 +564,30 @@ private let maximumVisibleRows: Int32 = 65_536
 
 @c @implementation public func pxl_disk_cache_clear(_ loaderHandle: OpaquePointer?) {
   loader(loaderHandle)?.disk?.removeAll()
+}
+
+@c @implementation public func pxl_cache_remove(_ loaderHandle: OpaquePointer?, _ key: UnsafePointer<CChar>?) -> pxl_status {
+  guard let loader = loader(loaderHandle), let key else { return PXL_E_INVALID_ARGUMENT }
+  loader.removeCached(cacheKey: String(cString: key))
+  return PXL_OK
+}
+
+@c @implementation public func pxl_get_stats(_ loaderHandle: OpaquePointer?, _ stats: UnsafeMutablePointer<pxl_stats>?) -> pxl_status {
+  guard let loader = loader(loaderHandle), let stats, stats.pointee.struct_size >= MemoryLayout<pxl_stats>.size else {
+    return PXL_E_INVALID_ARGUMENT
+  }
+  let s = loader.statistics
+  stats.pointee.requests = UInt64(s.requests)
+  stats.pointee.memory_hits = UInt64(s.memoryHits)
+  stats.pointee.disk_hits = UInt64(s.diskHits)
+  stats.pointee.network_fetches = UInt64(s.networkFetches)
+  stats.pointee.revalidated = UInt64(s.revalidated)
+  stats.pointee.coalesced = UInt64(s.coalesced)
+  stats.pointee.cancelled = UInt64(s.cancelled)
+  stats.pointee.failed = UInt64(s.failed)
+  stats.pointee.bytes_downloaded = UInt64(s.bytesDownloaded)
+  stats.pointee.memory_bytes = UInt64(loader.memoryCache.totalBytes)
+  stats.pointee.memory_count = UInt64(loader.memoryCache.count)
+  stats.pointee.disk_bytes = UInt64(loader.diskCacheBytesSeen)
+  return PXL_OK
 }

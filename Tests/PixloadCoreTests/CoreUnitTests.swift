@@ -15,22 +15,42 @@ private func key(_ name: String) -> ImageVariant { ImageRequest(url: "http://h/\
 
 final class MemoryCacheTests: XCTestCase {
   func testEvictsLeastRecentlyUsedByBytes() {
-    let cache = MemoryCache(capacityBytes: 3 * 400)  // three 10x10 RGBA images
-    for name in ["a", "b", "c"] { cache.insert(solidImage(width: 10, height: 10), for: key(name)) }
-    XCTAssertNotNil(cache.image(for: key("a")))  // a becomes the most recent
-    cache.insert(solidImage(width: 10, height: 10), for: key("d"))
-    XCTAssertNil(cache.image(for: key("b")), "b was least recently used")
-    XCTAssertNotNil(cache.image(for: key("a")))
-    XCTAssertNotNil(cache.image(for: key("c")))
-    XCTAssertNotNil(cache.image(for: key("d")))
-    XCTAssertEqual(cache.totalBytes, 1200)
-    XCTAssertEqual(cache.count, 3)
+    let cache = MemoryCache(capacityBytes: 10 * 400)  // ten 10x10 RGBA images
+    for i in 0..<10 { cache.insert(solidImage(width: 10, height: 10), for: key("\(i)")) }
+    XCTAssertNotNil(cache.image(for: key("0")))  // 0 becomes the most recent
+    cache.insert(solidImage(width: 10, height: 10), for: key("new"))
+    XCTAssertNil(cache.image(for: key("1")), "1 was least recently used")
+    XCTAssertNotNil(cache.image(for: key("0")))
+    XCTAssertNotNil(cache.image(for: key("2")))
+    XCTAssertNotNil(cache.image(for: key("new")))
+    XCTAssertEqual(cache.totalBytes, 4000)
+    XCTAssertEqual(cache.count, 10)
   }
 
-  func testAnImageLargerThanTheBudgetIsNotCached() {
-    let cache = MemoryCache(capacityBytes: 100)
-    cache.insert(solidImage(width: 10, height: 10), for: key("big"))
+  func testAnImageOverATenthOfTheBudgetIsNotCached() {
+    let cache = MemoryCache(capacityBytes: 3999)
+    cache.insert(solidImage(width: 10, height: 10), for: key("big"))  // 400 > 399
     XCTAssertEqual(cache.count, 0)
+    let roomy = MemoryCache(capacityBytes: 4000)
+    roomy.insert(solidImage(width: 10, height: 10), for: key("fits"))
+    XCTAssertEqual(roomy.count, 1)
+  }
+
+  func testTheCountLimitHoldsForTinyImages() {
+    let cache = MemoryCache(capacityBytes: 1 << 20, capacityCount: 3)
+    for i in 0..<5 { cache.insert(solidImage(width: 1, height: 1), for: key("\(i)")) }
+    XCTAssertEqual(cache.count, 3)
+    XCTAssertNil(cache.image(for: key("1")))
+    XCTAssertNotNil(cache.image(for: key("4")))
+  }
+
+  func testRemovingAKeyDropsEveryVariant() {
+    let cache = MemoryCache(capacityBytes: 1 << 20)
+    cache.insert(solidImage(width: 2, height: 2), for: ImageRequest(url: "http://h/a").variant)
+    cache.insert(solidImage(width: 2, height: 2), for: ImageRequest(url: "http://h/a", targetWidth: 1, targetHeight: 1).variant)
+    cache.insert(solidImage(width: 2, height: 2), for: ImageRequest(url: "http://h/b").variant)
+    cache.removeAll(cacheKey: "http://h/a")
+    XCTAssertEqual(cache.count, 1)
   }
 
   func testTrimKeepsImagesTheHostStillHolds() {
@@ -38,7 +58,7 @@ final class MemoryCacheTests: XCTestCase {
     var held: Image? = solidImage(width: 10, height: 10, value: 42)
     cache.insert(held!, for: key("a"))
     cache.insert(solidImage(width: 10, height: 10), for: key("b"))
-    cache.trim(toBytes: 400)
+    cache.trim(toBytes: 400)  // room for one
     XCTAssertNil(cache.image(for: key("a")))
     XCTAssertNotNil(cache.image(for: key("b")))
     XCTAssertEqual(held!.pixels.load(as: UInt8.self), 42, "pixels outlive their cache entry")

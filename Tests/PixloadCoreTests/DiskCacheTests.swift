@@ -82,6 +82,27 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(onDisk.totalBytes, cache.totalBytes)
   }
 
+  /// The age limit counts from the last use (the file's modification time, which a hit
+  /// touches): an entry unused for longer is dropped on read and by the start-up scan.
+  func testEntriesUnusedPastTheAgeLimitAreDropped() throws {
+    let cache = try DiskCache(directory: directory, capacityBytes: 1 << 20, maxAgeSeconds: 3600, log: { _ in })
+    for key in ["old-read", "old-scanned", "recent"] { cache.store([1, 2, 3], metadata: .init(), for: "http://h/\(key)") }
+    func age(_ key: String, seconds: Int) {
+      let when = timespec(tv_sec: time(nil) - seconds, tv_nsec: 0)
+      XCTAssertEqual(utimensat(AT_FDCWD, path(for: "http://h/\(key)"), [when, when], 0), 0)
+    }
+    age("old-read", seconds: 7200)
+    age("old-scanned", seconds: 7200)
+    age("recent", seconds: 1800)
+    XCTAssertNil(cache.entry(for: "http://h/old-read"))
+    XCTAssertFalse(FileManager.default.fileExists(atPath: path(for: "http://h/old-read")))
+    XCTAssertTrue(FileManager.default.fileExists(atPath: path(for: "http://h/old-scanned")))
+    cache.rescan()
+    XCTAssertFalse(FileManager.default.fileExists(atPath: path(for: "http://h/old-scanned")))
+    XCTAssertEqual(cache.entry(for: "http://h/recent")?.bytes, [1, 2, 3])
+    XCTAssertEqual(cache.count, 1)
+  }
+
   func testTwoCachesOnOneDirectoryKeepTheLimit() throws {
     let entrySize = 4_000
     let capacity = 10 * (entrySize + 100)

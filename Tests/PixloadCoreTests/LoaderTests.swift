@@ -39,6 +39,8 @@ final class LoaderTests: XCTestCase {
     XCTAssertTrue(queue.drain(until: recorder, reaches: 5))
     for token in [a, b, c, small, gray] { XCTAssertEqual(recorder.status(token), .ok) }
     XCTAssertEqual(decoder.count, 3, "one decode per variant")
+    let stats = loader.statistics
+    XCTAssertEqual([stats.requests, stats.coalesced, stats.networkFetches, stats.failed], [5, 4, 1, 0])
     if case .success(let image, let source, _)? = recorder.outcome(small) {
       XCTAssertEqual(image.width, 10)
       XCTAssertEqual(source, .network)

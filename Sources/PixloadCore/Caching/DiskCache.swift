@@ -34,13 +34,21 @@ public final class DiskCache: @unchecked Sendable {
   /// After an eviction the cache holds at most this much, so that evictions come in
   /// batches rather than one per write.
   public var lowWaterBytes: Int { capacityBytes / 10 * 9 }
+  /// An entry not used for this many seconds is dropped (on its next read, and by the
+  /// start-up scan and every eviction); 0: no age limit.
+  public let maxAgeSeconds: Int
 
   private let lock = Lock()
-  /// Our view of the directory: file name -> size. Other processes change the directory
-  /// too, so it is rebuilt from the directory before every eviction.
-  private var sizes: [String: Int] = [:]
-  private var total = 0
   private var temporaryCounter: UInt64 = 0
+  /// The directory's totals, shared by every process that uses it: the file ".ledger"
+  /// holds the bytes and the number of entries, read and rewritten under flock. Every
+  /// rename into place and every deletion updates it in the same critical section, so the
+  /// limit is checked against what all processes wrote, not only this one. flock does not
+  /// exclude threads that share a descriptor, hence the in-process lock around it.
+  private let ledgerDescriptor: Int32
+  private let ledgerLock = Lock()
+  private struct Ledger: Equatable { var bytes = 0; var entries = 0 }
+  private var lastSeen = Ledger()
   private let log: (String) -> Void
 
   private static let magic: UInt32 = 0x4358_4C50  // "PLXC" little-endian
@@ -49,9 +57,11 @@ public final class DiskCache: @unchecked Sendable {
 
   /// Creates the directory (0700) if needed. Throws when it cannot be created or written:
   /// the loader then runs memory-only and says so once.
-  public init(directory: String, capacityBytes: Int, log: @escaping (String) -> Void) throws(LoadError) {
+  public init(directory: String, capacityBytes: Int, maxAgeSeconds: Int = 0,
+              log: @escaping (String) -> Void) throws(LoadError) {
     self.directory = directory
     self.capacityBytes = max(0, capacityBytes)
+    self.maxAgeSeconds = max(0, maxAgeSeconds)
     self.log = log
     try Self.makeDirectory(directory)
     // Writable? A probe file proves it before any load relies on it.
@@ -62,7 +72,13 @@ public final class DiskCache: @unchecked Sendable {
     }
     close(fd)
     unlink(probe)
+    ledgerDescriptor = open("\(directory)/.ledger", O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+    if ledgerDescriptor < 0 {
+      throw LoadError(.io, "disk cache directory \(directory) is not writable: \(String(cString: strerror(errno)))")
+    }
   }
+
+  deinit { close(ledgerDescriptor) }
 
   /// The default directory: $XDG_CACHE_HOME/pixload, else ~/.cache/pixload.
   public static var defaultDirectory: String {
@@ -71,8 +87,12 @@ public final class DiskCache: @unchecked Sendable {
     return "/tmp/pixload-cache-\(getuid())"
   }
 
-  public var totalBytes: Int { lock.withLock { total } }
-  public var count: Int { lock.withLock { sizes.count } }
+  /// The bytes in the directory, counting every process's entries, as of this process's
+  /// last disk cache operation (never waits for the ledger's lock: hosts call it on their
+  /// UI thread).
+  public var totalBytes: Int { lock.withLock { lastSeen.bytes } }
+  /// The entries in the directory, counting every process's, as of the last operation.
+  public var count: Int { lock.withLock { lastSeen.entries } }
 
   // MARK: - Entries
 
@@ -81,13 +101,14 @@ public final class DiskCache: @unchecked Sendable {
     let name = Self.fileName(for: key)
     let path = "\(directory)/\(name)"
     let fd = open(path, O_RDONLY | O_CLOEXEC)
-    if fd < 0 {
-      if errno == ENOENT { forget(name) }
-      return nil
-    }
+    if fd < 0 { return nil }
     defer { close(fd) }
     var info = stat()
     guard fstat(fd, &info) == 0 else { return nil }
+    if isTooOld(modifiedSeconds: Int(info.st_mtim.tv_sec)) {
+      delete(name)
+      return nil
+    }
     let size = Int(info.st_size)
     guard size >= Self.headerSize, size <= 1 << 31 else { return discard(name, path, "bad size \(size)") }
     var file = [UInt8](repeating: 0, count: size)
@@ -114,12 +135,6 @@ public final class DiskCache: @unchecked Sendable {
     guard Self.checksum(body) == checksum else { return discard(name, path, "checksum mismatch (corrupt)") }
     // A hit makes the entry the most recently used, for every process.
     futimens(fd, nil)
-    lock.withLock {
-      if sizes[name] == nil {
-        sizes[name] = size
-        total += size
-      }
-    }
     return Entry(bytes: body, metadata: metadata)
   }
 
@@ -164,67 +179,135 @@ public final class DiskCache: @unchecked Sendable {
       log("disk cache: write failed in \(directory): \(String(cString: strerror(writeError)))")
       return
     }
-    guard rename(temporary, "\(directory)/\(name)") == 0 else {
+    let path = "\(directory)/\(name)"
+    let renameError: Int32 = withLedger { ledger in
+      var replaced = stat()
+      let replaces = stat(path, &replaced) == 0
+      guard rename(temporary, path) == 0 else { return errno }
+      ledger.bytes += size - (replaces ? Int(replaced.st_size) : 0)
+      ledger.entries += replaces ? 0 : 1
+      if ledger.bytes > capacityBytes { evict(&ledger) }
+      return 0
+    }
+    if renameError != 0 {
       unlink(temporary)
-      log("disk cache: rename failed in \(directory): \(String(cString: strerror(errno)))")
-      return
+      log("disk cache: rename failed in \(directory): \(String(cString: strerror(renameError)))")
     }
-    let over: Bool = lock.withLock {
-      total += size - (sizes[name] ?? 0)
-      sizes[name] = size
-      return total > capacityBytes
-    }
-    if over { evict() }
   }
 
   /// Deletes the entry for `key`, if any.
   public func remove(_ key: String) {
-    let name = Self.fileName(for: key)
-    unlink("\(directory)/\(name)")
-    forget(name)
+    delete(Self.fileName(for: key))
   }
 
   /// Deletes every entry.
   public func removeAll() {
-    for entry in listEntries() { unlink("\(directory)/\(entry.name)") }
-    lock.withLock {
-      sizes.removeAll()
-      total = 0
+    withLedger { ledger in
+      for entry in listEntries() { unlink("\(directory)/\(entry.name)") }
+      ledger = Ledger()
     }
   }
 
   // MARK: - Eviction
 
-  /// Rebuilds the view from the directory (other processes write and evict too), then
-  /// deletes least recently used entries until the total is under the low-water mark.
-  private func evict() {
-    var entries = listEntries()
+  /// Recounts the directory (the ledger may have drifted: files deleted behind our back, a
+  /// writer killed between its rename and its ledger update), drops entries past the age
+  /// limit, then deletes least recently used entries down to the low-water mark. Called
+  /// inside `withLedger`.
+  private func evict(_ ledger: inout Ledger) {
+    var entries = removeTooOld(listEntries())
     entries.sort { $0.modified < $1.modified }
     var sum = entries.reduce(0) { $0 + $1.size }
-    var kept: [String: Int] = [:]
-    for entry in entries { kept[entry.name] = entry.size }
+    var count = entries.count
     for entry in entries where sum > lowWaterBytes {
       if unlink("\(directory)/\(entry.name)") == 0 || errno == ENOENT {
         sum -= entry.size
-        kept.removeValue(forKey: entry.name)
+        count -= 1
       }
     }
-    lock.withLock {
-      sizes = kept
-      total = sum
+    ledger = Ledger(bytes: sum, entries: count)
+  }
+
+  /// Recounts the directory into the ledger and evicts if it is over capacity: the loader
+  /// runs it once on a disk thread after start-up, so a large cache never delays a first
+  /// load.
+  public func rescan() {
+    removeOrphanedTemporaries()
+    withLedger { ledger in
+      let entries = removeTooOld(listEntries())
+      ledger = Ledger(bytes: entries.reduce(0) { $0 + $1.size }, entries: entries.count)
+      if ledger.bytes > capacityBytes { evict(&ledger) }
     }
   }
 
-  /// Reads the directory into the view and evicts if it is over capacity: the loader runs
-  /// it once on a disk thread after start-up, so a large cache never delays a first load.
-  public func rescan() {
-    let entries = listEntries()
-    let over: Bool = lock.withLock {
-      sizes = Dictionary(entries.map { ($0.name, $0.size) }, uniquingKeysWith: { a, _ in a })
-      total = entries.reduce(0) { $0 + $1.size }
-      return total > capacityBytes
+  /// Runs `body` with the shared totals, holding them against every other thread and
+  /// process; writes them back if `body` changed them. A missing or short ledger (a new
+  /// directory, or one from before the ledger existed) is rebuilt by counting.
+  private func withLedger<T>(_ body: (inout Ledger) -> T) -> T {
+    ledgerLock.withLock {
+      flock(ledgerDescriptor, LOCK_EX)
+      defer { flock(ledgerDescriptor, LOCK_UN) }
+      var stored: (UInt64, UInt64) = (0, 0)
+      let read = withUnsafeMutableBytes(of: &stored) { pread(ledgerDescriptor, $0.baseAddress, 16, 0) }
+      var ledger: Ledger
+      if read == 16 {
+        ledger = Ledger(bytes: Int(clamping: stored.0), entries: Int(clamping: stored.1))
+      } else {
+        let entries = listEntries()
+        ledger = Ledger(bytes: entries.reduce(0) { $0 + $1.size }, entries: entries.count)
+      }
+      let before = ledger
+      let result = body(&ledger)
+      ledger.bytes = max(0, ledger.bytes)
+      ledger.entries = max(0, ledger.entries)
+      if ledger != before || read != 16 {
+        var updated = (UInt64(ledger.bytes), UInt64(ledger.entries))
+        _ = withUnsafeBytes(of: &updated) { pwrite(ledgerDescriptor, $0.baseAddress, 16, 0) }
+      }
+      lock.withLock { lastSeen = ledger }
+      return result
     }
-    if over { evict() }
+  }
+
+  /// Deletes one entry and takes it out of the ledger (only the process whose unlink
+  /// succeeded subtracts it).
+  private func delete(_ name: String) {
+    let path = "\(directory)/\(name)"
+    withLedger { ledger in
+      var info = stat()
+      guard stat(path, &info) == 0, unlink(path) == 0 else { return }
+      ledger.bytes -= Int(info.st_size)
+      ledger.entries -= 1
+    }
+  }
+
+  private func isTooOld(modifiedSeconds: Int) -> Bool {
+    maxAgeSeconds > 0 && modifiedSeconds + maxAgeSeconds < Int(time(nil))
+  }
+
+  /// Deletes the entries past the age limit and returns the others.
+  private func removeTooOld(_ entries: [Listed]) -> [Listed] {
+    guard maxAgeSeconds > 0 else { return entries }
+    return entries.filter { entry in
+      guard isTooOld(modifiedSeconds: entry.modified / 1_000_000_000) else { return true }
+      return unlink("\(directory)/\(entry.name)") != 0 && errno != ENOENT
+    }
+  }
+
+  /// Temporary files of writers that died (SIGKILL, power loss) before their rename: a
+  /// ".tmp-PID-N" whose process is gone is deleted. Live writers' files are left alone.
+  private func removeOrphanedTemporaries() {
+    guard let dir = opendir(directory) else { return }
+    var orphans: [String] = []
+    while let item = readdir(dir) {
+      let name = withUnsafeBytes(of: item.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+      guard name.hasPrefix(".tmp-") else { continue }
+      let fields = name.split(separator: "-")
+      guard fields.count == 3, let pid = Int32(fields[1]) else { continue }
+      if kill(pid, 0) != 0 && errno == ESRCH { orphans.append(name) }
+    }
+    closedir(dir)
+    for name in orphans { unlink("\(directory)/\(name)") }
   }
 
   private struct Listed { let name: String; let size: Int; let modified: Int }
@@ -244,15 +327,8 @@ public final class DiskCache: @unchecked Sendable {
     return result
   }
 
-  private func forget(_ name: String) {
-    lock.withLock {
-      if let size = sizes.removeValue(forKey: name) { total -= size }
-    }
-  }
-
   private func discard(_ name: String, _ path: String, _ why: String) -> Entry? {
-    unlink(path)
-    forget(name)
+    delete(name)
     log("disk cache: dropped a bad entry \(name): \(why)")
     return nil
   }

@@ -20,9 +20,12 @@ public final class MemoryCache: @unchecked Sendable {
   private weak var newest: Node?
   private var bytes = 0
   public let capacityBytes: Int
+  /// At most this many entries, whatever their size (thousands of tiny icons).
+  public let capacityCount: Int
 
-  public init(capacityBytes: Int) {
+  public init(capacityBytes: Int, capacityCount: Int = 1000) {
     self.capacityBytes = max(0, capacityBytes)
+    self.capacityCount = max(0, capacityCount)
   }
 
   public var totalBytes: Int { lock.withLock { bytes } }
@@ -37,10 +40,11 @@ public final class MemoryCache: @unchecked Sendable {
     }
   }
 
-  /// Stores an image unless it alone exceeds the budget; evicts the least recently used.
+  /// Stores an image unless it alone takes more than a tenth of the budget (one full-size
+  /// photo must not flush a screenful of thumbnails); evicts the least recently used.
   public func insert(_ image: Image, for key: ImageVariant) {
     let cost = image.byteCount
-    guard cost <= capacityBytes else { return }
+    guard cost <= capacityBytes / 10, capacityCount > 0 else { return }
     lock.withLock {
       if let existing = entries[key] { unlink(existing) }
       let node = Node(key: key, image: image)
@@ -61,7 +65,14 @@ public final class MemoryCache: @unchecked Sendable {
   // MARK: - Lock held
 
   private func evict(downTo limit: Int) {
-    while bytes > limit, let node = oldest { unlink(node) }
+    while bytes > limit || entries.count > capacityCount, let node = oldest { unlink(node) }
+  }
+
+  /// Drops every variant of one cache key.
+  public func removeAll(cacheKey: String) {
+    lock.withLock {
+      for (key, node) in entries where key.cacheKey == cacheKey { unlink(node) }
+    }
   }
 
   private func unlink(_ node: Node) {

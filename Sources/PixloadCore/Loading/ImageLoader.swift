@@ -5,6 +5,7 @@ import Glibc
 /// Settings of one loader. Defaults match `pxl_config_init`.
 public struct LoaderConfiguration: Sendable {
   public var memoryCacheBytes = 64 << 20
+  public var memoryCacheCount = 1000
   public var maxConcurrentDownloads = 8
   public var maxDownloadsPerHost = 6
   /// 0: one per core.
@@ -31,6 +32,8 @@ public struct LoaderConfiguration: Sendable {
   public var diskCacheBytes = 0
   /// nil: `DiskCache.defaultDirectory`.
   public var diskCacheDirectory: String?
+  /// Disk entries unused for this long are dropped; 0: no age limit. Default: 7 days.
+  public var diskCacheMaxAgeSeconds = 7 * 24 * 3600
   /// Treat stored entries as fresh until evicted, whatever Cache-Control and Expires said
   /// (what most image loaders do); false: stale entries are revalidated.
   public var ignoresHTTPFreshness = false
@@ -43,6 +46,24 @@ public struct LoaderConfiguration: Sendable {
 }
 
 public let pixloadVersion = "0.1.0"
+
+/// What a loader did so far (a snapshot).
+public struct LoaderStatistics: Sendable, Equatable {
+  /// Requests accepted (prefetches included).
+  public var requests = 0
+  public var memoryHits = 0
+  public var diskHits = 0
+  /// Transfers that brought a body (retries not counted twice).
+  public var networkFetches = 0
+  /// Stale disk entries the server confirmed (HTTP 304).
+  public var revalidated = 0
+  /// Requests that joined work already under way instead of starting their own.
+  public var coalesced = 0
+  public var cancelled = 0
+  /// Requests that ended with an error other than CANCELLED.
+  public var failed = 0
+  public var bytesDownloaded = 0
+}
 
 /// The coordinator: accepts requests, merges duplicates into shared download and decode
 /// tasks, ranks them, cancels them when their last requester leaves, and hands each
@@ -75,6 +96,10 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private var requests: [UInt64: PendingRequest] = [:]
   private var downloads: [String: DownloadTask] = [:]
   private var decodes: [ImageVariant: DecodeTask] = [:]
+  private var counters = LoaderStatistics()
+
+  /// A snapshot of what this loader did so far.
+  public var statistics: LoaderStatistics { lock.withLock { counters } }
 
   /// Uses `dataLoader` for the network (a `CurlEngine` by default) and `decoder` for the
   /// pixels; tests pass doubles to drive the pipeline deterministically.
@@ -82,7 +107,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
               dataLoader: DataLoading? = nil,
               decoder: ImageDecoding = ImageDecoder()) throws(LoadError) {
     self.configuration = configuration
-    self.memoryCache = MemoryCache(capacityBytes: configuration.memoryCacheBytes)
+    self.memoryCache = MemoryCache(capacityBytes: configuration.memoryCacheBytes,
+                                   capacityCount: configuration.memoryCacheCount)
     if let dataLoader {
       self.dataLoader = dataLoader
     } else {
@@ -104,7 +130,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       if diskCacheState == .unopened {
         do {
           openedDiskCache = try DiskCache(directory: configuration.diskCacheDirectory ?? DiskCache.defaultDirectory,
-                                          capacityBytes: configuration.diskCacheBytes, log: pixloadLog)
+                                          capacityBytes: configuration.diskCacheBytes,
+                                          maxAgeSeconds: configuration.diskCacheMaxAgeSeconds, log: pixloadLog)
           diskCacheState = .open
         } catch {
           let reason = (error as? LoadError)?.message ?? "\(error)"
@@ -151,13 +178,16 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     let pending = PendingRequest(token: token, delivery: delivery, queue: queue,
                                  priority: request.priority, usesMemoryCache: request.usesMemoryCache)
     requests[token] = pending
+    counters.requests += 1
     if request.usesMemoryCache, request.cachePolicy != .reload, let image = memoryCache.image(for: variant) {
+      counters.memoryHits += 1
       lock.unlock()
       queue.complete(delivery, with: .success(image, .memory, httpStatus: 0))
       return token
     }
     if request.cachePolicy == .cacheOnly && diskPool == nil {
       // Offline and no disk cache: the memory miss above was the whole answer.
+      counters.failed += 1
       lock.unlock()
       queue.complete(delivery, with: .failure(LoadError(.notCached, "not in the memory cache (cache-only request, no disk cache)")))
       return token
@@ -193,7 +223,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       return pending
     }
     guard let pending else { return false }
-    return pending.queue.cancel(pending.delivery)
+    let cancelled = pending.queue.cancel(pending.delivery)
+    if cancelled { lock.withLock { counters.cancelled += 1 } }
+    return cancelled
   }
 
   /// Re-ranks a request and the shared work it belongs to. False for unknown tokens.
@@ -276,6 +308,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if let decode = decodes[variant] {
       decode.requests[pending.token] = pending
       pending.decode = decode
+      counters.coalesced += 1
       rerank(decode)
       return
     }
@@ -288,6 +321,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if let download = downloads[variant.cacheKey] {
       download.decodes[variant] = decode
       decode.download = download
+      counters.coalesced += 1
       rerank(download)
       return
     }
@@ -332,6 +366,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       download.diskJob = nil
       // Offline, a stale copy beats none.
       if let entry, isFresh(entry) || download.policy == .cacheOnly {
+        counters.diskHits += 1
         downloads.removeValue(forKey: download.cacheKey)
         decodeAll(download, DownloadedData(bytes: entry.bytes, httpStatus: 0), source: .disk)
       } else if let entry, !entry.metadata.etag.isEmpty || !entry.metadata.lastModified.isEmpty {
@@ -389,7 +424,17 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   }
 
   private func complete(_ requests: [PendingRequest], with outcome: Outcome) {
+    if case .failure(let error) = outcome, error.status != .cancelled, !requests.isEmpty {
+      lock.withLock { counters.failed += requests.count }
+    }
     for pending in requests { pending.queue.complete(pending.delivery, with: outcome) }
+  }
+
+  /// Forgets one cache key: every decoded variant in memory and the disk entry (deleted on
+  /// a disk thread).
+  public func removeCached(cacheKey: String) {
+    memoryCache.removeAll(cacheKey: cacheKey)
+    _ = diskPool?.submit(priority: Int32.max) { [weak self] in self?.diskCache()?.remove(cacheKey) }
   }
 
   /// Removes a request from its decode task; the last requester leaving cancels the
@@ -464,6 +509,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         var data = response
         var source = ImageSource.network
         var metadata = Self.metadata(for: response.caching)
+        counters.bytesDownloaded += response.bytes.count
+        if response.httpStatus == 304 { counters.revalidated += 1 } else { counters.networkFetches += 1 }
         if response.httpStatus == 304, let stored = download.stored {
           // Not modified: the stored bytes are current again. Validators the 304 did not
           // repeat are kept.
