@@ -219,6 +219,9 @@ static void end_visit(struct bench *b, int r, double at) {
   b->res.stays++;
   if (row->drawn_this_visit) {
     add_sample(&b->ttv, row->drawn_at - row->visit_start);
+    if (getenv("SCROLL_DEBUG") && row->drawn_at - row->visit_start > 25)
+      fprintf(stderr, "  %c: row %d drawn after %.0f ms (step %d, photo %s)\n", b->strategy, r,
+              row->drawn_at - row->visit_start, b->step, b->photos[r % b->photo_count].path);
   } else {
     b->res.undrawn++;
     add_sample(&b->ttv, INFINITY);
@@ -434,6 +437,7 @@ static void read_access_log(struct bench *b, const char *access_log) {
     if (waste > 0) {
       b->res.wasted_bytes += waste;
       b->res.wasted_rows++;
+      if (getenv("SCROLL_WASTED_ROWS")) fprintf(stderr, "wasted %c row %d: %lld bytes\n", b->strategy, r, waste);
     }
   }
   free(bytes);

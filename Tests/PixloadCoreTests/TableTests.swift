@@ -23,10 +23,15 @@ final class TableTests: XCTestCase {
     queue.close()
   }
 
-  func makeTable(rows: Int = 100, prefetch: Int = 4, keep: Int = 1) -> ImageTable {
+  /// The tests call setVisible in quick succession, far faster than frames: the speed
+  /// window is a whole second so that what counts as a fast scroll does not depend on
+  /// how fast the machine runs the test (rows moved within it, not the time between calls).
+  func makeTable(rows: Int = 100, prefetch: Int = 4, keep: Int = 1, fastScrollMilliseconds: Int = 1000) -> ImageTable {
     var configuration = ImageTable.Configuration()
     configuration.prefetchRows = prefetch
     configuration.keepRows = keep
+    configuration.fastScrollMilliseconds = fastScrollMilliseconds
+    configuration.speedWindowMilliseconds = 1000
     return ImageTable(loader: loader, queue: queue, rowCount: rows, configuration: configuration,
                       requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
                       onRow: { [unowned self] row, outcome in self.delivered.append((row, outcome)) })
@@ -89,27 +94,27 @@ final class TableTests: XCTestCase {
 
   func testResultsForRowsNoLongerVisibleAreNotDeliveredButCached() {
     let table = makeTable(prefetch: 0, keep: 2)
-    table.setVisible(first: 0, count: 2, direction: 1)
-    table.setVisible(first: 2, count: 2, direction: 1)  // rows 0 and 1 are kept, not cancelled
+    table.setVisible(first: 0, count: 3, direction: 1)
+    table.setVisible(first: 2, count: 3, direction: 1)  // rows 0 and 1 are kept, not cancelled
     XCTAssertTrue(network.cancelled.isEmpty)
     XCTAssertEqual(network.priority(of: transfer(forRow: 0)!.id), -100, "kept rows drop to low priority")
-    finish(rows: [0, 1, 2, 3])
-    // Every result handled: the four images are in memory and the queue is empty.
+    finish(rows: [0, 1, 2, 3, 4])
+    // Every result handled: the five images are in memory and the queue is empty.
     drain {
-      (0...3).allSatisfy { loader.cachedImage(for: ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10)) != nil }
-        && queue.pendingCount == 0 && delivered.count >= 2
+      (0...4).allSatisfy { loader.cachedImage(for: ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10)) != nil }
+        && queue.pendingCount == 0 && delivered.count >= 3
     }
-    XCTAssertEqual(Set(delivered.map(\.row)), [2, 3])
+    XCTAssertEqual(Set(delivered.map(\.row)), [2, 3, 4])
     // Scrolling back: rows 0 and 1 come from memory at once, inside setVisible.
     delivered = []
-    table.setVisible(first: 0, count: 2, direction: -1)
+    table.setVisible(first: 0, count: 3, direction: -1)
     XCTAssertEqual(Set(delivered.map(\.row)), [0, 1])
     for (_, outcome) in delivered {
       guard case .success(_, let source, _) = outcome else { return XCTFail("expected images") }
       XCTAssertEqual(source, .memory)
     }
     XCTAssertEqual(table.stats.memoryHits, 2)
-    XCTAssertEqual(network.started.count, 4, "no new transfers")
+    XCTAssertEqual(network.started.count, 5, "no new transfers")
   }
 
   func testARowIsDeliveredOnceWhileItStaysVisible() {
@@ -124,18 +129,53 @@ final class TableTests: XCTestCase {
   }
 
   func testAFlingDelaysTransfersAndSkipsPrefetch() {
-    let table = makeTable(rows: 1000, prefetch: 4, keep: 0)
+    let table = makeTable(rows: 1000, prefetch: 4, keep: 0, fastScrollMilliseconds: 0)  // screen jumps only
     table.setVisible(first: 0, count: 3, direction: 1)
     XCTAssertEqual(transfer(forRow: 1)?.delay, 0, "an ordinary start is immediate")
-    table.setVisible(first: 100, count: 3, direction: 1)  // a screen or more per call
-    XCTAssertEqual(transfer(forRow: 100)?.delay, 20_000_000, "held back a little over a frame")
-    XCTAssertNil(transfer(forRow: 103), "no prefetch while flinging")
-    table.setVisible(first: 200, count: 3, direction: 1)
-    XCTAssertTrue(network.cancelled.contains(transfer(forRow: 100)!.id), "cancelled inside its delay")
-    table.setVisible(first: 201, count: 3, direction: 1)  // slowed down: prefetch resumes
-    XCTAssertNotNil(transfer(forRow: 204))
-    XCTAssertEqual(transfer(forRow: 203)?.delay, 0)
-    XCTAssertTrue(network.startedNow.contains(transfer(forRow: 201)!.id), "still on screen: its delay ends")
+    table.setVisible(first: 10, count: 3, direction: 1)  // a screen or more per call
+    XCTAssertEqual(transfer(forRow: 10)?.delay, 20_000_000, "held back a little over a frame")
+    XCTAssertNil(transfer(forRow: 13), "no prefetch while flinging")
+    table.setVisible(first: 20, count: 3, direction: 1)
+    XCTAssertTrue(network.cancelled.contains(transfer(forRow: 10)!.id), "cancelled inside its delay")
+    table.setVisible(first: 21, count: 3, direction: 1)  // slowed down: prefetch resumes
+    XCTAssertNotNil(transfer(forRow: 24))
+    XCTAssertEqual(transfer(forRow: 23)?.delay, 0)
+    XCTAssertTrue(network.startedNow.contains(transfer(forRow: 21)!.id), "still on screen: its delay ends")
+  }
+
+  /// Four screens or more in one call from rest is a jump (nothing follows it): the rows
+  /// where it lands load at once, and prefetching goes on.
+  func testAJumpFromRestLoadsAtOnce() {
+    let table = makeTable(rows: 1000, prefetch: 4, keep: 0)
+    table.setVisible(first: 0, count: 3, direction: 0)
+    table.setVisible(first: 500, count: 3, direction: 1)
+    XCTAssertEqual(transfer(forRow: 500)?.delay, 0)
+    XCTAssertNotNil(transfer(forRow: 503), "prefetching")
+    table.setVisible(first: 520, count: 3, direction: 1)  // moving on at once: a fling after all
+    XCTAssertEqual(transfer(forRow: 520)?.delay, 20_000_000)
+  }
+
+  /// Rows moving past faster than they could load (two rows a call with three visible:
+  /// each row on screen for under two calls) are not prefetched and wait; rows still on
+  /// screen while the scroll stays fast wait longer; once it slows, they start at once.
+  func testAFastScrollHoldsTransfersUntilItSlows() {
+    let table = makeTable(rows: 1000, prefetch: 4, keep: 0)
+    table.setVisible(first: 0, count: 3, direction: 1)
+    XCTAssertEqual(transfer(forRow: 0)?.delay, 0, "a scroll starting from rest loads at once")
+    XCTAssertNotNil(transfer(forRow: 3), "and prefetches")
+    for first in stride(from: 2, through: 10, by: 2) { table.setVisible(first: first, count: 3, direction: 1) }
+    // 10 rows moved within the window, 3 visible: fast (3 x 1000 ms < 1000 ms x 10).
+    XCTAssertEqual(transfer(forRow: 12)?.delay, 20_000_000, "a row entering a fast scroll waits")
+    XCTAssertNil(transfer(forRow: 13), "no prefetch while fast")
+    table.setVisible(first: 11, count: 3, direction: 1)
+    XCTAssertEqual(network.postponed[transfer(forRow: 12)!.id], 1, "still fast: row 12 waits longer")
+    XCTAssertFalse(network.startedNow.contains(transfer(forRow: 12)!.id))
+    XCTAssertTrue(network.cancelled.contains(transfer(forRow: 10)!.id), "left while waiting: cancelled")
+    let slow = makeTable(rows: 1000, prefetch: 4, keep: 0)
+    slow.setVisible(first: 500, count: 3, direction: 1)
+    slow.setVisible(first: 501, count: 3, direction: 1)  // one row: 3 x 1000 ms > 1000 ms x 1
+    XCTAssertEqual(transfer(forRow: 503)?.delay, 0, "a slow scroll loads at once")
+    XCTAssertNotNil(transfer(forRow: 504), "and prefetches")
   }
 
   func testTwoTablesOnOneLoaderCancelIndependently() {

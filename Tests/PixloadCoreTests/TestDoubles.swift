@@ -21,6 +21,7 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
   private var _started: [Started] = []
   private var _cancelled: Set<TransferID> = []
   private var _startedNow: Set<TransferID> = []
+  private var _postponed: [TransferID: Int] = [:]
   private var _priorities: [TransferID: Int32] = [:]
 
   var started: [Started] { lock.withLock { _started } }
@@ -43,6 +44,9 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
   func cancel(_ id: TransferID) { lock.withLock { _ = _cancelled.insert(id) } }
   func startNow(_ id: TransferID) { lock.withLock { _ = _startedNow.insert(id) } }
   var startedNow: Set<TransferID> { lock.withLock { _startedNow } }
+  func postpone(_ id: TransferID, nanoseconds: UInt64) { lock.withLock { _postponed[id, default: 0] += 1 } }
+  /// How many times each transfer's start was postponed.
+  var postponed: [TransferID: Int] { lock.withLock { _postponed } }
   func setPriority(_ id: TransferID, _ priority: Int32) { lock.withLock { _priorities[id] = priority } }
   func shutdown() {}
 

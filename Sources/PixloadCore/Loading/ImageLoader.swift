@@ -248,6 +248,15 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
   }
 
+  /// Pushes back the end of the start delay of the request's transfer (a table whose row
+  /// is still being flung past); no effect once the transfer runs.
+  public func postpone(_ token: UInt64, milliseconds: Int) {
+    lock.withLock {
+      guard let transfer = requests[token]?.decode?.download?.transfer else { return }
+      dataLoader.postpone(transfer, nanoseconds: UInt64(max(0, milliseconds)) * 1_000_000)
+    }
+  }
+
   /// The memory-cached image `request` would produce, if any. Never blocks on work.
   public func cachedImage(for request: ImageRequest) -> Image? {
     guard request.usesMemoryCache else { return nil }

@@ -19,6 +19,16 @@ public final class ImageTable: @unchecked Sendable {
     /// How long a row reached by a fling (or a jump) waits before its transfer starts: a
     /// couple of frames, about the time a fling takes to carry it off screen again.
     public var flingStartDelayMilliseconds = 20
+    /// A scroll is fast when, at the speed of the last `speedWindowMilliseconds`, a row
+    /// entering the screen would leave it before its image could arrive: within
+    /// `fastScrollMilliseconds`, or within the table's typical load time (a running
+    /// average of its rows' loads, start to result) when that is longer, as over a slow
+    /// network. Loading such a row only wastes bytes (and, at a rate-limited server, the
+    /// turns of the rows that stay); fast scrolls are treated as flings.
+    /// `fastScrollMilliseconds` 0: only moves of a screen or more per call are flings.
+    public var fastScrollMilliseconds = 40
+    public var speedWindowMilliseconds = 50
+    public var adaptsToLoadTime = true
     public init() {}
   }
 
@@ -60,6 +70,13 @@ public final class ImageTable: @unchecked Sendable {
   private var requested = (first: 0, count: 0, direction: 0)
   /// The visible rows at the previous call: during a fling, only rows seen twice load.
   private var previousVisible = 0..<0
+  /// When the visible rows moved recently, and by how many rows: the scroll speed.
+  private var recentMoves: [(at: UInt64, rows: Int)] = []
+  private var lastMoveAt: UInt64?
+  /// Running average of how long this table's loads take, start to result (ms), and when
+  /// each load under way started (loads without a start delay only).
+  private var typicalLoadMilliseconds = 0.0
+  private var loadStartedAt: [Int: UInt64] = [:]
   private var rows: [Int: RowState] = [:]
   private var statistics = Statistics()
   private var closed = false
@@ -93,6 +110,7 @@ public final class ImageTable: @unchecked Sendable {
     var toStart: [(Int, ImageRequest, Bool)] = []  // row, request, visible
     var toRaise: [(UInt64, Int32)] = []
     var toConfirm: [UInt64] = []
+    var toPostpone: [UInt64] = []
     lock.withLock {
       if closed { return }
       requested = (first, count, direction)
@@ -100,15 +118,25 @@ public final class ImageTable: @unchecked Sendable {
       let upper = max(lower, min(Self.add(first, max(0, count)), rowCount))
       previousVisible = visible
       visible = lower..<upper
-      // A fling moves a screen or more per call: rows flash past faster than any image
-      // arrives. Then nothing is prefetched, and visible rows' transfers wait a little
-      // (`flingStartDelay`) before they may start: rows that leave within it are cancelled
-      // before any connection or byte, and the rows where the fling stops (or a jump
-      // lands) start by themselves, with no further call from the host.
-      let flinging = direction != 0 && !visible.isEmpty && !previousVisible.isEmpty && !previousVisible.overlaps(visible)
-        && abs(visible.lowerBound - previousVisible.lowerBound) >= visible.count
+      // A fling moves a screen or more per call, or fast enough that a row entering the
+      // screen leaves it again within `fastScrollMilliseconds`: rows flash past faster
+      // than any image arrives. Then nothing is prefetched, and visible rows' transfers
+      // wait a little (`flingStartDelay`, pushed back again while the scroll stays fast)
+      // before they may start: rows that leave meanwhile are cancelled before any
+      // connection or byte, and the rows where the fling stops (or a jump lands) start
+      // by themselves, with no further call from the host.
+      let moved = visible.isEmpty || previousVisible.isEmpty ? 0 : abs(visible.lowerBound - previousVisible.lowerBound)
+      let (fast, movedBefore) = isScrollingFast(moved: moved)
+      // Several screens at once after less than a screen in the speed window is a jump
+      // (a scrollbar drag, "go to the end"), not a fling's frame: flings build up, and no
+      // further call follows a jump, so its rows load at once.
+      let jumped = moved >= Self.jumpScreens * max(1, visible.count) && movedBefore < visible.count
+      let flinging = direction != 0 && moved > 0 && !jumped
+        && ((!previousVisible.overlaps(visible) && moved >= visible.count) || fast)
       let ahead = flinging ? [] : prefetchRows(direction: direction)
-      let behind = keepRange(direction: direction)
+      // Nor are rows kept behind a fast scroll: it does not come back to them. (A single
+      // page-down after a pause is no fast scroll: its rows behind are kept.)
+      let behind = flinging && fast ? 0..<0 : keepRange(direction: direction)
 
       for (row, state) in rows where !visible.contains(row) {
         switch state {
@@ -121,6 +149,7 @@ public final class ImageTable: @unchecked Sendable {
           if !ahead.contains(row) && !behind.contains(row) {
             toCancel.append(token)
             rows.removeValue(forKey: row)
+            loadStartedAt.removeValue(forKey: row)
           }
         }
       }
@@ -129,8 +158,9 @@ public final class ImageTable: @unchecked Sendable {
         case .shown?: continue
         case .loading(let token)?:
           toRaise.append((token, configuration.visiblePriority))
-          // Still on screen a frame later: a fling's start delay is over for this row.
-          if !flinging { toConfirm.append(token) }
+          // Still on screen a frame later: a fling's start delay is over for this row,
+          // unless the fling goes on (it is likely gone by the next frame).
+          if flinging { toPostpone.append(token) } else { toConfirm.append(token) }
         case nil:
           guard let request = requestForRow(row) else { continue }
           var wanted = request
@@ -164,6 +194,7 @@ public final class ImageTable: @unchecked Sendable {
     for token in toCancel { loader.cancel(token) }
     for (token, priority) in toRaise { loader.setPriority(token, priority) }
     for token in toConfirm { loader.startNow(token) }
+    for token in toPostpone { loader.postpone(token, milliseconds: configuration.flingStartDelayMilliseconds) }
     for (row, request, _) in toStart { start(row: row, request: request) }
     for (row, outcome) in immediate { onRow(row, outcome) }
   }
@@ -177,6 +208,7 @@ public final class ImageTable: @unchecked Sendable {
       }
       statistics.cancelled += tokens.count
       rows.removeAll()
+      loadStartedAt.removeAll()
       return tokens
     }
     for token in tokens { loader.cancel(token) }
@@ -189,6 +221,43 @@ public final class ImageTable: @unchecked Sendable {
   }
 
   // MARK: - Private
+
+  /// Records a move of the visible rows and says whether, at the current speed, a row
+  /// entering the screen would leave it within `fastScrollMilliseconds`. Speed is rows
+  /// moved over the last `speedWindowMilliseconds`, over the whole window, so calls in
+  /// quick succession (a host calling more than once a frame) do not make a slow scroll
+  /// look fast; a move after a pause (nothing else moved within the window) took the whole
+  /// pause, so a page-down a second after the last one is slow, and a first move is never
+  /// fast. Called under the lock. Also returns the rows moved in the window before this move.
+  private func isScrollingFast(moved: Int) -> (fast: Bool, movedBefore: Int) {
+    let window = UInt64(max(1, configuration.speedWindowMilliseconds)) * 1_000_000
+    let now = monotonicNanoseconds()
+    let previousMoveAt = lastMoveAt
+    recentMoves.removeAll { now &- $0.at > window }
+    let movedBefore = recentMoves.reduce(0) { $0 + $1.rows }
+    if moved > 0 {
+      recentMoves.append((now, moved))
+      lastMoveAt = now
+    }
+    guard configuration.fastScrollMilliseconds > 0, !visible.isEmpty, moved > 0 || movedBefore > 0 else {
+      return (false, movedBefore)
+    }
+    let span: UInt64
+    if movedBefore > 0 {
+      span = window
+    } else if let previousMoveAt {
+      span = max(window, now &- previousMoveAt)
+    } else {
+      return (false, movedBefore)
+    }
+    // Time on screen of an entering row: visible.count rows at (rows / span) rows per ms.
+    let onScreenMilliseconds = Double(visible.count) * (Double(span) / 1e6) / Double(movedBefore + moved)
+    return (onScreenMilliseconds < max(Double(configuration.fastScrollMilliseconds), typicalLoadMilliseconds), movedBefore)
+  }
+
+  /// A move of this many screens in one call, after less than a screen, is a jump rather
+  /// than a fling: no fling's first frame covers four screens.
+  private static let jumpScreens = 4
 
   /// Rows to prefetch, nearest first: ahead in the scroll direction, or when still, half
   /// the window on each side of the visible rows (never the visible rows themselves).
@@ -225,6 +294,7 @@ public final class ImageTable: @unchecked Sendable {
     let proceed: Bool = lock.withLock {
       if closed || rows[row] != nil { return false }
       rows[row] = .loading(token: 0)
+      if request.startDelayMilliseconds == 0 { loadStartedAt[row] = monotonicNanoseconds() }
       return true
     }
     guard proceed else { return }
@@ -246,6 +316,7 @@ public final class ImageTable: @unchecked Sendable {
       // prefetched one is forgotten, so it is tried again, and reported, when it shows.
       let report: Bool = lock.withLock {
         guard case .loading(token: 0)? = rows[row] else { return false }
+        loadStartedAt.removeValue(forKey: row)
         if visible.contains(row) {
           rows[row] = .shown
           statistics.failed += 1
@@ -262,6 +333,12 @@ public final class ImageTable: @unchecked Sendable {
     let deliver: Bool = lock.withLock {
       // 0: the load is still returning on another thread, and its result came first.
       guard !closed, case .loading(let current)? = rows[row], current == token || current == 0 else { return false }
+      if let startedAt = loadStartedAt.removeValue(forKey: row), case .success(_, let source, _) = outcome, source != .memory,
+         configuration.adaptsToLoadTime {
+        let milliseconds = Double(monotonicNanoseconds() &- startedAt) / 1e6
+        typicalLoadMilliseconds = typicalLoadMilliseconds == 0 ? milliseconds
+          : typicalLoadMilliseconds + (milliseconds - typicalLoadMilliseconds) * 0.2
+      }
       if outcome.isCancelled {
         rows.removeValue(forKey: row)
         return false

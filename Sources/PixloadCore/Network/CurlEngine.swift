@@ -118,6 +118,13 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     if moved { curl_multi_wakeup(multi) }
   }
 
+  public func postpone(_ id: TransferID, nanoseconds: UInt64) {
+    lock.withLock {
+      guard let transfer = backingOff.first(where: { $0.id == id && $0.attempts == 0 }) else { return }
+      transfer.retryAt = max(transfer.retryAt, monotonicNanoseconds() + nanoseconds)
+    }
+  }
+
   public func setPriority(_ id: TransferID, _ priority: Int32) {
     lock.withLock {
       // A running transfer keeps its slot; only waiting ones are re-ranked.

@@ -20,6 +20,10 @@ public protocol DataLoading: AnyObject, Sendable {
   func setPriority(_ id: TransferID, _ priority: Int32)
   /// Ends the start delay of a transfer, if it is still waiting it out.
   func startNow(_ id: TransferID)
+  /// Moves the end of a transfer's start delay to at least `nanoseconds` from now, if it
+  /// is still waiting it out (a table whose row is still being flung past); a running or
+  /// retrying transfer is unaffected.
+  func postpone(_ id: TransferID, nanoseconds: UInt64)
   /// Ends every transfer without calling completions and joins the engine's threads.
   func shutdown()
 }
