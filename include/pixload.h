@@ -43,6 +43,19 @@
  * Every *_new has a matching *_free; every destructor accepts NULL. Strings passed in are
  * copied before the call returns. Strings and images handed to a callback are borrowed
  * for the duration of that callback only: call pxl_image_retain() to keep an image.
+ *
+ * Limits
+ * ------
+ * A queue nobody drains does not grow without limit: once the images waiting in it for
+ * pxl_queue_dispatch() hold 64 MiB of pixels, decodes whose every requester's queue is
+ * that full wait (with their encoded bytes) instead of adding more; they resume when
+ * dispatching brings the queue under 32 MiB. No result is dropped. The images being
+ * decoded at that moment (at most one per decode thread) may still arrive, so the bound
+ * is 64 MiB plus that many images. A waiting request costs about 2 KiB of memory.
+ * Out of file descriptors, pxl_loader_new and pxl_queue_new fail with PXL_E_IO, and
+ * loads already accepted end with an error (PXL_E_CONNECT), each with its one callback.
+ * A disk cache that cannot write (a full disk) keeps serving loads from the network and
+ * logs one line a minute at most.
  */
 #ifndef PIXLOAD_H
 #define PIXLOAD_H

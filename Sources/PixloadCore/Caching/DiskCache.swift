@@ -40,6 +40,11 @@ public final class DiskCache: @unchecked Sendable {
 
   private let lock = Lock()
   private var temporaryCounter: UInt64 = 0
+  /// When a failed write (a full disk, no file descriptors) was last logged: later ones
+  /// are not, for a minute. A full disk costs one log line, not one per image (a write
+  /// that fits between failures must not start a new line either).
+  private var writeFailureLoggedAt: UInt64?
+  private static let writeFailureLogInterval: UInt64 = 60_000_000_000
   /// The directory's totals, shared by every process that uses it: the file ".ledger"
   /// holds the bytes and the number of entries, read and rewritten under flock. Every
   /// rename into place and every deletion updates it in the same critical section, so the
@@ -168,7 +173,7 @@ public final class DiskCache: @unchecked Sendable {
     }
     let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
     guard fd >= 0 else {
-      log("disk cache: cannot create a file in \(directory): \(String(cString: strerror(errno)))")
+      logWriteFailure("disk cache: cannot create a file in \(directory): \(String(cString: strerror(errno)))")
       return
     }
     let written = file.withUnsafeBytes { writeFully(fd, $0.baseAddress!, size) }
@@ -176,7 +181,8 @@ public final class DiskCache: @unchecked Sendable {
     close(fd)
     guard written == size else {
       unlink(temporary)
-      log("disk cache: write failed in \(directory): \(String(cString: strerror(writeError)))")
+      logWriteFailure("disk cache: write failed in \(directory): \(String(cString: strerror(writeError))); "
+        + "entries are not stored while this lasts (logged once a minute at most)")
       return
     }
     let path = "\(directory)/\(name)"
@@ -191,8 +197,18 @@ public final class DiskCache: @unchecked Sendable {
     }
     if renameError != 0 {
       unlink(temporary)
-      log("disk cache: rename failed in \(directory): \(String(cString: strerror(renameError)))")
+      logWriteFailure("disk cache: rename failed in \(directory): \(String(cString: strerror(renameError)))")
     }
+  }
+
+  private func logWriteFailure(_ line: String) {
+    let now = monotonicNanoseconds()
+    let due: Bool = lock.withLock {
+      if let last = writeFailureLoggedAt, now - last < Self.writeFailureLogInterval { return false }
+      writeFailureLoggedAt = now
+      return true
+    }
+    if due { log(line) }
   }
 
   /// Deletes the entry for `key`, if any.

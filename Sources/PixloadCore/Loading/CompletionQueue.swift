@@ -44,6 +44,14 @@ protocol DeliveryOwner: AnyObject {
   /// The delivery is about to run its handler: forget its token and detach it from any
   /// work it still shares (it is cancelled when its queue closes early).
   func deliveryFinished(_ delivery: Delivery)
+  /// The queue's undrained images fell below its resume mark after work for it was held
+  /// back (see `CompletionQueue.isFull`): start that work again.
+  func queueDrained(_ queue: CompletionQueue)
+}
+
+/// A weak reference to a loader waiting for a queue to drain.
+private struct DrainListener {
+  weak var owner: (any DeliveryOwner)?
 }
 
 /// A host-owned completion queue: results wait here until the host drains them on its own
@@ -68,6 +76,35 @@ public final class CompletionQueue: @unchecked Sendable {
   private var closed = false
   /// Whether the eventfd counter is non-zero (so it is written once, not per result).
   private var signalled = false
+
+  /// Pixel bytes of the images held by results waiting to be dispatched. A host that stops
+  /// draining a queue must not make it grow without limit: once this reaches
+  /// `undrainedImageLimit`, loaders hold back decodes whose every requester's queue is
+  /// full (the encoded bytes wait, the result is never dropped), and start them again
+  /// when dispatching brings it below `undrainedImageResume`.
+  private var undrainedImageBytes = 0
+  private var drainListeners: [ObjectIdentifier: DrainListener] = [:]
+  /// 64 MiB: several screens of full-size photos, hundreds of thumbnails.
+  public static let undrainedImageLimit = 64 << 20
+  public static let undrainedImageResume = undrainedImageLimit / 2
+
+  /// Whether undrained results hold `undrainedImageLimit` or more (never for a
+  /// discarding queue). When full, `owner` is told once the queue has drained.
+  func isFull(notifying owner: any DeliveryOwner) -> Bool {
+    lock.withLock {
+      guard !closed, !discardsResults, undrainedImageBytes >= Self.undrainedImageLimit else { return false }
+      drainListeners[ObjectIdentifier(owner)] = DrainListener(owner: owner)
+      return true
+    }
+  }
+
+  /// Undrained image bytes now (for tests).
+  public var undrainedBytes: Int { lock.withLock { undrainedImageBytes } }
+
+  private static func imageBytes(_ outcome: Outcome?) -> Int {
+    if case .success(let image, _, _)? = outcome { return image.byteCount }
+    return 0
+  }
 
   /// Results of a discarding queue are dropped as they arrive: it serves prefetches, which
   /// warm the caches and call nobody.
@@ -121,6 +158,7 @@ public final class CompletionQueue: @unchecked Sendable {
     lock.withLock {
       guard delivery.state == .waiting, !closed else { return }
       delivery.outcome = outcome
+      undrainedImageBytes += Self.imageBytes(outcome)
       delivery.state = .queued
       appendReady(.result(delivery))
     }
@@ -150,6 +188,7 @@ public final class CompletionQueue: @unchecked Sendable {
       case .delivered:
         return false
       case .queued:
+        undrainedImageBytes -= Self.imageBytes(delivery.outcome)
         delivery.outcome = .failure(.cancelled)  // releases a queued image at once
         return true
       case .waiting:
@@ -169,7 +208,9 @@ public final class CompletionQueue: @unchecked Sendable {
     let limit = max > 0 ? max : pendingCount
     var count = 0
     while count < limit {
-      // What to run, taken under the lock: a final outcome, or progress figures.
+      // What to run, taken under the lock: a final outcome, or progress figures; and the
+      // loaders to wake when this result brought the queue below its resume mark.
+      var drained: [DrainListener] = []
       let next: (Delivery, Outcome?, (UInt64, UInt64))? = lock.withLock {
         guard readyHead < ready.count else { return nil }
         let entry = ready[readyHead]
@@ -179,6 +220,11 @@ public final class CompletionQueue: @unchecked Sendable {
         case .result(let delivery):
           delivery.state = .delivered
           outstanding.removeValue(forKey: ObjectIdentifier(delivery))
+          undrainedImageBytes -= Self.imageBytes(delivery.outcome)
+          if !drainListeners.isEmpty && undrainedImageBytes < Self.undrainedImageResume {
+            drained = Array(drainListeners.values)
+            drainListeners.removeAll()
+          }
           defer { delivery.outcome = nil }
           return (delivery, delivery.outcome!, (0, 0))
         case .progress(let delivery):
@@ -187,6 +233,7 @@ public final class CompletionQueue: @unchecked Sendable {
           return (delivery, nil, delivery.progressValue)
         }
       }
+      for listener in drained { listener.owner?.queueDrained(self) }
       guard let (delivery, outcome, figures) = next else { break }
       if let outcome {
         delivery.owner?.deliveryFinished(delivery)
@@ -248,6 +295,8 @@ public final class CompletionQueue: @unchecked Sendable {
       }
       ready.removeAll()
       readyHead = 0
+      undrainedImageBytes = 0
+      drainListeners.removeAll()
       clearSignal()
       return all.sorted { $0.token < $1.token }
     }

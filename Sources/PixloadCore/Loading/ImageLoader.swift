@@ -96,6 +96,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private var requests: [UInt64: PendingRequest] = [:]
   private var downloads: [String: DownloadTask] = [:]
   private var decodes: [ImageVariant: DecodeTask] = [:]
+  /// Decodes held back because every requester's queue was full of undrained images
+  /// (`CompletionQueue.isFull`), with their bytes; restarted by `queueDrained`.
+  private var heldDecodes: [ObjectIdentifier: (DecodeTask, DownloadedData, ImageSource)] = [:]
   private var counters = LoaderStatistics()
 
   /// A snapshot of what this loader did so far.
@@ -109,6 +112,10 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     self.configuration = configuration
     self.memoryCache = MemoryCache(capacityBytes: configuration.memoryCacheBytes,
                                    capacityCount: configuration.memoryCacheCount)
+    // Before the engine: nothing may throw once its thread runs (an engine released
+    // without shutdown() is torn down under its thread; out of descriptors, the eventfd
+    // is what fails).
+    self.prefetchSink = try CompletionQueue(discardingResults: ())
     if let dataLoader {
       self.dataLoader = dataLoader
     } else {
@@ -116,7 +123,6 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     self.decoder = decoder
     let threads = configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
-    self.prefetchSink = try CompletionQueue(discardingResults: ())
     self.decodePool = PriorityWorkPool(threadCount: threads, name: "pxl-decode")
     self.diskPool = configuration.diskCacheBytes > 0 ? PriorityWorkPool(threadCount: 2, name: "pxl-disk") : nil
     // Read the directory once, in the background: a large cache must not delay a first load.
@@ -280,6 +286,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       requests.removeAll()
       downloads.removeAll()
       decodes.removeAll()
+      heldDecodes.removeAll()
       return all.sorted { $0.token < $1.token }
     }
     dataLoader.shutdown()
@@ -294,6 +301,21 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   func deliveryFinished(_ delivery: Delivery) {
     lock.withLock {
       if let pending = requests.removeValue(forKey: delivery.token) { detach(pending) }
+    }
+  }
+
+  /// A queue the host drained again: decodes held back for it run (in priority order, as
+  /// the pool ranks them) unless all their other requesters' queues are still full.
+  func queueDrained(_ queue: CompletionQueue) {
+    lock.withLock {
+      for (key, (decode, data, source)) in heldDecodes
+      where decode.requests.values.contains(where: { $0.queue === queue }) {
+        heldDecodes.removeValue(forKey: key)
+        guard decodes[decode.variant] === decode else { continue }
+        decode.job = decodePool.submit(priority: decode.priority) { [weak self, decode] in
+          self?.runDecode(decode, data, source: source)
+        }
+      }
     }
   }
 
@@ -459,6 +481,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if decodes[decode.variant] === decode { decodes.removeValue(forKey: decode.variant) }
     if let job = decode.job { decodePool.cancel(job) }
     decode.job = nil
+    heldDecodes.removeValue(forKey: ObjectIdentifier(decode))
     guard let download = decode.download else { return }
     decode.download = nil
     download.decodes.removeValue(forKey: decode.variant)
@@ -543,6 +566,22 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   }
 
   private func runDecode(_ decode: DecodeTask, _ data: DownloadedData, source: ImageSource) {
+    // A host that stopped draining: when every requester's queue is full of undrained
+    // images, the decode (which would add another) waits with its bytes until one drains.
+    enum Start { case run, held, abandoned }
+    let start: Start = lock.withLock {
+      // Every requester left while the job waited: nothing to decode for.
+      guard decodes[decode.variant] === decode, !decode.requests.isEmpty else { return .abandoned }
+      var queues: [ObjectIdentifier: CompletionQueue] = [:]
+      for pending in decode.requests.values { queues[ObjectIdentifier(pending.queue)] = pending.queue }
+      // Every queue is asked (each registers this loader to hear when it drains).
+      let full = queues.values.map { $0.isFull(notifying: self) }
+      guard !full.contains(false) else { return .run }
+      decode.job = nil
+      heldDecodes[ObjectIdentifier(decode)] = (decode, data, source)
+      return .held
+    }
+    if start != .run { return }
     let result = decoder.decode(data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
     let finished: [PendingRequest] = lock.withLock {
       guard decodes[decode.variant] === decode else { return [] }
