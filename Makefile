@@ -169,8 +169,8 @@ clean:
 
 # --- long runs -----------------------------------------------------------------------
 
-# `make fuzz`: both hostile-input checks, the mutation smoke test and the libFuzzer target.
-fuzz: fuzz-smoke fuzz-decode
+# `make fuzz`: the mutation smoke test, then each libFuzzer target for FUZZ_SECONDS.
+fuzz: fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers
 
 # Hostile input against the decoders under AddressSanitizer + UBSan: every corpus file
 # mutated FUZZ_MUTATIONS times (deterministic). Not coverage-guided; a cheap check that no
@@ -183,22 +183,30 @@ fuzz-smoke:
 	  Tests/codecs/mutation_smoke.c Sources/CCodecs/*.c -o $(STAGE)/tests/mutation-smoke -ljpeg -lpng
 	find $(CORPUS) -name '*.png' -o -name '*.jp*g' | $(STAGE)/tests/mutation-smoke $(FUZZ_MUTATIONS)
 
-# Coverage-guided fuzzing of the Swift decode entry point (ImageDecoder: shims, DCT
-# scaling, resampler, orientation) with libFuzzer + AddressSanitizer, for FUZZ_SECONDS on
-# one core. Seeds: the corpus and the kept regressions; what it learns accumulates in
-# $(FUZZ_DIR)/decode-corpus. A crash stops the run and leaves crash-* (or timeout-*,
-# oom-*) in $(FUZZ_DIR)/decode-artifacts: reproduce it with the plain build
-# (`swift build --product pixload-fuzz-decode` then `pixload-fuzz-decode FILE`), fix it,
-# and keep the input in Tests/fuzz-regressions/decode, which `swift test` replays.
-# Swift code and the shims are instrumented; libjpeg and libpng (system builds) are not.
+# Coverage-guided fuzzing with libFuzzer + AddressSanitizer, FUZZ_SECONDS per target on one
+# core. Swift code and the C shims are instrumented; libjpeg, libpng and libcurl (system
+# builds) are not.
+#   decode     ImageDecoder (shims, DCT scaling, resampler, orientation); seeds: the corpus
+#   diskentry  the disk-cache entry reader on arbitrary file contents
+#   headers    response-header handling (status lines, Cache-Control, Expires, ETag,
+#              Retry-After, Location) as the engine's header callback does it
+# What a target learns accumulates in $(FUZZ_DIR)/NAME-corpus. A crash stops the run and
+# leaves crash-* (or timeout-*, oom-*) in $(FUZZ_DIR)/NAME-artifacts: reproduce it with the
+# plain build (`swift build --product pixload-fuzz-NAME`, then `pixload-fuzz-NAME FILE`),
+# fix it, and keep the input in Tests/fuzz-regressions/NAME, which `swift test` replays.
+# -enable-testing: diskentry and headers reach internal parsers through @testable import.
 FUZZ_SECONDS ?= 600
 FUZZ_DIR    := $(STAGE)/fuzz
 FUZZ_SCRATCH := .build-fuzz
-FUZZ_BUILD_FLAGS := -c release --scratch-path $(FUZZ_SCRATCH) --product pixload-fuzz-decode \
-  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DPIXLOAD_LIBFUZZER -Xcc -fsanitize=fuzzer-no-link,address
-fuzz-decode:
-	$(SWIFT) build $(FUZZ_BUILD_FLAGS)
-	@mkdir -p $(FUZZ_DIR)/decode-corpus $(FUZZ_DIR)/decode-artifacts
-	$(FUZZ_SCRATCH)/release/pixload-fuzz-decode -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
-	  -timeout=10 -print_final_stats=1 -dict=Tests/fuzz/decode.dict -artifact_prefix=$(FUZZ_DIR)/decode-artifacts/ \
-	  $(FUZZ_DIR)/decode-corpus $(CORPUS) Tests/fuzz-regressions/decode
+FUZZ_TARGETS := decode diskentry headers
+fuzz_seeds_decode := $(CORPUS)
+fuzz_seeds_diskentry := Tests/fuzz/seeds/diskentry
+fuzz_seeds_headers := Tests/fuzz/seeds/headers
+$(addprefix fuzz-,$(FUZZ_TARGETS)): fuzz-%:
+	$(SWIFT) build -c release --scratch-path $(FUZZ_SCRATCH) --product pixload-fuzz-$* \
+	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DPIXLOAD_LIBFUZZER -Xswiftc -enable-testing \
+	  -Xcc -fsanitize=fuzzer-no-link,address
+	@mkdir -p $(FUZZ_DIR)/$*-corpus $(FUZZ_DIR)/$*-artifacts
+	$(FUZZ_SCRATCH)/release/pixload-fuzz-$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
+	  -timeout=10 -print_final_stats=1 -dict=Tests/fuzz/$*.dict -artifact_prefix=$(FUZZ_DIR)/$*-artifacts/ \
+	  $(FUZZ_DIR)/$*-corpus $(fuzz_seeds_$*) Tests/fuzz-regressions/$*

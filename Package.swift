@@ -29,6 +29,11 @@ let package = Package(
     // libFuzzer target on ImageDecoder (`make fuzz-decode` builds it with
     // -sanitize=fuzzer,address); a plain build replays files given as arguments.
     .executableTarget(name: "pixload-fuzz-decode", dependencies: ["PixloadCore"], path: "Tests/fuzz/decode"),
+    // libFuzzer targets on the disk-cache entry reader and on response-header handling
+    // (`make fuzz-diskentry`, `make fuzz-headers`: also -enable-testing, they reach
+    // internal parsers through @testable import); plain builds replay files.
+    .executableTarget(name: "pixload-fuzz-diskentry", dependencies: ["PixloadCore"], path: "Tests/fuzz/diskentry"),
+    .executableTarget(name: "pixload-fuzz-headers", dependencies: ["PixloadCore"], path: "Tests/fuzz/headers"),
     // `make bench-decode`: ImageDecoder against libjpeg-turbo/libpng called directly from C.
     .target(name: "BenchDirect", path: "bench/direct",
             linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),

@@ -10,14 +10,15 @@ import Glibc
 /// off), and through the plain build of the fuzz target itself, which decodes each file
 /// with exactly the variant the fuzzer chose for it and checks the same promises.
 final class FuzzRegressionTests: XCTestCase {
-  static let folder: String = {
+  static let regressions: String = {
     var path = #filePath
     for _ in 0..<2 { path = String(path[..<path.lastIndex(of: "/")!]) }  // Tests/
-    return path + "/fuzz-regressions/decode"
+    return path + "/fuzz-regressions"
   }()
+  static let folder = regressions + "/decode"
 
   /// The regression inputs (README.md explains the folder and is not one).
-  static func inputs() throws -> [String] {
+  static func inputs(in folder: String = folder) throws -> [String] {
     guard let dir = opendir(folder) else { throw XCTSkip("\(folder) is absent") }
     defer { closedir(dir) }
     var names: [String] = []
@@ -71,14 +72,63 @@ final class FuzzRegressionTests: XCTestCase {
   }
 
   func testEveryKeptInputPassesTheFuzzTargetItself() throws {
+    try replayThroughFuzzTarget("pixload-fuzz-decode", inputs: Self.inputs())
+  }
+
+  /// Disk-cache entries the entry fuzzer (`make fuzz-diskentry`) crashed on: read in
+  /// process as the entry of their key (a miss, never a trap), and through the target.
+  func testEveryKeptDiskEntryInputIsReadSafely() throws {
+    let inputs = try Self.inputs(in: Self.regressions + "/diskentry")
+    var template = Array("/tmp/pxl-fuzz-regressions.XXXXXX".utf8CString)
+    let directory = String(cString: try XCTUnwrap(mkdtemp(&template)))
+    defer {
+      if let dir = opendir(directory) {
+        while let item = readdir(dir) {
+          let name = withUnsafeBytes(of: item.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+          if name != "." && name != ".." { unlink(directory + "/" + name) }
+        }
+        closedir(dir)
+      }
+      rmdir(directory)
+    }
+    let cache = try DiskCache(directory: directory, capacityBytes: 1 << 30, log: { _ in })
+    for path in inputs {
+      let data = try XCTUnwrap(Self.read(path), path)
+      let file = directory + "/" + DiskCache.fileName(for: "regression")
+      let fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+      XCTAssertGreaterThanOrEqual(fd, 0)
+      _ = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+      close(fd)
+      XCTAssertNil(cache.entry(for: "regression"), path)
+    }
+    try replayThroughFuzzTarget("pixload-fuzz-diskentry", inputs: inputs)
+  }
+
+  /// Response heads the header fuzzer (`make fuzz-headers`) crashed on.
+  func testEveryKeptHeaderInputIsParsedSafely() throws {
+    let inputs = try Self.inputs(in: Self.regressions + "/headers")
+    for path in inputs {
+      let data = try XCTUnwrap(Self.read(path), path)
+      var caching = ResponseCaching()
+      for line in data.split(separator: 0x0A, omittingEmptySubsequences: false) {
+        caching.take(headerLine: String(decoding: line, as: UTF8.self))
+      }
+      _ = caching.expiry(now: Int(time(nil)))
+      _ = caching.expiry(now: Int.max)
+    }
+    try replayThroughFuzzTarget("pixload-fuzz-headers", inputs: inputs)
+  }
+
+  /// Runs the plain build of a fuzz target on each input; each must exit 0.
+  private func replayThroughFuzzTarget(_ target: String, inputs: [String]) throws {
     // Next to this test bundle: `swift test` builds every target of the package.
     var exe = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
     let n = readlink("/proc/self/exe", &exe, exe.count - 1)
     guard n > 0 else { throw XCTSkip("cannot find the test executable") }
     let path = String(cString: exe)
-    let replay = String(path[..<path.lastIndex(of: "/")!]) + "/pixload-fuzz-decode"
+    let replay = String(path[..<path.lastIndex(of: "/")!]) + "/" + target
     guard access(replay, X_OK) == 0 else { throw XCTSkip("\(replay) is not built") }
-    for input in try Self.inputs() {
+    for input in inputs {
       var pid = pid_t()
       var devnull = posix_spawn_file_actions_t()
       posix_spawn_file_actions_init(&devnull)
@@ -89,7 +139,7 @@ final class FuzzRegressionTests: XCTestCase {
       XCTAssertEqual(posix_spawn(&pid, replay, &devnull, nil, argv, environ), 0, input)
       var status: Int32 = 0
       XCTAssertEqual(waitpid(pid, &status, 0), pid, input)
-      XCTAssertEqual(status, 0, "pixload-fuzz-decode \(input) exited with wait status \(status)")
+      XCTAssertEqual(status, 0, "\(target) \(input) exited with wait status \(status)")
     }
   }
 }

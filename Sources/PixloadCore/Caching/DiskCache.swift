@@ -124,7 +124,8 @@ public final class DiskCache: @unchecked Sendable {
     guard reader.u32() == Self.magic, reader.u32() == Self.version else { return discard(name, path, "not an entry") }
     let keyLength = Int(reader.u32()), etagLength = Int(reader.u32()), modifiedLength = Int(reader.u32())
     _ = reader.u32()  // reserved
-    let bodyLength = Int(reader.u64())
+    // Clamped: a damaged length of 2^63 or more must be a bad entry, not a trap.
+    let bodyLength = Int(clamping: reader.u64())
     let checksum = reader.u64()
     var metadata = Metadata()
     metadata.expiresAt = reader.u64()

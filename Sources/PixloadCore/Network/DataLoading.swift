@@ -61,7 +61,12 @@ public struct ResponseCaching: Sendable, Equatable {
   /// revalidated every time (no-cache, max-age=0).
   public func expiry(now: Int) -> UInt64 {
     if noCache { return 1 }
-    if let maxAge { return maxAge <= 0 ? 1 : UInt64(now + maxAge) }
+    if let maxAge {
+      if maxAge <= 0 { return 1 }
+      // Saturating: "max-age=9223372036854775807" is "forever", not a trap.
+      let (expiry, overflow) = now.addingReportingOverflow(maxAge)
+      return overflow ? UInt64(Int.max) : UInt64(max(expiry, 2))
+    }
     if let expires { return expires <= now ? 1 : UInt64(expires) }
     return 0
   }
@@ -79,7 +84,9 @@ public struct ResponseCaching: Sendable, Equatable {
     case "cache-control":
       for directive in value.lowercased().split(separator: ",") {
         let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: " \t\"") }
-        switch parts[0] {
+        // "Cache-Control: =" (a directive of only "=") splits into nothing: ignore it.
+        guard let directiveName = parts.first else { continue }
+        switch directiveName {
         case "no-store": noStore = true
         case "no-cache": noCache = true
         case "max-age", "s-maxage": if parts.count == 2, let seconds = Int(parts[1]) { maxAge = seconds }
