@@ -14,6 +14,18 @@
 #   PXL_TEST_PORT   nginx port                  (default 18091)
 #   PXL_TEST_TLS_PORT  nginx https port         (default 18093)
 #   PXL_VALGRIND=1  run the tests under valgrind (memcheck, leaks, errors fail the run)
+#   PXL_VALGRIND_SUPP  suppression file for valgrind (default Tests/valgrind.supp)
+#   PXL_CC          compiler for the test program (default gcc; scripts/check-sanitizer.sh
+#                   uses the Swift toolchain's clang, whose sanitizer runtimes the
+#                   library was built against)
+#   PXL_CFLAGS      extra compile and link flags for the test program (-fsanitize=...)
+#   PXL_PRELOAD     LD_PRELOAD for the test program only (not for nginx or the fault
+#                   server): a sanitizer runtime that must be loaded first. E.g. plain gcc
+#                   tests against the ASan-built library: PXL_CC=gcc
+#                   PXL_CFLAGS=-Wl,--allow-shlib-undefined PXL_PRELOAD=<the toolchain's
+#                   lib/clang/*/lib/linux/libclang_rt.asan-x86_64.so> (gcc's own libasan
+#                   is another runtime and does not mix with the library's)
+#   PXL_TEST_SLOW_FACTOR  deadlines multiplied by N (valgrind: 10 unless set)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -51,8 +63,10 @@ if [ ! -e "$libdir/libpixload.so.0" ] || [ "${PXL_VALGRIND:-0}" = 1 ]; then
 fi
 
 cflags=(-std=c11 -O1 -g -Wall -Wextra)
+# The fixture maker is a tool, not under test: always the plain compiler.
 gcc "${cflags[@]}" "$here/mkfixtures.c" -ljpeg -lpng -o "$work/mkfixtures"
-gcc "${cflags[@]}" -I "$incdir" "$here/harness.c" "$here"/test_*.c \
+read -r -a extra_cflags <<<"${PXL_CFLAGS:-}"
+"${PXL_CC:-gcc}" "${cflags[@]}" "${extra_cflags[@]}" -I "$incdir" "$here/harness.c" "$here"/test_*.c \
   -L "$libdir" -Wl,-rpath,"$libdir" -lpixload -lpthread -o "$work/capi_tests"
 
 mkdir -p "$work/www"
@@ -81,16 +95,53 @@ fault_port=$(sed -E 's/.* http=([0-9]+).*/\1/' <<<"$ready")
 fault_tls_port=$(sed -E 's/.* https=([0-9]+).*/\1/' <<<"$ready")
 
 runner=()
+valgrind=0
 if [ "${PXL_VALGRIND:-0}" = 1 ]; then
-  # Deadlines stretch under valgrind; leaks and memory errors fail the run. "possible"
-  # leaks are excluded: threads the runtime keeps (and their TLS) show up as such.
+  # Deadlines stretch under valgrind; leaks ("definitely" and "indirectly" lost) and
+  # memory errors fail the run. "possible" leaks are excluded: threads the runtime keeps
+  # (and their TLS) show up as such. One log per process (%p): test_table.c forks
+  # children that make one call and _exit; see below for how their logs are read.
+  valgrind=1
   export PXL_TEST_SLOW_FACTOR=${PXL_TEST_SLOW_FACTOR:-10}
-  runner=(valgrind --quiet --error-exitcode=99 --leak-check=full
-          --errors-for-leak-kinds=definite --show-leak-kinds=definite
-          --track-origins=yes)
+  runner=(valgrind --log-file="$work/valgrind.%p.log" --leak-check=full
+          --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
+          --track-origins=yes --suppressions="$(abs "${PXL_VALGRIND_SUPP:-Tests/valgrind.supp}")")
+fi
+if [ -n "${PXL_PRELOAD:-}" ]; then
+  runner=(env LD_PRELOAD="$PXL_PRELOAD" "${runner[@]}")
 fi
 
+# In the background and waited for, to know the test program's pid (valgrind and env
+# exec it in place): its valgrind log is valgrind.PID.log.
 "${runner[@]}" "$work/capi_tests" "http://127.0.0.1:$port" "$work/nginx/access.log" "$work/www" \
   --fault-url="http://127.0.0.1:$fault_port" --fault-tls-url="https://127.0.0.1:$fault_tls_port" \
   --ca-file="$work/pki/ca.pem" --other-ca-file="$work/pki/other-ca.pem" \
-  --tls-url="https://127.0.0.1:$tls_port" --tls-log="$work/nginx/access-tls.log" "$@"
+  --tls-url="https://127.0.0.1:$tls_port" --tls-log="$work/nginx/access-tls.log" "$@" &
+test_pid=$!
+status=0
+wait "$test_pid" || status=$?
+[ "$valgrind" = 1 ] || exit "$status"
+
+# The test program's own log: its summary lines, and any error (leaks included) fails.
+main_log="$work/valgrind.$test_pid.log"
+[ -f "$main_log" ] || { echo "run.sh: no valgrind log $main_log" >&2; exit 1; }
+grep -E "definitely lost:|indirectly lost:|possibly lost:|still reachable:|suppressed:|ERROR SUMMARY:" "$main_log" |
+  sed -E 's/^==[0-9]+== +/valgrind: /'
+if ! grep -q "ERROR SUMMARY: 0 errors" "$main_log"; then
+  sed -n '/^==[0-9]*== [A-Z]/,$p' "$main_log" | head -400
+  echo "run.sh: valgrind found errors in the test program (above)" >&2
+  status=1
+fi
+# Forked children (test_table.c's crash checks): a copy of the process in which only the
+# forking thread lives on, so whatever the loader's other threads held (their stacks and
+# registers are gone) is unreachable there and would read as leaked. Their leak records
+# say nothing about the library; a memory error in them does fail the run.
+for log in "$work"/valgrind.*.log; do
+  [ "$log" = "$main_log" ] && continue
+  if grep -q -E "Invalid (read|write|free)|uninitialised|Conditional jump|Syscall param|Mismatched free|overlap" "$log"; then
+    cat "$log"
+    echo "run.sh: valgrind found memory errors in a forked child (above)" >&2
+    status=1
+  fi
+done
+exit "$status"
