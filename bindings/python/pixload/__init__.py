@@ -1,0 +1,32 @@
+"""pixload: asynchronous image loading and caching (Python bindings over libpixload).
+
+    import pixload
+    with pixload.Loader() as loader:
+        image = loader.fetch_sync("https://example.org/a.jpg", size=(150, 150), mode="fill")
+        array = image.to_numpy()          # (150, 150, 4) uint8, a view of the C pixels
+
+asyncio: `image = await loader.fetch(url, size=(150, 150))`. Lower level: Queue,
+Loader.load(url, callback, queue=...), Table, Loader.prefetch / lookup / bind.
+
+The library is found through $PIXLOAD_LIBRARY (a path to libpixload.so.0), then a copy
+inside this package, then the system's (`make install`).
+"""
+from ._ffi import LibraryNotFoundError, PXL_VERSION_NUM as BINDINGS_VERSION_NUM, library_origin
+from ._core import (
+    PRIORITY_NORMAL, PRIORITY_PREFETCH, PRIORITY_VISIBLE, Format, HTTPError, Image, ImageError,
+    InvalidArgumentError, Loader, LoaderClosedError, LocalIOError, Mode, NetworkError,
+    NotCachedError, NotFoundError, OutOfMemoryError, PixloadError, PixloadTimeoutError, Queue,
+    Request, RequestCancelled, Result, Scheme, Slot, Source, Stats, Status, Table, TableStats,
+    URLError, pending_callbacks, status_string, version,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BINDINGS_VERSION_NUM", "Format", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
+    "LibraryNotFoundError", "Loader", "LoaderClosedError", "LocalIOError", "Mode", "NetworkError",
+    "NotCachedError", "NotFoundError", "OutOfMemoryError", "PRIORITY_NORMAL", "PRIORITY_PREFETCH",
+    "PRIORITY_VISIBLE", "PixloadError", "PixloadTimeoutError", "Queue", "Request",
+    "RequestCancelled", "Result", "Scheme", "Slot", "Source", "Stats", "Status", "Table",
+    "TableStats", "URLError", "library_origin", "pending_callbacks", "status_string", "version",
+]

@@ -1,0 +1,275 @@
+"""The C side of the bindings: finding libpixload, its structs and its functions.
+
+Everything here mirrors include/pixload.h (the API contract). Structs are checked at
+run time against the struct_size the library's *_init() functions report, so a header
+that grew without this file following it fails loudly at import instead of corrupting
+memory.
+"""
+import ctypes
+import ctypes.util
+import os
+import subprocess
+
+# The header's version macros this module was written against. The library loaded must
+# have the same major version (the SONAME's) and at least this minor.version.
+PXL_VERSION_MAJOR = 0
+PXL_VERSION_MINOR = 1
+PXL_VERSION_PATCH = 0
+PXL_VERSION_NUM = (PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH
+SONAME = "libpixload.so.0"
+
+_HELP = (
+    "Build and install it with `make all && sudo make install` (then `sudo ldconfig` if "
+    "the loader does not find it), or point the PIXLOAD_LIBRARY environment variable at "
+    "the file, e.g. PIXLOAD_LIBRARY=/path/to/pixload/build/lib/libpixload.so.0."
+)
+
+
+class LibraryNotFoundError(ImportError):
+    """libpixload could not be loaded, or is a version these bindings cannot use."""
+
+
+def _candidates():
+    """(description, path or soname) in the order they are tried."""
+    override = os.environ.get("PIXLOAD_LIBRARY")
+    if override:
+        # An explicit override is final: silently falling back to another copy would hide
+        # a typo and test the wrong library.
+        return [("PIXLOAD_LIBRARY", override)], True
+    found = []
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), SONAME)
+    if os.path.exists(here):
+        found.append(("next to the package", here))
+    name = ctypes.util.find_library("pixload")
+    if name:
+        found.append(("ctypes.util.find_library", name))
+    found.append(("the dynamic loader", SONAME))
+    # `make install` runs no ldconfig, so a fresh /usr/local/lib copy is invisible to the
+    # dynamic loader until someone does; pkg-config and the default prefix still know it.
+    try:
+        libdir = subprocess.run(
+            ["pkg-config", "--variable=libdir", "pixload"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        libdir = ""
+    for d in (libdir, "/usr/local/lib"):
+        if d and os.path.exists(os.path.join(d, SONAME)):
+            found.append((d, os.path.join(d, SONAME)))
+    return found, False
+
+
+def load_library():
+    """Returns (CDLL, where it came from). Raises LibraryNotFoundError with advice."""
+    candidates, explicit = _candidates()
+    failures = []
+    for origin, path in candidates:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            failures.append(f"  {origin}: {path}: {e}")
+            continue
+        try:
+            lib.pxl_version_num.restype = ctypes.c_uint32
+            lib.pxl_version_num.argtypes = []
+            lib.pxl_version.restype = ctypes.c_char_p
+            lib.pxl_version.argtypes = []
+        except AttributeError:
+            failures.append(f"  {origin}: {path}: not libpixload (no pxl_version_num)")
+            continue
+        num = lib.pxl_version_num()
+        if num >> 16 != PXL_VERSION_MAJOR or num < PXL_VERSION_NUM:
+            failures.append(
+                f"  {origin}: {path}: version {lib.pxl_version().decode()}, these bindings "
+                f"need {PXL_VERSION_MAJOR}.x >= {PXL_VERSION_MAJOR}.{PXL_VERSION_MINOR}.{PXL_VERSION_PATCH}"
+            )
+            continue
+        return lib, f"{origin}: {path}"
+    where = "PIXLOAD_LIBRARY points at a file that cannot be used" if explicit else \
+        "libpixload (libpixload.so.0) was not found"
+    raise LibraryNotFoundError(f"{where}.\nTried:\n" + "\n".join(failures) + "\n" + _HELP)
+
+
+# --- types --------------------------------------------------------------------------
+
+c_status = ctypes.c_int  # C enums are int-sized on every ABI pixload supports
+c_token = ctypes.c_uint64
+c_char_pp = ctypes.POINTER(ctypes.c_char_p)
+
+
+# Opaque handles travel as plain addresses (ints): finalizers then hold no ctypes object,
+# and nothing in Python can dereference them by mistake.
+image_p = queue_p = loader_p = table_p = ctypes.c_void_p
+
+
+class pxl_config(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("memory_cache_bytes", ctypes.c_uint64),
+        ("max_concurrent_downloads", ctypes.c_int32),
+        ("max_downloads_per_host", ctypes.c_int32),
+        ("decode_threads", ctypes.c_int32),
+        ("connect_timeout_ms", ctypes.c_int32),
+        ("timeout_ms", ctypes.c_int32),
+        ("max_body_bytes", ctypes.c_uint64),
+        ("max_pixels", ctypes.c_uint64),
+        ("allowed_schemes", ctypes.c_uint32),
+        ("user_agent", ctypes.c_char_p),
+        ("stall_timeout_ms", ctypes.c_int32),
+        ("max_redirects", ctypes.c_int32),
+        ("max_retries", ctypes.c_int32),
+        ("retry_base_delay_ms", ctypes.c_int32),
+        ("retry_max_delay_ms", ctypes.c_int32),
+        ("ca_file", ctypes.c_char_p),
+        ("headers", c_char_pp),
+        ("cancel_storm_limit", ctypes.c_int32),
+        ("disk_cache_bytes", ctypes.c_uint64),
+        ("ignore_http_freshness", ctypes.c_int32),
+        ("memory_cache_count", ctypes.c_int32),
+        ("disk_cache_dir", ctypes.c_char_p),
+        ("disk_cache_max_age_s", ctypes.c_int64),
+    ]
+
+
+progress_callback = ctypes.CFUNCTYPE(None, c_token, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p)
+
+
+class pxl_request(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("url", ctypes.c_char_p),
+        ("cache_key", ctypes.c_char_p),
+        ("width", ctypes.c_int32),
+        ("height", ctypes.c_int32),
+        ("mode", ctypes.c_int32),
+        ("format", ctypes.c_int32),
+        ("priority", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+        ("headers", c_char_pp),
+        ("progress", progress_callback),
+        ("progress_interval_ms", ctypes.c_int32),
+    ]
+
+
+class pxl_result(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("status", c_status),
+        ("image", image_p),
+        ("http_status", ctypes.c_int32),
+        ("source", ctypes.c_int),
+        ("message", ctypes.c_char_p),
+    ]
+
+
+class pxl_stats(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t)] + [
+        (name, ctypes.c_uint64)
+        for name in (
+            "requests", "memory_hits", "disk_hits", "network_fetches", "revalidated",
+            "coalesced", "cancelled", "failed", "bytes_downloaded", "memory_bytes",
+            "memory_count", "disk_bytes",
+        )
+    ]
+
+
+class pxl_table_config(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("prefetch_rows", ctypes.c_int32),
+        ("keep_rows", ctypes.c_int32),
+        ("visible_priority", ctypes.c_int32),
+        ("prefetch_priority", ctypes.c_int32),
+    ]
+
+
+class pxl_table_stats(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_size_t)] + [
+        (name, ctypes.c_uint64) for name in ("started", "cancelled", "memory_hits", "delivered", "failed")
+    ]
+
+
+load_callback = ctypes.CFUNCTYPE(None, c_token, ctypes.POINTER(pxl_result), ctypes.c_void_p)
+table_request_fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(pxl_request))
+table_row_fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(pxl_result))
+
+# name: (restype, argtypes). One table, declared once, so a signature is written in one
+# place only.
+_FUNCTIONS = {
+    "pxl_version": (ctypes.c_char_p, []),
+    "pxl_version_num": (ctypes.c_uint32, []),
+    "pxl_status_string": (ctypes.c_char_p, [c_status]),
+    "pxl_format_bytes_per_pixel": (ctypes.c_int32, [ctypes.c_int]),
+    "pxl_image_retain": (image_p, [image_p]),
+    "pxl_image_release": (None, [image_p]),
+    "pxl_image_width": (ctypes.c_int32, [image_p]),
+    "pxl_image_height": (ctypes.c_int32, [image_p]),
+    "pxl_image_stride": (ctypes.c_int32, [image_p]),
+    "pxl_image_format": (ctypes.c_int, [image_p]),
+    "pxl_image_pixels": (ctypes.c_void_p, [image_p]),
+    "pxl_image_original_width": (ctypes.c_int32, [image_p]),
+    "pxl_image_original_height": (ctypes.c_int32, [image_p]),
+    "pxl_image_byte_count": (ctypes.c_size_t, [image_p]),
+    "pxl_queue_new": (c_status, [ctypes.POINTER(queue_p)]),
+    "pxl_queue_free": (None, [queue_p]),
+    "pxl_queue_fd": (ctypes.c_int, [queue_p]),
+    "pxl_queue_dispatch": (ctypes.c_int32, [queue_p, ctypes.c_int32]),
+    "pxl_queue_wait": (ctypes.c_int32, [queue_p, ctypes.c_int32]),
+    "pxl_queue_wakeup": (None, [queue_p]),
+    "pxl_queue_pending": (ctypes.c_int32, [queue_p]),
+    "pxl_config_init": (None, [ctypes.POINTER(pxl_config)]),
+    "pxl_loader_new": (c_status, [ctypes.POINTER(pxl_config), ctypes.POINTER(loader_p)]),
+    "pxl_loader_free": (None, [loader_p]),
+    "pxl_request_init": (None, [ctypes.POINTER(pxl_request)]),
+    "pxl_load": (c_status, [loader_p, ctypes.POINTER(pxl_request), queue_p, load_callback,
+                            ctypes.c_void_p, ctypes.POINTER(c_token)]),
+    "pxl_cancel": (c_status, [loader_p, c_token]),
+    "pxl_set_priority": (c_status, [loader_p, c_token, ctypes.c_int32]),
+    "pxl_lookup": (c_status, [loader_p, ctypes.POINTER(pxl_request), ctypes.POINTER(image_p)]),
+    "pxl_memory_cache_trim": (None, [loader_p, ctypes.c_uint64]),
+    "pxl_memory_cache_bytes": (ctypes.c_uint64, [loader_p]),
+    "pxl_memory_cache_count": (ctypes.c_int32, [loader_p]),
+    "pxl_disk_cache_bytes": (ctypes.c_uint64, [loader_p]),
+    "pxl_disk_cache_clear": (None, [loader_p]),
+    "pxl_cache_remove": (c_status, [loader_p, ctypes.c_char_p]),
+    "pxl_get_stats": (c_status, [loader_p, ctypes.POINTER(pxl_stats)]),
+    "pxl_cancel_all": (ctypes.c_int32, [loader_p, queue_p]),
+    "pxl_prefetch": (c_status, [loader_p, ctypes.POINTER(pxl_request), ctypes.c_size_t,
+                                ctypes.POINTER(c_token)]),
+    "pxl_bind": (c_status, [loader_p, ctypes.POINTER(pxl_request), queue_p, load_callback,
+                            ctypes.c_void_p, ctypes.POINTER(c_token), ctypes.POINTER(image_p)]),
+    "pxl_table_config_init": (None, [ctypes.POINTER(pxl_table_config)]),
+    "pxl_table_new": (c_status, [loader_p, queue_p, ctypes.POINTER(pxl_table_config), ctypes.c_int64,
+                                 table_request_fn, table_row_fn, ctypes.c_void_p,
+                                 ctypes.POINTER(table_p)]),
+    "pxl_table_set_visible": (c_status, [table_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32]),
+    "pxl_table_set_row_count": (c_status, [table_p, ctypes.c_int64]),
+    "pxl_table_cancel_all": (None, [table_p]),
+    "pxl_table_get_stats": (c_status, [table_p, ctypes.POINTER(pxl_table_stats)]),
+    "pxl_table_free": (None, [table_p]),
+}
+
+
+def _check_struct_sizes(lib):
+    """The *_init functions write the library's sizeof into struct_size."""
+    for struct, init in ((pxl_config, lib.pxl_config_init), (pxl_request, lib.pxl_request_init),
+                         (pxl_table_config, lib.pxl_table_config_init)):
+        probe = struct()
+        init(ctypes.byref(probe))
+        if probe.struct_size != ctypes.sizeof(struct):
+            raise LibraryNotFoundError(
+                f"{struct.__name__} is {probe.struct_size} bytes in the loaded library but "
+                f"{ctypes.sizeof(struct)} in these bindings: they do not match this libpixload. "
+                + _HELP
+            )
+
+
+lib, library_origin = load_library()
+for _name, (_restype, _argtypes) in _FUNCTIONS.items():
+    try:
+        _fn = getattr(lib, _name)
+    except AttributeError:
+        raise LibraryNotFoundError(f"the loaded libpixload ({library_origin}) lacks {_name}. " + _HELP)
+    _fn.restype = _restype
+    _fn.argtypes = _argtypes
+_check_struct_sizes(lib)

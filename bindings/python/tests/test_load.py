@@ -1,0 +1,233 @@
+"""Loading: pixels (against the C client), zero-copy views, results, errors, caches."""
+import gc
+import subprocess
+
+import pytest
+
+import pixload
+
+from conftest import drain
+
+
+# (fixture, size, mode, format): each is loaded by the bindings and by build/bin/pixload.
+CASES = [
+    ("gradient.jpg", (150, 150), "fill", "rgba8"),
+    ("gradient.jpg", (100, 1000), "fit", "rgb8"),
+    ("gradient.jpg", None, "fit", "gray8"),
+    ("oriented6.jpg", (120, 120), "fit", "bgra8-premul"),
+    ("alpha.png", (64, 64), "fill", "rgba8-premul"),
+    ("alpha.png", None, "fit", "rgba8"),
+    ("medium.jpg", (97, 61), "fill", "rgb8"),
+]
+
+
+@pytest.mark.parametrize("name,size,mode,fmt", CASES)
+def test_pixels_equal_the_c_client(server, cli, loader, tmp_path, name, size, mode, fmt):
+    url = server.url(name, case=f"cmp-{mode}-{fmt}")
+    image = loader.fetch_sync(url, size=size, mode=mode, format=fmt)
+    out = tmp_path / "c.raw"
+    args = [cli, "fetch", "--quiet", "--no-disk-cache", "--mode", mode, "--format", fmt, "--out", str(out)]
+    if size:
+        args += ["--size", f"{size[0]}x{size[1]}"]
+    subprocess.run(args + [url], check=True, capture_output=True, timeout=60)
+    c_pixels = out.read_bytes()
+    assert len(c_pixels) == image.width * image.height * image.bytes_per_pixel
+    assert image.tobytes() == c_pixels
+    assert image.format == pixload.Format[fmt.upper().replace("-", "_")]
+
+
+def test_gradient_pixels_follow_the_fixture_formula(server, loader):
+    np = pytest.importorskip("numpy")
+    image = loader.fetch_sync(server.url("gradient.jpg"), format="rgb8")
+    assert image.size == (640, 480) and image.original_size == (640, 480)
+    a = image.to_numpy().astype(int)
+    x = np.arange(640) * 255 // 639
+    y = np.arange(480) * 255 // 479
+    # JPEG is lossy: compare with the formula mkfixtures.c wrote, within a few levels.
+    assert np.abs(a[:, :, 0] - x[None, :]).mean() < 3
+    assert np.abs(a[:, :, 1] - y[:, None]).mean() < 3
+
+
+def test_views_share_the_c_buffer_and_outlive_the_image(server):
+    np = pytest.importorskip("numpy")
+    with pixload.Loader() as loader:
+        image = loader.fetch_sync(server.url("alpha.png", case="views"), format="rgba8")
+        view = image.pixels
+        assert view.readonly and view.format == "B" and len(view) == image.stride * image.height
+        array = image.to_numpy()
+        assert array.shape == (200, 300, 4) and not array.flags.writeable
+        address = pixload._ffi.lib.pxl_image_pixels(image._ref.ptr)
+        assert array.ctypes.data == address  # a view, not a copy
+        expected = bytes(view)
+        image.close()
+        with pytest.raises(ValueError):
+            image.pixels
+        del image
+        gc.collect()
+        loader.trim_memory_cache(0)  # the cache's own reference goes too
+        assert loader.memory_cache_count == 0
+    # The loader is gone as well; the views alone keep the pixels.
+    assert bytes(view) == expected
+    assert array.tobytes() == expected
+    assert tuple(array[0, 299]) == (255, 0, 200, 255)
+
+
+def test_to_pil_unpremultiplies(server, loader):
+    np = pytest.importorskip("numpy")
+    pytest.importorskip("PIL")
+    straight = loader.fetch_sync(server.url("alpha.png"), format="rgba8").to_pil()
+    premul = loader.fetch_sync(server.url("alpha.png"), format="bgra8-premul").to_pil()
+    assert straight.mode == premul.mode == "RGBA" and straight.size == (300, 200)
+    a = np.asarray(straight).astype(int)
+    b = np.asarray(premul).astype(int)
+    opaque = a[:, :, 3] > 128  # where unpremultiplying loses little precision
+    assert np.abs(a - b)[opaque].max() <= 2
+    gray = loader.fetch_sync(server.url("gradient.jpg"), format="gray8")
+    assert gray.to_pil().mode == "L" and gray.to_numpy().shape == (480, 640)
+
+
+def test_load_callback_result(server, loader, queue):
+    results = []
+    request = loader.load(server.url("gradient.jpg", case="cb"), results.append, queue=queue, size=(32, 32))
+    assert request.token > 0
+    drain(queue, lambda: results)
+    (result,) = results
+    assert result.ok and result.token == request.token and result.error is None
+    assert result.source == pixload.Source.NETWORK and result.http_status == 200
+    assert result.image.size == (32, 24)
+    assert not request.cancel()  # already delivered
+    assert pixload.pending_callbacks() == 0
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # a second raise in one dispatch is reported, not raised
+def test_callback_exception_is_raised_from_dispatch_after_the_others(server, loader, queue):
+    seen = []
+
+    def boom(result):
+        seen.append(result)
+        raise KeyError("from a callback")
+
+    for i in range(3):
+        loader.load(server.url("gradient.jpg", case=f"boom{i}"), boom, queue=queue, size=(8, 8))
+    raised = 0
+    while len(seen) < 3:
+        assert queue.wait(30) > 0
+        before = len(seen)
+        try:
+            queue.dispatch()
+        except KeyError:
+            raised += 1
+        assert len(seen) > before
+    # Every dispatch that ran callbacks raised once; the others in it still ran.
+    assert 1 <= raised <= 3 and all(r.ok for r in seen)
+
+
+def test_progress(server, loader, queue):
+    progress, results = [], []
+    loader.load(server.url("medium.jpg", case="progress"), results.append, queue=queue,
+                progress=lambda got, total: progress.append((got, total, bool(results))),
+                progress_interval_ms=1)
+    drain(queue, lambda: results)
+    assert results[0].ok and progress
+    assert all(got <= total for got, total, _ in progress if total)
+    assert not any(after for _, _, after in progress)  # never after the final callback
+
+
+@pytest.mark.parametrize("path,status,cls,http", [
+    ("missing.jpg", pixload.Status.HTTP, pixload.HTTPError, 404),
+    ("corrupt.jpg", pixload.Status.CORRUPT_IMAGE, pixload.ImageError, 200),
+    ("not-an-image.jpg", pixload.Status.NOT_AN_IMAGE, pixload.ImageError, 200),
+])
+def test_error_statuses(server, loader, path, status, cls, http):
+    with pytest.raises(cls) as info:
+        loader.fetch_sync(server.url(path))
+    e = info.value
+    assert isinstance(e, pixload.PixloadError)
+    assert e.status == status and e.http_status == http and e.message
+    assert pixload.status_string(status) in str(e)
+
+
+def test_connection_refused(loader):
+    import socket
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(pixload.NetworkError) as info:
+        loader.fetch_sync(f"http://127.0.0.1:{port}/x.jpg")
+    assert info.value.status == pixload.Status.CONNECT
+
+
+def test_refused_request_raises_and_never_calls_back(loader, queue):
+    before = pixload.pending_callbacks()
+    called = []
+    with pytest.raises(pixload.URLError) as info:
+        loader.load("not a url", called.append, queue=queue)
+    assert info.value.status == pixload.Status.MALFORMED_URL
+    with pytest.raises(pixload.URLError) as info:
+        loader.load("file:///etc/hostname", called.append, queue=queue)
+    assert info.value.status == pixload.Status.SCHEME_NOT_ALLOWED
+    with pytest.raises(pixload.InvalidArgumentError):
+        loader.load("http://127.0.0.1/x.jpg", called.append, queue=queue, size=(-1, 5))
+    assert queue.wait(0.05) == 0 and queue.dispatch() == 0 and not called
+    assert pixload.pending_callbacks() == before
+
+
+def test_loader_config_keywords(server, tmp_path):
+    with pytest.raises(TypeError, match="no_such_option"):
+        pixload.Loader(no_such_option=1)
+    with pytest.raises(pixload.InvalidArgumentError):
+        pixload.Loader(max_concurrent_downloads=0)
+    with pytest.raises(pixload.InvalidArgumentError):
+        pixload.Loader(headers=["no colon here"])
+    local = tmp_path / "local.png"
+    local.write_bytes((server.www / "alpha.png").read_bytes())
+    with pixload.Loader(allowed_schemes={"http", "file"}, memory_cache_bytes=1 << 20, user_agent="pytest",
+                        headers={"X-Test": "1"}, max_retries=0) as loader:
+        assert loader.fetch_sync(local.as_uri(), size=(30, 20)).size == (30, 20)
+
+
+def test_lookup_and_cache_controls(server, loader):
+    url = server.url("gradient.jpg", case="lookup")
+    assert loader.lookup(url, size=(40, 40)) is None
+    loader.fetch_sync(url, size=(40, 40))
+    hit = loader.lookup(url, size=(40, 40))
+    assert hit is not None and hit.size == (40, 30)
+    assert loader.lookup(url, size=(41, 41)) is None  # another variant
+    stats = loader.stats()
+    assert stats.memory_count == loader.memory_cache_count >= 1 and loader.memory_cache_bytes > 0
+    loader.cache_remove(url)
+    assert loader.lookup(url, size=(40, 40)) is None
+    assert hit.to_numpy().shape == (30, 40, 4)  # our reference outlives the cache's
+
+
+def test_memory_hit_source_and_cache_only(server, loader):
+    url = server.url("gradient.jpg", case="cacheonly")
+    with pytest.raises(pixload.NotCachedError):
+        loader.fetch_sync(url, size=(16, 16), cache_only=True)
+    loader.fetch_sync(url, size=(16, 16))
+    results = []
+    with pixload.Queue() as queue:
+        loader.load(url, results.append, queue=queue, size=(16, 16), cache_only=True)
+        drain(queue, lambda: results)
+    assert results[0].ok and results[0].source == pixload.Source.MEMORY
+
+
+def test_bind_slot(server, loader, queue):
+    slot = pixload.Slot()
+    results = []
+    first = server.url("slow/medium.jpg", case="bind1")
+    second = server.url("gradient.jpg", case="bind2")
+    assert loader.bind(slot, first, results.append, queue=queue) is None
+    first_token = slot.token
+    assert first_token
+    assert loader.bind(slot, second, results.append, queue=queue, size=(20, 20)) is None
+    assert slot.token not in (0, first_token)
+    drain(queue, lambda: len(results) == 2)
+    by_token = {r.token: r for r in results}
+    assert by_token[first_token].cancelled  # the reused slot's old load never shows an image
+    assert by_token[slot.token].ok
+    # Now in memory: bind answers at once and makes no request.
+    image = loader.bind(slot, second, results.append, queue=queue, size=(20, 20))
+    assert image is not None and image.size == (20, 15) and slot.token == 0
+    assert queue.wait(0.05) == 0 and len(results) == 2
+    assert pixload.pending_callbacks() == 0
