@@ -1,0 +1,284 @@
+//! Raw declarations of `include/pixload.h`, written by hand (no bindgen: crates.io is
+//! out of reach and the header is small). Every struct, constant and function of the
+//! header is here, in the header's order, with the header's names; `tests/header.rs`
+//! compiles the header and checks sizes, offsets, constants and signatures against
+//! this file. The ownership and thread rules are the header's: read it before using
+//! anything here directly.
+#![allow(non_camel_case_types)]
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+use core::marker::{PhantomData, PhantomPinned};
+
+/// An opaque C type: no size, not Send, not Sync, not Unpin (the nomicon's recipe).
+macro_rules! opaque {
+    ($name:ident) => {
+        #[repr(C)]
+        pub struct $name {
+            _data: [u8; 0],
+            _marker: PhantomData<(*mut u8, PhantomPinned)>,
+        }
+    };
+}
+
+// Version
+pub const PXL_VERSION_MAJOR: u32 = 0;
+pub const PXL_VERSION_MINOR: u32 = 1;
+pub const PXL_VERSION_PATCH: u32 = 0;
+pub const PXL_VERSION_NUM: u32 = (PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH;
+pub const PXL_VERSION_STRING: &str = "0.1.0";
+
+// Status codes. A C enum whose values are all non-negative is an unsigned int (gcc,
+// clang): 4 bytes, passed like one.
+pub type pxl_status = c_uint;
+pub const PXL_OK: pxl_status = 0;
+pub const PXL_E_INVALID_ARGUMENT: pxl_status = 1;
+pub const PXL_E_MALFORMED_URL: pxl_status = 2;
+pub const PXL_E_SCHEME_NOT_ALLOWED: pxl_status = 3;
+pub const PXL_E_DNS: pxl_status = 4;
+pub const PXL_E_CONNECT: pxl_status = 5;
+pub const PXL_E_TLS: pxl_status = 6;
+pub const PXL_E_TIMEOUT: pxl_status = 7;
+pub const PXL_E_HTTP: pxl_status = 8;
+pub const PXL_E_BODY_TOO_LARGE: pxl_status = 9;
+pub const PXL_E_NOT_AN_IMAGE: pxl_status = 10;
+pub const PXL_E_CORRUPT_IMAGE: pxl_status = 11;
+pub const PXL_E_TOO_MANY_PIXELS: pxl_status = 12;
+pub const PXL_E_CANCELLED: pxl_status = 13;
+pub const PXL_E_LOADER_CLOSED: pxl_status = 14;
+pub const PXL_E_NETWORK: pxl_status = 15;
+pub const PXL_E_UNSUPPORTED_IMAGE: pxl_status = 16;
+pub const PXL_E_NO_MEMORY: pxl_status = 17;
+pub const PXL_E_NOT_FOUND: pxl_status = 18;
+pub const PXL_E_IO: pxl_status = 19;
+pub const PXL_E_TOO_MANY_REDIRECTS: pxl_status = 20;
+pub const PXL_E_NOT_CACHED: pxl_status = 21;
+
+// Pixel formats and sizing
+pub type pxl_format = c_uint;
+pub const PXL_FORMAT_RGBA8: pxl_format = 0;
+pub const PXL_FORMAT_RGBA8_PREMUL: pxl_format = 1;
+pub const PXL_FORMAT_BGRA8_PREMUL: pxl_format = 2;
+pub const PXL_FORMAT_RGB8: pxl_format = 3;
+pub const PXL_FORMAT_GRAY8: pxl_format = 4;
+
+pub type pxl_mode = c_uint;
+pub const PXL_MODE_FIT: pxl_mode = 0;
+pub const PXL_MODE_FILL: pxl_mode = 1;
+
+pub const PXL_PRIORITY_PREFETCH: i32 = -100;
+pub const PXL_PRIORITY_NORMAL: i32 = 0;
+pub const PXL_PRIORITY_VISIBLE: i32 = 100;
+
+pub const PXL_FLAG_IGNORE_ORIENTATION: u32 = 0x1;
+pub const PXL_FLAG_SKIP_MEMORY_CACHE: u32 = 0x2;
+pub const PXL_FLAG_RELOAD: u32 = 0x4;
+pub const PXL_FLAG_CACHE_ONLY: u32 = 0x8;
+
+pub const PXL_SCHEME_HTTP: u32 = 0x1;
+pub const PXL_SCHEME_HTTPS: u32 = 0x2;
+pub const PXL_SCHEME_FILE: u32 = 0x4;
+
+pub type pxl_source = c_uint;
+pub const PXL_SOURCE_NONE: pxl_source = 0;
+pub const PXL_SOURCE_MEMORY: pxl_source = 1;
+pub const PXL_SOURCE_NETWORK: pxl_source = 2;
+pub const PXL_SOURCE_DISK: pxl_source = 3;
+pub const PXL_SOURCE_REVALIDATED: pxl_source = 4;
+
+opaque!(pxl_image);
+opaque!(pxl_queue);
+opaque!(pxl_loader);
+opaque!(pxl_table);
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_config {
+    pub struct_size: usize,
+    pub memory_cache_bytes: u64,
+    pub max_concurrent_downloads: i32,
+    pub max_downloads_per_host: i32,
+    pub decode_threads: i32,
+    pub connect_timeout_ms: i32,
+    pub timeout_ms: i32,
+    pub max_body_bytes: u64,
+    pub max_pixels: u64,
+    pub allowed_schemes: u32,
+    pub user_agent: *const c_char,
+    pub stall_timeout_ms: i32,
+    pub max_redirects: i32,
+    pub max_retries: i32,
+    pub retry_base_delay_ms: i32,
+    pub retry_max_delay_ms: i32,
+    pub ca_file: *const c_char,
+    pub headers: *const *const c_char,
+    pub cancel_storm_limit: i32,
+    pub disk_cache_bytes: u64,
+    pub ignore_http_freshness: i32,
+    pub memory_cache_count: i32,
+    pub disk_cache_dir: *const c_char,
+    pub disk_cache_max_age_s: i64,
+}
+
+pub type pxl_token = u64;
+
+pub type pxl_progress_callback =
+    Option<unsafe extern "C" fn(token: pxl_token, received: u64, expected: u64, user_data: *mut c_void)>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_request {
+    pub struct_size: usize,
+    pub url: *const c_char,
+    pub cache_key: *const c_char,
+    pub width: i32,
+    pub height: i32,
+    pub mode: i32,
+    pub format: i32,
+    pub priority: i32,
+    pub flags: u32,
+    pub headers: *const *const c_char,
+    pub progress: pxl_progress_callback,
+    pub progress_interval_ms: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_result {
+    pub struct_size: usize,
+    pub status: pxl_status,
+    pub image: *mut pxl_image,
+    pub http_status: i32,
+    pub source: pxl_source,
+    pub message: *const c_char,
+}
+
+pub type pxl_callback =
+    Option<unsafe extern "C" fn(token: pxl_token, result: *const pxl_result, user_data: *mut c_void)>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_stats {
+    pub struct_size: usize,
+    pub requests: u64,
+    pub memory_hits: u64,
+    pub disk_hits: u64,
+    pub network_fetches: u64,
+    pub revalidated: u64,
+    pub coalesced: u64,
+    pub cancelled: u64,
+    pub failed: u64,
+    pub bytes_downloaded: u64,
+    pub memory_bytes: u64,
+    pub memory_count: u64,
+    pub disk_bytes: u64,
+}
+
+pub type pxl_table_request_fn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, row: i64, request: *mut pxl_request) -> c_int>;
+
+pub type pxl_table_row_fn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, row: i64, result: *const pxl_result)>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_table_config {
+    pub struct_size: usize,
+    pub prefetch_rows: i32,
+    pub keep_rows: i32,
+    pub visible_priority: i32,
+    pub prefetch_priority: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_table_stats {
+    pub struct_size: usize,
+    pub started: u64,
+    pub cancelled: u64,
+    pub memory_hits: u64,
+    pub delivered: u64,
+    pub failed: u64,
+}
+
+extern "C" {
+    pub fn pxl_version() -> *const c_char;
+    pub fn pxl_version_num() -> u32;
+    pub fn pxl_status_string(status: pxl_status) -> *const c_char;
+    pub fn pxl_format_bytes_per_pixel(format: pxl_format) -> i32;
+
+    pub fn pxl_image_retain(image: *mut pxl_image) -> *mut pxl_image;
+    pub fn pxl_image_release(image: *mut pxl_image);
+    pub fn pxl_image_width(image: *const pxl_image) -> i32;
+    pub fn pxl_image_height(image: *const pxl_image) -> i32;
+    pub fn pxl_image_stride(image: *const pxl_image) -> i32;
+    pub fn pxl_image_format(image: *const pxl_image) -> pxl_format;
+    pub fn pxl_image_pixels(image: *const pxl_image) -> *const u8;
+    pub fn pxl_image_original_width(image: *const pxl_image) -> i32;
+    pub fn pxl_image_original_height(image: *const pxl_image) -> i32;
+    pub fn pxl_image_byte_count(image: *const pxl_image) -> usize;
+
+    pub fn pxl_queue_new(out: *mut *mut pxl_queue) -> pxl_status;
+    pub fn pxl_queue_free(queue: *mut pxl_queue);
+    pub fn pxl_queue_fd(queue: *const pxl_queue) -> c_int;
+    pub fn pxl_queue_dispatch(queue: *mut pxl_queue, max: i32) -> i32;
+    pub fn pxl_queue_wait(queue: *mut pxl_queue, timeout_ms: i32) -> i32;
+    pub fn pxl_queue_wakeup(queue: *mut pxl_queue);
+    pub fn pxl_queue_pending(queue: *const pxl_queue) -> i32;
+
+    pub fn pxl_config_init(config: *mut pxl_config);
+    pub fn pxl_loader_new(config: *const pxl_config, out: *mut *mut pxl_loader) -> pxl_status;
+    pub fn pxl_loader_free(loader: *mut pxl_loader);
+
+    pub fn pxl_request_init(request: *mut pxl_request);
+    pub fn pxl_load(
+        loader: *mut pxl_loader,
+        request: *const pxl_request,
+        queue: *mut pxl_queue,
+        callback: pxl_callback,
+        user_data: *mut c_void,
+        token_out: *mut pxl_token,
+    ) -> pxl_status;
+    pub fn pxl_cancel(loader: *mut pxl_loader, token: pxl_token) -> pxl_status;
+    pub fn pxl_set_priority(loader: *mut pxl_loader, token: pxl_token, priority: i32) -> pxl_status;
+    pub fn pxl_lookup(loader: *mut pxl_loader, request: *const pxl_request, image_out: *mut *mut pxl_image) -> pxl_status;
+    pub fn pxl_memory_cache_trim(loader: *mut pxl_loader, max_bytes: u64);
+    pub fn pxl_memory_cache_bytes(loader: *mut pxl_loader) -> u64;
+    pub fn pxl_memory_cache_count(loader: *mut pxl_loader) -> i32;
+    pub fn pxl_disk_cache_bytes(loader: *mut pxl_loader) -> u64;
+    pub fn pxl_disk_cache_clear(loader: *mut pxl_loader);
+    pub fn pxl_cache_remove(loader: *mut pxl_loader, cache_key: *const c_char) -> pxl_status;
+    pub fn pxl_get_stats(loader: *mut pxl_loader, stats: *mut pxl_stats) -> pxl_status;
+    pub fn pxl_cancel_all(loader: *mut pxl_loader, queue: *mut pxl_queue) -> i32;
+    pub fn pxl_prefetch(
+        loader: *mut pxl_loader,
+        requests: *const pxl_request,
+        count: usize,
+        tokens_out: *mut pxl_token,
+    ) -> pxl_status;
+    pub fn pxl_bind(
+        loader: *mut pxl_loader,
+        request: *const pxl_request,
+        queue: *mut pxl_queue,
+        callback: pxl_callback,
+        user_data: *mut c_void,
+        slot: *mut pxl_token,
+        image_now: *mut *mut pxl_image,
+    ) -> pxl_status;
+
+    pub fn pxl_table_config_init(config: *mut pxl_table_config);
+    pub fn pxl_table_new(
+        loader: *mut pxl_loader,
+        queue: *mut pxl_queue,
+        config: *const pxl_table_config,
+        row_count: i64,
+        request_fn: pxl_table_request_fn,
+        row_fn: pxl_table_row_fn,
+        user_data: *mut c_void,
+        out: *mut *mut pxl_table,
+    ) -> pxl_status;
+    pub fn pxl_table_set_visible(table: *mut pxl_table, first: i64, count: i32, direction: i32) -> pxl_status;
+    pub fn pxl_table_set_row_count(table: *mut pxl_table, row_count: i64) -> pxl_status;
+    pub fn pxl_table_cancel_all(table: *mut pxl_table);
+    pub fn pxl_table_get_stats(table: *mut pxl_table, stats: *mut pxl_table_stats) -> pxl_status;
+    pub fn pxl_table_free(table: *mut pxl_table);
+}
