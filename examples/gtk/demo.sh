@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# examples/gtk/demo.sh STAGE DATA_DIR PORT [APP OPTIONS...]
+#
+# `make gtk-demo`: the GTK 4 example on your display. Prepares the demo photographs
+# (scripts/photos.sh), builds the app into STAGE/bin/pixload-gtk, serves the photos from
+# a private nginx on 127.0.0.1:PORT (as scripts/demo.sh does), runs the app with 1,000
+# rows over them, and stops nginx when the window closes. Extra arguments go to the app
+# (--script to watch the scripted session, --rows N).
+set -euo pipefail
+stage="${1:?usage: $0 STAGE DATA_DIR PORT [APP OPTIONS...]}" data="${2:?}" port="${3:?}"
+shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+[ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] || { echo "gtk-demo: no display (DISPLAY / WAYLAND_DISPLAY)" >&2; exit 1; }
+"$root/scripts/photos.sh" "$data" 300
+mkdir -p "$stage/bin"
+"$here/build.sh" "$stage" "$stage/bin/pixload-gtk"
+
+state="$stage/gtk-demo-nginx"
+"$root/scripts/nginx.sh" start "$data" "$port" "$state"
+trap '"$root/scripts/nginx.sh" stop "$state"' EXIT
+
+echo "gtk-demo: $(wc -l < "$data/index.txt") photos on http://127.0.0.1:$port/, 1,000 rows"
+"$stage/bin/pixload-gtk" --index "$data/index.txt" "$@" "http://127.0.0.1:$port/"

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# examples/gtk/test_xvfb.sh [STAGE]
+#
+# The GTK 4 example end to end, on a virtual screen: builds examples/gtk against the
+# library in STAGE (default build/), serves the demo photos from a private nginx, runs the
+# app's scripted session (slow scroll, fling, fling stopped dead, back) under Xvfb, takes
+# a screenshot of the final frame while the app holds it, and checks from the pixels that
+# every visible thumbnail cell holds a picture, not the magenta placeholder. A control run
+# against missing images proves the pixel check sees the placeholder when nothing loads.
+# Also checks what the app measured: every visible row showed its image within 200 ms of
+# the view settling, and no pixload call kept the GTK main loop for 16 ms or more.
+#
+# Renderer: GSK_RENDERER=cairo. Xvfb has no GPU, and GL through llvmpipe would put a
+# software rasteriser on the same two cores as the decoders and the main loop; cairo
+# draws the same frame with a fraction of the CPU, and what is under test is the loading,
+# not the renderer.
+#
+# Artefacts: STAGE/artifacts/gtk-screenshot.png (the app's window; -control.png for the
+# control run) and the app's output, STAGE/artifacts/gtk-session.txt.
+# PXL_GTK_DOCS_SCREENSHOT=FILE also copies the screenshot to FILE (docs/gtk-screenshot.png,
+# the README's).
+# Ports: nginx on the first free of PXL_GTK_TEST_PORT (default 18240) .. +19; Xvfb on the
+# first free display of PXL_GTK_TEST_DISPLAY (default 40) .. 49.
+# Ends with "N passed, N failed"; exits non-zero on a failure.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+stage=$(cd "${1:-$root/build}" && pwd)
+data="$stage/demo-data"
+artifacts="$stage/artifacts"
+work=$(mktemp -d "${TMPDIR:-/tmp}/pxl-gtk.XXXXXX")
+app_pid="" xvfb_pid=""
+
+cleanup() {
+  [ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null
+  [ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null && wait "$xvfb_pid" 2>/dev/null
+  "$root/scripts/nginx.sh" stop "$work/nginx" >/dev/null 2>&1
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+passed=0 failed=0
+check() { if eval "$2"; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }
+finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
+
+for tool in Xvfb pkg-config python3; do
+  command -v "$tool" >/dev/null || { echo "test_xvfb.sh: $tool not found (apt-get install xvfb libgtk-4-dev)"; failed=$((failed + 1)); finish; }
+done
+
+"$root/examples/gtk/build.sh" "$stage" "$work/pixload-gtk"
+check "the example builds against $stage" "[ -x '$work/pixload-gtk' ]"
+[ -x "$work/pixload-gtk" ] || finish
+
+"$root/scripts/photos.sh" "$data" 300
+
+port=${PXL_GTK_TEST_PORT:-18240}
+for _ in $(seq 20); do
+  "$root/scripts/nginx.sh" start "$data" "$port" "$work/nginx" 2>/dev/null && break
+  port=$((port + 1))
+done
+check "nginx serves the demo photos on port $port" "[ -f '$work/nginx/nginx.pid' ]"
+[ -f "$work/nginx/nginx.pid" ] || finish
+
+# Xvfb keeps its framebuffer in an XWD file under -fbdir: a screenshot is a copy of it.
+mkdir -p "$work/fb" "$work/run" && chmod 700 "$work/run"
+display=${PXL_GTK_TEST_DISPLAY:-40}
+while [ "$display" -le 49 ]; do
+  if [ ! -e "/tmp/.X$display-lock" ]; then
+    Xvfb ":$display" -screen 0 1280x800x24 -fbdir "$work/fb" -nolisten tcp >"$work/xvfb.log" 2>&1 &
+    xvfb_pid=$!
+    for _ in $(seq 50); do [ -S "/tmp/.X11-unix/X$display" ] && break; kill -0 "$xvfb_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$xvfb_pid" 2>/dev/null && [ -S "/tmp/.X11-unix/X$display" ] && break
+    xvfb_pid=""
+  fi
+  display=$((display + 1))
+done
+check "Xvfb runs on :$display" "[ -n '$xvfb_pid' ]"
+[ -n "$xvfb_pid" ] || finish
+
+# run_app NAME ARGS...: runs the scripted app, copies the framebuffer once it says
+# SCREENSHOT-READY (it holds the final frame until then), lets it exit; its exit status is
+# left in $work/NAME.rc, its output in $work/NAME.out.
+run_app() {
+  local name="$1"; shift
+  rm -f "$work/$name.held"
+  env DISPLAY=":$display" GDK_BACKEND=x11 GSK_RENDERER=cairo GTK_A11Y=none NO_AT_BRIDGE=1 \
+    XDG_RUNTIME_DIR="$work/run" \
+    "$work/pixload-gtk" --script"$1" --hold-until "$work/$name.held" --index "$data/index.txt" "${@:2}" \
+    >"$work/$name.out" 2>"$work/$name.err" &
+  app_pid=$!
+  local ready=0
+  for _ in $(seq 1200); do   # the session takes ~10 s; 120 s for a machine under load
+    grep -q '^SCREENSHOT-READY$' "$work/$name.out" && { ready=1; break; }
+    kill -0 "$app_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ "$ready" -eq 1 ] && cp "$work/fb/Xvfb_screen0" "$work/$name.xwd"
+  touch "$work/$name.held"
+  wait "$app_pid"; echo $? >"$work/$name.rc"
+  app_pid=""
+}
+
+mkdir -p "$artifacts"
+run_app session "" "http://127.0.0.1:$port/"
+cp "$work/session.out" "$artifacts/gtk-session.txt"
+grep -v '^  row\|^cell\|^  over' "$work/session.out" | sed 's/^/    /'
+[ -s "$work/session.err" ] && { echo "    stderr:"; head -20 "$work/session.err" | sed 's/^/    /'; }
+
+check "the scripted session reached its final frame" "[ -f '$work/session.xwd' ]"
+check "the app's own checks passed (exit status 0, \"script: OK\")" \
+  "[ \"\$(cat '$work/session.rc')\" = 0 ] && grep -q '^script: OK$' '$work/session.out'"
+check "five settles reported, none with a placeholder" \
+  "[ \$(grep -c '^settle \".*\": [0-9]* visible, 0 placeholders' '$work/session.out') -eq 5 ]"
+# After the first screen (which pays for the connections), per settle: the slowest row.
+slowest=$(grep '^settle ".*": [0-9]* visible' "$work/session.out" | tail -n +2 |
+  sed -E 's/.*slowest ([0-9.]+) ms.*/\1/' | sort -g | tail -1)
+check "every visible row had its image within 200 ms of the view settling (slowest ${slowest:-?} ms)" \
+  "[ -n '$slowest' ] && awk 'BEGIN { exit !($slowest <= 200) }'"
+longest=$(sed -nE 's/^longest pixload call on the main loop: ([0-9.]+) ms.*/\1/p' "$work/session.out")
+check "no pixload call kept the main loop 16 ms or more (longest ${longest:-?} ms)" \
+  "[ -n '$longest' ] && awk 'BEGIN { exit !($longest < 16) }'"
+check "rows scrolled back to came from memory: no placeholder flash" \
+  "grep -q 'placeholder flashes on rows seen before: 0$' '$work/session.out'"
+check "textures wrap the images' pixels: none copied" "grep -q '^textures: [1-9][0-9]* made, 0 copied' '$work/session.out'"
+
+if [ -f "$work/session.xwd" ]; then
+  python3 "$root/examples/gtk/screen_check.py" "$work/session.xwd" "$work/session.out" \
+    "$artifacts/gtk-screenshot.png" >"$work/session.pixels"
+  rc=$?
+  sed 's/^/    /' "$work/session.pixels"
+  check "the screenshot: every visible thumbnail cell holds a picture" "[ $rc -eq 0 ]"
+  if [ -n "${PXL_GTK_DOCS_SCREENSHOT:-}" ] && [ $rc -eq 0 ]; then
+    cp "$artifacts/gtk-screenshot.png" "$PXL_GTK_DOCS_SCREENSHOT"
+  fi
+fi
+
+# The control: every image missing (HTTP 404), so every cell keeps the placeholder; the
+# same pixel check must see it in every cell, or it could not fail above.
+run_app control "=still" --settle-timeout-ms 1500 "http://127.0.0.1:$port/no-such-dir/"
+check "control: the app fails when rows keep their placeholders" "[ \"\$(cat '$work/control.rc')\" != 0 ]"
+if [ -f "$work/control.xwd" ]; then
+  python3 "$root/examples/gtk/screen_check.py" "$work/control.xwd" "$work/control.out" \
+    "$artifacts/gtk-screenshot-control.png" --expect placeholder >"$work/control.pixels"
+  rc=$?
+  sed 's/^/    /' "$work/control.pixels"
+  check "control: the pixel check sees the placeholder in every cell" "[ $rc -eq 0 ]"
+else
+  check "control: the app reached its final frame" "false"
+fi
+
+finish
