@@ -2,13 +2,17 @@
 #
 #   make            build the shipped library and the pixload client into build/
 #   make demo       the main demo: a simulated scrolling table over a local nginx
-#   make test       every test (Swift, C); installs what it needs first
+#   make test       every test (Swift, C, Python, Rust, GTK under Xvfb, the short
+#                   sanitizer, soak and exhaustion runs); installs what it needs first
 #   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python, the
 #                   scroll benchmark (bench/scroll.sh: three scrolling strategies), then
 #                   bench-network (1,000 tiny images: CPU per image in the network path,
 #                   connections at the server) and bench-decode (decode CPU against
 #                   libjpeg-turbo/libpng called directly)
-#   make fuzz       the mutation smoke test, then libFuzzer on the decoder (FUZZ_SECONDS)
+#   make fuzz       the mutation smoke test, then the libFuzzer targets (FUZZ_SECONDS each)
+#   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
+#   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
+#   make gtk-demo   the GTK 4 example on your display
 #   make install    PREFIX=/usr/local DESTDIR= (zstd's lib/Makefile is the model)
 #   make uninstall  removes exactly what install wrote
 
@@ -44,12 +48,19 @@ RELEASE_FLAGS := -c release --scratch-path $(RELEASE_SCRATCH) --product pixload 
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps lib cli demo test test-swift test-tsan test-c test-codecs test-cli-conformance test-disk-cache check-dist bench bench-network bench-decode fuzz fuzz-smoke fuzz-decode install uninstall clean
+.PHONY: all deps deps-test lib cli demo gtk-demo test test-swift test-tsan test-c test-codecs \
+  test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
+  test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-network \
+  bench-decode fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean
 
 all: lib cli
 
 deps:
 	@scripts/deps.sh
+
+# What only the tests need on top: GTK 4 and Xvfb, a venv for the Python suite, cargo.
+deps-test:
+	@scripts/deps.sh test
 
 # --- the library ---------------------------------------------------------------------
 
@@ -101,9 +112,15 @@ DEMO_PORT   ?= 18080
 demo: all
 	@scripts/demo.sh $(STAGE) $(DEMO_DATA) $(DEMO_PORT)
 
+# The GTK 4 example (examples/gtk) on your display, over the same photos and server.
+gtk-demo: all
+	@scripts/deps.sh test
+	@examples/gtk/demo.sh $(STAGE) $(DEMO_DATA) $(DEMO_PORT)
+
 # --- tests ---------------------------------------------------------------------------
 
-test: deps test-swift test-tsan test-codecs test-c test-cli-conformance test-disk-cache check-dist
+test: deps-test test-swift test-tsan test-codecs test-c test-cli-conformance test-disk-cache check-dist \
+  test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion
 
 test-swift:
 	$(SWIFT) test
@@ -139,6 +156,43 @@ test-c: all
 	$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX)
 	PXL_LIBDIR=$(TEST_PREFIX)/lib PXL_INCLUDEDIR=$(TEST_PREFIX)/include Tests/capi/run.sh
 
+# The Python bindings (pip-installed into build/python-venv) and the Rust crate (cargo
+# test --offline), each against build/lib and a private nginx.
+test-python: all
+	bindings/python/run_tests.sh $(STAGE)/lib
+
+test-rust: all
+	bindings/rust/run_tests.sh $(STAGE)/lib
+
+# The GTK 4 example under Xvfb: a scripted scroll, a screenshot, every visible cell checked
+# from its pixels (artefacts in build/artifacts/).
+test-gtk: all
+	examples/gtk/test_xvfb.sh $(STAGE)
+
+# The short forms of the long checks: the C API tests that thread, cancel, free and use
+# TLS under ASan+UBSan and under TSan (the Swift tests run under TSan in test-tsan), a
+# one-minute soak, and the resource-exhaustion cases.
+test-sanitizers:
+	scripts/check-sanitizer.sh asan --short
+	scripts/check-sanitizer.sh tsan --short
+
+test-soak: all
+	Tests/soak/run.sh 60
+
+test-exhaustion: all
+	Tests/e2e/exhaustion.sh
+
+# The long forms: every Swift and C API test under each sanitizer, and valgrind memcheck
+# over the client and the C API tests (zero bytes definitely or indirectly lost).
+check-asan:
+	scripts/check-sanitizer.sh asan
+
+check-tsan:
+	scripts/check-sanitizer.sh tsan
+
+check-valgrind: all
+	scripts/check-valgrind.sh $(STAGE) $(CORPUS)
+
 # What ships: self-contained .so with a SONAME and only pxl_* exported; install and
 # uninstall to a DESTDIR are exact; a program outside the tree builds with pkg-config.
 check-dist: all
@@ -165,9 +219,16 @@ bench-decode: deps
 	@scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
 
 clean:
-	rm -rf $(STAGE) $(RELEASE_SCRATCH) .build .build-tsan .build-fuzz .build-bench
+	rm -rf $(STAGE) $(RELEASE_SCRATCH) .build .build-tsan .build-asan .build-fuzz .build-bench \
+	  bindings/rust/target examples/rust/target
 
 # --- long runs -----------------------------------------------------------------------
+
+# Several host threads loading, cancelling, scrolling and freeing against nginx and the
+# fault server at once, with tiny caches; invariants checked throughout (Tests/soak/soak.c).
+SOAK_SECONDS ?= 1800
+soak: all
+	Tests/soak/run.sh $(SOAK_SECONDS)
 
 # `make fuzz`: the mutation smoke test, then each libFuzzer target for FUZZ_SECONDS.
 fuzz: fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers

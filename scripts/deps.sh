@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/deps.sh [python]
+# scripts/deps.sh [python|test]
 #
 # Installs what pixload's build, tests, demo and benchmarks need on a fresh Debian 12
 # machine. Idempotent and quiet when everything is already there, so every other
@@ -7,6 +7,10 @@
 #
 #   scripts/deps.sh          Debian packages + Pillow (scripts/photos.sh needs it)
 #   scripts/deps.sh python   also the Python packages of bench/py_baseline.py
+#   scripts/deps.sh test     also what only `make test` needs: GTK 4 and Xvfb (the GTK
+#                            example's test), python3-venv (the Python bindings' venv;
+#                            pytest, numpy and Pillow go into that venv from PyPI), and
+#                            cargo when none is on PATH (the Rust crate has no deps)
 #
 # Runs apt-get as root directly, otherwise through sudo.
 set -euo pipefail
@@ -31,7 +35,14 @@ APT_PKGS=(
 # and install nginx if absent.
 
 mode="${1:-}"
-case "$mode" in ""|python) ;; *) echo "usage: $0 [python]" >&2; exit 2 ;; esac
+case "$mode" in ""|python|test) ;; *) echo "usage: $0 [python|test]" >&2; exit 2 ;; esac
+if [ "$mode" = test ]; then
+  APT_PKGS+=(
+    libgtk-4-dev           # examples/gtk
+    xvfb                   # its test: a real window on a virtual screen
+    python3-venv           # bindings/python/run_tests.sh makes a venv (Debian's python3)
+  )
+fi
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -43,6 +54,7 @@ installed() {  # true if the Debian package is installed (not just known/removed
 missing=()
 for p in "${APT_PKGS[@]}"; do installed "$p" || missing+=("$p"); done
 [ -x /usr/sbin/nginx ] || missing+=(nginx)
+if [ "$mode" = test ] && ! command -v cargo >/dev/null; then missing+=(cargo); fi
 
 # pip is only needed if a Python package is missing, so decide that first.
 py_mods=(PIL)                       # import name
