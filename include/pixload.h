@@ -547,10 +547,17 @@ PXL_API pxl_status pxl_table_new(pxl_loader *loader, pxl_queue *queue, const pxl
                                  int64_t row_count, pxl_table_request_fn request_fn,
                                  pxl_table_row_fn row_fn, void *user_data, pxl_table **out);
 
-/* During a fling (the visible rows move by a screen or more between two calls in the same
- * direction) nothing is prefetched and the visible rows' transfers wait about a frame (20 ms)
- * before starting, so rows flung past cost no connection and no bytes; where the fling
- * stops, loading starts by itself. */
+/* How a table loads, besides the rules below:
+ *  - A fling is a move of a screen or more between two calls, or a scroll fast enough
+ *    that a row entering the screen would leave it within about 40 ms (speed measured over
+ *    the last 50 ms). During a fling nothing is prefetched, no rows are kept behind, and the
+ *    visible rows' transfers wait about a frame (20 ms, pushed back while the fling goes
+ *    on) before starting, so rows flung past cost no connection and no bytes; where the
+ *    fling stops, loading starts by itself. A move of four screens or more from rest is a
+ *    jump (a scrollbar drag, "go to the end"): its rows load at once.
+ *  - The screen first: while a visible row is still loading, prefetches wait (at most a
+ *    second), so the visible rows get the connections, the server and the decoders; they
+ *    start when the last visible row has its result. */
 /* Rows first .. first + count - 1 are visible (0 <= count <= 65536, else
  * PXL_E_INVALID_ARGUMENT); direction > 0 scrolls towards higher rows, < 0 towards lower
  * ones, 0 is still (prefetch looks both ways). Rows outside 0 .. row_count - 1 are

@@ -70,6 +70,31 @@ final class TableTests: XCTestCase {
     XCTAssertEqual(table.stats.started, 7)
   }
 
+  /// The screen first: prefetches wait while a visible row loads, and go as soon as the
+  /// last visible row has its result (not when their hold runs out).
+  func testPrefetchesWaitForTheVisibleRows() {
+    let table = makeTable(prefetch: 2)
+    table.setVisible(first: 10, count: 2, direction: 1)
+    XCTAssertEqual(transfer(forRow: 10)?.delay, 0)
+    XCTAssertEqual(transfer(forRow: 12)?.delay, 1_000_000_000, "held while rows 10 and 11 load")
+    XCTAssertEqual(transfer(forRow: 13)?.delay, 1_000_000_000)
+    finish(rows: [10])
+    drain { delivered.count == 1 }
+    XCTAssertFalse(network.startedNow.contains(transfer(forRow: 12)!.id), "row 11 still loading")
+    finish(rows: [11])
+    drain { delivered.count == 2 }
+    XCTAssertTrue(network.startedNow.contains(transfer(forRow: 12)!.id), "the screen is complete")
+    XCTAssertTrue(network.startedNow.contains(transfer(forRow: 13)!.id))
+    // Once the prefetched rows are in memory too, scrolling onto them completes the
+    // screen at once, and the next prefetch starts without a hold.
+    finish(rows: [12, 13])
+    let request12 = ImageRequest(url: "http://h/12.jpg", targetWidth: 10, targetHeight: 10)
+    drain { loader.cachedImage(for: request12) != nil && queue.pendingCount == 0 }
+    table.setVisible(first: 11, count: 2, direction: 1)
+    XCTAssertEqual(delivered.last?.row, 12, "from memory, inside setVisible")
+    XCTAssertEqual(transfer(forRow: 14)?.delay, 0)
+  }
+
   func testAPrefetchThatBecomesVisibleIsRaisedNotRestarted() {
     let table = makeTable()
     table.setVisible(first: 10, count: 3, direction: 1)
@@ -174,7 +199,8 @@ final class TableTests: XCTestCase {
     let slow = makeTable(rows: 1000, prefetch: 4, keep: 0)
     slow.setVisible(first: 500, count: 3, direction: 1)
     slow.setVisible(first: 501, count: 3, direction: 1)  // one row: 3 x 1000 ms > 1000 ms x 1
-    XCTAssertEqual(transfer(forRow: 503)?.delay, 0, "a slow scroll loads at once")
+    // Row 503 was prefetched (held while 500-502 loaded): now visible, it starts at once.
+    XCTAssertTrue(network.startedNow.contains(transfer(forRow: 503)!.id), "a slow scroll loads at once")
     XCTAssertNotNil(transfer(forRow: 504), "and prefetches")
   }
 

@@ -28,7 +28,12 @@ public final class ImageTable: @unchecked Sendable {
     /// `fastScrollMilliseconds` 0: only moves of a screen or more per call are flings.
     public var fastScrollMilliseconds = 40
     public var speedWindowMilliseconds = 50
-    public var adaptsToLoadTime = true
+    public var adaptsToLoadTime = false
+    /// Prefetches wait while a visible row is still loading, so the screen gets the
+    /// connections, the server's turns and the decoders first; they start when the last
+    /// visible row has its result, or after this long at most (a visible row on a stalled
+    /// server must not stop prefetching for good).
+    public var prefetchHoldMilliseconds = 1000
     public init() {}
   }
 
@@ -78,6 +83,8 @@ public final class ImageTable: @unchecked Sendable {
   private var typicalLoadMilliseconds = 0.0
   private var loadStartedAt: [Int: UInt64] = [:]
   private var rows: [Int: RowState] = [:]
+  /// Prefetched rows whose transfers wait for the visible rows to finish loading.
+  private var heldPrefetchRows: Set<Int> = []
   private var statistics = Statistics()
   private var closed = false
 
@@ -150,6 +157,7 @@ public final class ImageTable: @unchecked Sendable {
             toCancel.append(token)
             rows.removeValue(forKey: row)
             loadStartedAt.removeValue(forKey: row)
+            heldPrefetchRows.remove(row)
           }
         }
       }
@@ -176,12 +184,21 @@ public final class ImageTable: @unchecked Sendable {
           }
         }
       }
+      // The screen first: while a visible row loads, prefetches wait (see
+      // `prefetchHoldMilliseconds`); once none does, the waiting ones start.
+      let screenLoading = !toStart.isEmpty || isLoadingAVisibleRow()
+      if !screenLoading { toConfirm += releaseHeldPrefetches() }
       // Nearest first: each row further away ranks one lower (among equal priorities the
       // engine would start the newest, that is the furthest).
       for (distance, row) in ahead.enumerated() where rows[row] == nil {
         guard var request = requestForRow(row) else { continue }
         request.priority = Self.add32(configuration.prefetchPriority, -distance)
-        if loader.cachedImage(for: request) == nil { toStart.append((row, request, false)) }
+        guard loader.cachedImage(for: request) == nil else { continue }
+        if screenLoading && configuration.prefetchHoldMilliseconds > 0 {
+          request.startDelayMilliseconds = configuration.prefetchHoldMilliseconds
+          heldPrefetchRows.insert(row)
+        }
+        toStart.append((row, request, false))
       }
       // Rows that were visible and are now only kept or prefetched drop to low priority.
       for (distance, row) in (ahead + Array(behind)).enumerated() {
@@ -209,6 +226,7 @@ public final class ImageTable: @unchecked Sendable {
       statistics.cancelled += tokens.count
       rows.removeAll()
       loadStartedAt.removeAll()
+      heldPrefetchRows.removeAll()
       return tokens
     }
     for token in tokens { loader.cancel(token) }
@@ -253,6 +271,22 @@ public final class ImageTable: @unchecked Sendable {
     // Time on screen of an entering row: visible.count rows at (rows / span) rows per ms.
     let onScreenMilliseconds = Double(visible.count) * (Double(span) / 1e6) / Double(movedBefore + moved)
     return (onScreenMilliseconds < max(Double(configuration.fastScrollMilliseconds), typicalLoadMilliseconds), movedBefore)
+  }
+
+  /// Whether a visible row is still waiting for its result. Called under the lock.
+  private func isLoadingAVisibleRow() -> Bool {
+    visible.contains { if case .loading? = rows[$0] { return true } else { return false } }
+  }
+
+  /// The tokens of held prefetches to start now, forgetting them. Rows whose token is not
+  /// known yet (their load is returning on another thread) start when their hold ends.
+  /// Called under the lock.
+  private func releaseHeldPrefetches() -> [UInt64] {
+    guard !heldPrefetchRows.isEmpty else { return [] }
+    defer { heldPrefetchRows.removeAll() }
+    return heldPrefetchRows.compactMap { row in
+      if case .loading(let token)? = rows[row], token != 0 { return token } else { return nil }
+    }
   }
 
   /// A move of this many screens in one call, after less than a screen, is a jump rather
@@ -330,6 +364,8 @@ public final class ImageTable: @unchecked Sendable {
   }
 
   private func finished(row: Int, token: UInt64, outcome: Outcome) {
+    var release: [UInt64] = []
+    defer { for token in release { loader.startNow(token) } }
     let deliver: Bool = lock.withLock {
       // 0: the load is still returning on another thread, and its result came first.
       guard !closed, case .loading(let current)? = rows[row], current == token || current == 0 else { return false }
@@ -341,15 +377,19 @@ public final class ImageTable: @unchecked Sendable {
       }
       if outcome.isCancelled {
         rows.removeValue(forKey: row)
+        heldPrefetchRows.remove(row)
         return false
       }
       if visible.contains(row) {
         rows[row] = .shown
         if case .success = outcome { statistics.delivered += 1 } else { statistics.failed += 1 }
+        // The screen is complete: the prefetches it held back go.
+        if !isLoadingAVisibleRow() { release = releaseHeldPrefetches() }
         return true
       }
       // A prefetch (or a row kept behind) finished: its image waits in the memory cache.
       rows.removeValue(forKey: row)
+      heldPrefetchRows.remove(row)
       return false
     }
     if deliver { onRow(row, outcome) }
