@@ -61,6 +61,7 @@ enum {
   THUMB = 150,
   FRAME_MS = 16,
   STAY_MS = 300, /* a visit this long is a row that "stays on screen" */
+  A_DRAIN_MS = 180000, /* how long a's loads may take to finish after the session */
 };
 
 static double now_ms(void) {
@@ -157,6 +158,7 @@ struct result {
   int stale;                 /* an image for a row not on screen reached the draw code */
   int final_drawn;
   int outstanding;           /* a, b: loads still waiting for their callback at the end */
+  int undrained;             /* a: loads still unfinished A_DRAIN_MS after the end */
 };
 
 struct bench {
@@ -430,10 +432,7 @@ static void read_access_log(struct bench *b, const char *access_log) {
   fclose(f);
   for (int r = 0; r < b->rows; r++) {
     if (b->row[r].ever_drawn) continue;
-    /* a never cancels: each load it made runs to its end, also those still running or
-     * waiting when the session ended and the loader was freed. Its waste is the whole
-     * of every row it asked for and never drew. */
-    long long waste = b->strategy == 'a' && b->row[r].requested ? b->photos[r % b->photo_count].size : bytes[r];
+    long long waste = bytes[r];
     if (waste > 0) {
       b->res.wasted_bytes += waste;
       b->res.wasted_rows++;
@@ -474,6 +473,18 @@ static struct result run_strategy(const char *base_url, struct photo *photos, in
   }
   run_session(b);
   b->res.outstanding = b->outstanding;
+  if (strategy == 'a') {
+    /* a never cancels: its loads run to their end. Let them (nothing more is drawn: the
+     * screen is gone), so that what it downloads for rows it never drew is measured at
+     * the server, not modelled. */
+    for (int r = 0; r < rows; r++) b->row[r].visible = 0;
+    double deadline = now_ms() + A_DRAIN_MS;
+    while (b->outstanding > 0 && now_ms() < deadline) {
+      pxl_queue_wait(b->queue, 100);
+      pxl_queue_dispatch(b->queue, 0);
+    }
+    b->res.undrained = b->outstanding;
+  }
   if (b->table) {
     pxl_table_stats stats = {.struct_size = sizeof stats};
     pxl_table_get_stats(b->table, &stats);
@@ -579,8 +590,8 @@ int main(int argc, char **argv) {
          base, rows, photo_count, VISIBLE, THUMB, THUMB, FRAME_MS, pxl_version());
   printf("  ttv: ms from a row entering the screen to its image drawn, over visits of >= %d ms\n"
          "  (rows that stay on screen); undrawn: such visits never drawn (count as infinite).\n"
-         "  wasted: bytes nginx sent for rows never drawn (a: the whole file of every row it\n"
-         "  requested and never drew: it never cancels). req/cut srv: requests nginx logged,\n"
+         "  wasted: bytes nginx sent for rows never drawn (a never cancels: its loads are left\n"
+         "  to finish after the session, and counted). req/cut srv: requests nginx logged,\n"
          "  and those cut short. start/cancel: loads started and cancelled, library's count.\n"
          "  back hit: rows drawn from memory at once / rows entering while scrolling back.\n",
          STAY_MS);
@@ -602,9 +613,9 @@ int main(int argc, char **argv) {
       if (r[s].final_drawn != VISIBLE) printf("  %s: final screen %d of %d drawn\n", r[s].name, r[s].final_drawn, VISIBLE);
       clean &= r[s].stale == 0 && r[s].final_drawn == VISIBLE;
     }
-    printf("  a: %d loads still running or waiting at the end. target: the table wastes %.1f%% of "
-           "a's bytes (< 10%%: %s); its p95 is %s a's (%s)\n",
-           r[0].outstanding, share, waste_ok ? "yes" : "NO", p95_ok ? "better than" : "NOT better than",
+    printf("  a: %d loads still running or waiting at the end of the session (%d unfinished %d s "
+           "later). target: the table wastes %.1f%% of a's bytes (< 10%%: %s); its p95 is %s a's (%s)\n",
+           r[0].outstanding, r[0].undrained, A_DRAIN_MS / 1000, share, waste_ok ? "yes" : "NO", p95_ok ? "better than" : "NOT better than",
            p95_ok ? "yes" : "NO");
     if ((check_target && (!waste_ok || !p95_ok)) || !clean) failed_runs++;
   }
