@@ -168,6 +168,21 @@ final class TableTests: XCTestCase {
     XCTAssertTrue(network.startedNow.contains(transfer(forRow: 21)!.id), "still on screen: its delay ends")
   }
 
+  /// A row reached by a fling that leaves before its start delay was confirmed is
+  /// cancelled, even within the rows kept behind: it was never worth a request.
+  func testAnUnconfirmedFlingRowIsNotKeptBehind() {
+    let table = makeTable(rows: 1000, prefetch: 0, keep: 2, fastScrollMilliseconds: 0)
+    table.setVisible(first: 0, count: 3, direction: 1)
+    table.setVisible(first: 10, count: 3, direction: 1)  // a fling: rows 10-12 wait
+    XCTAssertEqual(transfer(forRow: 10)?.delay, 20_000_000)
+    table.setVisible(first: 12, count: 3, direction: 1)  // slowed: 10 and 11 are behind
+    XCTAssertTrue(network.cancelled.contains(transfer(forRow: 10)!.id))
+    XCTAssertTrue(network.cancelled.contains(transfer(forRow: 11)!.id))
+    XCTAssertTrue(network.startedNow.contains(transfer(forRow: 12)!.id), "still on screen: confirmed")
+    table.setVisible(first: 13, count: 3, direction: 1)
+    XCTAssertFalse(network.cancelled.contains(transfer(forRow: 12)!.id), "a confirmed row is kept behind")
+  }
+
   /// Four screens or more in one call from rest is a jump (nothing follows it): the rows
   /// where it lands load at once, and prefetching goes on.
   func testAJumpFromRestLoadsAtOnce() {

@@ -85,6 +85,10 @@ public final class ImageTable: @unchecked Sendable {
   private var rows: [Int: RowState] = [:]
   /// Prefetched rows whose transfers wait for the visible rows to finish loading.
   private var heldPrefetchRows: Set<Int> = []
+  /// Visible rows started with a fling's start delay and not confirmed since: if they
+  /// leave the screen before that, they are cancelled even within the rows kept behind
+  /// (they were never worth a request; keeping them would send one when the delay ends).
+  private var unconfirmedRows: Set<Int> = []
   private var statistics = Statistics()
   private var closed = false
 
@@ -153,11 +157,12 @@ public final class ImageTable: @unchecked Sendable {
           rows.removeValue(forKey: row)
         case .loading(let token):
           // Loads of rows that left every window are cancelled.
-          if !ahead.contains(row) && !behind.contains(row) {
+          if unconfirmedRows.contains(row) || (!ahead.contains(row) && !behind.contains(row)) {
             toCancel.append(token)
             rows.removeValue(forKey: row)
             loadStartedAt.removeValue(forKey: row)
             heldPrefetchRows.remove(row)
+            unconfirmedRows.remove(row)
           }
         }
       }
@@ -168,7 +173,12 @@ public final class ImageTable: @unchecked Sendable {
           toRaise.append((token, configuration.visiblePriority))
           // Still on screen a frame later: a fling's start delay is over for this row,
           // unless the fling goes on (it is likely gone by the next frame).
-          if flinging { toPostpone.append(token) } else { toConfirm.append(token) }
+          if flinging {
+            toPostpone.append(token)
+          } else {
+            toConfirm.append(token)
+            unconfirmedRows.remove(row)
+          }
         case nil:
           guard let request = requestForRow(row) else { continue }
           var wanted = request
@@ -179,7 +189,10 @@ public final class ImageTable: @unchecked Sendable {
             statistics.delivered += 1
             immediate.append((row, .success(image, .memory, httpStatus: 0)))
           } else {
-            if flinging { wanted.startDelayMilliseconds = configuration.flingStartDelayMilliseconds }
+            if flinging {
+              wanted.startDelayMilliseconds = configuration.flingStartDelayMilliseconds
+              unconfirmedRows.insert(row)
+            }
             toStart.append((row, wanted, true))
           }
         }
@@ -227,6 +240,7 @@ public final class ImageTable: @unchecked Sendable {
       rows.removeAll()
       loadStartedAt.removeAll()
       heldPrefetchRows.removeAll()
+      unconfirmedRows.removeAll()
       return tokens
     }
     for token in tokens { loader.cancel(token) }
@@ -375,6 +389,7 @@ public final class ImageTable: @unchecked Sendable {
         typicalLoadMilliseconds = typicalLoadMilliseconds == 0 ? milliseconds
           : typicalLoadMilliseconds + (milliseconds - typicalLoadMilliseconds) * 0.2
       }
+      unconfirmedRows.remove(row)
       if outcome.isCancelled {
         rows.removeValue(forKey: row)
         heldPrefetchRows.remove(row)
