@@ -28,12 +28,14 @@ let package = Package(
     .testTarget(name: "PixloadCoreTests", dependencies: ["PixloadCore"]),
     // libFuzzer target on ImageDecoder (`make fuzz-decode` builds it with
     // -sanitize=fuzzer,address); a plain build replays files given as arguments.
-    .executableTarget(name: "pixload-fuzz-decode", dependencies: ["PixloadCore"], path: "Tests/fuzz/decode"),
+    .executableTarget(name: "pixload-fuzz-decode", dependencies: ["PixloadCore", "FuzzDriver"], path: "Tests/fuzz/decode"),
     // libFuzzer targets on the disk-cache entry reader and on response-header handling
     // (`make fuzz-diskentry`, `make fuzz-headers`: also -enable-testing, they reach
     // internal parsers through @testable import); plain builds replay files.
-    .executableTarget(name: "pixload-fuzz-diskentry", dependencies: ["PixloadCore"], path: "Tests/fuzz/diskentry"),
-    .executableTarget(name: "pixload-fuzz-headers", dependencies: ["PixloadCore"], path: "Tests/fuzz/headers"),
+    .executableTarget(name: "pixload-fuzz-diskentry", dependencies: ["PixloadCore", "FuzzDriver"], path: "Tests/fuzz/diskentry"),
+    .executableTarget(name: "pixload-fuzz-headers", dependencies: ["PixloadCore", "FuzzDriver"], path: "Tests/fuzz/headers"),
+    // What the three fuzz targets share: libFuzzer's entry points and the replay mode.
+    .target(name: "FuzzDriver", path: "Tests/fuzz/driver"),
     // `make bench-decode`: ImageDecoder against libjpeg-turbo/libpng called directly from C.
     .target(name: "BenchDirect", path: "bench/direct",
             linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),

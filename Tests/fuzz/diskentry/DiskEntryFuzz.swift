@@ -16,6 +16,7 @@
 //
 // A plain build (`swift build`, `swift test`) has no libFuzzer: there
 // `pixload-fuzz-diskentry FILE...` replays files through the same `fuzzOne`.
+import FuzzDriver
 @testable import PixloadCore
 #if canImport(Glibc)
 import Glibc
@@ -131,49 +132,7 @@ func fuzzOne(_ input: [UInt8]) -> String {
   return "hit: \(entry.bytes.count) body bytes, etag \(entry.metadata.etag.utf8.count) bytes"
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzEntry(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
-  fuzzOne(size > 0 && data != nil ? Array(UnsafeBufferPointer(start: data, count: size)) : [])
-  return 0
-}
-
-#if PIXLOAD_LIBFUZZER
-/// libFuzzer's driver, for programs that own `main` (SwiftPM gives every executable one).
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(
-  _ argc: UnsafeMutablePointer<Int32>,
-  _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-  _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
-#endif
-
 @main
 enum Main {
-  static func main() {
-#if PIXLOAD_LIBFUZZER
-    var argc = CommandLine.argc
-    var argv = CommandLine.unsafeArgv
-    exit(LLVMFuzzerRunDriver(&argc, &argv, { data, size in fuzzEntry(data, size) }))
-#else
-    replay(CommandLine.arguments.dropFirst())
-#endif
-  }
-
-  static func replay(_ paths: ArraySlice<String>) {
-    if paths.isEmpty {
-      fputs("usage: pixload-fuzz-diskentry FILE...  (replays inputs; the fuzzer is `make fuzz-diskentry`)\n", stderr)
-      exit(2)
-    }
-    for path in paths {
-      guard let file = fopen(path, "rb") else { fputs("cannot open \(path)\n", stderr); exit(1) }
-      var data: [UInt8] = []
-      var chunk = [UInt8](repeating: 0, count: 1 << 16)
-      while true {
-        let n = fread(&chunk, 1, chunk.count, file)
-        if n <= 0 { break }
-        data += chunk[0..<n]
-      }
-      fclose(file)
-      print("\(path): \(fuzzOne(data))")
-    }
-  }
+  static func main() { runFuzzTarget(name: "diskentry", fuzzOne) }
 }

@@ -1,0 +1,58 @@
+// The part every fuzz target shares: the entry points libFuzzer calls, and a replay mode.
+//
+// SwiftPM gives every executable its own `main`, so a fuzz build (which passes
+// `-DPIXLOAD_LIBFUZZER`, see `make fuzz-decode`) hands control to libFuzzer through
+// `LLVMFuzzerRunDriver`. A plain build (`swift build`, `swift test`) has no libFuzzer: there
+// the target replays each file given as an argument through the same function and prints
+// what it returned, which is how a crash input is reproduced without the sanitizer build.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The target's function: runs one input, checks its promises (trapping when one breaks),
+/// and says in a line what happened. Set once, by `runFuzzTarget`, before any input.
+nonisolated(unsafe) private var fuzzOne: ([UInt8]) -> String = { _ in "" }
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzEntry(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+  _ = fuzzOne(size > 0 && data != nil ? Array(UnsafeBufferPointer(start: data, count: size)) : [])
+  return 0
+}
+
+#if PIXLOAD_LIBFUZZER
+/// libFuzzer's driver, for programs that own `main`.
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(
+  _ argc: UnsafeMutablePointer<Int32>,
+  _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
+  _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> Int32) -> Int32
+#endif
+
+/// The `main` of a fuzz target named `name` (`pixload-fuzz-NAME`, `make fuzz-NAME`).
+public func runFuzzTarget(name: String, _ body: @escaping ([UInt8]) -> String) -> Never {
+  fuzzOne = body
+#if PIXLOAD_LIBFUZZER
+  var argc = CommandLine.argc
+  var argv = CommandLine.unsafeArgv
+  exit(LLVMFuzzerRunDriver(&argc, &argv, { data, size in fuzzEntry(data, size) }))
+#else
+  let paths = CommandLine.arguments.dropFirst()
+  if paths.isEmpty {
+    fputs("usage: pixload-fuzz-\(name) FILE...  (replays inputs; the fuzzer is `make fuzz-\(name)`)\n", stderr)
+    exit(2)
+  }
+  for path in paths {
+    guard let file = fopen(path, "rb") else { fputs("cannot open \(path)\n", stderr); exit(1) }
+    var data: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 16)
+    while true {
+      let n = fread(&chunk, 1, chunk.count, file)
+      if n <= 0 { break }
+      data += chunk[0..<n]
+    }
+    fclose(file)
+    print("\(path): \(body(data))")
+  }
+  exit(0)
+#endif
+}
