@@ -153,7 +153,11 @@ typedef enum pxl_mode {
   PXL_MODE_FILL = 1   /* scale to cover the target, then crop the centre to exactly it */
 } pxl_mode;
 
-/* Request priorities: any int32_t, higher runs first. These are suggestions. */
+/* Request priorities: any int32_t, higher runs first. These are suggestions. Among
+ * requests of equal priority waiting for a connection, the newest starts first (the row
+ * that just became visible), except that one waiting 5 s or more starts before any that
+ * has not, oldest first, whatever its priority: a steady stream of new requests cannot
+ * keep an old one waiting for ever. */
 #define PXL_PRIORITY_PREFETCH (-100)
 #define PXL_PRIORITY_NORMAL 0
 #define PXL_PRIORITY_VISIBLE 100

@@ -4,6 +4,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <string.h>
 
 #include "fixtures.h"
 #include "harness.h"
@@ -53,6 +54,56 @@ void test_no_head_of_line_blocking(const struct test_env *env) {
   capture_reset(&slow);
   pxl_loader_free(loader);
   pxl_queue_free(queue);
+}
+
+void test_old_requests_are_not_starved(const struct test_env *env) {
+  /* One slot, and among equal priorities the newest waiting transfer goes first (the row
+   * that just became visible). A request that keeps being overtaken by newer ones must
+   * still start once it has waited long enough (5 s), not only when new ones stop coming. */
+  pxl_config config;
+  pxl_config_init(&config);
+  config.max_concurrent_downloads = 1;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  pxl_request request;
+  struct test_url first = fault_url(env, 0, "/slow/delay=1000/file=" FIXTURE_GRADIENT_JPG, "starve-first");
+  request_for(&request, first.url, 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  struct capture first_got = {0}, old = {0};
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &first_got, NULL), PXL_OK);
+  sleep_ms(100);
+  struct test_url old_url = test_url(env, "/" FIXTURE_GRADIENT_JPG, "starve-old");
+  request_for(&request, old_url.url, 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &old, NULL), PXL_OK);
+  double start = now_ms();
+  /* Newer requests, one every 300 ms, each holding the slot for a second. */
+  enum { MAX_NEWER = 100 };
+  static struct capture newer[MAX_NEWER];
+  int issued = 0;
+  while (atomic_load(&old.calls) == 0 && issued < MAX_NEWER && now_ms() - start < 20000.0 * env->slow_factor) {
+    char name[32];
+    snprintf(name, sizeof name, "starve-new-%d", issued);
+    struct test_url u = fault_url(env, 0, "/slow/delay=1000/file=" FIXTURE_GRADIENT_JPG, name);
+    request_for(&request, u.url, 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+    memset(&newer[issued], 0, sizeof newer[issued]);
+    CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &newer[issued], NULL), PXL_OK);
+    issued++;
+    drain_for(queue, 300);
+  }
+  double waited = now_ms() - start;
+  int newer_done = 0;
+  for (int i = 0; i < issued; i++) newer_done += atomic_load(&newer[i].calls);
+  printf("  the old request finished after %.0f ms, %d newer issued, %d of them done\n", waited, issued,
+         newer_done);
+  CHECKF(atomic_load(&old.calls) == 1, "the old request was still waiting after %.0f ms", waited);
+  CHECK_STATUS(old.status, PXL_OK);
+  CHECKF(newer_done < issued, "newer requests were all done first (%d of %d)", newer_done, issued);
+  pxl_cancel_all(loader, queue);
+  drain_for(queue, 200);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+  capture_reset(&first_got);
+  capture_reset(&old);
+  for (int i = 0; i < issued; i++) capture_reset(&newer[i]);
 }
 
 void test_waiting_transfers_start_at_once(const struct test_env *env) {

@@ -80,6 +80,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         transfer.retryAt = monotonicNanoseconds() + delay
         backingOff.append(transfer)
       } else {
+        transfer.waitingSince = monotonicNanoseconds()
         waiting.append(transfer)
       }
       return nextID
@@ -112,7 +113,9 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   public func startNow(_ id: TransferID) {
     let moved: Bool = lock.withLock {
       guard let index = backingOff.firstIndex(where: { $0.id == id && $0.attempts == 0 }) else { return false }
-      waiting.append(backingOff.remove(at: index))
+      let transfer = backingOff.remove(at: index)
+      transfer.waitingSince = monotonicNanoseconds()
+      waiting.append(transfer)
       return true
     }
     if moved { curl_multi_wakeup(multi) }
@@ -175,6 +178,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         let due = backingOff.filter { $0.retryAt <= now }
         if !due.isEmpty {
           backingOff.removeAll { $0.retryAt <= now }
+          for transfer in due { transfer.waitingSince = now }
           waiting.append(contentsOf: due)
         }
         // During a cancel storm (a fling through thousands of rows) new transfers wait:
@@ -244,21 +248,38 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     return stormTokens >= 1 ? 0 : UInt64((1 - stormTokens) / rate * 1e9)
   }
 
-  /// Lock held: removes and returns the waiting transfers that fit in free slots.
+  /// A transfer that has waited this long starts before any that has not, oldest first.
+  static let starvationNanoseconds: UInt64 = 5_000_000_000
+
+  /// Lock held: removes and returns the waiting transfers that fit in free slots: highest
+  /// priority first, and among equals the newest (the row that just became visible), except
+  /// that transfers waiting `starvationNanoseconds` or more go first, oldest first. Without
+  /// that, newest-first starves the oldest requests for as long as new ones keep coming.
   private func takeStartable() -> [Transfer] {
     var started: [Transfer] = []
     var slots = configuration.maxConcurrentDownloads - active.count
     var perHost = activePerHost
+    let now = monotonicNanoseconds()
     while slots > 0 {
       var best: Int?
+      var bestStarved = false
       for (index, candidate) in waiting.enumerated()
       where perHost[candidate.host, default: 0] < configuration.maxDownloadsPerHost {
+        let starved = now &- candidate.waitingSince >= Self.starvationNanoseconds
         if let current = best {
           let chosen = waiting[current]
-          if candidate.priority > chosen.priority
-            || (candidate.priority == chosen.priority && candidate.id > chosen.id) { best = index }
+          if starved || bestStarved {
+            if starved && (!bestStarved || candidate.waitingSince < chosen.waitingSince) {
+              best = index
+              bestStarved = true
+            }
+          } else if candidate.priority > chosen.priority
+            || (candidate.priority == chosen.priority && candidate.id > chosen.id) {
+            best = index
+          }
         } else {
           best = index
+          bestStarved = starved
         }
       }
       guard let index = best else { break }
@@ -396,6 +417,8 @@ private final class Transfer {
   /// Attempts started so far, and when the next one may start after a failure.
   var attempts = 0
   var retryAt: UInt64 = 0
+  /// When it joined the waiting list (its start delay or backoff over).
+  var waitingSince: UInt64 = 0
   /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
   var conditional = false
   var caching = ResponseCaching()
