@@ -125,9 +125,10 @@ test: deps-test test-swift test-tsan test-codecs test-c test-cli-conformance tes
 test-swift:
 	$(SWIFT) test
 
-# The core's threads under ThreadSanitizer (its own scratch folder: other flags).
+# The core's threads under ThreadSanitizer (its own scratch folder: other flags; shared
+# with scripts/check-sanitizer.sh tsan, so the same dynamically linked Swift runtime).
 test-tsan:
-	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+	PXL_SWIFT_RUNTIME=dynamic $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
 # Decoder conformance against ../shared/corpus (skips, saying so, where it is absent).
 test-codecs:

@@ -23,8 +23,13 @@ let package = Package(
     // Linux calls Swift's Glibc module does not expose (they need _GNU_SOURCE).
     .target(name: "CSupport"),
     .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport"]),
-    // The C API: thin @c @implementation functions over PixloadCore.
-    .target(name: "Pixload", dependencies: ["PixloadCore", "CPixload"]),
+    // The C API: thin @c @implementation functions over PixloadCore. Every build of
+    // libpixload.so carries the Swift runtime (no libswift* in NEEDED), the debug one that
+    // `swift build` and `swift test` leave in .build too; the sanitizer builds
+    // (scripts/check-sanitizer.sh) link it dynamically, to share the toolchain's
+    // instrumented runtime with the test program (PXL_SWIFT_RUNTIME=dynamic).
+    .target(name: "Pixload", dependencies: ["PixloadCore", "CPixload"],
+            linkerSettings: Context.environment["PXL_SWIFT_RUNTIME"] == "dynamic" ? [] : [.unsafeFlags(["-static-stdlib"])]),
     .testTarget(name: "PixloadCoreTests", dependencies: ["PixloadCore"]),
     // libFuzzer target on ImageDecoder (`make fuzz-decode` builds it with
     // -sanitize=fuzzer,address); a plain build replays files given as arguments.

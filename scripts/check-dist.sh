@@ -3,7 +3,8 @@
 #
 # Checks what ships, as a user would meet it:
 #  - the .so is self-contained (no libswift* NEEDED), has the SONAME libpixload.so.0 and
-#    exports only pxl_* symbols;
+#    exports only pxl_* symbols; so is the debug build `swift build`/`swift test` leave
+#    in .build, when there is one (only the sanitizer builds link the runtime dynamically);
 #  - `make install DESTDIR=...` writes exactly the expected files and `make uninstall`
 #    removes exactly those;
 #  - a program outside the tree builds with `cc app.c $(pkg-config --cflags --libs pixload)`
@@ -19,6 +20,10 @@ check() {  # check NAME COMMAND...
 }
 
 check "no libswift in NEEDED" bash -c "! readelf -d '$so' | grep NEEDED | grep -q swift"
+debug_so=.build/debug/libpixload.so
+if [ -e "$debug_so" ]; then
+  check "no libswift in NEEDED of $debug_so" bash -c "! readelf -d '$debug_so' | grep NEEDED | grep -q swift"
+fi
 check "SONAME is libpixload.so.0" bash -c "readelf -d '$so' | grep SONAME | grep -q '\[libpixload.so.0\]'"
 exported=$(nm -D --defined-only "$so" | awk '{print $3}' | sort)
 declared=$(sed -nE 's/^PXL_API[^(]*[^a-z0-9_](pxl_[a-z0-9_]+)\(.*/\1/p' include/pixload.h | sort -u)

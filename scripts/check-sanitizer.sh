@@ -53,6 +53,9 @@ swift_libs="$(dirname "$toolchain_bin")/lib/swift/linux"
 [ -x "$clang" ] || { echo "check-sanitizer: no clang next to $SWIFT" >&2; exit 1; }
 
 export PXL_TEST_SLOW_FACTOR="${PXL_TEST_SLOW_FACTOR:-3}"
+# The instrumented library links the Swift runtime dynamically (Package.swift reads this):
+# the test program and the library then share the toolchain's runtime and its sanitizer.
+export PXL_SWIFT_RUNTIME=dynamic
 
 # The C API tests the short form runs: races between threads, cancelling, freeing in
 # every order with work in flight, the table, TLS + HTTP/2 and the fault server's broken
