@@ -30,7 +30,7 @@ let package = Package(
     // instrumented runtime with the test program (PXL_SWIFT_RUNTIME=dynamic).
     .target(name: "Pixload", dependencies: ["PixloadCore", "CPixload"],
             linkerSettings: Context.environment["PXL_SWIFT_RUNTIME"] == "dynamic" ? [] : [.unsafeFlags(["-static-stdlib"])]),
-    .testTarget(name: "PixloadCoreTests", dependencies: ["PixloadCore"]),
+    .testTarget(name: "PixloadCoreTests", dependencies: ["PixloadCore", "FuzzDriver"]),
     // libFuzzer target on ImageDecoder (`make fuzz-decode` builds it with
     // -sanitize=fuzzer,address); a plain build replays files given as arguments.
     .executableTarget(name: "pixload-fuzz-decode", dependencies: ["PixloadCore", "FuzzDriver"], path: "Tests/fuzz/decode"),

@@ -1,4 +1,5 @@
 import XCTest
+import FuzzDriver
 @testable import PixloadCore
 #if canImport(Glibc)
 import Glibc
@@ -30,18 +31,6 @@ final class FuzzRegressionTests: XCTestCase {
     return names.sorted()
   }
 
-  static func read(_ path: String) -> [UInt8]? {
-    guard let file = fopen(path, "rb") else { return nil }
-    defer { fclose(file) }
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-      let n = fread(&chunk, 1, chunk.count, file)
-      if n <= 0 { break }
-      data += chunk[0..<n]
-    }
-    return data
-  }
 
   func testEveryKeptInputDecodesOrFailsCleanly() throws {
     let sizes: [(Int, Int, ScaleMode)] = [
@@ -49,7 +38,7 @@ final class FuzzRegressionTests: XCTestCase {
       (64, 0, .fit), (0, 64, .fit), (7, 300, .fill), (300, 7, .fill), (300, 1, .fit), (1, 300, .fit),
     ]
     for path in try Self.inputs() {
-      let data = try XCTUnwrap(Self.read(path), path)
+      let data = try XCTUnwrap(readWholeFile(path), path)
       for (width, height, mode) in sizes {
         for format in PixelFormat.allCases {
           for orientation in [true, false] {
@@ -93,7 +82,7 @@ final class FuzzRegressionTests: XCTestCase {
     }
     let cache = try DiskCache(directory: directory, capacityBytes: 1 << 30, log: { _ in })
     for path in inputs {
-      let data = try XCTUnwrap(Self.read(path), path)
+      let data = try XCTUnwrap(readWholeFile(path), path)
       let file = directory + "/" + DiskCache.fileName(for: "regression")
       let fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
       XCTAssertGreaterThanOrEqual(fd, 0)
@@ -108,7 +97,7 @@ final class FuzzRegressionTests: XCTestCase {
   func testEveryKeptHeaderInputIsParsedSafely() throws {
     let inputs = try Self.inputs(in: Self.regressions + "/headers")
     for path in inputs {
-      let data = try XCTUnwrap(Self.read(path), path)
+      let data = try XCTUnwrap(readWholeFile(path), path)
       var caching = ResponseCaching()
       for line in data.split(separator: 0x0A, omittingEmptySubsequences: false) {
         caching.take(headerLine: String(decoding: line, as: UTF8.self))

@@ -42,17 +42,24 @@ public func runFuzzTarget(name: String, _ body: @escaping ([UInt8]) -> String) -
     exit(2)
   }
   for path in paths {
-    guard let file = fopen(path, "rb") else { fputs("cannot open \(path)\n", stderr); exit(1) }
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 1 << 16)
-    while true {
-      let n = fread(&chunk, 1, chunk.count, file)
-      if n <= 0 { break }
-      data += chunk[0..<n]
-    }
-    fclose(file)
+    guard let data = readWholeFile(path) else { fputs("cannot open \(path)\n", stderr); exit(1) }
     print("\(path): \(body(data))")
   }
   exit(0)
 #endif
+}
+
+/// The bytes of the file at `path`, or nil when it cannot be opened. Also what
+/// FuzzRegressionTests reads the kept inputs with.
+public func readWholeFile(_ path: String) -> [UInt8]? {
+  guard let file = fopen(path, "rb") else { return nil }
+  defer { fclose(file) }
+  var data: [UInt8] = []
+  var chunk = [UInt8](repeating: 0, count: 1 << 16)
+  while true {
+    let n = fread(&chunk, 1, chunk.count, file)
+    if n <= 0 { break }
+    data += chunk[0..<n]
+  }
+  return data
 }
