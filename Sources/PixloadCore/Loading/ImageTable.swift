@@ -20,15 +20,13 @@ public final class ImageTable: @unchecked Sendable {
     /// couple of frames, about the time a fling takes to carry it off screen again.
     public var flingStartDelayMilliseconds = 20
     /// A scroll is fast when, at the speed of the last `speedWindowMilliseconds`, a row
-    /// entering the screen would leave it before its image could arrive: within
-    /// `fastScrollMilliseconds`, or within the table's typical load time (a running
-    /// average of its rows' loads, start to result) when that is longer, as over a slow
-    /// network. Loading such a row only wastes bytes (and, at a rate-limited server, the
-    /// turns of the rows that stay); fast scrolls are treated as flings.
-    /// `fastScrollMilliseconds` 0: only moves of a screen or more per call are flings.
+    /// entering the screen would leave it within `fastScrollMilliseconds`, before its
+    /// image could arrive. Loading such a row only wastes bytes; fast scrolls are treated
+    /// as flings. `fastScrollMilliseconds` 0: only moves of a screen or more per call are
+    /// flings. (Raising the threshold to the table's measured load time was tried and
+    /// measured: no better over a slow server, see bench/scroll.sh.)
     public var fastScrollMilliseconds = 40
     public var speedWindowMilliseconds = 50
-    public var adaptsToLoadTime = false
     /// Prefetches wait while a visible row is still loading, so the screen gets the
     /// connections, the server's turns and the decoders first; they start when the last
     /// visible row has its result, or after this long at most (a visible row on a stalled
@@ -78,10 +76,6 @@ public final class ImageTable: @unchecked Sendable {
   /// When the visible rows moved recently, and by how many rows: the scroll speed.
   private var recentMoves: [(at: UInt64, rows: Int)] = []
   private var lastMoveAt: UInt64?
-  /// Running average of how long this table's loads take, start to result (ms), and when
-  /// each load under way started (loads without a start delay only).
-  private var typicalLoadMilliseconds = 0.0
-  private var loadStartedAt: [Int: UInt64] = [:]
   private var rows: [Int: RowState] = [:]
   /// Prefetched rows whose transfers wait for the visible rows to finish loading.
   private var heldPrefetchRows: Set<Int> = []
@@ -160,7 +154,6 @@ public final class ImageTable: @unchecked Sendable {
           if unconfirmedRows.contains(row) || (!ahead.contains(row) && !behind.contains(row)) {
             toCancel.append(token)
             rows.removeValue(forKey: row)
-            loadStartedAt.removeValue(forKey: row)
             heldPrefetchRows.remove(row)
             unconfirmedRows.remove(row)
           }
@@ -238,7 +231,6 @@ public final class ImageTable: @unchecked Sendable {
       }
       statistics.cancelled += tokens.count
       rows.removeAll()
-      loadStartedAt.removeAll()
       heldPrefetchRows.removeAll()
       unconfirmedRows.removeAll()
       return tokens
@@ -284,7 +276,7 @@ public final class ImageTable: @unchecked Sendable {
     }
     // Time on screen of an entering row: visible.count rows at (rows / span) rows per ms.
     let onScreenMilliseconds = Double(visible.count) * (Double(span) / 1e6) / Double(movedBefore + moved)
-    return (onScreenMilliseconds < max(Double(configuration.fastScrollMilliseconds), typicalLoadMilliseconds), movedBefore)
+    return (onScreenMilliseconds < Double(configuration.fastScrollMilliseconds), movedBefore)
   }
 
   /// Whether a visible row is still waiting for its result. Called under the lock.
@@ -342,7 +334,6 @@ public final class ImageTable: @unchecked Sendable {
     let proceed: Bool = lock.withLock {
       if closed || rows[row] != nil { return false }
       rows[row] = .loading(token: 0)
-      if request.startDelayMilliseconds == 0 { loadStartedAt[row] = monotonicNanoseconds() }
       return true
     }
     guard proceed else { return }
@@ -364,7 +355,6 @@ public final class ImageTable: @unchecked Sendable {
       // prefetched one is forgotten, so it is tried again, and reported, when it shows.
       let report: Bool = lock.withLock {
         guard case .loading(token: 0)? = rows[row] else { return false }
-        loadStartedAt.removeValue(forKey: row)
         if visible.contains(row) {
           rows[row] = .shown
           statistics.failed += 1
@@ -383,12 +373,6 @@ public final class ImageTable: @unchecked Sendable {
     let deliver: Bool = lock.withLock {
       // 0: the load is still returning on another thread, and its result came first.
       guard !closed, case .loading(let current)? = rows[row], current == token || current == 0 else { return false }
-      if let startedAt = loadStartedAt.removeValue(forKey: row), case .success(_, let source, _) = outcome, source != .memory,
-         configuration.adaptsToLoadTime {
-        let milliseconds = Double(monotonicNanoseconds() &- startedAt) / 1e6
-        typicalLoadMilliseconds = typicalLoadMilliseconds == 0 ? milliseconds
-          : typicalLoadMilliseconds + (milliseconds - typicalLoadMilliseconds) * 0.2
-      }
       unconfirmedRows.remove(row)
       if outcome.isCancelled {
         rows.removeValue(forKey: row)
