@@ -80,8 +80,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         transfer.retryAt = monotonicNanoseconds() + delay
         backingOff.append(transfer)
       } else {
-        transfer.waitingSince = monotonicNanoseconds()
-        waiting.append(transfer)
+        enqueue(transfer, at: monotonicNanoseconds())
       }
       return nextID
     }
@@ -114,8 +113,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     let moved: Bool = lock.withLock {
       guard let index = backingOff.firstIndex(where: { $0.id == id && $0.attempts == 0 }) else { return false }
       let transfer = backingOff.remove(at: index)
-      transfer.waitingSince = monotonicNanoseconds()
-      waiting.append(transfer)
+      enqueue(transfer, at: monotonicNanoseconds())
       return true
     }
     if moved { curl_multi_wakeup(multi) }
@@ -178,8 +176,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         let due = backingOff.filter { $0.retryAt <= now }
         if !due.isEmpty {
           backingOff.removeAll { $0.retryAt <= now }
-          for transfer in due { transfer.waitingSince = now }
-          waiting.append(contentsOf: due)
+          for transfer in due { enqueue(transfer, at: now) }
         }
         // During a cancel storm (a fling through thousands of rows) new transfers wait:
         // most of them would be cancelled before their first byte.
@@ -246,6 +243,12 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     stormTokens = min(rate, stormTokens + rate * Double(now - stormRefilledAt) / 1e9)
     stormRefilledAt = now
     return stormTokens >= 1 ? 0 : UInt64((1 - stormTokens) / rate * 1e9)
+  }
+
+  /// Lock held: puts a transfer on the waiting list, noting when (see takeStartable).
+  private func enqueue(_ transfer: Transfer, at now: UInt64) {
+    transfer.waitingSince = now
+    waiting.append(transfer)
   }
 
   /// A transfer that has waited this long starts before any that has not, oldest first.
