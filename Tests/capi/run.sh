@@ -80,19 +80,10 @@ mkdir -p "$work/www"
 # (10 minutes; an hour under valgrind, where the whole run takes longer).
 lifetime=600
 [ "${PXL_VALGRIND:-0}" = 1 ] && lifetime=3600
-python3 "$root/Tests/faultserver/faultserver.py" --www "$work/www" --cert "$work/pki/server.pem" \
-  --key "$work/pki/server.key" --lifetime "$lifetime" --log "$work/faultserver.log" \
-  >"$work/faultserver.out" 2>"$work/faultserver.err" &
-fault_pid=$!
-for _ in $(seq 100); do
-  grep -q '^faultserver ready' "$work/faultserver.out" 2>/dev/null && break
-  kill -0 "$fault_pid" 2>/dev/null || break
-  sleep 0.1
-done
-ready=$(grep '^faultserver ready' "$work/faultserver.out" || true)
-[ -n "$ready" ] || { cat "$work/faultserver.err" >&2; echo "run.sh: the fault server did not start" >&2; exit 1; }
-fault_port=$(sed -E 's/.* http=([0-9]+).*/\1/' <<<"$ready")
-fault_tls_port=$(sed -E 's/.* https=([0-9]+).*/\1/' <<<"$ready")
+# shellcheck source=../faultserver/start.sh
+. "$root/Tests/faultserver/start.sh"
+start_faultserver "$work" --www "$work/www" --cert "$work/pki/server.pem" \
+  --key "$work/pki/server.key" --lifetime "$lifetime" --log "$work/faultserver.log"
 
 runner=()
 valgrind=0

@@ -42,17 +42,9 @@ mkdir -p "$work/www" "$work/disk"
 "$work/mkfixtures" "$work/www" >/dev/null
 "$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx"
 
-python3 "$root/Tests/faultserver/faultserver.py" --www "$work/www" --lifetime $((seconds + 300)) \
-  --log /dev/null >"$work/faultserver.out" 2>"$work/faultserver.err" &
-fault_pid=$!
-for _ in $(seq 100); do
-  grep -q '^faultserver ready' "$work/faultserver.out" 2>/dev/null && break
-  kill -0 "$fault_pid" 2>/dev/null || break
-  sleep 0.1
-done
-ready=$(grep '^faultserver ready' "$work/faultserver.out" || true)
-[ -n "$ready" ] || { cat "$work/faultserver.err" >&2; echo "run.sh: the fault server did not start" >&2; exit 1; }
-fault_port=$(sed -E 's/.* http=([0-9]+).*/\1/' <<<"$ready")
+# shellcheck source=../faultserver/start.sh
+. "$root/Tests/faultserver/start.sh"
+start_faultserver "$work" --www "$work/www" --lifetime $((seconds + 300)) --log /dev/null
 
 # The library's own log lines (dropped disk entries, ...) go to a file: stdout stays the
 # report, with "N passed, N failed" last.
