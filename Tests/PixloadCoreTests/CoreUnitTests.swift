@@ -186,6 +186,29 @@ final class WorkPoolTests: XCTestCase {
     pool.shutdownAfterDraining()
     XCTAssertEqual(order, ["high", "mid-new", "mid-old", "low-new", "low-old"])
   }
+
+  /// Among equal priorities the cheaper job runs first, whatever its age; a job that has
+  /// waited past the aging limit runs before cheaper and newer ones.
+  func testCheaperFirstUnlessAJobHasWaitedLong() {
+    let pool = PriorityWorkPool(threadCount: 1, name: "test")
+    let gate = Lock()
+    var released = false
+    var order: [String] = []
+    let record = Lock()
+    func hold() { gate.withLock { while !released { gate.wait() } } }
+    _ = pool.submit(priority: 0) { hold() }
+    // "big-old" waits past the aging limit while the worker is held; the rest are fresh.
+    _ = pool.submit(priority: 5, cost: 1_000_000) { record.withLock { order.append("big-old") } }
+    let agedAt = monotonicNanoseconds() + PriorityWorkPool.agingNanoseconds
+    while monotonicNanoseconds() <= agedAt { usleep(10_000) }
+    for (name, cost) in [("small-old", 10), ("big-new", 1_000_000), ("medium", 500), ("small-new", 10)] {
+      _ = pool.submit(priority: 5, cost: cost) { record.withLock { order.append(name) } }
+    }
+    _ = pool.submit(priority: 1, cost: 0) { record.withLock { order.append("low-cheap") } }
+    gate.withLock { released = true; gate.broadcast() }
+    pool.shutdownAfterDraining()
+    XCTAssertEqual(order, ["big-old", "small-new", "small-old", "medium", "big-new", "low-cheap"])
+  }
 }
 
 final class CompletionQueueTests: XCTestCase {

@@ -1,19 +1,31 @@
-/// A fixed set of threads running jobs highest priority first, newest first among equals
-/// (the row the user scrolled to last is the one they are looking at).
+/// A fixed set of threads running jobs highest priority first. Among equal priorities the
+/// cheapest goes first (the caller's estimate: for a decode, its encoded bytes), so a
+/// screen of small thumbnails is not held up behind one large PNG; among equal costs the
+/// newest (the row the user scrolled to last is the one they are looking at). A job that
+/// has waited `agingNanoseconds` goes before the others of its priority, oldest first, so
+/// that a steady stream of cheaper or newer jobs cannot starve it.
 ///
 /// Jobs that have not started can be cancelled or re-ranked. Picking scans the waiting
 /// jobs: there are tens of them, not thousands, and a scan keeps re-ranking O(1).
 final class PriorityWorkPool: @unchecked Sendable {
   final class Job {
     fileprivate(set) var priority: Int32
+    fileprivate let cost: Int
     fileprivate let sequence: UInt64
+    fileprivate let submittedAt: UInt64
     fileprivate let work: () -> Void
-    fileprivate init(priority: Int32, sequence: UInt64, work: @escaping () -> Void) {
+    fileprivate init(priority: Int32, cost: Int, sequence: UInt64, work: @escaping () -> Void) {
       self.priority = priority
+      self.cost = cost
       self.sequence = sequence
+      self.submittedAt = monotonicNanoseconds()
       self.work = work
     }
   }
+
+  /// How long a job may wait before it goes ahead of cheaper and newer ones of its priority:
+  /// ten times a large image's decode, far longer than a screen of thumbnails takes.
+  static let agingNanoseconds: UInt64 = 250_000_000
 
   private let lock = Lock()
   private var waiting: [Job] = []
@@ -28,10 +40,10 @@ final class PriorityWorkPool: @unchecked Sendable {
     }
   }
 
-  func submit(priority: Int32, work: @escaping () -> Void) -> Job {
+  func submit(priority: Int32, cost: Int = 0, work: @escaping () -> Void) -> Job {
     lock.withLock {
       nextSequence += 1
-      let job = Job(priority: priority, sequence: nextSequence, work: work)
+      let job = Job(priority: priority, cost: cost, sequence: nextSequence, work: work)
       waiting.append(job)
       lock.signal()
       return job
@@ -76,18 +88,25 @@ final class PriorityWorkPool: @unchecked Sendable {
     for thread in toJoin { thread.join() }
   }
 
+  /// The order of the class comment; `agedBefore`: jobs submitted before it have waited long.
+  private static func runsBefore(_ a: Job, _ b: Job, agedBefore: UInt64) -> Bool {
+    if a.priority != b.priority { return a.priority > b.priority }
+    let aAged = a.submittedAt < agedBefore, bAged = b.submittedAt < agedBefore
+    if aAged || bAged { return aAged && (!bAged || a.sequence < b.sequence) }
+    if a.cost != b.cost { return a.cost < b.cost }
+    return a.sequence > b.sequence
+  }
+
   private func runWorker() {
     while true {
       let job: Job? = lock.withLock {
         while waiting.isEmpty && !stopping && !draining { lock.wait() }
         if stopping || waiting.isEmpty { return nil }
+        let now = monotonicNanoseconds()
+        let agedBefore = now > Self.agingNanoseconds ? now - Self.agingNanoseconds : 0
         var best = 0
-        for index in 1..<waiting.count {
-          let candidate = waiting[index], current = waiting[best]
-          if candidate.priority > current.priority
-            || (candidate.priority == current.priority && candidate.sequence > current.sequence) {
-            best = index
-          }
+        for index in 1..<waiting.count where Self.runsBefore(waiting[index], waiting[best], agedBefore: agedBefore) {
+          best = index
         }
         return waiting.remove(at: best)
       }
