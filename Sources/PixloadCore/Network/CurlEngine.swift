@@ -248,6 +248,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   /// Lock held: puts a transfer on the waiting list, noting when (see takeStartable).
   private func enqueue(_ transfer: Transfer, at now: UInt64) {
     transfer.waitingSince = now
+    transfer.startedStarved = false
     waiting.append(transfer)
   }
 
@@ -256,12 +257,17 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   /// Lock held: removes and returns the waiting transfers that fit in free slots: highest
   /// priority first, and among equals the newest (the row that just became visible), except
-  /// that transfers waiting `starvationNanoseconds` or more go first, oldest first. Without
-  /// that, newest-first starves the oldest requests for as long as new ones keep coming.
+  /// that a transfer waiting `starvationNanoseconds` or more goes first, oldest first, when
+  /// no other transfer started that way runs on its host. Without that, newest-first
+  /// starves the oldest requests for as long as new ones keep coming; with it unbounded, a
+  /// host that never cancels (a backlog of rows long scrolled away) would have its visible
+  /// rows wait behind the whole backlog. One connection per host drains the old ones.
   private func takeStartable() -> [Transfer] {
     var started: [Transfer] = []
     var slots = configuration.maxConcurrentDownloads - active.count
     var perHost = activePerHost
+    var starvedPerHost: [String: Int] = [:]
+    for transfer in active.values where transfer.startedStarved { starvedPerHost[transfer.host, default: 0] += 1 }
     let now = monotonicNanoseconds()
     while slots > 0 {
       var best: Int?
@@ -269,6 +275,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       for (index, candidate) in waiting.enumerated()
       where perHost[candidate.host, default: 0] < configuration.maxDownloadsPerHost {
         let starved = now &- candidate.waitingSince >= Self.starvationNanoseconds
+          && starvedPerHost[candidate.host, default: 0] == 0
         if let current = best {
           let chosen = waiting[current]
           if starved || bestStarved {
@@ -288,6 +295,10 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       guard let index = best else { break }
       let transfer = waiting.remove(at: index)
       perHost[transfer.host, default: 0] += 1
+      if bestStarved {
+        transfer.startedStarved = true
+        starvedPerHost[transfer.host, default: 0] += 1
+      }
       started.append(transfer)
       slots -= 1
     }
@@ -422,6 +433,8 @@ private final class Transfer {
   var retryAt: UInt64 = 0
   /// When it joined the waiting list (its start delay or backoff over).
   var waitingSince: UInt64 = 0
+  /// Started by the starvation rule (see takeStartable); false again when it waits anew.
+  var startedStarved = false
   /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
   var conditional = false
   var caching = ResponseCaching()
