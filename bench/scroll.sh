@@ -24,10 +24,13 @@
 # final-screen image, or if a loopback run misses the target (the table wastes under 10%
 # of the bytes the no-cancellation strategy wastes, with a better p95 time to visible).
 # The other two conditions report the same figures without that target. Throttled, the
-# table wastes least but its p95 is not better (a fling's slow tail sends requests faster
-# than nginx's limit_req serves them, and a request's turn is spent when it arrives,
-# cancelled or not); per-row cancel does best on p95 there. Bandwidth-limited, the
-# table's p95 is far better than no cancellation's, its waste near 10% of it.
+# table wastes least but leaves 3-4 rows of the fling's slow tail undrawn: rows that stay
+# about 100 ms mid-fling are requested and cut as they leave, each spending one of
+# limit_req's turns (a turn is spent when the request arrives, cancelled or not); then,
+# as the tail's rows enter, none of the table's requests arrives for about 350 ms (the
+# cancel-storm limit, spent by those cuts). Per-row cancel does best on p95 there.
+# Bandwidth-limited, the table's p95 is far better than no cancellation's, its waste near
+# 10% of it.
 #
 #   SCROLL_PORT   nginx port (default 18086)     SCROLL_RUNS  runs per condition (3)
 #   SCROLL_REQ_RATE, SCROLL_RATE  the throttled condition (30r/s, 0)

@@ -56,6 +56,16 @@ void test_no_head_of_line_blocking(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
+/* Loads a 64x64 fill of the fault server's PATH, the case named NAME, into *capture. */
+static void load_from_fault_server(const struct test_env *env, pxl_loader *loader, pxl_queue *queue,
+                                   const char *path, const char *name, struct capture *capture) {
+  struct test_url u = fault_url(env, 0, path, name);
+  pxl_request request;
+  request_for(&request, u.url, 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  memset(capture, 0, sizeof *capture);
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, capture, NULL), PXL_OK);
+}
+
 void test_old_requests_are_not_starved(const struct test_env *env) {
   /* One slot, and among equal priorities the newest waiting transfer goes first (the row
    * that just became visible). A request that keeps being overtaken by newer ones must
@@ -82,10 +92,7 @@ void test_old_requests_are_not_starved(const struct test_env *env) {
   while (atomic_load(&old.calls) == 0 && issued < MAX_NEWER && now_ms() - start < 20000.0 * env->slow_factor) {
     char name[32];
     snprintf(name, sizeof name, "starve-new-%d", issued);
-    struct test_url u = fault_url(env, 0, "/slow/delay=1000/file=" FIXTURE_GRADIENT_JPG, name);
-    request_for(&request, u.url, 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
-    memset(&newer[issued], 0, sizeof newer[issued]);
-    CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &newer[issued], NULL), PXL_OK);
+    load_from_fault_server(env, loader, queue, "/slow/delay=1000/file=" FIXTURE_GRADIENT_JPG, name, &newer[issued]);
     issued++;
     drain_for(queue, 300);
   }
@@ -117,24 +124,18 @@ void test_old_backlog_leaves_new_requests_a_connection(const struct test_env *en
   config.max_downloads_per_host = 2;
   pxl_loader *loader = new_loader(&config);
   pxl_queue *queue = new_queue();
-  pxl_request request;
   enum { BACKLOG = 30 };
   static struct capture backlog[BACKLOG];
   for (int i = 0; i < BACKLOG; i++) {
     char name[32];
     snprintf(name, sizeof name, "backlog-%d", i);
-    struct test_url u = fault_url(env, 0, "/slow/delay=1000/file=" FIXTURE_GRADIENT_JPG, name);
-    request_for(&request, u.url, 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
-    memset(&backlog[i], 0, sizeof backlog[i]);
-    CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &backlog[i], NULL), PXL_OK);
+    load_from_fault_server(env, loader, queue, "/slow/delay=1000/file=" FIXTURE_GRADIENT_JPG, name, &backlog[i]);
   }
   drain_for(queue, 5500);
   int done_before = 0;
   for (int i = 0; i < BACKLOG; i++) done_before += atomic_load(&backlog[i].calls);
-  struct test_url fresh_url = fault_url(env, 0, "/slow/delay=0/file=" FIXTURE_GRADIENT_JPG, "backlog-fresh");
-  request_for(&request, fresh_url.url, 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
-  struct capture fresh = {0};
-  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &fresh, NULL), PXL_OK);
+  struct capture fresh;
+  load_from_fault_server(env, loader, queue, "/slow/delay=0/file=" FIXTURE_GRADIENT_JPG, "backlog-fresh", &fresh);
   double start = now_ms();
   while (atomic_load(&fresh.calls) == 0 && now_ms() - start < 15000.0 * env->slow_factor) drain_for(queue, 20);
   double waited = now_ms() - start;
