@@ -209,6 +209,45 @@ final class WorkPoolTests: XCTestCase {
     pool.shutdownAfterDraining()
     XCTAssertEqual(order, ["big-old", "small-new", "small-old", "medium", "big-new", "low-cheap"])
   }
+
+  /// Jobs that waited long take at most half the threads: with two, one runs the oldest and
+  /// the other still runs the cheapest of the fresh ones.
+  func testWaitedJobsTakeHalfTheThreads() {
+    let pool = PriorityWorkPool(threadCount: 2, name: "test")
+    let gate = Lock()
+    var released = false
+    var started: [String] = []
+    var holding = 0
+    func hold() {
+      gate.withLock {
+        holding += 1
+        gate.broadcast()
+        while !released { gate.wait() }
+      }
+    }
+    // Two blockers, one per thread; each later job waits until two jobs have started, so
+    // the first two picks happen while both run.
+    for _ in 0..<2 { _ = pool.submit(priority: 0) { hold() } }
+    gate.withLock { while holding < 2 { gate.wait() } }
+    func job(_ name: String) -> () -> Void {
+      return {
+        gate.withLock {
+          started.append(name)
+          gate.broadcast()
+          while started.count < 2 { gate.wait() }
+        }
+      }
+    }
+    _ = pool.submit(priority: 5, cost: 1_000, work: job("old-1"))
+    _ = pool.submit(priority: 5, cost: 1_000, work: job("old-2"))
+    let agedAt = monotonicNanoseconds() + PriorityWorkPool.agingNanoseconds
+    while monotonicNanoseconds() <= agedAt { usleep(10_000) }
+    _ = pool.submit(priority: 5, cost: 10, work: job("new"))
+    gate.withLock { released = true; gate.broadcast() }
+    pool.shutdownAfterDraining()
+    XCTAssertEqual(Set(started.prefix(2)), ["old-1", "new"])
+    XCTAssertEqual(started.count, 3)
+  }
 }
 
 final class CompletionQueueTests: XCTestCase {

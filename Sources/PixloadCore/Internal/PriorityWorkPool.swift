@@ -2,8 +2,10 @@
 /// cheapest goes first (the caller's estimate: for a decode, its encoded bytes), so a
 /// screen of small thumbnails is not held up behind one large PNG; among equal costs the
 /// newest (the row the user scrolled to last is the one they are looking at). A job that
-/// has waited `agingNanoseconds` goes before the others of its priority, oldest first, so
-/// that a steady stream of cheaper or newer jobs cannot starve it.
+/// has waited `agingNanoseconds` goes before the others of its priority, oldest first, on
+/// up to half the threads, so that a steady stream of cheaper or newer jobs cannot starve
+/// it, and a backlog (a host that never cancels, after a fling) cannot make the newest
+/// wait behind all of it.
 ///
 /// Jobs that have not started can be cancelled or re-ranked. Picking scans the waiting
 /// jobs: there are tens of them, not thousands, and a scan keeps re-ranking O(1).
@@ -33,8 +35,12 @@ final class PriorityWorkPool: @unchecked Sendable {
   private var stopping = false
   private var draining = false
   private var threads: [WorkerThread] = []
+  /// Jobs running because they had waited long, and how many may (half the threads).
+  private var runningAged = 0
+  private let agedLimit: Int
 
   init(threadCount: Int, name: String) {
+    agedLimit = max(1, threadCount / 2)
     for index in 0..<max(1, threadCount) {
       threads.append(WorkerThread(name: "\(name)-\(index)") { [unowned self] in self.runWorker() })
     }
@@ -99,19 +105,24 @@ final class PriorityWorkPool: @unchecked Sendable {
 
   private func runWorker() {
     while true {
-      let job: Job? = lock.withLock {
+      let picked: (job: Job, aged: Bool)? = lock.withLock {
         while waiting.isEmpty && !stopping && !draining { lock.wait() }
         if stopping || waiting.isEmpty { return nil }
         let now = monotonicNanoseconds()
-        let agedBefore = now > Self.agingNanoseconds ? now - Self.agingNanoseconds : 0
+        // With half the threads on aged jobs, no job counts as aged (none was submitted at 0).
+        let agedBefore = runningAged < agedLimit && now > Self.agingNanoseconds ? now - Self.agingNanoseconds : 0
         var best = 0
         for index in 1..<waiting.count where Self.runsBefore(waiting[index], waiting[best], agedBefore: agedBefore) {
           best = index
         }
-        return waiting.remove(at: best)
+        let job = waiting.remove(at: best)
+        let aged = job.submittedAt < agedBefore
+        if aged { runningAged += 1 }
+        return (job, aged)
       }
-      guard let job else { return }
-      job.work()
+      guard let picked else { return }
+      picked.job.work()
+      if picked.aged { lock.withLock { runningAged -= 1 } }
     }
   }
 }
