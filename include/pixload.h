@@ -156,13 +156,11 @@ typedef enum pxl_mode {
 /* Request priorities: any int32_t, higher runs first. These are suggestions. Among
  * requests of equal priority waiting for a connection, the newest starts first (the row
  * that just became visible), except that one waiting 5 s or more starts before any that
- * has not, oldest first, whatever its priority, in up to half the connections (overall
- * and to its host; in any after 20 s): a steady stream of new requests cannot keep an old
- * one waiting for ever, and a backlog of old ones (rows long scrolled away, never
- * cancelled) leaves the other half to the newest. Downloaded images of equal priority
- * waiting for a decoder go smallest file first (a screen of thumbnails is not held up
- * behind one large PNG), except that one waiting 250 ms or more goes first, oldest first,
- * on up to half the decoder threads. */
+ * has not, oldest first, whatever its priority: a steady stream of new requests cannot
+ * keep an old one waiting for ever. Downloaded images of equal priority waiting for a
+ * decoder go smallest file first (a screen of thumbnails is not held up behind one large
+ * PNG), except that one waiting 250 ms or more goes first, oldest first, on up to half the
+ * decoder threads. */
 #define PXL_PRIORITY_PREFETCH (-100)
 #define PXL_PRIORITY_NORMAL 0
 #define PXL_PRIORITY_VISIBLE 100

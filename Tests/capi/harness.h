@@ -190,7 +190,6 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_no_head_of_line_blocking)  \
   X(test_waiting_transfers_start_at_once) \
   X(test_old_requests_are_not_starved) \
-  X(test_old_backlog_leaves_new_requests_a_connection) \
   X(test_connection_reuse)          \
   X(test_free_queue_in_flight)      \
   X(test_free_loader_in_flight)     \

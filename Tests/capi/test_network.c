@@ -113,47 +113,6 @@ void test_old_requests_are_not_starved(const struct test_env *env) {
   for (int i = 0; i < issued; i++) capture_reset(&newer[i]);
 }
 
-void test_old_backlog_leaves_new_requests_a_connection(const struct test_env *env) {
-  /* A host that never cancels builds a backlog: here 30 one-second loads on two
-   * connections. Once they have waited 5 s they may not starve, but they must not take
-   * every connection either: a request made now (the row on screen) still starts on the
-   * other connection within about one load's time, and the backlog keeps draining. */
-  pxl_config config;
-  pxl_config_init(&config);
-  config.max_concurrent_downloads = 2;
-  config.max_downloads_per_host = 2;
-  pxl_loader *loader = new_loader(&config);
-  pxl_queue *queue = new_queue();
-  enum { BACKLOG = 30 };
-  static struct capture backlog[BACKLOG];
-  for (int i = 0; i < BACKLOG; i++) {
-    char name[32];
-    snprintf(name, sizeof name, "backlog-%d", i);
-    load_from_fault_server(env, loader, queue, "/slow/delay=1000/file=" FIXTURE_GRADIENT_JPG, name, &backlog[i]);
-  }
-  drain_for(queue, 5500);
-  int done_before = 0;
-  for (int i = 0; i < BACKLOG; i++) done_before += atomic_load(&backlog[i].calls);
-  struct capture fresh;
-  load_from_fault_server(env, loader, queue, "/slow/delay=0/file=" FIXTURE_GRADIENT_JPG, "backlog-fresh", &fresh);
-  double start = now_ms();
-  while (atomic_load(&fresh.calls) == 0 && now_ms() - start < 15000.0 * env->slow_factor) drain_for(queue, 20);
-  double waited = now_ms() - start;
-  int done_after = 0;
-  for (int i = 0; i < BACKLOG; i++) done_after += atomic_load(&backlog[i].calls);
-  printf("  %d of %d backlog loads done after 5.5 s; the new request took %.0f ms; %d backlog loads "
-         "done meanwhile\n", done_before, BACKLOG, waited, done_after - done_before);
-  CHECK(done_before < BACKLOG - 4); /* the backlog is still there when the new request comes */
-  CHECK_STATUS(fresh.status, PXL_OK);
-  CHECKF(waited < 2500.0 * env->slow_factor, "the new request waited %.0f ms behind the old backlog", waited);
-  pxl_cancel_all(loader, queue);
-  drain_for(queue, 200);
-  pxl_loader_free(loader);
-  pxl_queue_free(queue);
-  capture_reset(&fresh);
-  for (int i = 0; i < BACKLOG; i++) capture_reset(&backlog[i]);
-}
-
 void test_waiting_transfers_start_at_once(const struct test_env *env) {
   /* One slot: every transfer but the first waits for the one before it. Each takes a
    * millisecond or two on loopback, so ten in a row take well under a second, unless

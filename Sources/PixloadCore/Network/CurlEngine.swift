@@ -245,50 +245,30 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     return stormTokens >= 1 ? 0 : UInt64((1 - stormTokens) / rate * 1e9)
   }
 
-  /// Lock held: puts a transfer on the waiting list, noting when it first did (see
-  /// takeStartable).
+  /// Lock held: puts a transfer on the waiting list, noting when (see takeStartable).
   private func enqueue(_ transfer: Transfer, at now: UInt64) {
-    if transfer.waitingSince == 0 { transfer.waitingSince = now }
-    transfer.startedStarved = false
+    transfer.waitingSince = now
     waiting.append(transfer)
   }
 
-  /// A transfer that has waited this long starts before any that has not, oldest first,
-  /// in up to half the slots (overall and of its host); one that has waited
-  /// `urgentNanoseconds` in any slot. See takeStartable.
+  /// A transfer that has waited this long starts before any that has not, oldest first.
   static let starvationNanoseconds: UInt64 = 5_000_000_000
-  static let urgentNanoseconds: UInt64 = 20_000_000_000
 
   /// Lock held: removes and returns the waiting transfers that fit in free slots: highest
   /// priority first, and among equals the newest (the row that just became visible), except
-  /// that a transfer waiting `starvationNanoseconds` or more goes first, oldest first, as
-  /// long as transfers started that way hold at most half the slots overall and of its
-  /// host (any slot after `urgentNanoseconds`). Without that, newest-first starves the
-  /// oldest requests for as long as new ones keep coming; with it unbounded, a host that
-  /// never cancels (a backlog of rows long scrolled away) would have its visible rows wait
-  /// behind the whole backlog. Half the connections drain the old ones.
+  /// that transfers waiting `starvationNanoseconds` or more go first, oldest first. Without
+  /// that, newest-first starves the oldest requests for as long as new ones keep coming.
   private func takeStartable() -> [Transfer] {
     var started: [Transfer] = []
     var slots = configuration.maxConcurrentDownloads - active.count
     var perHost = activePerHost
-    var starvedPerHost: [String: Int] = [:]
-    var starvedTotal = 0
-    for transfer in active.values where transfer.startedStarved {
-      starvedPerHost[transfer.host, default: 0] += 1
-      starvedTotal += 1
-    }
-    let hostShare = (configuration.maxDownloadsPerHost + 1) / 2
-    let totalShare = (configuration.maxConcurrentDownloads + 1) / 2
     let now = monotonicNanoseconds()
     while slots > 0 {
       var best: Int?
       var bestStarved = false
       for (index, candidate) in waiting.enumerated()
       where perHost[candidate.host, default: 0] < configuration.maxDownloadsPerHost {
-        let waited = now &- candidate.waitingSince
-        let starved = waited >= Self.urgentNanoseconds
-          || (waited >= Self.starvationNanoseconds && starvedTotal < totalShare
-              && starvedPerHost[candidate.host, default: 0] < hostShare)
+        let starved = now &- candidate.waitingSince >= Self.starvationNanoseconds
         if let current = best {
           let chosen = waiting[current]
           if starved || bestStarved {
@@ -308,11 +288,6 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       guard let index = best else { break }
       let transfer = waiting.remove(at: index)
       perHost[transfer.host, default: 0] += 1
-      if bestStarved {
-        transfer.startedStarved = true
-        starvedPerHost[transfer.host, default: 0] += 1
-        starvedTotal += 1
-      }
       started.append(transfer)
       slots -= 1
     }
@@ -445,11 +420,8 @@ private final class Transfer {
   /// Attempts started so far, and when the next one may start after a failure.
   var attempts = 0
   var retryAt: UInt64 = 0
-  /// When it first joined the waiting list (its start delay over). Retries keep it: a
-  /// request that fails and waits again ages as one request, backoffs included.
+  /// When it joined the waiting list (its start delay or backoff over).
   var waitingSince: UInt64 = 0
-  /// Started by the starvation rule (see takeStartable); false again when it waits anew.
-  var startedStarved = false
   /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
   var conditional = false
   var caching = ResponseCaching()
