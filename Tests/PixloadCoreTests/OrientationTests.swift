@@ -1,21 +1,6 @@
+import FuzzDriver
 import XCTest
 @testable import PixloadCore
-#if canImport(Glibc)
-import Glibc
-#endif
-
-func readWholeFile(_ path: String) -> [UInt8]? {
-  guard let file = fopen(path, "rb") else { return nil }
-  defer { fclose(file) }
-  var bytes: [UInt8] = []
-  var chunk = [UInt8](repeating: 0, count: 1 << 16)
-  while true {
-    let count = fread(&chunk, 1, chunk.count, file)
-    if count <= 0 { break }
-    bytes.append(contentsOf: chunk[0..<count])
-  }
-  return bytes
-}
 
 /// EXIF orientation on the corpus's Landscape_N / Portrait_N: each stored differently,
 /// each must come out upright and equal to orientation 1 up to JPEG noise.

@@ -312,9 +312,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       where decode.requests.values.contains(where: { $0.queue === queue }) {
         heldDecodes.removeValue(forKey: key)
         guard decodes[decode.variant] === decode else { continue }
-        decode.job = decodePool.submit(priority: decode.priority, cost: data.bytes.count) { [weak self, decode] in
-          self?.runDecode(decode, data, source: source)
-        }
+        scheduleDecode(decode, data, source: source)
       }
     }
   }
@@ -447,13 +445,18 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private func decodeAll(_ download: DownloadTask, _ data: DownloadedData, source: ImageSource) {
     for decode in download.decodes.values {
       decode.download = nil
-      // Cheapest first among equal priorities: the encoded size stands for the decode's
-      // cost (entropy decoding and inflating dominate a thumbnail's decode).
-      decode.job = decodePool.submit(priority: decode.priority, cost: data.bytes.count) { [weak self, decode] in
-        self?.runDecode(decode, data, source: source)
-      }
+      scheduleDecode(decode, data, source: source)
     }
     download.decodes.removeAll()
+  }
+
+  /// Lock held: queues the decode on the pool. Cheapest first among equal priorities: the
+  /// encoded size stands for the decode's cost (entropy decoding and inflating dominate a
+  /// thumbnail's decode).
+  private func scheduleDecode(_ decode: DecodeTask, _ data: DownloadedData, source: ImageSource) {
+    decode.job = decodePool.submit(priority: decode.priority, cost: data.bytes.count) { [weak self, decode] in
+      self?.runDecode(decode, data, source: source)
+    }
   }
 
   private func complete(_ requests: [PendingRequest], with outcome: Outcome) {
