@@ -38,6 +38,32 @@
  * from any thread. A pxl_queue is drained by one thread at a time; pxl_queue_fd,
  * pxl_queue_wakeup and pxl_queue_pending may be called from any thread.
  *
+ * Structs that grow
+ * -----------------
+ * Every struct passed in (pxl_config, pxl_request, pxl_table_config) starts with
+ * struct_size and has an *_init() function that fills the defaults; new fields are only
+ * ever added at the end. The library accepts any struct_size from the first released
+ * size of that struct (PXL_*_SIZE_0_1 below) up: fields the caller's struct does not
+ * have take their defaults, so a program built against an older header keeps working.
+ * A struct_size larger than this library's struct (a program built against a newer
+ * header) is accepted only when every byte past the library's struct is zero (the newer
+ * fields are all left at "off"); otherwise the call fails with PXL_E_INVALID_ARGUMENT,
+ * never silently ignoring a setting. Structs filled by the library (pxl_stats,
+ * pxl_table_stats) work the other way round: the caller sets struct_size to its
+ * sizeof, the library fills the fields both know, zeroes the rest of the caller's struct
+ * and sets struct_size to the bytes it filled. pxl_result.struct_size is the library's.
+ *
+ * Since 0.2.0 (the one incompatible change from 0.1.0, made before 1.0): the table
+ * callbacks (pxl_table_request_fn, pxl_table_row_fn) take user_data last, like every
+ * other callback. Programs built against 0.1.0 that use tables must be rebuilt; every
+ * other 0.1.0 program runs unchanged.
+ *
+ * Logging
+ * -------
+ * The library never writes to stdout or stderr. What it has to say (a disk cache
+ * directory it cannot use, a corrupt cache entry it dropped) goes to the log callback
+ * of pxl_config, if one is installed; without one it is silent.
+ *
  * Memory
  * ------
  * Every *_new has a matching *_free; every destructor accepts NULL. Strings passed in are
@@ -55,7 +81,7 @@
  * Out of file descriptors, pxl_loader_new and pxl_queue_new fail with PXL_E_IO, and
  * loads already accepted end with an error (PXL_E_CONNECT), each with its one callback.
  * A disk cache that cannot write (a full disk) keeps serving loads from the network and
- * logs one line a minute at most.
+ * logs one line a minute at most (through the log callback).
  */
 #ifndef PIXLOAD_H
 #define PIXLOAD_H
@@ -78,11 +104,11 @@ extern "C" {
  * ------------------------------------------------------------------------------- */
 
 #define PXL_VERSION_MAJOR 0
-#define PXL_VERSION_MINOR 1
+#define PXL_VERSION_MINOR 2
 #define PXL_VERSION_PATCH 0
 /* 0xMMmmpp: compare with >= to test for a feature at compile time. */
 #define PXL_VERSION_NUM ((PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH)
-#define PXL_VERSION_STRING "0.1.0"
+#define PXL_VERSION_STRING "0.2.0"
 
 /* The version of the library actually loaded, "MAJOR.MINOR.PATCH". Static storage;
  * never NULL. Any thread. Since 0.1.0. */
@@ -263,6 +289,17 @@ PXL_API int32_t pxl_queue_pending(const pxl_queue *queue);
  * Loader configuration
  * ------------------------------------------------------------------------------- */
 
+/* Log levels (pxl_log_callback's level). */
+#define PXL_LOG_ERROR 0   /* something failed that the library worked around */
+#define PXL_LOG_WARNING 1 /* degraded: a disk cache turned off, an entry dropped */
+#define PXL_LOG_INFO 2
+
+/* Receives the library's diagnostics: a level (PXL_LOG_*), one line of English without a
+ * trailing newline (borrowed for the call) and pxl_config.log_user_data. Runs on a
+ * library thread, possibly several at once: it must be thread-safe, return quickly and
+ * call no pixload function. Never called after pxl_loader_free() returns. */
+typedef void (*pxl_log_callback)(int32_t level, const char *message, void *user_data);
+
 typedef struct pxl_config {
   size_t struct_size;             /* sizeof(pxl_config); set by pxl_config_init */
   uint64_t memory_cache_bytes;    /* decoded-image cache budget; default 64 MiB; 0 disables */
@@ -325,10 +362,34 @@ typedef struct pxl_config {
   int64_t disk_cache_max_age_s;   /* a disk entry not used for this many seconds is dropped
                                      (when next read, at start-up and at every eviction);
                                      default 604800 (7 days); 0: no age limit. */
+  /* Since 0.2.0. */
+  pxl_log_callback log;           /* NULL (default): the library is silent */
+  void *log_user_data;            /* passed to log */
+  int32_t log_level;              /* the most verbose level passed to log; default
+                                     PXL_LOG_WARNING */
 } pxl_config;
 
-/* Fills *config with the defaults above, struct_size included. Since 0.1.0. */
+/* The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
+ * struct_size the library accepts. */
+#define PXL_CONFIG_SIZE_0_1 (offsetof(pxl_config, disk_cache_max_age_s) + sizeof(int64_t))
+#define PXL_REQUEST_SIZE_0_1 (offsetof(pxl_request, progress_interval_ms) + sizeof(int32_t))
+#define PXL_TABLE_CONFIG_SIZE_0_1 (offsetof(pxl_table_config, prefetch_priority) + sizeof(int32_t))
+#define PXL_STATS_SIZE_0_1 (offsetof(pxl_stats, disk_bytes) + sizeof(uint64_t))
+#define PXL_TABLE_STATS_SIZE_0_1 (offsetof(pxl_table_stats, failed) + sizeof(uint64_t))
+
+/* Fills the first size bytes of *config (size: the caller's sizeof(pxl_config)) with the
+ * defaults above and sets struct_size to size; bytes past this library's struct are
+ * zeroed, so that a program built against a newer header passes them back as "off".
+ * Writes nothing past size. Returns PXL_OK, or PXL_E_INVALID_ARGUMENT for NULL or a size
+ * below PXL_CONFIG_SIZE_0_1 (then nothing is written). Any thread. Since 0.2.0. */
+PXL_API pxl_status pxl_config_init_size(pxl_config *config, size_t size);
+
+/* Programs built against this header: pxl_config_init(&config) fills the whole struct
+ * they have (the macro passes its size). The function of the same name is 0.1.0's: it
+ * fills only the fields 0.1.0 had, so a 0.1.0 program's smaller struct is never written
+ * past its end. NULL is a no-op. Any thread. Since 0.1.0. */
 PXL_API void pxl_config_init(pxl_config *config);
+#define pxl_config_init(config) pxl_config_init_size((config), sizeof *(config))
 
 /* ---------------------------------------------------------------------------------
  * Loader
@@ -348,7 +409,8 @@ PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
  * callback, PXL_E_CANCELLED, delivered through its queue at that queue's next dispatch
  * or free), stops and joins the library's threads, and frees the caches. Images the host
  * retained stay valid. Must not be called from a callback of this loader's requests.
- * NULL is a no-op. Queues and loader may be freed in any order. Since 0.1.0. */
+ * NULL is a no-op. Queues and loader may be freed in any order. Any thread other than
+ * the loader's callbacks'. Since 0.1.0. */
 PXL_API void pxl_loader_free(pxl_loader *loader);
 
 /* ---------------------------------------------------------------------------------
@@ -388,8 +450,15 @@ typedef struct pxl_request {
                             default 100 */
 } pxl_request;
 
-/* Fills *request with the defaults above, struct_size included, url NULL. Since 0.1.0. */
+/* Fills *request with the defaults above (url NULL) as pxl_config_init_size does: size
+ * is the caller's sizeof(pxl_request), at least PXL_REQUEST_SIZE_0_1. Any thread.
+ * Since 0.2.0. */
+PXL_API pxl_status pxl_request_init_size(pxl_request *request, size_t size);
+
+/* As pxl_config_init: the macro fills the caller's whole struct; the function is
+ * 0.1.0's. NULL is a no-op. Any thread. Since 0.1.0. */
 PXL_API void pxl_request_init(pxl_request *request);
+#define pxl_request_init(request) pxl_request_init_size((request), sizeof *(request))
 
 /* What a callback receives. Borrowed: valid only during the callback. */
 typedef struct pxl_result {
@@ -450,11 +519,13 @@ PXL_API uint64_t pxl_memory_cache_bytes(pxl_loader *loader);
 PXL_API int32_t pxl_memory_cache_count(pxl_loader *loader);
 
 /* Bytes the disk cache's entries occupy as this loader last saw the directory; 0 without
- * a disk cache. Reads no file (safe on the host's thread). Since 0.1.0. */
+ * a disk cache or for NULL. Reads no file (safe on the host's thread). Any thread.
+ * Since 0.1.0. */
 PXL_API uint64_t pxl_disk_cache_bytes(pxl_loader *loader);
 
 /* Deletes every disk-cache entry (of the directory, also other processes' ones). Blocks
- * on the disk: call it off the UI thread. No-op without a disk cache. Since 0.1.0. */
+ * on the disk: call it off the UI thread. No-op without a disk cache or for NULL. Any
+ * thread. Since 0.1.0. */
 PXL_API void pxl_disk_cache_clear(pxl_loader *loader);
 
 /* Forgets one cache key (a URL, or a request's cache_key): every decoded size of it in
@@ -464,7 +535,8 @@ PXL_API pxl_status pxl_cache_remove(pxl_loader *loader, const char *cache_key);
 
 /* A snapshot of what a loader did so far. */
 typedef struct pxl_stats {
-  size_t struct_size;        /* set by the caller to sizeof(pxl_stats) */
+  size_t struct_size;        /* set by the caller to sizeof(pxl_stats); on return, the bytes
+                                the library filled */
   uint64_t requests;         /* accepted loads, prefetches and tables' included */
   uint64_t memory_hits;      /* answered by the memory cache */
   uint64_t disk_hits;        /* answered by the disk cache (fresh entries) */
@@ -479,8 +551,13 @@ typedef struct pxl_stats {
   uint64_t disk_bytes;       /* as pxl_disk_cache_bytes */
 } pxl_stats;
 
-/* Fills *stats (stats->struct_size must be set). Returns PXL_OK or PXL_E_INVALID_ARGUMENT.
- * Reads no file. Any thread. Since 0.1.0. */
+/* Fills *stats: set stats->struct_size to sizeof(pxl_stats) first (any size from
+ * PXL_STATS_SIZE_0_1 up; see "Structs that grow"). Returns PXL_OK, or
+ * PXL_E_INVALID_ARGUMENT for a NULL loader or stats or a struct_size below
+ * PXL_STATS_SIZE_0_1. Reads no file. Any thread. Since 0.2.0. */
+PXL_API pxl_status pxl_loader_get_stats(pxl_loader *loader, pxl_stats *stats);
+
+/* The 0.1.0 name of pxl_loader_get_stats, kept for programs built against 0.1.0. */
 PXL_API pxl_status pxl_get_stats(pxl_loader *loader, pxl_stats *stats);
 
 /* Cancels every request whose callbacks go to queue, or every request of the loader
@@ -504,7 +581,8 @@ PXL_API pxl_status pxl_prefetch(pxl_loader *loader, const pxl_request *requests,
  * receives a new reference to draw at once, *slot becomes 0, and no request is made (the
  * callback is not called for it). Otherwise *image_now is NULL, the request is loaded as
  * pxl_load does and *slot receives its token. Returns pxl_load's statuses; on an error
- * *slot is 0 and nothing was started. Since 0.1.0. */
+ * *slot is 0 and nothing was started. Any thread (one call at a time per slot), also from
+ * inside a callback. Since 0.1.0. */
 PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_queue *queue,
                             pxl_callback callback, void *user_data, pxl_token *slot,
                             pxl_image **image_now);
@@ -527,14 +605,15 @@ typedef struct pxl_table pxl_table;
 /* Fills *request (already set up by pxl_request_init) for row and returns 1, or returns 0
  * to leave the row without an image. request->url and any strings it points to need only
  * live until this returns. Called from inside pxl_table_set_visible and
- * pxl_table_set_row_count, on the caller's thread; it must not call pxl_table_*. */
-typedef int (*pxl_table_request_fn)(void *user_data, int64_t row, pxl_request *request);
+ * pxl_table_set_row_count, on the caller's thread; it must not call pxl_table_*.
+ * user_data is pxl_table_new's (the last parameter since 0.2.0). */
+typedef int (*pxl_table_request_fn)(int64_t row, pxl_request *request, void *user_data);
 
 /* A visible row's result: result->status PXL_OK with an image (borrowed, as in
  * pxl_callback), or an error. Runs on the thread draining the table's queue, or inside
  * pxl_table_set_visible for rows the memory cache already holds (no placeholder flash).
  * Never for a row that is not visible at that moment; never CANCELLED. */
-typedef void (*pxl_table_row_fn)(void *user_data, int64_t row, const pxl_result *result);
+typedef void (*pxl_table_row_fn)(int64_t row, const pxl_result *result, void *user_data);
 
 typedef struct pxl_table_config {
   size_t struct_size;        /* sizeof(pxl_table_config); set by pxl_table_config_init */
@@ -544,8 +623,15 @@ typedef struct pxl_table_config {
   int32_t prefetch_priority; /* default PXL_PRIORITY_PREFETCH */
 } pxl_table_config;
 
-/* Fills *config with the defaults above. Since 0.1.0. */
+/* Fills *config with the defaults above as pxl_config_init_size does: size is the
+ * caller's sizeof(pxl_table_config), at least PXL_TABLE_CONFIG_SIZE_0_1. Any thread.
+ * Since 0.2.0. */
+PXL_API pxl_status pxl_table_config_init_size(pxl_table_config *config, size_t size);
+
+/* As pxl_config_init: the macro fills the caller's whole struct; the function is
+ * 0.1.0's. NULL is a no-op. Any thread. Since 0.1.0. */
 PXL_API void pxl_table_config_init(pxl_table_config *config);
+#define pxl_table_config_init(config) pxl_table_config_init_size((config), sizeof *(config))
 
 /* Creates a table of row_count rows (none visible yet). config may be NULL for the
  * defaults. Returns PXL_OK or PXL_E_INVALID_ARGUMENT (NULL loader, queue, request_fn,
@@ -577,19 +663,24 @@ PXL_API pxl_status pxl_table_set_visible(pxl_table *table, int64_t first, int32_
                                          int32_t direction);
 
 /* Changes the number of rows (rows were appended or removed); keeps the visible range.
- * Since 0.1.0. */
+ * Returns PXL_OK or PXL_E_INVALID_ARGUMENT (NULL table, negative count). May call
+ * request_fn and row_fn as pxl_table_set_visible does. The host's thread, like
+ * pxl_table_set_visible; never at the same time as another pxl_table_* call on this
+ * table. Since 0.1.0. */
 PXL_API pxl_status pxl_table_set_row_count(pxl_table *table, int64_t row_count);
 
 /* Cancels every request of this table and forgets which rows were shown; the next
  * pxl_table_set_visible starts anew (a reload). Requests cancelled by other means
  * (pxl_cancel_all on the table's queue or loader) are also forgotten, once their
  * cancellations have been dispatched: call pxl_table_set_visible again after that to load
- * the rows on screen. Since 0.1.0. */
+ * the rows on screen. NULL is a no-op. The host's thread, like pxl_table_set_visible.
+ * Since 0.1.0. */
 PXL_API void pxl_table_cancel_all(pxl_table *table);
 
 /* What a table did so far. */
 typedef struct pxl_table_stats {
-  size_t struct_size;    /* set by the caller to sizeof(pxl_table_stats) */
+  size_t struct_size;    /* set by the caller to sizeof(pxl_table_stats); on return, the
+                            bytes the library filled */
   uint64_t started;      /* loads started, prefetches included */
   uint64_t cancelled;    /* of those, cancelled because their rows left every window */
   uint64_t memory_hits;  /* rows that became visible with their image already in memory */
@@ -597,8 +688,8 @@ typedef struct pxl_table_stats {
   uint64_t failed;       /* row callbacks with an error */
 } pxl_table_stats;
 
-/* Fills *stats (stats->struct_size must be set). Returns PXL_OK or
- * PXL_E_INVALID_ARGUMENT. Since 0.1.0. */
+/* Fills *stats as pxl_loader_get_stats does (struct_size from PXL_TABLE_STATS_SIZE_0_1
+ * up). Returns PXL_OK or PXL_E_INVALID_ARGUMENT. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_table_get_stats(pxl_table *table, pxl_table_stats *stats);
 
 /* Cancels the table's requests and frees it; no row_fn call runs after this returns

@@ -7,6 +7,9 @@
 // traps, existentials) crosses it.
 import CPixload
 import PixloadCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // MARK: - Handles
 
@@ -46,43 +49,103 @@ private func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closi
 
 // MARK: - Version and status
 
+/// The header is the one source of the version: these come from its PXL_VERSION_* macros.
+private let versionCString: UnsafePointer<CChar> = UnsafePointer(strdup(PXL_VERSION_STRING)!)
+let versionUserAgent = "pixload/" + PXL_VERSION_STRING
+
 @c @implementation public func pxl_version() -> UnsafePointer<CChar>? {
-  UnsafeRawPointer(("0.1.0" as StaticString).utf8Start).assumingMemoryBound(to: CChar.self)
+  versionCString
 }
 
 @c @implementation public func pxl_version_num() -> UInt32 {
-  (0 << 16) | (1 << 8) | 0
+  UInt32(PXL_VERSION_MAJOR << 16 | PXL_VERSION_MINOR << 8 | PXL_VERSION_PATCH)
 }
 
+/// Status.description as C strings with static storage (made once, never freed), indexed
+/// by the status number.
+private let statusCStrings: [UnsafePointer<CChar>] = Status.allCases.sorted { $0.rawValue < $1.rawValue }
+  .map { UnsafePointer(strdup($0.description)!) }
+
 @c @implementation public func pxl_status_string(_ status: pxl_status) -> UnsafePointer<CChar>? {
-  let text: StaticString
-  switch Status(rawValue: Int32(bitPattern: status.rawValue)) {
-  case .ok: text = "ok"
-  case .invalidArgument: text = "invalid argument"
-  case .malformedURL: text = "malformed URL"
-  case .schemeNotAllowed: text = "URL scheme not allowed"
-  case .dns: text = "host name could not be resolved"
-  case .connect: text = "could not connect"
-  case .tls: text = "TLS error"
-  case .timeout: text = "timed out"
-  case .http: text = "HTTP error status"
-  case .bodyTooLarge: text = "body too large"
-  case .notAnImage: text = "not an image"
-  case .corruptImage: text = "corrupt image"
-  case .tooManyPixels: text = "too many pixels"
-  case .cancelled: text = "cancelled"
-  case .loaderClosed: text = "loader closed"
-  case .network: text = "network error"
-  case .unsupportedImage: text = "unsupported image"
-  case .noMemory: text = "out of memory"
-  case .notFound: text = "not found"
-  case .io: text = "I/O error"
-  case .tooManyRedirects: text = "too many redirects"
-  case .notCached: text = "not in the cache"
-  case nil: text = "unknown status"
-  }
-  return UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)
+  let index = Int(status.rawValue)
+  if index < statusCStrings.count, Status(rawValue: Int32(index)) != nil { return statusCStrings[index] }
+  return UnsafeRawPointer(("unknown status" as StaticString).utf8Start).assumingMemoryBound(to: CChar.self)
 }
+
+// MARK: - Structs that grow
+
+/// Reads a struct the caller passed in, whatever header it was built against (pixload.h,
+/// "Structs that grow"): `declaredSize` from `minimumSize` (0.1.0's) up. `knownEnds` are
+/// the ends of the last field of each released version of the struct, oldest first: only
+/// whole versions are copied, so a 0.1.0 struct's tail padding is never read as a newer
+/// field. Bytes past this library's struct must be zero. Fields not copied keep `defaults`.
+/// Returns nil (PXL_E_INVALID_ARGUMENT) for a size out of range or a non-zero unknown tail.
+private func readGrowableStruct<T>(_ pointer: UnsafePointer<T>, defaults: T, knownEnds: [Int]) -> T? {
+  let raw = UnsafeRawPointer(pointer)
+  let declaredSize = raw.loadUnaligned(as: Int.self)
+  guard let minimumSize = knownEnds.first, declaredSize >= minimumSize else { return nil }
+  let librarySize = MemoryLayout<T>.stride
+  if declaredSize > librarySize {
+    guard declaredSize <= 1 << 16 else { return nil }  // not a struct_size: garbage
+    // From the end of the last field this library knows: a newer field may sit in what
+    // is tail padding here.
+    for offset in knownEnds.last!..<declaredSize where raw.load(fromByteOffset: offset, as: UInt8.self) != 0 {
+      return nil
+    }
+  }
+  let copied = knownEnds.last { $0 <= declaredSize } ?? minimumSize
+  var value = defaults
+  withUnsafeMutableBytes(of: &value) { $0.baseAddress!.copyMemory(from: raw, byteCount: copied) }
+  return value
+}
+
+/// An *_init_size function: the defaults into the caller's `size` bytes (from 0.1.0's size
+/// up), a zeroed tail past this library's struct, struct_size = size.
+private func initGrowableStruct<T>(_ pointer: UnsafeMutablePointer<T>?, size: Int, defaults: T,
+                                   knownEnds: [Int]) -> pxl_status {
+  guard let pointer, let minimumSize = knownEnds.first, size >= minimumSize, size <= 1 << 16 else {
+    return PXL_E_INVALID_ARGUMENT
+  }
+  let raw = UnsafeMutableRawPointer(pointer)
+  // Up to the last field's end; padding and the unknown tail are zeroed, so the struct
+  // passes the zero-tail check when it comes back.
+  let filled = min(size, knownEnds.last!)
+  withUnsafeBytes(of: defaults) { raw.copyMemory(from: $0.baseAddress!, byteCount: filled) }
+  if size > filled { (raw + filled).initializeMemory(as: UInt8.self, repeating: 0, count: size - filled) }
+  raw.storeBytes(of: size, as: Int.self)
+  return PXL_OK
+}
+
+/// sizeof() of a struct in 0.1.0: its first version's end, rounded up to its alignment.
+private func sizeOf01<T>(_ type: T.Type, _ knownEnds: [Int]) -> Int {
+  let alignment = MemoryLayout<T>.alignment
+  return (knownEnds[0] + alignment - 1) / alignment * alignment
+}
+
+/// Fills a struct the library writes (stats): the caller's struct_size from `minimumSize`
+/// up; the fields both know are copied, the rest of the caller's struct is zeroed, and
+/// struct_size becomes the bytes filled.
+private func writeGrowableStruct<T>(_ value: T, to pointer: UnsafeMutablePointer<T>, minimumSize: Int) -> Bool {
+  let raw = UnsafeMutableRawPointer(pointer)
+  let declaredSize = raw.loadUnaligned(as: Int.self)
+  guard declaredSize >= minimumSize, declaredSize <= 1 << 16 else { return false }
+  let filled = min(declaredSize, MemoryLayout<T>.stride)
+  withUnsafeBytes(of: value) { raw.copyMemory(from: $0.baseAddress!, byteCount: filled) }
+  if declaredSize > filled { (raw + filled).initializeMemory(as: UInt8.self, repeating: 0, count: declaredSize - filled) }
+  raw.storeBytes(of: filled, as: Int.self)
+  return true
+}
+
+/// The end of a struct's field: a released version's size.
+private func end<T, F>(_ field: KeyPath<T, F>) -> Int {
+  MemoryLayout<T>.offset(of: field)! + MemoryLayout<F>.size
+}
+
+private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level)]
+private let requestVersions = [end(\pxl_request.progress_interval_ms)]
+private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority)]
+private let statsSize01 = end(\pxl_stats.disk_bytes)
+private let tableStatsSize01 = end(\pxl_table_stats.failed)
 
 @c @implementation public func pxl_format_bytes_per_pixel(_ format: pxl_format) -> Int32 {
   guard let format = PixelFormat(rawValue: Int32(bitPattern: format.rawValue)) else { return 0 }
@@ -175,15 +238,18 @@ private func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closi
 
 // MARK: - Loader
 
-/// The size of pxl_config in 0.1.0; callers compiled against it pass at least this.
-private let minimumConfigSize = MemoryLayout<pxl_config>.size
-private let minimumRequestSize = MemoryLayout<pxl_request>.size
+@c @implementation public func pxl_config_init_size(_ config: UnsafeMutablePointer<pxl_config>?, _ size: Int) -> pxl_status {
+  initGrowableStruct(config, size: size, defaults: defaultConfig(), knownEnds: configVersions)
+}
 
 @c @implementation public func pxl_config_init(_ config: UnsafeMutablePointer<pxl_config>?) {
-  guard let config else { return }
+  _ = pxl_config_init_size(config, sizeOf01(pxl_config.self, configVersions))
+}
+
+private func defaultConfig() -> pxl_config {
   let defaults = LoaderConfiguration()
   var c = pxl_config()
-  c.struct_size = MemoryLayout<pxl_config>.size
+  c.struct_size = MemoryLayout<pxl_config>.stride
   c.memory_cache_bytes = UInt64(defaults.memoryCacheBytes)
   c.max_concurrent_downloads = Int32(defaults.maxConcurrentDownloads)
   c.max_downloads_per_host = Int32(defaults.maxDownloadsPerHost)
@@ -207,7 +273,10 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   c.ignore_http_freshness = defaults.ignoresHTTPFreshness ? 1 : 0
   c.memory_cache_count = Int32(defaults.memoryCacheCount)
   c.disk_cache_max_age_s = Int64(defaults.diskCacheMaxAgeSeconds)
-  config.pointee = c
+  c.log = nil
+  c.log_user_data = nil
+  c.log_level = defaults.logLevel.rawValue
+  return c
 }
 
 @c @implementation public func pxl_loader_new(_ config: UnsafePointer<pxl_config>?,
@@ -215,9 +284,9 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   guard let out else { return PXL_E_INVALID_ARGUMENT }
   out.pointee = nil
   var configuration = LoaderConfiguration()
+  configuration.userAgent = versionUserAgent
   if let config {
-    let c = config.pointee
-    guard c.struct_size >= minimumConfigSize,
+    guard let c = readGrowableStruct(config, defaults: defaultConfig(), knownEnds: configVersions),
           c.max_concurrent_downloads > 0, c.max_downloads_per_host > 0, c.decode_threads >= 0,
           c.decode_threads <= 256, c.connect_timeout_ms >= 0, c.timeout_ms >= 0,
           c.max_pixels > 0, c.max_body_bytes > 0,
@@ -226,6 +295,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
           c.stall_timeout_ms >= 0, c.max_redirects >= 0, c.max_retries >= 0, c.max_retries <= 100,
           c.retry_base_delay_ms >= 0, c.retry_max_delay_ms >= 0, c.cancel_storm_limit >= 0,
           c.memory_cache_count >= 0, c.disk_cache_max_age_s >= 0,
+          let logLevel = LogLevel(rawValue: min(max(c.log_level, 0), LogLevel.info.rawValue)),
           let headers = headerLines(c.headers)
     else { return PXL_E_INVALID_ARGUMENT }
     configuration.memoryCacheBytes = Int(c.memory_cache_bytes)
@@ -255,6 +325,15 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
     configuration.ignoresHTTPFreshness = c.ignore_http_freshness != 0
     configuration.memoryCacheCount = Int(c.memory_cache_count)
     configuration.diskCacheMaxAgeSeconds = Int(c.disk_cache_max_age_s)
+    if let log = c.log {
+      // The pointer travels as a bit pattern: the host promised log_user_data is usable
+      // from any thread.
+      let userData = UInt(bitPattern: c.log_user_data)
+      configuration.log = { level, line in
+        line.withCString { log(level.rawValue, $0, UnsafeMutableRawPointer(bitPattern: userData)) }
+      }
+      configuration.logLevel = logLevel
+    }
   }
   do {
     let created = try ImageLoader(configuration: configuration)
@@ -271,10 +350,17 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
 
 // MARK: - Requests
 
+@c @implementation public func pxl_request_init_size(_ request: UnsafeMutablePointer<pxl_request>?, _ size: Int) -> pxl_status {
+  initGrowableStruct(request, size: size, defaults: defaultRequest(), knownEnds: requestVersions)
+}
+
 @c @implementation public func pxl_request_init(_ request: UnsafeMutablePointer<pxl_request>?) {
-  guard let request else { return }
+  _ = pxl_request_init_size(request, sizeOf01(pxl_request.self, requestVersions))
+}
+
+private func defaultRequest() -> pxl_request {
   var r = pxl_request()
-  r.struct_size = MemoryLayout<pxl_request>.size
+  r.struct_size = MemoryLayout<pxl_request>.stride
   r.url = nil
   r.cache_key = nil
   r.width = 0
@@ -286,7 +372,7 @@ private let minimumRequestSize = MemoryLayout<pxl_request>.size
   r.headers = nil
   r.progress = nil
   r.progress_interval_ms = 100
-  request.pointee = r
+  return r
 }
 
 /// Copies a NULL-terminated list of "Name: value" lines; nil when a line is malformed
@@ -306,9 +392,8 @@ private func headerLines(_ list: UnsafePointer<UnsafePointer<CChar>?>?) -> [Stri
 
 /// Converts a C request, or nil when an argument is wrong.
 private func imageRequest(_ request: UnsafePointer<pxl_request>?) -> ImageRequest? {
-  guard let request else { return nil }
-  let r = request.pointee
-  guard r.struct_size >= minimumRequestSize, let url = r.url, r.width >= 0, r.height >= 0,
+  guard let request, let r = readGrowableStruct(request, defaults: defaultRequest(), knownEnds: requestVersions),
+        let url = r.url, r.width >= 0, r.height >= 0,
         let mode = ScaleMode(rawValue: r.mode), let format = PixelFormat(rawValue: r.format),
         r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
                           | PXL_FLAG_CACHE_ONLY) == 0,
@@ -357,7 +442,7 @@ private func deliver(_ token: UInt64, _ outcome: Outcome, _ callback: pxl_callba
 /// Calls `body` with a pxl_result for `outcome`; its image and message live for the call.
 private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) -> Void) {
   var result = pxl_result()
-  result.struct_size = MemoryLayout<pxl_result>.size
+  result.struct_size = MemoryLayout<pxl_result>.stride
   let message: String
   switch outcome {
   case .success(let image, let source, let httpStatus):
@@ -475,16 +560,24 @@ private let maximumVisibleRows: Int32 = 65_536
   handle.map { Unmanaged<ImageTable>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
+@c @implementation public func pxl_table_config_init_size(_ config: UnsafeMutablePointer<pxl_table_config>?,
+                                                          _ size: Int) -> pxl_status {
+  initGrowableStruct(config, size: size, defaults: defaultTableConfig(), knownEnds: tableConfigVersions)
+}
+
 @c @implementation public func pxl_table_config_init(_ config: UnsafeMutablePointer<pxl_table_config>?) {
-  guard let config else { return }
+  _ = pxl_table_config_init_size(config, sizeOf01(pxl_table_config.self, tableConfigVersions))
+}
+
+private func defaultTableConfig() -> pxl_table_config {
   let defaults = ImageTable.Configuration()
   var c = pxl_table_config()
-  c.struct_size = MemoryLayout<pxl_table_config>.size
+  c.struct_size = MemoryLayout<pxl_table_config>.stride
   c.prefetch_rows = Int32(defaults.prefetchRows)
   c.keep_rows = Int32(defaults.keepRows)
   c.visible_priority = defaults.visiblePriority
   c.prefetch_priority = defaults.prefetchPriority
-  config.pointee = c
+  return c
 }
 
 @c @implementation public func pxl_table_new(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?,
@@ -497,8 +590,8 @@ private let maximumVisibleRows: Int32 = 65_536
         let out, rowCount >= 0 else { return PXL_E_INVALID_ARGUMENT }
   var configuration = ImageTable.Configuration()
   if let config {
-    let c = config.pointee
-    guard c.struct_size >= MemoryLayout<pxl_table_config>.size, c.prefetch_rows >= 0, c.keep_rows >= 0 else {
+    guard let c = readGrowableStruct(config, defaults: defaultTableConfig(), knownEnds: tableConfigVersions),
+          c.prefetch_rows >= 0, c.keep_rows >= 0 else {
       return PXL_E_INVALID_ARGUMENT
     }
     configuration.prefetchRows = Int(c.prefetch_rows)
@@ -507,13 +600,12 @@ private let maximumVisibleRows: Int32 = 65_536
     configuration.prefetchPriority = c.prefetch_priority
   }
   let provider: ImageTable.RequestProvider = { row in
-    var request = pxl_request()
-    pxl_request_init(&request)
-    guard requestFunction(userData, Int64(row), &request) != 0 else { return nil }
+    var request = defaultRequest()
+    guard requestFunction(Int64(row), &request, userData) != 0 else { return nil }
     return withUnsafePointer(to: &request) { imageRequest($0) }
   }
   let handler: ImageTable.RowHandler = { row, outcome in
-    withResult(outcome) { result in rowFunction(userData, Int64(row), result) }
+    withResult(outcome) { result in rowFunction(Int64(row), result, userData) }
   }
   let created = ImageTable(loader: loader, queue: queue, rowCount: Int(rowCount), configuration: configuration,
                            requestForRow: provider, onRow: handler)
@@ -540,16 +632,15 @@ private let maximumVisibleRows: Int32 = 65_536
 
 @c @implementation public func pxl_table_get_stats(_ handle: OpaquePointer?,
                                                   _ stats: UnsafeMutablePointer<pxl_table_stats>?) -> pxl_status {
-  guard let table = table(handle), let stats, stats.pointee.struct_size >= MemoryLayout<pxl_table_stats>.size else {
-    return PXL_E_INVALID_ARGUMENT
-  }
+  guard let table = table(handle), let stats else { return PXL_E_INVALID_ARGUMENT }
   let s = table.stats
-  stats.pointee.started = UInt64(s.started)
-  stats.pointee.cancelled = UInt64(s.cancelled)
-  stats.pointee.memory_hits = UInt64(s.memoryHits)
-  stats.pointee.delivered = UInt64(s.delivered)
-  stats.pointee.failed = UInt64(s.failed)
-  return PXL_OK
+  var filled = pxl_table_stats()
+  filled.started = UInt64(s.started)
+  filled.cancelled = UInt64(s.cancelled)
+  filled.memory_hits = UInt64(s.memoryHits)
+  filled.delivered = UInt64(s.delivered)
+  filled.failed = UInt64(s.failed)
+  return writeGrowableStruct(filled, to: stats, minimumSize: tableStatsSize01) ? PXL_OK : PXL_E_INVALID_ARGUMENT
 }
 
 @c @implementation public func pxl_table_free(_ handle: OpaquePointer?) {
@@ -572,22 +663,26 @@ private let maximumVisibleRows: Int32 = 65_536
   return PXL_OK
 }
 
-@c @implementation public func pxl_get_stats(_ loaderHandle: OpaquePointer?, _ stats: UnsafeMutablePointer<pxl_stats>?) -> pxl_status {
-  guard let loader = loader(loaderHandle), let stats, stats.pointee.struct_size >= MemoryLayout<pxl_stats>.size else {
-    return PXL_E_INVALID_ARGUMENT
-  }
+@c @implementation public func pxl_loader_get_stats(_ loaderHandle: OpaquePointer?,
+                                                    _ stats: UnsafeMutablePointer<pxl_stats>?) -> pxl_status {
+  guard let loader = loader(loaderHandle), let stats else { return PXL_E_INVALID_ARGUMENT }
   let s = loader.statistics
-  stats.pointee.requests = UInt64(s.requests)
-  stats.pointee.memory_hits = UInt64(s.memoryHits)
-  stats.pointee.disk_hits = UInt64(s.diskHits)
-  stats.pointee.network_fetches = UInt64(s.networkFetches)
-  stats.pointee.revalidated = UInt64(s.revalidated)
-  stats.pointee.coalesced = UInt64(s.coalesced)
-  stats.pointee.cancelled = UInt64(s.cancelled)
-  stats.pointee.failed = UInt64(s.failed)
-  stats.pointee.bytes_downloaded = UInt64(s.bytesDownloaded)
-  stats.pointee.memory_bytes = UInt64(loader.memoryCache.totalBytes)
-  stats.pointee.memory_count = UInt64(loader.memoryCache.count)
-  stats.pointee.disk_bytes = UInt64(loader.diskCacheBytesSeen)
-  return PXL_OK
+  var filled = pxl_stats()
+  filled.requests = UInt64(s.requests)
+  filled.memory_hits = UInt64(s.memoryHits)
+  filled.disk_hits = UInt64(s.diskHits)
+  filled.network_fetches = UInt64(s.networkFetches)
+  filled.revalidated = UInt64(s.revalidated)
+  filled.coalesced = UInt64(s.coalesced)
+  filled.cancelled = UInt64(s.cancelled)
+  filled.failed = UInt64(s.failed)
+  filled.bytes_downloaded = UInt64(s.bytesDownloaded)
+  filled.memory_bytes = UInt64(loader.memoryCache.totalBytes)
+  filled.memory_count = UInt64(loader.memoryCache.count)
+  filled.disk_bytes = UInt64(loader.diskCacheBytesSeen)
+  return writeGrowableStruct(filled, to: stats, minimumSize: statsSize01) ? PXL_OK : PXL_E_INVALID_ARGUMENT
+}
+
+@c @implementation public func pxl_get_stats(_ loaderHandle: OpaquePointer?, _ stats: UnsafeMutablePointer<pxl_stats>?) -> pxl_status {
+  pxl_loader_get_stats(loaderHandle, stats)
 }

@@ -15,7 +15,8 @@ public struct LoaderConfiguration: Sendable {
   public var maxBodyBytes = 32 << 20
   public var maxPixels: UInt64 = 100_000_000
   public var allowedSchemes: Set<String> = ["http", "https"]
-  public var userAgent = "pixload/\(pixloadVersion)"
+  /// The C API sets "pixload/<version>" from the header's version.
+  public var userAgent = "pixload"
   /// A transfer that receives nothing for this long fails; 0 disables. Whole seconds.
   public var stallTimeoutMilliseconds = 10_000
   public var maxRedirects = 5
@@ -41,11 +42,23 @@ public struct LoaderConfiguration: Sendable {
   /// transfers are held back until the rate falls: flinging through thousands of rows must
   /// not open and drop thousands of connections. 0 disables.
   public var cancelStormLimit = 16
+  /// Where diagnostics go (an unusable cache directory, a dropped corrupt entry); nil:
+  /// nowhere. A library never writes to stderr. Called on library threads.
+  public var log: (@Sendable (LogLevel, String) -> Void)?
+  /// The most verbose level passed to `log`.
+  public var logLevel = LogLevel.warning
 
   public init() {}
 }
 
-public let pixloadVersion = "0.1.0"
+/// Levels of the log callback. Raw values are the C API's PXL_LOG_*.
+public enum LogLevel: Int32, Sendable, Comparable {
+  case error = 0
+  case warning = 1
+  case info = 2
+
+  public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+}
 
 /// What a loader did so far (a snapshot).
 public struct LoaderStatistics: Sendable, Equatable {
@@ -94,8 +107,10 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private var closed = false
   /// Every accepted request whose handler has not started yet.
   private var requests: [UInt64: PendingRequest] = [:]
-  private var downloads: [String: DownloadTask] = [:]
-  private var decodes: [ImageVariant: DecodeTask] = [:]
+  /// Work is merged only between requests that want the same bytes the same way: same
+  /// cache key (which covers per-request credentials) and same cache policy.
+  private var downloads: [DownloadKey: DownloadTask] = [:]
+  private var decodes: [DecodeKey: DecodeTask] = [:]
   /// Decodes held back because every requester's queue was full of undrained images
   /// (`CompletionQueue.isFull`), with their bytes; restarted by `queueDrained`.
   private var heldDecodes: [ObjectIdentifier: (DecodeTask, DownloadedData, ImageSource)] = [:]
@@ -137,11 +152,12 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         do {
           openedDiskCache = try DiskCache(directory: configuration.diskCacheDirectory ?? DiskCache.defaultDirectory,
                                           capacityBytes: configuration.diskCacheBytes,
-                                          maxAgeSeconds: configuration.diskCacheMaxAgeSeconds, log: pixloadLog)
+                                          maxAgeSeconds: configuration.diskCacheMaxAgeSeconds,
+                                          log: { [configuration] in Self.log(configuration, .warning, $0) })
           diskCacheState = .open
         } catch {
           let reason = (error as? LoadError)?.message ?? "\(error)"
-          pixloadLog("pixload: \(reason); continuing without a disk cache")
+          Self.log(configuration, .warning, "pixload: \(reason); continuing without a disk cache")
           diskCacheState = .unusable
         }
       }
@@ -311,7 +327,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       for (key, (decode, data, source)) in heldDecodes
       where decode.requests.values.contains(where: { $0.queue === queue }) {
         heldDecodes.removeValue(forKey: key)
-        guard decodes[decode.variant] === decode else { continue }
+        guard decodes[decode.key] === decode else { continue }
         scheduleDecode(decode, data, source: source)
       }
     }
@@ -334,41 +350,53 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// Joins the request to the decode task for its variant, creating the decode task (and
   /// the download task it waits on) when it is the first requester.
   private func attach(_ pending: PendingRequest, to variant: ImageVariant, request: ImageRequest) {
-    if let decode = decodes[variant] {
+    let decodeKey = DecodeKey(variant: variant, policy: request.cachePolicy)
+    if let decode = decodes[decodeKey] {
       decode.requests[pending.token] = pending
       pending.decode = decode
       counters.coalesced += 1
       rerank(decode)
+      if let download = decode.download { startSooner(download, for: request) }
       return
     }
-    let decode = DecodeTask(variant: variant)
+    let decode = DecodeTask(key: decodeKey)
     decode.requests[pending.token] = pending
     decode.priority = pending.priority
     pending.decode = decode
-    decodes[variant] = decode
+    decodes[decodeKey] = decode
 
-    if let download = downloads[variant.cacheKey] {
+    let downloadKey = DownloadKey(cacheKey: variant.cacheKey, policy: request.cachePolicy)
+    if let download = downloads[downloadKey] {
       download.decodes[variant] = decode
       decode.download = download
       counters.coalesced += 1
       rerank(download)
+      startSooner(download, for: request)
       return
     }
-    let download = DownloadTask(cacheKey: variant.cacheKey, url: request.url, headers: request.headers,
-                                policy: request.cachePolicy)
+    let download = DownloadTask(key: downloadKey, url: request.url, headers: request.headers)
     download.startDelayMilliseconds = request.startDelayMilliseconds
     download.decodes[variant] = decode
     download.priority = decode.priority
     decode.download = download
-    downloads[variant.cacheKey] = download
+    downloads[downloadKey] = download
     if let diskPool, request.cachePolicy != .reload {
       download.diskJob = diskPool.submit(priority: download.priority) { [weak self, weak download] in
         guard let self, let download else { return }
-        self.diskLookupFinished(download, self.diskCache()?.entry(for: download.cacheKey))
+        self.diskLookupFinished(download, self.diskCache()?.entry(for: download.key.cacheKey))
       }
     } else {
       startTransfer(download)
     }
+  }
+
+  /// Lock held: a request that wants its bytes now joined a download whose start is held
+  /// (a table's prefetch or fling row): the hold belonged to the first requester, so the
+  /// transfer starts now instead of making the joiner wait it out.
+  private func startSooner(_ download: DownloadTask, for request: ImageRequest) {
+    guard request.startDelayMilliseconds == 0, download.startDelayMilliseconds > 0 else { return }
+    download.startDelayMilliseconds = 0
+    if let transfer = download.transfer { dataLoader.startNow(transfer) }
   }
 
   /// Lock held. With `download.stored` set, the request is conditional on its validators.
@@ -391,18 +419,18 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private func diskLookupFinished(_ download: DownloadTask, _ entry: DiskCache.Entry?) {
     var failed: [PendingRequest] = []
     lock.withLock {
-      guard downloads[download.cacheKey] === download else { return }
+      guard downloads[download.key] === download else { return }
       download.diskJob = nil
       // Offline, a stale copy beats none.
-      if let entry, isFresh(entry) || download.policy == .cacheOnly {
+      if let entry, isFresh(entry) || download.key.policy == .cacheOnly {
         counters.diskHits += 1
-        downloads.removeValue(forKey: download.cacheKey)
+        downloads.removeValue(forKey: download.key)
         decodeAll(download, DownloadedData(bytes: entry.bytes, httpStatus: 0), source: .disk)
       } else if let entry, !entry.metadata.etag.isEmpty || !entry.metadata.lastModified.isEmpty {
         // Stale with validators: ask the server whether it changed (a 304 reuses the bytes).
         download.stored = entry
         startTransfer(download)
-      } else if download.policy == .cacheOnly {
+      } else if download.key.policy == .cacheOnly {
         failed = abandon(download)
       } else {
         startTransfer(download)
@@ -428,10 +456,10 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// Lock held: ends a download and every request waiting on it; returns those requests,
   /// whose results the caller posts after unlocking.
   private func abandon(_ download: DownloadTask) -> [PendingRequest] {
-    if downloads[download.cacheKey] === download { downloads.removeValue(forKey: download.cacheKey) }
+    if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
     var failed: [PendingRequest] = []
     for decode in download.decodes.values {
-      if decodes[decode.variant] === decode { decodes.removeValue(forKey: decode.variant) }
+      if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
       for pending in decode.requests.values {
         pending.decode = nil
         failed.append(pending)
@@ -483,7 +511,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       rerank(decode)
       return
     }
-    if decodes[decode.variant] === decode { decodes.removeValue(forKey: decode.variant) }
+    if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
     if let job = decode.job { decodePool.cancel(job) }
     decode.job = nil
     heldDecodes.removeValue(forKey: ObjectIdentifier(decode))
@@ -494,7 +522,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       rerank(download)
       return
     }
-    if downloads[download.cacheKey] === download { downloads.removeValue(forKey: download.cacheKey) }
+    if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
     if let transfer = download.transfer { dataLoader.cancel(transfer) }
     if let job = download.diskJob { diskPool?.cancel(job) }
     download.transfer = nil
@@ -522,7 +550,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   private func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64) {
     let listeners: [PendingRequest] = lock.withLock {
-      guard downloads[download.cacheKey] === download else { return [] }
+      guard downloads[download.key] === download else { return [] }
       return download.decodes.values.flatMap { $0.requests.values.filter(\.delivery.wantsProgress) }
     }
     for pending in listeners {
@@ -535,14 +563,14 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     var failure: LoadError?
     lock.withLock {
       // A download cancelled while finishing is no longer registered: drop its result.
-      guard downloads[download.cacheKey] === download else { return }
+      guard downloads[download.key] === download else { return }
       download.transfer = nil
       switch result {
       case .failure(let error):
         failure = error
         failed = abandon(download)
       case .success(let response):
-        downloads.removeValue(forKey: download.cacheKey)
+        downloads.removeValue(forKey: download.key)
         var data = response
         var source = ImageSource.network
         var metadata = Self.metadata(for: response.caching)
@@ -560,7 +588,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         // Keep the bytes on disk for next time, without delaying the decode; never what
         // the server marked no-store.
         if let diskPool, download.url.prefix(4).lowercased() == "http", !response.caching.noStore {
-          let key = download.cacheKey, bytes = data.bytes
+          let key = download.key.cacheKey, bytes = data.bytes
           _ = diskPool.submit(priority: Int32.min + 1) { [weak self] in
             self?.diskCache()?.store(bytes, metadata: metadata, for: key)
           }
@@ -576,7 +604,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     enum Start { case run, held, abandoned }
     let start: Start = lock.withLock {
       // Every requester left while the job waited: nothing to decode for.
-      guard decodes[decode.variant] === decode, !decode.requests.isEmpty else { return .abandoned }
+      guard decodes[decode.key] === decode, !decode.requests.isEmpty else { return .abandoned }
       var queues: [ObjectIdentifier: CompletionQueue] = [:]
       for pending in decode.requests.values { queues[ObjectIdentifier(pending.queue)] = pending.queue }
       // Every queue is asked (each registers this loader to hear when it drains).
@@ -589,8 +617,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if start != .run { return }
     let result = decoder.decode(data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
     let finished: [PendingRequest] = lock.withLock {
-      guard decodes[decode.variant] === decode else { return [] }
-      decodes.removeValue(forKey: decode.variant)
+      guard decodes[decode.key] === decode else { return [] }
+      decodes.removeValue(forKey: decode.key)
       decode.job = nil
       let all = Array(decode.requests.values)
       for pending in all { pending.decode = nil }
@@ -630,9 +658,22 @@ private final class PendingRequest {
   }
 }
 
+/// What a download is shared by: requests for the same bytes under the same cache policy.
+private struct DownloadKey: Hashable {
+  let cacheKey: String
+  let policy: ImageRequest.CachePolicy
+}
+
+/// What a decode is shared by: requests for the same variant under the same cache policy.
+private struct DecodeKey: Hashable {
+  let variant: ImageVariant
+  let policy: ImageRequest.CachePolicy
+}
+
 /// One decode of one variant, shared by every request for that variant.
 private final class DecodeTask {
-  let variant: ImageVariant
+  let key: DecodeKey
+  var variant: ImageVariant { key.variant }
   var requests: [UInt64: PendingRequest] = [:]
   var priority: Int32 = 0
   /// The download this decode waits on; nil once the bytes arrived.
@@ -640,16 +681,16 @@ private final class DecodeTask {
   /// The queued decode job; nil before the bytes arrive and after it ran.
   var job: PriorityWorkPool.Job?
 
-  init(variant: ImageVariant) { self.variant = variant }
+  init(key: DecodeKey) { self.key = key }
 }
 
 /// The bytes of one cache key (from disk or the network), shared by every decode that
-/// needs them. The request that starts it decides URL, headers and cache policy.
+/// needs them. The request that starts it decides URL and headers (requests merged into
+/// it have the same cache key, so the same headers unless the caller gave one key).
 private final class DownloadTask {
-  let cacheKey: String
+  let key: DownloadKey
   let url: String
   let headers: [String]
-  let policy: ImageRequest.CachePolicy
   var decodes: [ImageVariant: DecodeTask] = [:]
   var priority: Int32 = 0
   var transfer: TransferID?
@@ -660,16 +701,18 @@ private final class DownloadTask {
   /// Set by the request that started it (a table during a fling).
   var startDelayMilliseconds = 0
 
-  init(cacheKey: String, url: String, headers: [String], policy: ImageRequest.CachePolicy) {
-    self.cacheKey = cacheKey
+  init(key: DownloadKey, url: String, headers: [String]) {
+    self.key = key
     self.url = url
     self.headers = headers
-    self.policy = policy
   }
 }
 
-/// Library diagnostics (an unusable cache directory, a dropped corrupt entry): one line on
-/// standard error, never a failed load.
-func pixloadLog(_ line: String) {
-  fputs(line + "\n", stderr)
+extension ImageLoader {
+  /// Library diagnostics (an unusable cache directory, a dropped corrupt entry): one line
+  /// to the host's log callback if it wants that level, never a failed load.
+  static func log(_ configuration: LoaderConfiguration, _ level: LogLevel, _ line: String) {
+    guard let sink = configuration.log, level <= configuration.logLevel else { return }
+    sink(level, line)
+  }
 }

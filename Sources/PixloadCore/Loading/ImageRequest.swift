@@ -29,8 +29,17 @@ public enum ScaleMode: Int32, Sendable {
 /// What a host asks for. Two requests with equal `variant` produce identical images.
 public struct ImageRequest: Sendable {
   public var url: String
-  /// Requests with equal keys share one download and one cache entry.
-  public var cacheKey: String
+  /// The caller's cache key (signed or tokenised URLs), nil for none.
+  public var explicitCacheKey: String?
+  /// Requests with equal keys share one download and one cache entry: the caller's key, or
+  /// the URL; with per-request headers (credentials) and no caller's key, the URL plus a
+  /// fingerprint of those headers, so that a response fetched with one user's
+  /// Authorization or Cookie is never handed to a request that did not send the same.
+  public var cacheKey: String {
+    if let explicitCacheKey { return explicitCacheKey }
+    if headers.isEmpty { return url }
+    return url + "#pxl-headers=" + DiskCache.fileName(for: headers.joined(separator: "\n"))
+  }
   public var targetWidth: Int
   public var targetHeight: Int
   public var mode: ScaleMode
@@ -42,8 +51,8 @@ public struct ImageRequest: Sendable {
   public var headers: [String]
   /// At most one progress report per interval reaches the request's queue.
   public var progressIntervalMilliseconds: Int
-  /// Where the bytes may come from. Merged requests share the policy of the one that
-  /// started the download.
+  /// Where the bytes may come from. Only requests of the same policy are merged: a
+  /// request never fails (or skips the network) because of another requester's flag.
   public var cachePolicy: CachePolicy = .normal
   /// The network transfer waits this long before it may start, so that a request
   /// cancelled within it costs no connection and no bytes (tables set it during flings).
@@ -65,7 +74,7 @@ public struct ImageRequest: Sendable {
     self.headers = headers
     self.progressIntervalMilliseconds = progressIntervalMilliseconds
     self.url = url
-    self.cacheKey = cacheKey ?? url
+    self.explicitCacheKey = cacheKey
     self.targetWidth = targetWidth
     self.targetHeight = targetHeight
     self.mode = mode

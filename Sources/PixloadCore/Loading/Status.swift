@@ -1,5 +1,5 @@
 /// Why a load failed. Raw values are the C API's `pxl_status` numbers: append-only.
-public enum Status: Int32, Sendable {
+public enum Status: Int32, Sendable, CaseIterable {
   case ok = 0
   case invalidArgument = 1
   case malformedURL = 2
@@ -23,6 +23,7 @@ public enum Status: Int32, Sendable {
   case tooManyRedirects = 20
   case notCached = 21
 
+  /// The text of pxl_status_string(): this is the one table of status texts.
   public var description: String {
     switch self {
     case .ok: return "ok"

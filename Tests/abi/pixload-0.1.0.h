@@ -1,0 +1,613 @@
+/*
+ * pixload.h: asynchronous image loading and caching for table- and grid-style UIs.
+ *
+ * THIS FILE IS THE API. Whatever is not declared and documented here is not part of
+ * pixload's interface and may change or disappear in any release.
+ *
+ * Overview
+ * --------
+ * A pxl_loader downloads (libcurl), decodes (libjpeg-turbo, libpng) and caches images on
+ * threads of its own. A pxl_queue belongs to the host: every callback of a request runs
+ * on the thread that calls pxl_queue_dispatch() on the request's queue, never on a
+ * library thread. The queue exposes a file descriptor that is readable while
+ * completions are pending, so any event loop (GLib, libuv, asyncio, epoll, poll) can
+ * wait on it.
+ *
+ * Rules every request obeys
+ * -------------------------
+ *  1. A call that fails returns an error status and never invokes its callback.
+ *  2. A call that succeeds (pxl_load returning PXL_OK) invokes its callback exactly once,
+ *     on the thread draining its queue: with an image, with an error, or with
+ *     PXL_E_CANCELLED. The callback is the place to free user_data.
+ *  3. pxl_cancel() may be called from any thread, at any time, any number of times. If
+ *     the callback has not started when pxl_cancel() returns, it reports PXL_E_CANCELLED,
+ *     never an image, even if the image was already decoded and queued.
+ *  4. Cancelling one of several requests for the same work leaves the others untouched;
+ *     shared downloads and decodes stop only when their last requester cancels.
+ *  5. Duplicate requests are merged: one download per cache key, one decode per
+ *     (cache key, size, mode, format, orientation). Merged work runs at the highest
+ *     priority among its requesters.
+ *  6. pxl_set_priority() changes the priority of waiting work at once.
+ *  7. pxl_lookup() is synchronous and only reads the memory cache.
+ *  8. Disk and network work never happen on the host's thread.
+ *  9. Freeing a loader or a queue with requests in flight is legal: they end CANCELLED.
+ *
+ * Threads
+ * -------
+ * A pxl_loader may be used from any thread. A pxl_image is immutable and may be read
+ * from any thread. A pxl_queue is drained by one thread at a time; pxl_queue_fd,
+ * pxl_queue_wakeup and pxl_queue_pending may be called from any thread.
+ *
+ * Memory
+ * ------
+ * Every *_new has a matching *_free; every destructor accepts NULL. Strings passed in are
+ * copied before the call returns. Strings and images handed to a callback are borrowed
+ * for the duration of that callback only: call pxl_image_retain() to keep an image.
+ *
+ * Limits
+ * ------
+ * A queue nobody drains does not grow without limit: once the images waiting in it for
+ * pxl_queue_dispatch() hold 64 MiB of pixels, decodes whose every requester's queue is
+ * that full wait (with their encoded bytes) instead of adding more; they resume when
+ * dispatching brings the queue under 32 MiB. No result is dropped. The images being
+ * decoded at that moment (at most one per decode thread) may still arrive, so the bound
+ * is 64 MiB plus that many images. A waiting request costs about 2 KiB of memory.
+ * Out of file descriptors, pxl_loader_new and pxl_queue_new fail with PXL_E_IO, and
+ * loads already accepted end with an error (PXL_E_CONNECT), each with its one callback.
+ * A disk cache that cannot write (a full disk) keeps serving loads from the network and
+ * logs one line a minute at most.
+ */
+#ifndef PIXLOAD_H
+#define PIXLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && !defined(PXL_NO_VISIBILITY)
+#define PXL_API __attribute__((visibility("default")))
+#else
+#define PXL_API
+#endif
+
+/* ---------------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------------- */
+
+#define PXL_VERSION_MAJOR 0
+#define PXL_VERSION_MINOR 1
+#define PXL_VERSION_PATCH 0
+/* 0xMMmmpp: compare with >= to test for a feature at compile time. */
+#define PXL_VERSION_NUM ((PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH)
+#define PXL_VERSION_STRING "0.1.0"
+
+/* The version of the library actually loaded, "MAJOR.MINOR.PATCH". Static storage;
+ * never NULL. Any thread. Since 0.1.0. */
+PXL_API const char *pxl_version(void);
+
+/* PXL_VERSION_NUM of the library actually loaded. Any thread. Since 0.1.0. */
+PXL_API uint32_t pxl_version_num(void);
+
+/* ---------------------------------------------------------------------------------
+ * Status codes. Append-only: new codes are added last, none is ever removed or
+ * renumbered.
+ * ------------------------------------------------------------------------------- */
+
+typedef enum pxl_status {
+  PXL_OK = 0,                    /*  0: success */
+  PXL_E_INVALID_ARGUMENT = 1,    /*  1: a NULL handle, a bad struct_size, a value out of range */
+  PXL_E_MALFORMED_URL = 2,       /*  2: the URL cannot be parsed */
+  PXL_E_SCHEME_NOT_ALLOWED = 3,  /*  3: the URL's scheme is not in the config's allow-list */
+  PXL_E_DNS = 4,                 /*  4: the host name could not be resolved */
+  PXL_E_CONNECT = 5,             /*  5: the connection was refused or failed */
+  PXL_E_TLS = 6,                 /*  6: TLS handshake or certificate verification failed */
+  PXL_E_TIMEOUT = 7,             /*  7: connect, total or stalled-transfer timeout */
+  PXL_E_HTTP = 8,                /*  8: the server answered with a non-2xx status (see http_status) */
+  PXL_E_BODY_TOO_LARGE = 9,      /*  9: the body exceeds max_body_bytes */
+  PXL_E_NOT_AN_IMAGE = 10,       /* 10: the body is neither JPEG nor PNG (by its magic bytes) */
+  PXL_E_CORRUPT_IMAGE = 11,      /* 11: the decoder could not decode the image */
+  PXL_E_TOO_MANY_PIXELS = 12,    /* 12: declared width x height exceeds max_pixels */
+  PXL_E_CANCELLED = 13,          /* 13: pxl_cancel, or the queue or loader was freed */
+  PXL_E_LOADER_CLOSED = 14,      /* 14: the loader is shutting down */
+  PXL_E_NETWORK = 15,            /* 15: any other transfer failure (reset, truncated body, ...) */
+  PXL_E_UNSUPPORTED_IMAGE = 16,  /* 16: a valid image of a kind not supported (12-bit JPEG, ...) */
+  PXL_E_NO_MEMORY = 17,          /* 17: an allocation failed */
+  PXL_E_NOT_FOUND = 18,          /* 18: unknown token, or a memory-cache miss in pxl_lookup */
+  PXL_E_IO = 19,                 /* 19: a local file could not be read */
+  PXL_E_TOO_MANY_REDIRECTS = 20, /* 20: more redirects than max_redirects, or a loop */
+  PXL_E_NOT_CACHED = 21          /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
+} pxl_status;
+
+/* A short English description of a status ("cancelled"). Static storage; never NULL,
+ * also for unknown values. Any thread. Since 0.1.0. */
+PXL_API const char *pxl_status_string(pxl_status status);
+
+/* ---------------------------------------------------------------------------------
+ * Pixel formats and sizing
+ * ------------------------------------------------------------------------------- */
+
+typedef enum pxl_format {
+  PXL_FORMAT_RGBA8 = 0,          /* 4 bytes R,G,B,A; straight (non-premultiplied) alpha */
+  PXL_FORMAT_RGBA8_PREMUL = 1,   /* 4 bytes R,G,B,A; colour premultiplied by alpha */
+  PXL_FORMAT_BGRA8_PREMUL = 2,   /* 4 bytes B,G,R,A premultiplied: Cairo ARGB32 and Skia
+                                    N32 on little-endian machines */
+  PXL_FORMAT_RGB8 = 3,           /* 3 bytes R,G,B; alpha dropped */
+  PXL_FORMAT_GRAY8 = 4           /* 1 byte luma; alpha dropped */
+} pxl_format;
+
+/* Bytes per pixel of a format, 0 for an unknown value. Any thread. Since 0.1.0. */
+PXL_API int32_t pxl_format_bytes_per_pixel(pxl_format format);
+
+/* How an image is fitted to its target size (pxl_request.width and height). Sizes are
+ * those after EXIF orientation. Images are never scaled up: a source smaller than the
+ * target keeps its size (FIT) or is cropped to the target's aspect ratio at its own
+ * resolution (FILL). Fractional sizes round to the nearest pixel, halves up, at least 1:
+ * 640x480 fitted into 150x150 is 150x113. A target side of 0 is unconstrained: 150x0 FIT
+ * is "150 wide, height to match"; 0x0 is the original size; FILL with a 0 side acts as
+ * FIT. */
+typedef enum pxl_mode {
+  PXL_MODE_FIT = 0,   /* scale to fit inside the target, keeping the aspect ratio */
+  PXL_MODE_FILL = 1   /* scale to cover the target, then crop the centre to exactly it */
+} pxl_mode;
+
+/* Request priorities: any int32_t, higher runs first. These are suggestions. Among
+ * requests of equal priority waiting for a connection, the newest starts first (the row
+ * that just became visible), except that one waiting 5 s or more starts before any that
+ * has not, oldest first, whatever its priority: a steady stream of new requests cannot
+ * keep an old one waiting for ever. Downloaded images of equal priority waiting for a
+ * decoder go smallest file first (a screen of thumbnails is not held up behind one large
+ * PNG), except that one waiting 250 ms or more goes first, oldest first, on up to half the
+ * decoder threads. */
+#define PXL_PRIORITY_PREFETCH (-100)
+#define PXL_PRIORITY_NORMAL 0
+#define PXL_PRIORITY_VISIBLE 100
+
+/* Request flags (pxl_request.flags). */
+#define PXL_FLAG_IGNORE_ORIENTATION 0x1u  /* do not apply EXIF orientation */
+#define PXL_FLAG_SKIP_MEMORY_CACHE 0x2u   /* neither read nor write the memory cache */
+#define PXL_FLAG_RELOAD 0x4u              /* ignore what the caches hold (they are still
+                                             written): a forced refresh */
+#define PXL_FLAG_CACHE_ONLY 0x8u          /* memory, then disk, never the network (offline);
+                                             a miss fails with PXL_E_NOT_CACHED */
+/* Requests merged into one download share the cache flags (and headers) of the request
+ * that started it. */
+
+/* Schemes (pxl_config.allowed_schemes). */
+#define PXL_SCHEME_HTTP 0x1u
+#define PXL_SCHEME_HTTPS 0x2u
+#define PXL_SCHEME_FILE 0x4u              /* file:// URLs; off by default */
+
+/* Where a result came from (pxl_result.source). */
+typedef enum pxl_source {
+  PXL_SOURCE_NONE = 0,     /* no image (an error or a cancellation) */
+  PXL_SOURCE_MEMORY = 1,   /* the memory cache; no download, no decode */
+  PXL_SOURCE_NETWORK = 2,  /* downloaded (or read from a file:// URL) and decoded */
+  PXL_SOURCE_DISK = 3,     /* the disk cache, then decoded */
+  PXL_SOURCE_REVALIDATED = 4 /* the disk cache after the server answered 304 Not Modified */
+} pxl_source;
+
+/* ---------------------------------------------------------------------------------
+ * Images: immutable, reference-counted pixels.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_image pxl_image;
+
+/* Adds a reference and returns image. NULL gives NULL. Any thread. Since 0.1.0. */
+PXL_API pxl_image *pxl_image_retain(pxl_image *image);
+
+/* Drops a reference; the pixels are freed with the last one. The memory cache holds its
+ * own reference, so a cache trim never frees pixels the host still holds. NULL is a
+ * no-op. Any thread. Since 0.1.0. */
+PXL_API void pxl_image_release(pxl_image *image);
+
+/* Accessors; 0 or NULL for a NULL image. Any thread. Since 0.1.0.
+ * pixels: the first row; row y starts at pixels + y * stride; valid while a reference is
+ * held. stride: bytes per row, >= width * pxl_format_bytes_per_pixel(format).
+ * original_width/height: the source image's size after EXIF orientation, before any
+ * scaling. */
+PXL_API int32_t pxl_image_width(const pxl_image *image);
+PXL_API int32_t pxl_image_height(const pxl_image *image);
+PXL_API int32_t pxl_image_stride(const pxl_image *image);
+PXL_API pxl_format pxl_image_format(const pxl_image *image);
+PXL_API const uint8_t *pxl_image_pixels(const pxl_image *image);
+PXL_API int32_t pxl_image_original_width(const pxl_image *image);
+PXL_API int32_t pxl_image_original_height(const pxl_image *image);
+/* Bytes the pixel buffer occupies (stride * height). */
+PXL_API size_t pxl_image_byte_count(const pxl_image *image);
+
+/* ---------------------------------------------------------------------------------
+ * Completion queues
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_queue pxl_queue;
+
+/* Creates a queue. *out receives it (or NULL on failure). Returns PXL_OK,
+ * PXL_E_INVALID_ARGUMENT (out is NULL) or PXL_E_NO_MEMORY / PXL_E_IO (no eventfd).
+ * Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_queue_new(pxl_queue **out);
+
+/* Frees a queue. Every request of this queue that has not had its callback yet is
+ * cancelled and its callback runs with PXL_E_CANCELLED on the calling thread before this
+ * returns; no callback of this queue runs after it returns. Must not be called from
+ * inside one of this queue's callbacks, nor while another thread is dispatching it.
+ * NULL is a no-op. Since 0.1.0. */
+PXL_API void pxl_queue_free(pxl_queue *queue);
+
+/* A file descriptor that is readable while completions are pending (an eventfd). Owned
+ * by the queue: do not read, write or close it. Wait for readability, then call
+ * pxl_queue_dispatch(). -1 for NULL. Any thread. Since 0.1.0. */
+PXL_API int pxl_queue_fd(const pxl_queue *queue);
+
+/* Runs up to max pending callbacks (all pending when max <= 0) on the calling thread and
+ * returns how many ran. Never blocks. Callbacks may call any pixload function, including
+ * pxl_load, pxl_cancel and pxl_queue_dispatch on another queue, but not pxl_queue_free
+ * on this queue. Returns 0 for NULL. Since 0.1.0. */
+PXL_API int32_t pxl_queue_dispatch(pxl_queue *queue, int32_t max);
+
+/* Blocks until a completion is pending, pxl_queue_wakeup() is called, or timeout_ms
+ * passes (a negative timeout waits forever). Returns the number of pending completions
+ * (0 after a timeout or a wakeup with nothing pending). Runs no callback. Since 0.1.0. */
+PXL_API int32_t pxl_queue_wait(pxl_queue *queue, int32_t timeout_ms);
+
+/* Makes a pxl_queue_wait() in progress (or the next one) return early. Any thread,
+ * also from a signal-unsafe context other than signal handlers. Since 0.1.0. */
+PXL_API void pxl_queue_wakeup(pxl_queue *queue);
+
+/* Number of completions waiting to be dispatched. Any thread. Since 0.1.0. */
+PXL_API int32_t pxl_queue_pending(const pxl_queue *queue);
+
+/* ---------------------------------------------------------------------------------
+ * Loader configuration
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_config {
+  size_t struct_size;             /* sizeof(pxl_config); set by pxl_config_init */
+  uint64_t memory_cache_bytes;    /* decoded-image cache budget; default 64 MiB; 0 disables */
+  int32_t max_concurrent_downloads; /* transfers at once over all hosts; default 8 */
+  int32_t max_downloads_per_host; /* transfers at once per host; default 6 */
+  int32_t decode_threads;         /* 0 (default): one per CPU core */
+  int32_t connect_timeout_ms;     /* default 10000; 0: libcurl's own (300 s) */
+  int32_t timeout_ms;             /* whole transfer; default 30000; 0: no limit */
+  uint64_t max_body_bytes;        /* larger bodies fail with PXL_E_BODY_TOO_LARGE; default 32 MiB */
+  uint64_t max_pixels;            /* larger declared images fail with PXL_E_TOO_MANY_PIXELS
+                                     before any pixel buffer exists; default 100,000,000 */
+  uint32_t allowed_schemes;       /* PXL_SCHEME_* bits; default HTTP | HTTPS */
+  const char *user_agent;         /* NULL (default): "pixload/<version>"; copied */
+  int32_t stall_timeout_ms;       /* fail with PXL_E_TIMEOUT when a transfer receives no body
+                                     bytes for this long (counted from its start, then from
+                                     the last bytes); default 10000; 0 disables */
+  int32_t max_redirects;          /* redirects followed per transfer; default 5; more is
+                                     PXL_E_TOO_MANY_REDIRECTS. A redirect never leaves http(s)
+                                     and never goes from https to http (PXL_E_SCHEME_NOT_ALLOWED). */
+  int32_t max_retries;            /* further attempts after a transient failure (connection
+                                     refused or reset, a truncated body, HTTP 5xx, HTTP 429);
+                                     never after another 4xx, a timeout, a TLS or DNS
+                                     failure; default 2; 0 disables */
+  int32_t retry_base_delay_ms;    /* backoff before the first retry, doubled for each later
+                                     one, with random jitter of -50% to +50%; default 250 */
+  int32_t retry_max_delay_ms;     /* cap on every backoff and on a server's Retry-After
+                                     (seconds or an HTTP date); default 10000 */
+  const char *ca_file;            /* PEM file of the CAs that verify https servers; NULL
+                                     (default): the system's. Verification is always on. */
+  const char *const *headers;     /* NULL-terminated list of "Name: value" header lines sent
+                                     with every request (authorization, for example); NULL
+                                     (default) for none; copied. A line without a colon or
+                                     with a CR or LF is PXL_E_INVALID_ARGUMENT. */
+  int32_t cancel_storm_limit;     /* running transfers cancelled per second beyond which new
+                                     transfers wait until the rate falls (a fling through
+                                     thousands of rows opens a few connections, not
+                                     thousands); default 16; 0 disables. Loading without
+                                     cancelling is never held back. */
+  uint64_t disk_cache_bytes;      /* disk cache of downloaded (encoded) bytes; default 0: none.
+                                     Entries are verified on every read; a bad one is deleted
+                                     and fetched again. The total stays within this (plus
+                                     one entry) after every write, least recently used
+                                     first out, also when several processes share the
+                                     directory. */
+  int32_t ignore_http_freshness;  /* 0 (default): Cache-Control max-age / no-cache and Expires
+                                     decide when a stored copy is stale; a stale one is
+                                     revalidated (If-None-Match / If-Modified-Since; a 304
+                                     reuses the bytes) or fetched again. A response that
+                                     says nothing stays fresh until evicted. no-store is
+                                     never written. 1: every stored copy is fresh until
+                                     evicted, as most image loaders do. */
+  int32_t memory_cache_count;     /* at most this many decoded images in memory; default 1000.
+                                     An image over a tenth of memory_cache_bytes is never
+                                     kept (one full-size photo must not flush a screenful
+                                     of thumbnails). */
+  const char *disk_cache_dir;     /* NULL (default): $XDG_CACHE_HOME/pixload, else
+                                     ~/.cache/pixload; created 0700, files 0600; copied. A
+                                     directory that cannot be created or written makes the
+                                     loader memory-only, with one line on stderr. */
+  int64_t disk_cache_max_age_s;   /* a disk entry not used for this many seconds is dropped
+                                     (when next read, at start-up and at every eviction);
+                                     default 604800 (7 days); 0: no age limit. */
+} pxl_config;
+
+/* Fills *config with the defaults above, struct_size included. Since 0.1.0. */
+PXL_API void pxl_config_init(pxl_config *config);
+
+/* ---------------------------------------------------------------------------------
+ * Loader
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_loader pxl_loader;
+
+/* Creates a loader with its network thread and decode threads. config may be NULL for
+ * the defaults; otherwise it must have been filled by pxl_config_init (struct_size).
+ * On success *out receives the loader; on failure it is set to NULL (when out is not
+ * NULL). Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL out, bad struct_size, a negative
+ * value, a transfer limit, max_pixels or max_body_bytes of 0, unknown scheme bits, a
+ * malformed header line) or PXL_E_NO_MEMORY. Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
+
+/* Frees a loader: cancels every request still in flight (each still gets exactly one
+ * callback, PXL_E_CANCELLED, delivered through its queue at that queue's next dispatch
+ * or free), stops and joins the library's threads, and frees the caches. Images the host
+ * retained stay valid. Must not be called from a callback of this loader's requests.
+ * NULL is a no-op. Queues and loader may be freed in any order. Since 0.1.0. */
+PXL_API void pxl_loader_free(pxl_loader *loader);
+
+/* ---------------------------------------------------------------------------------
+ * Requests
+ * ------------------------------------------------------------------------------- */
+
+/* One accepted request; never 0. Unique within its loader. */
+typedef uint64_t pxl_token;
+
+/* Download progress of a request: bytes received so far and the expected total (0 when
+ * the server did not say). Runs on the thread draining the request's queue. */
+typedef void (*pxl_progress_callback)(pxl_token token, uint64_t received, uint64_t expected,
+                                      void *user_data);
+
+typedef struct pxl_request {
+  size_t struct_size;    /* sizeof(pxl_request); set by pxl_request_init */
+  const char *url;       /* required; http(s)://... or file://... when allowed; copied */
+  const char *cache_key; /* NULL (default): the URL. Requests with equal keys share one
+                            download and one cache entry (signed or tokenised URLs). */
+  int32_t width;         /* target size, >= 0 (see pxl_mode); 0 and 0 (default): the
+                            original size */
+  int32_t height;
+  int32_t mode;          /* pxl_mode; default PXL_MODE_FIT */
+  int32_t format;        /* pxl_format; default PXL_FORMAT_RGBA8 */
+  int32_t priority;      /* default PXL_PRIORITY_NORMAL; higher runs first */
+  uint32_t flags;        /* PXL_FLAG_* bits; default 0 (EXIF orientation applied);
+                            unknown bits are PXL_E_INVALID_ARGUMENT */
+  const char *const *headers; /* NULL-terminated "Name: value" lines added to the loader's
+                            for this request (checked as pxl_config.headers); NULL (default)
+                            for none; copied. Requests with
+                            the same cache key share one transfer: it is sent with the
+                            headers of the request that started it. */
+  pxl_progress_callback progress; /* optional, NULL (default): download progress, called on
+                            the queue's thread with the request's user_data, never after its
+                            final callback. Shared transfers report to every requester. */
+  int32_t progress_interval_ms; /* at most one progress call per request per interval;
+                            default 100 */
+} pxl_request;
+
+/* Fills *request with the defaults above, struct_size included, url NULL. Since 0.1.0. */
+PXL_API void pxl_request_init(pxl_request *request);
+
+/* What a callback receives. Borrowed: valid only during the callback. */
+typedef struct pxl_result {
+  size_t struct_size;    /* sizeof(pxl_result) of the library; fields may be added */
+  pxl_status status;     /* PXL_OK with an image; otherwise an error or PXL_E_CANCELLED */
+  pxl_image *image;      /* the image when status is PXL_OK, else NULL. Borrowed:
+                            pxl_image_retain() it to keep it past the callback. */
+  int32_t http_status;   /* the last HTTP status seen, 0 if none (file://, no response) */
+  pxl_source source;     /* where the image came from */
+  const char *message;   /* never NULL: "" on success, else what went wrong, in English */
+} pxl_result;
+
+/* Called exactly once per accepted request, on the thread draining its queue. */
+typedef void (*pxl_callback)(pxl_token token, const pxl_result *result, void *user_data);
+
+/* Starts loading request->url. On PXL_OK, *token_out (if not NULL) receives the token and
+ * callback will run exactly once on a thread dispatching queue. A memory-cache hit
+ * completes without touching disk or network, but still through the queue. Returns
+ * PXL_E_INVALID_ARGUMENT (NULL loader, request, url, queue or callback; bad struct_size,
+ * size, mode or format), PXL_E_MALFORMED_URL, PXL_E_SCHEME_NOT_ALLOWED or
+ * PXL_E_LOADER_CLOSED, and then never calls callback. Never blocks on disk or network.
+ * Any thread, also from inside a callback. Since 0.1.0. */
+PXL_API pxl_status pxl_load(pxl_loader *loader, const pxl_request *request, pxl_queue *queue,
+                            pxl_callback callback, void *user_data, pxl_token *token_out);
+
+/* Cancels a request. If its callback has not started when this returns, the callback
+ * reports PXL_E_CANCELLED. Work shared with other requests continues for them; an image
+ * that finished decoding as the request was cancelled may still enter the memory cache.
+ * Returns PXL_OK if this call cancelled the request; PXL_E_NOT_FOUND if the token is
+ * unknown, already cancelled, or its callback already ran or started (cancelling is
+ * idempotent); PXL_E_INVALID_ARGUMENT for a NULL loader. Any thread, also from inside a
+ * callback. Since 0.1.0. */
+PXL_API pxl_status pxl_cancel(pxl_loader *loader, pxl_token token);
+
+/* Changes the priority of a request that is still waiting or running; the shared work
+ * is re-ranked at the highest priority among its requesters. Returns PXL_OK,
+ * PXL_E_NOT_FOUND (unknown or finished token) or PXL_E_INVALID_ARGUMENT (NULL loader).
+ * Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_set_priority(pxl_loader *loader, pxl_token token, int32_t priority);
+
+/* Synchronous memory-cache lookup for the image request would produce (same URL or
+ * cache key, size, mode, format and orientation flag). Never touches disk or network,
+ * never blocks on other requests. On PXL_OK *image_out holds a new reference (release
+ * it); otherwise it is set to NULL (when image_out is not NULL) and the result is
+ * PXL_E_NOT_FOUND, or PXL_E_INVALID_ARGUMENT for a NULL loader, image_out or an invalid
+ * request (as pxl_load checks it). Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_lookup(pxl_loader *loader, const pxl_request *request,
+                              pxl_image **image_out);
+
+/* Drops memory-cache entries, least recently used first, until the cache holds at most
+ * max_bytes. Images the host still holds stay valid. NULL is a no-op. Any thread.
+ * Since 0.1.0. */
+PXL_API void pxl_memory_cache_trim(pxl_loader *loader, uint64_t max_bytes);
+
+/* Bytes (of pixels) and entries currently held by the memory cache; 0 for NULL. Any
+ * thread. Since 0.1.0. */
+PXL_API uint64_t pxl_memory_cache_bytes(pxl_loader *loader);
+PXL_API int32_t pxl_memory_cache_count(pxl_loader *loader);
+
+/* Bytes the disk cache's entries occupy as this loader last saw the directory; 0 without
+ * a disk cache. Reads no file (safe on the host's thread). Since 0.1.0. */
+PXL_API uint64_t pxl_disk_cache_bytes(pxl_loader *loader);
+
+/* Deletes every disk-cache entry (of the directory, also other processes' ones). Blocks
+ * on the disk: call it off the UI thread. No-op without a disk cache. Since 0.1.0. */
+PXL_API void pxl_disk_cache_clear(pxl_loader *loader);
+
+/* Forgets one cache key (a URL, or a request's cache_key): every decoded size of it in
+ * memory at once, and its disk entry on a disk thread shortly after. Returns PXL_OK or
+ * PXL_E_INVALID_ARGUMENT. Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_cache_remove(pxl_loader *loader, const char *cache_key);
+
+/* A snapshot of what a loader did so far. */
+typedef struct pxl_stats {
+  size_t struct_size;        /* set by the caller to sizeof(pxl_stats) */
+  uint64_t requests;         /* accepted loads, prefetches and tables' included */
+  uint64_t memory_hits;      /* answered by the memory cache */
+  uint64_t disk_hits;        /* answered by the disk cache (fresh entries) */
+  uint64_t network_fetches;  /* transfers that brought a body */
+  uint64_t revalidated;      /* stale disk entries the server confirmed (HTTP 304) */
+  uint64_t coalesced;        /* requests that joined a download or decode under way */
+  uint64_t cancelled;        /* pxl_cancel (and table, cancel-all) calls that cancelled */
+  uint64_t failed;           /* requests that ended with an error other than CANCELLED */
+  uint64_t bytes_downloaded; /* body bytes received */
+  uint64_t memory_bytes;     /* pixel bytes in the memory cache now */
+  uint64_t memory_count;     /* images in the memory cache now */
+  uint64_t disk_bytes;       /* as pxl_disk_cache_bytes */
+} pxl_stats;
+
+/* Fills *stats (stats->struct_size must be set). Returns PXL_OK or PXL_E_INVALID_ARGUMENT.
+ * Reads no file. Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_get_stats(pxl_loader *loader, pxl_stats *stats);
+
+/* Cancels every request whose callbacks go to queue, or every request of the loader
+ * (prefetches and tables' requests included) when queue is NULL. Each gets its CANCELLED
+ * callback as pxl_cancel says. Returns how many were cancelled; 0 for a NULL loader. Any
+ * thread. Since 0.1.0. */
+PXL_API int32_t pxl_cancel_all(pxl_loader *loader, pxl_queue *queue);
+
+/* Warms the memory cache: loads requests[0..count) like pxl_load, merged with any other
+ * request for the same work, but calls nobody. tokens_out (may be NULL) receives one
+ * token per request, 0 where that request was refused; pxl_cancel cancels one. Returns
+ * PXL_OK when every request was accepted, else the first refusal's status (the others are
+ * still accepted). Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_prefetch(pxl_loader *loader, const pxl_request *requests, size_t count,
+                                pxl_token *tokens_out);
+
+/* A view slot (a reused cell) now shows request: the C equivalent of cancelling in
+ * prepareForReuse. *slot holds the token of the slot's current load (0 for none; keep it
+ * per slot, starting at 0). The previous load is cancelled (its callback reports
+ * CANCELLED, never an image). Then, when the memory cache holds the image, *image_now
+ * receives a new reference to draw at once, *slot becomes 0, and no request is made (the
+ * callback is not called for it). Otherwise *image_now is NULL, the request is loaded as
+ * pxl_load does and *slot receives its token. Returns pxl_load's statuses; on an error
+ * *slot is 0 and nothing was started. Since 0.1.0. */
+PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_queue *queue,
+                            pxl_callback callback, void *user_data, pxl_token *slot,
+                            pxl_image **image_now);
+
+/* ---------------------------------------------------------------------------------
+ * Tables: tell the library what is on screen, and it does the rest.
+ *
+ * A pxl_table belongs to one loader and one queue. The host says which rows are visible
+ * and which way the user scrolls (pxl_table_set_visible, typically once per frame while
+ * scrolling); the table then keeps the visible rows loading at high priority, prefetches
+ * rows ahead in the scroll direction at low priority into the memory cache, lets a few
+ * rows behind finish, and cancels every other request it made. A row's result reaches
+ * the host only while that row is visible: an image never lands in a slot that now shows
+ * another row. Prefetches call nobody. Tables sharing a loader never touch each other's
+ * requests.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_table pxl_table;
+
+/* Fills *request (already set up by pxl_request_init) for row and returns 1, or returns 0
+ * to leave the row without an image. request->url and any strings it points to need only
+ * live until this returns. Called from inside pxl_table_set_visible and
+ * pxl_table_set_row_count, on the caller's thread; it must not call pxl_table_*. */
+typedef int (*pxl_table_request_fn)(void *user_data, int64_t row, pxl_request *request);
+
+/* A visible row's result: result->status PXL_OK with an image (borrowed, as in
+ * pxl_callback), or an error. Runs on the thread draining the table's queue, or inside
+ * pxl_table_set_visible for rows the memory cache already holds (no placeholder flash).
+ * Never for a row that is not visible at that moment; never CANCELLED. */
+typedef void (*pxl_table_row_fn)(void *user_data, int64_t row, const pxl_result *result);
+
+typedef struct pxl_table_config {
+  size_t struct_size;        /* sizeof(pxl_table_config); set by pxl_table_config_init */
+  int32_t prefetch_rows;     /* rows ahead in the scroll direction; default 8 */
+  int32_t keep_rows;         /* rows just behind that keep loading; default 2 */
+  int32_t visible_priority;  /* default PXL_PRIORITY_VISIBLE */
+  int32_t prefetch_priority; /* default PXL_PRIORITY_PREFETCH */
+} pxl_table_config;
+
+/* Fills *config with the defaults above. Since 0.1.0. */
+PXL_API void pxl_table_config_init(pxl_table_config *config);
+
+/* Creates a table of row_count rows (none visible yet). config may be NULL for the
+ * defaults. Returns PXL_OK or PXL_E_INVALID_ARGUMENT (NULL loader, queue, request_fn,
+ * row_fn or out; bad struct_size; negative values). Any thread. Since 0.1.0. */
+PXL_API pxl_status pxl_table_new(pxl_loader *loader, pxl_queue *queue, const pxl_table_config *config,
+                                 int64_t row_count, pxl_table_request_fn request_fn,
+                                 pxl_table_row_fn row_fn, void *user_data, pxl_table **out);
+
+/* How a table loads, besides the rules below:
+ *  - A fling is a move of a screen or more between two calls, or a scroll fast enough
+ *    that a row entering the screen would leave it within about 40 ms (speed measured over
+ *    the last 50 ms). During a fling nothing is prefetched, no rows are kept behind, and the
+ *    visible rows' transfers wait about a frame (20 ms, pushed back while the fling goes
+ *    on) before starting, so rows flung past cost no connection and no bytes; where the
+ *    fling stops, loading starts by itself. A move of four screens or more from rest is a
+ *    jump (a scrollbar drag, "go to the end"): its rows load at once.
+ *  - The screen first: while a visible row is still loading, prefetches wait (at most a
+ *    second), so the visible rows get the connections, the server and the decoders; they
+ *    start when the last visible row has its result. */
+/* Rows first .. first + count - 1 are visible (0 <= count <= 65536, else
+ * PXL_E_INVALID_ARGUMENT); direction > 0 scrolls towards higher rows, < 0 towards lower
+ * ones, 0 is still (prefetch looks both ways). Rows outside 0 .. row_count - 1 are
+ * ignored (and loaded if pxl_table_set_row_count later makes them exist). A row that left
+ * the screen and comes back is delivered again. A request refused for a visible row is
+ * reported once through row_fn with its status. May call request_fn, and row_fn for
+ * cached rows, before it returns. The host's thread; one call at a time per table.
+ * Since 0.1.0. */
+PXL_API pxl_status pxl_table_set_visible(pxl_table *table, int64_t first, int32_t count,
+                                         int32_t direction);
+
+/* Changes the number of rows (rows were appended or removed); keeps the visible range.
+ * Since 0.1.0. */
+PXL_API pxl_status pxl_table_set_row_count(pxl_table *table, int64_t row_count);
+
+/* Cancels every request of this table and forgets which rows were shown; the next
+ * pxl_table_set_visible starts anew (a reload). Requests cancelled by other means
+ * (pxl_cancel_all on the table's queue or loader) are also forgotten, once their
+ * cancellations have been dispatched: call pxl_table_set_visible again after that to load
+ * the rows on screen. Since 0.1.0. */
+PXL_API void pxl_table_cancel_all(pxl_table *table);
+
+/* What a table did so far. */
+typedef struct pxl_table_stats {
+  size_t struct_size;    /* set by the caller to sizeof(pxl_table_stats) */
+  uint64_t started;      /* loads started, prefetches included */
+  uint64_t cancelled;    /* of those, cancelled because their rows left every window */
+  uint64_t memory_hits;  /* rows that became visible with their image already in memory */
+  uint64_t delivered;    /* row callbacks with an image */
+  uint64_t failed;       /* row callbacks with an error */
+} pxl_table_stats;
+
+/* Fills *stats (stats->struct_size must be set). Returns PXL_OK or
+ * PXL_E_INVALID_ARGUMENT. Since 0.1.0. */
+PXL_API pxl_status pxl_table_get_stats(pxl_table *table, pxl_table_stats *stats);
+
+/* Cancels the table's requests and frees it; no row_fn call runs after this returns
+ * (call it on the queue's thread, or while no other thread dispatches the queue). NULL is
+ * a no-op. Tables and their loader may be freed in any order. Since 0.1.0. */
+PXL_API void pxl_table_free(pxl_table *table);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PIXLOAD_H */
