@@ -301,12 +301,12 @@ static void leave_row(struct bench *b, int r) {
 }
 
 /* c */
-static int table_request(void *user_data, int64_t r, pxl_request *req) {
+static int table_request(int64_t r, pxl_request *req, void *user_data) {
   fill_request(user_data, (int)r, req);
   return 1;
 }
 
-static void table_row(void *user_data, int64_t r, const pxl_result *result) {
+static void table_row(int64_t r, const pxl_result *result, void *user_data) {
   struct bench *b = user_data;
   if (result->status == PXL_OK) draw(b, (int)r, result->source == PXL_SOURCE_MEMORY);
   else fprintf(stderr, "scroll: row %lld: %s\n", (long long)r, result->message);

@@ -91,7 +91,7 @@ static void thumb_request(pxl_request *request, const char *url) {
   request_for(request, url, THUMB, THUMB, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
 }
 
-static int host_request(void *user_data, int64_t row, pxl_request *request) {
+static int host_request(int64_t row, pxl_request *request, void *user_data) {
   struct host *h = user_data;
   h->request_calls++;
   if (row < 0 || row >= h->rows) {
@@ -108,7 +108,7 @@ static int host_request(void *user_data, int64_t row, pxl_request *request) {
   return 1;
 }
 
-static void host_row(void *user_data, int64_t row, const pxl_result *result) {
+static void host_row(int64_t row, const pxl_result *result, void *user_data) {
   struct host *h = user_data;
   h->seq++;
   if (row < h->first || row >= h->first + h->count || row < 0 || row >= h->rows) {

@@ -612,7 +612,7 @@ struct table_state {
   atomic_int freed;
 };
 
-static int table_request(void *user_data, int64_t row, pxl_request *request) {
+static int table_request(int64_t row, pxl_request *request, void *user_data) {
   struct table_state *t = user_data;
   static __thread char url[256];
   (void)t;
@@ -624,7 +624,7 @@ static int table_request(void *user_data, int64_t row, pxl_request *request) {
   return row % 50 != 49; /* some rows have no image */
 }
 
-static void table_row(void *user_data, int64_t row, const pxl_result *result) {
+static void table_row(int64_t row, const pxl_result *result, void *user_data) {
   struct table_state *t = user_data;
   atomic_fetch_add(&table_rows, 1);
   if (atomic_load(&t->freed)) violation(INV_TABLE, "row %" PRId64 " delivered after pxl_table_free", row);

@@ -116,7 +116,7 @@ static double percentile(struct samples *s, double p) {
 
 /* The table's request_fn: what row `row` shows. The table set up *request with
  * pxl_request_init and sets the priority itself. */
-static int thumbnail_request(void *user_data, int64_t row, pxl_request *request) {
+static int thumbnail_request(int64_t row, pxl_request *request, void *user_data) {
   const struct demo *demo = user_data;
   if (row < 0 || row >= demo->rows) return 0;
   request->url = demo->urls[row];
@@ -128,7 +128,7 @@ static int thumbnail_request(void *user_data, int64_t row, pxl_request *request)
 }
 
 /* The table's row_fn: a visible row's image (borrowed) or error. */
-static void on_row(void *user_data, int64_t row, const pxl_result *result) {
+static void on_row(int64_t row, const pxl_result *result, void *user_data) {
   struct demo *demo = user_data;
   struct slot *slot = &demo->slots[row % VISIBLE_ROWS];
   if (slot->row != row) {

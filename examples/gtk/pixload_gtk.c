@@ -224,7 +224,7 @@ static void fill_request(const struct app *app, int64_t row, pxl_request *reques
   request->format = THUMB_FORMAT;
 }
 
-static int request_for_row(void *user_data, int64_t row, pxl_request *request) {
+static int request_for_row(int64_t row, pxl_request *request, void *user_data) {
   const struct app *app = user_data;
   if (row < 0 || row >= app->rows) return 0;
   fill_request(app, row, request);
@@ -333,7 +333,7 @@ static void show_error(struct cell *cell, pxl_status status) {
 }
 
 /* The table's row_fn: a visible row's image (borrowed) or error, on the GTK thread. */
-static void on_row(void *user_data, int64_t row, const pxl_result *result) {
+static void on_row(int64_t row, const pxl_result *result, void *user_data) {
   gint64 began = host_callback_begin();
   struct app *app = user_data;
   struct cell *cell = row >= 0 && row < app->rows ? app->cell_of_row[row] : NULL;
