@@ -26,7 +26,13 @@
  *     shared downloads and decodes stop only when their last requester cancels.
  *  5. Duplicate requests are merged: one download per cache key, one decode per
  *     (cache key, size, mode, format, orientation). Merged work runs at the highest
- *     priority among its requesters.
+ *     priority among its requesters, and starts as soon as any requester wants it now
+ *     (a request without a start delay that joins a held download starts it). Requests
+ *     whose per-request header lines differ (credentials: Authorization, Cookie) are
+ *     never merged and never share a memory or disk cache entry, unless the caller gives
+ *     them the same explicit cache_key. Only requests with the same cache flags
+ *     (PXL_FLAG_RELOAD, PXL_FLAG_CACHE_ONLY) are merged: a request never fails, nor skips
+ *     the network, because of a flag of another requester.
  *  6. pxl_set_priority() changes the priority of waiting work at once.
  *  7. pxl_lookup() is synchronous and only reads the memory cache.
  *  8. Disk and network work never happen on the host's thread.
@@ -198,8 +204,7 @@ typedef enum pxl_mode {
                                              written): a forced refresh */
 #define PXL_FLAG_CACHE_ONLY 0x8u          /* memory, then disk, never the network (offline);
                                              a miss fails with PXL_E_NOT_CACHED */
-/* Requests merged into one download share the cache flags (and headers) of the request
- * that started it. */
+/* Requests are merged only with requests of the same cache flags and headers (rule 5). */
 
 /* Schemes (pxl_config.allowed_schemes). */
 #define PXL_SCHEME_HTTP 0x1u
@@ -428,8 +433,13 @@ typedef void (*pxl_progress_callback)(pxl_token token, uint64_t received, uint64
 typedef struct pxl_request {
   size_t struct_size;    /* sizeof(pxl_request); set by pxl_request_init */
   const char *url;       /* required; http(s)://... or file://... when allowed; copied */
-  const char *cache_key; /* NULL (default): the URL. Requests with equal keys share one
-                            download and one cache entry (signed or tokenised URLs). */
+  const char *cache_key; /* NULL (default): the URL, or with per-request headers the URL
+                            and a fingerprint of those header lines, so that one user's
+                            image is never served for another's credentials. Requests with
+                            equal keys share one download and one cache entry (signed or
+                            tokenised URLs; a caller's key also merges requests with other
+                            headers: the download is sent with the headers of the request
+                            that started it). pxl_cache_remove() takes this key. */
   int32_t width;         /* target size, >= 0 (see pxl_mode); 0 and 0 (default): the
                             original size */
   int32_t height;
@@ -440,9 +450,8 @@ typedef struct pxl_request {
                             unknown bits are PXL_E_INVALID_ARGUMENT */
   const char *const *headers; /* NULL-terminated "Name: value" lines added to the loader's
                             for this request (checked as pxl_config.headers); NULL (default)
-                            for none; copied. Requests with
-                            the same cache key share one transfer: it is sent with the
-                            headers of the request that started it. */
+                            for none; copied. Part of the default cache key (see
+                            cache_key). */
   pxl_progress_callback progress; /* optional, NULL (default): download progress, called on
                             the queue's thread with the request's user_data, never after its
                             final callback. Shared transfers report to every requester. */

@@ -144,7 +144,10 @@ final class LoaderTests: XCTestCase {
     let request = ImageRequest(url: "http://h/a.jpg", headers: ["X-Token: 1"], progressIntervalMilliseconds: 60_000)
     let listener = try loader.load(request, queue: queue, progress: { reports.append(($0, $1, $2)) },
                                    handler: recorder.handler)
-    let silent = try load()
+    // Same headers, so the same transfer (other headers would be other credentials).
+    let silent = try loader.load(ImageRequest(url: "http://h/a.jpg", headers: ["X-Token: 1"]), queue: queue,
+                                 handler: recorder.handler)
+    XCTAssertEqual(network.started.count, 1)
     XCTAssertEqual(network.started[0].headers, ["X-Token: 1"], "the starting request's headers")
     let report = network.started[0].progress!
     report(10, 100)
@@ -230,5 +233,91 @@ final class LoaderTests: XCTestCase {
       XCTAssertEqual(recorder.calls(token), 1, "token \(token)")
       if cancelledOK.calls(token) == 1 { XCTAssertEqual(recorder.status(token), .cancelled) }
     }
+  }
+
+  // MARK: - What may be merged (contract issue, defects 3 and 5)
+
+  /// Per-request headers are credentials: requests whose header lines differ share no
+  /// transfer and no memory entry, unless the caller gives them one explicit cache key.
+  func testRequestsWithOtherCredentialsShareNothing() throws {
+    let alice = ImageRequest(url: "http://h/me.jpg", headers: ["Authorization: Bearer alice"])
+    let bob = ImageRequest(url: "http://h/me.jpg", headers: ["Authorization: Bearer bob"])
+    let anonymous = ImageRequest(url: "http://h/me.jpg")
+    let a = try loader.load(alice, queue: queue, handler: recorder.handler)
+    let b = try loader.load(bob, queue: queue, handler: recorder.handler)
+    let c = try loader.load(anonymous, queue: queue, handler: recorder.handler)
+    XCTAssertEqual(network.started.count, 3, "one transfer per set of credentials")
+    XCTAssertEqual(network.started.map(\.headers), [["Authorization: Bearer alice"], ["Authorization: Bearer bob"], []])
+    network.finish(0, bytes: Array("alice".utf8))
+    network.finish(1, bytes: Array("bob-bob".utf8))
+    network.finish(2, bytes: Array("anonymous".utf8))
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 3))
+    func firstByte(_ token: UInt64) -> UInt8? {
+      if case .success(let image, _, _)? = recorder.outcome(token) { return image.pixels.load(as: UInt8.self) }
+      return nil
+    }
+    XCTAssertEqual([firstByte(a), firstByte(b), firstByte(c)], [5, 7, 9], "each got its own response")
+    // The memory cache keeps them apart too: nobody is served another's image.
+    XCTAssertEqual(loader.cachedImage(for: bob)?.pixels.load(as: UInt8.self), 7)
+    XCTAssertEqual(loader.cachedImage(for: anonymous)?.pixels.load(as: UInt8.self), 9)
+    XCTAssertNil(loader.cachedImage(for: ImageRequest(url: "http://h/me.jpg", headers: ["Cookie: s=1"])))
+
+    // One explicit cache key: the caller says it is the same image, so they merge.
+    let d = try loader.load(ImageRequest(url: "http://h/x.jpg", cacheKey: "x", headers: ["Cookie: s=1"]),
+                            queue: queue, handler: recorder.handler)
+    let e = try loader.load(ImageRequest(url: "http://h/x.jpg", cacheKey: "x", headers: ["Cookie: s=2"]),
+                            queue: queue, handler: recorder.handler)
+    XCTAssertEqual(network.started.count, 4, "equal explicit keys share one transfer")
+    network.finish(3)
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 5))
+    XCTAssertEqual([recorder.status(d), recorder.status(e)], [.ok, .ok])
+  }
+
+  /// A request never fails because of a flag of a request it would have merged with: a
+  /// normal load that meets a cache-only load (or prefetch) of the same image goes to the
+  /// network, and the cache-only one still never does.
+  func testALoadNeverMergesWithACacheOnlyRequest() throws {
+    var offline = ImageRequest(url: "http://h/a.jpg")
+    offline.cachePolicy = .cacheOnly
+    var offlineSized = offline
+    offlineSized.targetWidth = 10
+    offlineSized.targetHeight = 10
+    let c = try loader.load(offline, queue: queue, handler: recorder.handler)
+    let prefetch = try loader.prefetch(offlineSized)
+    let n = try load()
+    let sized = try load(width: 10, height: 10)
+    XCTAssertEqual(network.started.count, 1, "the normal loads share one transfer")
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 1))
+    XCTAssertEqual(recorder.status(c), .notCached, "no disk cache: the cache-only load misses at once")
+    network.finish(0)
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 3))
+    XCTAssertEqual([recorder.status(n), recorder.status(sized)], [.ok, .ok])
+    XCTAssertFalse(loader.cancel(prefetch), "the cache-only prefetch ended on its own")
+  }
+
+  /// A download held back for its first requester (a table's prefetch waits up to a second
+  /// while the screen loads) starts at once when a request that wants it now joins it,
+  /// through the same variant or another size.
+  func testARequestWithoutDelayStartsAHeldTransferItJoins() throws {
+    var held = ImageRequest(url: "http://h/a.jpg", priority: -100)
+    held.startDelayMilliseconds = 1000
+    _ = try loader.prefetch(held)
+    XCTAssertEqual(network.started.count, 1)
+    XCTAssertEqual(network.started[0].delay, 1_000_000_000)
+    XCTAssertTrue(network.startedNow.isEmpty)
+    var alsoHeld = held
+    alsoHeld.targetWidth = 5
+    _ = try loader.prefetch(alsoHeld)
+    XCTAssertTrue(network.startedNow.isEmpty, "a joiner that may wait too leaves the hold alone")
+    _ = try load(priority: 100)
+    XCTAssertEqual(network.startedNow, [network.started[0].id], "the same variant: started now")
+    XCTAssertEqual(network.priority(of: network.started[0].id), 100)
+
+    var other = ImageRequest(url: "http://h/b.jpg", priority: -100)
+    other.startDelayMilliseconds = 1000
+    _ = try loader.prefetch(other)
+    _ = try load("http://h/b.jpg", width: 20, height: 20, priority: 100)
+    XCTAssertEqual(network.started.count, 2)
+    XCTAssertTrue(network.startedNow.contains(network.started[1].id), "another size of it: started now too")
   }
 }
