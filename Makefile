@@ -16,7 +16,9 @@
 #   make install    PREFIX=/usr/local DESTDIR= (zstd's lib/Makefile is the model)
 #   make uninstall  removes exactly what install wrote
 
-VERSION     := 0.1.0
+# The version has one source, the header's PXL_VERSION_STRING; the bindings' package
+# versions are checked against it (scripts/check-dist.sh).
+VERSION     := $(shell sed -n 's/^\#define PXL_VERSION_STRING "\(.*\)"$$/\1/p' include/pixload.h)
 SOVERSION   := 0
 PREFIX      ?= /usr/local
 LIBDIR      ?= $(PREFIX)/lib
@@ -48,7 +50,7 @@ RELEASE_FLAGS := -c release --scratch-path $(RELEASE_SCRATCH) --product pixload 
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test lib cli demo gtk-demo test test-swift test-tsan test-c test-codecs \
+.PHONY: all deps deps-test lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-network \
   bench-decode fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean
@@ -119,7 +121,7 @@ gtk-demo: all
 
 # --- tests ---------------------------------------------------------------------------
 
-test: deps-test test-swift test-tsan test-codecs test-c test-cli-conformance test-disk-cache check-dist \
+test: deps-test test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache check-dist \
   test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion
 
 test-swift:
@@ -156,6 +158,10 @@ test-c: all
 	rm -rf $(TEST_PREFIX)
 	$(MAKE) --no-print-directory install PREFIX=$(TEST_PREFIX)
 	PXL_LIBDIR=$(TEST_PREFIX)/lib PXL_INCLUDEDIR=$(TEST_PREFIX)/include Tests/capi/run.sh
+
+# A program built against the 0.1.0 header (kept in Tests/abi) runs against this library.
+test-abi: all
+	Tests/abi/run.sh $(STAGE)/lib
 
 # The Python bindings (pip-installed into build/python-venv) and the Rust crate (cargo
 # test --offline), each against build/lib and a private nginx.

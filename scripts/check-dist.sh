@@ -12,7 +12,10 @@
 # Ends with "N passed, N failed".
 set -uo pipefail
 stage="${1:?usage: $0 STAGE}"
-so="$stage/lib/libpixload.so.0.1.0"
+root=$(cd "$(dirname "$0")/.." && pwd)
+# The one source of the version: the header.
+version=$(sed -n 's/^#define PXL_VERSION_STRING "\(.*\)"$/\1/p' "$root/include/pixload.h")
+so="$stage/lib/libpixload.so.$version"
 passed=0 failed=0
 check() {  # check NAME COMMAND...
   local name="$1"; shift
@@ -39,11 +42,11 @@ expected="/opt/pixload/bin/pixload
 /opt/pixload/include/pixload.h
 /opt/pixload/lib/libpixload.so
 /opt/pixload/lib/libpixload.so.0
-/opt/pixload/lib/libpixload.so.0.1.0
+/opt/pixload/lib/libpixload.so.$version
 /opt/pixload/lib/pkgconfig/pixload.pc"
 actual=$(cd "$work/dest" && find . \( -type f -o -type l \) | sed 's|^\.||' | sort)
 check "install writes exactly the expected files" test "$actual" = "$expected"
-check "soname links" test "$(readlink "$work/dest/opt/pixload/lib/libpixload.so.0")" = libpixload.so.0.1.0
+check "soname links" test "$(readlink "$work/dest/opt/pixload/lib/libpixload.so.0")" = libpixload.so.$version
 make --no-print-directory -s uninstall DESTDIR="$work/dest" PREFIX=/opt/pixload >/dev/null
 check "uninstall removes exactly those" test -z "$(cd "$work/dest" && find . \( -type f -o -type l \))"
 
@@ -74,7 +77,12 @@ run_app() {
   [[ "$out" == *"30x30 (source 40x30)"* ]]
 }
 check "the installed program loads an image" run_app
-check "installed pixload client runs" bash -c "LD_LIBRARY_PATH='$prefix/lib' '$prefix/bin/pixload' version | grep -q 0.1.0"
+check "installed pixload client runs" bash -c "LD_LIBRARY_PATH='$prefix/lib' '$prefix/bin/pixload' version | grep -qF '$version'"
+# Every other place that states the version agrees with the header.
+version_in() { grep -qE "^(version = |__version__ = )\"$version\"" "$root/$1"; }
+for file in bindings/python/pyproject.toml bindings/python/pixload/__init__.py bindings/rust/Cargo.toml; do
+  check "$file states version $version" version_in "$file"
+done
 make --no-print-directory -s uninstall PREFIX="$prefix" >/dev/null
 
 echo "$passed passed, $failed failed"

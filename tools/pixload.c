@@ -309,6 +309,12 @@ struct fetch_options {
   size_t header_count;
 };
 
+/* The library never writes to stderr; a command-line client does, for its user. */
+static void print_log(int32_t level, const char *message, void *user_data) {
+  (void)user_data;
+  fprintf(stderr, "%s%s\n", level == PXL_LOG_ERROR ? "error: " : "", message);
+}
+
 static int add_url(struct fetch_options *o, const char *url) {
   if (o->url_count == o->url_capacity) {
     size_t capacity = o->url_capacity ? o->url_capacity * 2 : 64;
@@ -422,6 +428,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
   /* A command-line user expects a second run to come from disk: the client turns the
    * disk cache on (the library's default is off). */
   o->config.disk_cache_bytes = (uint64_t)256 << 20;
+  o->config.log = print_log;
   opterr = 0; /* usage_error reports instead */
   int opt;
   long n;

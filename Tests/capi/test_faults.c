@@ -907,12 +907,50 @@ void test_fault_headers(const struct test_env *env) {
   check_header(env, &b, 0, "X-Pxl-Loader", "loader-1");
   check_header(env, &b, 0, "X-Pxl-Request", NULL);
 
-  /* A shared transfer goes out with the headers of the request that started it. */
-  struct test_url shared = fault_url(env, 0, "/slow/delay=300", "headers-shared");
+  /* Other per-request headers are other credentials: the same URL at the same time goes
+   * out once per set of headers, each with its own (rule 5), and neither is answered
+   * from the other's memory entry afterwards. */
+  struct test_url apart = fault_url(env, 0, "/slow/delay=300", "headers-apart");
   const char *first_headers[] = {"X-Pxl-Request: first", NULL};
   const char *second_headers[] = {"X-Pxl-Request: second", NULL};
   struct capture first = {0}, second = {0};
+  request_for(&request, apart.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.headers = first_headers;
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &first, NULL), PXL_OK);
+  request.headers = second_headers;
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &second, NULL), PXL_OK);
+  CHECK(drain_until(env, queue, &first.calls, 1, 5000));
+  CHECK(drain_until(env, queue, &second.calls, 1, 5000));
+  CHECK_STATUS(first.status, PXL_OK);
+  CHECK_STATUS(second.status, PXL_OK);
+  capture_reset(&first);
+  capture_reset(&second);
+  CHECK_REQUESTS(env, &apart, 2);
+  char value_a[64] = "", value_b[64] = "";
+  struct fault_stats *seen = malloc(sizeof *seen);
+  if (seen && fault_stats(env, "query", fault_query(&apart), seen) && seen->count == 2) {
+    fault_header(&seen->record[0], "X-Pxl-Request", value_a, sizeof value_a);
+    fault_header(&seen->record[1], "X-Pxl-Request", value_b, sizeof value_b);
+  }
+  free(seen);
+  CHECKF((!strcmp(value_a, "first") && !strcmp(value_b, "second")) ||
+             (!strcmp(value_a, "second") && !strcmp(value_b, "first")),
+         "each transfer carries its own request's headers: \"%s\", \"%s\"", value_a, value_b);
+  pxl_image *cached = NULL;
+  request.headers = NULL;
+  CHECK_STATUS(pxl_lookup(loader, &request, &cached), PXL_E_NOT_FOUND);
+  const char *third_headers[] = {"X-Pxl-Request: third", NULL};
+  request.headers = third_headers;
+  CHECK_STATUS(pxl_lookup(loader, &request, &cached), PXL_E_NOT_FOUND);
+  request.headers = second_headers;
+  CHECK_STATUS(pxl_lookup(loader, &request, &cached), PXL_OK);
+  pxl_image_release(cached);
+
+  /* With one explicit cache key the caller says they are the same image: one transfer,
+   * sent with the headers of the request that started it. */
+  struct test_url shared = fault_url(env, 0, "/slow/delay=300", "headers-shared");
   request_for(&request, shared.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.cache_key = shared.uri;
   request.headers = first_headers;
   CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &first, NULL), PXL_OK);
   request.headers = second_headers;
