@@ -246,7 +246,7 @@ PXL_API pxl_format pxl_image_format(const pxl_image *image);
 PXL_API const uint8_t *pxl_image_pixels(const pxl_image *image);
 PXL_API int32_t pxl_image_original_width(const pxl_image *image);
 PXL_API int32_t pxl_image_original_height(const pxl_image *image);
-/* Bytes the pixel buffer occupies (stride * height). */
+/* Bytes the pixel buffer occupies (stride * height); 0 for NULL. Any thread. */
 PXL_API size_t pxl_image_byte_count(const pxl_image *image);
 
 /* ---------------------------------------------------------------------------------
@@ -566,7 +566,8 @@ typedef struct pxl_stats {
  * PXL_STATS_SIZE_0_1. Reads no file. Any thread. Since 0.2.0. */
 PXL_API pxl_status pxl_loader_get_stats(pxl_loader *loader, pxl_stats *stats);
 
-/* The 0.1.0 name of pxl_loader_get_stats, kept for programs built against 0.1.0. */
+/* The 0.1.0 name of pxl_loader_get_stats, kept for programs built against 0.1.0. Any
+ * thread. Since 0.1.0. */
 PXL_API pxl_status pxl_get_stats(pxl_loader *loader, pxl_stats *stats);
 
 /* Cancels every request whose callbacks go to queue, or every request of the loader
