@@ -96,11 +96,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// Disk lookups and writes: threads of their own, so a disk hit never waits behind
   /// decoding or the network, and the host's thread never touches the disk.
   private let diskPool: PriorityWorkPool?
-  private let diskLock = Lock()
-  /// Opened on the first disk job (on a disk thread); nil until then or when unusable.
-  private var openedDiskCache: DiskCache?
-  private var diskCacheState = DiskCacheState.unopened
-  private enum DiskCacheState { case unopened, open, unusable }
+  /// Opened on the first disk job (on a disk thread).
+  private let lazyDiskCache: LazyDiskCache
+  private let freshness: HTTPFreshness
 
   private let lock = Lock()
   private var nextToken: UInt64 = 0
@@ -137,6 +135,11 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       self.dataLoader = try CurlEngine(configuration: configuration)
     }
     self.decoder = decoder
+    self.freshness = HTTPFreshness(ignoresServer: configuration.ignoresHTTPFreshness)
+    self.lazyDiskCache = LazyDiskCache(directory: configuration.diskCacheDirectory ?? DiskCache.defaultDirectory,
+                                       capacityBytes: configuration.diskCacheBytes,
+                                       maxAgeSeconds: configuration.diskCacheMaxAgeSeconds,
+                                       log: { [configuration] in ImageLoader.log(configuration, .warning, $0) })
     let threads = configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
     self.decodePool = PriorityWorkPool(threadCount: threads, name: "pxl-decode")
     self.diskPool = configuration.diskCacheBytes > 0 ? PriorityWorkPool(threadCount: 2, name: "pxl-disk") : nil
@@ -144,32 +147,14 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     _ = diskPool?.submit(priority: Int32.min) { [weak self] in self?.diskCache()?.rescan() }
   }
 
-  /// The disk cache, opened on first use on a disk thread. An unusable directory turns the
-  /// loader memory-only, with one log line.
-  private func diskCache() -> DiskCache? {
-    diskLock.withLock {
-      if diskCacheState == .unopened {
-        do {
-          openedDiskCache = try DiskCache(directory: configuration.diskCacheDirectory ?? DiskCache.defaultDirectory,
-                                          capacityBytes: configuration.diskCacheBytes,
-                                          maxAgeSeconds: configuration.diskCacheMaxAgeSeconds,
-                                          log: { [configuration] in Self.log(configuration, .warning, $0) })
-          diskCacheState = .open
-        } catch {
-          let reason = (error as? LoadError)?.message ?? "\(error)"
-          Self.log(configuration, .warning, "pixload: \(reason); continuing without a disk cache")
-          diskCacheState = .unusable
-        }
-      }
-      return openedDiskCache
-    }
-  }
+  /// The disk cache, opened on first use on a disk thread; nil when unusable.
+  private func diskCache() -> DiskCache? { lazyDiskCache.cache() }
 
   /// The disk cache for management calls (nil when disabled or unusable). Blocks on disk.
   public var disk: DiskCache? { diskPool == nil ? nil : diskCache() }
 
   /// The disk cache's size as last seen, without touching the disk (0 before it opened).
-  public var diskCacheBytesSeen: Int { diskLock.withLock { openedDiskCache?.totalBytes ?? 0 } }
+  public var diskCacheBytesSeen: Int { lazyDiskCache.bytesSeen }
 
   deinit { close() }
 
@@ -422,7 +407,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       guard downloads[download.key] === download else { return }
       download.diskJob = nil
       // Offline, a stale copy beats none.
-      if let entry, isFresh(entry) || download.key.policy == .cacheOnly {
+      if let entry, freshness.isFresh(entry) || download.key.policy == .cacheOnly {
         counters.diskHits += 1
         downloads.removeValue(forKey: download.key)
         decodeAll(download, DownloadedData(bytes: entry.bytes, httpStatus: 0), source: .disk)
@@ -437,20 +422,6 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       }
     }
     complete(failed, with: .failure(LoadError(.notCached, "not in the cache (cache-only request)")))
-  }
-
-  private func isFresh(_ entry: DiskCache.Entry) -> Bool {
-    let expiry = entry.metadata.expiresAt
-    return configuration.ignoresHTTPFreshness || expiry == 0 || UInt64(time(nil)) < expiry
-  }
-
-  /// What to remember on disk about a response.
-  private static func metadata(for caching: ResponseCaching) -> DiskCache.Metadata {
-    var metadata = DiskCache.Metadata()
-    metadata.expiresAt = caching.expiry(now: Int(time(nil)))
-    metadata.etag = caching.etag
-    metadata.lastModified = caching.lastModified
-    return metadata
   }
 
   /// Lock held: ends a download and every request waiting on it; returns those requests,
@@ -573,7 +544,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         downloads.removeValue(forKey: download.key)
         var data = response
         var source = ImageSource.network
-        var metadata = Self.metadata(for: response.caching)
+        var metadata = HTTPFreshness.metadata(for: response.caching)
         counters.bytesDownloaded += response.bytes.count
         if response.httpStatus == 304 { counters.revalidated += 1 } else { counters.networkFetches += 1 }
         if response.httpStatus == 304, let stored = download.stored {
