@@ -269,6 +269,20 @@ final class CompletionQueueTests: XCTestCase {
     queue.close()
   }
 
+  func testDispatchConsumesAWakeup() throws {
+    let queue = try CompletionQueue()
+    var fds = pollfd(fd: queue.fileDescriptor, events: Int16(POLLIN), revents: 0)
+    queue.wakeup()
+    XCTAssertEqual(poll(&fds, 1, 0), 1, "an unconsumed wakeup: readable")
+    XCTAssertEqual(queue.dispatch(max: 0), 0)
+    fds.revents = 0
+    XCTAssertEqual(poll(&fds, 1, 0), 0, "consumed by a dispatch that ran nothing: a level-triggered loop must not spin")
+    queue.wakeup()
+    XCTAssertEqual(queue.wait(timeoutMilliseconds: 10_000), 0, "returns at once for an earlier wakeup")
+    XCTAssertEqual(poll(&fds, 1, 0), 0, "and consumes it")
+    queue.close()
+  }
+
   func testWakeupEndsAWaitEarly() throws {
     let queue = try CompletionQueue()
     let start = monotonicNanoseconds()
