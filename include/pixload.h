@@ -54,6 +54,7 @@
  * is 64 MiB plus that many images. A waiting request costs about 2 KiB of memory.
  * Out of file descriptors, pxl_loader_new and pxl_queue_new fail with PXL_E_IO, and
  * loads already accepted end with an error (PXL_E_CONNECT), each with its one callback.
+ * When no thread can be started, pxl_loader_new fails with PXL_E_NO_MEMORY.
  * A disk cache that cannot write (a full disk) keeps serving loads from the network and
  * logs one line a minute at most.
  */
@@ -349,7 +350,9 @@ typedef struct pxl_loader pxl_loader;
  * On success *out receives the loader; on failure it is set to NULL (when out is not
  * NULL). Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL out, bad struct_size, a negative
  * value, a transfer limit, max_pixels or max_body_bytes of 0, unknown scheme bits, a
- * malformed header line) or PXL_E_NO_MEMORY. Any thread. Since 0.1.0. */
+ * malformed header line), PXL_E_NO_MEMORY (an allocation failed, or a thread could not
+ * be started: `ulimit -u`, a cgroup pids limit) or PXL_E_IO (no file descriptor). A
+ * failure leaves no thread of the loader running. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
 
 /* Frees a loader: cancels every request still in flight (each still gets exactly one
