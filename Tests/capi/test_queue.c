@@ -164,8 +164,8 @@ static void *waiter_main(void *arg) {
 /* Waits (bounded) until the waiter is blocked: no other thread holds the queue's lock
  * meanwhile, so it is blocked inside pxl_queue_wait, past any point where it could still
  * miss a wakeup issued now. */
-static int waiter_blocked(struct waiter *w) {
-  double deadline = now_ms() + 5000;
+static int waiter_blocked(const struct test_env *env, struct waiter *w) {
+  double deadline = now_ms() + 5000.0 * env->slow_factor;
   while (now_ms() < deadline) {
     int tid = atomic_load(&w->tid);
     if (tid != 0 && thread_state(tid) == 'S') return 1;
@@ -196,7 +196,7 @@ void test_queue_wakeup_reaches_a_waiter(const struct test_env *env) {
       pxl_queue_dispatch(s.queue, 0);
       capture_reset(&hit);
     }
-    CHECKF(waiter_blocked(&w), "round %d: the waiting thread never blocked", round);
+    CHECKF(waiter_blocked(env, &w), "round %d: the waiting thread never blocked", round);
     atomic_store(&w.stop, 1);
     pxl_queue_wakeup(s.queue);
     CHECK_STATUS(pxl_load(s.loader, &s.request, s.queue, capture_callback, &hit, NULL), PXL_OK);
