@@ -10,8 +10,8 @@
  * threads of its own. A pxl_queue belongs to the host: every callback of a request runs
  * on the thread that calls pxl_queue_dispatch() on the request's queue, never on a
  * library thread. The queue exposes a file descriptor that is readable while
- * completions are pending, so any event loop (GLib, libuv, asyncio, epoll, poll) can
- * wait on it.
+ * completions are pending (or a wakeup is unconsumed), so any event loop (GLib, libuv,
+ * asyncio, epoll, poll; level- or edge-triggered) can wait on it.
  *
  * Rules every request obeys
  * -------------------------
@@ -86,6 +86,7 @@
  * is 64 MiB plus that many images. A waiting request costs about 2 KiB of memory.
  * Out of file descriptors, pxl_loader_new and pxl_queue_new fail with PXL_E_IO, and
  * loads already accepted end with an error (PXL_E_CONNECT), each with its one callback.
+ * When no thread can be started, pxl_loader_new fails with PXL_E_NO_MEMORY.
  * A disk cache that cannot write (a full disk) keeps serving loads from the network and
  * logs one line a minute at most (through the log callback).
  */
@@ -267,24 +268,32 @@ PXL_API pxl_status pxl_queue_new(pxl_queue **out);
  * NULL is a no-op. Since 0.1.0. */
 PXL_API void pxl_queue_free(pxl_queue *queue);
 
-/* A file descriptor that is readable while completions are pending (an eventfd). Owned
- * by the queue: do not read, write or close it. Wait for readability, then call
- * pxl_queue_dispatch(). -1 for NULL. Any thread. Since 0.1.0. */
+/* A file descriptor (an eventfd) that is readable exactly while a completion is pending
+ * or a pxl_queue_wakeup() is unconsumed. pxl_queue_dispatch() consumes the wakeup, so
+ * after a dispatch that leaves nothing pending the fd is not readable: a level-triggered
+ * loop does not spin. Owned by the queue: do not read, write or close it. Wait for
+ * readability, then call pxl_queue_dispatch(). -1 for NULL. Any thread. Since 0.1.0. */
 PXL_API int pxl_queue_fd(const pxl_queue *queue);
 
 /* Runs up to max pending callbacks (all pending when max <= 0) on the calling thread and
- * returns how many ran. Never blocks. Callbacks may call any pixload function, including
+ * returns how many ran. Never blocks. Consumes an unconsumed wakeup, also when it runs 0
+ * callbacks; a wakeup issued while its callbacks run stays unconsumed. Callbacks may call any pixload function, including
  * pxl_load, pxl_cancel and pxl_queue_dispatch on another queue, but not pxl_queue_free
  * on this queue. Returns 0 for NULL. Since 0.1.0. */
 PXL_API int32_t pxl_queue_dispatch(pxl_queue *queue, int32_t max);
 
 /* Blocks until a completion is pending, pxl_queue_wakeup() is called, or timeout_ms
- * passes (a negative timeout waits forever). Returns the number of pending completions
- * (0 after a timeout or a wakeup with nothing pending). Runs no callback. Since 0.1.0. */
+ * passes (a negative timeout waits forever). Returns at once for an unconsumed wakeup
+ * issued before the call; returns for a wakeup issued during the call even if a
+ * pxl_queue_dispatch() on another thread consumed it first. Consumes the wakeup. Returns
+ * the number of pending completions (0 after a timeout or a wakeup with nothing pending).
+ * Runs no callback. May run on one thread while another dispatches. Since 0.1.0. */
 PXL_API int32_t pxl_queue_wait(pxl_queue *queue, int32_t timeout_ms);
 
-/* Makes a pxl_queue_wait() in progress (or the next one) return early. Any thread,
- * also from a signal-unsafe context other than signal handlers. Since 0.1.0. */
+/* Makes a pxl_queue_wait() in progress (or the next one) return early, and the queue's
+ * fd readable until pxl_queue_dispatch() or pxl_queue_wait() consumes the wakeup. Wakeups
+ * do not add up: one consumption takes any number issued before it. Any thread, also
+ * from a callback; not from a signal handler. Since 0.1.0. */
 PXL_API void pxl_queue_wakeup(pxl_queue *queue);
 
 /* Number of completions waiting to be dispatched. Any thread. Since 0.1.0. */
@@ -407,7 +416,9 @@ typedef struct pxl_loader pxl_loader;
  * On success *out receives the loader; on failure it is set to NULL (when out is not
  * NULL). Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL out, bad struct_size, a negative
  * value, a transfer limit, max_pixels or max_body_bytes of 0, unknown scheme bits, a
- * malformed header line) or PXL_E_NO_MEMORY. Any thread. Since 0.1.0. */
+ * malformed header line), PXL_E_NO_MEMORY (an allocation failed, or a thread could not
+ * be started: `ulimit -u`, a cgroup pids limit) or PXL_E_IO (no file descriptor). A
+ * failure leaves no thread of the loader running. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
 
 /* Frees a loader: cancels every request still in flight (each still gets exactly one

@@ -168,8 +168,8 @@ final class PixelTests: XCTestCase {
 
 final class WorkPoolTests: XCTestCase {
   /// With the only worker held busy, waiting jobs run highest priority first, newest first.
-  func testRunsByPriorityThenNewest() {
-    let pool = PriorityWorkPool(threadCount: 1, name: "test")
+  func testRunsByPriorityThenNewest() throws {
+    let pool = try PriorityWorkPool(threadCount: 1, name: "test")
     let gate = Lock()
     var released = false
     var order: [String] = []
@@ -189,8 +189,8 @@ final class WorkPoolTests: XCTestCase {
 
   /// Among equal priorities the cheaper job runs first, whatever its age; a job that has
   /// waited past the aging limit runs before cheaper and newer ones.
-  func testCheaperFirstUnlessAJobHasWaitedLong() {
-    let pool = PriorityWorkPool(threadCount: 1, name: "test")
+  func testCheaperFirstUnlessAJobHasWaitedLong() throws {
+    let pool = try PriorityWorkPool(threadCount: 1, name: "test")
     let gate = Lock()
     var released = false
     var order: [String] = []
@@ -212,8 +212,8 @@ final class WorkPoolTests: XCTestCase {
 
   /// Jobs that waited long take at most half the threads: with two, one runs the oldest and
   /// the other still runs the cheapest of the fresh ones.
-  func testWaitedJobsTakeHalfTheThreads() {
-    let pool = PriorityWorkPool(threadCount: 2, name: "test")
+  func testWaitedJobsTakeHalfTheThreads() throws {
+    let pool = try PriorityWorkPool(threadCount: 2, name: "test")
     let gate = Lock()
     var released = false
     var started: [String] = []
@@ -269,10 +269,24 @@ final class CompletionQueueTests: XCTestCase {
     queue.close()
   }
 
+  func testDispatchConsumesAWakeup() throws {
+    let queue = try CompletionQueue()
+    var fds = pollfd(fd: queue.fileDescriptor, events: Int16(POLLIN), revents: 0)
+    queue.wakeup()
+    XCTAssertEqual(poll(&fds, 1, 0), 1, "an unconsumed wakeup: readable")
+    XCTAssertEqual(queue.dispatch(max: 0), 0)
+    fds.revents = 0
+    XCTAssertEqual(poll(&fds, 1, 0), 0, "consumed by a dispatch that ran nothing: a level-triggered loop must not spin")
+    queue.wakeup()
+    XCTAssertEqual(queue.wait(timeoutMilliseconds: 10_000), 0, "returns at once for an earlier wakeup")
+    XCTAssertEqual(poll(&fds, 1, 0), 0, "and consumes it")
+    queue.close()
+  }
+
   func testWakeupEndsAWaitEarly() throws {
     let queue = try CompletionQueue()
     let start = monotonicNanoseconds()
-    let waker = WorkerThread(name: "waker") { queue.wakeup() }
+    let waker = try WorkerThread(name: "waker") { queue.wakeup() }
     XCTAssertEqual(queue.wait(timeoutMilliseconds: 10_000), 0)
     XCTAssertLessThan(monotonicNanoseconds() - start, 5_000_000_000)
     waker.join()

@@ -85,7 +85,7 @@ final class EngineTests: XCTestCase {
       tokens.append(try loader.load(ImageRequest(url: files[i % files.count], targetWidth: 16 + i % 5,
                                                  targetHeight: 16), queue: queue, handler: recorder.handler))
     }
-    let canceller = WorkerThread(name: "canceller") {
+    let canceller = try WorkerThread(name: "canceller") {
       for (i, token) in tokens.enumerated() where i % 3 == 0 { loader.cancel(token) }
     }
     XCTAssertTrue(queue.drain(until: recorder, reaches: tokens.count, timeoutMilliseconds: 60_000))

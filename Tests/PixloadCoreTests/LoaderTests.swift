@@ -215,11 +215,11 @@ final class LoaderTests: XCTestCase {
     var tokens: [UInt64] = []
     for i in 0..<rounds { tokens.append(try load("http://h/\(i % 37).jpg", width: i % 3, height: i % 3)) }
     let cancelledOK = Recorder()
-    let finisher = WorkerThread(name: "finisher") {
+    let finisher = try WorkerThread(name: "finisher") {
       for index in 0..<self.network.started.count { self.network.finish(index) }
     }
-    let cancellers = (0..<2).map { worker in
-      WorkerThread(name: "cancel-\(worker)") {
+    let cancellers = try (0..<2).map { worker in
+      try WorkerThread(name: "cancel-\(worker)") {
         for (i, token) in tokens.enumerated() where i % 2 == worker && i % 3 != 0 {
           if self.loader.cancel(token) { cancelledOK.handler(token, .failure(.cancelled)) }
         }

@@ -12,9 +12,17 @@
  *   exhaust loads NGINX_URL N DIR      N loads with a disk cache in DIR (0 bytes: none);
  *                                      every callback arrives within 60 s; statuses counted
  *                                      (used under a full disk and a low `ulimit -n`)
+ *   exhaust threads FIXTURE_DIR DIR    under Tests/e2e/thread_limit.c (LD_PRELOAD), which
+ *                                      fails pthread_create after n successes: for n = 0,
+ *                                      1, 2, ... pxl_loader_new (disk cache in DIR) fails
+ *                                      with PXL_E_NO_MEMORY and *out NULL, leaving no
+ *                                      thread or fd behind, until n threads are enough;
+ *                                      then a loader loads a file:// image
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -256,6 +264,90 @@ static int mode_loads(const char *base, int n, const char *dir) {
   return failures;
 }
 
+/* Entries in a /proc/self directory (threads: "task", descriptors: "fd"). */
+static int proc_entries(const char *name) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/%s", name);
+  DIR *dir = opendir(path);
+  if (!dir) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(dir));)
+    if (e->d_name[0] != '.') n++;
+  closedir(dir);
+  return n - (strcmp(name, "fd") == 0); /* the directory's own descriptor */
+}
+
+/* The thread count once it is back to want: a thread that pthread_join returned for may
+ * still be listed for a moment while the kernel finishes its exit. A thread left running
+ * stays, and the count does not come back within the second. */
+static int threads_settled(int want) {
+  double deadline = now_ms() + 1000;
+  int n;
+  while ((n = proc_entries("task")) != want && now_ms() < deadline) sleep_ms(1);
+  return n;
+}
+
+static int mode_threads(const char *fixture_dir, const char *cache_dir) {
+  void (*set_budget)(long) = (void (*)(long))dlsym(RTLD_DEFAULT, "pxl_test_thread_budget");
+  if (!set_budget) {
+    VERDICT(0, "threads: run with LD_PRELOAD=thread_limit.so (no pxl_test_thread_budget)");
+    return failures;
+  }
+  pxl_config cfg;
+  pxl_config_init(&cfg);
+  cfg.decode_threads = 2;
+  cfg.disk_cache_bytes = 16 << 20; /* its threads too */
+  cfg.disk_cache_dir = cache_dir;
+  cfg.allowed_schemes |= PXL_SCHEME_FILE;
+  /* One loader first: what the first one initialises once (libcurl, the runtime) is not
+   * a leak of a later failure. */
+  pxl_loader *loader = NULL;
+  if (pxl_loader_new(&cfg, &loader) != PXL_OK) { VERDICT(0, "threads: a first loader"); return failures; }
+  pxl_loader_free(loader);
+  int threads = proc_entries("task"), fds = proc_entries("fd");
+  printf("threads: %d threads and %d descriptors before\n", threads, fds);
+  int refusals = 0, started = -1;
+  for (long n = 0; n <= 64 && started < 0; n++) {
+    set_budget(n);
+    loader = (pxl_loader *)&cfg; /* not NULL: a failure must clear it */
+    pxl_status st = pxl_loader_new(&cfg, &loader);
+    set_budget(-1);
+    if (st == PXL_OK) {
+      started = (int)n;
+      break;
+    }
+    refusals++;
+    VERDICT(st == PXL_E_NO_MEMORY && loader == NULL, "threads: %ld threads allowed: pxl_loader_new %s, out %s", n,
+            pxl_status_string(st), loader ? "not NULL" : "NULL");
+    int now_threads = threads_settled(threads), now_fds = proc_entries("fd");
+    VERDICT(now_threads == threads && now_fds == fds, "threads: %ld threads allowed: %d threads, %d descriptors after (%d, %d before)",
+            n, now_threads, now_fds, threads, fds);
+  }
+  printf("threads: %d refusals; a loader starts with %d threads\n", refusals, started);
+  VERDICT(started > 1 && refusals == started, "threads: refused while threads ran out, started with %d allowed", started);
+  if (started < 0) return failures;
+  pxl_loader_free(loader);
+  /* Threads are back: a loader works as if nothing happened. */
+  pxl_queue *q = NULL;
+  if (pxl_loader_new(&cfg, &loader) != PXL_OK || pxl_queue_new(&q) != PXL_OK) { VERDICT(0, "threads: setup after"); return failures; }
+  char url[1024];
+  snprintf(url, sizeof url, "file://%s/gradient.jpg", fixture_dir);
+  pxl_request req;
+  pxl_request_init(&req);
+  req.url = url;
+  req.width = 64;
+  req.height = 48;
+  struct tally t = {0};
+  struct one o = {.tally = &t};
+  pxl_status st = pxl_load(loader, &req, q, on_result, &o, NULL);
+  drain_until(q, &t, 1, 30000);
+  VERDICT(st == PXL_OK && atomic_load(&t.by_status[PXL_OK]) == 1, "threads: afterwards a loader loads an image (%s, %d OK)",
+          pxl_status_string(st), atomic_load(&t.by_status[PXL_OK]));
+  pxl_loader_free(loader);
+  pxl_queue_free(q);
+  return failures;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   /* Under `ulimit -f` a write past the limit fails with EFBIG instead of killing us. */
@@ -263,6 +355,7 @@ int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], "queued") == 0) return mode_queued(atoi(argv[2])) ? 1 : 0;
   if (argc >= 4 && strcmp(argv[1], "undrained") == 0) return mode_undrained(argv[2], atoi(argv[3])) ? 1 : 0;
   if (argc >= 5 && strcmp(argv[1], "loads") == 0) return mode_loads(argv[2], atoi(argv[3]), argv[4]) ? 1 : 0;
-  fprintf(stderr, "usage: exhaust queued N | undrained NGINX_URL N | loads NGINX_URL N DIR|-\n");
+  if (argc >= 4 && strcmp(argv[1], "threads") == 0) return mode_threads(argv[2], argv[3]) ? 1 : 0;
+  fprintf(stderr, "usage: exhaust queued N | undrained NGINX_URL N | loads NGINX_URL N DIR|- | threads FIXTURE_DIR DIR\n");
   return 2;
 }

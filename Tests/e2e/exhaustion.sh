@@ -13,6 +13,11 @@
 #   fds        `ulimit -n` 64 and 32: every load succeeds; 8: every request still gets its
 #              one callback; 6, 5, 4 (ten runs each): refusals with a clear status or
 #              failed loads, never a crash or a hang
+#   threads    pthread_create failing with EAGAIN after n threads (an LD_PRELOAD shim,
+#              Tests/e2e/thread_limit.c, as under `ulimit -u` or a cgroup pids limit; the
+#              tests run as root, where RLIMIT_NPROC does not apply): pxl_loader_new
+#              returns PXL_E_NO_MEMORY for every n too small, leaves no thread or
+#              descriptor behind, and a loader works afterwards
 #
 #   PXL_LIBDIR      directory of libpixload.so  (default build/lib)
 #   PXL_INCLUDEDIR  directory of pixload.h      (default include)
@@ -56,7 +61,8 @@ cp "$(readlink -f "$libdir/libpixload.so")" "$work/lib/libpixload.so"
 ln -s libpixload.so "$work/lib/libpixload.so.0"
 gcc -std=c11 -O1 -g -Wall -Wextra "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -o "$work/mkfixtures" || exit 1
 gcc -std=c11 -O1 -g -Wall -Wextra -I "$incdir" "$root/Tests/e2e/exhaust.c" -L "$work/lib" -Wl,-rpath,"$work/lib" \
-  -lpixload -lpthread -o "$work/exhaust" || exit 1
+  -lpixload -lpthread -ldl -o "$work/exhaust" || exit 1
+gcc -std=c11 -O1 -g -Wall -Wextra -shared -fPIC "$root/Tests/e2e/thread_limit.c" -ldl -o "$work/thread_limit.so" || exit 1
 mkdir -p "$work/www"
 "$work/mkfixtures" "$work/www" >/dev/null
 "$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx" || exit 1
@@ -106,6 +112,9 @@ for n in 6 5 4; do
   echo "ulimit -n $n, 10 runs:"; sort <<<"$statuses" | uniq -c | sed 's/^/  /'
   [ $crashes = 0 ] && pass "ulimit -n $n: 10 runs, no crash or hang" || fail "ulimit -n $n: $crashes of 10 runs crashed or hung"
 done
+
+echo "== threads: pthread_create fails after n threads"
+run threads env LD_PRELOAD="$work/thread_limit.so" "$ex" threads "$work/www" "$work/thread-cache"
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -67,6 +67,10 @@ func monotonicNanoseconds() -> UInt64 {
 }
 
 /// A joinable OS thread running `body`.
+///
+/// Creating one can fail (`ulimit -u`, a cgroup's pids limit): a library must report that,
+/// not end the host, so `init` throws. An owner that started other threads before a later
+/// one failed stops and joins those before it throws in turn.
 final class WorkerThread {
   private var handle = pthread_t()
 
@@ -76,15 +80,29 @@ final class WorkerThread {
     init(_ body: @escaping () -> Void, name: String) { self.body = body; self.name = name }
   }
 
-  init(name: String, body: @escaping () -> Void) {
-    let box = Unmanaged.passRetained(Box(body, name: name)).toOpaque()
+  /// Throws `.noMemory` when the thread cannot be created; `body` then never runs.
+  init(name: String, body: @escaping () -> Void) throws(LoadError) {
+    let box = Unmanaged.passRetained(Box(body, name: name))
     let rc = pthread_create(&handle, nil, { raw in
       let box = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
       pxl_set_thread_name(box.name)
       box.body()
       return nil
-    }, box)
-    precondition(rc == 0, "pthread_create failed: \(rc)")
+    }, box.toOpaque())
+    if rc != 0 {
+      box.release()
+      throw LoadError(.noMemory, "could not start a thread (pthread_create: \(Self.errnoName(rc)))")
+    }
+  }
+
+  private static func errnoName(_ code: Int32) -> String {
+    switch code {
+    case EAGAIN: return "EAGAIN"
+    case ENOMEM: return "ENOMEM"
+    case EPERM: return "EPERM"
+    case EINVAL: return "EINVAL"
+    default: return "errno \(code)"
+    }
   }
 
   func join() { pthread_join(handle, nil) }

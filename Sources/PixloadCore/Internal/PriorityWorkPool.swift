@@ -39,10 +39,17 @@ final class PriorityWorkPool: @unchecked Sendable {
   private var runningAged = 0
   private let agedLimit: Int
 
-  init(threadCount: Int, name: String) {
+  /// Throws `.noMemory` when a thread cannot be started, after stopping and joining the
+  /// ones that did (they hold the pool unowned: none may outlive it).
+  init(threadCount: Int, name: String) throws(LoadError) {
     agedLimit = max(1, threadCount / 2)
     for index in 0..<max(1, threadCount) {
-      threads.append(WorkerThread(name: "\(name)-\(index)") { [unowned self] in self.runWorker() })
+      do {
+        threads.append(try WorkerThread(name: "\(name)-\(index)") { [unowned self] in self.runWorker() })
+      } catch {
+        shutdown()
+        throw error
+      }
     }
   }
 

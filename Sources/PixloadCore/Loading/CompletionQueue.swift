@@ -57,8 +57,10 @@ private struct DrainListener {
 /// A host-owned completion queue: results wait here until the host drains them on its own
 /// thread, so no host callback ever runs on a library thread.
 ///
-/// An eventfd is readable exactly while results are pending, so any event loop can wait on
-/// it. Lock order: a loader's lock may be held while taking a queue's lock, never the
+/// An eventfd is readable exactly while results are pending or a `wakeup()` is unconsumed,
+/// so any event loop, level-triggered ones included, can wait on it: `dispatch` and `wait`
+/// consume a wakeup. `wait` blocks on the lock's condition, not on the eventfd, so a
+/// `dispatch` on another thread that reads the eventfd cannot take a wakeup from it. Lock order: a loader's lock may be held while taking a queue's lock, never the
 /// reverse; handlers run with no lock held.
 public final class CompletionQueue: @unchecked Sendable {
   private let lock = Lock()
@@ -76,6 +78,11 @@ public final class CompletionQueue: @unchecked Sendable {
   private var closed = false
   /// Whether the eventfd counter is non-zero (so it is written once, not per result).
   private var signalled = false
+  /// A `wakeup()` that no `dispatch` or `wait` has consumed yet.
+  private var wakeupPending = false
+  /// Counts `wakeup()` calls: a `wait` returns when it moved, even if a `dispatch` consumed
+  /// the wakeup before the waiting thread ran again.
+  private var wakeupGeneration: UInt64 = 0
 
   /// Pixel bytes of the images held by results waiting to be dispatched. A host that stops
   /// draining a queue must not make it grow without limit: once this reaches
@@ -205,7 +212,12 @@ public final class CompletionQueue: @unchecked Sendable {
   public func dispatch(max: Int) -> Int {
     // "All" means all pending now: results that handlers add while we run wait for the
     // next call, so a handler that keeps loading cached images cannot starve the host.
-    let limit = max > 0 ? max : pendingCount
+    let limit: Int = lock.withLock {
+      // The host's loop came here because the fd was readable: a wakeup has done its job.
+      // Consumed before any handler runs, so a wakeup issued during them stays readable.
+      consumeWakeup()
+      return max > 0 ? max : ready.count - readyHead
+    }
     var count = 0
     while count < limit {
       // What to run, taken under the lock: a final outcome, or progress figures; and the
@@ -216,6 +228,7 @@ public final class CompletionQueue: @unchecked Sendable {
         let entry = ready[readyHead]
         readyHead += 1
         if readyHead == ready.count { resetReady() }
+        updateSignal()
         switch entry {
         case .result(let delivery):
           delivery.state = .delivered
@@ -248,37 +261,33 @@ public final class CompletionQueue: @unchecked Sendable {
     return count
   }
 
-  /// Blocks until results are pending, `wakeup()` is called or the timeout passes
-  /// (negative: forever). Returns the pending count.
+  /// Blocks until results are pending, a `wakeup()` is unconsumed or comes, or the timeout
+  /// passes (negative: forever). Consumes the wakeup. Returns the pending count.
   public func wait(timeoutMilliseconds: Int32) -> Int {
-    if pendingCount > 0 { return pendingCount }
-    var fds = pollfd(fd: fileDescriptor, events: Int16(POLLIN), revents: 0)
     let deadline = timeoutMilliseconds < 0 ? nil : monotonicNanoseconds() + UInt64(timeoutMilliseconds) * 1_000_000
-    while true {
-      var remaining: Int32 = -1
-      if let deadline {
-        let now = monotonicNanoseconds()
-        remaining = now >= deadline ? 0 : Int32((deadline - now + 999_999) / 1_000_000)
-      }
-      let rc = poll(&fds, 1, remaining)
-      if rc < 0 && errno == EINTR { continue }
-      break
-    }
-    // A wakeup leaves the counter set with nothing pending: clear it so the fd stops
-    // reporting readable.
     return lock.withLock {
-      let pending = ready.count - readyHead
-      if pending == 0 { clearSignal() }
-      return pending
+      let generation = wakeupGeneration
+      while ready.count == readyHead && !wakeupPending && wakeupGeneration == generation {
+        if let deadline {
+          if monotonicNanoseconds() >= deadline { break }
+          lock.wait(untilNanoseconds: deadline)
+        } else {
+          lock.wait()
+        }
+      }
+      consumeWakeup()
+      return ready.count - readyHead
     }
   }
 
-  /// Makes a `wait` in progress (or the next one) return.
+  /// Makes a `wait` in progress (or the next one) return, and the fd readable until a
+  /// `dispatch` or `wait` consumes it.
   public func wakeup() {
     lock.withLock {
-      var one: UInt64 = 1
-      _ = write(fileDescriptor, &one, 8)
-      signalled = true
+      wakeupPending = true
+      wakeupGeneration &+= 1
+      updateSignal()
+      lock.broadcast()
     }
   }
 
@@ -297,7 +306,8 @@ public final class CompletionQueue: @unchecked Sendable {
       readyHead = 0
       undrainedImageBytes = 0
       drainListeners.removeAll()
-      clearSignal()
+      wakeupPending = false
+      updateSignal()
       return all.sorted { $0.token < $1.token }
     }
     for delivery in abandoned {
@@ -310,23 +320,33 @@ public final class CompletionQueue: @unchecked Sendable {
 
   private func appendReady(_ entry: Entry) {
     ready.append(entry)
-    if !signalled {
-      var one: UInt64 = 1
-      _ = write(fileDescriptor, &one, 8)
-      signalled = true
-    }
+    updateSignal()
+    lock.broadcast()
   }
 
   private func resetReady() {
     ready.removeAll(keepingCapacity: ready.capacity <= 1024)
     readyHead = 0
-    clearSignal()
   }
 
-  private func clearSignal() {
-    guard signalled else { return }
-    var value: UInt64 = 0
-    _ = read(fileDescriptor, &value, 8)
-    signalled = false
+  private func consumeWakeup() {
+    wakeupPending = false
+    updateSignal()
+  }
+
+  /// Makes the eventfd readable exactly while results are pending or a wakeup is
+  /// unconsumed: written once when it should be readable and is not, read (which zeroes
+  /// the counter) when it should not be and is.
+  private func updateSignal() {
+    let shouldSignal = readyHead < ready.count || wakeupPending
+    if shouldSignal == signalled { return }
+    if shouldSignal {
+      var one: UInt64 = 1
+      _ = write(fileDescriptor, &one, 8)
+    } else {
+      var value: UInt64 = 0
+      _ = read(fileDescriptor, &value, 8)
+    }
+    signalled = shouldSignal
   }
 }

@@ -125,15 +125,12 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     self.configuration = configuration
     self.memoryCache = MemoryCache(capacityBytes: configuration.memoryCacheBytes,
                                    capacityCount: configuration.memoryCacheCount)
-    // Before the engine: nothing may throw once its thread runs (an engine released
-    // without shutdown() is torn down under its thread; out of descriptors, the eventfd
-    // is what fails).
+    // A part whose threads run must be stopped before this throws: an engine or pool
+    // released without shutdown() is torn down under its threads (they hold it
+    // unowned). So the eventfd first (out of descriptors, it is what fails), then the
+    // pools, each of which cleans up after itself, then the engine, whose thread starts
+    // last in its init; if a later part fails, the earlier ones are shut down here.
     self.prefetchSink = try CompletionQueue(discardingResults: ())
-    if let dataLoader {
-      self.dataLoader = dataLoader
-    } else {
-      self.dataLoader = try CurlEngine(configuration: configuration)
-    }
     self.decoder = decoder
     self.freshness = HTTPFreshness(ignoresServer: configuration.ignoresHTTPFreshness)
     self.lazyDiskCache = LazyDiskCache(directory: configuration.diskCacheDirectory ?? DiskCache.defaultDirectory,
@@ -141,8 +138,22 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
                                        maxAgeSeconds: configuration.diskCacheMaxAgeSeconds,
                                        log: { [configuration] in ImageLoader.log(configuration, .warning, $0) })
     let threads = configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
-    self.decodePool = PriorityWorkPool(threadCount: threads, name: "pxl-decode")
-    self.diskPool = configuration.diskCacheBytes > 0 ? PriorityWorkPool(threadCount: 2, name: "pxl-disk") : nil
+    let decodePool = try PriorityWorkPool(threadCount: threads, name: "pxl-decode")
+    var diskPool: PriorityWorkPool?
+    do throws(LoadError) {
+      if configuration.diskCacheBytes > 0 { diskPool = try PriorityWorkPool(threadCount: 2, name: "pxl-disk") }
+      if let dataLoader {
+        self.dataLoader = dataLoader
+      } else {
+        self.dataLoader = try CurlEngine(configuration: configuration)
+      }
+    } catch {
+      decodePool.shutdown()
+      diskPool?.shutdown()
+      throw error
+    }
+    self.decodePool = decodePool
+    self.diskPool = diskPool
     // Read the directory once, in the background: a large cache must not delay a first load.
     _ = diskPool?.submit(priority: Int32.min) { [weak self] in self?.diskCache()?.rescan() }
   }

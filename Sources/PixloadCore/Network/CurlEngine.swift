@@ -52,7 +52,9 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     // reuses them instead of reconnecting.
     _ = pxl_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConcurrentDownloads))
     _ = pxl_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-    thread = WorkerThread(name: "pxl-network") { [unowned self] in self.run() }
+    // Last: nothing may throw once the thread runs. If it cannot start, deinit cleans up
+    // the multi handle (there is no thread to stop).
+    thread = try WorkerThread(name: "pxl-network") { [unowned self] in self.run() }
   }
 
   deinit {
