@@ -418,7 +418,8 @@ typedef struct pxl_loader pxl_loader;
  * value, a transfer limit, max_pixels or max_body_bytes of 0, unknown scheme bits, a
  * malformed header line), PXL_E_NO_MEMORY (an allocation failed, or a thread could not
  * be started: `ulimit -u`, a cgroup pids limit) or PXL_E_IO (no file descriptor). A
- * failure leaves no thread of the loader running. Any thread. Since 0.1.0. */
+ * failure leaves no thread of the loader running; past argument checks, what failed is
+ * also told to config->log, at PXL_LOG_ERROR. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
 
 /* Frees a loader: cancels every request still in flight (each still gets exactly one

@@ -340,6 +340,9 @@ private func defaultConfig() -> pxl_config {
     out.pointee = retainedHandle(created)
     return PXL_OK
   } catch {
+    // The status says what kind of failure; the log line says which (a thread that could
+    // not start, a libcurl without a safety option).
+    configuration.log?(.error, "pixload: pxl_loader_new: \(error.message)")
     return cStatus(error.status)
   }
 }
