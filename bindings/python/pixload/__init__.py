@@ -14,17 +14,17 @@ inside this package, then the system's (`make install`).
 from ._ffi import LibraryNotFoundError, PXL_VERSION_NUM as BINDINGS_VERSION_NUM, library_origin
 from ._core import (
     PRIORITY_NORMAL, PRIORITY_PREFETCH, PRIORITY_VISIBLE, Format, HTTPError, Image, ImageError,
-    InvalidArgumentError, Loader, LoaderClosedError, LocalIOError, Mode, NetworkError,
+    InvalidArgumentError, Loader, LoaderClosedError, LocalIOError, LogLevel, Mode, NetworkError,
     NotCachedError, NotFoundError, OutOfMemoryError, PixloadError, PixloadTimeoutError, Queue,
     Request, RequestCancelled, Result, Scheme, Slot, Source, Stats, Status, Table, TableStats,
     URLError, pending_callbacks, status_string, version,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "BINDINGS_VERSION_NUM", "Format", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
-    "LibraryNotFoundError", "Loader", "LoaderClosedError", "LocalIOError", "Mode", "NetworkError",
+    "LibraryNotFoundError", "Loader", "LoaderClosedError", "LocalIOError", "LogLevel", "Mode", "NetworkError",
     "NotCachedError", "NotFoundError", "OutOfMemoryError", "PRIORITY_NORMAL", "PRIORITY_PREFETCH",
     "PRIORITY_VISIBLE", "PixloadError", "PixloadTimeoutError", "Queue", "Request",
     "RequestCancelled", "Result", "Scheme", "Slot", "Source", "Stats", "Status", "Table",

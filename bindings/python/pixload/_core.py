@@ -80,6 +80,13 @@ class Source(enum.IntEnum):
     REVALIDATED = 4
 
 
+class LogLevel(enum.IntEnum):
+    """Levels of the library's log lines (Loader(log=...)); lower is more severe."""
+    ERROR = 0
+    WARNING = 1
+    INFO = 2
+
+
 class Scheme(enum.IntFlag):
     HTTP = 0x1
     HTTPS = 0x2
@@ -560,7 +567,7 @@ _REQUEST_OPTIONS = frozenset((
 def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.FIT,
                   format=Format.RGBA8, priority=PRIORITY_NORMAL, cache_key=None, headers=None,
                   progress_interval_ms=None, **flags):
-    """Fills a pxl_request that pxl_request_init set up. Every byte string it points to
+    """Fills a pxl_request that pxl_request_init_size set up. Every byte string it points to
     is appended to keep: the caller holds keep until the C call has copied them."""
     unknown = set(flags) - set(_FLAGS)
     if unknown:
@@ -592,8 +599,7 @@ def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.
 
 
 def _new_request(url, keep, options):
-    req = _ffi.pxl_request()
-    lib.pxl_request_init(ctypes.byref(req))
+    req = _ffi.init_struct(_ffi.pxl_request)
     _fill_request(req, url, keep, **options)
     return req
 
@@ -729,7 +735,8 @@ class Queue(_Handle):
 
 # --- loader ---------------------------------------------------------------------------
 
-_CONFIG_FIELDS = {name for name, _ in _ffi.pxl_config._fields_} - {"struct_size"}
+# "log" is a Python callable here, and log_user_data is the bindings' own business.
+_CONFIG_FIELDS = {name for name, _ in _ffi.pxl_config._fields_} - {"struct_size", "log_user_data"}
 
 
 def _as_schemes(value):
@@ -741,8 +748,40 @@ def _as_schemes(value):
     return int(bits)
 
 
-def _free_loader(ptr):
-    lib.pxl_loader_free(ptr)
+def _as_log_level(value):
+    if isinstance(value, str):
+        try:
+            return LogLevel[value.upper()]
+        except KeyError:
+            raise ValueError(f"unknown log level {value!r}; 'error', 'warning' or 'info'") from None
+    return int(value)
+
+
+def _log_trampoline(log):
+    """A pxl_log_callback calling log(level, message). It runs on the library's threads:
+    nothing it raises may reach C, so exceptions are swallowed (a logger that fails must
+    not take the loader down)."""
+    def on_log(level, message, _user_data):
+        try:
+            try:
+                level = LogLevel(level)
+            except ValueError:  # a level newer than these bindings: keep the number
+                pass
+            log(level, message.decode("utf-8", "replace") if message else "")
+        except BaseException:  # noqa: B902 -- must not unwind into C
+            pass
+    return _ffi.log_callback(on_log)
+
+
+def _loader_free(log_trampoline):
+    """The loader's free function. It holds the log trampoline, so the CFUNCTYPE lives
+    until pxl_loader_free has returned (after which the library never calls it), even
+    when the free is postponed past the Loader object's collection."""
+    def free(ptr):
+        lib.pxl_loader_free(ptr)
+        del keep[:]
+    keep = [log_trampoline]
+    return free
 
 
 class Loader(_Handle):
@@ -751,21 +790,34 @@ class Loader(_Handle):
     {"http", "https", "file"} or Scheme bits, headers=[...] or {...}, disk_cache_dir=...,
     user_agent=..., ...); anything not given keeps the library's default.
 
+    log=callable(level, message) receives the library's diagnostics (a disk cache
+    directory it cannot use, a corrupt cache entry dropped): a LogLevel and one line of
+    text, up to log_level (default LogLevel.WARNING). It runs on the library's threads,
+    possibly several at once, must return quickly and must not call pixload; what it
+    raises is ignored. Without it (the default) the library is silent.
+
     Thread-safe: any thread may load, cancel and look up. close() must not race with
     other calls on the same loader."""
 
-    def __init__(self, **config):
+    def __init__(self, *, log=None, **config):
         unknown = set(config) - _CONFIG_FIELDS
         if unknown:
             raise TypeError(f"unknown Loader option(s): {', '.join(sorted(unknown))}; "
                             f"known: {', '.join(sorted(_CONFIG_FIELDS))}")
-        cfg = _ffi.pxl_config()
-        lib.pxl_config_init(ctypes.byref(cfg))
+        if log is not None and not callable(log):
+            raise TypeError("log must be a callable(level, message)")
+        cfg = _ffi.init_struct(_ffi.pxl_config)
         keep = []
+        log_trampoline = None
+        if log is not None:
+            log_trampoline = _log_trampoline(log)
+            cfg.log = log_trampoline
         for name, value in config.items():
             if value is None:
                 continue
-            if name == "allowed_schemes":
+            if name == "log_level":
+                value = _as_log_level(value)
+            elif name == "allowed_schemes":
                 value = _as_schemes(value)
             elif name == "headers":
                 value = _header_array(value, keep)
@@ -775,7 +827,7 @@ class Loader(_Handle):
             setattr(cfg, name, value)
         out = ctypes.c_void_p()
         _check(lib.pxl_loader_new(ctypes.byref(cfg), ctypes.byref(out)), "pxl_loader_new")
-        self._own(out.value, _free_loader)
+        self._own(out.value, _loader_free(log_trampoline))
         self._tables = weakref.WeakSet()
         self._loop_queues = weakref.WeakKeyDictionary()  # asyncio loop -> its Queue
 
@@ -868,7 +920,7 @@ class Loader(_Handle):
                 url = options.pop("url")
             else:
                 url = item
-            lib.pxl_request_init(ctypes.byref(array[i]))
+            _ffi.init_struct(_ffi.pxl_request, array[i])
             _fill_request(array[i], url, keep, **options)
         tokens = (_ffi.c_token * len(items))()
         status = lib.pxl_prefetch(self._handle(), array, len(items), tokens)
@@ -976,8 +1028,10 @@ class Loader(_Handle):
         _check(lib.pxl_cache_remove(self._handle(), _encode(cache_key)), "pxl_cache_remove")
 
     def stats(self):
+        # The library fills what it knows and zeroes the rest of ours (a 0.2 library
+        # and newer bindings: the newer counters read 0).
         stats = _ffi.pxl_stats(struct_size=ctypes.sizeof(_ffi.pxl_stats))
-        _check(lib.pxl_get_stats(self._handle(), ctypes.byref(stats)), "pxl_get_stats")
+        _check(lib.pxl_loader_get_stats(self._handle(), ctypes.byref(stats)), "pxl_loader_get_stats")
         return Stats(**{name: getattr(stats, name) for name in Stats._fields})
 
 
@@ -1001,7 +1055,7 @@ _tables = {}  # user_data id -> _TableEntry, while the C table exists
 
 
 @_ffi.table_request_fn
-def _on_table_request(user_data, row, request_p):
+def _on_table_request(row, request_p, user_data):
     entry = _tables.get(user_data)
     if entry is None:
         return 0
@@ -1023,7 +1077,7 @@ def _on_table_request(user_data, row, request_p):
 
 
 @_ffi.table_row_fn
-def _on_table_row(user_data, row, result_p):
+def _on_table_row(row, result_p, user_data):
     entry = _tables.get(user_data)
     if entry is not None:
         _call_user(entry.on_row, row, _result_from_c(0, result_p))
@@ -1051,8 +1105,7 @@ class Table(_Handle):
         unknown = set(request) - _REQUEST_OPTIONS
         if unknown:
             raise TypeError(f"unknown Table option(s): {', '.join(sorted(unknown))}")
-        config = _ffi.pxl_table_config()
-        lib.pxl_table_config_init(ctypes.byref(config))
+        config = _ffi.init_struct(_ffi.pxl_table_config)
         for name, value in (("prefetch_rows", prefetch_rows), ("keep_rows", keep_rows),
                             ("visible_priority", visible_priority),
                             ("prefetch_priority", prefetch_priority)):

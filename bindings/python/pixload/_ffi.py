@@ -1,9 +1,12 @@
 """The C side of the bindings: finding libpixload, its structs and its functions.
 
-Everything here mirrors include/pixload.h (the API contract). Structs are checked at
-run time against the struct_size the library's *_init() functions report, so a header
-that grew without this file following it fails loudly at import instead of corrupting
-memory.
+Everything here mirrors include/pixload.h (the API contract). The structs passed in
+(pxl_config, pxl_request, pxl_table_config) are filled by the library's *_init_size()
+functions with this module's ctypes.sizeof, so the library never writes past them and
+knows which fields they have ("Structs that grow"); at import those defaults are
+checked where this module expects them, so a layout that drifted from the header fails
+loudly instead of corrupting memory. tests/test_library.py compares every offset and
+size with the header as gcc compiles it.
 """
 import ctypes
 import ctypes.util
@@ -11,9 +14,10 @@ import os
 import subprocess
 
 # The header's version macros this module was written against. The library loaded must
-# have the same major version (the SONAME's) and at least this minor.version.
+# have the same major.minor (before 1.0 a minor release may break the ABI, as 0.2.0 did
+# with the table callbacks) and any patch.
 PXL_VERSION_MAJOR = 0
-PXL_VERSION_MINOR = 1
+PXL_VERSION_MINOR = 2
 PXL_VERSION_PATCH = 0
 PXL_VERSION_NUM = (PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH
 SONAME = "libpixload.so.0"
@@ -59,6 +63,11 @@ def _candidates():
     return found, False
 
 
+def version_compatible(num):
+    """Whether a library whose pxl_version_num() is num can be used: same major.minor."""
+    return num >> 8 == PXL_VERSION_NUM >> 8
+
+
 def load_library():
     """Returns (CDLL, where it came from). Raises LibraryNotFoundError with advice."""
     candidates, explicit = _candidates()
@@ -78,10 +87,10 @@ def load_library():
             failures.append(f"  {origin}: {path}: not libpixload (no pxl_version_num)")
             continue
         num = lib.pxl_version_num()
-        if num >> 16 != PXL_VERSION_MAJOR or num < PXL_VERSION_NUM:
+        if not version_compatible(num):
             failures.append(
                 f"  {origin}: {path}: version {lib.pxl_version().decode()}, these bindings "
-                f"need {PXL_VERSION_MAJOR}.x >= {PXL_VERSION_MAJOR}.{PXL_VERSION_MINOR}.{PXL_VERSION_PATCH}"
+                f"need {PXL_VERSION_MAJOR}.{PXL_VERSION_MINOR}.x"
             )
             continue
         return lib, f"{origin}: {path}"
@@ -100,6 +109,13 @@ c_char_pp = ctypes.POINTER(ctypes.c_char_p)
 # Opaque handles travel as plain addresses (ints): finalizers then hold no ctypes object,
 # and nothing in Python can dereference them by mistake.
 image_p = queue_p = loader_p = table_p = ctypes.c_void_p
+
+
+PXL_LOG_ERROR = 0
+PXL_LOG_WARNING = 1
+PXL_LOG_INFO = 2
+
+log_callback = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
 
 
 class pxl_config(ctypes.Structure):
@@ -128,6 +144,10 @@ class pxl_config(ctypes.Structure):
         ("memory_cache_count", ctypes.c_int32),
         ("disk_cache_dir", ctypes.c_char_p),
         ("disk_cache_max_age_s", ctypes.c_int64),
+        # Since 0.2.0.
+        ("log", log_callback),
+        ("log_user_data", ctypes.c_void_p),
+        ("log_level", ctypes.c_int32),
     ]
 
 
@@ -190,8 +210,9 @@ class pxl_table_stats(ctypes.Structure):
 
 
 load_callback = ctypes.CFUNCTYPE(None, c_token, ctypes.POINTER(pxl_result), ctypes.c_void_p)
-table_request_fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(pxl_request))
-table_row_fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(pxl_result))
+# user_data last since 0.2.0.
+table_request_fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int64, ctypes.POINTER(pxl_request), ctypes.c_void_p)
+table_row_fn = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.POINTER(pxl_result), ctypes.c_void_p)
 
 # name: (restype, argtypes). One table, declared once, so a signature is written in one
 # place only.
@@ -217,10 +238,11 @@ _FUNCTIONS = {
     "pxl_queue_wait": (ctypes.c_int32, [queue_p, ctypes.c_int32]),
     "pxl_queue_wakeup": (None, [queue_p]),
     "pxl_queue_pending": (ctypes.c_int32, [queue_p]),
-    "pxl_config_init": (None, [ctypes.POINTER(pxl_config)]),
+    # The *_init_size functions, not 0.1.0's *_init (which fill only 0.1.0's fields).
+    "pxl_config_init_size": (c_status, [ctypes.POINTER(pxl_config), ctypes.c_size_t]),
     "pxl_loader_new": (c_status, [ctypes.POINTER(pxl_config), ctypes.POINTER(loader_p)]),
     "pxl_loader_free": (None, [loader_p]),
-    "pxl_request_init": (None, [ctypes.POINTER(pxl_request)]),
+    "pxl_request_init_size": (c_status, [ctypes.POINTER(pxl_request), ctypes.c_size_t]),
     "pxl_load": (c_status, [loader_p, ctypes.POINTER(pxl_request), queue_p, load_callback,
                             ctypes.c_void_p, ctypes.POINTER(c_token)]),
     "pxl_cancel": (c_status, [loader_p, c_token]),
@@ -232,13 +254,13 @@ _FUNCTIONS = {
     "pxl_disk_cache_bytes": (ctypes.c_uint64, [loader_p]),
     "pxl_disk_cache_clear": (None, [loader_p]),
     "pxl_cache_remove": (c_status, [loader_p, ctypes.c_char_p]),
-    "pxl_get_stats": (c_status, [loader_p, ctypes.POINTER(pxl_stats)]),
+    "pxl_loader_get_stats": (c_status, [loader_p, ctypes.POINTER(pxl_stats)]),
     "pxl_cancel_all": (ctypes.c_int32, [loader_p, queue_p]),
     "pxl_prefetch": (c_status, [loader_p, ctypes.POINTER(pxl_request), ctypes.c_size_t,
                                 ctypes.POINTER(c_token)]),
     "pxl_bind": (c_status, [loader_p, ctypes.POINTER(pxl_request), queue_p, load_callback,
                             ctypes.c_void_p, ctypes.POINTER(c_token), ctypes.POINTER(image_p)]),
-    "pxl_table_config_init": (None, [ctypes.POINTER(pxl_table_config)]),
+    "pxl_table_config_init_size": (c_status, [ctypes.POINTER(pxl_table_config), ctypes.c_size_t]),
     "pxl_table_new": (c_status, [loader_p, queue_p, ctypes.POINTER(pxl_table_config), ctypes.c_int64,
                                  table_request_fn, table_row_fn, ctypes.c_void_p,
                                  ctypes.POINTER(table_p)]),
@@ -250,17 +272,50 @@ _FUNCTIONS = {
 }
 
 
-def _check_struct_sizes(lib):
-    """The *_init functions write the library's sizeof into struct_size."""
-    for struct, init in ((pxl_config, lib.pxl_config_init), (pxl_request, lib.pxl_request_init),
-                         (pxl_table_config, lib.pxl_table_config_init)):
-        probe = struct()
-        init(ctypes.byref(probe))
-        if probe.struct_size != ctypes.sizeof(struct):
+def init_struct(struct, into=None):
+    """A struct (or `into`, a pxl_config / pxl_request / pxl_table_config already
+    allocated, e.g. an array element) with the library's defaults, struct_size =
+    ctypes.sizeof of this module's declaration."""
+    init = _INIT_SIZE[struct]
+    value = struct() if into is None else into
+    status = init(ctypes.byref(value), ctypes.sizeof(struct))
+    if status != 0:  # only a size below 0.1.0's: these bindings are broken
+        raise LibraryNotFoundError(f"{init.__name__} refused {struct.__name__} of {ctypes.sizeof(struct)} bytes")
+    return value
+
+
+# Each struct's last field, and the library's default for it: after *_init_size the
+# default must be there, struct_size must be our size and no byte past our struct may
+# have been written. A field added to the header but not here, or a field of the wrong
+# size before the last, moves the default away from where we read it.
+_LAST_FIELD_DEFAULTS = {
+    "pxl_config": ("log_level", PXL_LOG_WARNING),
+    "pxl_request": ("progress_interval_ms", 100),
+    "pxl_table_config": ("prefetch_priority", -100),
+}
+
+
+def _check_struct_layouts(lib):
+    guard = 64
+    for struct in (pxl_config, pxl_request, pxl_table_config):
+        size = ctypes.sizeof(struct)
+        buffer = (ctypes.c_ubyte * (size + guard))(*([0xA5] * (size + guard)))
+        status = _INIT_SIZE[struct](ctypes.cast(buffer, ctypes.POINTER(struct)), size)
+        probe = struct.from_buffer(buffer)
+        field, default = _LAST_FIELD_DEFAULTS[struct.__name__]
+        problem = None
+        if status != 0:
+            problem = f"{_INIT_SIZE[struct].__name__} refused its size ({status})"
+        elif probe.struct_size != size:
+            problem = f"struct_size became {probe.struct_size}, not {size}"
+        elif getattr(probe, field) != default:
+            problem = f"{field} (the last field) is {getattr(probe, field)}, not its default {default}"
+        elif any(b != 0xA5 for b in buffer[size:]):
+            problem = "the library wrote past its end"
+        if problem:
             raise LibraryNotFoundError(
-                f"{struct.__name__} is {probe.struct_size} bytes in the loaded library but "
-                f"{ctypes.sizeof(struct)} in these bindings: they do not match this libpixload. "
-                + _HELP
+                f"{struct.__name__} of these bindings ({size} bytes) does not match the loaded "
+                f"libpixload ({library_origin}): {problem}. " + _HELP
             )
 
 
@@ -272,4 +327,9 @@ for _name, (_restype, _argtypes) in _FUNCTIONS.items():
         raise LibraryNotFoundError(f"the loaded libpixload ({library_origin}) lacks {_name}. " + _HELP)
     _fn.restype = _restype
     _fn.argtypes = _argtypes
-_check_struct_sizes(lib)
+_INIT_SIZE = {
+    pxl_config: lib.pxl_config_init_size,
+    pxl_request: lib.pxl_request_init_size,
+    pxl_table_config: lib.pxl_table_config_init_size,
+}
+_check_struct_layouts(lib)

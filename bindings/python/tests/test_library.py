@@ -24,8 +24,48 @@ def test_version_matches_header():
     major, minor, patch = (header_macro(f"PXL_VERSION_{p}") for p in ("MAJOR", "MINOR", "PATCH"))
     assert (_ffi.PXL_VERSION_MAJOR, _ffi.PXL_VERSION_MINOR, _ffi.PXL_VERSION_PATCH) == (major, minor, patch)
     loaded = _ffi.lib.pxl_version_num()
-    assert loaded >> 16 == major and loaded >= pixload.BINDINGS_VERSION_NUM
+    assert (loaded >> 16, (loaded >> 8) & 0xFF) == (major, minor) and _ffi.version_compatible(loaded)
     assert pixload.version() == f"{loaded >> 16}.{(loaded >> 8) & 0xFF}.{loaded & 0xFF}"
+    header_string = re.search(r'#define PXL_VERSION_STRING "([^"]+)"', (ROOT / "include/pixload.h").read_text())
+    assert header_string.group(1) == f"{major}.{minor}.{patch}"
+
+
+def test_only_the_same_minor_release_is_accepted():
+    """Before 1.0 a minor release may change the ABI (0.2.0 reordered the table
+    callbacks' parameters): 0.2.x only."""
+    ok = [0x000200, 0x000201, 0x0002FF]
+    refused = [0x000100, 0x000105, 0x000300, 0x010200, 0x000000]
+    assert [_ffi.version_compatible(n) for n in ok] == [True] * len(ok)
+    assert [_ffi.version_compatible(n) for n in refused] == [False] * len(refused)
+
+
+def test_package_version_is_the_header_version():
+    major, minor, patch = (header_macro(f"PXL_VERSION_{p}") for p in ("MAJOR", "MINOR", "PATCH"))
+    assert pixload.__version__ == f"{major}.{minor}.{patch}"
+    pyproject = (ROOT / "bindings/python/pyproject.toml").read_text()
+    assert re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1) == pixload.__version__
+
+
+def test_init_size_fills_exactly_our_struct():
+    """The *_init_size functions get ctypes.sizeof: struct_size is ours, the defaults
+    are where the header puts them, and nothing past our struct is written."""
+    config = _ffi.init_struct(_ffi.pxl_config)
+    assert config.struct_size == ctypes.sizeof(_ffi.pxl_config)
+    assert config.log_level == _ffi.PXL_LOG_WARNING and not config.log and not config.log_user_data
+    assert config.disk_cache_max_age_s == 604800 and config.memory_cache_bytes == 64 << 20
+    request = _ffi.init_struct(_ffi.pxl_request)
+    assert request.struct_size == ctypes.sizeof(_ffi.pxl_request) and request.progress_interval_ms == 100
+    table = _ffi.init_struct(_ffi.pxl_table_config)
+    assert table.struct_size == ctypes.sizeof(_ffi.pxl_table_config) and table.prefetch_priority == -100
+    # Array elements (Loader.prefetch) are filled in place.
+    array = (_ffi.pxl_request * 2)()
+    _ffi.init_struct(_ffi.pxl_request, array[1])
+    assert array[0].struct_size == 0 and array[1].struct_size == ctypes.sizeof(_ffi.pxl_request)
+
+
+def test_log_level_constants_match_header():
+    for name in ("ERROR", "WARNING", "INFO"):
+        assert getattr(_ffi, f"PXL_LOG_{name}") == header_macro(f"PXL_LOG_{name}") == pixload.LogLevel[name]
 
 
 def test_status_enum_matches_header():
@@ -37,6 +77,15 @@ def test_status_enum_matches_header():
 
 
 STRUCTS = ["pxl_config", "pxl_request", "pxl_result", "pxl_stats", "pxl_table_config", "pxl_table_stats"]
+
+
+SIZES_0_1 = {
+    "PXL_CONFIG_SIZE_0_1": ("pxl_config", "disk_cache_max_age_s"),
+    "PXL_REQUEST_SIZE_0_1": ("pxl_request", "progress_interval_ms"),
+    "PXL_TABLE_CONFIG_SIZE_0_1": ("pxl_table_config", "prefetch_priority"),
+    "PXL_STATS_SIZE_0_1": ("pxl_stats", "disk_bytes"),
+    "PXL_TABLE_STATS_SIZE_0_1": ("pxl_table_stats", "failed"),
+}
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to read the header's layout")
@@ -51,6 +100,12 @@ def test_struct_layout_matches_header(tmp_path):
         for field, _ in struct._fields_:
             lines.append(f'printf("{name}.{field} %zu\\n", offsetof({name}, {field}));')
             expected[f"{name}.{field}"] = getattr(struct, field).offset
+    # The 0.1.0 sizes (the smallest struct_size the library accepts): the prefix of our
+    # structs up to those fields is 0.1.0's layout.
+    for macro, (name, last) in SIZES_0_1.items():
+        lines.append(f'printf("{macro} %zu\\n", (size_t)({macro}));')
+        field = getattr(getattr(_ffi, name), last)
+        expected[macro] = field.offset + field.size
     lines.append("return 0; }")
     source = tmp_path / "layout.c"
     source.write_text("\n".join(lines))

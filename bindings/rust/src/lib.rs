@@ -57,6 +57,13 @@ pub fn version_num() -> u32 {
     unsafe { sys::pxl_version_num() }
 }
 
+/// Whether a library of this `PXL_VERSION_NUM` can be used by this crate: the same
+/// major.minor as `sys::PXL_VERSION_NUM` (before 1.0 a minor release may break the ABI,
+/// as 0.2.0 did with the table callbacks), any patch.
+pub fn version_compatible(num: u32) -> bool {
+    num >> 8 == sys::PXL_VERSION_NUM >> 8
+}
+
 /// A pixload status. The C enum is append-only: a status this crate does not know yet
 /// arrives as `Unknown`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -441,8 +448,9 @@ fn report_panic(what: &str, payload: Box<dyn Any + Send>) {
 thread_local! {
     /// How deep this thread is in closures called from the library.
     static CALLBACK_DEPTH: Cell<usize> = const { Cell::new(0) };
-    /// Loaders dropped inside such a closure: pxl_loader_free must not run there.
-    static DEFERRED_LOADERS: RefCell<Vec<NonNull<sys::pxl_loader>>> = const { RefCell::new(Vec::new()) };
+    /// Loaders dropped inside such a closure (with their log closures): pxl_loader_free
+    /// must not run there.
+    static DEFERRED_LOADERS: RefCell<Vec<(NonNull<sys::pxl_loader>, *mut LogFn)>> = const { RefCell::new(Vec::new()) };
     /// A per-thread address, to tell which thread drains a queue.
     static THREAD_KEY: u8 = const { 0 };
 }
@@ -477,8 +485,24 @@ fn free_deferred_loaders() {
         return;
     }
     let loaders = DEFERRED_LOADERS.try_with(|l| std::mem::take(&mut *l.borrow_mut())).unwrap_or_default();
-    for loader in loaders {
-        unsafe { sys::pxl_loader_free(loader.as_ptr()) }
+    for (loader, log) in loaders {
+        unsafe { free_loader(loader, log) }
+    }
+}
+
+/// pxl_loader_free, then the loader's log closure: the library never calls it after
+/// pxl_loader_free returned.
+///
+/// # Safety
+/// `raw` is a live loader not used afterwards; `log` is NULL or its log closure from
+/// Box::into_raw.
+unsafe fn free_loader(raw: NonNull<sys::pxl_loader>, log: *mut LogFn) {
+    unsafe { sys::pxl_loader_free(raw.as_ptr()) };
+    if !log.is_null() {
+        let log = unsafe { Box::from_raw(log) };
+        call_user("dropping the log closure", move || drop(log));
+        // The closure may have held the last reference to another loader.
+        free_deferred_loaders();
     }
 }
 
@@ -721,12 +745,7 @@ struct RawRequest {
 
 impl Request {
     pub fn new(url: impl Into<String>) -> Request {
-        let mut defaults = std::mem::MaybeUninit::<sys::pxl_request>::zeroed();
-        // SAFETY: fills every field.
-        let defaults = unsafe {
-            sys::pxl_request_init(defaults.as_mut_ptr());
-            defaults.assume_init()
-        };
+        let defaults = default_request();
         Request {
             url: url.into(),
             cache_key: None,
@@ -822,11 +841,7 @@ impl Request {
         let cache_key = self.cache_key.as_deref().map(|k| c_string("the cache key", k)).transpose()?;
         let headers = self.headers.iter().map(|h| c_string("a header line", h)).collect::<Result<Vec<_>, _>>()?;
         let header_pointers = header_pointers(&headers);
-        let mut raw = std::mem::MaybeUninit::<sys::pxl_request>::zeroed();
-        let mut raw = unsafe {
-            sys::pxl_request_init(raw.as_mut_ptr());
-            raw.assume_init()
-        };
+        let mut raw = default_request();
         self.fill(&mut raw);
         raw.url = url.as_ptr();
         raw.cache_key = cache_key.as_ref().map_or(ptr::null(), |k| k.as_ptr());
@@ -844,6 +859,18 @@ impl Request {
         raw.priority = self.priority;
         raw.flags = self.flags;
         raw.progress_interval_ms = self.progress_interval_ms;
+    }
+}
+
+/// The library's request defaults, struct_size = our size_of (pxl_request_init_size: the
+/// library then reads every field we have, and none we do not).
+fn default_request() -> sys::pxl_request {
+    let mut raw = std::mem::MaybeUninit::<sys::pxl_request>::zeroed();
+    // SAFETY: fills all size_of::<pxl_request>() bytes (zeroed first anyway).
+    unsafe {
+        let status = sys::pxl_request_init_size(raw.as_mut_ptr(), std::mem::size_of::<sys::pxl_request>());
+        assert_eq!(status, sys::PXL_OK, "pxl_request_init_size refused sys::pxl_request");
+        raw.assume_init()
     }
 }
 
@@ -893,6 +920,52 @@ pub struct Stats {
 // Loaders
 // ---------------------------------------------------------------------------------
 
+/// The severity of a library log line ([`LoaderBuilder::log`]); lower is more severe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Something failed that the library worked around.
+    Error,
+    /// Degraded: a disk cache turned off, an entry dropped.
+    Warning,
+    Info,
+}
+
+impl LogLevel {
+    /// A level above `PXL_LOG_INFO` (from a newer library) reads as `Info`.
+    pub fn from_raw(raw: i32) -> LogLevel {
+        match raw {
+            i32::MIN..=sys::PXL_LOG_ERROR => LogLevel::Error,
+            sys::PXL_LOG_WARNING => LogLevel::Warning,
+            _ => LogLevel::Info,
+        }
+    }
+
+    pub fn to_raw(self) -> i32 {
+        match self {
+            LogLevel::Error => sys::PXL_LOG_ERROR,
+            LogLevel::Warning => sys::PXL_LOG_WARNING,
+            LogLevel::Info => sys::PXL_LOG_INFO,
+        }
+    }
+}
+
+type LogFn = Box<dyn Fn(LogLevel, &str) + Send + Sync>;
+
+unsafe extern "C" fn on_log(level: i32, message: *const c_char, user_data: *mut c_void) {
+    // SAFETY: user_data is the loader's LogFn, freed only after pxl_loader_free returned
+    // ("never called after"); Fn + Sync, so calls on several threads at once are fine.
+    let log = unsafe { &*(user_data as *const LogFn) };
+    call_user("the log closure", || {
+        let text = if message.is_null() {
+            std::borrow::Cow::Borrowed("")
+        } else {
+            // SAFETY: a NUL-terminated line, borrowed for this call.
+            unsafe { CStr::from_ptr(message) }.to_string_lossy()
+        };
+        log(LogLevel::from_raw(level), &text)
+    });
+}
+
 /// A loader's configuration: a builder over `pxl_config`, defaults from the library.
 pub struct LoaderBuilder {
     config: sys::pxl_config,
@@ -900,6 +973,7 @@ pub struct LoaderBuilder {
     ca_file: Option<std::path::PathBuf>,
     disk_cache_dir: Option<std::path::PathBuf>,
     headers: Vec<String>,
+    log: Option<LogFn>,
 }
 
 macro_rules! config_setters {
@@ -918,12 +992,14 @@ macro_rules! config_setters {
 impl LoaderBuilder {
     pub fn new() -> LoaderBuilder {
         let mut config = std::mem::MaybeUninit::<sys::pxl_config>::zeroed();
-        // SAFETY: fills every field, struct_size included.
+        // SAFETY: fills all size_of::<pxl_config>() bytes, struct_size = that size (so the
+        // library reads every field we have; 0.1.0's pxl_config_init would set its own).
         let config = unsafe {
-            sys::pxl_config_init(config.as_mut_ptr());
+            let status = sys::pxl_config_init_size(config.as_mut_ptr(), std::mem::size_of::<sys::pxl_config>());
+            assert_eq!(status, sys::PXL_OK, "pxl_config_init_size refused sys::pxl_config");
             config.assume_init()
         };
-        LoaderBuilder { config, user_agent: None, ca_file: None, disk_cache_dir: None, headers: Vec::new() }
+        LoaderBuilder { config, user_agent: None, ca_file: None, disk_cache_dir: None, headers: Vec::new(), log: None }
     }
 
     config_setters! {
@@ -957,6 +1033,22 @@ impl LoaderBuilder {
         disk_cache_max_age: Duration => |c, v| c.disk_cache_max_age_s = v.as_secs().min(i64::MAX as u64) as i64;
         /// Every stored copy is fresh until evicted, whatever the server said.
         ignore_http_freshness: bool => |c, v| c.ignore_http_freshness = v as i32;
+        /// The most verbose level passed to the [`log`](LoaderBuilder::log) closure
+        /// (default [`LogLevel::Warning`]).
+        log_level: LogLevel => |c, v| c.log_level = v.to_raw();
+    }
+
+    /// Receives the library's diagnostics (a disk cache directory it cannot use, a
+    /// corrupt cache entry dropped): a level and one line without a newline. Runs on the
+    /// library's threads, possibly several at once: keep it quick, and call no pixload
+    /// function from it. A panic is caught (see [`caught_panics`]). Dropped after the
+    /// loader is freed. Without it the library is silent.
+    pub fn log<F>(mut self, log: F) -> LoaderBuilder
+    where
+        F: Fn(LogLevel, &str) + Send + Sync + 'static,
+    {
+        self.log = Some(Box::new(log));
+        self
     }
 
     pub fn user_agent(mut self, agent: impl Into<String>) -> LoaderBuilder {
@@ -982,6 +1074,15 @@ impl LoaderBuilder {
     }
 
     pub fn build(self) -> Result<Loader, Error> {
+        let num = version_num();
+        if !version_compatible(num) {
+            return Err(Error::invalid(format!(
+                "libpixload {} is loaded, but this crate needs {}.{}.x",
+                version(),
+                sys::PXL_VERSION_MAJOR,
+                sys::PXL_VERSION_MINOR
+            )));
+        }
         let user_agent = self.user_agent.as_deref().map(|a| c_string("the user agent", a)).transpose()?;
         let ca_file = self.ca_file.as_deref().map(|p| path_string("the CA file", p)).transpose()?;
         let disk_cache_dir = self.disk_cache_dir.as_deref().map(|p| path_string("the disk cache directory", p)).transpose()?;
@@ -992,11 +1093,27 @@ impl LoaderBuilder {
         config.ca_file = ca_file.as_ref().map_or(ptr::null(), |s| s.as_ptr());
         config.disk_cache_dir = disk_cache_dir.as_ref().map_or(ptr::null(), |s| s.as_ptr());
         config.headers = if headers.is_empty() { ptr::null() } else { header_pointers.as_ptr() };
+        // Owned by the Loader from here on (freed after pxl_loader_free).
+        let log = self.log.map_or(ptr::null_mut(), |f| Box::into_raw(Box::new(f)));
+        if !log.is_null() {
+            config.log = Some(on_log);
+            config.log_user_data = log as *mut c_void;
+        }
         let mut raw = ptr::null_mut();
         // SAFETY: the strings live until the call returns; the library copies them.
-        check(unsafe { sys::pxl_loader_new(&config, &mut raw) })?;
-        let raw = NonNull::new(raw).ok_or_else(|| Error::from_raw(sys::PXL_E_NO_MEMORY))?;
-        Ok(Loader { raw })
+        let status = unsafe { sys::pxl_loader_new(&config, &mut raw) };
+        match (status, NonNull::new(raw)) {
+            (sys::PXL_OK, Some(raw)) => Ok(Loader { raw, log }),
+            (status, _) => {
+                if !log.is_null() {
+                    // No loader: the library never calls it.
+                    let log = unsafe { Box::from_raw(log) };
+                    call_user("dropping the log closure", move || drop(log));
+                    free_deferred_loaders();
+                }
+                Err(Error::from_raw(if status == sys::PXL_OK { sys::PXL_E_NO_MEMORY } else { status }))
+            }
+        }
     }
 }
 
@@ -1013,6 +1130,8 @@ impl Default for LoaderBuilder {
 /// library forbids freeing a loader from a callback).
 pub struct Loader {
     raw: NonNull<sys::pxl_loader>,
+    /// The log closure (Box::into_raw), NULL for none; freed after pxl_loader_free.
+    log: *mut LogFn,
 }
 
 // SAFETY: "A pxl_loader may be used from any thread."
@@ -1191,7 +1310,8 @@ impl Loader {
     pub fn stats(&self) -> Stats {
         let mut s = sys::pxl_stats { struct_size: std::mem::size_of::<sys::pxl_stats>(), ..Default::default() };
         // Only a NULL loader or a bad struct_size fail, and neither can happen here.
-        unsafe { sys::pxl_get_stats(self.as_ptr(), &mut s) };
+        // The library fills what it knows and zeroes the rest of ours.
+        unsafe { sys::pxl_loader_get_stats(self.as_ptr(), &mut s) };
         Stats {
             requests: s.requests,
             memory_hits: s.memory_hits,
@@ -1214,19 +1334,19 @@ impl Drop for Loader {
         if in_callback() {
             // "Must not be called from a callback of this loader's requests": free it
             // once the dispatch (or queue free, or table call) around us returns.
-            let raw = self.raw;
-            let deferred = DEFERRED_LOADERS.try_with(|l| l.borrow_mut().push(raw)).is_ok();
+            let (raw, log) = (self.raw, self.log);
+            let deferred = DEFERRED_LOADERS.try_with(|l| l.borrow_mut().push((raw, log))).is_ok();
             if deferred {
                 return;
             }
         }
-        unsafe { sys::pxl_loader_free(self.raw.as_ptr()) }
+        unsafe { free_loader(self.raw, self.log) }
     }
 }
 
 impl fmt::Debug for Loader {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Loader").field("raw", &self.raw).finish()
+        f.debug_struct("Loader").field("raw", &self.raw).field("log", &!self.log.is_null()).finish()
     }
 }
 
@@ -1243,7 +1363,8 @@ pub struct TableConfig {
 impl TableConfig {
     pub fn new() -> TableConfig {
         let mut raw = sys::pxl_table_config::default();
-        unsafe { sys::pxl_table_config_init(&mut raw) };
+        let status = unsafe { sys::pxl_table_config_init_size(&mut raw, std::mem::size_of::<sys::pxl_table_config>()) };
+        assert_eq!(status, sys::PXL_OK, "pxl_table_config_init_size refused sys::pxl_table_config");
         TableConfig { raw }
     }
 
@@ -1299,7 +1420,7 @@ struct TableCallbacks {
     kept: Vec<RawRequest>,
 }
 
-unsafe extern "C" fn on_table_request(user_data: *mut c_void, row: i64, request: *mut sys::pxl_request) -> c_int {
+unsafe extern "C" fn on_table_request(row: i64, request: *mut sys::pxl_request, user_data: *mut c_void) -> c_int {
     // SAFETY: user_data is the table's TableCallbacks, alive until pxl_table_free
     // returns; request_fn and `kept` are used only on the thread calling set_visible or
     // set_row_count (&mut Table).
@@ -1315,7 +1436,7 @@ unsafe extern "C" fn on_table_request(user_data: *mut c_void, row: i64, request:
             return 0;
         }
     };
-    // SAFETY: the library's request, set up by pxl_request_init.
+    // SAFETY: the library's request, with its defaults (and its own struct_size).
     let request = unsafe { &mut *request };
     wanted.fill(request);
     request.url = raw.raw.url;
@@ -1328,7 +1449,7 @@ unsafe extern "C" fn on_table_request(user_data: *mut c_void, row: i64, request:
     1
 }
 
-unsafe extern "C" fn on_table_row(user_data: *mut c_void, row: i64, result: *const sys::pxl_result) {
+unsafe extern "C" fn on_table_row(row: i64, result: *const sys::pxl_result, user_data: *mut c_void) {
     // SAFETY: as above; row_fn is Fn + Sync, so a shared reference is enough.
     let row_fn = unsafe { &(*(user_data as *const TableCallbacks)).row_fn };
     let outcome = unsafe { result_from_c(result) };

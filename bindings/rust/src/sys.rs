@@ -8,6 +8,7 @@
 
 use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::marker::{PhantomData, PhantomPinned};
+use core::mem::{offset_of, size_of};
 
 /// An opaque C type: no size, not Send, not Sync, not Unpin (the nomicon's recipe).
 macro_rules! opaque {
@@ -22,10 +23,10 @@ macro_rules! opaque {
 
 // Version
 pub const PXL_VERSION_MAJOR: u32 = 0;
-pub const PXL_VERSION_MINOR: u32 = 1;
+pub const PXL_VERSION_MINOR: u32 = 2;
 pub const PXL_VERSION_PATCH: u32 = 0;
 pub const PXL_VERSION_NUM: u32 = (PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH;
-pub const PXL_VERSION_STRING: &str = "0.1.0";
+pub const PXL_VERSION_STRING: &str = "0.2.0";
 
 // Status codes. A C enum whose values are all non-negative is an unsigned int (gcc,
 // clang): 4 bytes, passed like one.
@@ -90,6 +91,14 @@ opaque!(pxl_queue);
 opaque!(pxl_loader);
 opaque!(pxl_table);
 
+// Log levels (pxl_log_callback's level)
+pub const PXL_LOG_ERROR: i32 = 0;
+pub const PXL_LOG_WARNING: i32 = 1;
+pub const PXL_LOG_INFO: i32 = 2;
+
+/// Runs on a library thread, possibly several at once; `message` is borrowed for the call.
+pub type pxl_log_callback = Option<unsafe extern "C" fn(level: i32, message: *const c_char, user_data: *mut c_void)>;
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct pxl_config {
@@ -117,7 +126,19 @@ pub struct pxl_config {
     pub memory_cache_count: i32,
     pub disk_cache_dir: *const c_char,
     pub disk_cache_max_age_s: i64,
+    // Since 0.2.0.
+    pub log: pxl_log_callback,
+    pub log_user_data: *mut c_void,
+    pub log_level: i32,
 }
+
+// The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
+// struct_size the library accepts.
+pub const PXL_CONFIG_SIZE_0_1: usize = offset_of!(pxl_config, disk_cache_max_age_s) + size_of::<i64>();
+pub const PXL_REQUEST_SIZE_0_1: usize = offset_of!(pxl_request, progress_interval_ms) + size_of::<i32>();
+pub const PXL_TABLE_CONFIG_SIZE_0_1: usize = offset_of!(pxl_table_config, prefetch_priority) + size_of::<i32>();
+pub const PXL_STATS_SIZE_0_1: usize = offset_of!(pxl_stats, disk_bytes) + size_of::<u64>();
+pub const PXL_TABLE_STATS_SIZE_0_1: usize = offset_of!(pxl_table_stats, failed) + size_of::<u64>();
 
 pub type pxl_token = u64;
 
@@ -173,11 +194,12 @@ pub struct pxl_stats {
     pub disk_bytes: u64,
 }
 
+// user_data last since 0.2.0.
 pub type pxl_table_request_fn =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, row: i64, request: *mut pxl_request) -> c_int>;
+    Option<unsafe extern "C" fn(row: i64, request: *mut pxl_request, user_data: *mut c_void) -> c_int>;
 
 pub type pxl_table_row_fn =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, row: i64, result: *const pxl_result)>;
+    Option<unsafe extern "C" fn(row: i64, result: *const pxl_result, user_data: *mut c_void)>;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -225,10 +247,16 @@ extern "C" {
     pub fn pxl_queue_wakeup(queue: *mut pxl_queue);
     pub fn pxl_queue_pending(queue: *const pxl_queue) -> i32;
 
+    /// Fills `size` bytes (`size_of::<pxl_config>()`) with the defaults. Since 0.2.0.
+    pub fn pxl_config_init_size(config: *mut pxl_config, size: usize) -> pxl_status;
+    /// 0.1.0's: fills only the fields 0.1.0 had and sets 0.1.0's struct_size (the C
+    /// header's macro of this name calls pxl_config_init_size). Use pxl_config_init_size.
     pub fn pxl_config_init(config: *mut pxl_config);
     pub fn pxl_loader_new(config: *const pxl_config, out: *mut *mut pxl_loader) -> pxl_status;
     pub fn pxl_loader_free(loader: *mut pxl_loader);
 
+    pub fn pxl_request_init_size(request: *mut pxl_request, size: usize) -> pxl_status;
+    /// 0.1.0's, as pxl_config_init: use pxl_request_init_size.
     pub fn pxl_request_init(request: *mut pxl_request);
     pub fn pxl_load(
         loader: *mut pxl_loader,
@@ -247,6 +275,8 @@ extern "C" {
     pub fn pxl_disk_cache_bytes(loader: *mut pxl_loader) -> u64;
     pub fn pxl_disk_cache_clear(loader: *mut pxl_loader);
     pub fn pxl_cache_remove(loader: *mut pxl_loader, cache_key: *const c_char) -> pxl_status;
+    pub fn pxl_loader_get_stats(loader: *mut pxl_loader, stats: *mut pxl_stats) -> pxl_status;
+    /// The 0.1.0 name of pxl_loader_get_stats.
     pub fn pxl_get_stats(loader: *mut pxl_loader, stats: *mut pxl_stats) -> pxl_status;
     pub fn pxl_cancel_all(loader: *mut pxl_loader, queue: *mut pxl_queue) -> i32;
     pub fn pxl_prefetch(
@@ -265,6 +295,8 @@ extern "C" {
         image_now: *mut *mut pxl_image,
     ) -> pxl_status;
 
+    pub fn pxl_table_config_init_size(config: *mut pxl_table_config, size: usize) -> pxl_status;
+    /// 0.1.0's, as pxl_config_init: use pxl_table_config_init_size.
     pub fn pxl_table_config_init(config: *mut pxl_table_config);
     pub fn pxl_table_new(
         loader: *mut pxl_loader,

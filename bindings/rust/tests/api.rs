@@ -706,3 +706,146 @@ fn fetch_waits_for_one_image_or_its_error() {
     let size = thread::spawn(move || other.fetch(&Request::new(url)).map(|i| i.width())).join().unwrap();
     assert!(size.unwrap() > 0);
 }
+
+#[test]
+fn only_the_same_minor_release_is_accepted() {
+    // Before 1.0 a minor release may change the ABI (0.2.0 reordered the table
+    // callbacks' parameters): 0.2.x only.
+    for ok in [0x000200, 0x000201, 0x0002FF] {
+        assert!(pixload::version_compatible(ok), "{ok:#08x}");
+    }
+    for refused in [0x000100, 0x000105, 0x000300, 0x010200, 0] {
+        assert!(!pixload::version_compatible(refused), "{refused:#08x}");
+    }
+    assert!(pixload::version_compatible(pixload::version_num()));
+    assert_eq!(env!("CARGO_PKG_VERSION"), pixload::sys::PXL_VERSION_STRING, "Cargo.toml's version");
+}
+
+#[test]
+fn init_size_fills_exactly_our_structs() {
+    use pixload::sys;
+    use std::mem::size_of;
+    // A guard past each struct: *_init_size writes size bytes, never more.
+    fn init<T>(init: unsafe extern "C" fn(*mut T, usize) -> sys::pxl_status) -> T {
+        let size = size_of::<T>();
+        let mut buffer = vec![0xA5u8; size + 64 + std::mem::align_of::<T>()];
+        let offset = buffer.as_ptr().align_offset(std::mem::align_of::<T>());
+        let p = unsafe { buffer.as_mut_ptr().add(offset) } as *mut T;
+        assert_eq!(unsafe { init(p, size) }, sys::PXL_OK);
+        assert!(buffer[offset + size..].iter().all(|&b| b == 0xA5), "written past the struct");
+        assert_eq!(unsafe { *(p as *const usize) }, size, "struct_size is ours");
+        unsafe { p.read() }
+    }
+    let config = init(sys::pxl_config_init_size);
+    assert_eq!(config.log_level, sys::PXL_LOG_WARNING);
+    assert!(config.log.is_none() && config.log_user_data.is_null());
+    assert_eq!(config.disk_cache_max_age_s, 604_800);
+    assert_eq!(config.memory_cache_bytes, 64 << 20);
+    let request = init(sys::pxl_request_init_size);
+    assert_eq!(request.progress_interval_ms, 100);
+    let table = init(sys::pxl_table_config_init_size);
+    assert_eq!(table.prefetch_priority, sys::PXL_PRIORITY_PREFETCH);
+    // Below 0.1.0's size: refused, nothing written.
+    let mut small = vec![0xA5u8; sys::PXL_CONFIG_SIZE_0_1];
+    let status = unsafe { sys::pxl_config_init_size(small.as_mut_ptr() as *mut sys::pxl_config, sys::PXL_CONFIG_SIZE_0_1 - 1) };
+    assert_eq!(status, sys::PXL_E_INVALID_ARGUMENT);
+    assert!(small.iter().all(|&b| b == 0xA5));
+}
+
+/// A directory path under a regular file: the disk cache cannot be created there.
+fn unusable_cache_dir(case: &str) -> std::path::PathBuf {
+    let tmp = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
+    let file = std::path::Path::new(&tmp).join(format!("pxl-rust-log.{}.{case}", std::process::id()));
+    std::fs::write(&file, "not a directory").unwrap();
+    file.join("cache")
+}
+
+fn wait_for(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[test]
+fn an_unusable_disk_cache_is_logged_as_a_warning() {
+    let server = server();
+    let dir = unusable_cache_dir("warning");
+    let lines: Arc<Mutex<Vec<(pixload::LogLevel, String, thread::ThreadId)>>> = Default::default();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let loader = {
+        let lines = lines.clone();
+        let guard = DropCounter(drops.clone());
+        Loader::builder()
+            .disk_cache_dir(&dir)
+            .disk_cache_bytes(1 << 20)
+            .log(move |level, message| {
+                let _ = &guard;
+                lines.lock().unwrap().push((level, message.to_string(), thread::current().id()));
+            })
+            .build()
+            .unwrap()
+    };
+    let queue = Queue::new().unwrap();
+    // Still loads, from the network: the loader turned memory-only.
+    let image = load_one(&loader, &queue, &Request::new(server.url("gradient.jpg", "log-warning")).size(32, 32)).unwrap();
+    assert_eq!((image.width(), image.height()), (32, 24));
+    let logged = |lines: &[(pixload::LogLevel, String, thread::ThreadId)]| {
+        lines.iter().find(|(_, m, _)| m.contains("without a disk cache")).cloned()
+    };
+    assert!(wait_for(LONG, || logged(&lines.lock().unwrap()).is_some()), "{:?}", lines.lock().unwrap());
+    let (level, message, thread_id) = logged(&lines.lock().unwrap()).unwrap();
+    assert_eq!(level, pixload::LogLevel::Warning);
+    assert!(!message.ends_with('\n'));
+    assert_ne!(thread_id, thread::current().id(), "logged on a library thread");
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "the closure lives as long as the loader");
+    drop(loader);
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "the closure is dropped with the loader");
+    let _ = std::fs::remove_file(dir.parent().unwrap());
+}
+
+#[test]
+fn a_panicking_log_closure_is_caught_and_log_level_filters() {
+    let dir = unusable_cache_dir("panics");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let before = pixload::caught_panics();
+    let loader = {
+        let calls = calls.clone();
+        Loader::builder()
+            .disk_cache_dir(&dir)
+            .disk_cache_bytes(1 << 20)
+            .log(move |_, _| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                panic!("a broken logger");
+            })
+            .build()
+            .unwrap()
+    };
+    loader.disk_cache_clear(); // opens the disk cache (and fails): the line is out by now
+    assert!(wait_for(LONG, || calls.load(Ordering::SeqCst) > 0));
+    assert!(pixload::caught_panics() > before);
+    drop(loader);
+
+    // log_level Error: the warning is not passed on.
+    let silent = Arc::new(AtomicUsize::new(0));
+    let loader = {
+        let silent = silent.clone();
+        Loader::builder()
+            .disk_cache_dir(&dir)
+            .disk_cache_bytes(1 << 20)
+            .log_level(pixload::LogLevel::Error)
+            .log(move |_, _| {
+                silent.fetch_add(1, Ordering::SeqCst);
+            })
+            .build()
+            .unwrap()
+    };
+    loader.disk_cache_clear();
+    drop(loader);
+    assert_eq!(silent.load(Ordering::SeqCst), 0);
+    let _ = std::fs::remove_file(dir.parent().unwrap());
+}

@@ -83,7 +83,7 @@ fn rust_side() -> (
             allowed_schemes, user_agent, stall_timeout_ms, max_redirects, max_retries,
             retry_base_delay_ms, retry_max_delay_ms, ca_file, headers, cancel_storm_limit,
             disk_cache_bytes, ignore_http_freshness, memory_cache_count, disk_cache_dir,
-            disk_cache_max_age_s,
+            disk_cache_max_age_s, log, log_user_data, log_level,
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
@@ -110,6 +110,9 @@ fn rust_side() -> (
         PXL_FLAG_IGNORE_ORIENTATION, PXL_FLAG_SKIP_MEMORY_CACHE, PXL_FLAG_RELOAD, PXL_FLAG_CACHE_ONLY,
         PXL_SCHEME_HTTP, PXL_SCHEME_HTTPS, PXL_SCHEME_FILE,
         PXL_SOURCE_NONE, PXL_SOURCE_MEMORY, PXL_SOURCE_NETWORK, PXL_SOURCE_DISK, PXL_SOURCE_REVALIDATED,
+        PXL_LOG_ERROR, PXL_LOG_WARNING, PXL_LOG_INFO,
+        PXL_CONFIG_SIZE_0_1, PXL_REQUEST_SIZE_0_1, PXL_TABLE_CONFIG_SIZE_0_1, PXL_STATS_SIZE_0_1,
+        PXL_TABLE_STATS_SIZE_0_1,
     ];
     let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source];
     (structs, fields, order, constants, enums)

@@ -1,6 +1,7 @@
 //! Test support: the fixtures (Tests/capi/mkfixtures.c, compiled with gcc at test time)
-//! served by a private nginx (scripts/nginx.sh) on the first free port of 18220-18229,
-//! started once per test binary and stopped at exit.
+//! served by a private nginx (scripts/nginx.sh) on the first free port of 18220-18229
+//! (or of PXL_RUST_TEST_PORTS, "FIRST-LAST", when set), started once per test binary
+//! and stopped at exit.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -24,6 +25,17 @@ pub fn gradient_g(y: u32) -> i32 {
 }
 
 pub const PORTS: std::ops::RangeInclusive<u16> = 18220..=18229;
+
+/// PORTS, or PXL_RUST_TEST_PORTS ("FIRST-LAST" or one port) when set: machines shared
+/// with other test runs give each run a range of its own.
+pub fn ports() -> std::ops::RangeInclusive<u16> {
+    let Ok(text) = std::env::var("PXL_RUST_TEST_PORTS") else { return PORTS };
+    let parse = |s: &str| s.trim().parse::<u16>().unwrap_or_else(|_| panic!("PXL_RUST_TEST_PORTS={text:?}: not FIRST-LAST"));
+    match text.split_once('-') {
+        Some((first, last)) => parse(first)..=parse(last),
+        None => parse(&text)..=parse(&text),
+    }
+}
 
 pub struct Server {
     pub base: String,
@@ -76,7 +88,8 @@ pub fn server() -> &'static Server {
 
         // Another agent's or an aborted run's server may hold a port: take the next.
         let mut errors = String::new();
-        for port in PORTS {
+        let ports = ports();
+        for port in ports.clone() {
             let output = Command::new(root.join("scripts/nginx.sh"))
                 .arg("start")
                 .arg(&www)
@@ -94,7 +107,7 @@ pub fn server() -> &'static Server {
             }
             errors.push_str(&String::from_utf8_lossy(&output.stderr));
         }
-        panic!("nginx started on none of the ports {PORTS:?}: {errors}");
+        panic!("nginx started on none of the ports {ports:?}: {errors}");
     })
 }
 
