@@ -59,10 +59,14 @@
  * sizeof, the library fills the fields both know, zeroes the rest of the caller's struct
  * and sets struct_size to the bytes it filled. pxl_result.struct_size is the library's.
  *
- * Since 0.2.0 (the one incompatible change from 0.1.0, made before 1.0): the table
- * callbacks (pxl_table_request_fn, pxl_table_row_fn) take user_data last, like every
- * other callback. Programs built against 0.1.0 that use tables must be rebuilt; every
- * other 0.1.0 program runs unchanged.
+ * Since 0.2.0 the table callbacks (pxl_table_request_fn, pxl_table_row_fn) take user_data
+ * last, like every other callback: source written for 0.1.0 that uses tables must swap
+ * its callbacks' parameters when rebuilt. Programs built against 0.1.0 run unchanged:
+ * their pxl_table_new is still there (see pxl_table_create).
+ *
+ * Bindings that reach the library by symbol (ctypes, Rust) call the *_init_size and
+ * pxl_table_create functions: the names without them are 0.1.0's symbols, kept for
+ * programs built against 0.1.0, and C programs reach the new ones through macros.
  *
  * Logging
  * -------
@@ -113,7 +117,9 @@ extern "C" {
 #define PXL_VERSION_MAJOR 0
 #define PXL_VERSION_MINOR 2
 #define PXL_VERSION_PATCH 0
-/* 0xMMmmpp: compare with >= to test for a feature at compile time. */
+/* 0xMMmmpp. Before 1.0 a minor release may change the ABI (0.2.0 did, keeping 0.1.0's
+ * symbols): a binding checks MAJOR and MINOR for equality; a C program compares with >=
+ * to test for a feature at compile time. */
 #define PXL_VERSION_NUM ((PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH)
 #define PXL_VERSION_STRING "0.2.0"
 
@@ -310,8 +316,10 @@ PXL_API int32_t pxl_queue_pending(const pxl_queue *queue);
 
 /* Receives the library's diagnostics: a level (PXL_LOG_*), one line of English without a
  * trailing newline (borrowed for the call) and pxl_config.log_user_data. Runs on a
- * library thread, possibly several at once: it must be thread-safe, return quickly and
- * call no pixload function. Never called after pxl_loader_free() returns. */
+ * library thread, possibly several at once, or on the thread calling pxl_loader_new or
+ * pxl_disk_cache_clear (which may open the disk cache): it must be thread-safe, return
+ * quickly, take no lock the host may hold while calling pixload, and call no pixload
+ * function. Never called after pxl_loader_free() returns. */
 typedef void (*pxl_log_callback)(int32_t level, const char *message, void *user_data);
 
 typedef struct pxl_config {
@@ -380,7 +388,9 @@ typedef struct pxl_config {
   pxl_log_callback log;           /* NULL (default): the library is silent */
   void *log_user_data;            /* passed to log */
   int32_t log_level;              /* the most verbose level passed to log; default
-                                     PXL_LOG_WARNING */
+                                     PXL_LOG_WARNING. Levels past PXL_LOG_INFO (a newer
+                                     header's) count as PXL_LOG_INFO, below 0 as
+                                     PXL_LOG_ERROR. */
 } pxl_config;
 
 /* The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
@@ -483,7 +493,8 @@ PXL_API void pxl_request_init(pxl_request *request);
 
 /* What a callback receives. Borrowed: valid only during the callback. */
 typedef struct pxl_result {
-  size_t struct_size;    /* sizeof(pxl_result) of the library; fields may be added */
+  size_t struct_size;    /* sizeof(pxl_result) of the library; fields may be added: read
+                            only fields that end within it */
   pxl_status status;     /* PXL_OK with an image; otherwise an error or PXL_E_CANCELLED */
   pxl_image *image;      /* the image when status is PXL_OK, else NULL. Borrowed:
                             pxl_image_retain() it to keep it past the callback. */
@@ -628,7 +639,9 @@ typedef struct pxl_table pxl_table;
  * to leave the row without an image. request->url and any strings it points to need only
  * live until this returns. Called from inside pxl_table_set_visible and
  * pxl_table_set_row_count, on the caller's thread; it must not call pxl_table_*.
- * user_data is pxl_table_new's (the last parameter since 0.2.0). */
+ * user_data is pxl_table_new's (the last parameter since 0.2.0). request->struct_size
+ * is the library's: code built against a newer header sets only fields that end within
+ * it. */
 typedef int (*pxl_table_request_fn)(int64_t row, pxl_request *request, void *user_data);
 
 /* A visible row's result: result->status PXL_OK with an image (borrowed, as in
@@ -657,10 +670,24 @@ PXL_API void pxl_table_config_init(pxl_table_config *config);
 
 /* Creates a table of row_count rows (none visible yet). config may be NULL for the
  * defaults. Returns PXL_OK or PXL_E_INVALID_ARGUMENT (NULL loader, queue, request_fn,
- * row_fn or out; bad struct_size; negative values). Any thread. Since 0.1.0. */
+ * row_fn or out; bad struct_size; negative values). Any thread. Since 0.2.0; C programs
+ * call it as pxl_table_new (the macro below), bindings by this name. */
+PXL_API pxl_status pxl_table_create(pxl_loader *loader, pxl_queue *queue, const pxl_table_config *config,
+                                    int64_t row_count, pxl_table_request_fn request_fn,
+                                    pxl_table_row_fn row_fn, void *user_data, pxl_table **out);
+
+/* 0.1.0's table callbacks took user_data first. */
+typedef int (*pxl_table_request_fn_0_1)(void *user_data, int64_t row, pxl_request *request);
+typedef void (*pxl_table_row_fn_0_1)(void *user_data, int64_t row, const pxl_result *result);
+
+/* The symbol pxl_table_new is 0.1.0's: it takes callbacks with user_data first, so that
+ * programs built against 0.1.0 keep working; otherwise as pxl_table_create. Programs
+ * built against this header reach pxl_table_create through the macro. Any thread.
+ * Since 0.1.0. */
 PXL_API pxl_status pxl_table_new(pxl_loader *loader, pxl_queue *queue, const pxl_table_config *config,
-                                 int64_t row_count, pxl_table_request_fn request_fn,
-                                 pxl_table_row_fn row_fn, void *user_data, pxl_table **out);
+                                 int64_t row_count, pxl_table_request_fn_0_1 request_fn,
+                                 pxl_table_row_fn_0_1 row_fn, void *user_data, pxl_table **out);
+#define pxl_table_new pxl_table_create
 
 /* How a table loads, besides the rules below:
  *  - A fling is a move of a screen or more between two calls, or a scroll fast enough

@@ -583,14 +583,33 @@ private func defaultTableConfig() -> pxl_table_config {
   return c
 }
 
-@c @implementation public func pxl_table_new(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?,
-                                             _ config: UnsafePointer<pxl_table_config>?, _ rowCount: Int64,
-                                             _ requestFunction: pxl_table_request_fn?, _ rowFunction: pxl_table_row_fn?,
-                                             _ userData: UnsafeMutableRawPointer?,
-                                             _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
+@c @implementation public func pxl_table_create(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?,
+                                                _ config: UnsafePointer<pxl_table_config>?, _ rowCount: Int64,
+                                                _ requestFunction: pxl_table_request_fn?,
+                                                _ rowFunction: pxl_table_row_fn?,
+                                                _ userData: UnsafeMutableRawPointer?,
+                                                _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
   out?.pointee = nil
-  guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let requestFunction, let rowFunction,
-        let out, rowCount >= 0 else { return PXL_E_INVALID_ARGUMENT }
+  guard let requestFunction, let rowFunction else { return PXL_E_INVALID_ARGUMENT }
+  let provider: ImageTable.RequestProvider = { row in
+    var request = defaultRequest()
+    guard requestFunction(Int64(row), &request, userData) != 0 else { return nil }
+    return withUnsafePointer(to: &request) { imageRequest($0) }
+  }
+  let handler: ImageTable.RowHandler = { row, outcome in
+    withResult(outcome) { result in rowFunction(Int64(row), result, userData) }
+  }
+  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, out)
+}
+
+/// What pxl_table_create and 0.1.0's pxl_table_new share once the callbacks are wrapped.
+private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?,
+                       _ config: UnsafePointer<pxl_table_config>?, _ rowCount: Int64,
+                       _ provider: @escaping ImageTable.RequestProvider, _ handler: @escaping ImageTable.RowHandler,
+                       _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
+  guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let out, rowCount >= 0 else {
+    return PXL_E_INVALID_ARGUMENT
+  }
   var configuration = ImageTable.Configuration()
   if let config {
     guard let c = readGrowableStruct(config, defaults: defaultTableConfig(), knownEnds: tableConfigVersions),
@@ -602,18 +621,30 @@ private func defaultTableConfig() -> pxl_table_config {
     configuration.visiblePriority = c.visible_priority
     configuration.prefetchPriority = c.prefetch_priority
   }
-  let provider: ImageTable.RequestProvider = { row in
-    var request = defaultRequest()
-    guard requestFunction(Int64(row), &request, userData) != 0 else { return nil }
-    return withUnsafePointer(to: &request) { imageRequest($0) }
-  }
-  let handler: ImageTable.RowHandler = { row, outcome in
-    withResult(outcome) { result in rowFunction(Int64(row), result, userData) }
-  }
   let created = ImageTable(loader: loader, queue: queue, rowCount: Int(rowCount), configuration: configuration,
                            requestForRow: provider, onRow: handler)
   out.pointee = retainedHandle(created)
   return PXL_OK
+}
+
+/// 0.1.0's symbol: the same table, its callbacks taking user_data first.
+@c @implementation public func pxl_table_new(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?,
+                                             _ config: UnsafePointer<pxl_table_config>?, _ rowCount: Int64,
+                                             _ requestFunction: pxl_table_request_fn_0_1?,
+                                             _ rowFunction: pxl_table_row_fn_0_1?,
+                                             _ userData: UnsafeMutableRawPointer?,
+                                             _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
+  out?.pointee = nil
+  guard let requestFunction, let rowFunction else { return PXL_E_INVALID_ARGUMENT }
+  let provider: ImageTable.RequestProvider = { row in
+    var request = defaultRequest()
+    guard requestFunction(userData, Int64(row), &request) != 0 else { return nil }
+    return withUnsafePointer(to: &request) { imageRequest($0) }
+  }
+  let handler: ImageTable.RowHandler = { row, outcome in
+    withResult(outcome) { result in rowFunction(userData, Int64(row), result) }
+  }
+  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, out)
 }
 
 @c @implementation public func pxl_table_set_visible(_ handle: OpaquePointer?, _ first: Int64, _ count: Int32,

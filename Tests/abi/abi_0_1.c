@@ -2,8 +2,8 @@
  * abi_0_1.c: a program built against the 0.1.0 header (Tests/abi/pixload-0.1.0.h, a copy
  * of the header as released) runs against today's library. It uses the structs at their
  * 0.1.0 sizes, with a canary after each, and checks the library neither reads nor writes
- * past them. (Tables changed their callbacks' parameter order in 0.2.0, the one break
- * named in pixload.h: this program does not use them.)
+ * past them, and drives a table with 0.1.0's callbacks (user_data first; 0.2.0 moved it
+ * last, and kept 0.1.0's pxl_table_new symbol for programs like this one).
  *
  *   abi_0_1 IMAGE.jpg    (a 640x480 JPEG; Tests/abi/run.sh makes one)
  * Last line: "N passed, N failed".
@@ -42,6 +42,29 @@ static void on_loaded(pxl_token token, const pxl_result *r, void *user_data) {
   out->status = r->status;
   out->width = pxl_image_width(r->image);
   out->height = pxl_image_height(r->image);
+}
+
+struct table_host {
+  const char *url;
+  int requests, rows_delivered;
+  int64_t last_row;
+  pxl_status last_status;
+};
+
+static int table_request(void *user_data, int64_t row, pxl_request *request) {
+  struct table_host *host = user_data;
+  host->requests++;
+  request->url = host->url;
+  request->width = 32 + (int32_t)row;
+  request->height = 32;
+  return 1;
+}
+
+static void table_row(void *user_data, int64_t row, const pxl_result *result) {
+  struct table_host *host = user_data;
+  host->rows_delivered++;
+  host->last_row = row;
+  host->last_status = result->status;
 }
 
 int main(int argc, char **argv) {
@@ -108,6 +131,19 @@ int main(int argc, char **argv) {
   pxl_table_config_init(&table_config.c);
   CHECK(table_config.c.struct_size == sizeof(pxl_table_config) && table_config.c.prefetch_rows == 8);
   CHECK(canary_intact(table_config.canary));
+
+  /* A table, its callbacks as 0.1.0 declared them: row 0 of 3 visible. */
+  struct table_host host = {url, 0, 0, 0, 0};
+  pxl_table *table = NULL;
+  CHECK(pxl_table_new(loader, queue, &table_config.c, 3, table_request, table_row, &host, &table) == PXL_OK);
+  CHECK(pxl_table_set_visible(table, 0, 1, 0) == PXL_OK);
+  for (int i = 0; i < 100 && host.rows_delivered == 0; i++) {
+    pxl_queue_wait(queue, 100);
+    pxl_queue_dispatch(queue, 0);
+  }
+  CHECK(host.requests >= 1);
+  CHECK(host.rows_delivered == 1 && host.last_row == 0 && host.last_status == PXL_OK);
+  pxl_table_free(table);
 
   pxl_loader_free(loader);
   pxl_queue_free(queue);

@@ -1114,11 +1114,11 @@ class Table(_Handle):
         key = next(_ids)
         _tables[key] = _TableEntry(request_for_row, on_row, request)
         out = ctypes.c_void_p()
-        status = lib.pxl_table_new(loader._handle(), queue._handle(), ctypes.byref(config), row_count,
+        status = lib.pxl_table_create(loader._handle(), queue._handle(), ctypes.byref(config), row_count,
                                    _on_table_request, _on_table_row, key, ctypes.byref(out))
         if status != Status.OK:
             del _tables[key]
-            raise PixloadError.from_status(status, "pxl_table_new")
+            raise PixloadError.from_status(status, "pxl_table_create")
         self._own(out.value, _free_table_entry(key))
         self._key = key
         # Freed before them (explicitly or by reference order), never after.

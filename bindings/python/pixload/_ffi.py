@@ -261,7 +261,7 @@ _FUNCTIONS = {
     "pxl_bind": (c_status, [loader_p, ctypes.POINTER(pxl_request), queue_p, load_callback,
                             ctypes.c_void_p, ctypes.POINTER(c_token), ctypes.POINTER(image_p)]),
     "pxl_table_config_init_size": (c_status, [ctypes.POINTER(pxl_table_config), ctypes.c_size_t]),
-    "pxl_table_new": (c_status, [loader_p, queue_p, ctypes.POINTER(pxl_table_config), ctypes.c_int64,
+    "pxl_table_create": (c_status, [loader_p, queue_p, ctypes.POINTER(pxl_table_config), ctypes.c_int64,
                                  table_request_fn, table_row_fn, ctypes.c_void_p,
                                  ctypes.POINTER(table_p)]),
     "pxl_table_set_visible": (c_status, [table_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32]),

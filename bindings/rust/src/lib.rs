@@ -1480,7 +1480,7 @@ impl Table {
         let callbacks = Box::into_raw(Box::new(TableCallbacks { request_fn: Box::new(request_fn), row_fn: Box::new(row_fn), kept: Vec::new() }));
         let mut raw = ptr::null_mut();
         let status = unsafe {
-            sys::pxl_table_new(
+            sys::pxl_table_create(
                 loader.as_ptr(),
                 queue.as_ptr(),
                 &config.raw,

@@ -201,6 +201,13 @@ pub type pxl_table_request_fn =
 pub type pxl_table_row_fn =
     Option<unsafe extern "C" fn(row: i64, result: *const pxl_result, user_data: *mut c_void)>;
 
+/// 0.1.0's table callbacks (user_data first), for pxl_table_new only.
+pub type pxl_table_request_fn_0_1 =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, row: i64, request: *mut pxl_request) -> c_int>;
+
+pub type pxl_table_row_fn_0_1 =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, row: i64, result: *const pxl_result)>;
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct pxl_table_config {
@@ -298,13 +305,24 @@ extern "C" {
     pub fn pxl_table_config_init_size(config: *mut pxl_table_config, size: usize) -> pxl_status;
     /// 0.1.0's, as pxl_config_init: use pxl_table_config_init_size.
     pub fn pxl_table_config_init(config: *mut pxl_table_config);
-    pub fn pxl_table_new(
+    pub fn pxl_table_create(
         loader: *mut pxl_loader,
         queue: *mut pxl_queue,
         config: *const pxl_table_config,
         row_count: i64,
         request_fn: pxl_table_request_fn,
         row_fn: pxl_table_row_fn,
+        user_data: *mut c_void,
+        out: *mut *mut pxl_table,
+    ) -> pxl_status;
+    /// 0.1.0's, its callbacks taking user_data first: use pxl_table_create.
+    pub fn pxl_table_new(
+        loader: *mut pxl_loader,
+        queue: *mut pxl_queue,
+        config: *const pxl_table_config,
+        row_count: i64,
+        request_fn: pxl_table_request_fn_0_1,
+        row_fn: pxl_table_row_fn_0_1,
         user_data: *mut c_void,
         out: *mut *mut pxl_table,
     ) -> pxl_status;
