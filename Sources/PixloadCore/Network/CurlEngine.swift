@@ -20,9 +20,10 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   private let lock = Lock()
   private var nextID: TransferID = 0
-  private var waiting: [Transfer] = []
-  /// Transfers waiting out a retry backoff until their `retryAt`.
-  private var backingOff: [Transfer] = []
+  /// Keyed by id, so that cancelling thousands (under the loader's lock) stays linear.
+  private var waiting = WaitingTransfers<Transfer>(starvationNanoseconds: CurlEngine.starvationNanoseconds)
+  /// Transfers waiting out a start delay or a retry backoff.
+  private var backingOff = DelayedTransfers<Transfer>()
   private var cancelledWhileActive: Set<TransferID> = []
   /// Transfers started on the engine thread and not finished yet.
   private var runningIDs: Set<TransferID> = []
@@ -77,8 +78,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       transfer.conditional = revalidating != nil
       if delay > 0 {
         // Held like a retry backoff: cancellable without ever opening a connection.
-        transfer.retryAt = monotonicNanoseconds() + delay
-        backingOff.append(transfer)
+        backingOff.add(transfer, id: transfer.id, due: monotonicNanoseconds() + delay)
       } else {
         enqueue(transfer, at: monotonicNanoseconds())
       }
@@ -90,15 +90,9 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   public func cancel(_ id: TransferID) {
     let engineMustStop: Bool = lock.withLock {
-      if let index = waiting.firstIndex(where: { $0.id == id }) {
-        waiting.remove(at: index)
-        return false
-      }
+      if waiting.remove(id) != nil { return false }
       // Waiting out a backoff: it ends now, no further attempt is made.
-      if let index = backingOff.firstIndex(where: { $0.id == id }) {
-        backingOff.remove(at: index)
-        return false
-      }
+      if backingOff.remove(id) != nil { return false }
       // Remember only transfers still running: a cancel racing a finished transfer must
       // not leave its id behind forever.
       guard runningIDs.contains(id) else { return false }
@@ -111,8 +105,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   public func startNow(_ id: TransferID) {
     let moved: Bool = lock.withLock {
-      guard let index = backingOff.firstIndex(where: { $0.id == id && $0.attempts == 0 }) else { return false }
-      let transfer = backingOff.remove(at: index)
+      guard let transfer = backingOff.item(id), transfer.attempts == 0 else { return false }
+      backingOff.remove(id)
       enqueue(transfer, at: monotonicNanoseconds())
       return true
     }
@@ -121,15 +115,16 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   public func postpone(_ id: TransferID, nanoseconds: UInt64) {
     lock.withLock {
-      guard let transfer = backingOff.first(where: { $0.id == id && $0.attempts == 0 }) else { return }
-      transfer.retryAt = max(transfer.retryAt, monotonicNanoseconds() + nanoseconds)
+      guard let transfer = backingOff.item(id), transfer.attempts == 0 else { return }
+      backingOff.postpone(id, until: monotonicNanoseconds() + nanoseconds)
     }
   }
 
   public func setPriority(_ id: TransferID, _ priority: Int32) {
     lock.withLock {
       // A running transfer keeps its slot; only waiting ones are re-ranked.
-      (waiting.first(where: { $0.id == id }) ?? backingOff.first(where: { $0.id == id }))?.priority = priority
+      (waiting.item(id) ?? backingOff.item(id))?.priority = priority
+      waiting.setPriority(id, priority)
     }
   }
 
@@ -173,11 +168,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       let now = monotonicNanoseconds()
       let starts: [Transfer] = lock.withLock {
         // Backoffs that are over go back to the waiting list, keeping their rank.
-        let due = backingOff.filter { $0.retryAt <= now }
-        if !due.isEmpty {
-          backingOff.removeAll { $0.retryAt <= now }
-          for transfer in due { enqueue(transfer, at: now) }
-        }
+        for transfer in backingOff.takeDue(now: now) { enqueue(transfer, at: now) }
         // During a cancel storm (a fling through thousands of rows) new transfers wait:
         // most of them would be cancelled before their first byte.
         let starts = stormWait > 0 ? [] : takeStartable()
@@ -202,7 +193,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       if finishedAny { continue }
       // Wait for socket activity, a wakeup (new work), a timer libcurl asks for, or the end
       // of the next backoff.
-      let nextRetry = lock.withLock { backingOff.lazy.map(\.retryAt).min() }
+      let nextRetry = lock.withLock { backingOff.nextDue() }
       var timeout: Int32 = stormWait > 0 ? Int32(min(1000, stormWait / 1_000_000 + 1)) : 1000
       timeout = min(timeout, nextStallCheck)
       if let nextRetry {
@@ -247,8 +238,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   /// Lock held: puts a transfer on the waiting list, noting when (see takeStartable).
   private func enqueue(_ transfer: Transfer, at now: UInt64) {
-    transfer.waitingSince = now
-    waiting.append(transfer)
+    waiting.append(transfer, id: transfer.id, host: transfer.host, priority: transfer.priority, now: now)
   }
 
   /// A transfer that has waited this long starts before any that has not, oldest first.
@@ -263,30 +253,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     var slots = configuration.maxConcurrentDownloads - active.count
     var perHost = activePerHost
     let now = monotonicNanoseconds()
-    while slots > 0 {
-      var best: Int?
-      var bestStarved = false
-      for (index, candidate) in waiting.enumerated()
-      where perHost[candidate.host, default: 0] < configuration.maxDownloadsPerHost {
-        let starved = now &- candidate.waitingSince >= Self.starvationNanoseconds
-        if let current = best {
-          let chosen = waiting[current]
-          if starved || bestStarved {
-            if starved && (!bestStarved || candidate.waitingSince < chosen.waitingSince) {
-              best = index
-              bestStarved = true
-            }
-          } else if candidate.priority > chosen.priority
-            || (candidate.priority == chosen.priority && candidate.id > chosen.id) {
-            best = index
-          }
-        } else {
-          best = index
-          bestStarved = starved
-        }
-      }
-      guard let index = best else { break }
-      let transfer = waiting.remove(at: index)
+    let perHostLimit = configuration.maxDownloadsPerHost
+    while slots > 0, let transfer = waiting.takeNext(now: now, hasRoom: { perHost[$0, default: 0] < perHostLimit }) {
       perHost[transfer.host, default: 0] += 1
       started.append(transfer)
       slots -= 1
@@ -359,8 +327,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       let cancelled = cancelledWhileActive.remove(transfer.id) != nil
       if dropped || cancelled || stopping { return false }
       if let retryDelay {
-        transfer.retryAt = monotonicNanoseconds() + retryDelay
-        backingOff.append(transfer)
+        backingOff.add(transfer, id: transfer.id, due: monotonicNanoseconds() + retryDelay)
         return false
       }
       return true
@@ -417,11 +384,8 @@ private final class Transfer {
   let errorBuffer: UnsafeMutablePointer<CChar>
   /// The request headers as libcurl wants them; freed with the transfer.
   let headerList: UnsafeMutablePointer<curl_slist>?
-  /// Attempts started so far, and when the next one may start after a failure.
+  /// Attempts started so far.
   var attempts = 0
-  var retryAt: UInt64 = 0
-  /// When it joined the waiting list (its start delay or backoff over).
-  var waitingSince: UInt64 = 0
   /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
   var conditional = false
   var caching = ResponseCaching()
