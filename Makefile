@@ -214,14 +214,16 @@ bench-network: all
 	@scripts/deps.sh
 	@bench/network.sh $(STAGE)
 
-# pxl_cancel_all over N requests waiting for a connection: wall and CPU ms, min of
-# BENCH_CANCEL_RUNS rounds (cancelling must stay linear in N).
+# pxl_cancel_all over N requests waiting for a connection (distinct URLs, then all one
+# shared URL): wall and CPU ms, min of BENCH_CANCEL_RUNS rounds (cancelling must stay
+# linear in N).
 BENCH_CANCEL_COUNTS ?= 5000 20000 50000
 BENCH_CANCEL_RUNS ?= 3
 bench-cancel: all
 	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/cancel_all.c -o $(STAGE)/bench-cancel-all \
 	  -L$(STAGE)/lib -lpixload -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
 	$(STAGE)/bench-cancel-all $(BENCH_CANCEL_RUNS) $(BENCH_CANCEL_COUNTS)
+	$(STAGE)/bench-cancel-all $(BENCH_CANCEL_RUNS) --shared $(BENCH_CANCEL_COUNTS)
 
 # Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng called directly, by
 # kind of file, full size and 150x150 fill (release build in its own scratch folder).

@@ -5,17 +5,19 @@
  * The loader may run one transfer at a time, to a local socket that accepts the
  * connection (the kernel's backlog does) and never answers: that transfer holds the only
  * slot, so every other request waits in the engine's list when pxl_cancel_all runs. Each
- * URL differs, so no two requests share a download. Reports wall and CPU time of the
- * pxl_cancel_all call alone (the min of RUNS rounds) and the time per request; linear
- * cancelling keeps the per-request figure flat as N grows.
+ * URL differs, so no two requests share a download; with --shared every request asks
+ * for the same image, so all N share one download and one decode. Reports wall and CPU
+ * time of the pxl_cancel_all call alone (the min of RUNS rounds) and the time per
+ * request; linear cancelling keeps the per-request figure flat as N grows.
  *
- *   cancel_all [RUNS] N...
+ *   cancel_all RUNS [--shared] N...
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,7 +51,7 @@ static int silent_listener(int *port) {
 
 /* One round: queue `count` loads, cancel them all; returns wall and CPU seconds of the
  * cancel. */
-static void round_of(int port, int count, double *wall, double *cpu) {
+static void round_of(int port, int count, int shared, double *wall, double *cpu) {
   pxl_config config;
   pxl_config_init(&config);
   config.max_concurrent_downloads = 1;
@@ -63,7 +65,7 @@ static void round_of(int port, int count, double *wall, double *cpu) {
   long callbacks = 0;
   char url[128];
   for (int i = 0; i < count; i++) {
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/img/%d.jpg", port, i);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/img/%d.jpg", port, shared ? 0 : i);
     pxl_request request;
     pxl_request_init(&request);
     request.url = url;
@@ -91,19 +93,22 @@ static void round_of(int port, int count, double *wall, double *cpu) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s RUNS N...\n", argv[0]);
+    fprintf(stderr, "usage: %s RUNS [--shared] N...\n", argv[0]);
     return 2;
   }
   int runs = atoi(argv[1]);
+  int first = 2, shared = 0;
+  if (strcmp(argv[2], "--shared") == 0) first = 3, shared = 1;
   int port;
   int listener = silent_listener(&port);
-  printf("%-8s %12s %12s %16s\n", "N", "wall ms", "CPU ms", "CPU us/request");
-  for (int a = 2; a < argc; a++) {
+  printf("%-8s %12s %12s %16s  %s\n", "N", "wall ms", "CPU ms", "CPU us/request",
+         shared ? "(one shared URL)" : "(distinct URLs)");
+  for (int a = first; a < argc; a++) {
     int count = atoi(argv[a]);
     double best_wall = 1e9, best_cpu = 1e9;
     for (int r = 0; r < runs; r++) {
       double wall, cpu;
-      round_of(port, count, &wall, &cpu);
+      round_of(port, count, shared, &wall, &cpu);
       if (wall < best_wall) best_wall = wall;
       if (cpu < best_cpu) best_cpu = cpu;
     }
