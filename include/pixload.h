@@ -118,7 +118,9 @@ typedef enum pxl_status {
   PXL_E_NOT_FOUND = 18,          /* 18: unknown token, or a memory-cache miss in pxl_lookup */
   PXL_E_IO = 19,                 /* 19: a local file could not be read */
   PXL_E_TOO_MANY_REDIRECTS = 20, /* 20: more redirects than max_redirects, or a loop */
-  PXL_E_NOT_CACHED = 21          /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
+  PXL_E_NOT_CACHED = 21,         /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
+  PXL_E_UNSUPPORTED = 22         /* 22: a library the loader needs lacks a required feature
+                                    (a libcurl too old for a safety option); since 0.1.0 */
 } pxl_status;
 
 /* A short English description of a status ("cancelled"). Static storage; never NULL,
@@ -341,7 +343,10 @@ typedef struct pxl_loader pxl_loader;
  * On success *out receives the loader; on failure it is set to NULL (when out is not
  * NULL). Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL out, bad struct_size, a negative
  * value, a transfer limit, max_pixels or max_body_bytes of 0, unknown scheme bits, a
- * malformed header line) or PXL_E_NO_MEMORY. Any thread. Since 0.1.0. */
+ * malformed header line), PXL_E_NO_MEMORY, or PXL_E_UNSUPPORTED when the libcurl in use
+ * cannot set an option the safety rules rely on (scheme allow-lists, limits, TLS
+ * verification): the loader never runs without them; one line on stderr names the
+ * option and libcurl's version. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
 
 /* Frees a loader: cancels every request still in flight (each still gets exactly one

@@ -79,6 +79,7 @@ private func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closi
   case .io: text = "I/O error"
   case .tooManyRedirects: text = "too many redirects"
   case .notCached: text = "not in the cache"
+  case .unsupported: text = "a library the loader needs lacks a required feature"
   case nil: text = "unknown status"
   }
   return UnsafeRawPointer(text.utf8Start).assumingMemoryBound(to: CChar.self)

@@ -22,6 +22,7 @@ public enum Status: Int32, Sendable {
   case io = 19
   case tooManyRedirects = 20
   case notCached = 21
+  case unsupported = 22
 
   public var description: String {
     switch self {
@@ -47,6 +48,7 @@ public enum Status: Int32, Sendable {
     case .io: return "I/O error"
     case .tooManyRedirects: return "too many redirects"
     case .notCached: return "not in the cache"
+    case .unsupported: return "a library the loader needs lacks a required feature"
     }
   }
 }

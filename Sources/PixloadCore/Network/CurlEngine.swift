@@ -44,11 +44,12 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   public init(configuration: LoaderConfiguration) throws(LoadError) {
     _ = curlGlobalInit
+    try Self.probeSafetyOptions(configuration)
     guard let multi = curl_multi_init() else { throw LoadError(.noMemory, "curl_multi_init failed") }
     self.multi = multi
     self.configuration = configuration
     stormTokens = Double(configuration.cancelStormLimit)
-    protocols = ["http", "https", "file"].filter(configuration.allowedSchemes.contains).joined(separator: ",")
+    protocols = Self.allowedProtocols(configuration)
     // Keep as many idle connections as can be busy at once, so scrolling back and forth
     // reuses them instead of reconnecting.
     _ = pxl_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConcurrentDownloads))
@@ -139,6 +140,30 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     guard let running else { return }
     curl_multi_wakeup(multi)
     running.join()
+  }
+
+  /// `CURLOPT_PROTOCOLS_STR` for the configuration's allowed schemes.
+  private static func allowedProtocols(_ configuration: LoaderConfiguration) -> String {
+    ["http", "https", "file"].filter(configuration.allowedSchemes.contains).joined(separator: ",")
+  }
+
+  /// Sets the safety options on a throwaway handle: a libcurl that lacks one fails the
+  /// loader's creation instead of running transfers without the guard.
+  private static func probeSafetyOptions(_ configuration: LoaderConfiguration) throws(LoadError) {
+    guard let easy = curl_easy_init() else { throw LoadError(.noMemory, "curl_easy_init failed") }
+    defer { curl_easy_cleanup(easy) }
+    // No scheme allowed: no transfer ever starts, but the option must still exist.
+    let protocols = allowedProtocols(configuration)
+    do throws(LoadError) {
+      for isHTTPS in [false, true] {
+        let options = CurlOption.safety(configuration, protocols: protocols.isEmpty ? "http" : protocols, isHTTPS: isHTTPS)
+        try CurlOption.require(options, libcurlVersion: CurlOption.libcurlVersion) { $0.apply(to: easy) }
+      }
+    } catch {
+      // pxl_loader_new has only its status to report with.
+      pixloadLog("pixload: \(error.message)")
+      throw error
+    }
   }
 
   /// New connections opened so far (each transfer that could not reuse one adds one).
@@ -271,24 +296,37 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     transfer.easy = easy
     transfer.prepareAttempt()
     let isHTTPS = transfer.url.prefix(8).lowercased() == "https://"
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url)
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
-    _ = pxl_curl_easy_setopt_write(easy, curlWriteCallback, Unmanaged.passUnretained(transfer).toOpaque())
-    _ = pxl_curl_easy_setopt_header(easy, curlHeaderCallback, Unmanaged.passUnretained(transfer).toOpaque())
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, protocols)
-    // Redirects may not change the scheme to anything but http(s), and never from https
-    // down to http.
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, isHTTPS ? "https" : "http,https")
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects)
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, configuration.timeoutMilliseconds)
-    _ = pxl_curl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maxBodyBytes))
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, configuration.userAgent)
+    do throws(LoadError) {
+      // Every option is checked: a transfer that lacks one of the safety rules (scheme
+      // allow-lists, limits, TLS verification) fails instead of running without it.
+      try CurlOption.require(CurlOption.safety(configuration, protocols: protocols, isHTTPS: isHTTPS),
+                             libcurlVersion: CurlOption.libcurlVersion) { $0.apply(to: easy) }
+      let user = Unmanaged.passUnretained(transfer).toOpaque()
+      let required: [(String, () -> CURLcode)] = [
+        ("CURLOPT_URL", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url) }),
+        ("CURLOPT_ERRORBUFFER", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer) }),
+        ("CURLOPT_WRITEFUNCTION", { pxl_curl_easy_setopt_write(easy, curlWriteCallback, user) }),
+        ("CURLOPT_HEADERFUNCTION", { pxl_curl_easy_setopt_header(easy, curlHeaderCallback, user) }),
+        ("CURLOPT_USERAGENT", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, self.configuration.userAgent) }),
+        ("CURLOPT_HTTPHEADER", {
+          transfer.headerList.map { pxl_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, $0) } ?? CURLE_OK
+        }),
+      ]
+      for (name, setopt) in required {
+        let code = setopt()
+        if code != CURLE_OK {
+          throw LoadError(Transfer.status(for: code), "libcurl refused \(name): \(String(cString: curl_easy_strerror(code)))")
+        }
+      }
+    } catch {
+      curl_easy_cleanup(easy)
+      transfer.easy = nil
+      lock.withLock { _ = runningIDs.remove(transfer.id) }
+      transfer.completion(.failure(error))
+      return
+    }
+    // Hints only: without them transfers are still correct, so their results do not matter.
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
-    if let caFile = configuration.caFile { _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_CAINFO, caFile) }
-    if let headerList = transfer.headerList { _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, headerList) }
     // Over TLS, wait for a connection being set up to learn (ALPN) whether it multiplexes
     // HTTP/2, instead of opening one connection per transfer. Never over plain HTTP: there it
     // made every new transfer to a host wait for the busy connection to finish.
