@@ -9,6 +9,7 @@
 #                   bench-network (1,000 tiny images: CPU per image in the network path,
 #                   connections at the server) and bench-decode (decode CPU against
 #                   libjpeg-turbo/libpng called directly)
+#   make bench-cancel  pxl_cancel_all over 5,000 / 20,000 / 50,000 waiting requests
 #   make fuzz       the mutation smoke test, then the libFuzzer targets (FUZZ_SECONDS each)
 #   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
 #   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
@@ -53,7 +54,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-network \
-  bench-decode fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean
+  bench-decode bench-cancel fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean
 
 all: lib cli
 
@@ -218,6 +219,17 @@ bench: all
 bench-network: all
 	@scripts/deps.sh
 	@bench/network.sh $(STAGE)
+
+# pxl_cancel_all over N requests waiting for a connection (distinct URLs, then all one
+# shared URL): wall and CPU ms, min of BENCH_CANCEL_RUNS rounds (cancelling must stay
+# linear in N).
+BENCH_CANCEL_COUNTS ?= 5000 20000 50000
+BENCH_CANCEL_RUNS ?= 3
+bench-cancel: all
+	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/cancel_all.c -o $(STAGE)/bench-cancel-all \
+	  -L$(STAGE)/lib -lpixload -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
+	$(STAGE)/bench-cancel-all $(BENCH_CANCEL_RUNS) $(BENCH_CANCEL_COUNTS)
+	$(STAGE)/bench-cancel-all $(BENCH_CANCEL_RUNS) --shared $(BENCH_CANCEL_COUNTS)
 
 # Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng called directly, by
 # kind of file, full size and 150x150 fill (release build in its own scratch folder).

@@ -157,7 +157,9 @@ typedef enum pxl_status {
   PXL_E_NOT_FOUND = 18,          /* 18: unknown token, or a memory-cache miss in pxl_lookup */
   PXL_E_IO = 19,                 /* 19: a local file could not be read */
   PXL_E_TOO_MANY_REDIRECTS = 20, /* 20: more redirects than max_redirects, or a loop */
-  PXL_E_NOT_CACHED = 21          /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
+  PXL_E_NOT_CACHED = 21,         /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
+  PXL_E_UNSUPPORTED = 22         /* 22: a library the loader needs lacks a required feature
+                                    (a libcurl too old for a safety option); since 0.1.0 */
 } pxl_status;
 
 /* A short English description of a status ("cancelled"). Static storage; never NULL,
@@ -380,7 +382,7 @@ typedef struct pxl_config {
   const char *disk_cache_dir;     /* NULL (default): $XDG_CACHE_HOME/pixload, else
                                      ~/.cache/pixload; created 0700, files 0600; copied. A
                                      directory that cannot be created or written makes the
-                                     loader memory-only, with one line on stderr. */
+                                     loader memory-only, with one line to the log callback. */
   int64_t disk_cache_max_age_s;   /* a disk entry not used for this many seconds is dropped
                                      (when next read, at start-up and at every eviction);
                                      default 604800 (7 days); 0: no age limit. */
@@ -427,9 +429,12 @@ typedef struct pxl_loader pxl_loader;
  * NULL). Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL out, bad struct_size, a negative
  * value, a transfer limit, max_pixels or max_body_bytes of 0, unknown scheme bits, a
  * malformed header line), PXL_E_NO_MEMORY (an allocation failed, or a thread could not
- * be started: `ulimit -u`, a cgroup pids limit) or PXL_E_IO (no file descriptor). A
- * failure leaves no thread of the loader running; past argument checks, what failed is
- * also told to config->log, at PXL_LOG_ERROR. Any thread. Since 0.1.0. */
+ * be started: `ulimit -u`, a cgroup pids limit), PXL_E_IO (no file descriptor) or
+ * PXL_E_UNSUPPORTED (the libcurl in use cannot set an option the safety rules rely on:
+ * scheme allow-lists, limits, TLS verification; the loader never runs without them). A
+ * failure leaves no thread of the loader running; past argument checks, what failed
+ * (which option, which libcurl version) is also told to config->log, at PXL_LOG_ERROR.
+ * Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_loader_new(const pxl_config *config, pxl_loader **out);
 
 /* Frees a loader: cancels every request still in flight (each still gets exactly one

@@ -250,6 +250,58 @@ final class WorkPoolTests: XCTestCase {
   }
 }
 
+extension WorkPoolTests {
+  /// A pool whose only worker is held until `release` runs, so submitted jobs wait.
+  private func heldPool() -> (PriorityWorkPool, release: () -> Void) {
+    let pool = PriorityWorkPool(threadCount: 1, name: "test")
+    let gate = Lock()
+    var released = false
+    var holding = false
+    _ = pool.submit(priority: Int32.max) {
+      gate.withLock {
+        holding = true
+        gate.broadcast()
+        while !released { gate.wait() }
+      }
+    }
+    gate.withLock { while !holding { gate.wait() } }
+    return (pool, { gate.withLock { released = true; gate.broadcast() } })
+  }
+
+  /// Cancelling n waiting jobs costs a constant per job, whatever n (the loader cancels
+  /// under its lock; a linear search per cancel made pxl_cancel_all quadratic). Newest
+  /// first, as the worst case for a search from the front; a few re-ranks on the way.
+  func testCancellingEveryWaitingJobIsLinear() {
+    for n in [1_000, 8_000] {
+      let (pool, release) = heldPool()
+      var jobs: [PriorityWorkPool.Job] = []
+      for index in 0..<n { jobs.append(pool.submit(priority: Int32(index % 5), cost: index % 7) {}) }
+      for job in jobs.prefix(n / 10) { pool.setPriority(job, 9) }
+      let before = pool.bookkeepingWork
+      for job in jobs.reversed() { XCTAssertTrue(pool.cancel(job)) }
+      let work = pool.bookkeepingWork - before
+      XCTAssertLessThanOrEqual(work, 32 * n, "cancelling \(n) jobs took \(work) steps")
+      release()
+      pool.shutdownAfterDraining()
+    }
+  }
+
+  /// Running a backlog of n jobs costs O(n log n) bookkeeping, not a scan of the backlog
+  /// per pick.
+  func testRunningABacklogIsNotQuadratic() {
+    let n = 8_000
+    let (pool, release) = heldPool()
+    let counted = Lock()
+    var ran = 0
+    for index in 0..<n { _ = pool.submit(priority: Int32(index % 3), cost: index % 11) { counted.withLock { ran += 1 } } }
+    release()
+    pool.shutdownAfterDraining()
+    XCTAssertEqual(ran, n)
+    let bound = 16 * n * (Int.bitWidth - n.leadingZeroBitCount)
+    XCTAssertLessThanOrEqual(pool.bookkeepingWork, bound)
+  }
+}
+
 final class CompletionQueueTests: XCTestCase {
   func testDescriptorIsReadableExactlyWhilePending() throws {
     let queue = try CompletionQueue()

@@ -180,6 +180,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_schemes_and_file_urls)     \
   X(test_malformed_urls)            \
   X(test_invalid_arguments)         \
+  X(test_loader_new_probes_libcurl) \
   X(test_coalescing)                \
   X(test_cancel_from_other_thread)  \
   X(test_cancel_one_of_coalesced)   \

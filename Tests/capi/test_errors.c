@@ -277,3 +277,21 @@ void test_invalid_arguments(const struct test_env *env) {
   pxl_loader_free(loader);
   pxl_queue_free(queue);
 }
+
+/* pxl_loader_new checks that libcurl can set every option the safety rules rely on
+ * (scheme allow-lists, limits, TLS verification, the CA file): this machine's libcurl
+ * can, with every scheme set, none, and a CA file; PXL_E_UNSUPPORTED has its text. */
+void test_loader_new_probes_libcurl(const struct test_env *env) {
+  static const uint32_t schemes[] = {PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE, 0, PXL_SCHEME_FILE};
+  for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+    pxl_config config;
+    pxl_config_init(&config);
+    config.allowed_schemes = schemes[i];
+    config.ca_file = env->ca_file;
+    pxl_loader *loader = NULL;
+    CHECK_STATUS(pxl_loader_new(&config, &loader), PXL_OK);
+    CHECK(loader != NULL);
+    pxl_loader_free(loader);
+  }
+  CHECK(strcmp(pxl_status_string(PXL_E_UNSUPPORTED), "a library the loader needs lacks a required feature") == 0);
+}

@@ -847,11 +847,11 @@ static void check_rss(void) {
 }
 
 static void summary(int watchdog_fired) {
-  static const char *status_names[22] = {"OK", "INVALID_ARGUMENT", "MALFORMED_URL", "SCHEME_NOT_ALLOWED", "DNS",
+  static const char *status_names[23] = {"OK", "INVALID_ARGUMENT", "MALFORMED_URL", "SCHEME_NOT_ALLOWED", "DNS",
                                          "CONNECT", "TLS", "TIMEOUT", "HTTP", "BODY_TOO_LARGE", "NOT_AN_IMAGE",
                                          "CORRUPT_IMAGE", "TOO_MANY_PIXELS", "CANCELLED", "LOADER_CLOSED", "NETWORK",
                                          "UNSUPPORTED_IMAGE", "NO_MEMORY", "NOT_FOUND", "IO", "TOO_MANY_REDIRECTS",
-                                         "NOT_CACHED"};
+                                         "NOT_CACHED", "UNSUPPORTED"};
   if (!watchdog_fired) check_rss();
   printf("duration %.1f s\n", (now_ms() - start_ms) / 1000);
   printf("requests accepted %ld, refused %ld, callbacks %ld\n", atomic_load(&accepted), atomic_load(&refused),

@@ -7,8 +7,10 @@
 /// it, and a backlog (a host that never cancels, after a fling) cannot make the newest
 /// wait behind all of it.
 ///
-/// Jobs that have not started can be cancelled or re-ranked. Picking scans the waiting
-/// jobs: there are tens of them, not thousands, and a scan keeps re-ranking O(1).
+/// Jobs that have not started can be cancelled or re-ranked. A host that cancels a
+/// backlog of thousands must not pay for it quadratically, under the loader's lock: a
+/// cancel is O(1), a re-rank and a pick O(log n) amortized (two heaps, one per order of
+/// the class comment, whose cancelled and re-ranked entries are dropped lazily).
 final class PriorityWorkPool: @unchecked Sendable {
   final class Job {
     fileprivate(set) var priority: Int32
@@ -29,8 +31,23 @@ final class PriorityWorkPool: @unchecked Sendable {
   /// ten times a large image's decode, far longer than a screen of thumbnails takes.
   static let agingNanoseconds: UInt64 = 250_000_000
 
+  /// A job in the heaps at the priority it had when pushed; it no longer counts once the
+  /// job left `waiting` or changed priority (a newer entry then stands for it).
+  private struct Entry {
+    let job: Job
+    let priority: Int32
+  }
+
   private let lock = Lock()
-  private var waiting: [Job] = []
+  /// The waiting jobs by sequence number: what is live in the heaps.
+  private var waiting: [UInt64: Job] = [:]
+  /// By the class comment's order for jobs that have not waited long.
+  private var byRank = BinaryHeap<Entry>(comesFirst: PriorityWorkPool.ranksBefore)
+  /// By priority, then oldest first: the aged job that goes first, if any has aged.
+  private var byAge = BinaryHeap<Entry>(comesFirst: PriorityWorkPool.isOlder)
+  /// Tombstones dropped and entries moved by rebuilds, with the heaps' comparisons: the
+  /// work queueing and cancelling cost, for tests that check it stays near linear.
+  private var entriesVisited = 0
   private var nextSequence: UInt64 = 0
   private var stopping = false
   private var draining = false
@@ -57,7 +74,9 @@ final class PriorityWorkPool: @unchecked Sendable {
     lock.withLock {
       nextSequence += 1
       let job = Job(priority: priority, cost: cost, sequence: nextSequence, work: work)
-      waiting.append(job)
+      waiting[job.sequence] = job
+      byRank.push(Entry(job: job, priority: priority))
+      byAge.push(Entry(job: job, priority: priority))
       lock.signal()
       return job
     }
@@ -67,14 +86,27 @@ final class PriorityWorkPool: @unchecked Sendable {
   @discardableResult
   func cancel(_ job: Job) -> Bool {
     lock.withLock {
-      guard let index = waiting.firstIndex(where: { $0 === job }) else { return false }
-      waiting.remove(at: index)
+      guard waiting.removeValue(forKey: job.sequence) != nil else { return false }
+      compactIfMostlyTombstones()
       return true
     }
   }
 
   func setPriority(_ job: Job, _ priority: Int32) {
-    lock.withLock { job.priority = priority }
+    lock.withLock {
+      guard job.priority != priority else { return }
+      job.priority = priority
+      guard waiting[job.sequence] === job else { return }
+      // The entries at the old priority turn into tombstones.
+      byRank.push(Entry(job: job, priority: priority))
+      byAge.push(Entry(job: job, priority: priority))
+      compactIfMostlyTombstones()
+    }
+  }
+
+  /// The work the pool's bookkeeping has done so far (see `entriesVisited`).
+  var bookkeepingWork: Int {
+    lock.withLock { entriesVisited + byRank.comparisons + byAge.comparisons }
   }
 
   /// Drops waiting jobs, lets running ones finish, and joins the threads.
@@ -82,6 +114,8 @@ final class PriorityWorkPool: @unchecked Sendable {
     let toJoin: [WorkerThread] = lock.withLock {
       stopping = true
       waiting.removeAll()
+      byRank.removeAll()
+      byAge.removeAll()
       lock.broadcast()
       defer { threads.removeAll() }
       return threads
@@ -101,13 +135,50 @@ final class PriorityWorkPool: @unchecked Sendable {
     for thread in toJoin { thread.join() }
   }
 
-  /// The order of the class comment; `agedBefore`: jobs submitted before it have waited long.
-  private static func runsBefore(_ a: Job, _ b: Job, agedBefore: UInt64) -> Bool {
+  /// The order of the class comment among jobs that have not waited long.
+  private static func ranksBefore(_ a: Entry, _ b: Entry) -> Bool {
     if a.priority != b.priority { return a.priority > b.priority }
-    let aAged = a.submittedAt < agedBefore, bAged = b.submittedAt < agedBefore
-    if aAged || bAged { return aAged && (!bAged || a.sequence < b.sequence) }
-    if a.cost != b.cost { return a.cost < b.cost }
-    return a.sequence > b.sequence
+    if a.job.cost != b.job.cost { return a.job.cost < b.job.cost }
+    return a.job.sequence > b.job.sequence
+  }
+
+  /// Highest priority, then oldest: among the jobs of the top priority, the first to have
+  /// aged (sequence numbers and submission times grow together).
+  private static func isOlder(_ a: Entry, _ b: Entry) -> Bool {
+    if a.priority != b.priority { return a.priority > b.priority }
+    return a.job.sequence < b.job.sequence
+  }
+
+  /// Lock held: whether an entry still stands for a waiting job at its current priority.
+  private func isLive(_ entry: Entry) -> Bool {
+    waiting[entry.job.sequence] === entry.job && entry.job.priority == entry.priority
+  }
+
+  /// Lock held: the heap's top live entry, dropping the tombstones above it.
+  private func liveTop(_ heap: inout BinaryHeap<Entry>) -> Entry? {
+    while let top = heap.top {
+      if isLive(top) { return top }
+      heap.popTop()
+      entriesVisited += 1
+    }
+    return nil
+  }
+
+  /// Lock held: rebuilds the heaps from the waiting jobs once tombstones outnumber them
+  /// (a mass cancel, many re-ranks), so memory and picks stay proportional to live jobs.
+  /// Each rebuild costs O(live) and follows at least as many cancels or re-ranks.
+  private func compactIfMostlyTombstones() {
+    if waiting.isEmpty {
+      entriesVisited += byRank.count + byAge.count
+      byRank.removeAll()
+      byAge.removeAll()
+      return
+    }
+    guard byRank.count + byAge.count > 4 * waiting.count + 64 else { return }
+    let live = waiting.values.map { Entry(job: $0, priority: $0.priority) }
+    entriesVisited += byRank.count + byAge.count + 2 * live.count
+    byRank.rebuild(live)
+    byAge.rebuild(live)
   }
 
   private func runWorker() {
@@ -118,12 +189,14 @@ final class PriorityWorkPool: @unchecked Sendable {
         let now = monotonicNanoseconds()
         // With half the threads on aged jobs, no job counts as aged (none was submitted at 0).
         let agedBefore = runningAged < agedLimit && now > Self.agingNanoseconds ? now - Self.agingNanoseconds : 0
-        var best = 0
-        for index in 1..<waiting.count where Self.runsBefore(waiting[index], waiting[best], agedBefore: agedBefore) {
-          best = index
-        }
-        let job = waiting.remove(at: best)
-        let aged = job.submittedAt < agedBefore
+        // Both tops are at the highest waiting priority. The oldest job there goes first if
+        // it has aged; if it has not, no job of that priority has.
+        guard let oldest = liveTop(&byAge), let ranked = liveTop(&byRank) else { return nil }
+        let aged = oldest.job.submittedAt < agedBefore
+        let job = aged ? oldest.job : ranked.job
+        if aged { byAge.popTop() } else { byRank.popTop() }
+        waiting.removeValue(forKey: job.sequence)
+        compactIfMostlyTombstones()
         if aged { runningAged += 1 }
         return (job, aged)
       }

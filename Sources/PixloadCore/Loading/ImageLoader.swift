@@ -490,7 +490,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     pending.decode = nil
     decode.requests.removeValue(forKey: pending.token)
     if !decode.requests.isEmpty {
-      rerank(decode)
+      // The shared priority falls only if no one left is at it. Re-ranking scans every
+      // requester, so doing it on each leave made cancelling n sharers quadratic; this
+      // check stops at the first requester at the top, usually the first one looked at.
+      let priority = decode.priority
+      if pending.priority >= priority && !decode.requests.values.contains(where: { $0.priority >= priority }) {
+        rerank(decode)
+      }
       return
     }
     if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }

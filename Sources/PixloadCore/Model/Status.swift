@@ -22,6 +22,7 @@ public enum Status: Int32, Sendable, CaseIterable {
   case io = 19
   case tooManyRedirects = 20
   case notCached = 21
+  case unsupported = 22
 
   /// The text of pxl_status_string(): this is the one table of status texts.
   public var description: String {
@@ -48,6 +49,7 @@ public enum Status: Int32, Sendable, CaseIterable {
     case .io: return "I/O error"
     case .tooManyRedirects: return "too many redirects"
     case .notCached: return "not in the cache"
+    case .unsupported: return "a library the loader needs lacks a required feature"
     }
   }
 }

@@ -20,9 +20,10 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   private let lock = Lock()
   private var nextID: TransferID = 0
-  private var waiting: [Transfer] = []
-  /// Transfers waiting out a retry backoff until their `retryAt`.
-  private var backingOff: [Transfer] = []
+  /// Keyed by id, so that cancelling thousands (under the loader's lock) stays linear.
+  private var waiting = WaitingTransfers<Transfer>(starvationNanoseconds: CurlEngine.starvationNanoseconds)
+  /// Transfers waiting out a start delay or a retry backoff.
+  private var backingOff = DelayedTransfers<Transfer>()
   private var cancelledWhileActive: Set<TransferID> = []
   /// Transfers started on the engine thread and not finished yet.
   private var runningIDs: Set<TransferID> = []
@@ -43,11 +44,12 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   public init(configuration: LoaderConfiguration) throws(LoadError) {
     _ = curlGlobalInit
+    try Self.probeSafetyOptions(configuration)
     guard let multi = curl_multi_init() else { throw LoadError(.noMemory, "curl_multi_init failed") }
     self.multi = multi
     self.configuration = configuration
     stormTokens = Double(configuration.cancelStormLimit)
-    protocols = ["http", "https", "file"].filter(configuration.allowedSchemes.contains).joined(separator: ",")
+    protocols = Self.allowedProtocols(configuration)
     // Keep as many idle connections as can be busy at once, so scrolling back and forth
     // reuses them instead of reconnecting.
     _ = pxl_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConcurrentDownloads))
@@ -79,8 +81,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       transfer.conditional = revalidating != nil
       if delay > 0 {
         // Held like a retry backoff: cancellable without ever opening a connection.
-        transfer.retryAt = monotonicNanoseconds() + delay
-        backingOff.append(transfer)
+        backingOff.add(transfer, id: transfer.id, due: monotonicNanoseconds() + delay)
       } else {
         enqueue(transfer, at: monotonicNanoseconds())
       }
@@ -92,15 +93,9 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   public func cancel(_ id: TransferID) {
     let engineMustStop: Bool = lock.withLock {
-      if let index = waiting.firstIndex(where: { $0.id == id }) {
-        waiting.remove(at: index)
-        return false
-      }
+      if waiting.remove(id) != nil { return false }
       // Waiting out a backoff: it ends now, no further attempt is made.
-      if let index = backingOff.firstIndex(where: { $0.id == id }) {
-        backingOff.remove(at: index)
-        return false
-      }
+      if backingOff.remove(id) != nil { return false }
       // Remember only transfers still running: a cancel racing a finished transfer must
       // not leave its id behind forever.
       guard runningIDs.contains(id) else { return false }
@@ -113,8 +108,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   public func startNow(_ id: TransferID) {
     let moved: Bool = lock.withLock {
-      guard let index = backingOff.firstIndex(where: { $0.id == id && $0.attempts == 0 }) else { return false }
-      let transfer = backingOff.remove(at: index)
+      guard let transfer = backingOff.item(id), transfer.attempts == 0 else { return false }
+      backingOff.remove(id)
       enqueue(transfer, at: monotonicNanoseconds())
       return true
     }
@@ -123,15 +118,16 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   public func postpone(_ id: TransferID, nanoseconds: UInt64) {
     lock.withLock {
-      guard let transfer = backingOff.first(where: { $0.id == id && $0.attempts == 0 }) else { return }
-      transfer.retryAt = max(transfer.retryAt, monotonicNanoseconds() + nanoseconds)
+      guard let transfer = backingOff.item(id), transfer.attempts == 0 else { return }
+      backingOff.postpone(id, until: monotonicNanoseconds() + nanoseconds)
     }
   }
 
   public func setPriority(_ id: TransferID, _ priority: Int32) {
     lock.withLock {
       // A running transfer keeps its slot; only waiting ones are re-ranked.
-      (waiting.first(where: { $0.id == id }) ?? backingOff.first(where: { $0.id == id }))?.priority = priority
+      (waiting.item(id) ?? backingOff.item(id))?.priority = priority
+      waiting.setPriority(id, priority)
     }
   }
 
@@ -146,6 +142,26 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     guard let running else { return }
     curl_multi_wakeup(multi)
     running.join()
+  }
+
+  /// `CURLOPT_PROTOCOLS_STR` for the configuration's allowed schemes.
+  private static func allowedProtocols(_ configuration: LoaderConfiguration) -> String {
+    ["http", "https", "file"].filter(configuration.allowedSchemes.contains).joined(separator: ",")
+  }
+
+  /// Sets the safety options on a throwaway handle: a libcurl that lacks one fails the
+  /// loader's creation instead of running transfers without the guard.
+  private static func probeSafetyOptions(_ configuration: LoaderConfiguration) throws(LoadError) {
+    guard let easy = curl_easy_init() else { throw LoadError(.noMemory, "curl_easy_init failed") }
+    defer { curl_easy_cleanup(easy) }
+    // No scheme allowed: no transfer ever starts, but the option must still exist.
+    let protocols = allowedProtocols(configuration)
+    // The error's message names the option and libcurl's version; pxl_loader_new passes
+    // it to the host's log callback.
+    for isHTTPS in [false, true] {
+      let options = CurlOption.safety(configuration, protocols: protocols.isEmpty ? "http" : protocols, isHTTPS: isHTTPS)
+      try CurlOption.require(options, libcurlVersion: CurlOption.libcurlVersion) { $0.apply(to: easy) }
+    }
   }
 
   /// New connections opened so far (each transfer that could not reuse one adds one).
@@ -175,11 +191,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       let now = monotonicNanoseconds()
       let starts: [Transfer] = lock.withLock {
         // Backoffs that are over go back to the waiting list, keeping their rank.
-        let due = backingOff.filter { $0.retryAt <= now }
-        if !due.isEmpty {
-          backingOff.removeAll { $0.retryAt <= now }
-          for transfer in due { enqueue(transfer, at: now) }
-        }
+        for transfer in backingOff.takeDue(now: now) { enqueue(transfer, at: now) }
         // During a cancel storm (a fling through thousands of rows) new transfers wait:
         // most of them would be cancelled before their first byte.
         let starts = stormWait > 0 ? [] : takeStartable()
@@ -204,7 +216,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       if finishedAny { continue }
       // Wait for socket activity, a wakeup (new work), a timer libcurl asks for, or the end
       // of the next backoff.
-      let nextRetry = lock.withLock { backingOff.lazy.map(\.retryAt).min() }
+      let nextRetry = lock.withLock { backingOff.nextDue() }
       var timeout: Int32 = stormWait > 0 ? Int32(min(1000, stormWait / 1_000_000 + 1)) : 1000
       timeout = min(timeout, nextStallCheck)
       if let nextRetry {
@@ -249,8 +261,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   /// Lock held: puts a transfer on the waiting list, noting when (see takeStartable).
   private func enqueue(_ transfer: Transfer, at now: UInt64) {
-    transfer.waitingSince = now
-    waiting.append(transfer)
+    waiting.append(transfer, id: transfer.id, host: transfer.host, priority: transfer.priority, now: now)
   }
 
   /// A transfer that has waited this long starts before any that has not, oldest first.
@@ -265,30 +276,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     var slots = configuration.maxConcurrentDownloads - active.count
     var perHost = activePerHost
     let now = monotonicNanoseconds()
-    while slots > 0 {
-      var best: Int?
-      var bestStarved = false
-      for (index, candidate) in waiting.enumerated()
-      where perHost[candidate.host, default: 0] < configuration.maxDownloadsPerHost {
-        let starved = now &- candidate.waitingSince >= Self.starvationNanoseconds
-        if let current = best {
-          let chosen = waiting[current]
-          if starved || bestStarved {
-            if starved && (!bestStarved || candidate.waitingSince < chosen.waitingSince) {
-              best = index
-              bestStarved = true
-            }
-          } else if candidate.priority > chosen.priority
-            || (candidate.priority == chosen.priority && candidate.id > chosen.id) {
-            best = index
-          }
-        } else {
-          best = index
-          bestStarved = starved
-        }
-      }
-      guard let index = best else { break }
-      let transfer = waiting.remove(at: index)
+    let perHostLimit = configuration.maxDownloadsPerHost
+    while slots > 0, let transfer = waiting.takeNext(now: now, hasRoom: { perHost[$0, default: 0] < perHostLimit }) {
       perHost[transfer.host, default: 0] += 1
       started.append(transfer)
       slots -= 1
@@ -305,24 +294,37 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     transfer.easy = easy
     transfer.prepareAttempt()
     let isHTTPS = transfer.url.prefix(8).lowercased() == "https://"
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url)
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer)
-    _ = pxl_curl_easy_setopt_write(easy, curlWriteCallback, Unmanaged.passUnretained(transfer).toOpaque())
-    _ = pxl_curl_easy_setopt_header(easy, curlHeaderCallback, Unmanaged.passUnretained(transfer).toOpaque())
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_PROTOCOLS_STR, protocols)
-    // Redirects may not change the scheme to anything but http(s), and never from https
-    // down to http.
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_REDIR_PROTOCOLS_STR, isHTTPS ? "https" : "http,https")
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects)
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeoutMilliseconds)
-    _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, configuration.timeoutMilliseconds)
-    _ = pxl_curl_easy_setopt_off(easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(configuration.maxBodyBytes))
-    _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, configuration.userAgent)
+    do throws(LoadError) {
+      // Every option is checked: a transfer that lacks one of the safety rules (scheme
+      // allow-lists, limits, TLS verification) fails instead of running without it.
+      try CurlOption.require(CurlOption.safety(configuration, protocols: protocols, isHTTPS: isHTTPS),
+                             libcurlVersion: CurlOption.libcurlVersion) { $0.apply(to: easy) }
+      let user = Unmanaged.passUnretained(transfer).toOpaque()
+      let required: [(String, () -> CURLcode)] = [
+        ("CURLOPT_URL", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url) }),
+        ("CURLOPT_ERRORBUFFER", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer) }),
+        ("CURLOPT_WRITEFUNCTION", { pxl_curl_easy_setopt_write(easy, curlWriteCallback, user) }),
+        ("CURLOPT_HEADERFUNCTION", { pxl_curl_easy_setopt_header(easy, curlHeaderCallback, user) }),
+        ("CURLOPT_USERAGENT", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, self.configuration.userAgent) }),
+        ("CURLOPT_HTTPHEADER", {
+          transfer.headerList.map { pxl_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, $0) } ?? CURLE_OK
+        }),
+      ]
+      for (name, setopt) in required {
+        let code = setopt()
+        if code != CURLE_OK {
+          throw LoadError(Transfer.status(for: code), "libcurl refused \(name): \(String(cString: curl_easy_strerror(code)))")
+        }
+      }
+    } catch {
+      curl_easy_cleanup(easy)
+      transfer.easy = nil
+      lock.withLock { _ = runningIDs.remove(transfer.id) }
+      transfer.completion(.failure(error))
+      return
+    }
+    // Hints only: without them transfers are still correct, so their results do not matter.
     _ = pxl_curl_easy_setopt_long(easy, CURLOPT_TCP_KEEPALIVE, 1)
-    if let caFile = configuration.caFile { _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_CAINFO, caFile) }
-    if let headerList = transfer.headerList { _ = pxl_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, headerList) }
     // Over TLS, wait for a connection being set up to learn (ALPN) whether it multiplexes
     // HTTP/2, instead of opening one connection per transfer. Never over plain HTTP: there it
     // made every new transfer to a host wait for the busy connection to finish.
@@ -361,8 +363,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       let cancelled = cancelledWhileActive.remove(transfer.id) != nil
       if dropped || cancelled || stopping { return false }
       if let retryDelay {
-        transfer.retryAt = monotonicNanoseconds() + retryDelay
-        backingOff.append(transfer)
+        backingOff.add(transfer, id: transfer.id, due: monotonicNanoseconds() + retryDelay)
         return false
       }
       return true
@@ -419,11 +420,8 @@ private final class Transfer {
   let errorBuffer: UnsafeMutablePointer<CChar>
   /// The request headers as libcurl wants them; freed with the transfer.
   let headerList: UnsafeMutablePointer<curl_slist>?
-  /// Attempts started so far, and when the next one may start after a failure.
+  /// Attempts started so far.
   var attempts = 0
-  var retryAt: UInt64 = 0
-  /// When it joined the waiting list (its start delay or backoff over).
-  var waitingSince: UInt64 = 0
   /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
   var conditional = false
   var caching = ResponseCaching()

@@ -53,6 +53,7 @@ class Status(enum.IntEnum):
     IO = 19
     TOO_MANY_REDIRECTS = 20
     NOT_CACHED = 21
+    UNSUPPORTED = 22
 
 
 class Format(enum.IntEnum):
@@ -153,6 +154,7 @@ class NotFoundError(PixloadError, LookupError): pass
 class NotCachedError(NotFoundError): pass
 class OutOfMemoryError(PixloadError, MemoryError): pass
 class LocalIOError(PixloadError, OSError): pass
+class UnsupportedError(PixloadError): pass
 
 _ERROR_CLASSES = {
     Status.INVALID_ARGUMENT: InvalidArgumentError,
@@ -176,6 +178,7 @@ _ERROR_CLASSES = {
     Status.IO: LocalIOError,
     Status.TOO_MANY_REDIRECTS: NetworkError,
     Status.NOT_CACHED: NotCachedError,
+    Status.UNSUPPORTED: UnsupportedError,
 }
 
 

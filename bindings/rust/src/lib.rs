@@ -91,10 +91,12 @@ pub enum Status {
     Io,
     TooManyRedirects,
     NotCached,
+    /// A library the loader needs (libcurl) lacks a required feature.
+    Unsupported,
     Unknown(u32),
 }
 
-const STATUSES: [Status; 22] = [
+const STATUSES: [Status; 23] = [
     Status::Ok,
     Status::InvalidArgument,
     Status::MalformedUrl,
@@ -117,6 +119,7 @@ const STATUSES: [Status; 22] = [
     Status::Io,
     Status::TooManyRedirects,
     Status::NotCached,
+    Status::Unsupported,
 ];
 
 impl Status {

@@ -53,6 +53,7 @@ pub const PXL_E_NOT_FOUND: pxl_status = 18;
 pub const PXL_E_IO: pxl_status = 19;
 pub const PXL_E_TOO_MANY_REDIRECTS: pxl_status = 20;
 pub const PXL_E_NOT_CACHED: pxl_status = 21;
+pub const PXL_E_UNSUPPORTED: pxl_status = 22;
 
 // Pixel formats and sizing
 pub type pxl_format = c_uint;

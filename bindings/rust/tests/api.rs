@@ -55,7 +55,7 @@ fn version_matches_the_header() {
         let library = unsafe { pixload::sys::pxl_format_bytes_per_pixel(format.to_raw()) };
         assert_eq!(format.bytes_per_pixel(), library as usize, "{format:?}");
     }
-    for raw in 0..=pixload::sys::PXL_E_NOT_CACHED {
+    for raw in 0..=pixload::sys::PXL_E_UNSUPPORTED {
         assert_eq!(Status::from_raw(raw).to_raw(), raw);
         assert!(!matches!(Status::from_raw(raw), Status::Unknown(_)));
     }

@@ -1,0 +1,274 @@
+/// The network engine's transfers waiting for a connection slot, in its start order:
+/// highest priority first and, among equals, the newest (highest id), except that one
+/// waiting `starvationNanoseconds` or more starts before any that has not, oldest first.
+/// Only transfers whose host has a free slot may start.
+///
+/// Cancels arrive under the loader's lock, thousands at a time (pxl_cancel_all, a fling):
+/// removing is O(1) and re-ranking O(log n) amortized. Each host keeps a heap by rank and
+/// a list in arrival order; both keep removed or re-ranked entries as tombstones, dropped
+/// when they reach the front and compacted away once they outnumber the live ones. A pick
+/// looks at the front of each host that has waiting transfers: O(hosts + log n).
+///
+/// Not thread safe: the engine guards it with its lock.
+struct WaitingTransfers<Item> {
+  /// A transfer that has waited this long starts before any that has not, oldest first.
+  let starvationNanoseconds: UInt64
+
+  private struct Waiter {
+    let item: Item
+    let host: String
+    var priority: Int32
+    /// Arrival order (unique per stay in the list) and time.
+    let arrival: UInt64
+    let since: UInt64
+  }
+
+  /// An entry of a host's heap or arrival list; live while `waiters[id]` is the same stay
+  /// (`arrival`) at the same priority.
+  private struct Key {
+    let id: TransferID
+    let priority: Int32
+    let arrival: UInt64
+  }
+
+  private struct HostQueue {
+    var byRank = BinaryHeap<Key> { a, b in
+      a.priority != b.priority ? a.priority > b.priority : a.id > b.id
+    }
+    var byArrival: [Key] = []
+    var arrivalHead = 0
+    var live = 0
+    var entries: Int { byRank.count + byArrival.count - arrivalHead }
+  }
+
+  private var waiters: [TransferID: Waiter] = [:]
+  private var hosts: [String: HostQueue] = [:]
+  private var arrivals: UInt64 = 0
+  private var lastSince: UInt64 = 0
+  /// Tombstones dropped, entries moved by compaction and hosts looked at, with the heaps'
+  /// comparisons: the work the list did, for tests that check it stays near linear.
+  private var entriesVisited = 0
+  private var retiredComparisons = 0
+
+  init(starvationNanoseconds: UInt64) {
+    self.starvationNanoseconds = starvationNanoseconds
+  }
+
+  var count: Int { waiters.count }
+  var isEmpty: Bool { waiters.isEmpty }
+
+  /// See `entriesVisited`.
+  var bookkeepingWork: Int {
+    entriesVisited + retiredComparisons + hosts.values.reduce(0) { $0 + $1.byRank.comparisons }
+  }
+
+  /// Adds a transfer that starts waiting at `now` (never earlier than the one added
+  /// before it, so arrival order is age order).
+  mutating func append(_ item: Item, id: TransferID, host: String, priority: Int32, now: UInt64) {
+    arrivals += 1
+    lastSince = max(lastSince, now)
+    if let old = waiters[id] { forget(old, id: id) }
+    waiters[id] = Waiter(item: item, host: host, priority: priority, arrival: arrivals, since: lastSince)
+    let key = Key(id: id, priority: priority, arrival: arrivals)
+    hosts[host, default: HostQueue()].byRank.push(key)
+    hosts[host]!.byArrival.append(key)
+    hosts[host]!.live += 1
+  }
+
+  func item(_ id: TransferID) -> Item? { waiters[id]?.item }
+
+  /// Removes a waiting transfer; nil if it is not waiting.
+  @discardableResult
+  mutating func remove(_ id: TransferID) -> Item? {
+    guard let waiter = waiters.removeValue(forKey: id) else { return nil }
+    forget(waiter, id: id)
+    return waiter.item
+  }
+
+  /// Re-ranks a waiting transfer; false if it is not waiting.
+  @discardableResult
+  mutating func setPriority(_ id: TransferID, _ priority: Int32) -> Bool {
+    guard let waiter = waiters[id] else { return false }
+    guard waiter.priority != priority else { return true }
+    waiters[id]!.priority = priority
+    // The entry at the old priority turns into a tombstone.
+    hosts[waiter.host]!.byRank.push(Key(id: id, priority: priority, arrival: waiter.arrival))
+    compactIfMostlyTombstones(waiter.host)
+    return true
+  }
+
+  mutating func removeAll() {
+    waiters.removeAll()
+    hosts.removeAll()
+  }
+
+  /// Removes and returns the transfer that starts next among those whose host
+  /// `hasRoom`, nil if none may start.
+  mutating func takeNext(now: UInt64, hasRoom: (String) -> Bool) -> Item? {
+    var best: (key: Key, starved: Bool)?
+    var index = hosts.startIndex
+    while index != hosts.endIndex {
+      defer { index = hosts.index(after: index) }
+      entriesVisited += 1
+      let host = hosts.keys[index]
+      guard hasRoom(host) else { continue }
+      // The host's oldest: if it has not waited long, none of the host's has.
+      let front = Self.liveFront(&hosts.values[index], waiters)
+      let top = Self.liveTop(&hosts.values[index].byRank, waiters)
+      entriesVisited += front.dropped + top.dropped
+      guard let oldest = front.key, let ranked = top.key else { continue }
+      let starved = now &- waiters[oldest.id]!.since >= starvationNanoseconds
+      let candidate = starved ? oldest : ranked
+      if let current = best {
+        let better: Bool
+        if starved || current.starved {
+          better = starved && (!current.starved || oldest.arrival < current.key.arrival)
+        } else {
+          better = candidate.priority > current.key.priority
+            || (candidate.priority == current.key.priority && candidate.id > current.key.id)
+        }
+        guard better else { continue }
+      }
+      best = (candidate, starved)
+    }
+    guard let best else { return nil }
+    return remove(best.key.id)
+  }
+
+  // MARK: - Private
+
+  /// Whether the key is the waiter's current stay (in the arrival list: at any priority).
+  private static func isHere(_ key: Key, _ waiters: [TransferID: Waiter]) -> Bool {
+    waiters[key.id]?.arrival == key.arrival
+  }
+
+  /// The heap's top live entry, and how many tombstones above it were dropped.
+  private static func liveTop(_ heap: inout BinaryHeap<Key>, _ waiters: [TransferID: Waiter]) -> (key: Key?, dropped: Int) {
+    var dropped = 0
+    while let top = heap.top {
+      if let waiter = waiters[top.id], waiter.arrival == top.arrival, waiter.priority == top.priority {
+        return (top, dropped)
+      }
+      heap.popTop()
+      dropped += 1
+    }
+    return (nil, dropped)
+  }
+
+  /// The oldest live entry of a host's arrival list (whatever its priority now).
+  private static func liveFront(_ queue: inout HostQueue, _ waiters: [TransferID: Waiter]) -> (key: Key?, dropped: Int) {
+    var dropped = 0
+    while queue.arrivalHead < queue.byArrival.count {
+      let key = queue.byArrival[queue.arrivalHead]
+      if isHere(key, waiters) { return (key, dropped) }
+      queue.arrivalHead += 1
+      dropped += 1
+    }
+    return (nil, dropped)
+  }
+
+  /// A waiter left the list: its host forgets it once it has no other, else its entries
+  /// stay as tombstones.
+  private mutating func forget(_ waiter: Waiter, id: TransferID) {
+    hosts[waiter.host]!.live -= 1
+    if hosts[waiter.host]!.live == 0 {
+      let queue = hosts.removeValue(forKey: waiter.host)!
+      retiredComparisons += queue.byRank.comparisons
+      return
+    }
+    compactIfMostlyTombstones(waiter.host)
+  }
+
+  /// Rebuilds a host's heap and arrival list from its live waiters once tombstones
+  /// outnumber them; each rebuild costs O(live) and follows at least as many removals
+  /// or re-ranks, so the cost per operation stays constant.
+  private mutating func compactIfMostlyTombstones(_ host: String) {
+    guard var queue = hosts[host], queue.entries > 4 * queue.live + 64 else { return }
+    hosts[host] = nil  // no second reference while it is rebuilt
+    entriesVisited += queue.entries
+    let waiters = self.waiters
+    queue.byArrival = queue.byArrival[queue.arrivalHead...].filter { Self.isHere($0, waiters) }.map { key in
+      Key(id: key.id, priority: waiters[key.id]!.priority, arrival: key.arrival)
+    }
+    queue.arrivalHead = 0
+    queue.byRank.rebuild(queue.byArrival)
+    hosts[host] = queue
+  }
+}
+
+/// Transfers held until a time: a start delay (a table during a fling) or a retry's
+/// backoff. Removing one is O(1), taking those that are due O(log n) each, with the same
+/// lazy tombstones as `WaitingTransfers`. Not thread safe: the engine's lock guards it.
+struct DelayedTransfers<Item> {
+  private struct Entry {
+    let id: TransferID
+    let due: UInt64
+  }
+
+  private var held: [TransferID: (item: Item, due: UInt64)] = [:]
+  /// Soonest first; an entry is live while `held[id]` has the same due time.
+  private var byDue = BinaryHeap<Entry> { $0.due < $1.due }
+  private var entriesVisited = 0
+
+  var count: Int { held.count }
+  var bookkeepingWork: Int { entriesVisited + byDue.comparisons }
+
+  func item(_ id: TransferID) -> Item? { held[id]?.item }
+
+  mutating func add(_ item: Item, id: TransferID, due: UInt64) {
+    held[id] = (item, due)
+    byDue.push(Entry(id: id, due: due))
+    compactIfMostlyTombstones()
+  }
+
+  @discardableResult
+  mutating func remove(_ id: TransferID) -> Item? {
+    guard let removed = held.removeValue(forKey: id) else { return nil }
+    compactIfMostlyTombstones()
+    return removed.item
+  }
+
+  /// Moves a held transfer's due time to at least `due`.
+  mutating func postpone(_ id: TransferID, until due: UInt64) {
+    guard let current = held[id], due > current.due else { return }
+    held[id] = (current.item, due)
+    byDue.push(Entry(id: id, due: due))
+    compactIfMostlyTombstones()
+  }
+
+  /// The soonest due time, if any transfer is held.
+  mutating func nextDue() -> UInt64? {
+    liveTop()?.due
+  }
+
+  /// Removes and returns the transfers due at `now`, soonest first.
+  mutating func takeDue(now: UInt64) -> [Item] {
+    var due: [Item] = []
+    while let top = liveTop(), top.due <= now {
+      byDue.popTop()
+      due.append(held.removeValue(forKey: top.id)!.item)
+    }
+    if held.isEmpty { byDue.removeAll() }
+    return due
+  }
+
+  mutating func removeAll() {
+    held.removeAll()
+    byDue.removeAll()
+  }
+
+  private mutating func liveTop() -> Entry? {
+    while let top = byDue.top {
+      if held[top.id]?.due == top.due { return top }
+      byDue.popTop()
+      entriesVisited += 1
+    }
+    return nil
+  }
+
+  private mutating func compactIfMostlyTombstones() {
+    guard byDue.count > 4 * held.count + 64 else { return }
+    entriesVisited += byDue.count + held.count
+    byDue.rebuild(held.map { Entry(id: $0.key, due: $0.value.due) })
+  }
+}

@@ -1,0 +1,115 @@
+import XCTest
+@testable import PixloadCore
+
+/// The engine's waiting list, driven with explicit times: its start order (the header's
+/// priority paragraph) and that cancelling and starting stay near linear.
+final class WaitingTransfersTests: XCTestCase {
+  private let second: UInt64 = 1_000_000_000
+  private func list() -> WaitingTransfers<String> { WaitingTransfers(starvationNanoseconds: 5 * second) }
+
+  private func drain(_ list: inout WaitingTransfers<String>, now: UInt64,
+                     hasRoom: (String) -> Bool = { _ in true }) -> [String] {
+    var order: [String] = []
+    while let next = list.takeNext(now: now, hasRoom: hasRoom) { order.append(next) }
+    return order
+  }
+
+  func testHighestPriorityFirstThenNewest() {
+    var waiting = list()
+    for (id, priority) in [(1, -1), (2, 5), (3, 5), (4, 9), (5, -1)] as [(TransferID, Int32)] {
+      waiting.append("t\(id)", id: id, host: id % 2 == 0 ? "a" : "b", priority: priority, now: second)
+    }
+    waiting.remove(4)
+    waiting.setPriority(1, 7)
+    XCTAssertEqual(drain(&waiting, now: 2 * second), ["t1", "t3", "t2", "t5"])
+    XCTAssertTrue(waiting.isEmpty)
+  }
+
+  /// A transfer waiting 5 s starts before newer ones, whatever their priority, oldest
+  /// first; the rest keep the usual order.
+  func testATransferWaiting5sStartsBeforeNewerOnes() {
+    var waiting = list()
+    waiting.append("old-low", id: 1, host: "a", priority: -100, now: 1 * second)
+    waiting.append("old-high", id: 2, host: "b", priority: 100, now: 2 * second)
+    waiting.append("new-high", id: 3, host: "a", priority: 100, now: 6 * second)
+    waiting.append("new-low", id: 4, host: "b", priority: 0, now: 6 * second)
+    // At 6.5 s only "old-low" has waited 5 s.
+    XCTAssertEqual(waiting.takeNext(now: 6 * second + second / 2, hasRoom: { _ in true }), "old-low")
+    XCTAssertEqual(drain(&waiting, now: 6 * second + second / 2), ["new-high", "old-high", "new-low"])
+    // Two that have waited long go oldest first, before anything newer.
+    waiting = list()
+    waiting.append("old-1", id: 1, host: "a", priority: 0, now: 1 * second)
+    waiting.append("old-2", id: 2, host: "a", priority: -1, now: 2 * second)
+    waiting.append("new-high", id: 3, host: "a", priority: 100, now: 3 * second)
+    XCTAssertEqual(waiting.takeNext(now: 7 * second, hasRoom: { _ in true }), "old-1")
+    waiting.append("newest", id: 9, host: "b", priority: 1_000, now: 7 * second)
+    XCTAssertEqual(drain(&waiting, now: 7 * second + 1), ["old-2", "newest", "new-high"])
+  }
+
+  /// Only transfers whose host has room start; a full host does not block the others.
+  func testAFullHostIsSkipped() {
+    var waiting = list()
+    waiting.append("a-starved", id: 1, host: "a", priority: 0, now: 0)
+    waiting.append("a-high", id: 2, host: "a", priority: 50, now: 10 * second)
+    waiting.append("b-low", id: 3, host: "b", priority: -5, now: 10 * second)
+    XCTAssertEqual(drain(&waiting, now: 10 * second, hasRoom: { $0 != "a" }), ["b-low"])
+    XCTAssertEqual(drain(&waiting, now: 10 * second), ["a-starved", "a-high"])
+  }
+
+  /// Removing n waiting transfers costs a constant per transfer, whatever n: the loader
+  /// cancels under its lock, and a search per cancel made pxl_cancel_all quadratic.
+  func testCancellingEveryWaitingTransferIsLinear() {
+    for n in [1_000, 16_000] {
+      var waiting = list()
+      for id in 1...TransferID(n) {
+        waiting.append("t", id: id, host: "h\(id % 3)", priority: Int32(id % 5), now: id)
+      }
+      for id in stride(from: TransferID(1), through: TransferID(n), by: 10) { waiting.setPriority(id, 9) }
+      // One start in between, as the engine thread would.
+      XCTAssertNotNil(waiting.takeNext(now: TransferID(n), hasRoom: { _ in true }))
+      let before = waiting.bookkeepingWork
+      var removed = 0
+      for id in (1...TransferID(n)).reversed() where waiting.remove(id) != nil { removed += 1 }
+      XCTAssertEqual(removed, n - 1)
+      let work = waiting.bookkeepingWork - before
+      XCTAssertLessThanOrEqual(work, 32 * n, "cancelling \(n) transfers took \(work) steps")
+    }
+  }
+
+  /// Starting a backlog of n transfers one slot at a time costs O(n log n), also when a
+  /// full host's transfers are passed over on every pick.
+  func testStartingABacklogIsNotQuadratic() {
+    let n = 16_000
+    var waiting = list()
+    for id in 1...TransferID(n) {
+      waiting.append("t", id: id, host: id % 2 == 0 ? "full" : "h\(id % 7)", priority: Int32(id % 3), now: id)
+    }
+    let before = waiting.bookkeepingWork
+    XCTAssertEqual(drain(&waiting, now: TransferID(n), hasRoom: { $0 != "full" }).count, n / 2)
+    let bound = 16 * n * (Int.bitWidth - n.leadingZeroBitCount)
+    XCTAssertLessThanOrEqual(waiting.bookkeepingWork - before, bound)
+  }
+
+  /// Start delays and backoffs: due soonest first, postponing moves one later, and
+  /// removing n of them is linear.
+  func testDelayedTransfersAreTakenWhenDueAndCancelledInLinearTime() {
+    var delayed = DelayedTransfers<String>()
+    delayed.add("late", id: 1, due: 30)
+    delayed.add("soon", id: 2, due: 10)
+    delayed.add("postponed", id: 3, due: 5)
+    delayed.postpone(3, until: 20)
+    delayed.postpone(2, until: 1)  // never earlier
+    XCTAssertEqual(delayed.nextDue(), 10)
+    XCTAssertEqual(delayed.takeDue(now: 20), ["soon", "postponed"])
+    XCTAssertEqual(delayed.takeDue(now: 29), [])
+    XCTAssertEqual(delayed.remove(1), "late")
+    XCTAssertNil(delayed.nextDue())
+
+    let n = 16_000
+    for id in 1...TransferID(n) { delayed.add("t", id: id, due: id * 7 % 1_000) }
+    let before = delayed.bookkeepingWork
+    for id in (1...TransferID(n)).reversed() { XCTAssertNotNil(delayed.remove(id)) }
+    XCTAssertLessThanOrEqual(delayed.bookkeepingWork - before, 32 * n)
+    XCTAssertEqual(delayed.count, 0)
+  }
+}
