@@ -252,8 +252,8 @@ final class WorkPoolTests: XCTestCase {
 
 extension WorkPoolTests {
   /// A pool whose only worker is held until `release` runs, so submitted jobs wait.
-  private func heldPool() -> (PriorityWorkPool, release: () -> Void) {
-    let pool = PriorityWorkPool(threadCount: 1, name: "test")
+  private func heldPool() throws -> (PriorityWorkPool, release: () -> Void) {
+    let pool = try PriorityWorkPool(threadCount: 1, name: "test")
     let gate = Lock()
     var released = false
     var holding = false
@@ -271,9 +271,9 @@ extension WorkPoolTests {
   /// Cancelling n waiting jobs costs a constant per job, whatever n (the loader cancels
   /// under its lock; a linear search per cancel made pxl_cancel_all quadratic). Newest
   /// first, as the worst case for a search from the front; a few re-ranks on the way.
-  func testCancellingEveryWaitingJobIsLinear() {
+  func testCancellingEveryWaitingJobIsLinear() throws {
     for n in [1_000, 8_000] {
-      let (pool, release) = heldPool()
+      let (pool, release) = try heldPool()
       var jobs: [PriorityWorkPool.Job] = []
       for index in 0..<n { jobs.append(pool.submit(priority: Int32(index % 5), cost: index % 7) {}) }
       for job in jobs.prefix(n / 10) { pool.setPriority(job, 9) }
@@ -288,9 +288,9 @@ extension WorkPoolTests {
 
   /// Running a backlog of n jobs costs O(n log n) bookkeeping, not a scan of the backlog
   /// per pick.
-  func testRunningABacklogIsNotQuadratic() {
+  func testRunningABacklogIsNotQuadratic() throws {
     let n = 8_000
-    let (pool, release) = heldPool()
+    let (pool, release) = try heldPool()
     let counted = Lock()
     var ran = 0
     for index in 0..<n { _ = pool.submit(priority: Int32(index % 3), cost: index % 11) { counted.withLock { ran += 1 } } }

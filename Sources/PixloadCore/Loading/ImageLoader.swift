@@ -351,7 +351,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       decode.requests[pending.token] = pending
       pending.decode = decode
       counters.coalesced += 1
-      rerank(decode)
+      // A joiner can only raise the highest priority: no need to look at every requester
+      // (k requests for one image would cost k^2).
+      if pending.priority > decode.priority { rank(decode, at: pending.priority) }
       if let download = decode.download { startSooner(download, for: request) }
       return
     }
@@ -521,6 +523,10 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private func rerank(_ decode: DecodeTask) {
     let priority = decode.requests.values.lazy.map(\.priority).max() ?? Int32.min
     guard priority != decode.priority else { return }
+    rank(decode, at: priority)
+  }
+
+  private func rank(_ decode: DecodeTask, at priority: Int32) {
     decode.priority = priority
     if let job = decode.job { decodePool.setPriority(job, priority) }
     if let download = decode.download { rerank(download) }
