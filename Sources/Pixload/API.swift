@@ -251,23 +251,23 @@ private func defaultConfig() -> pxl_config {
   var c = pxl_config()
   c.struct_size = MemoryLayout<pxl_config>.stride
   c.memory_cache_bytes = UInt64(defaults.memoryCacheBytes)
-  c.max_concurrent_downloads = Int32(defaults.maxConcurrentDownloads)
-  c.max_downloads_per_host = Int32(defaults.maxDownloadsPerHost)
+  c.max_concurrent_downloads = Int32(defaults.network.maxConcurrentDownloads)
+  c.max_downloads_per_host = Int32(defaults.network.maxDownloadsPerHost)
   c.decode_threads = Int32(defaults.decodeThreads)
-  c.connect_timeout_ms = Int32(defaults.connectTimeoutMilliseconds)
-  c.timeout_ms = Int32(defaults.timeoutMilliseconds)
-  c.max_body_bytes = UInt64(defaults.maxBodyBytes)
+  c.connect_timeout_ms = Int32(defaults.network.connectTimeoutMilliseconds)
+  c.timeout_ms = Int32(defaults.network.timeoutMilliseconds)
+  c.max_body_bytes = UInt64(defaults.network.maxBodyBytes)
   c.max_pixels = defaults.maxPixels
   c.allowed_schemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS)
   c.user_agent = nil
-  c.stall_timeout_ms = Int32(defaults.stallTimeoutMilliseconds)
-  c.max_redirects = Int32(defaults.maxRedirects)
-  c.max_retries = Int32(defaults.maxRetries)
-  c.retry_base_delay_ms = Int32(defaults.retryBaseDelayMilliseconds)
-  c.retry_max_delay_ms = Int32(defaults.retryMaxDelayMilliseconds)
+  c.stall_timeout_ms = Int32(defaults.network.stallTimeoutMilliseconds)
+  c.max_redirects = Int32(defaults.network.maxRedirects)
+  c.max_retries = Int32(defaults.network.maxRetries)
+  c.retry_base_delay_ms = Int32(defaults.network.retryBaseDelayMilliseconds)
+  c.retry_max_delay_ms = Int32(defaults.network.retryMaxDelayMilliseconds)
   c.ca_file = nil
   c.headers = nil
-  c.cancel_storm_limit = Int32(defaults.cancelStormLimit)
+  c.cancel_storm_limit = Int32(defaults.network.cancelStormLimit)
   c.disk_cache_bytes = UInt64(defaults.diskCacheBytes)
   c.disk_cache_dir = nil
   c.ignore_http_freshness = defaults.ignoresHTTPFreshness ? 1 : 0
@@ -284,7 +284,7 @@ private func defaultConfig() -> pxl_config {
   guard let out else { return PXL_E_INVALID_ARGUMENT }
   out.pointee = nil
   var configuration = LoaderConfiguration()
-  configuration.userAgent = versionUserAgent
+  configuration.network.userAgent = versionUserAgent
   if let config {
     guard let c = readGrowableStruct(config, defaults: defaultConfig(), knownEnds: configVersions),
           c.max_concurrent_downloads > 0, c.max_downloads_per_host > 0, c.decode_threads >= 0,
@@ -299,27 +299,27 @@ private func defaultConfig() -> pxl_config {
           let headers = headerLines(c.headers)
     else { return PXL_E_INVALID_ARGUMENT }
     configuration.memoryCacheBytes = Int(c.memory_cache_bytes)
-    configuration.maxConcurrentDownloads = Int(c.max_concurrent_downloads)
-    configuration.maxDownloadsPerHost = Int(c.max_downloads_per_host)
+    configuration.network.maxConcurrentDownloads = Int(c.max_concurrent_downloads)
+    configuration.network.maxDownloadsPerHost = Int(c.max_downloads_per_host)
     configuration.decodeThreads = Int(c.decode_threads)
-    configuration.connectTimeoutMilliseconds = Int(c.connect_timeout_ms)
-    configuration.timeoutMilliseconds = Int(c.timeout_ms)
-    configuration.maxBodyBytes = Int(c.max_body_bytes)
+    configuration.network.connectTimeoutMilliseconds = Int(c.connect_timeout_ms)
+    configuration.network.timeoutMilliseconds = Int(c.timeout_ms)
+    configuration.network.maxBodyBytes = Int(c.max_body_bytes)
     configuration.maxPixels = c.max_pixels
     var schemes: Set<String> = []
     if c.allowed_schemes & UInt32(PXL_SCHEME_HTTP) != 0 { schemes.insert("http") }
     if c.allowed_schemes & UInt32(PXL_SCHEME_HTTPS) != 0 { schemes.insert("https") }
     if c.allowed_schemes & UInt32(PXL_SCHEME_FILE) != 0 { schemes.insert("file") }
-    configuration.allowedSchemes = schemes
-    if let agent = c.user_agent { configuration.userAgent = String(cString: agent) }
-    configuration.stallTimeoutMilliseconds = Int(c.stall_timeout_ms)
-    configuration.maxRedirects = Int(c.max_redirects)
-    configuration.maxRetries = Int(c.max_retries)
-    configuration.retryBaseDelayMilliseconds = Int(c.retry_base_delay_ms)
-    configuration.retryMaxDelayMilliseconds = Int(c.retry_max_delay_ms)
-    configuration.caFile = c.ca_file.map { String(cString: $0) }
-    configuration.headers = headers
-    configuration.cancelStormLimit = Int(c.cancel_storm_limit)
+    configuration.network.allowedSchemes = schemes
+    if let agent = c.user_agent { configuration.network.userAgent = String(cString: agent) }
+    configuration.network.stallTimeoutMilliseconds = Int(c.stall_timeout_ms)
+    configuration.network.maxRedirects = Int(c.max_redirects)
+    configuration.network.maxRetries = Int(c.max_retries)
+    configuration.network.retryBaseDelayMilliseconds = Int(c.retry_base_delay_ms)
+    configuration.network.retryMaxDelayMilliseconds = Int(c.retry_max_delay_ms)
+    configuration.network.caFile = c.ca_file.map { String(cString: $0) }
+    configuration.network.headers = headers
+    configuration.network.cancelStormLimit = Int(c.cancel_storm_limit)
     configuration.diskCacheBytes = Int(clamping: c.disk_cache_bytes)
     configuration.diskCacheDirectory = c.disk_cache_dir.map { String(cString: $0) }
     configuration.ignoresHTTPFreshness = c.ignore_http_freshness != 0

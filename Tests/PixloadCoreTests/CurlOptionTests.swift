@@ -7,7 +7,7 @@ final class CurlOptionTests: XCTestCase {
   /// A libcurl without CURLOPT_PROTOCOLS_STR (older than 7.85.0) must stop the engine with
   /// an error that names the option and the version, never run without the allow-list.
   func testAMissingSafetyOptionIsAClearError() {
-    var configuration = LoaderConfiguration()
+    var configuration = EngineConfiguration()
     configuration.caFile = "/etc/ssl/certs/ca-certificates.crt"
     let options = CurlOption.safety(configuration, protocols: "http,https", isHTTPS: true)
     XCTAssertEqual(Set(options.map(\.name)), [
@@ -36,7 +36,7 @@ final class CurlOptionTests: XCTestCase {
 
   /// This machine's libcurl has every option: creating an engine succeeds.
   func testThisLibcurlPassesTheProbe() throws {
-    var configuration = LoaderConfiguration()
+    var configuration = EngineConfiguration()
     configuration.allowedSchemes = []
     let engine = try CurlEngine(configuration: configuration)
     engine.shutdown()

@@ -17,8 +17,8 @@ final class EngineTests: XCTestCase {
 
   func makeLoader() throws -> ImageLoader {
     var configuration = LoaderConfiguration()
-    configuration.allowedSchemes = ["http", "https", "file"]
-    configuration.connectTimeoutMilliseconds = 2000
+    configuration.network.allowedSchemes = ["http", "https", "file"]
+    configuration.network.connectTimeoutMilliseconds = 2000
     return try ImageLoader(configuration: configuration)
   }
 

@@ -6,29 +6,12 @@ import Glibc
 public struct LoaderConfiguration: Sendable {
   public var memoryCacheBytes = 64 << 20
   public var memoryCacheCount = 1000
-  public var maxConcurrentDownloads = 8
-  public var maxDownloadsPerHost = 6
   /// 0: one per core.
   public var decodeThreads = 0
-  public var connectTimeoutMilliseconds = 10_000
-  public var timeoutMilliseconds = 30_000
-  public var maxBodyBytes = 32 << 20
   public var maxPixels: UInt64 = 100_000_000
-  public var allowedSchemes: Set<String> = ["http", "https"]
-  /// The C API sets "pixload/<version>" from the header's version.
-  public var userAgent = "pixload"
-  /// A transfer that receives nothing for this long fails; 0 disables. Whole seconds.
-  public var stallTimeoutMilliseconds = 10_000
-  public var maxRedirects = 5
-  /// Further attempts after a transient failure (see `CurlEngine.isTransient`).
-  public var maxRetries = 2
-  public var retryBaseDelayMilliseconds = 250
-  /// Caps every backoff and a server's Retry-After.
-  public var retryMaxDelayMilliseconds = 10_000
-  /// PEM file of the CAs that verify https servers; nil: the system's.
-  public var caFile: String?
-  /// "Name: value" lines sent with every request.
-  public var headers: [String] = []
+  /// The network engine's settings (limits, timeouts, retries, TLS, headers). The C API
+  /// sets the user agent "pixload/<version>" from the header's version.
+  public var network = EngineConfiguration()
   /// Disk cache of encoded bytes; 0 bytes: none.
   public var diskCacheBytes = 0
   /// nil: `DiskCache.defaultDirectory`.
@@ -38,10 +21,6 @@ public struct LoaderConfiguration: Sendable {
   /// Treat stored entries as fresh until evicted, whatever Cache-Control and Expires said
   /// (what most image loaders do); false: stale entries are revalidated.
   public var ignoresHTTPFreshness = false
-  /// Running transfers cancelled per second (averaged over a second) beyond which new
-  /// transfers are held back until the rate falls: flinging through thousands of rows must
-  /// not open and drop thousands of connections. 0 disables.
-  public var cancelStormLimit = 16
   /// Where diagnostics go (an unusable cache directory, a dropped corrupt entry); nil:
   /// nowhere. A library never writes to stderr. Called on library threads.
   public var log: (@Sendable (LogLevel, String) -> Void)?
@@ -145,7 +124,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       if let dataLoader {
         self.dataLoader = dataLoader
       } else {
-        self.dataLoader = try CurlEngine(configuration: configuration)
+        self.dataLoader = try CurlEngine(configuration: configuration.network)
       }
     } catch {
       decodePool.shutdown()
@@ -336,7 +315,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       throw LoadError(.invalidArgument, "target size must not be negative")
     }
     let scheme = try URLScheme.parse(request.url)
-    if !configuration.allowedSchemes.contains(scheme) {
+    if !configuration.network.allowedSchemes.contains(scheme) {
       throw LoadError(.schemeNotAllowed, "scheme '\(scheme)' is not allowed by this loader")
     }
   }

@@ -14,7 +14,7 @@ private let curlGlobalInit: Void = {
 /// The multi handle and easy handles are touched only on the engine's thread; other threads
 /// post starts, cancels and priority changes under the lock and wake it.
 public final class CurlEngine: DataLoading, @unchecked Sendable {
-  private let configuration: LoaderConfiguration
+  private let configuration: EngineConfiguration
   private let multi: UnsafeMutableRawPointer
   private let protocols: String
 
@@ -42,7 +42,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var stormTokens: Double
   private var stormRefilledAt = monotonicNanoseconds()
 
-  public init(configuration: LoaderConfiguration) throws(LoadError) {
+  public init(configuration: EngineConfiguration) throws(LoadError) {
     _ = curlGlobalInit
     try Self.probeSafetyOptions(configuration)
     guard let multi = curl_multi_init() else { throw LoadError(.noMemory, "curl_multi_init failed") }
@@ -145,13 +145,13 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   }
 
   /// `CURLOPT_PROTOCOLS_STR` for the configuration's allowed schemes.
-  private static func allowedProtocols(_ configuration: LoaderConfiguration) -> String {
+  private static func allowedProtocols(_ configuration: EngineConfiguration) -> String {
     ["http", "https", "file"].filter(configuration.allowedSchemes.contains).joined(separator: ",")
   }
 
   /// Sets the safety options on a throwaway handle: a libcurl that lacks one fails the
   /// loader's creation instead of running transfers without the guard.
-  private static func probeSafetyOptions(_ configuration: LoaderConfiguration) throws(LoadError) {
+  private static func probeSafetyOptions(_ configuration: EngineConfiguration) throws(LoadError) {
     guard let easy = curl_easy_init() else { throw LoadError(.noMemory, "curl_easy_init failed") }
     defer { curl_easy_cleanup(easy) }
     // No scheme allowed: no transfer ever starts, but the option must still exist.

@@ -27,7 +27,7 @@ struct CurlOption {
   /// http(s) nor go from https to http), the redirect, size and time limits, no signals
   /// on the engine thread, TLS verification on, and the configured CAs. `protocols` is
   /// the comma-separated allow-list of `CURLOPT_PROTOCOLS_STR`.
-  static func safety(_ configuration: LoaderConfiguration, protocols: String, isHTTPS: Bool) -> [CurlOption] {
+  static func safety(_ configuration: EngineConfiguration, protocols: String, isHTTPS: Bool) -> [CurlOption] {
     var options = [
       CurlOption(id: CURLOPT_NOSIGNAL, name: "CURLOPT_NOSIGNAL", value: .long(1), since: "7.10"),
       CurlOption(id: CURLOPT_PROTOCOLS_STR, name: "CURLOPT_PROTOCOLS_STR", value: .string(protocols), since: "7.85.0"),
