@@ -213,6 +213,7 @@ bench: all
 	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
 	@$(MAKE) --no-print-directory bench-network
 	@$(MAKE) --no-print-directory bench-decode
+	@$(MAKE) --no-print-directory bench-cancel
 
 # The network path: 1,000 64x64 JPEGs from nginx on loopback, pixload against a bare
 # libcurl loop with and without decoding; connections counted at the server.
