@@ -212,6 +212,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_table_free_stops_callbacks) \
   X(test_table_invalid_arguments) \
   X(test_table_fling_storm) \
+  X(test_table_drained_on_other_thread) \
   X(test_fault_http_statuses)       \
   X(test_fault_retry_then_success)  \
   X(test_fault_retry_after)         \

@@ -54,7 +54,10 @@ public final class ImageTable: @unchecked Sendable {
 
   private enum RowState {
     /// A request is in flight; `visible` decides whether its result reaches the host.
-    case loading(token: UInt64)
+    /// `generation` names this start of the row: only results of this start count for it
+    /// (a previous start's CANCELLED result may still be queued). `token` is nil while
+    /// `start` issues the load: its result may arrive on another thread before it returns.
+    case loading(generation: UInt64, token: UInt64?)
     /// The host has this row's result (or its error) while the row stays on screen.
     case shown
   }
@@ -77,6 +80,8 @@ public final class ImageTable: @unchecked Sendable {
   private var recentMoves: [(at: UInt64, rows: Int)] = []
   private var lastMoveAt: UInt64?
   private var rows: [Int: RowState] = [:]
+  /// The last generation given to a start of a row.
+  private var lastGeneration: UInt64 = 0
   /// Prefetched rows whose transfers wait for the visible rows to finish loading.
   private var heldPrefetchRows: Set<Int> = []
   /// Visible rows started with a fling's start delay and not confirmed since: if they
@@ -149,10 +154,12 @@ public final class ImageTable: @unchecked Sendable {
           // Off screen, the host's slot may show another row now: when this row comes
           // back it is delivered again (from memory).
           rows.removeValue(forKey: row)
-        case .loading(let token):
-          // Loads of rows that left every window are cancelled.
+        case .loading(_, let token):
+          // Loads of rows that left every window are cancelled (one still being issued by
+          // `start` on another thread is cancelled there, once it finds its row gone).
           if unconfirmedRows.contains(row) || (!ahead.contains(row) && !behind.contains(row)) {
-            toCancel.append(token)
+            if let token { toCancel.append(token) }
+            statistics.cancelled += 1
             rows.removeValue(forKey: row)
             heldPrefetchRows.remove(row)
             unconfirmedRows.remove(row)
@@ -162,7 +169,9 @@ public final class ImageTable: @unchecked Sendable {
       for row in visible {
         switch rows[row] {
         case .shown?: continue
-        case .loading(let token)?:
+        case .loading(_, nil)?:
+          continue  // being issued on another thread, with the priority it had then
+        case .loading(_, let token?)?:
           toRaise.append((token, configuration.visiblePriority))
           // Still on screen a frame later: a fling's start delay is over for this row,
           // unless the fling goes on (it is likely gone by the next frame).
@@ -208,11 +217,10 @@ public final class ImageTable: @unchecked Sendable {
       }
       // Rows that were visible and are now only kept or prefetched drop to low priority.
       for (distance, row) in (ahead + Array(behind)).enumerated() {
-        if case .loading(let token)? = rows[row] {
+        if case .loading(_, let token?)? = rows[row] {
           toRaise.append((token, Self.add32(configuration.prefetchPriority, -distance)))
         }
       }
-      statistics.cancelled += toCancel.count
     }
     for token in toCancel { loader.cancel(token) }
     for (token, priority) in toRaise { loader.setPriority(token, priority) }
@@ -225,11 +233,12 @@ public final class ImageTable: @unchecked Sendable {
   /// Cancels every request of this table; rows start anew at the next `setVisible`.
   public func cancelAll() {
     let tokens: [UInt64] = lock.withLock {
-      let tokens = rows.values.compactMap { state -> UInt64? in
-        if case .loading(let token) = state { return token }
-        return nil
+      var tokens: [UInt64] = []
+      for case .loading(_, let token) in rows.values {
+        // A load still being issued is cancelled by `start`, which finds its row gone.
+        if let token { tokens.append(token) }
+        statistics.cancelled += 1
       }
-      statistics.cancelled += tokens.count
       rows.removeAll()
       heldPrefetchRows.removeAll()
       unconfirmedRows.removeAll()
@@ -285,13 +294,13 @@ public final class ImageTable: @unchecked Sendable {
   }
 
   /// The tokens of held prefetches to start now, forgetting them. Rows whose token is not
-  /// known yet (their load is returning on another thread) start when their hold ends.
+  /// known yet (their load is being issued on another thread) start when their hold ends.
   /// Called under the lock.
   private func releaseHeldPrefetches() -> [UInt64] {
     guard !heldPrefetchRows.isEmpty else { return [] }
     defer { heldPrefetchRows.removeAll() }
     return heldPrefetchRows.compactMap { row in
-      if case .loading(let token)? = rows[row], token != 0 { return token } else { return nil }
+      if case .loading(_, let token?)? = rows[row] { return token } else { return nil }
     }
   }
 
@@ -331,30 +340,37 @@ public final class ImageTable: @unchecked Sendable {
   private func start(row: Int, request: ImageRequest) {
     // The row may already have left (another thread) or been started: check and record
     // under the lock, load outside it (load may complete a memory hit through the queue).
-    let proceed: Bool = lock.withLock {
-      if closed || rows[row] != nil { return false }
-      rows[row] = .loading(token: 0)
-      return true
+    // The generation, recorded before the load is issued and captured by its handler, is
+    // what lets a result claim the row: a previous start's CANCELLED result, dispatched
+    // on another thread while this load is being issued, must not clear this start.
+    let generation: UInt64? = lock.withLock {
+      if closed || rows[row] != nil { return nil }
+      lastGeneration += 1
+      rows[row] = .loading(generation: lastGeneration, token: nil)
+      return lastGeneration
     }
-    guard proceed else { return }
+    guard let generation else { return }
     do {
       let token = try loader.load(request, queue: queue) { [weak self] token, outcome in
-        self?.finished(row: row, token: token, outcome: outcome)
+        self?.finished(row: row, generation: generation, token: token, outcome: outcome)
       }
       let stillWanted: Bool = lock.withLock {
         statistics.started += 1
-        // Still the placeholder: record the token. Gone: the row left meanwhile (cancel), or
-        // the result already arrived on another thread (nothing to do).
-        guard case .loading(token: 0)? = rows[row], !closed else { return rows[row] != nil }
-        rows[row] = .loading(token: token)
+        guard case .loading(generation, nil)? = rows[row], !closed else { return false }
+        rows[row] = .loading(generation: generation, token: token)
         return true
       }
+      // Not recorded: the row left meanwhile, or the table closed (nobody else knows the
+      // token to cancel it), or the result came first on another thread (the load is over
+      // and the cancel a no-op).
       if !stillWanted { loader.cancel(token) }
     } catch {
       // A refused request: a visible row shows the error (once, while it stays visible); a
       // prefetched one is forgotten, so it is tried again, and reported, when it shows.
       let report: Bool = lock.withLock {
-        guard case .loading(token: 0)? = rows[row] else { return false }
+        guard case .loading(generation, nil)? = rows[row], !closed else { return false }
+        heldPrefetchRows.remove(row)
+        unconfirmedRows.remove(row)
         if visible.contains(row) {
           rows[row] = .shown
           statistics.failed += 1
@@ -367,12 +383,13 @@ public final class ImageTable: @unchecked Sendable {
     }
   }
 
-  private func finished(row: Int, token: UInt64, outcome: Outcome) {
+  private func finished(row: Int, generation: UInt64, token: UInt64, outcome: Outcome) {
     var release: [UInt64] = []
     defer { for token in release { loader.startNow(token) } }
     let deliver: Bool = lock.withLock {
-      // 0: the load is still returning on another thread, and its result came first.
-      guard !closed, case .loading(let current)? = rows[row], current == token || current == 0 else { return false }
+      // Only this start's result counts (its token may not be recorded yet: the result
+      // can come first, on another thread); an earlier start's is stale.
+      guard !closed, case .loading(generation, _)? = rows[row] else { return false }
       unconfirmedRows.remove(row)
       if outcome.isCancelled {
         rows.removeValue(forKey: row)
