@@ -1202,7 +1202,7 @@ struct elsewhere {
   int64_t first;                        /* the visible range, as last declared */
 };
 
-static int elsewhere_request(void *user_data, int64_t row, pxl_request *request) {
+static int elsewhere_request(int64_t row, pxl_request *request, void *user_data) {
   struct elsewhere *e = user_data;
   if (row < 0 || row >= ELSEWHERE_ROWS) return 0;
   request->url = e->urls[row].url;
@@ -1213,7 +1213,7 @@ static int elsewhere_request(void *user_data, int64_t row, pxl_request *request)
   return 1;
 }
 
-static void elsewhere_row(void *user_data, int64_t row, const pxl_result *result) {
+static void elsewhere_row(int64_t row, const pxl_result *result, void *user_data) {
   struct elsewhere *e = user_data;
   if (row < 0 || row >= ELSEWHERE_ROWS) return;
   if (result->status != PXL_OK || !result->image) {
