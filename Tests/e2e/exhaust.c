@@ -211,11 +211,18 @@ static int mode_undrained(const char *base, int n) {
   return failures;
 }
 
+/* The library's log lines, one per line on stderr, which exhaustion.sh counts. */
+static void log_to_stderr(int32_t level, const char *message, void *user_data) {
+  (void)level, (void)user_data;
+  fprintf(stderr, "%s\n", message);
+}
+
 static int mode_loads(const char *base, int n, const char *dir) {
   pxl_loader *loader = NULL;
   pxl_queue *q = NULL;
   pxl_config cfg;
   pxl_config_init(&cfg);
+  cfg.log = log_to_stderr;
   if (strcmp(dir, "-") != 0) {
     cfg.disk_cache_bytes = 64 << 20;
     cfg.disk_cache_dir = dir;

@@ -314,10 +314,17 @@ static void stop_dispatcher(struct queue_slot *slot) {
   slot->has_dispatcher = 0;
 }
 
+/* The library's log lines go to stderr, which run.sh keeps in library.log. */
+static void log_to_stderr(int32_t level, const char *message, void *user_data) {
+  (void)level, (void)user_data;
+  fprintf(stderr, "%s\n", message);
+}
+
 static int last_storm_limit;
 static pxl_loader *make_loader(uint64_t *rng) {
   pxl_config cfg;
   pxl_config_init(&cfg);
+  cfg.log = log_to_stderr;
   cfg.memory_cache_bytes = 1 << 20;
   cfg.memory_cache_count = 16;
   cfg.disk_cache_bytes = 256 << 10;
