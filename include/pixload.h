@@ -159,7 +159,8 @@ typedef enum pxl_status {
   PXL_E_TOO_MANY_REDIRECTS = 20, /* 20: more redirects than max_redirects, or a loop */
   PXL_E_NOT_CACHED = 21,         /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
   PXL_E_UNSUPPORTED = 22         /* 22: a library the loader needs lacks a required feature
-                                    (a libcurl too old for a safety option); since 0.1.0 */
+                                    (a libcurl too old for a safety option); since 0.2.0:
+                                    pxl_loader_new may return it to 0.1.0 programs too */
 } pxl_status;
 
 /* A short English description of a status ("cancelled"). Static storage; never NULL,
@@ -396,7 +397,9 @@ typedef struct pxl_config {
 } pxl_config;
 
 /* The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
- * struct_size the library accepts. */
+ * struct_size the library accepts. A new version's fields start at or after the previous
+ * version's sizeof(), never in its tail padding, so that a setting is never lost in
+ * bytes an older library treats as padding (test_abi.c checks it for 0.2.0's). */
 #define PXL_CONFIG_SIZE_0_1 (offsetof(pxl_config, disk_cache_max_age_s) + sizeof(int64_t))
 #define PXL_REQUEST_SIZE_0_1 (offsetof(pxl_request, progress_interval_ms) + sizeof(int32_t))
 #define PXL_TABLE_CONFIG_SIZE_0_1 (offsetof(pxl_table_config, prefetch_priority) + sizeof(int32_t))
@@ -566,7 +569,10 @@ PXL_API uint64_t pxl_disk_cache_bytes(pxl_loader *loader);
 PXL_API void pxl_disk_cache_clear(pxl_loader *loader);
 
 /* Forgets one cache key (a URL, or a request's cache_key): every decoded size of it in
- * memory at once, and its disk entry on a disk thread shortly after. Returns PXL_OK or
+ * memory at once, and its disk entry on a disk thread shortly after. A URL also drops
+ * the memory entries of requests for it with per-request headers and no cache_key, but
+ * not their disk entries (their keys hold a fingerprint of the headers): give such
+ * requests a cache_key to remove them from disk. Returns PXL_OK or
  * PXL_E_INVALID_ARGUMENT. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_cache_remove(pxl_loader *loader, const char *cache_key);
 
@@ -606,7 +612,10 @@ PXL_API int32_t pxl_cancel_all(pxl_loader *loader, pxl_queue *queue);
 
 /* Warms the memory cache: loads requests[0..count) like pxl_load, merged with any other
  * request for the same work, but calls nobody. tokens_out (may be NULL) receives one
- * token per request, 0 where that request was refused; pxl_cancel cancels one. Returns
+ * token per request, 0 where that request was refused; pxl_cancel cancels one. The
+ * elements are requests[0].struct_size bytes apart (sizeof(pxl_request) of the caller's
+ * header, as pxl_request_init sets it); an element whose struct_size differs is refused
+ * with PXL_E_INVALID_ARGUMENT. Returns
  * PXL_OK when every request was accepted, else the first refusal's status (the others are
  * still accepted). Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_prefetch(pxl_loader *loader, const pxl_request *requests, size_t count,
@@ -646,7 +655,7 @@ typedef struct pxl_table pxl_table;
  * pxl_table_set_row_count, on the caller's thread; it must not call pxl_table_*.
  * user_data is pxl_table_new's (the last parameter since 0.2.0). request->struct_size
  * is the library's: code built against a newer header sets only fields that end within
- * it. */
+ * it, and does not call pxl_request_init on it. */
 typedef int (*pxl_table_request_fn)(int64_t row, pxl_request *request, void *user_data);
 
 /* A visible row's result: result->status PXL_OK with an image (borrowed, as in

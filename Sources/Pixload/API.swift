@@ -395,8 +395,17 @@ private func headerLines(_ list: UnsafePointer<UnsafePointer<CChar>?>?) -> [Stri
 
 /// Converts a C request, or nil when an argument is wrong.
 private func imageRequest(_ request: UnsafePointer<pxl_request>?) -> ImageRequest? {
-  guard let request, let r = readGrowableStruct(request, defaults: defaultRequest(), knownEnds: requestVersions),
-        let url = r.url, r.width >= 0, r.height >= 0,
+  guard let request, let r = readRequest(request) else { return nil }
+  return imageRequest(r)
+}
+
+/// The caller's request as this library's struct, read only up to its struct_size.
+private func readRequest(_ request: UnsafePointer<pxl_request>) -> pxl_request? {
+  readGrowableStruct(request, defaults: defaultRequest(), knownEnds: requestVersions)
+}
+
+private func imageRequest(_ r: pxl_request) -> ImageRequest? {
+  guard let url = r.url, r.width >= 0, r.height >= 0,
         let mode = ScaleMode(rawValue: r.mode), let format = PixelFormat(rawValue: r.format),
         r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
                           | PXL_FLAG_CACHE_ONLY) == 0,
@@ -419,15 +428,17 @@ private func imageRequest(_ request: UnsafePointer<pxl_request>?) -> ImageReques
                                         _ userData: UnsafeMutableRawPointer?,
                                         _ tokenOut: UnsafeMutablePointer<pxl_token>?) -> pxl_status {
   guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let callback,
-        let cRequest = request, let request = imageRequest(cRequest) else { return PXL_E_INVALID_ARGUMENT }
+        let request, let cRequest = readRequest(request), let parsed = imageRequest(cRequest) else {
+    return PXL_E_INVALID_ARGUMENT
+  }
   let handler: (UInt64, Outcome) -> Void = { token, outcome in
     deliver(token, outcome, callback, userData)
   }
-  let progress: ((UInt64, UInt64, UInt64) -> Void)? = cRequest.pointee.progress.map { report in
+  let progress: ((UInt64, UInt64, UInt64) -> Void)? = cRequest.progress.map { report in
     { token, received, expected in report(token, received, expected, userData) }
   }
   do {
-    let token = try loader.load(request, queue: queue, progress: progress, handler: handler)
+    let token = try loader.load(parsed, queue: queue, progress: progress, handler: handler)
     tokenOut?.pointee = token
     return PXL_OK
   } catch {
@@ -518,10 +529,16 @@ private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) 
   guard let loader = loader(loaderHandle), count >= 0, requests != nil || count == 0 else {
     return PXL_E_INVALID_ARGUMENT
   }
+  // The elements are the caller's sizeof(pxl_request) apart, which the first one's
+  // struct_size says (a program built against another header has another size); every
+  // element must say the same.
+  let stride = count > 0 ? UnsafeRawPointer(requests!).loadUnaligned(as: Int.self) : 0
   var first = PXL_OK
   for index in 0..<count {
     var token: pxl_token = 0
-    if let request = imageRequest(requests! + index) {
+    let element = (UnsafeRawPointer(requests!) + index * stride).assumingMemoryBound(to: pxl_request.self)
+    if stride >= requestVersions[0], stride <= 1 << 16,
+       UnsafeRawPointer(element).loadUnaligned(as: Int.self) == stride, let request = imageRequest(element) {
       do {
         token = try loader.prefetch(request)
       } catch {

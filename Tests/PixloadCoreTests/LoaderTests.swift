@@ -261,6 +261,10 @@ final class LoaderTests: XCTestCase {
     XCTAssertEqual(loader.cachedImage(for: bob)?.pixels.load(as: UInt8.self), 7)
     XCTAssertEqual(loader.cachedImage(for: anonymous)?.pixels.load(as: UInt8.self), 9)
     XCTAssertNil(loader.cachedImage(for: ImageRequest(url: "http://h/me.jpg", headers: ["Cookie: s=1"])))
+    // Removing the URL forgets its credentialed variants in memory too.
+    loader.removeCached(cacheKey: "http://h/me.jpg")
+    XCTAssertNil(loader.cachedImage(for: alice))
+    XCTAssertNil(loader.cachedImage(for: anonymous))
 
     // One explicit cache key: the caller says it is the same image, so they merge.
     let d = try loader.load(ImageRequest(url: "http://h/x.jpg", cacheKey: "x", headers: ["Cookie: s=1"]),

@@ -199,6 +199,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_queue_fd)                  \
   X(test_queue_fd_and_wakeup)       \
   X(test_queue_wakeup_reaches_a_waiter) \
+  X(test_queue_fd_edge_triggered)   \
   X(test_table_row_scrolled_away) \
   X(test_bind_slot) \
   X(test_table_visible_before_prefetch) \

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,9 @@ static void test_config_sizes(void) {
   CHECK_STATUS(pxl_loader_new(config, &loader), PXL_E_INVALID_ARGUMENT);
   CHECK(loader == NULL);
 
+  /* 0.2.0's fields start past 0.1.0's struct, not in its padding. */
+  CHECK(offsetof(pxl_config, log) >= PXL_CONFIG_SIZE_0_1);
+
   /* The macro fills this header's whole struct. */
   pxl_config plain;
   memset(&plain, 0xAA, sizeof plain);
@@ -107,6 +111,25 @@ static void test_request_sizes(const struct test_env *env, pxl_loader *loader, p
   CHECK_STATUS(load_and_wait(env, loader, queue, request, &capture), PXL_OK);
   CHECK_STATUS(capture.status, PXL_OK);
   capture_reset(&capture);
+
+  /* An array of padded requests: the elements are struct_size apart. */
+  enum { STRIDE = sizeof(pxl_request) + PAD };
+  unsigned char array[3 * STRIDE];
+  memset(array, 0xAA, sizeof array);
+  for (int i = 0; i < 3; i++) {
+    pxl_request *element = (pxl_request *)(void *)(array + i * STRIDE);
+    CHECK_STATUS(pxl_request_init_size(element, STRIDE), PXL_OK);
+    element->url = u.url;
+    element->width = 20 + i;
+    element->height = 20;
+  }
+  pxl_token tokens[3] = {0, 0, 0};
+  CHECK_STATUS(pxl_prefetch(loader, (const pxl_request *)(void *)array, 3, tokens), PXL_OK);
+  CHECK(tokens[0] != 0 && tokens[1] != 0 && tokens[2] != 0);
+  /* One element of another size is refused; the others are still accepted. */
+  ((pxl_request *)(void *)(array + STRIDE))->struct_size = sizeof(pxl_request);
+  CHECK_STATUS(pxl_prefetch(loader, (const pxl_request *)(void *)array, 3, tokens), PXL_E_INVALID_ARGUMENT);
+  CHECK(tokens[0] != 0 && tokens[1] == 0 && tokens[2] != 0);
 
   /* 0.1.0's size (the end of its last field): loads, nothing read past it. */
   memset(buffer, 0xAA, sizeof buffer);

@@ -1,12 +1,13 @@
 /*
  * test_queue.c: the queue fd's level against wakeups, as a level-triggered event loop
  * sees it (GLib g_unix_fd_add, asyncio add_reader, libuv uv_poll, epoll without
- * EPOLLET): the fd is readable exactly while a completion is pending or a wakeup is
+ * EPOLLET; test_queue_fd_edge_triggered covers EPOLLET): the fd is readable exactly while a completion is pending or a wakeup is
  * unconsumed; pxl_queue_dispatch and pxl_queue_wait consume a wakeup; a wait in progress
  * returns for a wakeup even when another thread's dispatch consumed it first.
  */
 #define _GNU_SOURCE
 #include <poll.h>
+#include <sys/epoll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -217,5 +218,45 @@ void test_queue_wakeup_reaches_a_waiter(const struct test_env *env) {
     pthread_join(thread, NULL);
   }
   CHECK(!hung);
+  hit_source_close(&s);
+}
+
+/* An edge-triggered loop (epoll with EPOLLET) hears of every arrival: a completion or a
+ * wakeup that comes while the fd is already readable (results not yet dispatched, or
+ * arriving during a dispatch) still makes a new edge, or such a loop would sleep on
+ * pending callbacks for ever. */
+void test_queue_fd_edge_triggered(const struct test_env *env) {
+  struct hit_source s;
+  if (!hit_source_open(env, &s, "fd-edge")) {
+    CHECKF(0, "the first load failed; nothing to test");
+    hit_source_close(&s);
+    return;
+  }
+  int ep = epoll_create1(0);
+  struct epoll_event want = {.events = EPOLLIN | EPOLLET};
+  CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, pxl_queue_fd(s.queue), &want) == 0);
+  struct epoll_event got;
+  CHECK_INT(epoll_wait(ep, &got, 1, 0), 0);
+
+  struct capture hits[3];
+  memset(hits, 0, sizeof hits);
+  for (int i = 0; i < 3; i++) {
+    /* A memory hit: queued at once, nothing dispatched in between. */
+    CHECK_STATUS(pxl_load(s.loader, &s.request, s.queue, capture_callback, &hits[i], NULL), PXL_OK);
+    CHECKF(epoll_wait(ep, &got, 1, 0) == 1, "completion %d while the fd was readable: no new edge", i + 1);
+  }
+  pxl_queue_wakeup(s.queue);
+  CHECKF(epoll_wait(ep, &got, 1, 0) == 1, "a wakeup while the fd was readable: no new edge");
+  CHECK_INT(pxl_queue_dispatch(s.queue, 1), 1);
+  /* Still pending: a further arrival after a partial dispatch is an edge too. */
+  pxl_queue_wakeup(s.queue);
+  CHECK_INT(epoll_wait(ep, &got, 1, 0), 1);
+  CHECK_INT(pxl_queue_dispatch(s.queue, 0), 2);
+  CHECK_INT(epoll_wait(ep, &got, 1, 0), 0);
+  for (int i = 0; i < 3; i++) {
+    CHECK_INT(atomic_load(&hits[i].calls), 1);
+    capture_reset(&hits[i]);
+  }
+  close(ep);
   hit_source_close(&s);
 }

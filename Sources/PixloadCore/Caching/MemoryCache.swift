@@ -68,10 +68,14 @@ public final class MemoryCache: @unchecked Sendable {
     while bytes > limit || entries.count > capacityCount, let node = oldest { unlink(node) }
   }
 
-  /// Drops every variant of one cache key.
+  /// Drops every variant of one cache key, and of the keys requests with per-request
+  /// headers made from it (`ImageRequest.cacheKey`: the URL, a line break, a fingerprint).
   public func removeAll(cacheKey: String) {
+    let credentialed = cacheKey + "\n"
     lock.withLock {
-      for (key, node) in entries where key.cacheKey == cacheKey { unlink(node) }
+      for (key, node) in entries where key.cacheKey == cacheKey || key.cacheKey.hasPrefix(credentialed) {
+        unlink(node)
+      }
     }
   }
 

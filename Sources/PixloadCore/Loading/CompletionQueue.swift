@@ -286,7 +286,7 @@ public final class CompletionQueue: @unchecked Sendable {
     lock.withLock {
       wakeupPending = true
       wakeupGeneration &+= 1
-      updateSignal()
+      signalArrival()
       lock.broadcast()
     }
   }
@@ -320,8 +320,20 @@ public final class CompletionQueue: @unchecked Sendable {
 
   private func appendReady(_ entry: Entry) {
     ready.append(entry)
-    updateSignal()
+    signalArrival()
     lock.broadcast()
+  }
+
+  /// Something new is pending: the fd becomes readable, and if it already was, it is
+  /// written again, so that an edge-triggered loop (EPOLLET) sees a new edge for every
+  /// arrival, also one that came while it was dispatching.
+  private func signalArrival() {
+    if signalled {
+      var one: UInt64 = 1
+      _ = write(fileDescriptor, &one, 8)
+    } else {
+      updateSignal()
+    }
   }
 
   private func resetReady() {

@@ -38,7 +38,9 @@ public struct ImageRequest: Sendable {
   public var cacheKey: String {
     if let explicitCacheKey { return explicitCacheKey }
     if headers.isEmpty { return url }
-    return url + "#pxl-headers=" + DiskCache.fileName(for: headers.joined(separator: "\n"))
+    // A line break cannot be part of a URL (or of a header line): no request without
+    // headers can have this key.
+    return url + "\n" + DiskCache.fileName(for: headers.joined(separator: "\n"))
   }
   public var targetWidth: Int
   public var targetHeight: Int

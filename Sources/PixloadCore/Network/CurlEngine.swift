@@ -317,10 +317,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         }
       }
     } catch {
-      curl_easy_cleanup(easy)
-      transfer.easy = nil
-      lock.withLock { _ = runningIDs.remove(transfer.id) }
-      transfer.completion(.failure(error))
+      failBeforeStart(transfer, easy, error)
       return
     }
     // Hints only: without them transfers are still correct, so their results do not matter.
@@ -329,15 +326,33 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     // HTTP/2, instead of opening one connection per transfer. Never over plain HTTP: there it
     // made every new transfer to a host wait for the busy connection to finish.
     if isHTTPS { _ = pxl_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1) }
+    let added = curl_multi_add_handle(multi, easy)
+    if added != CURLM_OK {
+      // Never registered with the multi handle: it would never finish, so it fails now.
+      failBeforeStart(transfer, easy, LoadError(.network,
+        "libcurl could not start the transfer: \(String(cString: curl_multi_strerror(added)))"))
+      return
+    }
     active[easy] = transfer
     activeByID[transfer.id] = transfer
     activePerHost[transfer.host, default: 0] += 1
-    _ = curl_multi_add_handle(multi, easy)
   }
 
   /// Removes a transfer from libcurl and reports it, or schedules its retry. `dropped`:
   /// cancelled or shutting down, report nothing. A cancel can race this from another
   /// thread, so whether it was cancelled is decided under the lock, with the retry.
+  /// A transfer that could not be handed to libcurl ends with `error`, forgetting any
+  /// cancel that raced its start.
+  private func failBeforeStart(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer, _ error: LoadError) {
+    curl_easy_cleanup(easy)
+    transfer.easy = nil
+    lock.withLock {
+      _ = runningIDs.remove(transfer.id)
+      _ = cancelledWhileActive.remove(transfer.id)
+    }
+    transfer.completion(.failure(error))
+  }
+
   private func finish(_ transfer: Transfer, dropped: Bool, code: CURLcode) {
     guard let easy = transfer.easy else { return }
     let httpStatus = pxl_curl_response_code(easy)
