@@ -1,7 +1,8 @@
 /*
  * test_queue.c: the queue fd's level against wakeups, as a level-triggered event loop
  * sees it (GLib g_unix_fd_add, asyncio add_reader, libuv uv_poll, epoll without
- * EPOLLET; test_queue_fd_edge_triggered covers EPOLLET): the fd is readable exactly while a completion is pending or a wakeup is
+ * EPOLLET; test_queue_fd_edge_triggered covers EPOLLET): the fd is readable exactly
+ * while a completion is pending or a wakeup is
  * unconsumed; pxl_queue_dispatch and pxl_queue_wait consume a wakeup; a wait in progress
  * returns for a wakeup even when another thread's dispatch consumed it first.
  */
