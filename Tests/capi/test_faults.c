@@ -868,6 +868,24 @@ static void check_header(const struct test_env *env, const struct test_url *u, i
   free(stats);
 }
 
+/* Loads request twice at once, with the first and then the second header lines, and
+ * checks both succeed. */
+static void load_with_two_header_sets(const struct test_env *env, pxl_loader *loader, pxl_queue *queue,
+                                      pxl_request *request, const char *const *first_headers,
+                                      const char *const *second_headers) {
+  struct capture first = {0}, second = {0};
+  request->headers = first_headers;
+  CHECK_STATUS(pxl_load(loader, request, queue, capture_callback, &first, NULL), PXL_OK);
+  request->headers = second_headers;
+  CHECK_STATUS(pxl_load(loader, request, queue, capture_callback, &second, NULL), PXL_OK);
+  CHECK(drain_until(env, queue, &first.calls, 1, 5000));
+  CHECK(drain_until(env, queue, &second.calls, 1, 5000));
+  CHECK_STATUS(first.status, PXL_OK);
+  CHECK_STATUS(second.status, PXL_OK);
+  capture_reset(&first);
+  capture_reset(&second);
+}
+
 void test_fault_headers(const struct test_env *env) {
   /* Writable copies: the library must have copied them before the call returned. */
   char loader_line[] = "X-Pxl-Loader: loader-1";
@@ -913,18 +931,8 @@ void test_fault_headers(const struct test_env *env) {
   struct test_url apart = fault_url(env, 0, "/slow/delay=300", "headers-apart");
   const char *first_headers[] = {"X-Pxl-Request: first", NULL};
   const char *second_headers[] = {"X-Pxl-Request: second", NULL};
-  struct capture first = {0}, second = {0};
   request_for(&request, apart.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
-  request.headers = first_headers;
-  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &first, NULL), PXL_OK);
-  request.headers = second_headers;
-  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &second, NULL), PXL_OK);
-  CHECK(drain_until(env, queue, &first.calls, 1, 5000));
-  CHECK(drain_until(env, queue, &second.calls, 1, 5000));
-  CHECK_STATUS(first.status, PXL_OK);
-  CHECK_STATUS(second.status, PXL_OK);
-  capture_reset(&first);
-  capture_reset(&second);
+  load_with_two_header_sets(env, loader, queue, &request, first_headers, second_headers);
   CHECK_REQUESTS(env, &apart, 2);
   char value_a[64] = "", value_b[64] = "";
   struct fault_stats *seen = malloc(sizeof *seen);
@@ -951,16 +959,7 @@ void test_fault_headers(const struct test_env *env) {
   struct test_url shared = fault_url(env, 0, "/slow/delay=300", "headers-shared");
   request_for(&request, shared.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
   request.cache_key = shared.uri;
-  request.headers = first_headers;
-  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &first, NULL), PXL_OK);
-  request.headers = second_headers;
-  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &second, NULL), PXL_OK);
-  CHECK(drain_until(env, queue, &first.calls, 1, 5000));
-  CHECK(drain_until(env, queue, &second.calls, 1, 5000));
-  CHECK_STATUS(first.status, PXL_OK);
-  CHECK_STATUS(second.status, PXL_OK);
-  capture_reset(&first);
-  capture_reset(&second);
+  load_with_two_header_sets(env, loader, queue, &request, first_headers, second_headers);
   CHECK_REQUESTS(env, &shared, 1);
   check_header(env, &shared, 0, "X-Pxl-Request", "first");
   pxl_loader_free(loader);
