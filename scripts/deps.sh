@@ -22,6 +22,8 @@ APT_PKGS=(
   libcurl4-openssl-dev     # pixload's network layer
   libjpeg62-turbo-dev      # JPEG decoding
   libpng-dev               # PNG decoding
+  libjpeg-turbo-progs      # cjpeg/djpeg: make test-codecs generates JPEG fixtures and their
+                           # expected pixels with them (scripts/gen-conformance.py)
   pkg-config               # locating the three libraries above
   valgrind                 # leak/race checks of the C API tests
   curl                     # scripts and tests poke the local nginx with it
