@@ -1,15 +1,22 @@
 /*
- * Conformance test for the CCodecs shims against the shared image corpus.
+ * Conformance test for the CCodecs shims: fixtures generated at test time (differential
+ * against reference decoders) and the shared image corpus.
  * Build and run from the repository root:
  */
 // gcc -O2 -I Sources/CCodecs/include Tests/codecs/conformance.c Sources/CCodecs/*.c -ljpeg -lpng -o /tmp/conformance
-// /tmp/conformance [-v] [corpus_root] [set ...]
+// /tmp/conformance [-v] [-g generated_root] [corpus_root] [set ...]
 /*
- * corpus_root defaults to ../shared/corpus, i.e. /work/shared/corpus when run from the
- * repository root; if it is absent the test prints a skip message and "0 passed,
- * 0 failed" and exits 0. Without set names, every subdirectory holding a manifest.tsv
- * is tested, in name order. -v also prints the status and message of every rejected
- * file and the last warning of every file that warned. Exit status 0 iff no row failed.
+ * Two kinds of sets, same manifest format and same checks:
+ *  - generated (-g): generated_root/generated/manifest.tsv, made at test time by
+ *    scripts/gen-conformance.py (`make test-codecs` does both), whose expected pixels
+ *    come from reference decoders run on the fixtures just made (djpeg, Pillow). Named
+ *    but missing is a failure: the generator should have made it.
+ *  - corpus: corpus_root defaults to ../shared/corpus, i.e. /work/shared/corpus when run
+ *    from the repository root; if it is absent its sets are skipped, saying so. Without
+ *    set names, every subdirectory holding a manifest.tsv is tested, in name order.
+ * A summary line says which sets ran (rows passed, and failed if any) and which were
+ * skipped. -v also prints the status and message of every rejected file and the last
+ * warning of every file that warned. Exit status 0 iff no row failed.
  *
  * Per manifest row (see the corpus README for the columns):
  *  - ok / ok_with_warning: RGBA decode at scale 1 (max_pixels 1e8) must succeed with
@@ -27,7 +34,7 @@
  *    (values outside 1..8 mean "invalid", which the API reports as 1). A column starting
  *    with "(" carries only Pillow's opinion (the reference found no EXIF) and is not
  *    checked.
- * The last line of output is exactly "N passed, N failed".
+ * The last line of output is exactly "N passed, N failed", after the summary line.
  */
 #define _DEFAULT_SOURCE /* strdup, d_type: the build uses -std=c11 */
 #include <errno.h>
@@ -459,23 +466,45 @@ static void run_set(const char *root, const char *set, totals *all) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* "name N ok" (", N failed" when some did) for the summary line. */
+static void summarise(char *sum, size_t cap, const char *name, const totals *before, const totals *after) {
+  size_t len = strlen(sum);
+  int ok = after->passed - before->passed, bad = after->failed - before->failed;
+  if (bad) snprintf(sum + len, cap - len, "%s%s %d ok, %d failed", len ? ", " : "", name, ok, bad);
+  else snprintf(sum + len, cap - len, "%s%s %d ok", len ? ", " : "", name, ok);
+}
+
 int main(int argc, char **argv) {
   const char *args[256];
+  const char *generated = NULL;
   int nargs = 0;
   for (int i = 1; i < argc && nargs < 256; i++) {
     if (strcmp(argv[i], "-v") == 0) verbose = 1;
+    else if (strcmp(argv[i], "-g") == 0 && i + 1 < argc) generated = argv[++i];
     else args[nargs++] = argv[i];
   }
+  totals t = {0, 0, 0}, before;
+  char gen_sum[256] = "", corpus_sum[2048] = "";
+
+  if (generated) {
+    before = t;
+    run_set(generated, "generated", &t);
+    summarise(gen_sum, sizeof gen_sum, "generated", &before, &t);
+  } else {
+    snprintf(gen_sum, sizeof gen_sum, "generated: skipped (no -g; make test-codecs generates it)");
+  }
+
   const char *root = nargs > 0 ? args[0] : "../shared/corpus";
   struct stat st;
   if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode)) {
     printf("SKIP: corpus not found at %s (pass the corpus root as the first argument)\n", root);
-    printf("0 passed, 0 failed\n");
-    return 0;
-  }
-  totals t = {0, 0, 0};
-  if (nargs > 1) {
-    for (int i = 1; i < nargs; i++) run_set(root, args[i], &t);
+    snprintf(corpus_sum, sizeof corpus_sum, "corpus: skipped (%s absent)", root);
+  } else if (nargs > 1) {
+    for (int i = 1; i < nargs; i++) {
+      before = t;
+      run_set(root, args[i], &t);
+      summarise(corpus_sum, sizeof corpus_sum, args[i], &before, &t);
+    }
   } else {
     /* Every subdirectory with a manifest.tsv is a set; sorted for stable output. */
     DIR *dir = opendir(root);
@@ -490,8 +519,16 @@ int main(int argc, char **argv) {
     }
     if (dir) closedir(dir);
     qsort(sets, (size_t)ns, sizeof *sets, cmp_str);
-    for (int i = 0; i < ns; i++) { run_set(root, sets[i], &t); free(sets[i]); }
+    for (int i = 0; i < ns; i++) {
+      before = t;
+      run_set(root, sets[i], &t);
+      summarise(corpus_sum, sizeof corpus_sum, sets[i], &before, &t);
+      free(sets[i]);
+    }
+    if (ns == 0) snprintf(corpus_sum, sizeof corpus_sum, "corpus: skipped (no set in %s)", root);
   }
+  if (strncmp(corpus_sum, "corpus:", 7) == 0) printf("conformance: %s; %s\n", gen_sum, corpus_sum);
+  else printf("conformance: %s; corpus %s\n", gen_sum, corpus_sum);
   printf("%d passed, %d failed\n", t.passed, t.failed);
   return t.failed == 0 ? 0 : 1;
 }
