@@ -133,14 +133,18 @@ test-swift:
 test-tsan:
 	PXL_SWIFT_RUNTIME=dynamic $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
-# Decoder conformance against ../shared/corpus (skips, saying so, where it is absent).
-test-codecs:
+# Decoder conformance: fixtures generated now by cjpeg and our PNG writer, expected pixels
+# from djpeg and Pillow (scripts/gen-conformance.py), so a fresh clone has a conformance
+# set; then ../shared/corpus where present (skipped, saying so, where absent).
+GEN_CONFORMANCE := $(STAGE)/conformance-gen
+test-codecs: deps
 	@mkdir -p $(STAGE)/tests
+	python3 scripts/gen-conformance.py $(GEN_CONFORMANCE)
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/conformance.c Sources/CCodecs/*.c \
 	  -o $(STAGE)/tests/conformance -ljpeg -lpng
 	$(CC) -O2 $(WARN) -pthread -ISources/CCodecs/include -ISources/CCodecs Tests/codecs/api_edges.c \
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges -ljpeg -lpng
-	$(STAGE)/tests/conformance
+	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) $(CORPUS)
 	$(STAGE)/tests/codec-edges
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
