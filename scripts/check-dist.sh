@@ -8,7 +8,10 @@
 #  - `make install DESTDIR=...` writes exactly the expected files and `make uninstall`
 #    removes exactly those;
 #  - a program outside the tree builds with `cc app.c $(pkg-config --cflags --libs pixload)`
-#    against an installed copy and loads an image.
+#    against an installed copy and loads an image;
+#  - `make` and `make install` install no packages: with libcurl's .pc hidden
+#    (PKG_CONFIG_LIBDIR) they stop with one line naming libcurl4-openssl-dev, and no
+#    package manager runs.
 # Ends with "N passed, N failed".
 set -uo pipefail
 stage="${1:?usage: $0 STAGE}"
@@ -84,6 +87,28 @@ for file in bindings/python/pyproject.toml bindings/python/pixload/__init__.py b
   check "$file states version $version" version_in "$file"
 done
 make --no-print-directory -s uninstall PREFIX="$prefix" >/dev/null
+
+# A build that only builds: every system .pc but libcurl's, and package managers on PATH
+# that only record that they ran.
+mkdir -p "$work/pc" "$work/fakebin"
+for dir in $(pkg-config --variable pc_path pkg-config | tr : ' '); do
+  [ -d "$dir" ] && find "$dir" -maxdepth 1 -name '*.pc' ! -name libcurl.pc -exec cp -n {} "$work/pc/" \;
+done
+for tool in apt-get apt aptitude dpkg sudo pip pip3; do
+  printf '#!/bin/sh\necho "$0 $*" >> "%s/package-manager-ran"\nexit 1\n' "$work" > "$work/fakebin/$tool"
+  chmod +x "$work/fakebin/$tool"
+done
+missing_curl() {  # missing_curl MAKE_ARGS...: fails, one line naming the package, nothing installed
+  local out status
+  out=$(PATH="$work/fakebin:$PATH" PKG_CONFIG_LIBDIR="$work/pc" PKG_CONFIG_PATH= \
+        make --no-print-directory "$@" 2>&1 >/dev/null); status=$?
+  echo "     $(echo "$out" | grep '^pixload:')"
+  [ "$status" -ne 0 ] && [ ! -e "$work/package-manager-ran" ] &&
+    [ "$(echo "$out" | grep -c '^pixload: ')" -eq 1 ] &&
+    echo "$out" | grep -q '^pixload: missing build dependency: .*libcurl4-openssl-dev'
+}
+check "make without libcurl's .pc: one line naming libcurl4-openssl-dev, no package manager" missing_curl
+check "make install without libcurl's .pc: the same" missing_curl install DESTDIR="$work/dest-nocurl"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
