@@ -19,7 +19,8 @@
 #   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
 #   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
 #   make gtk-demo   the GTK 4 example on your display
-#   make install    PREFIX=/usr/local DESTDIR= (zstd's lib/Makefile is the model)
+#   make install    PREFIX=/usr/local DESTDIR= MANDIR=PREFIX/share/man (zstd's lib/Makefile
+#                   is the model): library, header, pixload.pc, the client, its man page
 #   make uninstall  removes exactly what install wrote
 
 # The version has one source, the header's PXL_VERSION_STRING; the bindings' package
@@ -31,6 +32,7 @@ LIBDIR      ?= $(PREFIX)/lib
 INCLUDEDIR  ?= $(PREFIX)/include
 BINDIR      ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR      ?= $(PREFIX)/share/man
 DESTDIR     ?=
 
 CC          ?= cc
@@ -107,7 +109,8 @@ cli: lib
 # --- install -------------------------------------------------------------------------
 
 install: all
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	  $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(STAGE)/lib/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_REAL)
 	ln -sf $(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
@@ -115,12 +118,15 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' build-aux/pixload.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc
+	sed -e 's|@VERSION@|$(VERSION)|' docs/pixload.1.in > $(DESTDIR)$(MANDIR)/man1/pixload.1
+	chmod 644 $(DESTDIR)$(MANDIR)/man1/pixload.1
 	$(CC) $(CFLAGS) $(WARN) -I$(DESTDIR)$(INCLUDEDIR) tools/pixload.c -o $(DESTDIR)$(BINDIR)/pixload \
 	  -L$(DESTDIR)$(LIBDIR) -Wl,-rpath,$(LIBDIR) -lpixload -lpng
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
 	rm -f $(DESTDIR)$(INCLUDEDIR)/pixload.h $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc $(DESTDIR)$(BINDIR)/pixload
+	rm -f $(DESTDIR)$(MANDIR)/man1/pixload.1
 
 # --- demo ----------------------------------------------------------------------------
 
