@@ -1,9 +1,14 @@
 # pixload: build, install, test, demo and benchmark.
 #
-#   make            build the shipped library and the pixload client into build/
+#   make            build the shipped library and the pixload client into build/; installs
+#                   nothing: a missing build dependency stops it with one line naming the
+#                   Debian package (scripts/check-build-deps.sh)
+#   make deps       install the Debian and PyPI packages of the build, demo and benchmarks
 #   make demo       the main demo: a simulated scrolling table over a local nginx
 #   make test       every test (Swift, C, Python, Rust, GTK under Xvfb, the short
-#                   sanitizer, soak and exhaustion runs); installs what it needs first
+#                   sanitizer, soak and exhaustion runs)
+#   demo, test, bench*, fuzz, soak, check-* and gtk-demo install what they need first
+#   (scripts/deps.sh), as a step of their own
 #   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python, the
 #                   scroll benchmark (bench/scroll.sh: three scrolling strategies), then
 #                   bench-network (1,000 tiny images: CPU per image in the network path,
@@ -14,7 +19,8 @@
 #   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
 #   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
 #   make gtk-demo   the GTK 4 example on your display
-#   make install    PREFIX=/usr/local DESTDIR= (zstd's lib/Makefile is the model)
+#   make install    PREFIX=/usr/local DESTDIR= MANDIR=PREFIX/share/man (zstd's lib/Makefile
+#                   is the model): library, header, pixload.pc, the client, its man page
 #   make uninstall  removes exactly what install wrote
 
 # The version has one source, the header's PXL_VERSION_STRING; the bindings' package
@@ -26,6 +32,7 @@ LIBDIR      ?= $(PREFIX)/lib
 INCLUDEDIR  ?= $(PREFIX)/include
 BINDIR      ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MANDIR      ?= $(PREFIX)/share/man
 DESTDIR     ?=
 
 CC          ?= cc
@@ -34,14 +41,16 @@ WARN        := -Wall -Wextra -std=c11
 # Swift 6.3 from PATH, else where the toolchain lives on our machines.
 SWIFT       ?= $(or $(shell command -v swift 2>/dev/null),/opt/swift/usr/bin/swift)
 STAGE       := build
-SWIFT_ROOT  := $(shell dirname $$(dirname $$(readlink -f $$(command -v $(SWIFT)))))
+# Deferred (=): evaluated only by a Swift build, after check-build-deps has said whether
+# there is a swift at all.
+SWIFT_ROOT   = $(shell dirname $$(dirname $$(readlink -f $$(command -v $(SWIFT)))))
 
 # The shipped library: Swift runtime linked statically (no libswift* in NEEDED), a SONAME,
 # and a version script exporting only the header's functions (lld: gold leaves the core's protected
 # symbols in .dynsym as LOCAL entries). Its own scratch folder, so `swift test`
 # (dynamic runtime) never shares build products with it.
 RELEASE_SCRATCH := .build-release
-RELEASE_FLAGS := -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
+RELEASE_FLAGS = -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
   --static-swift-stdlib -Xswiftc -static-stdlib \
   -Xlinker -L$(SWIFT_ROOT)/lib/swift_static/linux \
   -Xlinker -soname=libpixload.so.$(SOVERSION) \
@@ -51,12 +60,16 @@ RELEASE_FLAGS := -c release --scratch-path $(RELEASE_SCRATCH) --product pixload 
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
+.PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-network \
   bench-decode bench-cancel fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean
 
 all: lib cli
+
+# A target a user runs for a result installs its packages first, then runs the rest in a
+# sub-make, so the packages are there before anything builds, also under make -j.
+SUBMAKE     := $(MAKE) --no-print-directory
 
 deps:
 	@scripts/deps.sh
@@ -64,6 +77,10 @@ deps:
 # What only the tests need on top: GTK 4 and Xvfb, a venv for the Python suite, cargo.
 deps-test:
 	@scripts/deps.sh test
+
+# What building needs, checked, never installed: one line naming the Debian package.
+check-build-deps:
+	@CC='$(CC)' scripts/check-build-deps.sh '$(SWIFT)'
 
 # --- the library ---------------------------------------------------------------------
 
@@ -74,7 +91,7 @@ $(STAGE)/pixload.map: include/pixload.h
 	{ echo '{ global:'; sed -nE 's/^PXL_API[^(]*[^a-z0-9_](pxl_[a-z0-9_]+)\(.*/    \1;/p' include/pixload.h; \
 	  echo '  local: *; };'; } > $@
 
-lib: deps $(STAGE)/pixload.map
+lib: check-build-deps $(STAGE)/pixload.map
 	$(SWIFT) build $(RELEASE_FLAGS)
 	@mkdir -p $(STAGE)/lib $(STAGE)/include $(STAGE)/bin
 	@# Copy, then rename: a program running the old library keeps its mapping intact.
@@ -92,7 +109,8 @@ cli: lib
 # --- install -------------------------------------------------------------------------
 
 install: all
-	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+	  $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(STAGE)/lib/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_REAL)
 	ln -sf $(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
@@ -100,30 +118,38 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' build-aux/pixload.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc
+	sed -e 's|@VERSION@|$(VERSION)|' docs/pixload.1.in > $(DESTDIR)$(MANDIR)/man1/pixload.1
+	chmod 644 $(DESTDIR)$(MANDIR)/man1/pixload.1
 	$(CC) $(CFLAGS) $(WARN) -I$(DESTDIR)$(INCLUDEDIR) tools/pixload.c -o $(DESTDIR)$(BINDIR)/pixload \
 	  -L$(DESTDIR)$(LIBDIR) -Wl,-rpath,$(LIBDIR) -lpixload -lpng
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
 	rm -f $(DESTDIR)$(INCLUDEDIR)/pixload.h $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc $(DESTDIR)$(BINDIR)/pixload
+	rm -f $(DESTDIR)$(MANDIR)/man1/pixload.1
 
 # --- demo ----------------------------------------------------------------------------
 
 DEMO_DATA   := $(STAGE)/demo-data
 DEMO_PORT   ?= 18080
 
-demo: all
+demo:
+	@scripts/deps.sh
+	@$(SUBMAKE) all
 	@scripts/demo.sh $(STAGE) $(DEMO_DATA) $(DEMO_PORT)
 
 # The GTK 4 example (examples/gtk) on your display, over the same photos and server.
-gtk-demo: all
+gtk-demo:
 	@scripts/deps.sh test
+	@$(SUBMAKE) all
 	@examples/gtk/demo.sh $(STAGE) $(DEMO_DATA) $(DEMO_PORT)
 
 # --- tests ---------------------------------------------------------------------------
 
-test: deps-test test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache check-dist \
-  test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion
+test:
+	@scripts/deps.sh test
+	@$(SUBMAKE) test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache \
+	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion
 
 test-swift:
 	$(SWIFT) test
@@ -197,12 +223,16 @@ test-exhaustion: all
 # The long forms: every Swift and C API test under each sanitizer, and valgrind memcheck
 # over the client and the C API tests (zero bytes definitely or indirectly lost).
 check-asan:
+	@scripts/deps.sh
 	scripts/check-sanitizer.sh asan
 
 check-tsan:
+	@scripts/deps.sh
 	scripts/check-sanitizer.sh tsan
 
-check-valgrind: all
+check-valgrind:
+	@scripts/deps.sh
+	@$(SUBMAKE) all
 	scripts/check-valgrind.sh $(STAGE) $(CORPUS)
 
 # What ships: self-contained .so with a SONAME and only pxl_* exported; install and
@@ -212,17 +242,19 @@ check-dist: all
 
 # --- benchmark -----------------------------------------------------------------------
 
-bench: all
+bench:
 	@scripts/deps.sh python
+	@$(SUBMAKE) all
 	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
-	@$(MAKE) --no-print-directory bench-network
-	@$(MAKE) --no-print-directory bench-decode
-	@$(MAKE) --no-print-directory bench-cancel
+	@$(SUBMAKE) bench-network
+	@$(SUBMAKE) bench-decode
+	@$(SUBMAKE) bench-cancel
 
 # The network path: 1,000 64x64 JPEGs from nginx on loopback, pixload against a bare
 # libcurl loop with and without decoding; connections counted at the server.
-bench-network: all
+bench-network:
 	@scripts/deps.sh
+	@$(SUBMAKE) all
 	@bench/network.sh $(STAGE)
 
 # pxl_cancel_all over N requests waiting for a connection (distinct URLs, then all one
@@ -230,7 +262,9 @@ bench-network: all
 # linear in N).
 BENCH_CANCEL_COUNTS ?= 5000 20000 50000
 BENCH_CANCEL_RUNS ?= 3
-bench-cancel: all
+bench-cancel:
+	@scripts/deps.sh
+	@$(SUBMAKE) all
 	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/cancel_all.c -o $(STAGE)/bench-cancel-all \
 	  -L$(STAGE)/lib -lpixload -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
 	$(STAGE)/bench-cancel-all $(BENCH_CANCEL_RUNS) $(BENCH_CANCEL_COUNTS)
@@ -239,7 +273,8 @@ bench-cancel: all
 # Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng called directly, by
 # kind of file, full size and 150x150 fill (release build in its own scratch folder).
 BENCH_DECODE_REPS ?= 5
-bench-decode: deps
+bench-decode:
+	@scripts/deps.sh
 	@scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
 
 clean:
@@ -251,11 +286,15 @@ clean:
 # Several host threads loading, cancelling, scrolling and freeing against nginx and the
 # fault server at once, with tiny caches; invariants checked throughout (Tests/soak/soak.c).
 SOAK_SECONDS ?= 1800
-soak: all
+soak:
+	@scripts/deps.sh
+	@$(SUBMAKE) all
 	Tests/soak/run.sh $(SOAK_SECONDS)
 
 # `make fuzz`: the mutation smoke test, then each libFuzzer target for FUZZ_SECONDS.
-fuzz: fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers
+fuzz:
+	@scripts/deps.sh
+	@$(SUBMAKE) fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers
 
 # Hostile input against the decoders under AddressSanitizer + UBSan: every corpus file
 # mutated FUZZ_MUTATIONS times (deterministic). Not coverage-guided; a cheap check that no

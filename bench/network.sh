@@ -4,11 +4,11 @@
 # `make bench` (and `make bench-network`): 1,000 small JPEGs (64x64, generated once into
 # STAGE/bench-net/img) served by a private nginx on 127.0.0.1, loaded by pixload and by a
 # bare libcurl loop with and without decoding; bench/network.py reports CPU per image and
-# the connections the server saw. BENCH_NET_PORT (default 18084), BENCH_NET_IMAGES
+# the connections the server saw. BENCH_NET_PORT (default: a free one), BENCH_NET_IMAGES
 # (default 1000), BENCH_RUNS (default 5).
 set -euo pipefail
 stage="${1:?usage: $0 STAGE [RUNS]}" runs="${2:-${BENCH_RUNS:-5}}"
-port="${BENCH_NET_PORT:-18084}" count="${BENCH_NET_IMAGES:-1000}"
+port="${BENCH_NET_PORT:-$(scripts/free-port.sh)}" count="${BENCH_NET_IMAGES:-1000}"
 data="$stage/bench-net/img" state="$stage/bench-net/nginx"
 
 if [ ! -f "$data/names-$count.txt" ]; then

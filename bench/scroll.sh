@@ -32,13 +32,13 @@
 # Bandwidth-limited, the table's p95 is far better than no cancellation's, its waste near
 # 10% of it.
 #
-#   SCROLL_PORT   nginx port (default 18086)     SCROLL_RUNS  runs per condition (3)
+#   SCROLL_PORT   nginx port (default: free)     SCROLL_RUNS  runs per condition (3)
 #   SCROLL_REQ_RATE, SCROLL_RATE  the throttled condition (30r/s, 0)
 #   SCROLL_BW_RATE  the bandwidth condition (1m)
 #   SCROLL_CONDITIONS  "loopback throttled bandwidth" (default), or any of them
 set -euo pipefail
 stage="${1:?usage: $0 STAGE DATA_DIR [RUNS]}" data="${2:?}" runs="${3:-${SCROLL_RUNS:-3}}"
-port="${SCROLL_PORT:-18086}" rate="${SCROLL_RATE:-0}" req_rate="${SCROLL_REQ_RATE:-30r/s}"
+port="${SCROLL_PORT:-$(scripts/free-port.sh)}" rate="${SCROLL_RATE:-0}" req_rate="${SCROLL_REQ_RATE:-30r/s}"
 bw_rate="${SCROLL_BW_RATE:-1m}"
 
 scripts/photos.sh "$data" 300

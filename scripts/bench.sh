@@ -6,7 +6,7 @@
 # the scroll benchmark (bench/scroll.sh: three scrolling strategies, table object included).
 set -euo pipefail
 stage="${1:?usage: $0 STAGE DATA_DIR [RUNS]}" data="${2:?}" runs="${3:-${BENCH_RUNS:-5}}"
-port="${BENCH_PORT:-18082}"
+port="${BENCH_PORT:-$(scripts/free-port.sh)}"
 
 scripts/photos.sh "$data" 300
 mkdir -p "$stage/bench"

@@ -8,7 +8,12 @@
 #  - `make install DESTDIR=...` writes exactly the expected files and `make uninstall`
 #    removes exactly those;
 #  - a program outside the tree builds with `cc app.c $(pkg-config --cflags --libs pixload)`
-#    against an installed copy and loads an image.
+#    against an installed copy and loads an image;
+#  - the installed client creates --out-dir, reports file:// loads as `file`, and its
+#    man page renders;
+#  - `make` and `make install` install no packages: with libcurl's .pc hidden
+#    (PKG_CONFIG_LIBDIR) they stop with one line naming libcurl4-openssl-dev, and no
+#    package manager runs.
 # Ends with "N passed, N failed".
 set -uo pipefail
 stage="${1:?usage: $0 STAGE}"
@@ -43,7 +48,8 @@ expected="/opt/pixload/bin/pixload
 /opt/pixload/lib/libpixload.so
 /opt/pixload/lib/libpixload.so.0
 /opt/pixload/lib/libpixload.so.$version
-/opt/pixload/lib/pkgconfig/pixload.pc"
+/opt/pixload/lib/pkgconfig/pixload.pc
+/opt/pixload/share/man/man1/pixload.1"
 actual=$(cd "$work/dest" && find . \( -type f -o -type l \) | sed 's|^\.||' | sort)
 check "install writes exactly the expected files" test "$actual" = "$expected"
 check "soname links" test "$(readlink "$work/dest/opt/pixload/lib/libpixload.so.0")" = libpixload.so.$version
@@ -77,13 +83,58 @@ run_app() {
   [[ "$out" == *"30x30 (source 40x30)"* ]]
 }
 check "the installed program loads an image" run_app
+man_page() {  # the installed page renders, names the version, and documents --out-dir
+  local text
+  text=$(MANWIDTH=80 man -l "$prefix/share/man/man1/pixload.1" 2>&1) || return 1
+  [[ "$text" == *"pixload $version"* && "$text" == *"--out-dir DIR"* && "$text" != *"@VERSION@"* ]]
+}
+check "man page installed to share/man/man1 and renders" man_page
 check "installed pixload client runs" bash -c "LD_LIBRARY_PATH='$prefix/lib' '$prefix/bin/pixload' version | grep -qF '$version'"
+# The installed client as a user meets it: --out-dir makes its folder, parents included;
+# a file:// load is reported as such, not as network.
+client_fetch() {
+  LD_LIBRARY_PATH="$prefix/lib" "$prefix/bin/pixload" fetch --allow-file --no-disk-cache "$@"
+}
+out_dir_created() {
+  client_fetch --out-dir "$work/thumbs/a/b" "file://$work/app/tiny.png" >/dev/null &&
+    [ -s "$work/thumbs/a/b/0000-tiny.png" ]
+}
+check "pixload fetch --out-dir creates a missing nested folder" out_dir_created
+source_is_file() {
+  local out
+  out=$(client_fetch "file://$work/app/tiny.png") || return 1
+  echo "     $(echo "$out" | head -1)"
+  [ "$(echo "$out" | head -1 | awk '{print $3}')" = file ]
+}
+check "pixload fetch: the source column says file for file://" source_is_file
 # Every other place that states the version agrees with the header.
 version_in() { grep -qE "^(version = |__version__ = )\"$version\"" "$root/$1"; }
 for file in bindings/python/pyproject.toml bindings/python/pixload/__init__.py bindings/rust/Cargo.toml; do
   check "$file states version $version" version_in "$file"
 done
 make --no-print-directory -s uninstall PREFIX="$prefix" >/dev/null
+
+# A build that only builds: every system .pc but libcurl's, and package managers on PATH
+# that only record that they ran.
+mkdir -p "$work/pc" "$work/fakebin"
+for dir in $(pkg-config --variable pc_path pkg-config | tr : ' '); do
+  [ -d "$dir" ] && find "$dir" -maxdepth 1 -name '*.pc' ! -name libcurl.pc -exec cp -n {} "$work/pc/" \;
+done
+for tool in apt-get apt aptitude dpkg sudo pip pip3; do
+  printf '#!/bin/sh\necho "$0 $*" >> "%s/package-manager-ran"\nexit 1\n' "$work" > "$work/fakebin/$tool"
+  chmod +x "$work/fakebin/$tool"
+done
+missing_curl() {  # missing_curl MAKE_ARGS...: fails, one line naming the package, nothing installed
+  local out status
+  out=$(PATH="$work/fakebin:$PATH" PKG_CONFIG_LIBDIR="$work/pc" PKG_CONFIG_PATH= \
+        make --no-print-directory "$@" 2>&1 >/dev/null); status=$?
+  echo "     $(echo "$out" | grep '^pixload:')"
+  [ "$status" -ne 0 ] && [ ! -e "$work/package-manager-ran" ] &&
+    [ "$(echo "$out" | grep -c '^pixload: ')" -eq 1 ] &&
+    echo "$out" | grep -q '^pixload: missing build dependency: .*libcurl4-openssl-dev'
+}
+check "make without libcurl's .pc: one line naming libcurl4-openssl-dev, no package manager" missing_curl
+check "make install without libcurl's .pc: the same" missing_curl install DESTDIR="$work/dest-nocurl"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -31,7 +31,7 @@
 # Valgrind 3.19 (Debian 12) cannot read the DWARF 5 the Swift toolchain emits, so the
 # library is run from a copy without debug info (stack frames still have symbol names).
 #
-# Environment: PXL_TEST_PORT (nginx port for step 2, default 18095; step 3 passes it and
+# Environment: PXL_TEST_PORT (nginx port for step 2, default a free one; step 3 passes it and
 # PXL_TEST_TLS_PORT on to run.sh, whose defaults apply when unset), PXL_VALGRIND_CAPI=0
 # skips step 3.
 set -euo pipefail
@@ -40,7 +40,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 stage=$(cd "${1:?usage: $0 STAGE [CORPUS]}" && pwd)
 corpus="${2:-../shared/corpus}"
-port="${PXL_TEST_PORT:-18095}"
+port="${PXL_TEST_PORT:-$(scripts/free-port.sh)}"
 supp="$root/Tests/valgrind.supp"
 export JSIMD_FORCENONE="${JSIMD_FORCENONE-1}"
 
@@ -140,7 +140,7 @@ vg "fetch-$count-from-disk-cache" 0 "${fetch[@]}" --cache-only --size 150x150 --
 vg "fetch-full-size-no-caches" 0 "$work/bin/pixload" fetch --quiet --no-disk-cache --memory-cache-mb 0 \
   "$base/gradient.jpg" "$base/alpha.png" "$base/oriented6.jpg?full=1"
 # Every failure kind the client meets; exit status 1 (some URL failed).
-refused=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+refused=$(scripts/free-port.sh)
 vg "fetch-errors" 1 "$work/bin/pixload" fetch --no-disk-cache --retries 1 --timeout-ms 1500 \
   "$base/missing.jpg" "http://127.0.0.1:$refused/x.jpg" "$base/corrupt.jpg" "$base/not-an-image.jpg" \
   "http://[bad/x.jpg" "file://$work/www/gradient.jpg" "$base/slow/noise.jpg" "$base/gradient.jpg?ok=1"

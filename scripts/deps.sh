@@ -43,6 +43,7 @@ if [ "$mode" = test ]; then
     libgtk-4-dev           # examples/gtk
     xvfb                   # its test: a real window on a virtual screen
     python3-venv           # bindings/python/run_tests.sh makes a venv (Debian's python3)
+    man-db                 # scripts/check-dist.sh renders the installed man page (man -l)
   )
 fi
 

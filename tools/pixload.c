@@ -9,6 +9,8 @@
  *
  *   STATUS WxH SOURCE MS URL[  (message, HTTP n)]
  *
+ * SOURCE is memory, disk, revalidated, network, file (a file:// URL, which the library
+ * reports as PXL_SOURCE_NETWORK) or none.
  * MS is the time from the start of the run (just before the first pxl_load) to that
  * URL's callback. A closing summary line follows:
  *
@@ -20,7 +22,11 @@
  * URLs. Output files are written inside the callbacks, so with --out or --out-dir both
  * figures include PNG encoding; benchmarks use --quiet without output.
  *
+ * --out-dir creates its directory, parents included. While more than PROGRESS_MIN_URLS
+ * load and stderr is a terminal, one line there counts what has finished.
+ *
  * Exit status: 0 if every URL loaded (and was written), 1 otherwise, 2 on a usage error.
+ * The manual: docs/pixload.1 (`man pixload` once installed).
  *
  * Build: gcc -std=c11 -O2 -I include tools/pixload.c -L DIR -lpixload -lpng -o pixload
  */
@@ -32,8 +38,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pixload.h"
 
@@ -63,11 +72,18 @@ static const char usage_text[] =
     "  --out FILE            write the image (one URL only): PNG if FILE ends in .png,\n"
     "                        else the raw pixels, rows packed (width x bytes per pixel)\n"
     "  --out-dir DIR         write DIR/NNNN-NAME.png per URL (NNNN: its position,\n"
-    "                        NAME: the URL's last path component without extension)\n"
-    "  --quiet               print only the summary line\n"
+    "                        NAME: the URL's last path component without extension);\n"
+    "                        DIR and its parents are created when missing\n"
+    "  --quiet               print only the summary line (and no progress line)\n"
     "\n"
+    "One line per URL, in the order given: STATUS WxH SOURCE MS URL, where SOURCE is\n"
+    "memory, disk, revalidated, network, file (file:// URLs) or none; then a summary.\n"
+    "With more than 20 URLs and stderr a terminal, a progress line is shown there.\n"
     "Premultiplied formats are un-premultiplied when written as PNG (PNG alpha is\n"
-    "straight), and written as they are in raw files.\n";
+    "straight), and written as they are in raw files.\n"
+    "\n"
+    "Exit status: 0 if every URL loaded (and was written), 1 otherwise, 2 on a usage\n"
+    "error. More in man pixload.\n";
 
 static int usage_error(const char *fmt, const char *arg) {
   if (fmt) {
@@ -90,10 +106,14 @@ static const char *status_name(pxl_status status) {
   return pxl_status_string(status);
 }
 
-static const char *source_name(pxl_source source) {
+/* file:// loads come back as PXL_SOURCE_NETWORK ("downloaded or read from a file"); a
+ * user reading the column wants to know no server was involved. */
+static int is_file_url(const char *url) { return strncasecmp(url, "file:", 5) == 0; }
+
+static const char *source_name(pxl_source source, const char *url) {
   switch (source) {
     case PXL_SOURCE_MEMORY: return "memory";
-    case PXL_SOURCE_NETWORK: return "network";
+    case PXL_SOURCE_NETWORK: return is_file_url(url) ? "file" : "network";
     case PXL_SOURCE_DISK: return "disk";
     case PXL_SOURCE_REVALIDATED: return "revalidated";
     default: return "none";
@@ -239,6 +259,51 @@ static char *output_name(const char *dir, size_t index, const char *url) {
   return path;
 }
 
+/* mkdir -p: DIR and its missing parents, with the umask's permissions. Returns NULL on
+ * success, else what went wrong. */
+static const char *make_dirs(const char *dir) {
+  if (!*dir) return "empty directory name";
+  char *path = strdup(dir);
+  if (!path) return "out of memory";
+  const char *error = NULL;
+  for (char *p = path + 1;; p++) {
+    if (*p != '/' && *p != '\0') continue;
+    char end = *p;
+    *p = '\0';
+    struct stat st;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) error = strerror(errno);
+    else if (stat(path, &st) != 0) error = strerror(errno);
+    else if (!S_ISDIR(st.st_mode)) error = "not a directory";
+    *p = end;
+    if (error || end == '\0') break;
+  }
+  free(path);
+  return error;
+}
+
+/* ---- progress: one line on a terminal's stderr, rewritten in place ---- */
+
+enum { PROGRESS_MIN_URLS = 20 };
+
+static int progress_on;    /* this run shows the line */
+static int progress_shown; /* the line is on the screen, unfinished */
+
+static void progress_clear(void) {
+  if (progress_shown) fputs("\r\033[K", stderr);
+  progress_shown = 0;
+}
+
+static void progress_update(size_t finished, size_t failed, size_t total, int last) {
+  if (!progress_on) return;
+  fprintf(stderr, "\r\033[Kpixload: %zu of %zu done, %zu failed", finished, total, failed);
+  progress_shown = 1;
+  if (last) {
+    fputc('\n', stderr);
+    progress_shown = 0;
+  }
+  fflush(stderr);
+}
+
 /* ---- fetch ---- */
 
 struct job {
@@ -258,6 +323,7 @@ struct job {
 struct run {
   double start_ms;
   size_t finished;
+  size_t failed; /* of those finished: not loaded, or not written */
   const char *out_file; /* --out */
   const char *out_dir;  /* --out-dir */
 };
@@ -268,6 +334,7 @@ static void finish_job(struct job *job, pxl_status status, const char *message) 
   job->ms = now_ms() - job->run->start_ms;
   job->message = message && message[0] ? strdup(message) : NULL;
   job->run->finished++;
+  if (status != PXL_OK) job->run->failed++;
 }
 
 static void on_loaded(pxl_token token, const pxl_result *result, void *user_data) {
@@ -290,8 +357,10 @@ static void on_loaded(pxl_token token, const pxl_result *result, void *user_data
                       : ends_with(path, ".png") ? write_png(path, image)
                                                 : write_raw(path, image);
   if (error) {
+    progress_clear();
     fprintf(stderr, "pixload: cannot write %s: %s\n", path ? path : "output", error);
     job->write_failed = 1;
+    run->failed++;
   }
   free(path);
 }
@@ -312,6 +381,7 @@ struct fetch_options {
 /* The library never writes to stderr; a command-line client does, for its user. */
 static void print_log(int32_t level, const char *message, void *user_data) {
   (void)user_data;
+  progress_clear();
   fprintf(stderr, "%s%s\n", level == PXL_LOG_ERROR ? "error: " : "", message);
 }
 
@@ -513,7 +583,7 @@ static void print_job(const struct job *job) {
   char size[32] = "-";
   if (job->status == PXL_OK) snprintf(size, sizeof size, "%dx%d", job->width, job->height);
   printf("%-18s %-10s %-7s %8.1f ms  %s", status_name(job->status), size,
-         source_name(job->source), job->ms, job->url);
+         source_name(job->source, job->url), job->ms, job->url);
   if (job->status != PXL_OK) {
     printf("  (%s", job->message ? job->message : pxl_status_string(job->status));
     if (job->http_status) printf(", HTTP %d", job->http_status);
@@ -527,6 +597,15 @@ static int fetch(int argc, char **argv) {
   struct fetch_options o = {0};
   int rc = parse_fetch_options(argc, argv, &o);
   if (rc) goto out_options;
+
+  if (o.out_dir) {
+    const char *error = make_dirs(o.out_dir);
+    if (error) {
+      fprintf(stderr, "pixload: cannot create %s: %s\n", o.out_dir, error);
+      rc = 1;
+      goto out_options;
+    }
+  }
 
   pxl_loader *loader = NULL;
   pxl_queue *queue = NULL;
@@ -549,7 +628,8 @@ static int fetch(int argc, char **argv) {
     rc = 1;
     goto out_handles;
   }
-  struct run run = {0, 0, o.out_file, o.out_dir};
+  struct run run = {0, 0, 0, o.out_file, o.out_dir};
+  progress_on = !o.quiet && o.url_count > PROGRESS_MIN_URLS && isatty(STDERR_FILENO);
   double cpu_start = cpu_ms();
   run.start_ms = now_ms();
   for (size_t i = 0; i < o.url_count; i++) {
@@ -562,10 +642,17 @@ static int fetch(int argc, char **argv) {
   }
   /* The host loop: sleep until completions are pending, then run their callbacks here.
    * The timeout only bounds each sleep; the loader's own timeouts end every request. */
+  double shown_ms = 0;
   while (run.finished < o.url_count) {
     pxl_queue_wait(queue, 1000);
     pxl_queue_dispatch(queue, 0);
+    /* At most ten redraws a second: a terminal is slower than a warm cache. */
+    if (progress_on && now_ms() - shown_ms >= 100) {
+      progress_update(run.finished, run.failed, o.url_count, 0);
+      shown_ms = now_ms();
+    }
   }
+  progress_update(run.finished, run.failed, o.url_count, 1);
   double wall_ms = 0, cpu = cpu_ms() - cpu_start;
   size_t loaded = 0;
   for (size_t i = 0; i < o.url_count; i++) {

@@ -2,8 +2,8 @@
 # Tests/capi/run.sh [TEST_NAME...]
 #
 # Builds the fixtures and the C API tests against a built or installed libpixload,
-# serves the fixtures with a private nginx on 127.0.0.1:18091 (and over https + HTTP/2 on
-# 18093, with a throwaway CA made by mkcerts.sh), starts the fault-injecting server
+# serves the fixtures with a private nginx on 127.0.0.1 (http, and https + HTTP/2 with a
+# throwaway CA made by mkcerts.sh; ports from scripts/free-port.sh), starts the fault-injecting server
 # (Tests/faultserver, ports of the kernel's choice, http and https) and runs the tests.
 # The last line of output is "N passed, N failed"; the exit status is non-zero on any
 # failure.
@@ -11,8 +11,8 @@
 #   PXL_LIBDIR      directory of libpixload.so  (default .build-release/release)
 #   PXL_INCLUDEDIR  directory of pixload.h      (default include)
 #                   (relative paths are relative to the repository root)
-#   PXL_TEST_PORT   nginx port                  (default 18091)
-#   PXL_TEST_TLS_PORT  nginx https port         (default 18093)
+#   PXL_TEST_PORT   nginx port                  (default: a free one)
+#   PXL_TEST_TLS_PORT  nginx https port         (default: a free one)
 #   PXL_VALGRIND=1  run the tests under valgrind (memcheck, leaks, errors fail the run)
 #   PXL_VALGRIND_SUPP  suppression file for valgrind (default Tests/valgrind.supp)
 #   PXL_CC          compiler for the test program (default gcc; scripts/check-sanitizer.sh
@@ -33,8 +33,9 @@ here="$root/Tests/capi"
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$root/$1" ;; esac; }
 libdir=$(abs "${PXL_LIBDIR:-.build-release/release}")
 incdir=$(abs "${PXL_INCLUDEDIR:-include}")
-port="${PXL_TEST_PORT:-18091}"
-tls_port="${PXL_TEST_TLS_PORT:-18093}"
+{ read -r free_port; read -r free_tls_port; } < <("$root/scripts/free-port.sh" 2)
+port="${PXL_TEST_PORT:-$free_port}"
+tls_port="${PXL_TEST_TLS_PORT:-$free_tls_port}"
 
 [ -f "$incdir/pixload.h" ] || { echo "run.sh: no pixload.h in $incdir" >&2; exit 1; }
 ls "$libdir"/libpixload.so* >/dev/null 2>&1 || { echo "run.sh: no libpixload.so in $libdir" >&2; exit 1; }

@@ -10,7 +10,7 @@ set -uo pipefail
 pixload=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/pxl-disk.XXXXXX")
-port=${PXL_DISK_TEST_PORT:-18093}
+port=${PXL_DISK_TEST_PORT:-$("$root/scripts/free-port.sh")}
 trap '"$root/scripts/nginx.sh" stop "$work/nginx" >/dev/null 2>&1; rm -rf "$work"' EXIT
 passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }

@@ -21,14 +21,14 @@
 #
 #   PXL_LIBDIR      directory of libpixload.so  (default build/lib)
 #   PXL_INCLUDEDIR  directory of pixload.h      (default include)
-#   PXL_EXHAUST_PORT  nginx port                (default 18283)
+#   PXL_EXHAUST_PORT  nginx port                (default: a free one)
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$root/$1" ;; esac; }
 libdir=$(abs "${PXL_LIBDIR:-build/lib}")
 incdir=$(abs "${PXL_INCLUDEDIR:-include}")
-port="${PXL_EXHAUST_PORT:-18283}"
+port="${PXL_EXHAUST_PORT:-$("$root/scripts/free-port.sh")}"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/pxl-exhaust.XXXXXX")
 mounted=""

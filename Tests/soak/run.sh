@@ -9,14 +9,14 @@
 #
 #   PXL_LIBDIR      directory of libpixload.so  (default build/lib)
 #   PXL_INCLUDEDIR  directory of pixload.h      (default include)
-#   PXL_SOAK_PORT   nginx port                  (default 18281)
+#   PXL_SOAK_PORT   nginx port                  (default: a free one)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$root/$1" ;; esac; }
 libdir=$(abs "${PXL_LIBDIR:-build/lib}")
 incdir=$(abs "${PXL_INCLUDEDIR:-include}")
-port="${PXL_SOAK_PORT:-18281}"
+port="${PXL_SOAK_PORT:-$("$root/scripts/free-port.sh")}"
 seconds="${1:-60}"
 [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "run.sh: SECONDS '$seconds' is not a number" >&2; exit 2; }
 

@@ -6,8 +6,8 @@
 # current directory). Its header is taken from PIXLOAD_INCLUDE_DIR when set, else from
 # LIBDIR/../include, else include/ of this checkout. The build goes to
 # bindings/rust/target. The tests compile the fixtures with gcc and serve them with a
-# private nginx (scripts/nginx.sh) on the first free port of 127.0.0.1:18220-18229, or
-# of PXL_RUST_TEST_PORTS ("FIRST-LAST") when set.
+# private nginx (scripts/nginx.sh) on a port scripts/free-port.sh finds, or on the first
+# free one of PXL_RUST_TEST_PORTS ("FIRST-LAST") when set.
 # The output ends with cargo's "test result: ..." lines; the exit status is cargo's.
 set -euo pipefail
 

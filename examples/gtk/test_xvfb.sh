@@ -19,7 +19,7 @@
 # control run) and the app's output, STAGE/artifacts/gtk-session.txt.
 # PXL_GTK_DOCS_SCREENSHOT=FILE also copies the screenshot to FILE (docs/gtk-screenshot.png,
 # the README's).
-# Ports: nginx on the first free of PXL_GTK_TEST_PORT (default 18240) .. +19; Xvfb on the
+# Ports: nginx on PXL_GTK_TEST_PORT (default: one scripts/free-port.sh finds); Xvfb on the
 # first free display of PXL_GTK_TEST_DISPLAY (default 40) .. 49.
 # Ends with "N passed, N failed"; exits non-zero on a failure.
 set -uo pipefail
@@ -52,11 +52,8 @@ check "the example builds against $stage" "[ -x '$work/pixload-gtk' ]"
 
 "$root/scripts/photos.sh" "$data" 300
 
-port=${PXL_GTK_TEST_PORT:-18240}
-for _ in $(seq 20); do
-  "$root/scripts/nginx.sh" start "$data" "$port" "$work/nginx" 2>/dev/null && break
-  port=$((port + 1))
-done
+port=${PXL_GTK_TEST_PORT:-$("$root/scripts/free-port.sh")}
+"$root/scripts/nginx.sh" start "$data" "$port" "$work/nginx" 2>/dev/null
 check "nginx serves the demo photos on port $port" "[ -f '$work/nginx/nginx.pid' ]"
 [ -f "$work/nginx/nginx.pid" ] || finish
 

@@ -3,12 +3,11 @@
 Environment:
   PIXLOAD_LIBRARY    the libpixload.so.0 under test (else the package's search order)
   PIXLOAD_CLI        the C client to compare pixels with (default build/bin/pixload)
-  PXL_PY_TEST_PORT   nginx port (default: one the kernel says is free)
+  PXL_PY_TEST_PORT   nginx port (default: one scripts/free-port.sh says is free)
 """
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import tempfile
 
@@ -23,9 +22,8 @@ def pytest_report_header(config):
 
 
 def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return int(subprocess.run([str(ROOT / "scripts/free-port.sh")], check=True, capture_output=True,
+                              text=True).stdout)
 
 
 class Server:

@@ -1,7 +1,7 @@
 //! Test support: the fixtures (Tests/capi/mkfixtures.c, compiled with gcc at test time)
-//! served by a private nginx (scripts/nginx.sh) on the first free port of 18220-18229
-//! (or of PXL_RUST_TEST_PORTS, "FIRST-LAST", when set), started once per test binary
-//! and stopped at exit.
+//! served by a private nginx (scripts/nginx.sh) on a port scripts/free-port.sh finds
+//! (or on the first free one of PXL_RUST_TEST_PORTS, "FIRST-LAST", when set), started once
+//! per test binary and stopped at exit.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -24,12 +24,15 @@ pub fn gradient_g(y: u32) -> i32 {
     (y * 255 / (GRADIENT_H - 1)) as i32
 }
 
-pub const PORTS: std::ops::RangeInclusive<u16> = 18220..=18229;
-
-/// PORTS, or PXL_RUST_TEST_PORTS ("FIRST-LAST" or one port) when set: machines shared
-/// with other test runs give each run a range of its own.
+/// PXL_RUST_TEST_PORTS ("FIRST-LAST" or one port) when set, else the one port
+/// scripts/free-port.sh (every test runner's helper) finds free.
 pub fn ports() -> std::ops::RangeInclusive<u16> {
-    let Ok(text) = std::env::var("PXL_RUST_TEST_PORTS") else { return PORTS };
+    let text = std::env::var("PXL_RUST_TEST_PORTS").unwrap_or_else(|_| {
+        let script = repo_root().join("scripts/free-port.sh");
+        let output = Command::new(&script).output().unwrap_or_else(|e| panic!("cannot run {script:?}: {e}"));
+        assert!(output.status.success(), "{script:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8(output.stdout).unwrap()
+    });
     let parse = |s: &str| s.trim().parse::<u16>().unwrap_or_else(|_| panic!("PXL_RUST_TEST_PORTS={text:?}: not FIRST-LAST"));
     match text.split_once('-') {
         Some((first, last)) => parse(first)..=parse(last),
