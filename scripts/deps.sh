@@ -10,7 +10,9 @@
 #   scripts/deps.sh test     also what only `make test` needs: GTK 4 and Xvfb (the GTK
 #                            example's test), python3-venv (the Python bindings' venv;
 #                            pytest, numpy and Pillow go into that venv from PyPI), and
-#                            cargo when none is on PATH (the Rust crate has no deps)
+#                            cargo when none is on PATH (the Rust crate has no deps),
+#                            and the packaging tools of `make wheel` and `make deb`
+#                            (patchelf, lintian, dpkg-dev; wheel and auditwheel from PyPI)
 #
 # Runs apt-get as root directly, otherwise through sudo.
 set -euo pipefail
@@ -44,6 +46,9 @@ if [ "$mode" = test ]; then
     xvfb                   # its test: a real window on a virtual screen
     python3-venv           # bindings/python/run_tests.sh makes a venv (Debian's python3)
     man-db                 # scripts/check-dist.sh renders the installed man page (man -l)
+    patchelf               # make wheel: auditwheel rewrites NEEDED and RPATH with it
+    dpkg-dev               # make deb: dpkg-shlibdeps computes the packages' dependencies
+    lintian                # make deb: checks the three packages, its tags are printed
   )
 fi
 
@@ -63,6 +68,10 @@ if [ "$mode" = test ] && ! command -v cargo >/dev/null; then missing+=(cargo); f
 py_mods=(PIL)                       # import name
 py_pkgs=(pillow)                    # matching PyPI name
 if [ "$mode" = python ]; then py_mods+=(aiohttp); py_pkgs+=(aiohttp); fi
+# make wheel: `pip wheel --no-build-isolation` (no PyPI during a build) needs setuptools'
+# bdist_wheel, which before setuptools 70.1 lives in the wheel package; auditwheel
+# repairs the wheel into a manylinux one.
+if [ "$mode" = test ]; then py_mods+=(wheel auditwheel); py_pkgs+=(wheel auditwheel); fi
 py_missing=()
 if command -v python3 >/dev/null; then
   for i in "${!py_mods[@]}"; do
