@@ -22,6 +22,13 @@
 #   make install    PREFIX=/usr/local DESTDIR= MANDIR=PREFIX/share/man (zstd's lib/Makefile
 #                   is the model): library, header, pixload.pc, the client, its man page
 #   make uninstall  removes exactly what install wrote
+#   make wheel      dist/pixload-VERSION-py3-none-manylinux_*.whl: the Python bindings with
+#                   libpixload.so.0 and, grafted by auditwheel, libcurl (and what it pulls
+#                   in), libjpeg and libpng inside
+#   make deb        dist/libpixload0, libpixload-dev and pixload-tools .debs, dependencies
+#                   from dpkg-shlibdeps, lintian's tags printed
+#   wheel and deb only build: their tools (auditwheel, dpkg-dev, lintian) come from
+#   `make deps-test` (scripts/deps.sh test), as `make test` runs it first
 
 # The version has one source, the header's PXL_VERSION_STRING; the bindings' package
 # versions are checked against it (scripts/check-dist.sh).
@@ -63,7 +70,8 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-network \
-  bench-decode bench-cancel fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean
+  bench-decode bench-cancel fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
+  wheel deb test-wheel test-deb
 
 all: lib cli
 
@@ -128,6 +136,14 @@ uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/pixload.h $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc $(DESTDIR)$(BINDIR)/pixload
 	rm -f $(DESTDIR)$(MANDIR)/man1/pixload.1
 
+# --- packages ------------------------------------------------------------------------
+
+DIST        := dist
+
+# The bindings with the library and what it needs that manylinux does not promise.
+wheel: lib
+	@scripts/build-wheel.sh $(STAGE) $(DIST)
+
 # --- demo ----------------------------------------------------------------------------
 
 DEMO_DATA   := $(STAGE)/demo-data
@@ -149,7 +165,7 @@ gtk-demo:
 test:
 	@scripts/deps.sh test
 	@$(SUBMAKE) test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache \
-	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion
+	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion test-wheel
 
 test-swift:
 	$(SWIFT) test
@@ -240,6 +256,12 @@ check-valgrind:
 check-dist: all
 	@scripts/check-dist.sh $(STAGE)
 
+# The wheel installed offline into a fresh venv, no PIXLOAD_LIBRARY: it loads http and
+# file:// images with its own libraries only; ldd outside it shows only the manylinux
+# allow-list.
+test-wheel: wheel
+	@Tests/packaging/wheel.sh $(DIST)
+
 # --- benchmark -----------------------------------------------------------------------
 
 bench:
@@ -278,7 +300,7 @@ bench-decode:
 	@scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
 
 clean:
-	rm -rf $(STAGE) $(RELEASE_SCRATCH) .build .build-tsan .build-asan .build-fuzz .build-bench \
+	rm -rf $(STAGE) $(DIST) $(RELEASE_SCRATCH) .build .build-tsan .build-asan .build-fuzz .build-bench \
 	  bindings/rust/target examples/rust/target
 
 # --- long runs -----------------------------------------------------------------------

