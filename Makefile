@@ -41,6 +41,10 @@ BINDIR      ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 MANDIR      ?= $(PREFIX)/share/man
 DESTDIR     ?=
+# The installed client finds the library in LIBDIR, which the dynamic loader may not
+# search (/usr/local/lib before ldconfig); a package installing to the system's libdir
+# passes CLI_RPATH= (Debian forbids an RPATH to it).
+CLI_RPATH   ?= -Wl,-rpath,$(LIBDIR)
 
 CC          ?= cc
 CFLAGS      ?= -O2 -g
@@ -129,7 +133,7 @@ install: all
 	sed -e 's|@VERSION@|$(VERSION)|' docs/pixload.1.in > $(DESTDIR)$(MANDIR)/man1/pixload.1
 	chmod 644 $(DESTDIR)$(MANDIR)/man1/pixload.1
 	$(CC) $(CFLAGS) $(WARN) -I$(DESTDIR)$(INCLUDEDIR) tools/pixload.c -o $(DESTDIR)$(BINDIR)/pixload \
-	  -L$(DESTDIR)$(LIBDIR) -Wl,-rpath,$(LIBDIR) -lpixload -lpng
+	  -L$(DESTDIR)$(LIBDIR) $(CLI_RPATH) -lpixload -lpng
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
@@ -143,6 +147,12 @@ DIST        := dist
 # The bindings with the library and what it needs that manylinux does not promise.
 wheel: lib
 	@scripts/build-wheel.sh $(STAGE) $(DIST)
+
+# Debian packages: the library, its -dev and the client, from `make install` into a
+# DESTDIR (scripts/build-deb.sh).
+DEB_MAINTAINER ?= The pixload authors <pixload@example.org>
+deb: all
+	@DEB_MAINTAINER='$(DEB_MAINTAINER)' scripts/build-deb.sh $(STAGE) $(DIST)
 
 # --- demo ----------------------------------------------------------------------------
 
