@@ -175,7 +175,7 @@ gtk-demo:
 test:
 	@scripts/deps.sh test
 	@$(SUBMAKE) test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache \
-	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion test-wheel
+	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion test-wheel test-deb
 
 test-swift:
 	$(SWIFT) test
@@ -271,6 +271,11 @@ check-dist: all
 # allow-list.
 test-wheel: wheel
 	@Tests/packaging/wheel.sh $(DIST)
+
+# The three .debs installed with apt-get on this system (root or sudo): hello.c builds with
+# pkg-config and runs, the client runs, purge leaves nothing behind and /usr/local as it was.
+test-deb: deb
+	@Tests/packaging/deb.sh $(DIST)
 
 # --- benchmark -----------------------------------------------------------------------
 
