@@ -19,6 +19,8 @@ set -euo pipefail
 stage="${1:?usage: $0 STAGE DIST}"
 dist="${2:?usage: $0 STAGE DIST}"
 root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$dist"
+dist_dir=$(cd "$dist" && pwd)
 maintainer="${DEB_MAINTAINER:-The pixload authors <pixload@example.org>}"
 
 missing=()
@@ -169,11 +171,10 @@ for pkg in libpixload0 libpixload-dev pixload-tools; do
   chmod 644 "debian/$pkg/DEBIAN/md5sums"
 done
 
-mkdir -p "$root/$dist"
 debs=()
 for pkg in libpixload0 libpixload-dev pixload-tools; do
-  rm -f "$root/$dist/${pkg}"_*.deb
-  deb="$root/$dist/${pkg}_${version}_$arch.deb"
+  rm -f "$dist_dir/${pkg}"_*.deb
+  deb="$dist_dir/${pkg}_${version}_$arch.deb"
   dpkg-deb --root-owner-group -Zxz --build "debian/$pkg" "$deb" >/dev/null
   debs+=("$deb")
 done
