@@ -17,7 +17,7 @@ final class WaitingTransfersTests: XCTestCase {
   func testHighestPriorityFirstThenNewest() {
     var waiting = list()
     for (id, priority) in [(1, -1), (2, 5), (3, 5), (4, 9), (5, -1)] as [(TransferID, Int32)] {
-      waiting.append("t\(id)", id: id, host: id % 2 == 0 ? "a" : "b", priority: priority, now: second)
+      waiting.append("t\(id)", id: id, host: id % 2 == 0 ? "a" : "b", priority: priority, since: second)
     }
     waiting.remove(4)
     waiting.setPriority(1, 7)
@@ -29,29 +29,42 @@ final class WaitingTransfersTests: XCTestCase {
   /// first; the rest keep the usual order.
   func testATransferWaiting5sStartsBeforeNewerOnes() {
     var waiting = list()
-    waiting.append("old-low", id: 1, host: "a", priority: -100, now: 1 * second)
-    waiting.append("old-high", id: 2, host: "b", priority: 100, now: 2 * second)
-    waiting.append("new-high", id: 3, host: "a", priority: 100, now: 6 * second)
-    waiting.append("new-low", id: 4, host: "b", priority: 0, now: 6 * second)
+    waiting.append("old-low", id: 1, host: "a", priority: -100, since: 1 * second)
+    waiting.append("old-high", id: 2, host: "b", priority: 100, since: 2 * second)
+    waiting.append("new-high", id: 3, host: "a", priority: 100, since: 6 * second)
+    waiting.append("new-low", id: 4, host: "b", priority: 0, since: 6 * second)
     // At 6.5 s only "old-low" has waited 5 s.
     XCTAssertEqual(waiting.takeNext(now: 6 * second + second / 2, hasRoom: { _ in true }), "old-low")
     XCTAssertEqual(drain(&waiting, now: 6 * second + second / 2), ["new-high", "old-high", "new-low"])
     // Two that have waited long go oldest first, before anything newer.
     waiting = list()
-    waiting.append("old-1", id: 1, host: "a", priority: 0, now: 1 * second)
-    waiting.append("old-2", id: 2, host: "a", priority: -1, now: 2 * second)
-    waiting.append("new-high", id: 3, host: "a", priority: 100, now: 3 * second)
+    waiting.append("old-1", id: 1, host: "a", priority: 0, since: 1 * second)
+    waiting.append("old-2", id: 2, host: "a", priority: -1, since: 2 * second)
+    waiting.append("new-high", id: 3, host: "a", priority: 100, since: 3 * second)
     XCTAssertEqual(waiting.takeNext(now: 7 * second, hasRoom: { _ in true }), "old-1")
-    waiting.append("newest", id: 9, host: "b", priority: 1_000, now: 7 * second)
+    waiting.append("newest", id: 9, host: "b", priority: 1_000, since: 7 * second)
     XCTAssertEqual(drain(&waiting, now: 7 * second + 1), ["old-2", "newest", "new-high"])
+  }
+
+  /// A retry comes back with the time it first waited: in a backlog where everything is
+  /// starved it goes before transfers that arrived after it, not to the back of the line
+  /// (the soak saw retried requests wait the whole queue twice, over 60 s).
+  func testARetryKeepsItsAge() {
+    var waiting = list()
+    waiting.append("second", id: 2, host: "a", priority: 0, since: 2 * second)
+    waiting.append("third", id: 3, host: "a", priority: 0, since: 3 * second)
+    // Transfer 1 first waited at 1 s, failed an attempt and is back after its backoff.
+    waiting.append("retried", id: 1, host: "a", priority: 0, since: 1 * second)
+    waiting.append("fourth", id: 4, host: "b", priority: 0, since: 4 * second)
+    XCTAssertEqual(drain(&waiting, now: 20 * second), ["retried", "second", "third", "fourth"])
   }
 
   /// Only transfers whose host has room start; a full host does not block the others.
   func testAFullHostIsSkipped() {
     var waiting = list()
-    waiting.append("a-starved", id: 1, host: "a", priority: 0, now: 0)
-    waiting.append("a-high", id: 2, host: "a", priority: 50, now: 10 * second)
-    waiting.append("b-low", id: 3, host: "b", priority: -5, now: 10 * second)
+    waiting.append("a-starved", id: 1, host: "a", priority: 0, since: 0)
+    waiting.append("a-high", id: 2, host: "a", priority: 50, since: 10 * second)
+    waiting.append("b-low", id: 3, host: "b", priority: -5, since: 10 * second)
     XCTAssertEqual(drain(&waiting, now: 10 * second, hasRoom: { $0 != "a" }), ["b-low"])
     XCTAssertEqual(drain(&waiting, now: 10 * second), ["a-starved", "a-high"])
   }
@@ -62,7 +75,7 @@ final class WaitingTransfersTests: XCTestCase {
     for n in [1_000, 16_000] {
       var waiting = list()
       for id in 1...TransferID(n) {
-        waiting.append("t", id: id, host: "h\(id % 3)", priority: Int32(id % 5), now: id)
+        waiting.append("t", id: id, host: "h\(id % 3)", priority: Int32(id % 5), since: id)
       }
       for id in stride(from: TransferID(1), through: TransferID(n), by: 10) { waiting.setPriority(id, 9) }
       // One start in between, as the engine thread would.
@@ -82,7 +95,7 @@ final class WaitingTransfersTests: XCTestCase {
     let n = 16_000
     var waiting = list()
     for id in 1...TransferID(n) {
-      waiting.append("t", id: id, host: id % 2 == 0 ? "full" : "h\(id % 7)", priority: Int32(id % 3), now: id)
+      waiting.append("t", id: id, host: id % 2 == 0 ? "full" : "h\(id % 7)", priority: Int32(id % 3), since: id)
     }
     let before = waiting.bookkeepingWork
     XCTAssertEqual(drain(&waiting, now: TransferID(n), hasRoom: { $0 != "full" }).count, n / 2)

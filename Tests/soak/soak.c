@@ -23,7 +23,12 @@
  *   results    an image exactly when the status is OK, sizes within the request's bounds,
  *              message never NULL, pxl_set_priority/pxl_cancel/pxl_lookup statuses legal
  *   table      row_fn only for a visible row, never CANCELLED, never after pxl_table_free
- *   stuck      no request outstanding for more than 60 s (timeouts here are 1-5 s)
+ *   stuck      no request stays its world's oldest outstanding one for more than 60 s
+ *              (every transfer here ends within ~11 s, one retry included, and a request
+ *              waiting 5 s starts before newer ones, oldest first: the oldest is at the
+ *              front of the line). A request may wait longer in a backlog: the workers
+ *              keep up to 600 outstanding per world against 1-6 connections per host, so
+ *              its age alone says nothing; a lost one becomes the oldest and stays so.
  *   watchdog   no thread's heartbeat older than 10 s (the run fails at once otherwise)
  *   rss        RSS flat after warm-up: the peak of the last quarter of the run is at most
  *              the peak of the quarter after warm-up (a fifth of the run) plus
@@ -50,6 +55,11 @@
 #define WORKERS 3
 #define MAX_OUTSTANDING_PER_WORLD 600
 #define LIVE_PER_WORKER 64
+/* Prefetches a worker has not cancelled are cancelled at this age, as an app drops a
+ * prefetch of rows it no longer expects to show. Without it a world with one connection
+ * per host queued tens of thousands, and with them ahead, any load waited minutes. */
+#define PREFETCH_LIFETIME_MS 10000.0
+#define PREFETCHES_PER_WORKER 4096
 static double STUCK_MS = 60000.0; /* PXL_SOAK_STUCK_MS overrides */
 #define WATCHDOG_MS 10000.0
 
@@ -101,6 +111,7 @@ static atomic_long accepted, refused, callbacks, cancel_ok, cancel_notfound, pri
     lookup_hits, prefetches, cancel_alls, table_rows, table_images, world_recycles, queue_recycles,
     loader_recycles, table_recycles;
 static atomic_long by_status[32];
+static atomic_long late_results, longest_wait_ms; /* results (not CANCELLED) after STUCK_MS; the longest wait */
 
 /* ---- heartbeats (the watchdog) ---- */
 
@@ -179,6 +190,11 @@ struct world {
   long settles;             /* world_settle calls: it frees every request of the world */
   atomic_long outstanding;
   int storm_limit;          /* the loader's cancel_storm_limit, for reports */
+  int per_host_limit;       /* the loader's max_downloads_per_host, for reports */
+  int download_limit;       /* the loader's max_concurrent_downloads, for reports */
+  /* The stuck check (the watchdog thread only): the oldest outstanding request and since when. */
+  pxl_token oldest_token;
+  double oldest_issued_ms, oldest_since_ms;
 };
 static struct world worlds[WORLDS];
 
@@ -221,6 +237,13 @@ static void on_result(pxl_token token, const pxl_result *res, void *user_data) {
     if (atomic_load(&r->cancelled_ok) && status != PXL_E_CANCELLED)
       violation(INV_CANCEL, "token %" PRIu64 ": pxl_cancel returned OK, yet the callback reports %d", token, status);
     atomic_store(&r->done_status, status);
+    /* How long results waited in the backlog (reported, not judged: see "stuck"). */
+    long waited = (long)(now_ms() - r->issued_ms);
+    if (status != PXL_E_CANCELLED) {
+      if (waited > STUCK_MS) atomic_fetch_add(&late_results, 1);
+      long longest = atomic_load(&longest_wait_ms);
+      while (waited > longest && !atomic_compare_exchange_weak(&longest_wait_ms, &longest, waited)) {}
+    }
   }
   struct world *world = r->world;
   atomic_fetch_add(&callbacks, 1);
@@ -320,7 +343,7 @@ static void log_to_stderr(int32_t level, const char *message, void *user_data) {
   fprintf(stderr, "%s\n", message);
 }
 
-static int last_storm_limit;
+static int last_storm_limit, last_per_host_limit, last_download_limit;
 static pxl_loader *make_loader(uint64_t *rng) {
   pxl_config cfg;
   pxl_config_init(&cfg);
@@ -341,7 +364,11 @@ static pxl_loader *make_loader(uint64_t *rng) {
   cfg.retry_max_delay_ms = 200;
   cfg.cancel_storm_limit = rnd(rng, 2) ? 16 : 0;
   if (getenv("PXL_SOAK_STORM_LIMIT")) cfg.cancel_storm_limit = atoi(getenv("PXL_SOAK_STORM_LIMIT"));
+  if (getenv("PXL_SOAK_PER_HOST")) cfg.max_downloads_per_host = atoi(getenv("PXL_SOAK_PER_HOST"));
+  if (getenv("PXL_SOAK_DOWNLOADS")) cfg.max_concurrent_downloads = atoi(getenv("PXL_SOAK_DOWNLOADS"));
   last_storm_limit = cfg.cancel_storm_limit;
+  last_per_host_limit = cfg.max_downloads_per_host;
+  last_download_limit = cfg.max_concurrent_downloads;
   cfg.ignore_http_freshness = rnd(rng, 2);
   pxl_loader *loader = NULL;
   pxl_status st = pxl_loader_new(&cfg, &loader);
@@ -377,6 +404,8 @@ static void slot_free(struct queue_slot *slot) {
 static void loader_open(struct world *w, uint64_t *rng) {
   w->loader = make_loader(rng);
   w->storm_limit = last_storm_limit;
+  w->per_host_limit = last_per_host_limit;
+  w->download_limit = last_download_limit;
   w->loader_record = calloc(1, sizeof *w->loader_record);
 }
 
@@ -476,6 +505,27 @@ static void loader_recycle(struct world *w, uint64_t *rng) {
 /* ---- workers ---- */
 
 struct live { struct req *req; struct world *world; long generation; long settles; pxl_token token; };
+struct prefetched { struct world *world; long generation; pxl_token token; double issued_ms; };
+
+/* Cancels this worker's prefetches in w (read lock held) older than PREFETCH_LIFETIME_MS,
+ * or the oldest when the ring is full; forgets those of loaders that are gone. The ring
+ * is in issue order. */
+static void expire_prefetches(struct prefetched *ring, int *head, int *count, struct world *w, int make_room) {
+  double now = now_ms();
+  while (*count > 0) {
+    struct prefetched *p = &ring[*head];
+    int gone = p->world->generation != p->generation;
+    if (!gone && !(make_room && *count == PREFETCHES_PER_WORKER) && now - p->issued_ms < PREFETCH_LIFETIME_MS) break;
+    if (!gone && p->world != w) break; /* cancelled when its world is next in hand */
+    if (!gone) {
+      pxl_status st = pxl_cancel(w->loader, p->token);
+      if (st != PXL_OK && st != PXL_E_NOT_FOUND) violation(INV_RESULTS, "pxl_cancel of a prefetch returned %d", st);
+    }
+    *head = (*head + 1) % PREFETCHES_PER_WORKER;
+    (*count)--;
+    make_room = 0;
+  }
+}
 
 static void *worker_main(void *arg) {
   long id = (long)arg;
@@ -484,6 +534,8 @@ static void *worker_main(void *arg) {
   int hb = beat_register(name);
   uint64_t rng = 0x1234567ull * (uint64_t)(id + 1) ^ (uint64_t)time(NULL);
   struct live live[LIVE_PER_WORKER];
+  static __thread struct prefetched prefetched[PREFETCHES_PER_WORKER];
+  int prefetch_head = 0, prefetch_count = 0;
   int nlive = 0;
   char url[512];
   while (atomic_load(&running)) {
@@ -499,6 +551,7 @@ static void *worker_main(void *arg) {
         i++;
       }
     }
+    expire_prefetches(prefetched, &prefetch_head, &prefetch_count, w, 0);
     int action = rnd(&rng, 100);
     if (action < 55) {
       if (atomic_load(&w->outstanding) < MAX_OUTSTANDING_PER_WORLD) {
@@ -599,7 +652,16 @@ static void *worker_main(void *arg) {
       pxl_status st = pxl_prefetch(w->loader, reqs, 4, tokens);
       if (st != PXL_OK) violation(INV_RESULTS, "pxl_prefetch returned %d", st);
       atomic_fetch_add(&prefetches, 4);
-      if (rnd(&rng, 2)) pxl_cancel(w->loader, tokens[rnd(&rng, 4)]);
+      int dropped = rnd(&rng, 2) ? rnd(&rng, 4) : -1;
+      if (dropped >= 0) pxl_cancel(w->loader, tokens[dropped]);
+      for (int i = 0; i < 4; i++) {
+        if (i == dropped || tokens[i] == 0) continue;
+        expire_prefetches(prefetched, &prefetch_head, &prefetch_count, w, 1);
+        if (prefetch_count == PREFETCHES_PER_WORKER) break; /* the oldest is another world's: let this one run */
+        prefetched[(prefetch_head + prefetch_count) % PREFETCHES_PER_WORKER] =
+            (struct prefetched){w, w->generation, tokens[i], now_ms()};
+        prefetch_count++;
+      }
     } else if (action < 97 && rnd(&rng, 200) == 0) { /* rare: it ends hundreds of requests */
       pxl_cancel_all(w->loader, w->queues[rnd(&rng, QUEUES_PER_WORLD)].queue);
       atomic_fetch_add(&cancel_alls, 1);
@@ -721,10 +783,11 @@ static void *recycler_main(void *arg) {
   int hb = beat_register("recycler");
   uint64_t rng = 0xFEEDull ^ (uint64_t)time(NULL);
   double next = now_ms() + 3000 + rnd(&rng, 4000);
+  int recycle = getenv("PXL_SOAK_RECYCLE") == NULL || atoi(getenv("PXL_SOAK_RECYCLE")) != 0;
   while (atomic_load(&running)) {
     beat(hb);
     sleep_ms(100);
-    if (now_ms() < next) continue;
+    if (!recycle || now_ms() < next) continue;
     next = now_ms() + 3000 + rnd(&rng, 6000);
     struct world *w = &worlds[rnd(&rng, WORLDS)];
     switch (rnd(&rng, 3)) {
@@ -755,14 +818,14 @@ static long current_rss_kb(void) {
 
 static void summary(int watchdog_fired);
 
-/* Requests outstanding longer than STUCK_MS (every transfer here ends within a few seconds:
- * stall timeout 1 s, whole-transfer timeout 5 s, one retry of at most 200 ms). */
+/* A request that stays its world's oldest outstanding one for STUCK_MS (see "stuck"). */
 static void scan_stuck(void) {
   double now = now_ms();
   for (int i = 0; i < WORLDS; i++) {
     struct world *w = &worlds[i];
     if (pthread_rwlock_tryrdlock(&w->lock) != 0) continue;
     pthread_mutex_lock(&w->reqs_lock);
+    struct req *oldest = NULL;
     for (struct req **link = &w->all; *link;) {
       struct req *r = *link;
       if (atomic_load(&r->finished) && atomic_load(&r->in_live) == 0) {
@@ -772,12 +835,24 @@ static void scan_stuck(void) {
         free(r);
         continue;
       }
-      if (atomic_load(&r->calls) == 0 && atomic_load(&r->token) != 0 && now - r->issued_ms > STUCK_MS) {
-        violation(INV_STUCK, "token %" PRIu64 " outstanding for %.0f s (world %d, cancel_storm_limit %d, flags %s): %s",
-                  atomic_load(&r->token), (now - r->issued_ms) / 1000, w->index, w->storm_limit, r->flags, r->url);
-        r->issued_ms = now; /* report each once a minute at most */
-      }
+      if (atomic_load(&r->calls) == 0 && atomic_load(&r->token) != 0 &&
+          (oldest == NULL || r->issued_ms < oldest->issued_ms))
+        oldest = r;
       link = &r->next_all;
+    }
+    if (oldest == NULL) {
+      w->oldest_token = 0;
+    } else if (atomic_load(&oldest->token) != w->oldest_token || oldest->issued_ms != w->oldest_issued_ms) {
+      w->oldest_token = atomic_load(&oldest->token);
+      w->oldest_issued_ms = oldest->issued_ms;
+      w->oldest_since_ms = now;
+    } else if (now - w->oldest_since_ms > STUCK_MS) {
+      violation(INV_STUCK, "token %" PRIu64 " the oldest of world %d for %.0f s, outstanding for %.0f s (%ld "
+                "outstanding, max_concurrent_downloads %d, max_downloads_per_host %d, cancel_storm_limit %d; "
+                "flags %s): %s", w->oldest_token, w->index, (now - w->oldest_since_ms) / 1000,
+                (now - oldest->issued_ms) / 1000, atomic_load(&w->outstanding), w->download_limit,
+                w->per_host_limit, w->storm_limit, oldest->flags, oldest->url);
+      w->oldest_since_ms = now; /* report it once a minute at most */
     }
     pthread_mutex_unlock(&w->reqs_lock);
     pthread_rwlock_unlock(&w->lock);
@@ -875,6 +950,8 @@ static void summary(int watchdog_fired) {
          atomic_load(&lookup_hits), atomic_load(&prefetches), atomic_load(&cancel_alls));
   printf("table rows delivered %ld (images %ld); tables recreated %ld\n", atomic_load(&table_rows),
          atomic_load(&table_images), atomic_load(&table_recycles));
+  printf("longest wait for a result %.1f s; results after more than %.0f s in a backlog: %ld\n",
+         atomic_load(&longest_wait_ms) / 1000.0, STUCK_MS / 1000, atomic_load(&late_results));
   printf("recycled: worlds %ld, queues %ld, loaders %ld\n", atomic_load(&world_recycles),
          atomic_load(&queue_recycles), atomic_load(&loader_recycles));
   printf("peak RSS %ld KiB\n", peak_rss_kb);

@@ -5,7 +5,8 @@
 /// owner rebuilds the heap when tombstones outnumber live elements. So a cancel is O(1)
 /// and a pick O(log n) amortized, where a linear search made mass cancels quadratic.
 struct BinaryHeap<Element> {
-  private var elements: [Element] = []
+  /// In heap order (the top first, the rest in no useful order).
+  private(set) var elements: [Element] = []
   private let comesFirst: (Element, Element) -> Bool
   /// Comparisons made so far: a measure of work for tests that check complexity.
   private(set) var comparisons = 0

@@ -259,9 +259,12 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     return stormTokens >= 1 ? 0 : UInt64((1 - stormTokens) / rate * 1e9)
   }
 
-  /// Lock held: puts a transfer on the waiting list, noting when (see takeStartable).
+  /// Lock held: puts a transfer on the waiting list. Its age (see takeStartable) counts
+  /// from the first time it waited: a retry keeps its place among the starved.
   private func enqueue(_ transfer: Transfer, at now: UInt64) {
-    waiting.append(transfer, id: transfer.id, host: transfer.host, priority: transfer.priority, now: now)
+    let since = transfer.firstQueued ?? now
+    transfer.firstQueued = since
+    waiting.append(transfer, id: transfer.id, host: transfer.host, priority: transfer.priority, since: since)
   }
 
   /// A transfer that has waited this long starts before any that has not, oldest first.
@@ -437,6 +440,8 @@ private final class Transfer {
   let headerList: UnsafeMutablePointer<curl_slist>?
   /// Attempts started so far.
   var attempts = 0
+  /// When it first joined the waiting list (after any start delay); engine lock.
+  var firstQueued: UInt64?
   /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
   var conditional = false
   var caching = ResponseCaching()

@@ -3,11 +3,15 @@
 /// waiting `starvationNanoseconds` or more starts before any that has not, oldest first.
 /// Only transfers whose host has a free slot may start.
 ///
+/// A transfer's age counts from when it first waited: a retry comes back with its first
+/// `since`, so a failed attempt does not send the request to the back of the line (in a
+/// backlog a retried request would otherwise wait the whole queue twice).
+///
 /// Cancels arrive under the loader's lock, thousands at a time (pxl_cancel_all, a fling):
 /// removing is O(1) and re-ranking O(log n) amortized. Each host keeps a heap by rank and
-/// a list in arrival order; both keep removed or re-ranked entries as tombstones, dropped
-/// when they reach the front and compacted away once they outnumber the live ones. A pick
-/// looks at the front of each host that has waiting transfers: O(hosts + log n).
+/// one by age; both keep removed or re-ranked entries as tombstones, dropped when they
+/// reach the top and compacted away once they outnumber the live ones. A pick looks at
+/// the top of each host that has waiting transfers: O(hosts + log n).
 ///
 /// Not thread safe: the engine guards it with its lock.
 struct WaitingTransfers<Item> {
@@ -23,28 +27,31 @@ struct WaitingTransfers<Item> {
     let since: UInt64
   }
 
-  /// An entry of a host's heap or arrival list; live while `waiters[id]` is the same stay
-  /// (`arrival`) at the same priority.
+  /// An entry of a host's heaps; live while `waiters[id]` is the same stay (`arrival`) and,
+  /// in the rank heap, at the same priority.
   private struct Key {
     let id: TransferID
     let priority: Int32
     let arrival: UInt64
+    let since: UInt64
   }
 
   private struct HostQueue {
     var byRank = BinaryHeap<Key> { a, b in
       a.priority != b.priority ? a.priority > b.priority : a.id > b.id
     }
-    var byArrival: [Key] = []
-    var arrivalHead = 0
+    var byAge = BinaryHeap<Key>(comesFirst: WaitingTransfers.isOlder)
     var live = 0
-    var entries: Int { byRank.count + byArrival.count - arrivalHead }
+    var entries: Int { byRank.count + byAge.count }
+  }
+
+  private static func isOlder(_ a: Key, _ b: Key) -> Bool {
+    a.since != b.since ? a.since < b.since : a.arrival < b.arrival
   }
 
   private var waiters: [TransferID: Waiter] = [:]
   private var hosts: [String: HostQueue] = [:]
   private var arrivals: UInt64 = 0
-  private var lastSince: UInt64 = 0
   /// Tombstones dropped, entries moved by compaction and hosts looked at, with the heaps'
   /// comparisons: the work the list did, for tests that check it stays near linear.
   private var entriesVisited = 0
@@ -59,19 +66,18 @@ struct WaitingTransfers<Item> {
 
   /// See `entriesVisited`.
   var bookkeepingWork: Int {
-    entriesVisited + retiredComparisons + hosts.values.reduce(0) { $0 + $1.byRank.comparisons }
+    entriesVisited + retiredComparisons + hosts.values.reduce(0) { $0 + $1.byRank.comparisons + $1.byAge.comparisons }
   }
 
-  /// Adds a transfer that starts waiting at `now` (never earlier than the one added
-  /// before it, so arrival order is age order).
-  mutating func append(_ item: Item, id: TransferID, host: String, priority: Int32, now: UInt64) {
+  /// Adds a transfer that has been waiting since `since`: now for a new one, the time it
+  /// first waited for a retry.
+  mutating func append(_ item: Item, id: TransferID, host: String, priority: Int32, since: UInt64) {
     arrivals += 1
-    lastSince = max(lastSince, now)
-    if let old = waiters[id] { forget(old, id: id) }
-    waiters[id] = Waiter(item: item, host: host, priority: priority, arrival: arrivals, since: lastSince)
-    let key = Key(id: id, priority: priority, arrival: arrivals)
+    if let old = waiters.removeValue(forKey: id) { forget(old, id: id) }
+    waiters[id] = Waiter(item: item, host: host, priority: priority, arrival: arrivals, since: since)
+    let key = Key(id: id, priority: priority, arrival: arrivals, since: since)
     hosts[host, default: HostQueue()].byRank.push(key)
-    hosts[host]!.byArrival.append(key)
+    hosts[host]!.byAge.push(key)
     hosts[host]!.live += 1
   }
 
@@ -92,7 +98,7 @@ struct WaitingTransfers<Item> {
     guard waiter.priority != priority else { return true }
     waiters[id]!.priority = priority
     // The entry at the old priority turns into a tombstone.
-    hosts[waiter.host]!.byRank.push(Key(id: id, priority: priority, arrival: waiter.arrival))
+    hosts[waiter.host]!.byRank.push(Key(id: id, priority: priority, arrival: waiter.arrival, since: waiter.since))
     compactIfMostlyTombstones(waiter.host)
     return true
   }
@@ -113,7 +119,7 @@ struct WaitingTransfers<Item> {
       let host = hosts.keys[index]
       guard hasRoom(host) else { continue }
       // The host's oldest: if it has not waited long, none of the host's has.
-      let front = Self.liveFront(&hosts.values[index], waiters)
+      let front = Self.liveOldest(&hosts.values[index].byAge, waiters)
       let top = Self.liveTop(&hosts.values[index].byRank, waiters)
       entriesVisited += front.dropped + top.dropped
       guard let oldest = front.key, let ranked = top.key else { continue }
@@ -122,7 +128,7 @@ struct WaitingTransfers<Item> {
       if let current = best {
         let better: Bool
         if starved || current.starved {
-          better = starved && (!current.starved || oldest.arrival < current.key.arrival)
+          better = starved && (!current.starved || Self.isOlder(oldest, current.key))
         } else {
           better = candidate.priority > current.key.priority
             || (candidate.priority == current.key.priority && candidate.id > current.key.id)
@@ -137,7 +143,7 @@ struct WaitingTransfers<Item> {
 
   // MARK: - Private
 
-  /// Whether the key is the waiter's current stay (in the arrival list: at any priority).
+  /// Whether the key is the waiter's current stay (in the age heap: at any priority).
   private static func isHere(_ key: Key, _ waiters: [TransferID: Waiter]) -> Bool {
     waiters[key.id]?.arrival == key.arrival
   }
@@ -155,13 +161,12 @@ struct WaitingTransfers<Item> {
     return (nil, dropped)
   }
 
-  /// The oldest live entry of a host's arrival list (whatever its priority now).
-  private static func liveFront(_ queue: inout HostQueue, _ waiters: [TransferID: Waiter]) -> (key: Key?, dropped: Int) {
+  /// The oldest live entry of a host's age heap (whatever its priority now).
+  private static func liveOldest(_ heap: inout BinaryHeap<Key>, _ waiters: [TransferID: Waiter]) -> (key: Key?, dropped: Int) {
     var dropped = 0
-    while queue.arrivalHead < queue.byArrival.count {
-      let key = queue.byArrival[queue.arrivalHead]
-      if isHere(key, waiters) { return (key, dropped) }
-      queue.arrivalHead += 1
+    while let top = heap.top {
+      if isHere(top, waiters) { return (top, dropped) }
+      heap.popTop()
       dropped += 1
     }
     return (nil, dropped)
@@ -179,7 +184,7 @@ struct WaitingTransfers<Item> {
     compactIfMostlyTombstones(waiter.host)
   }
 
-  /// Rebuilds a host's heap and arrival list from its live waiters once tombstones
+  /// Rebuilds a host's heaps from its live waiters once tombstones
   /// outnumber them; each rebuild costs O(live) and follows at least as many removals
   /// or re-ranks, so the cost per operation stays constant.
   private mutating func compactIfMostlyTombstones(_ host: String) {
@@ -187,11 +192,11 @@ struct WaitingTransfers<Item> {
     hosts[host] = nil  // no second reference while it is rebuilt
     entriesVisited += queue.entries
     let waiters = self.waiters
-    queue.byArrival = queue.byArrival[queue.arrivalHead...].filter { Self.isHere($0, waiters) }.map { key in
-      Key(id: key.id, priority: waiters[key.id]!.priority, arrival: key.arrival)
+    let live = queue.byAge.elements.filter { Self.isHere($0, waiters) }.map { key in
+      Key(id: key.id, priority: waiters[key.id]!.priority, arrival: key.arrival, since: key.since)
     }
-    queue.arrivalHead = 0
-    queue.byRank.rebuild(queue.byArrival)
+    queue.byAge.rebuild(live)
+    queue.byRank.rebuild(live)
     hosts[host] = queue
   }
 }
