@@ -48,3 +48,17 @@ if ! swift build --scratch-path .build-bench -c release --product pixload-bench-
 fi
 echo "bench-decode: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 .build-bench/release/pixload-bench-decode --reps "$reps" "$out/files.txt"
+
+# First-scan thumbnails (bench/first_scan.c): progressive JPEGs at 1/8 from their DC scans
+# against the full decode, same files, interleaved: the corpus's, the demo's web-size ones
+# and camera-size ones made from the 8 MP+ wallpapers (scripts/progressive-photos.sh).
+scripts/progressive-photos.sh "$out/progressive-photos"
+cc -O2 -std=c11 -ISources/CCodecs/include bench/first_scan.c Sources/CCodecs/*.c -o "$out/first_scan" -ljpeg -lpng
+for set in jpeg-conformance realworld corrupt; do
+  [ -f "$corpus/$set/manifest.tsv" ] &&
+    awk -F'\t' -v dir="$corpus/$set" 'NR > 1 && $2 == "jpeg" && $3 ~ /^ok/ { print dir "/" $1 }' "$corpus/$set/manifest.tsv"
+done > "$out/first-scan-corpus.txt" || true
+sed "s|^|$data/|" "$data/index.txt" > "$out/first-scan-web.txt"
+sed "s|^|$out/progressive-photos/|" "$out/progressive-photos/index.txt" > "$out/first-scan-camera.txt"
+"$out/first_scan" "$reps" corpus:"$out/first-scan-corpus.txt" web:"$out/first-scan-web.txt" \
+  camera:"$out/first-scan-camera.txt"

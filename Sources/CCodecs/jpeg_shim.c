@@ -38,6 +38,7 @@ typedef struct jpeg_job {
   const uint8_t *data;
   size_t size;
   int info_only;
+  int dc_scans_only; /* the input is pxl_jpeg_dc_scans' copy: block smoothing off */
   int32_t layout, scale_denom;
   uint64_t max_pixels;
   pxl_codec_info *info;
@@ -202,6 +203,8 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
   /* Set explicitly rather than trusting build defaults: the md5s depend on them. */
   c->dct_method = JDCT_ISLOW;
   c->do_fancy_upsampling = TRUE;
+  /* Smoothing estimates missing AC coefficients; the 1x1 IDCT would ignore them anyway. */
+  if (job->dc_scans_only) c->do_block_smoothing = FALSE;
   c->scale_num = 1;
   c->scale_denom = (unsigned)job->scale_denom;
   jpeg_calc_output_dimensions(c);
@@ -297,7 +300,136 @@ pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_
   return st;
 }
 
+static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int dc_scans_only, int32_t layout,
+                                         int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out);
+
+static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
+/* At 1/8 scale libjpeg gives each component the smallest IDCT whose output it need not
+ * upsample (jdmaster.c, jpeg_core_output_dimensions): 1x1 for full-resolution components,
+ * 2x2 or 4x4 for subsampled ones (4:2:0 chroma: 2x2). The 1x1 IDCT reads the DC
+ * coefficient only; the reduced 2x2 and 4x4 ones read AC coefficients too. */
+static int needs_ac_at_one_eighth(int h, int v, int max_h, int max_v) {
+  int ssize = 1;
+  while (ssize < 8 && max_h % (h * ssize * 2) == 0 && max_v % (v * ssize * 2) == 0) ssize *= 2;
+  return ssize > 1;
+}
+
+size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out) {
+  *out = NULL;
+  if (data == NULL || size < 4 || data[0] != 0xFF || data[1] != 0xD8) return 0;
+  uint8_t *copy = malloc(size); /* the kept scans are a part; never more than size */
+  if (copy == NULL) return 0;
+  size_t used = 0, at = 2;
+  int progressive = 0, dropped = 0, scans = 0;
+  /* The frame's components (id, sampling factors) from SOF2/SOF10. */
+  int ncomp = 0, comp_id[4], comp_h[4], comp_v[4], max_h = 1, max_v = 1;
+  /* Each coefficient's successive-approximation state, as libjpeg tracks it (jdphuff.c):
+   * -1 before its first scan, then the Al of its last scan. */
+  signed char coef_bits[4][64];
+  memset(coef_bits, -1, sizeof coef_bits);
+  copy[used++] = 0xFF;
+  copy[used++] = 0xD8;
+  for (;;) {
+    /* A marker: 0xFF, any fill 0xFFs, then its code. */
+    if (at >= size || data[at] != 0xFF) goto not_understood;
+    while (at < size && data[at] == 0xFF) at++;
+    if (at >= size) goto not_understood;
+    uint8_t code = data[at++];
+    if (code == 0xD9) break; /* EOI */
+    if (code == 0x00 || code == 0x01 || (code >= 0xD0 && code <= 0xD8)) goto not_understood;
+    if (at + 2 > size) goto not_understood;
+    size_t length = be16(data + at);
+    if (length < 2 || at + length > size) goto not_understood;
+    size_t segment = at - 2; /* from the marker's last 0xFF: fill bytes are dropped */
+    const uint8_t *body = data + at + 2;
+    size_t end = at + length;
+    int is_frame = code >= 0xC0 && code <= 0xCF && code != 0xC4 && code != 0xC8 && code != 0xCC;
+    if (is_frame) {
+      /* One frame, progressive (SOF2, SOF10): P, Y, X, Nf, Nf x (C, H/V, Tq). Other frame
+       * types (baseline, lossless, hierarchical) have nothing to skip. */
+      if (progressive || (code != 0xC2 && code != 0xCA) || length < 8) goto not_understood;
+      ncomp = body[5];
+      if (ncomp < 1 || ncomp > 4 || length != 8 + 3 * (size_t)ncomp) goto not_understood;
+      for (int i = 0; i < ncomp; i++) {
+        comp_id[i] = body[6 + 3 * i];
+        comp_h[i] = body[7 + 3 * i] >> 4;
+        comp_v[i] = body[7 + 3 * i] & 15;
+        if (comp_h[i] < 1 || comp_h[i] > 4 || comp_v[i] < 1 || comp_v[i] > 4) goto not_understood;
+        if (comp_h[i] > max_h) max_h = comp_h[i];
+        if (comp_v[i] > max_v) max_v = comp_v[i];
+      }
+      progressive = 1;
+    }
+    if (code != 0xDA) {
+      memcpy(copy + used, data + segment, end - segment);
+      used += end - segment;
+      at = end;
+      continue;
+    }
+    /* SOS: Ns, Ns x (Cs, Td/Ta), Ss, Se, Ah/Al; then entropy-coded data up to the next
+     * marker that is neither a stuffed 0xFF00 nor a restart marker. */
+    if (!progressive || length < 6) goto not_understood;
+    size_t ns = body[0];
+    if (ns < 1 || ns > 4 || length != 6 + 2 * ns) goto not_understood;
+    int ss = body[1 + 2 * ns], se = body[2 + 2 * ns], ah = body[3 + 2 * ns] >> 4, al = body[3 + 2 * ns] & 15;
+    if (++scans > PXL_JPEG_MAX_SCANS) goto not_understood;
+    /* Only a consistent progression (libjpeg neither fails nor warns on it) is taken
+     * apart: on a bogus one the full decode's result depends on every scan's order. */
+    if (ss == 0 ? se != 0 : (se < ss || se > 63 || ns != 1)) goto not_understood;
+    if ((ah != 0 && al != ah - 1) || al > 13) goto not_understood;
+    int keep = 0;
+    for (size_t j = 0; j < ns; j++) {
+      int c = 0;
+      while (c < ncomp && comp_id[c] != body[1 + 2 * j]) c++;
+      if (c == ncomp) goto not_understood;
+      if (ss > 0 && coef_bits[c][0] < 0) goto not_understood; /* AC before DC */
+      for (int k = ss; k <= se; k++) {
+        if (ah != (coef_bits[c][k] < 0 ? 0 : coef_bits[c][k])) goto not_understood;
+        coef_bits[c][k] = (signed char)al;
+      }
+      /* DC scans, first pass and refinements: always kept. An AC scan (one component)
+       * when that component's IDCT reads AC coefficients. */
+      keep = ss == 0 || needs_ac_at_one_eighth(comp_h[c], comp_v[c], max_h, max_v);
+    }
+    size_t data_end = end;
+    for (;;) {
+      const uint8_t *ff = memchr(data + data_end, 0xFF, size - data_end);
+      if (ff == NULL) goto not_understood; /* no EOI: truncated */
+      data_end = (size_t)(ff - data);
+      size_t next = data_end + 1;
+      while (next < size && data[next] == 0xFF) next++;
+      if (next >= size) goto not_understood;
+      if (data[next] == 0x00 || (data[next] >= 0xD0 && data[next] <= 0xD7)) {
+        data_end = next + 1;
+        continue;
+      }
+      break; /* data_end: the 0xFF (first of any fill) of the next marker */
+    }
+    if (keep) {
+      memcpy(copy + used, data + segment, data_end - segment);
+      used += data_end - segment;
+    } else {
+      dropped = 1;
+    }
+    at = data_end;
+  }
+  if (!progressive || !dropped) goto not_understood;
+  copy[used++] = 0xFF;
+  copy[used++] = 0xD9;
+  *out = copy;
+  return used;
+not_understood:
+  free(copy);
+  return 0;
+}
+
 pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out) {
+  return pxl_jpeg_decode_with_options(data, size, layout, scale_denom, max_pixels, 0, out);
+}
+
+pxl_codec_status pxl_jpeg_decode_with_options(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                              uint64_t max_pixels, uint32_t options, pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
   if (layout_channels(layout) == 0) {
@@ -316,15 +448,34 @@ pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layou
   }
 #endif
 
+  uint8_t *dc_scans = NULL;
+  size_t dc_size = 0;
+  if (scale_denom == 8 && !(options & PXL_JPEG_ALL_SCANS)) dc_size = pxl_jpeg_dc_scans(data, size, &dc_scans);
+  pxl_codec_status st;
+  if (dc_size != 0) {
+    st = jpeg_decode_once(dc_scans, dc_size, 1, layout, scale_denom, max_pixels, out);
+    free(dc_scans);
+    /* A file the DC copy fails on gets the full decode: its error (or its image) is the
+     * one the caller would have had without this shortcut. */
+    if (st == PXL_CODEC_OK || st == PXL_CODEC_TOO_MANY_PIXELS || st == PXL_CODEC_NO_MEMORY) return st;
+    memset(out, 0, sizeof *out);
+  }
+  static const uint8_t empty[1] = {0};
+  return jpeg_decode_once(data ? data : empty, size, 0, layout, scale_denom, max_pixels, out);
+}
+
+/* One decode of [data, data+size) into *out (see pxl_jpeg_decode). */
+static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int dc_scans_only, int32_t layout,
+                                         int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out) {
   /* Heap, not stack: the job is ~1.5 KB and this may run on small-stack threads. */
   jpeg_job *job = calloc(1, sizeof *job);
   if (job == NULL) {
     pxl_set_message(out->message, sizeof out->message, "JPEG", "out of memory");
     return PXL_CODEC_NO_MEMORY;
   }
-  static const uint8_t empty[1] = {0};
-  job->data = data ? data : empty;
+  job->data = data;
   job->size = size;
+  job->dc_scans_only = dc_scans_only;
   job->layout = layout;
   job->scale_denom = scale_denom;
   job->max_pixels = max_pixels;

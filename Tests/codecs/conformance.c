@@ -203,6 +203,37 @@ static void check_failure_shape(row_result *r, const char *what, const pxl_codec
   if (memchr(o->message, '\0', sizeof o->message) == NULL) fail(r, "%s: message not terminated", what);
 }
 
+/* Progressive JPEGs whose 1/8 thumbnail came from their DC scans alone (pxl_jpeg_dc_scans),
+ * each compared with the full decode (PXL_JPEG_ALL_SCANS) in every layout. */
+static int first_scan_files, first_scan_identical;
+
+static void check_first_scan(row_result *r, const uint8_t *d, size_t n) {
+  uint8_t *dc = NULL;
+  size_t dc_size = pxl_jpeg_dc_scans(d, n, &dc);
+  free(dc);
+  if (dc_size == 0) return; /* baseline, or not understood: the full decode ran anyway */
+  if (dc_size >= n) fail(r, "first scans: the DC copy is %zu bytes of %zu", dc_size, n);
+  first_scan_files++;
+  int same = 1;
+  for (int32_t layout = PXL_CODEC_RGBA; layout <= PXL_CODEC_GRAY; layout++) {
+    pxl_codec_output fast, full;
+    pxl_codec_status a = pxl_jpeg_decode_with_options(d, n, layout, 8, 100000000ull, 0, &fast);
+    pxl_codec_status b = pxl_jpeg_decode_with_options(d, n, layout, 8, 100000000ull, PXL_JPEG_ALL_SCANS, &full);
+    if (a != b) {
+      fail(r, "first scans, layout %d: %s, the full decode %s", layout, status_name(a), status_name(b));
+      same = 0;
+    } else if (a == PXL_CODEC_OK &&
+               (fast.width != full.width || fast.height != full.height || fast.stride != full.stride ||
+                memcmp(fast.pixels, full.pixels, (size_t)fast.stride * fast.height) != 0)) {
+      fail(r, "first scans, layout %d: pixels differ from the full 1/8 decode", layout);
+      same = 0;
+    }
+    free(fast.pixels);
+    free(full.pixels);
+  }
+  first_scan_identical += same;
+}
+
 static void check_thumb(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, int denom, const char *spec) {
   unsigned ew = 0, eh = 0;
   char emd5[64] = "";
@@ -416,6 +447,7 @@ static void run_set(const char *root, const char *set, totals *all) {
             if (cols_t[k] < 0 || cols[cols_t[k]][0] == '\0') fail(&r, "manifest has no thumb_1_%d", den[k]);
             else check_thumb(&r, fmt, d, n, den[k], cols[cols_t[k]]);
           }
+          check_first_scan(&r, d, n);
         }
         pxl_codec_info info;
         char msg[256];
@@ -526,6 +558,13 @@ int main(int argc, char **argv) {
       free(sets[i]);
     }
     if (ns == 0) snprintf(corpus_sum, sizeof corpus_sum, "corpus: skipped (no set in %s)", root);
+  }
+  printf("first-scan thumbnails: %d progressive JPEGs decoded at 1/8 from their DC scans alone, %d identical to "
+         "the full decode in every layout\n", first_scan_files, first_scan_identical);
+  if (generated && first_scan_files == 0) {
+    /* The generated set has progressive JPEGs: none taking the DC path means it broke. */
+    printf("FAIL: no generated progressive JPEG took the first-scan path\n");
+    t.failed++;
   }
   if (strncmp(corpus_sum, "corpus:", 7) == 0) printf("conformance: %s; %s\n", gen_sum, corpus_sum);
   else printf("conformance: %s; corpus %s\n", gen_sum, corpus_sum);

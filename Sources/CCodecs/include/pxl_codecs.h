@@ -100,6 +100,25 @@ pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_
  * pixels = NULL and a message; on success the caller owns out->pixels. */
 pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out);
 
+/* First-scan thumbnails. At 1/8 scale libjpeg's 1x1 inverse DCT reads only each block's
+ * DC coefficient, and a progressive JPEG sends every DC coefficient (its first pass and
+ * refinements) in scans of their own. So a progressive JPEG at scale_denom 8 is decoded
+ * from a copy holding only its DC scans: the AC scans' entropy-coded data, where nearly
+ * all the time goes, is skipped by a marker scan instead of being decoded. The pixels are
+ * identical to the full decode's (block smoothing is off on that path; it would only
+ * invent AC coefficients the 1x1 IDCT ignores). Any file the marker scan does not
+ * understand (truncated, no EOI, odd markers) takes the full decode, with its warnings.
+ * PXL_JPEG_ALL_SCANS forces the full decode (tests and benchmarks compare the two). */
+#define PXL_JPEG_ALL_SCANS 0x1
+pxl_codec_status pxl_jpeg_decode_with_options(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                              uint64_t max_pixels, uint32_t options, pxl_codec_output *out);
+
+/* The DC scans of a progressive JPEG as a JPEG of its own (every marker segment but the
+ * AC scans, then EOI), in a malloc'd buffer the caller frees. Returns its size, or 0 when
+ * there is nothing to gain or the file is not understood: not progressive, no AC scan,
+ * no EOI, a malformed segment. Never reads outside [data, data+size). */
+size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out);
+
 /* Same as pxl_jpeg_read_info for PNG. orientation comes from an eXIf chunk placed before
  * IDAT (the only place the cheap header parse looks). */
 pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message, size_t message_cap);
