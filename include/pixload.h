@@ -460,6 +460,12 @@ typedef uint64_t pxl_token;
 typedef void (*pxl_progress_callback)(pxl_token token, uint64_t received, uint64_t expected,
                                       void *user_data);
 
+/* A preview of a request's image while its progressive JPEG downloads: the scans received
+ * so far decoded in the request's size, mode, format and orientation, blurry at first.
+ * Runs on the thread draining the request's queue, with the request's user_data; image is
+ * borrowed for the call (pxl_image_retain keeps it). Since 0.2.0. */
+typedef void (*pxl_preview_callback)(pxl_token token, pxl_image *image, void *user_data);
+
 typedef struct pxl_request {
   size_t struct_size;    /* sizeof(pxl_request); set by pxl_request_init */
   const char *url;       /* required; http(s)://... or file://... when allowed; copied */
@@ -487,6 +493,20 @@ typedef struct pxl_request {
                             final callback. Shared transfers report to every requester. */
   int32_t progress_interval_ms; /* at most one progress call per request per interval;
                             default 100 */
+  /* Since 0.2.0. */
+  pxl_preview_callback preview; /* optional, NULL (default): previews of a progressive JPEG
+                            as its scans arrive, zero or more calls before the final one,
+                            each from more scans (sharper) than the last. Like progress:
+                            never after the final callback, and none starts once pxl_cancel
+                            (or the request's end) has been called; one that began on the
+                            queue's thread before a pxl_cancel on another thread may still be
+                            running when it returns. Baseline JPEGs and PNGs give none (their
+                            rows arrive top to bottom; a half-drawn row is not a preview);
+                            neither does an answer from the memory or disk cache. Requests
+                            merged into one download each get their previews. Each costs a
+                            decode of the scans so far, on a decoder thread. */
+  int32_t preview_interval_ms; /* at most one preview per request per interval; default 250;
+                            0: one per scan received */
 } pxl_request;
 
 /* Fills *request with the defaults above (url NULL) as pxl_config_init_size does: size

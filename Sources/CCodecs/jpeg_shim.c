@@ -424,6 +424,53 @@ not_understood:
   return 0;
 }
 
+size_t pxl_jpeg_progressive_prefix(const uint8_t *data, size_t size, int32_t *scans) {
+  *scans = 0;
+  if (data == NULL || size < 4 || data[0] != 0xFF || data[1] != 0xD8) return 0;
+  size_t at = 2, complete = 0;
+  int progressive = 0, count = 0;
+  for (;;) {
+    if (at >= size || data[at] != 0xFF) break;
+    while (at < size && data[at] == 0xFF) at++;
+    if (at + 3 > size) break; /* the marker's code and length have not all arrived */
+    uint8_t code = data[at++];
+    if (code == 0xD9 || code == 0x00 || code == 0x01 || (code >= 0xD0 && code <= 0xD8)) break;
+    size_t length = be16(data + at);
+    if (length < 2) break;
+    int is_frame = code >= 0xC0 && code <= 0xCF && code != 0xC4 && code != 0xC8 && code != 0xCC;
+    if (is_frame && code != 0xC2 && code != 0xCA) break; /* not progressive: no previews */
+    if (is_frame) progressive = 1;
+    if (at + length > size) break;
+    at += length;
+    if (code != 0xDA) continue;
+    if (!progressive) break;
+    /* The scan is complete once the marker after its data has arrived. */
+    size_t data_end = at;
+    int found = 0;
+    for (;;) {
+      const uint8_t *ff = memchr(data + data_end, 0xFF, size - data_end);
+      if (ff == NULL) break;
+      data_end = (size_t)(ff - data);
+      size_t next = data_end + 1;
+      while (next < size && data[next] == 0xFF) next++;
+      if (next >= size) break;
+      if (data[next] == 0x00 || (data[next] >= 0xD0 && data[next] <= 0xD7)) {
+        data_end = next + 1;
+        continue;
+      }
+      found = 1;
+      break;
+    }
+    if (!found || count >= PXL_JPEG_MAX_SCANS) break;
+    count++;
+    complete = data_end;
+    at = data_end;
+  }
+  if (!progressive || count == 0) return 0;
+  *scans = count;
+  return complete;
+}
+
 pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out) {
   return pxl_jpeg_decode_with_options(data, size, layout, scale_denom, max_pixels, 0, out);
 }

@@ -142,7 +142,7 @@ private func end<T, F>(_ field: KeyPath<T, F>) -> Int {
 }
 
 private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level)]
-private let requestVersions = [end(\pxl_request.progress_interval_ms)]
+private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_request.preview_interval_ms)]
 private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority)]
 private let statsSize01 = end(\pxl_stats.disk_bytes)
 private let tableStatsSize01 = end(\pxl_table_stats.failed)
@@ -375,6 +375,8 @@ private func defaultRequest() -> pxl_request {
   r.headers = nil
   r.progress = nil
   r.progress_interval_ms = 100
+  r.preview = nil
+  r.preview_interval_ms = 250
   return r
 }
 
@@ -410,7 +412,7 @@ private func imageRequest(_ r: pxl_request) -> ImageRequest? {
         r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
                           | PXL_FLAG_CACHE_ONLY) == 0,
         r.flags & UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY) != UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY),
-        r.progress_interval_ms >= 0, let headers = headerLines(r.headers)
+        r.progress_interval_ms >= 0, r.preview_interval_ms >= 0, let headers = headerLines(r.headers)
   else { return nil }
   var converted = ImageRequest(url: String(cString: url), cacheKey: r.cache_key.map { String(cString: $0) },
                                targetWidth: Int(r.width), targetHeight: Int(r.height), mode: mode, format: format,
@@ -418,6 +420,7 @@ private func imageRequest(_ r: pxl_request) -> ImageRequest? {
                                appliesOrientation: r.flags & UInt32(PXL_FLAG_IGNORE_ORIENTATION) == 0,
                                usesMemoryCache: r.flags & UInt32(PXL_FLAG_SKIP_MEMORY_CACHE) == 0,
                                headers: headers, progressIntervalMilliseconds: Int(r.progress_interval_ms))
+  converted.previewIntervalMilliseconds = Int(r.preview_interval_ms)
   if r.flags & UInt32(PXL_FLAG_RELOAD) != 0 { converted.cachePolicy = .reload }
   if r.flags & UInt32(PXL_FLAG_CACHE_ONLY) != 0 { converted.cachePolicy = .cacheOnly }
   return converted
@@ -437,8 +440,11 @@ private func imageRequest(_ r: pxl_request) -> ImageRequest? {
   let progress: ((UInt64, UInt64, UInt64) -> Void)? = cRequest.progress.map { report in
     { token, received, expected in report(token, received, expected, userData) }
   }
+  let preview: ((UInt64, Image) -> Void)? = cRequest.preview.map { show in
+    { token, image in withExtendedLifetime(image) { show(token, handle(image), userData) } }
+  }
   do {
-    let token = try loader.load(parsed, queue: queue, progress: progress, handler: handler)
+    let token = try loader.load(parsed, queue: queue, progress: progress, preview: preview, handler: handler)
     tokenOut?.pointee = token
     return PXL_OK
   } catch {

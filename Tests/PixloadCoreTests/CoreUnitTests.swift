@@ -321,6 +321,41 @@ final class CompletionQueueTests: XCTestCase {
     queue.close()
   }
 
+  /// Previews: a queued one is replaced by a sharper one, never one from fewer scans;
+  /// none runs after a cancel or the result; one per interval.
+  func testPreviewRules() throws {
+    let queue = try CompletionQueue()
+    let recorder = Recorder()
+    var shown: [Int] = []  // the width of each preview run, standing for its scans
+    let delivery = Delivery(token: 1, owner: nil, previewHandler: { _, image in shown.append(image.width) },
+                            previewIntervalMilliseconds: 0, handler: recorder.handler)
+    XCTAssertTrue(queue.register(delivery))
+    queue.preview(delivery, image: solidImage(width: 1, height: 1), scans: 1)
+    queue.preview(delivery, image: solidImage(width: 3, height: 1), scans: 3)  // replaces the queued one
+    queue.preview(delivery, image: solidImage(width: 2, height: 1), scans: 2)  // fewer scans: dropped
+    XCTAssertEqual(queue.dispatch(max: 0), 1)
+    XCTAssertEqual(shown, [3])
+    queue.preview(delivery, image: solidImage(width: 4, height: 1), scans: 4)
+    XCTAssertTrue(queue.cancel(delivery))  // drops the queued preview
+    queue.preview(delivery, image: solidImage(width: 5, height: 1), scans: 5)  // after the cancel: dropped
+    _ = queue.dispatch(max: 0)
+    XCTAssertEqual(shown, [3], "no preview after a cancel")
+    XCTAssertEqual(recorder.status(1), .cancelled)
+
+    // With an interval, a preview sooner than it after the last that ran is dropped.
+    let spaced = Delivery(token: 2, owner: nil, previewHandler: { _, image in shown.append(image.width) },
+                          previewIntervalMilliseconds: 60_000, handler: recorder.handler)
+    XCTAssertTrue(queue.register(spaced))
+    queue.preview(spaced, image: solidImage(width: 6, height: 1), scans: 1)
+    _ = queue.dispatch(max: 0)
+    queue.preview(spaced, image: solidImage(width: 7, height: 1), scans: 2)
+    queue.complete(spaced, with: .failure(LoadError(.http, "x")))
+    queue.preview(spaced, image: solidImage(width: 8, height: 1), scans: 3)  // after the result: dropped
+    _ = queue.dispatch(max: 0)
+    XCTAssertEqual(shown, [3, 6])
+    queue.close()
+  }
+
   func testDispatchConsumesAWakeup() throws {
     let queue = try CompletionQueue()
     var fds = pollfd(fd: queue.fileDescriptor, events: Int16(POLLIN), revents: 0)

@@ -12,7 +12,7 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
     let headers: [String]
     let revalidating: (etag: String, lastModified: String)?
     let delay: UInt64
-    let progress: (@Sendable (UInt64, UInt64) -> Void)?
+    let progress: TransferProgress?
     let completion: @Sendable (Result<DownloadedData, LoadError>) -> Void
   }
 
@@ -30,7 +30,7 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
 
   func start(url: String, headers: [String], revalidating: (etag: String, lastModified: String)?,
              delay: UInt64, priority: Int32,
-             progress: (@Sendable (UInt64, UInt64) -> Void)?,
+             progress: TransferProgress?,
              completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
     lock.withLock {
       nextID += 1

@@ -10,6 +10,10 @@
 #define FIXTURE_ORIENTED_JPG "oriented6.jpg" /* the gradient, EXIF orientation 6 (rotate 90 CW) */
 #define FIXTURE_NOISE_JPG "noise.jpg"        /* large and incompressible: slow through /slow/ */
 #define FIXTURE_MEDIUM_JPG "medium.jpg"      /* noise again, about 3 s through /slow/ */
+#define FIXTURE_PROGRESSIVE_JPG "progressive.jpg" /* progressive (libjpeg's 10-scan script):
+                                                     shading, discs and grain; a few s via /slow/ */
+#define FIXTURE_PROGRESSIVE_W 480
+#define FIXTURE_PROGRESSIVE_H 360
 #define FIXTURE_ALPHA_PNG "alpha.png"        /* 300x200 RGBA, alpha rises left to right */
 #define FIXTURE_CORRUPT_JPG "corrupt.jpg"    /* JPEG magic and tables, no frame: libjpeg errors */
 #define FIXTURE_NOT_AN_IMAGE "not-an-image.jpg" /* HTML under an image name */

@@ -71,8 +71,31 @@ static struct rgb_image make_noise(int width, int height) {
   return img;
 }
 
+/* Something like a photograph for the progressive fixture: smooth shading, sharp edges
+ * (discs) and fine texture, so that each scan adds visible detail. */
+static struct rgb_image make_scene(int width, int height) {
+  struct rgb_image img = {width, height, NULL};
+  img.pixels = malloc((size_t)width * height * 3);
+  if (!img.pixels) die("out of memory", "scene");
+  uint32_t state = 777u;
+  for (int y = 0; y < height; y++) {
+    for (int x = 0; x < width; x++) {
+      state = state * 1664525u + 1013904223u;
+      int grain = (int)(state >> 28) - 8;
+      int cx = x % 96 - 48, cy = y % 96 - 48;
+      int disc = cx * cx + cy * cy < 30 * 30;
+      unsigned char *p = img.pixels + ((size_t)y * width + x) * 3;
+      int r = x * 255 / width + grain, g = disc ? 230 + grain : y * 200 / height + grain, b = ((x / 4 + y / 4) % 2) * 90 + 60;
+      p[0] = (unsigned char)(r < 0 ? 0 : r > 255 ? 255 : r);
+      p[1] = (unsigned char)(g < 0 ? 0 : g > 255 ? 255 : g);
+      p[2] = (unsigned char)b;
+    }
+  }
+  return img;
+}
+
 static void write_jpeg(const char *path, const struct rgb_image *img, int quality,
-                       int exif_orientation) {
+                       int exif_orientation, int progressive) {
   FILE *f = fopen(path, "wb");
   if (!f) die("cannot create", path);
   struct jpeg_compress_struct cinfo;
@@ -86,6 +109,7 @@ static void write_jpeg(const char *path, const struct rgb_image *img, int qualit
   cinfo.in_color_space = JCS_RGB;
   jpeg_set_defaults(&cinfo);
   jpeg_set_quality(&cinfo, quality, TRUE);
+  if (progressive) jpeg_simple_progression(&cinfo); /* libjpeg's default script: 10 scans */
   if (exif_orientation) cinfo.write_JFIF_header = FALSE; /* an EXIF file has APP1 first */
   jpeg_start_compress(&cinfo, TRUE);
   if (exif_orientation) {
@@ -212,28 +236,34 @@ int main(int argc, char **argv) {
 
   struct rgb_image gradient = make_gradient();
   char *path = join(dir, FIXTURE_GRADIENT_JPG);
-  write_jpeg(path, &gradient, 92, 0);
+  write_jpeg(path, &gradient, 92, 0, 0);
   char *corrupt = join(dir, FIXTURE_CORRUPT_JPG);
   write_corrupt_jpeg(corrupt, path);
   free(corrupt);
   free(path);
 
   path = join(dir, FIXTURE_ORIENTED_JPG);
-  write_jpeg(path, &gradient, 92, 6);
+  write_jpeg(path, &gradient, 92, 6, 0);
   free(path);
   free(gradient.pixels);
 
   struct rgb_image noise = make_noise(FIXTURE_NOISE_W, FIXTURE_NOISE_H);
   path = join(dir, FIXTURE_NOISE_JPG);
-  write_jpeg(path, &noise, 90, 0);
+  write_jpeg(path, &noise, 90, 0, 0);
   free(path);
   free(noise.pixels);
 
   noise = make_noise(FIXTURE_MEDIUM_W, FIXTURE_MEDIUM_H);
   path = join(dir, FIXTURE_MEDIUM_JPG);
-  write_jpeg(path, &noise, 90, 0);
+  write_jpeg(path, &noise, 90, 0, 0);
   free(path);
   free(noise.pixels);
+
+  struct rgb_image scene = make_scene(FIXTURE_PROGRESSIVE_W, FIXTURE_PROGRESSIVE_H);
+  path = join(dir, FIXTURE_PROGRESSIVE_JPG);
+  write_jpeg(path, &scene, 90, 0, 1);
+  free(path);
+  free(scene.pixels);
 
   path = join(dir, FIXTURE_ALPHA_PNG);
   write_alpha_png(path);

@@ -119,6 +119,14 @@ pxl_codec_status pxl_jpeg_decode_with_options(const uint8_t *data, size_t size, 
  * no EOI, a malformed segment. Never reads outside [data, data+size). */
 size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out);
 
+/* Previews of a progressive JPEG still downloading: the length of the longest prefix of
+ * [data, data+size) that ends just after a complete scan (the marker after its
+ * entropy-coded data has arrived), and that prefix's scan count in *scans. Decoding the
+ * prefix with an EOI appended gives what libjpeg's buffered-image mode shows at that scan
+ * boundary. Returns 0 (and *scans 0) for a baseline JPEG, no complete scan yet, or
+ * anything not understood. Never reads outside the buffer. */
+size_t pxl_jpeg_progressive_prefix(const uint8_t *data, size_t size, int32_t *scans);
+
 /* Same as pxl_jpeg_read_info for PNG. orientation comes from an eXIf chunk placed before
  * IDAT (the only place the cheap header parse looks). */
 pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message, size_t message_cap);

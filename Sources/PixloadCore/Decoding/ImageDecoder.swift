@@ -9,6 +9,18 @@ import Glibc
 ///   parallel on the decode pool's threads.
 public protocol ImageDecoding: Sendable {
   func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError>
+  /// For previews: the length of the longest prefix of a progressive JPEG still
+  /// downloading that ends after a complete scan, and its scan count; nil for anything
+  /// else (baseline JPEG, PNG, no complete scan yet).
+  func previewPrefix(_ data: [UInt8]) -> (length: Int, scans: Int)?
+}
+
+extension ImageDecoding {
+  public func previewPrefix(_ data: [UInt8]) -> (length: Int, scans: Int)? {
+    var scans: Int32 = 0
+    let length = data.withUnsafeBufferPointer { pxl_jpeg_progressive_prefix($0.baseAddress, $0.count, &scans) }
+    return length > 0 ? (length, Int(scans)) : nil
+  }
 }
 
 /// The real decoder: JPEG through libjpeg-turbo, PNG through libpng (both behind the

@@ -17,6 +17,11 @@ final class Delivery: @unchecked Sendable {
   let progressHandler: ((UInt64, UInt64, UInt64) -> Void)?
   let progressInterval: UInt64
   var wantsProgress: Bool { progressHandler != nil }
+  /// Previews (token, image) of a progressive JPEG still downloading, each from more scans
+  /// than the last, at most one per `previewInterval`.
+  let previewHandler: ((UInt64, Image) -> Void)?
+  let previewInterval: UInt64
+  var wantsPreview: Bool { previewHandler != nil }
   /// The loader that still may hold pipeline state for this request; told on delivery so
   /// it can forget the token, and on queue close so it can detach the request.
   weak var owner: (any DeliveryOwner)?
@@ -27,15 +32,23 @@ final class Delivery: @unchecked Sendable {
   var progressValue: (received: UInt64, expected: UInt64) = (0, 0)
   var progressQueued = false
   var lastProgressAt: UInt64 = 0
+  /// The preview waiting to run (replaced by a sharper one until it does), and the scan
+  /// count of the last one queued.
+  var previewImage: Image?
+  var previewScans = 0
+  var lastPreviewAt: UInt64 = 0
 
   init(token: UInt64, owner: (any DeliveryOwner)?,
        progressHandler: ((UInt64, UInt64, UInt64) -> Void)? = nil, progressIntervalMilliseconds: Int = 100,
+       previewHandler: ((UInt64, Image) -> Void)? = nil, previewIntervalMilliseconds: Int = 250,
        handler: @escaping (UInt64, Outcome) -> Void) {
     self.token = token
     self.owner = owner
     self.handler = handler
     self.progressHandler = progressHandler
     self.progressInterval = UInt64(max(0, progressIntervalMilliseconds)) * 1_000_000
+    self.previewHandler = previewHandler
+    self.previewInterval = UInt64(max(0, previewIntervalMilliseconds)) * 1_000_000
   }
 }
 
@@ -65,10 +78,18 @@ private struct DrainListener {
 public final class CompletionQueue: @unchecked Sendable {
   private let lock = Lock()
   public let fileDescriptor: Int32
-  /// A final result, or a progress report that runs before it.
+  /// A final result, or a progress report or preview that runs before it.
   private enum Entry {
     case result(Delivery)
     case progress(Delivery)
+    case preview(Delivery)
+  }
+
+  /// What `dispatch` runs for an entry, taken under the lock and run without it.
+  private enum Action {
+    case result(Delivery, Outcome)
+    case progress(Delivery, UInt64, UInt64)
+    case preview(Delivery, Image?)
   }
 
   private var ready: [Entry] = []
@@ -185,6 +206,23 @@ public final class CompletionQueue: @unchecked Sendable {
     }
   }
 
+  /// Queues a preview made from `scans` scans unless the result is in, the request has
+  /// had one from as many scans, or its interval has not passed since the last one ran. A
+  /// preview still waiting is replaced by this sharper one.
+  func preview(_ delivery: Delivery, image: Image, scans: Int) {
+    lock.withLock {
+      guard delivery.state == .waiting, !closed, delivery.previewHandler != nil, scans > delivery.previewScans else {
+        return
+      }
+      if delivery.previewImage == nil && delivery.lastPreviewAt != 0
+        && monotonicNanoseconds() - delivery.lastPreviewAt < delivery.previewInterval { return }
+      let wasQueued = delivery.previewImage != nil
+      delivery.previewImage = image
+      delivery.previewScans = scans
+      if !wasQueued { appendReady(.preview(delivery)) }
+    }
+  }
+
   /// Turns the request's result into a cancellation if its handler has not started.
   /// Returns false when it already ran (or is running).
   @discardableResult
@@ -197,10 +235,12 @@ public final class CompletionQueue: @unchecked Sendable {
       case .queued:
         undrainedImageBytes -= Self.imageBytes(delivery.outcome)
         delivery.outcome = .failure(.cancelled)  // releases a queued image at once
+        delivery.previewImage = nil
         return true
       case .waiting:
         if closed { return false }
         delivery.outcome = .failure(.cancelled)
+        delivery.previewImage = nil  // a queued preview no longer runs
         delivery.state = .queued
         appendReady(.result(delivery))
         return true
@@ -223,7 +263,7 @@ public final class CompletionQueue: @unchecked Sendable {
       // What to run, taken under the lock: a final outcome, or progress figures; and the
       // loaders to wake when this result brought the queue below its resume mark.
       var drained: [DrainListener] = []
-      let next: (Delivery, Outcome?, (UInt64, UInt64))? = lock.withLock {
+      let next: Action? = lock.withLock {
         guard readyHead < ready.count else { return nil }
         let entry = ready[readyHead]
         readyHead += 1
@@ -239,22 +279,31 @@ public final class CompletionQueue: @unchecked Sendable {
             drainListeners.removeAll()
           }
           defer { delivery.outcome = nil }
-          return (delivery, delivery.outcome!, (0, 0))
+          return .result(delivery, delivery.outcome!)
         case .progress(let delivery):
           delivery.progressQueued = false
           delivery.lastProgressAt = monotonicNanoseconds()
-          return (delivery, nil, delivery.progressValue)
+          return .progress(delivery, delivery.progressValue.received, delivery.progressValue.expected)
+        case .preview(let delivery):
+          // nil when a cancel or the result came after it was queued.
+          let image = delivery.state == .waiting ? delivery.previewImage : nil
+          delivery.previewImage = nil
+          delivery.lastPreviewAt = monotonicNanoseconds()
+          return .preview(delivery, image)
         }
       }
       for listener in drained { listener.owner?.queueDrained(self) }
-      guard let (delivery, outcome, figures) = next else { break }
-      if let outcome {
+      guard let next else { break }
+      // A result is queued behind the reports and previews that came before it, so none
+      // of them runs after the final callback.
+      switch next {
+      case .result(let delivery, let outcome):
         delivery.owner?.deliveryFinished(delivery)
         delivery.handler(delivery.token, outcome)
-      } else {
-        // A result is queued behind the reports that came before it, so progress never
-        // runs after the final callback.
-        delivery.progressHandler?(delivery.token, figures.0, figures.1)
+      case .progress(let delivery, let received, let expected):
+        delivery.progressHandler?(delivery.token, received, expected)
+      case .preview(let delivery, let image):
+        if let image { delivery.previewHandler?(delivery.token, image) }
       }
       count += 1
     }

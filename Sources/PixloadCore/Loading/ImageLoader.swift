@@ -153,9 +153,12 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// Accepts a request. On success `handler` runs exactly once, when `queue` is drained;
   /// on a thrown error it never runs.
   /// `progress` (token, bytes received, bytes expected or 0) runs on the queue's thread
-  /// while the download is under way, never after `handler`.
+  /// while the download is under way, never after `handler`. `preview` (token, image)
+  /// likewise, with the request's variant decoded from the scans of a progressive JPEG
+  /// received so far, each from more scans than the last (see `previewDownload`).
   public func load(_ request: ImageRequest, queue: CompletionQueue,
                    progress: ((UInt64, UInt64, UInt64) -> Void)? = nil,
+                   preview: ((UInt64, Image) -> Void)? = nil,
                    handler: @escaping (UInt64, Outcome) -> Void) throws(LoadError) -> UInt64 {
     try validate(request)
     let variant = request.variant
@@ -167,7 +170,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     nextToken += 1
     let token = nextToken
     let delivery = Delivery(token: token, owner: self, progressHandler: progress,
-                            progressIntervalMilliseconds: request.progressIntervalMilliseconds, handler: handler)
+                            progressIntervalMilliseconds: request.progressIntervalMilliseconds,
+                            previewHandler: preview, previewIntervalMilliseconds: request.previewIntervalMilliseconds,
+                            handler: handler)
     guard queue.register(delivery) else {
       lock.unlock()
       throw LoadError(.invalidArgument, "the completion queue is closed")
@@ -382,9 +387,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     download.transfer = dataLoader.start(
       url: download.url, headers: download.headers, revalidating: validators,
       delay: UInt64(download.startDelayMilliseconds) * 1_000_000, priority: download.priority,
-      progress: { [weak self, weak download] received, expected in
+      progress: { [weak self, weak download] received, expected, body in
         guard let self, let download else { return }
-        self.downloadProgressed(download, received: received, expected: expected)
+        self.downloadProgressed(download, received: received, expected: expected, body: body)
       },
       completion: { [weak self, weak download] result in
         guard let self, let download else { return }
@@ -521,13 +526,62 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   // MARK: - Completions (library threads)
 
-  private func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64) {
+  private func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64, body: [UInt8]) {
+    var previewNow = false
     let listeners: [PendingRequest] = lock.withLock {
       guard downloads[download.key] === download else { return [] }
-      return download.decodes.values.flatMap { $0.requests.values.filter(\.delivery.wantsProgress) }
+      let requesters = download.decodes.values.flatMap(\.requests.values)
+      // One preview decode at a time per download, and none sooner than the shortest
+      // interval its requesters asked for: the queue drops what comes too soon anyway.
+      let previewers = requesters.filter(\.delivery.wantsPreview)
+      if !previewers.isEmpty, !download.previewing, download.previewScans < Self.previewScanLimit {
+        let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
+        let now = monotonicNanoseconds()
+        if download.lastPreviewAt == 0 || now - download.lastPreviewAt >= interval {
+          download.previewing = true
+          download.lastPreviewAt = now
+          previewNow = true
+        }
+      }
+      return requesters.filter(\.delivery.wantsProgress)
     }
     for pending in listeners {
       pending.queue.progress(pending.delivery, received: received, expected: expected)
+    }
+    if previewNow {
+      _ = decodePool.submit(priority: download.priority) { [weak self, weak download] in
+        guard let self, let download else { return }
+        self.previewDownload(download, body)
+      }
+    }
+  }
+
+  /// A preview decode never runs for more scans than this (libjpeg's own scan limit).
+  static let previewScanLimit = 500
+
+  /// Decodes the complete scans of a progressive JPEG received so far (`body`, a prefix of
+  /// the download) into each variant whose requesters want previews, and queues the
+  /// images to them. Baseline JPEGs and other formats get no preview: their rows arrive
+  /// top to bottom, and a half-drawn image is not what a list row should show.
+  private func previewDownload(_ download: DownloadTask, _ body: [UInt8]) {
+    defer { lock.withLock { download.previewing = false } }
+    guard let prefix = decoder.previewPrefix(body) else { return }
+    let targets: [(ImageVariant, [PendingRequest])] = lock.withLock {
+      guard downloads[download.key] === download, prefix.scans > download.previewScans else { return [] }
+      download.previewScans = prefix.scans
+      return download.decodes.values.compactMap { decode in
+        let previewers = decode.requests.values.filter(\.delivery.wantsPreview)
+        return previewers.isEmpty ? nil : (decode.variant, Array(previewers))
+      }
+    }
+    guard !targets.isEmpty else { return }
+    var bytes = Array(body[0..<prefix.length])
+    bytes += [0xFF, 0xD9]  // EOI: libjpeg then shows the coefficients it has, without a warning
+    for (variant, previewers) in targets {
+      guard case .success(let image) = decoder.decode(bytes, variant: variant, maxPixels: configuration.maxPixels) else {
+        continue
+      }
+      for pending in previewers { pending.queue.preview(pending.delivery, image: image, scans: prefix.scans) }
     }
   }
 
@@ -673,6 +727,10 @@ private final class DownloadTask {
   var stored: DiskCache.Entry?
   /// Set by the request that started it (a table during a fling).
   var startDelayMilliseconds = 0
+  /// Previews: a decode under way, when the last began, the scan count of the last made.
+  var previewing = false
+  var lastPreviewAt: UInt64 = 0
+  var previewScans = 0
 
   init(key: DownloadKey, url: String, headers: [String]) {
     self.key = key

@@ -53,6 +53,8 @@ public struct ImageRequest: Sendable {
   public var headers: [String]
   /// At most one progress report per interval reaches the request's queue.
   public var progressIntervalMilliseconds: Int
+  /// At most one preview (a progressive JPEG still downloading) per interval; 0: no limit.
+  public var previewIntervalMilliseconds = 250
   /// Where the bytes may come from. Only requests of the same policy are merged: a
   /// request never fails (or skips the network) because of another requester's flag.
   public var cachePolicy: CachePolicy = .normal

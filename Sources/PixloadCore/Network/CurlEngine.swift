@@ -65,7 +65,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   }
 
   public func start(url: String, headers: [String], revalidating: (etag: String, lastModified: String)?,
-                    delay: UInt64, priority: Int32, progress: (@Sendable (UInt64, UInt64) -> Void)?,
+                    delay: UInt64, priority: Int32, progress: TransferProgress?,
                     completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
     let host = (try? URLScheme.host(of: url)) ?? ""
     var lines = configuration.headers + headers
@@ -430,7 +430,7 @@ private final class Transfer {
   let host: String
   var priority: Int32
   let maxBodyBytes: Int
-  let progress: (@Sendable (UInt64, UInt64) -> Void)?
+  let progress: TransferProgress?
   let completion: @Sendable (Result<DownloadedData, LoadError>) -> Void
   var easy: UnsafeMutableRawPointer?
   var body: [UInt8] = []
@@ -455,7 +455,7 @@ private final class Transfer {
   static let progressGranularity: UInt64 = 20_000_000
 
   init(id: TransferID, url: String, host: String, headers: [String], priority: Int32, maxBodyBytes: Int,
-       progress: (@Sendable (UInt64, UInt64) -> Void)?,
+       progress: TransferProgress?,
        completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) {
     self.id = id
     self.url = url
@@ -532,7 +532,7 @@ private final class Transfer {
       let now = monotonicNanoseconds()
       if now - lastProgress >= Self.progressGranularity {
         lastProgress = now
-        progress(UInt64(body.count), expectedLength)
+        progress(UInt64(body.count), expectedLength, body)
       }
     }
     return length

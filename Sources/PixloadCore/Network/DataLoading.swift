@@ -1,20 +1,24 @@
 /// Identifies one transfer of a `DataLoading` engine.
 public typealias TransferID = UInt64
 
+/// A transfer's progress: bytes received, expected (0 when unknown), and the body so far.
+/// The body shares the transfer's storage: keeping it makes the transfer's next append
+/// copy it once, so a listener keeps it only when it needs the bytes (a preview).
+public typealias TransferProgress = @Sendable (_ received: UInt64, _ expected: UInt64, _ body: [UInt8]) -> Void
+
 /// What the loader needs from the network: start, cancel and re-rank transfers.
 ///
 /// - important: Implementations must be thread safe. `completion` runs at most once, on a
 ///   library thread, never on the caller's. It may still run after `cancel` when the
 ///   transfer was finishing at that moment; callers must tolerate that.
 public protocol DataLoading: AnyObject, Sendable {
-  /// `progress` (bytes received, expected or 0) runs on a library thread, now and then,
-  /// before `completion`.
+  /// `progress` runs on a library thread, now and then, before `completion`.
   /// `revalidating`: validators of a stored copy; the request is made conditional and a
   /// 304 completes successfully with no bytes. `delay`: nanoseconds before the transfer
   /// may start (a cancel before then costs nothing at all).
   func start(url: String, headers: [String], revalidating: (etag: String, lastModified: String)?,
              delay: UInt64, priority: Int32,
-             progress: (@Sendable (UInt64, UInt64) -> Void)?,
+             progress: TransferProgress?,
              completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID
   func cancel(_ id: TransferID)
   func setPriority(_ id: TransferID, _ priority: Int32)

@@ -152,6 +152,7 @@ class pxl_config(ctypes.Structure):
 
 
 progress_callback = ctypes.CFUNCTYPE(None, c_token, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p)
+preview_callback = ctypes.CFUNCTYPE(None, c_token, ctypes.c_void_p, ctypes.c_void_p)
 
 
 class pxl_request(ctypes.Structure):
@@ -168,6 +169,9 @@ class pxl_request(ctypes.Structure):
         ("headers", c_char_pp),
         ("progress", progress_callback),
         ("progress_interval_ms", ctypes.c_int32),
+        # Since 0.2.0.
+        ("preview", preview_callback),
+        ("preview_interval_ms", ctypes.c_int32),
     ]
 
 
@@ -290,7 +294,7 @@ def init_struct(struct, into=None):
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
     "pxl_config": ("log_level", PXL_LOG_WARNING),
-    "pxl_request": ("progress_interval_ms", 100),
+    "pxl_request": ("preview_interval_ms", 250),
     "pxl_table_config": ("prefetch_priority", -100),
 }
 

@@ -146,6 +146,9 @@ pub type pxl_token = u64;
 pub type pxl_progress_callback =
     Option<unsafe extern "C" fn(token: pxl_token, received: u64, expected: u64, user_data: *mut c_void)>;
 
+pub type pxl_preview_callback =
+    Option<unsafe extern "C" fn(token: pxl_token, image: *mut pxl_image, user_data: *mut c_void)>;
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct pxl_request {
@@ -161,6 +164,9 @@ pub struct pxl_request {
     pub headers: *const *const c_char,
     pub progress: pxl_progress_callback,
     pub progress_interval_ms: i32,
+    // Since 0.2.0.
+    pub preview: pxl_preview_callback,
+    pub preview_interval_ms: i32,
 }
 
 #[repr(C)]

@@ -87,7 +87,7 @@ fn rust_side() -> (
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
-            progress, progress_interval_ms,
+            progress, progress_interval_ms, preview, preview_interval_ms,
         }
         pxl_result { struct_size, status, image, http_status, source, message }
         pxl_stats {

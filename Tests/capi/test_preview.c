@@ -1,0 +1,157 @@
+/* Previews of progressive JPEGs (pxl_request.preview) over nginx's rate-limited /slow/
+ * location (20 KB/s): several, each closer to the final image than the one before, all
+ * on the queue's thread before the final callback; none after a cancel, none for a
+ * baseline JPEG, none for a memory-cache hit; every requester merged into one download
+ * gets its own. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixtures.h"
+#include "harness.h"
+
+#define MAX_PREVIEWS 64
+
+struct preview_probe {
+  struct capture capture; /* the final callback */
+  pthread_t host;
+  pxl_token token;
+  int calls;
+  int off_thread;
+  int after_final;
+  int wrong_token;
+  int after_cancel;       /* previews once pxl_cancel had returned */
+  int cancelled;          /* set when the test cancelled it */
+  double at[MAX_PREVIEWS];
+  pxl_image *image[MAX_PREVIEWS]; /* retained */
+};
+
+static void on_preview(pxl_token token, pxl_image *image, void *user_data) {
+  struct preview_probe *p = user_data;
+  if (!pthread_equal(pthread_self(), p->host)) p->off_thread++;
+  if (atomic_load(&p->capture.calls) > 0) p->after_final++;
+  if (p->cancelled) p->after_cancel++;
+  if (p->token && token != p->token) p->wrong_token++;
+  if (p->calls < MAX_PREVIEWS) {
+    p->at[p->calls] = now_ms();
+    p->image[p->calls] = pxl_image_retain(image);
+  }
+  p->calls++;
+}
+
+static void probe_free(struct preview_probe *p) {
+  for (int i = 0; i < p->calls && i < MAX_PREVIEWS; i++) pxl_image_release(p->image[i]);
+  capture_reset(&p->capture);
+}
+
+/* Mean absolute difference per channel byte between two images of one size and format;
+ * -1 when their sizes differ. */
+static double mean_difference(const pxl_image *a, const pxl_image *b) {
+  int w = pxl_image_width(a), h = pxl_image_height(a);
+  if (w != pxl_image_width(b) || h != pxl_image_height(b) || pxl_image_format(a) != pxl_image_format(b)) return -1;
+  int bpp = pxl_image_stride(a) / w;
+  double sum = 0;
+  for (int y = 0; y < h; y++) {
+    const uint8_t *ra = pxl_image_pixels(a) + (size_t)y * pxl_image_stride(a);
+    const uint8_t *rb = pxl_image_pixels(b) + (size_t)y * pxl_image_stride(b);
+    for (int x = 0; x < w * bpp; x++) sum += ra[x] > rb[x] ? ra[x] - rb[x] : rb[x] - ra[x];
+  }
+  return sum / ((double)w * h * bpp);
+}
+
+/* What every previewed request obeys. */
+static void check_previews(const char *what, const struct preview_probe *p, int interval_ms, int min_calls) {
+  CHECKF(p->calls >= min_calls, "%s: %d previews, expected at least %d", what, p->calls, min_calls);
+  CHECKF(p->off_thread == 0, "%s: %d previews off the queue's thread", what, p->off_thread);
+  CHECKF(p->after_final == 0, "%s: %d previews after the final callback", what, p->after_final);
+  CHECKF(p->after_cancel == 0, "%s: %d previews after pxl_cancel returned", what, p->after_cancel);
+  CHECKF(p->wrong_token == 0, "%s: %d previews with another token", what, p->wrong_token);
+  int n = p->calls < MAX_PREVIEWS ? p->calls : MAX_PREVIEWS;
+  for (int i = 1; i < n && interval_ms > 0; i++)
+    CHECKF(p->at[i] - p->at[i - 1] >= interval_ms - 1.0, "%s: previews %d and %d %.1f ms apart (interval %d ms)",
+           what, i - 1, i, p->at[i] - p->at[i - 1], interval_ms);
+  if (p->capture.status != PXL_OK || p->capture.image == NULL) return;
+  /* In the request's size and format, each at least as close to the final as the one
+   * before (more scans, more detail), the last closer than the first. */
+  double first = -1, previous = 1e9, last = -1;
+  int same_shape = 1, sharper = 1;
+  printf("  preview %-12s %d previews, difference from the final:", what, p->calls);
+  for (int i = 0; i < n; i++) {
+    double d = mean_difference(p->image[i], p->capture.image);
+    printf(" %.2f", d);
+    if (d < 0) {
+      same_shape = 0;
+      continue;
+    }
+    if (d > previous + 1e-9) sharper = 0;
+    if (first < 0) first = d;
+    previous = last = d;
+  }
+  printf("\n");
+  CHECKF(same_shape, "%s: a preview differs from the final image in size or format", what);
+  CHECKF(sharper, "%s: a preview is further from the final image than the one before it", what);
+  if (n >= 2) CHECKF(last < first, "%s: the last preview (%.2f) is no closer than the first (%.2f)", what, last, first);
+}
+
+void test_previews(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  enum { FIRST, MERGED, CANCELLED, BASELINE, N };
+  struct preview_probe *probes = calloc(N, sizeof *probes);
+  struct test_url progressive = test_url(env, "/slow/" FIXTURE_PROGRESSIVE_JPG, "preview");
+  struct test_url cancelled = test_url(env, "/slow/" FIXTURE_PROGRESSIVE_JPG, "preview-cancel");
+  struct test_url baseline = test_url(env, "/slow/" FIXTURE_GRADIENT_JPG, "preview-baseline");
+  const char *urls[N] = {progressive.url, progressive.url, cancelled.url, baseline.url};
+  int intervals[N] = {100, 0, 0, 0};
+  atomic_int done = 0;
+  for (int i = 0; i < N; i++) {
+    pxl_request request;
+    request_for(&request, urls[i], 160, 120, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+    request.preview = on_preview;
+    request.preview_interval_ms = intervals[i];
+    probes[i].host = pthread_self();
+    probes[i].capture.seq = &done;
+    CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &probes[i], &probes[i].token), PXL_OK);
+  }
+  double deadline = now_ms() + 20000.0 * env->slow_factor;
+  while (atomic_load(&done) < N && now_ms() < deadline) {
+    pxl_queue_wait(queue, 50);
+    pxl_queue_dispatch(queue, 0);
+    if (!probes[CANCELLED].cancelled && probes[CANCELLED].calls >= 1) {
+      CHECK_STATUS(pxl_cancel(loader, probes[CANCELLED].token), PXL_OK);
+      probes[CANCELLED].cancelled = 1;
+    }
+  }
+  CHECKF(atomic_load(&done) == N, "%d of %d previewed loads finished", atomic_load(&done), N);
+  drain_for(queue, 400); /* previews that should not come have their chance to */
+
+  CHECK_STATUS(probes[FIRST].capture.status, PXL_OK);
+  check_previews("first", &probes[FIRST], 100, 2);
+  CHECK_STATUS(probes[MERGED].capture.status, PXL_OK);
+  check_previews("merged", &probes[MERGED], 0, 2);
+  CHECK_INT(log_count(env, progressive.uri), 1); /* one download for both */
+  CHECK_STATUS(probes[CANCELLED].capture.status, PXL_E_CANCELLED);
+  check_previews("cancelled", &probes[CANCELLED], 0, 1);
+  CHECK_INT(probes[CANCELLED].calls, 1);
+  CHECK_STATUS(probes[BASELINE].capture.status, PXL_OK);
+  CHECK_INT(probes[BASELINE].calls, 0);
+
+  /* A memory-cache hit has its image at once: no preview. */
+  struct preview_probe hit = {0};
+  hit.host = pthread_self();
+  pxl_request request;
+  request_for(&request, progressive.url, 160, 120, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  request.preview = on_preview;
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &hit, &hit.token), PXL_OK);
+  drain_until(env, queue, &hit.capture.calls, 1, 2000);
+  CHECK_INT(hit.capture.source, PXL_SOURCE_MEMORY);
+  CHECK_INT(hit.calls, 0);
+
+  probe_free(&hit);
+  for (int i = 0; i < N; i++) probe_free(&probes[i]);
+  free(probes);
+  pxl_queue_free(queue);
+  pxl_loader_free(loader);
+}
