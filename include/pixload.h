@@ -529,6 +529,9 @@ typedef struct pxl_result {
   int32_t http_status;   /* the last HTTP status seen, 0 if none (file://, no response) */
   pxl_source source;     /* where the image came from */
   const char *message;   /* never NULL: "" on success, else what went wrong, in English */
+  /* Since 0.2.0 (check struct_size before reading). */
+  int32_t preview;       /* 1: a table row's preview (pxl_table_config.previews): the row is
+                            still loading and its final call follows; 0 otherwise */
 } pxl_result;
 
 /* Called exactly once per accepted request, on the thread draining its queue. */
@@ -690,6 +693,12 @@ typedef struct pxl_table_config {
   int32_t keep_rows;         /* rows just behind that keep loading; default 2 */
   int32_t visible_priority;  /* default PXL_PRIORITY_VISIBLE */
   int32_t prefetch_priority; /* default PXL_PRIORITY_PREFETCH */
+  /* Since 0.2.0. */
+  int32_t previews;          /* 1 (default): a visible row whose image is a progressive JPEG
+                                gets previews as its scans arrive, through row_fn with
+                                result->preview 1, then its final call; never after the final
+                                call, never for a row that left the screen. 0: none. Tables
+                                made through 0.1.0's pxl_table_new symbol get none. */
 } pxl_table_config;
 
 /* Fills *config with the defaults above as pxl_config_init_size does: size is the

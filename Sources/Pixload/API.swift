@@ -143,7 +143,7 @@ private func end<T, F>(_ field: KeyPath<T, F>) -> Int {
 
 private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level)]
 private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_request.preview_interval_ms)]
-private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority)]
+private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority), end(\pxl_table_config.previews)]
 private let statsSize01 = end(\pxl_stats.disk_bytes)
 private let tableStatsSize01 = end(\pxl_table_stats.failed)
 
@@ -460,9 +460,10 @@ private func deliver(_ token: UInt64, _ outcome: Outcome, _ callback: pxl_callba
 }
 
 /// Calls `body` with a pxl_result for `outcome`; its image and message live for the call.
-private func withResult(_ outcome: Outcome, _ body: (UnsafePointer<pxl_result>) -> Void) {
+private func withResult(_ outcome: Outcome, preview: Bool = false, _ body: (UnsafePointer<pxl_result>) -> Void) {
   var result = pxl_result()
   result.struct_size = MemoryLayout<pxl_result>.stride
+  result.preview = preview ? 1 : 0
   let message: String
   switch outcome {
   case .success(let image, let source, let httpStatus):
@@ -603,6 +604,7 @@ private func defaultTableConfig() -> pxl_table_config {
   c.keep_rows = Int32(defaults.keepRows)
   c.visible_priority = defaults.visiblePriority
   c.prefetch_priority = defaults.prefetchPriority
+  c.previews = defaults.previews ? 1 : 0
   return c
 }
 
@@ -622,13 +624,17 @@ private func defaultTableConfig() -> pxl_table_config {
   let handler: ImageTable.RowHandler = { row, outcome in
     withResult(outcome) { result in rowFunction(Int64(row), result, userData) }
   }
-  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, out)
+  let preview: ImageTable.PreviewHandler = { row, image in
+    withResult(.success(image, .network, httpStatus: 0), preview: true) { result in rowFunction(Int64(row), result, userData) }
+  }
+  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, preview, out)
 }
 
 /// What pxl_table_create and 0.1.0's pxl_table_new share once the callbacks are wrapped.
 private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?,
                        _ config: UnsafePointer<pxl_table_config>?, _ rowCount: Int64,
                        _ provider: @escaping ImageTable.RequestProvider, _ handler: @escaping ImageTable.RowHandler,
+                       _ preview: ImageTable.PreviewHandler?,
                        _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
   guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let out, rowCount >= 0 else {
     return PXL_E_INVALID_ARGUMENT
@@ -643,9 +649,10 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
     configuration.keepRows = Int(c.keep_rows)
     configuration.visiblePriority = c.visible_priority
     configuration.prefetchPriority = c.prefetch_priority
+    configuration.previews = c.previews != 0
   }
   let created = ImageTable(loader: loader, queue: queue, rowCount: Int(rowCount), configuration: configuration,
-                           requestForRow: provider, onRow: handler)
+                           requestForRow: provider, onRow: handler, onPreview: preview)
   out.pointee = retainedHandle(created)
   return PXL_OK
 }
@@ -667,7 +674,8 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
   let handler: ImageTable.RowHandler = { row, outcome in
     withResult(outcome) { result in rowFunction(userData, Int64(row), result) }
   }
-  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, out)
+  // A 0.1.0 program expects one row call per load: no previews.
+  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, nil, out)
 }
 
 @c @implementation public func pxl_table_set_visible(_ handle: OpaquePointer?, _ first: Int64, _ count: Int32,

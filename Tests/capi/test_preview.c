@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "fixtures.h"
@@ -154,4 +155,75 @@ void test_previews(const struct test_env *env) {
   free(probes);
   pxl_queue_free(queue);
   pxl_loader_free(loader);
+}
+
+/* ---- tables ---- */
+
+struct table_probe {
+  char url[512];          /* every row's image */
+  int previews[4];        /* row_fn calls with result->preview 1, per row */
+  int finals[4];
+  int preview_after_final;
+  int preview_without_flag; /* a second call for a row with preview 0 */
+};
+
+static int table_request(int64_t row, pxl_request *request, void *user_data) {
+  struct table_probe *p = user_data;
+  if (row < 0 || row >= 4) return 0;
+  request->url = p->url;
+  request->width = 96;
+  request->height = 72;
+  return 1;
+}
+
+static void table_row(int64_t row, const pxl_result *result, void *user_data) {
+  struct table_probe *p = user_data;
+  if (row < 0 || row >= 4) return;
+  int preview = result->struct_size >= offsetof(pxl_result, preview) + sizeof(int32_t) && result->preview;
+  if (preview) {
+    if (p->finals[row]) p->preview_after_final++;
+    p->previews[row]++;
+    CHECKF(result->status == PXL_OK && result->image != NULL, "a preview row call without an image");
+  } else {
+    if (p->finals[row]) p->preview_without_flag++;
+    p->finals[row]++;
+  }
+}
+
+/* A table passes previews to its visible rows (on by default), flagged, before the row's
+ * final call and never after it; previews 0 turns them off. */
+void test_table_previews(const struct test_env *env) {
+  for (int on = 1; on >= 0; on--) {
+    pxl_loader *loader = new_loader(NULL);
+    pxl_queue *queue = new_queue();
+    struct table_probe probe = {0};
+    struct test_url u = test_url(env, "/slow/" FIXTURE_PROGRESSIVE_JPG, on ? "table-preview" : "table-no-preview");
+    snprintf(probe.url, sizeof probe.url, "%s", u.url);
+    pxl_table_config config;
+    pxl_table_config_init(&config);
+    CHECK_INT(config.previews, 1);
+    config.previews = on;
+    config.prefetch_rows = 0;
+    pxl_table *table = NULL;
+    CHECK_STATUS(pxl_table_new(loader, queue, &config, 4, table_request, table_row, &probe, &table), PXL_OK);
+    CHECK_STATUS(pxl_table_set_visible(table, 0, 1, 0), PXL_OK);
+    double deadline = now_ms() + 20000.0 * env->slow_factor;
+    while (probe.finals[0] == 0 && now_ms() < deadline) {
+      pxl_queue_wait(queue, 50);
+      pxl_queue_dispatch(queue, 0);
+    }
+    drain_for(queue, 300);
+    CHECK_INT(probe.finals[0], 1);
+    if (on) {
+      CHECKF(probe.previews[0] >= 2, "table: %d previews for a visible progressive row", probe.previews[0]);
+    } else {
+      CHECK_INT(probe.previews[0], 0);
+    }
+    CHECK_INT(probe.preview_after_final, 0);
+    CHECK_INT(probe.preview_without_flag, 0);
+    printf("  table previews %s: %d previews, then the final image\n", on ? "on" : "off", probe.previews[0]);
+    pxl_table_free(table);
+    pxl_queue_free(queue);
+    pxl_loader_free(loader);
+  }
 }

@@ -32,6 +32,8 @@ public final class ImageTable: @unchecked Sendable {
     /// visible row has its result, or after this long at most (a visible row on a stalled
     /// server must not stop prefetching for good).
     public var prefetchHoldMilliseconds = 1000
+    /// Visible rows get previews of progressive JPEGs while they download (`onPreview`).
+    public var previews = true
     public init() {}
   }
 
@@ -51,6 +53,8 @@ public final class ImageTable: @unchecked Sendable {
   public typealias RequestProvider = (Int) -> ImageRequest?
   /// A visible row's result: an image (from memory or freshly loaded) or an error.
   public typealias RowHandler = (Int, Outcome) -> Void
+  /// A preview for a visible row still loading: its result follows (see `ImageLoader.load`).
+  public typealias PreviewHandler = (Int, Image) -> Void
 
   private enum RowState {
     /// A request is in flight; `visible` decides whether its result reaches the host.
@@ -67,6 +71,7 @@ public final class ImageTable: @unchecked Sendable {
   private let configuration: Configuration
   private let requestForRow: RequestProvider
   private let onRow: RowHandler
+  private let onPreview: PreviewHandler?
 
   private let lock = Lock()
   private var rowCount: Int
@@ -93,13 +98,15 @@ public final class ImageTable: @unchecked Sendable {
 
   public init(loader: ImageLoader, queue: CompletionQueue, rowCount: Int = 0,
               configuration: Configuration = Configuration(),
-              requestForRow: @escaping RequestProvider, onRow: @escaping RowHandler) {
+              requestForRow: @escaping RequestProvider, onRow: @escaping RowHandler,
+              onPreview: PreviewHandler? = nil) {
     self.loader = loader
     self.queue = queue
     self.rowCount = max(0, rowCount)
     self.configuration = configuration
     self.requestForRow = requestForRow
     self.onRow = onRow
+    self.onPreview = configuration.previews ? onPreview : nil
   }
 
   public var stats: Statistics { lock.withLock { statistics } }
@@ -351,7 +358,10 @@ public final class ImageTable: @unchecked Sendable {
     }
     guard let generation else { return }
     do {
-      let token = try loader.load(request, queue: queue) { [weak self] token, outcome in
+      let preview: ((UInt64, Image) -> Void)? = onPreview == nil ? nil : { [weak self] _, image in
+        self?.previewed(row: row, generation: generation, image: image)
+      }
+      let token = try loader.load(request, queue: queue, preview: preview) { [weak self] token, outcome in
         self?.finished(row: row, generation: generation, token: token, outcome: outcome)
       }
       let stillWanted: Bool = lock.withLock {
@@ -381,6 +391,16 @@ public final class ImageTable: @unchecked Sendable {
       }
       if report { onRow(row, .failure(error)) }
     }
+  }
+
+  /// A preview reaches the host only for this start of a row that is visible and still
+  /// loading: never over the row's final image, never for a row that left.
+  private func previewed(row: Int, generation: UInt64, image: Image) {
+    let show: Bool = lock.withLock {
+      guard !closed, case .loading(generation, _)? = rows[row] else { return false }
+      return visible.contains(row)
+    }
+    if show { onPreview?(row, image) }
   }
 
   private func finished(row: Int, generation: UInt64, token: UInt64, outcome: Outcome) {

@@ -436,10 +436,12 @@ class Result:
     """What a load's callback receives: `image` (an Image, owned by you) when `ok`, else
     `error` (a PixloadError, RequestCancelled for a cancellation)."""
 
-    __slots__ = ("token", "status", "http_status", "source", "message", "image")
+    __slots__ = ("token", "status", "http_status", "source", "message", "image", "preview")
 
-    def __init__(self, token, status, http_status, source, message, image):
+    def __init__(self, token, status, http_status, source, message, image, preview=False):
         self.token = token
+        # A table row's preview (Table(previews=True)): the row's final result follows.
+        self.preview = preview
         try:
             self.status = Status(status)
         except ValueError:
@@ -478,7 +480,8 @@ def _result_from_c(token, result_p):
     r = result_p.contents
     image = Image._retained(r.image) if r.image else None
     message = r.message.decode("utf-8", "replace") if r.message else ""
-    return Result(token, r.status, r.http_status, r.source, message, image)
+    preview = r.struct_size >= _ffi.pxl_result.preview.offset + 4 and bool(r.preview)
+    return Result(token, r.status, r.http_status, r.source, message, image, preview)
 
 
 _Pending = collections.namedtuple("_Pending", "callback progress")
@@ -1101,10 +1104,12 @@ class Table(_Handle):
     (over the keyword request options given here), or None for no image. It runs inside
     set_visible / set_row_count and must not call the table. on_row(row, result) runs
     for visible rows only: on the thread dispatching queue, or inside set_visible for rows
-    already in memory; never with a cancellation."""
+    already in memory; never with a cancellation. previews=True: a visible row whose
+    image is a progressive JPEG also gets on_row calls with result.preview True (blurry,
+    then sharper) before its final one."""
 
     def __init__(self, loader, queue, row_count, request_for_row, on_row, *, prefetch_rows=None,
-                 keep_rows=None, visible_priority=None, prefetch_priority=None, **request):
+                 keep_rows=None, visible_priority=None, prefetch_priority=None, previews=False, **request):
         unknown = set(request) - _REQUEST_OPTIONS
         if unknown:
             raise TypeError(f"unknown Table option(s): {', '.join(sorted(unknown))}")
@@ -1114,6 +1119,8 @@ class Table(_Handle):
                             ("prefetch_priority", prefetch_priority)):
             if value is not None:
                 setattr(config, name, value)
+        # Off unless asked: on_row then also receives previews (result.preview True).
+        config.previews = 1 if previews else 0
         key = next(_ids)
         _tables[key] = _TableEntry(request_for_row, on_row, request)
         out = ctypes.c_void_p()

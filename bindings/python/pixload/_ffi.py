@@ -183,6 +183,8 @@ class pxl_result(ctypes.Structure):
         ("http_status", ctypes.c_int32),
         ("source", ctypes.c_int),
         ("message", ctypes.c_char_p),
+        # Since 0.2.0: read only when struct_size covers it.
+        ("preview", ctypes.c_int32),
     ]
 
 
@@ -204,6 +206,8 @@ class pxl_table_config(ctypes.Structure):
         ("keep_rows", ctypes.c_int32),
         ("visible_priority", ctypes.c_int32),
         ("prefetch_priority", ctypes.c_int32),
+        # Since 0.2.0.
+        ("previews", ctypes.c_int32),
     ]
 
 
@@ -295,7 +299,7 @@ def init_struct(struct, into=None):
 _LAST_FIELD_DEFAULTS = {
     "pxl_config": ("log_level", PXL_LOG_WARNING),
     "pxl_request": ("preview_interval_ms", 250),
-    "pxl_table_config": ("prefetch_priority", -100),
+    "pxl_table_config": ("previews", 1),
 }
 
 

@@ -1368,6 +1368,8 @@ impl TableConfig {
         let mut raw = sys::pxl_table_config::default();
         let status = unsafe { sys::pxl_table_config_init_size(&mut raw, std::mem::size_of::<sys::pxl_table_config>()) };
         assert_eq!(status, sys::PXL_OK, "pxl_table_config_init_size refused sys::pxl_table_config");
+        // The row closure takes no "preview" flag yet: one call per row load, as before.
+        raw.previews = 0;
         TableConfig { raw }
     }
 

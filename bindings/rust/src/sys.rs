@@ -178,6 +178,8 @@ pub struct pxl_result {
     pub http_status: i32,
     pub source: pxl_source,
     pub message: *const c_char,
+    // Since 0.2.0: read only when struct_size covers it.
+    pub preview: i32,
 }
 
 pub type pxl_callback =
@@ -223,6 +225,8 @@ pub struct pxl_table_config {
     pub keep_rows: i32,
     pub visible_priority: i32,
     pub prefetch_priority: i32,
+    // Since 0.2.0.
+    pub previews: i32,
 }
 
 #[repr(C)]

@@ -89,12 +89,12 @@ fn rust_side() -> (
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
             progress, progress_interval_ms, preview, preview_interval_ms,
         }
-        pxl_result { struct_size, status, image, http_status, source, message }
+        pxl_result { struct_size, status, image, http_status, source, message, preview }
         pxl_stats {
             struct_size, requests, memory_hits, disk_hits, network_fetches, revalidated, coalesced,
             cancelled, failed, bytes_downloaded, memory_bytes, memory_count, disk_bytes,
         }
-        pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority }
+        pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority, previews }
         pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed }
     };
     let constants = rust_constants![
