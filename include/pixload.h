@@ -466,6 +466,16 @@ typedef void (*pxl_progress_callback)(pxl_token token, uint64_t received, uint64
  * borrowed for the call (pxl_image_retain keeps it). Since 0.2.0. */
 typedef void (*pxl_preview_callback)(pxl_token token, pxl_image *image, void *user_data);
 
+/* Thumbnails of progressive JPEGs. A thumbnail small enough to be made from the 1/8-scale
+ * decode (the image at least 8 times the target in both directions, after a FILL crop)
+ * is decoded from the file's first scans: every DC coefficient (and, for subsampled
+ * chroma, the chroma scans libjpeg's 1/8 decode reads), skipping the rest, with pixels
+ * identical to decoding the whole file. Its transfer also ends early, as soon as those
+ * scans have arrived, when: every request sharing the download wants such a thumbnail,
+ * the loader has no disk cache (which would store the whole file), the download is not
+ * revalidating a stored copy and no requester asked for previews. A request for the same
+ * URL that arrives after that starts a transfer of its own. The bytes not downloaded are
+ * counted in pxl_stats.bytes_saved. */
 typedef struct pxl_request {
   size_t struct_size;    /* sizeof(pxl_request); set by pxl_request_init */
   const char *url;       /* required; http(s)://... or file://... when allowed; copied */
@@ -615,6 +625,9 @@ typedef struct pxl_stats {
   uint64_t memory_bytes;     /* pixel bytes in the memory cache now */
   uint64_t memory_count;     /* images in the memory cache now */
   uint64_t disk_bytes;       /* as pxl_disk_cache_bytes */
+  /* Since 0.2.0. */
+  uint64_t bytes_saved;      /* body bytes not downloaded because a thumbnail's transfer
+                                ended early (see "Thumbnails of progressive JPEGs") */
 } pxl_stats;
 
 /* Fills *stats: set stats->struct_size to sizeof(pxl_stats) first (any size from

@@ -315,160 +315,203 @@ static int needs_ac_at_one_eighth(int h, int v, int max_h, int max_v) {
   return ssize > 1;
 }
 
-size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out) {
-  *out = NULL;
-  if (data == NULL || size < 4 || data[0] != 0xFF || data[1] != 0xD8) return 0;
-  uint8_t *copy = malloc(size); /* the kept scans are a part; never more than size */
-  if (copy == NULL) return 0;
-  size_t used = 0, at = 2;
-  int progressive = 0, dropped = 0, scans = 0;
+/* A walk over a progressive JPEG's marker segments and scans, without decoding: what
+ * first-scan thumbnails, previews and the early end of a thumbnail's transfer share.
+ * Only a consistent progression is walked (libjpeg's own Ss/Se/Ah/Al and
+ * coefficient-state checks, jdphuff.c): on a bogus one the full decode's result depends
+ * on every scan's order. Never reads outside [data, data+size). */
+typedef struct scan_walk {
+  const uint8_t *data;
+  size_t size, at;
+  int progressive, scans;
   /* The frame's components (id, sampling factors) from SOF2/SOF10. */
-  int ncomp = 0, comp_id[4], comp_h[4], comp_v[4], max_h = 1, max_v = 1;
-  /* Each coefficient's successive-approximation state, as libjpeg tracks it (jdphuff.c):
-   * -1 before its first scan, then the Al of its last scan. */
+  int ncomp, comp_id[4], comp_h[4], comp_v[4], max_h, max_v, width, height;
+  /* Each coefficient's successive-approximation state, as libjpeg tracks it: -1 before
+   * its first scan, then the Al of its last scan (0: final precision). */
   signed char coef_bits[4][64];
-  memset(coef_bits, -1, sizeof coef_bits);
-  copy[used++] = 0xFF;
-  copy[used++] = 0xD8;
-  for (;;) {
-    /* A marker: 0xFF, any fill 0xFFs, then its code. */
-    if (at >= size || data[at] != 0xFF) goto not_understood;
-    while (at < size && data[at] == 0xFF) at++;
-    if (at >= size) goto not_understood;
-    uint8_t code = data[at++];
-    if (code == 0xD9) break; /* EOI */
-    if (code == 0x00 || code == 0x01 || (code >= 0xD0 && code <= 0xD8)) goto not_understood;
-    if (at + 2 > size) goto not_understood;
-    size_t length = be16(data + at);
-    if (length < 2 || at + length > size) goto not_understood;
-    size_t segment = at - 2; /* from the marker's last 0xFF: fill bytes are dropped */
-    const uint8_t *body = data + at + 2;
-    size_t end = at + length;
-    int is_frame = code >= 0xC0 && code <= 0xCF && code != 0xC4 && code != 0xC8 && code != 0xCC;
-    if (is_frame) {
-      /* One frame, progressive (SOF2, SOF10): P, Y, X, Nf, Nf x (C, H/V, Tq). Other frame
-       * types (baseline, lossless, hierarchical) have nothing to skip. */
-      if (progressive || (code != 0xC2 && code != 0xCA) || length < 8) goto not_understood;
-      ncomp = body[5];
-      if (ncomp < 1 || ncomp > 4 || length != 8 + 3 * (size_t)ncomp) goto not_understood;
-      for (int i = 0; i < ncomp; i++) {
-        comp_id[i] = body[6 + 3 * i];
-        comp_h[i] = body[7 + 3 * i] >> 4;
-        comp_v[i] = body[7 + 3 * i] & 15;
-        if (comp_h[i] < 1 || comp_h[i] > 4 || comp_v[i] < 1 || comp_v[i] > 4) goto not_understood;
-        if (comp_h[i] > max_h) max_h = comp_h[i];
-        if (comp_v[i] > max_v) max_v = comp_v[i];
-      }
-      progressive = 1;
+  /* The segment walk_next returned: [segment, end) with fill bytes dropped; for a scan,
+   * end is where its entropy-coded data ends (the next marker), and these: */
+  size_t segment, end;
+  int ss, scan_comps, scan_comp[4];
+} scan_walk;
+
+enum { WALK_SEGMENT = 1, WALK_SCAN = 2, WALK_END = 0, WALK_STOP = -1 };
+
+static void walk_start(scan_walk *w, const uint8_t *data, size_t size) {
+  memset(w, 0, sizeof *w);
+  memset(w->coef_bits, -1, sizeof w->coef_bits);
+  w->data = data;
+  w->size = size;
+  w->at = 2;
+  w->max_h = w->max_v = 1;
+}
+
+/* The next marker segment (WALK_SEGMENT) or complete scan (WALK_SCAN), WALK_END at EOI,
+ * or WALK_STOP: truncated, not progressive, or not understood. */
+static int walk_next(scan_walk *w) {
+  const uint8_t *data = w->data;
+  size_t size = w->size, at = w->at;
+  if (w->at == 2 && (size < 4 || data[0] != 0xFF || data[1] != 0xD8)) return WALK_STOP;
+  /* A marker: 0xFF, any fill 0xFFs, then its code. */
+  if (at >= size || data[at] != 0xFF) return WALK_STOP;
+  while (at < size && data[at] == 0xFF) at++;
+  if (at >= size) return WALK_STOP;
+  uint8_t code = data[at++];
+  if (code == 0xD9) return WALK_END;
+  if (code == 0x00 || code == 0x01 || (code >= 0xD0 && code <= 0xD8)) return WALK_STOP;
+  if (at + 2 > size) return WALK_STOP;
+  size_t length = be16(data + at);
+  if (length < 2 || at + length > size) return WALK_STOP;
+  w->segment = at - 2; /* from the marker's last 0xFF */
+  const uint8_t *body = data + at + 2;
+  w->end = at + length;
+  int is_frame = code >= 0xC0 && code <= 0xCF && code != 0xC4 && code != 0xC8 && code != 0xCC;
+  if (is_frame) {
+    /* One frame, progressive (SOF2, SOF10): P, Y, X, Nf, Nf x (C, H/V, Tq). Other frame
+     * types (baseline, lossless, hierarchical) have no scans to tell apart. */
+    if (w->progressive || (code != 0xC2 && code != 0xCA) || length < 8) return WALK_STOP;
+    w->height = (int)be16(body + 1);
+    w->width = (int)be16(body + 3);
+    w->ncomp = body[5];
+    if (w->ncomp < 1 || w->ncomp > 4 || length != 8 + 3 * (size_t)w->ncomp) return WALK_STOP;
+    for (int i = 0; i < w->ncomp; i++) {
+      w->comp_id[i] = body[6 + 3 * i];
+      w->comp_h[i] = body[7 + 3 * i] >> 4;
+      w->comp_v[i] = body[7 + 3 * i] & 15;
+      if (w->comp_h[i] < 1 || w->comp_h[i] > 4 || w->comp_v[i] < 1 || w->comp_v[i] > 4) return WALK_STOP;
+      if (w->comp_h[i] > w->max_h) w->max_h = w->comp_h[i];
+      if (w->comp_v[i] > w->max_v) w->max_v = w->comp_v[i];
     }
-    if (code != 0xDA) {
-      memcpy(copy + used, data + segment, end - segment);
-      used += end - segment;
-      at = end;
+    w->progressive = 1;
+  }
+  if (code != 0xDA) {
+    w->at = w->end;
+    return WALK_SEGMENT;
+  }
+  /* SOS: Ns, Ns x (Cs, Td/Ta), Ss, Se, Ah/Al; then entropy-coded data up to the next
+   * marker that is neither a stuffed 0xFF00 nor a restart marker. */
+  if (!w->progressive || length < 6) return WALK_STOP;
+  size_t ns = body[0];
+  if (ns < 1 || ns > 4 || length != 6 + 2 * ns) return WALK_STOP;
+  int ss = body[1 + 2 * ns], se = body[2 + 2 * ns], ah = body[3 + 2 * ns] >> 4, al = body[3 + 2 * ns] & 15;
+  if (w->scans >= PXL_JPEG_MAX_SCANS) return WALK_STOP;
+  if (ss == 0 ? se != 0 : (se < ss || se > 63 || ns != 1)) return WALK_STOP;
+  if ((ah != 0 && al != ah - 1) || al > 13) return WALK_STOP;
+  size_t data_end = w->end;
+  for (;;) {
+    const uint8_t *ff = memchr(data + data_end, 0xFF, size - data_end);
+    if (ff == NULL) return WALK_STOP; /* the scan's end has not arrived */
+    data_end = (size_t)(ff - data);
+    size_t next = data_end + 1;
+    while (next < size && data[next] == 0xFF) next++;
+    if (next >= size) return WALK_STOP;
+    if (data[next] == 0x00 || (data[next] >= 0xD0 && data[next] <= 0xD7)) {
+      data_end = next + 1;
       continue;
     }
-    /* SOS: Ns, Ns x (Cs, Td/Ta), Ss, Se, Ah/Al; then entropy-coded data up to the next
-     * marker that is neither a stuffed 0xFF00 nor a restart marker. */
-    if (!progressive || length < 6) goto not_understood;
-    size_t ns = body[0];
-    if (ns < 1 || ns > 4 || length != 6 + 2 * ns) goto not_understood;
-    int ss = body[1 + 2 * ns], se = body[2 + 2 * ns], ah = body[3 + 2 * ns] >> 4, al = body[3 + 2 * ns] & 15;
-    if (++scans > PXL_JPEG_MAX_SCANS) goto not_understood;
-    /* Only a consistent progression (libjpeg neither fails nor warns on it) is taken
-     * apart: on a bogus one the full decode's result depends on every scan's order. */
-    if (ss == 0 ? se != 0 : (se < ss || se > 63 || ns != 1)) goto not_understood;
-    if ((ah != 0 && al != ah - 1) || al > 13) goto not_understood;
-    int keep = 0;
-    for (size_t j = 0; j < ns; j++) {
-      int c = 0;
-      while (c < ncomp && comp_id[c] != body[1 + 2 * j]) c++;
-      if (c == ncomp) goto not_understood;
-      if (ss > 0 && coef_bits[c][0] < 0) goto not_understood; /* AC before DC */
-      for (int k = ss; k <= se; k++) {
-        if (ah != (coef_bits[c][k] < 0 ? 0 : coef_bits[c][k])) goto not_understood;
-        coef_bits[c][k] = (signed char)al;
-      }
-      /* DC scans, first pass and refinements: always kept. An AC scan (one component)
-       * when that component's IDCT reads AC coefficients. */
-      keep = ss == 0 || needs_ac_at_one_eighth(comp_h[c], comp_v[c], max_h, max_v);
-    }
-    size_t data_end = end;
-    for (;;) {
-      const uint8_t *ff = memchr(data + data_end, 0xFF, size - data_end);
-      if (ff == NULL) goto not_understood; /* no EOI: truncated */
-      data_end = (size_t)(ff - data);
-      size_t next = data_end + 1;
-      while (next < size && data[next] == 0xFF) next++;
-      if (next >= size) goto not_understood;
-      if (data[next] == 0x00 || (data[next] >= 0xD0 && data[next] <= 0xD7)) {
-        data_end = next + 1;
-        continue;
-      }
-      break; /* data_end: the 0xFF (first of any fill) of the next marker */
-    }
-    if (keep) {
-      memcpy(copy + used, data + segment, data_end - segment);
-      used += data_end - segment;
-    } else {
-      dropped = 1;
-    }
-    at = data_end;
+    break; /* data_end: the 0xFF (first of any fill) of the next marker */
   }
-  if (!progressive || !dropped) goto not_understood;
+  /* Complete: its coefficients take their new state. */
+  w->ss = ss;
+  w->scan_comps = (int)ns;
+  for (size_t j = 0; j < ns; j++) {
+    int c = 0;
+    while (c < w->ncomp && w->comp_id[c] != body[1 + 2 * j]) c++;
+    if (c == w->ncomp) return WALK_STOP;
+    if (ss > 0 && w->coef_bits[c][0] < 0) return WALK_STOP; /* AC before DC */
+    for (int k = ss; k <= se; k++) {
+      if (ah != (w->coef_bits[c][k] < 0 ? 0 : w->coef_bits[c][k])) return WALK_STOP;
+      w->coef_bits[c][k] = (signed char)al;
+    }
+    w->scan_comp[j] = c;
+  }
+  w->scans++;
+  w->end = data_end;
+  w->at = data_end;
+  return WALK_SCAN;
+}
+
+/* Whether a 1/8 decode reads the AC coefficients of the walk's component c. */
+static int walk_needs_ac(const scan_walk *w, int c) {
+  return needs_ac_at_one_eighth(w->comp_h[c], w->comp_v[c], w->max_h, w->max_v);
+}
+
+/* Whether the scans walked so far hold every coefficient a 1/8 decode reads at its final
+ * precision. */
+static int walk_has_first_scans(const scan_walk *w) {
+  for (int c = 0; c < w->ncomp; c++) {
+    int last = walk_needs_ac(w, c) ? 63 : 0;
+    for (int k = 0; k <= last; k++)
+      if (w->coef_bits[c][k] != 0) return 0;
+  }
+  return w->ncomp > 0;
+}
+
+size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out) {
+  *out = NULL;
+  if (data == NULL || size < 4) return 0;
+  uint8_t *copy = malloc(size); /* the kept scans are a part; never more than size */
+  if (copy == NULL) return 0;
+  size_t used = 0;
+  int step;
+  copy[used++] = 0xFF;
+  copy[used++] = 0xD8;
+  scan_walk w;
+  walk_start(&w, data, size);
+  while ((step = walk_next(&w)) > 0) {
+    /* DC scans, first pass and refinements: always kept. An AC scan (one component)
+     * when that component's IDCT reads AC coefficients. */
+    int keep = step == WALK_SEGMENT || w.ss == 0 || walk_needs_ac(&w, w.scan_comp[0]);
+    if (keep) {
+      memcpy(copy + used, data + w.segment, w.end - w.segment);
+      used += w.end - w.segment;
+    }
+  }
+  /* Incomplete needed coefficients (a file cut short): libjpeg's own decode, whose block
+   * smoothing estimates what is missing, as djpeg shows it. With all of them there, the
+   * copy is decoded without smoothing, as the whole file would be (smoothing runs only
+   * while coefficients are missing; libjpeg-turbo 2.1+ then smooths even DC), also when
+   * the AC scans it does not need never came (a thumbnail's transfer ended early). */
+  if (step != WALK_END || !walk_has_first_scans(&w)) {
+    free(copy);
+    return 0;
+  }
   copy[used++] = 0xFF;
   copy[used++] = 0xD9;
   *out = copy;
   return used;
-not_understood:
-  free(copy);
-  return 0;
 }
 
 size_t pxl_jpeg_progressive_prefix(const uint8_t *data, size_t size, int32_t *scans) {
   *scans = 0;
-  if (data == NULL || size < 4 || data[0] != 0xFF || data[1] != 0xD8) return 0;
-  size_t at = 2, complete = 0;
-  int progressive = 0, count = 0;
-  for (;;) {
-    if (at >= size || data[at] != 0xFF) break;
-    while (at < size && data[at] == 0xFF) at++;
-    if (at + 3 > size) break; /* the marker's code and length have not all arrived */
-    uint8_t code = data[at++];
-    if (code == 0xD9 || code == 0x00 || code == 0x01 || (code >= 0xD0 && code <= 0xD8)) break;
-    size_t length = be16(data + at);
-    if (length < 2) break;
-    int is_frame = code >= 0xC0 && code <= 0xCF && code != 0xC4 && code != 0xC8 && code != 0xCC;
-    if (is_frame && code != 0xC2 && code != 0xCA) break; /* not progressive: no previews */
-    if (is_frame) progressive = 1;
-    if (at + length > size) break;
-    at += length;
-    if (code != 0xDA) continue;
-    if (!progressive) break;
-    /* The scan is complete once the marker after its data has arrived. */
-    size_t data_end = at;
-    int found = 0;
-    for (;;) {
-      const uint8_t *ff = memchr(data + data_end, 0xFF, size - data_end);
-      if (ff == NULL) break;
-      data_end = (size_t)(ff - data);
-      size_t next = data_end + 1;
-      while (next < size && data[next] == 0xFF) next++;
-      if (next >= size) break;
-      if (data[next] == 0x00 || (data[next] >= 0xD0 && data[next] <= 0xD7)) {
-        data_end = next + 1;
-        continue;
-      }
-      found = 1;
-      break;
-    }
-    if (!found || count >= PXL_JPEG_MAX_SCANS) break;
-    count++;
-    complete = data_end;
-    at = data_end;
+  if (data == NULL) return 0;
+  scan_walk w;
+  walk_start(&w, data, size);
+  size_t complete = 0;
+  int step;
+  while ((step = walk_next(&w)) > 0) {
+    if (step == WALK_SCAN) complete = w.end;
   }
-  if (!progressive || count == 0) return 0;
-  *scans = count;
+  if (!w.progressive || w.scans == 0) return 0;
+  *scans = w.scans;
   return complete;
+}
+
+size_t pxl_jpeg_first_scans_end(const uint8_t *data, size_t size, int32_t *width, int32_t *height) {
+  *width = *height = 0;
+  if (data == NULL) return 0;
+  scan_walk w;
+  walk_start(&w, data, size);
+  int step;
+  while ((step = walk_next(&w)) > 0) {
+    if (step == WALK_SCAN && walk_has_first_scans(&w)) {
+      /* The frame's size, for the caller to check that 1/8 covers what it wants. */
+      *width = w.width;
+      *height = w.height;
+      return w.end;
+    }
+  }
+  return 0;
 }
 
 pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out) {

@@ -745,6 +745,7 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
   filled.memory_bytes = UInt64(loader.memoryCache.totalBytes)
   filled.memory_count = UInt64(loader.memoryCache.count)
   filled.disk_bytes = UInt64(loader.diskCacheBytesSeen)
+  filled.bytes_saved = UInt64(s.bytesSaved)
   return writeGrowableStruct(filled, to: stats, minimumSize: statsSize01) ? PXL_OK : PXL_E_INVALID_ARGUMENT
 }
 

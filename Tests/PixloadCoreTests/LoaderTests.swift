@@ -150,18 +150,18 @@ final class LoaderTests: XCTestCase {
     XCTAssertEqual(network.started.count, 1)
     XCTAssertEqual(network.started[0].headers, ["X-Token: 1"], "the starting request's headers")
     let report = network.started[0].progress!
-    report(10, 100, [])
-    report(50, 100, [])  // updates the queued report instead of adding one
+    _ = report(10, 100, [])
+    _ = report(50, 100, [])  // updates the queued report instead of adding one
     XCTAssertEqual(queue.dispatch(max: 0), 1)
     XCTAssertEqual(reports.count, 1)
     XCTAssertEqual(reports.first?.0, listener)
     XCTAssertEqual(reports.first?.1, 50)
     XCTAssertEqual(reports.first?.2, 100)
-    report(90, 100, [])  // inside the interval: dropped
+    _ = report(90, 100, [])  // inside the interval: dropped
     XCTAssertEqual(queue.dispatch(max: 0), 0)
     network.finish(0)
     XCTAssertTrue(queue.drain(until: recorder, reaches: 2))
-    report(100, 100, [])  // after the result: never delivered
+    _ = report(100, 100, [])  // after the result: never delivered
     XCTAssertEqual(queue.dispatch(max: 0), 0)
     XCTAssertEqual(reports.count, 1)
     XCTAssertEqual(recorder.status(listener), .ok)

@@ -12,6 +12,7 @@
 #define FIXTURE_MEDIUM_JPG "medium.jpg"      /* noise again, about 3 s through /slow/ */
 #define FIXTURE_PROGRESSIVE_JPG "progressive.jpg" /* progressive (libjpeg's 10-scan script):
                                                      shading, discs and grain; a few s via /slow/ */
+#define FIXTURE_PROGRESSIVE444_JPG "progressive444.jpg" /* the same scene, 4:4:4 */
 #define FIXTURE_PROGRESSIVE_W 480
 #define FIXTURE_PROGRESSIVE_H 360
 #define FIXTURE_ALPHA_PNG "alpha.png"        /* 300x200 RGBA, alpha rises left to right */

@@ -94,6 +94,8 @@ static struct rgb_image make_scene(int width, int height) {
   return img;
 }
 
+/* progressive: 1 libjpeg's script at its default 4:2:0, 2 the same at 4:4:4 (no chroma
+ * subsampling: a 1/8 thumbnail then reads DC coefficients only). */
 static void write_jpeg(const char *path, const struct rgb_image *img, int quality,
                        int exif_orientation, int progressive) {
   FILE *f = fopen(path, "wb");
@@ -109,6 +111,8 @@ static void write_jpeg(const char *path, const struct rgb_image *img, int qualit
   cinfo.in_color_space = JCS_RGB;
   jpeg_set_defaults(&cinfo);
   jpeg_set_quality(&cinfo, quality, TRUE);
+  if (progressive == 2)
+    for (int c = 0; c < cinfo.num_components; c++) cinfo.comp_info[c].h_samp_factor = cinfo.comp_info[c].v_samp_factor = 1;
   if (progressive) jpeg_simple_progression(&cinfo); /* libjpeg's default script: 10 scans */
   if (exif_orientation) cinfo.write_JFIF_header = FALSE; /* an EXIF file has APP1 first */
   jpeg_start_compress(&cinfo, TRUE);
@@ -262,6 +266,9 @@ int main(int argc, char **argv) {
   struct rgb_image scene = make_scene(FIXTURE_PROGRESSIVE_W, FIXTURE_PROGRESSIVE_H);
   path = join(dir, FIXTURE_PROGRESSIVE_JPG);
   write_jpeg(path, &scene, 90, 0, 1);
+  free(path);
+  path = join(dir, FIXTURE_PROGRESSIVE444_JPG);
+  write_jpeg(path, &scene, 90, 0, 2);
   free(path);
   free(scene.pixels);
 

@@ -205,7 +205,8 @@ static void check_failure_shape(row_result *r, const char *what, const pxl_codec
 
 /* Progressive JPEGs whose 1/8 thumbnail came from their DC scans alone (pxl_jpeg_dc_scans),
  * each compared with the full decode (PXL_JPEG_ALL_SCANS) in every layout. */
-static int first_scan_files, first_scan_identical;
+static int first_scan_files, first_scan_identical, early_end_files;
+static size_t early_end_saved, early_end_total;
 
 static void check_first_scan(row_result *r, const uint8_t *d, size_t n) {
   uint8_t *dc = NULL;
@@ -232,6 +233,27 @@ static void check_first_scan(row_result *r, const uint8_t *d, size_t n) {
     free(full.pixels);
   }
   first_scan_identical += same;
+
+  /* The early end of a thumbnail's transfer: the prefix up to first_scans_end, with an
+   * EOI, must decode at 1/8 to the same pixels as the whole file. */
+  int32_t fw = 0, fh = 0;
+  size_t end = pxl_jpeg_first_scans_end(d, n, &fw, &fh);
+  if (end == 0) return;
+  uint8_t *prefix = malloc(end + 2);
+  memcpy(prefix, d, end);
+  prefix[end] = 0xFF;
+  prefix[end + 1] = 0xD9;
+  pxl_codec_output cut, whole;
+  pxl_codec_status a = pxl_jpeg_decode(prefix, end + 2, PXL_CODEC_RGBA, 8, 100000000ull, &cut);
+  pxl_codec_status b = pxl_jpeg_decode_with_options(d, n, PXL_CODEC_RGBA, 8, 100000000ull, PXL_JPEG_ALL_SCANS, &whole);
+  if (a != PXL_CODEC_OK || b != PXL_CODEC_OK || cut.width != whole.width || cut.height != whole.height ||
+      memcmp(cut.pixels, whole.pixels, (size_t)cut.stride * cut.height) != 0)
+    fail(r, "early end: the first %zu of %zu bytes do not decode to the full 1/8 thumbnail", end, n);
+  else
+    early_end_files++, early_end_saved += n - end, early_end_total += n;
+  free(cut.pixels);
+  free(whole.pixels);
+  free(prefix);
 }
 
 static void check_thumb(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, int denom, const char *spec) {
@@ -561,6 +583,8 @@ int main(int argc, char **argv) {
   }
   printf("first-scan thumbnails: %d progressive JPEGs decoded at 1/8 from their DC scans alone, %d identical to "
          "the full decode in every layout\n", first_scan_files, first_scan_identical);
+  printf("early end: %d of them decode to the same 1/8 thumbnail from a prefix (%.0f%% of their bytes not needed)\n",
+         early_end_files, early_end_total ? 100.0 * early_end_saved / early_end_total : 0.0);
   if (generated && first_scan_files == 0) {
     /* The generated set has progressive JPEGs: none taking the DC path means it broke. */
     printf("FAIL: no generated progressive JPEG took the first-scan path\n");

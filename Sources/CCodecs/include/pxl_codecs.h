@@ -115,8 +115,9 @@ pxl_codec_status pxl_jpeg_decode_with_options(const uint8_t *data, size_t size, 
 
 /* The DC scans of a progressive JPEG as a JPEG of its own (every marker segment but the
  * AC scans, then EOI), in a malloc'd buffer the caller frees. Returns its size, or 0 when
- * there is nothing to gain or the file is not understood: not progressive, no AC scan,
- * no EOI, a malformed segment. Never reads outside [data, data+size). */
+ * the file is not understood (not progressive, no EOI, a malformed segment) or lacks
+ * some coefficient a 1/8 decode reads (then libjpeg's decode of the whole file, with its
+ * block smoothing of what is missing, is the answer). Never reads outside [data, data+size). */
 size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out);
 
 /* Previews of a progressive JPEG still downloading: the length of the longest prefix of
@@ -126,6 +127,13 @@ size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out);
  * boundary. Returns 0 (and *scans 0) for a baseline JPEG, no complete scan yet, or
  * anything not understood. Never reads outside the buffer. */
 size_t pxl_jpeg_progressive_prefix(const uint8_t *data, size_t size, int32_t *scans);
+
+/* The early end of a thumbnail's transfer: in a prefix of a progressive JPEG, the end of
+ * the first complete scan after which every coefficient a 1/8 decode reads (see
+ * pxl_jpeg_dc_scans) has its final precision, with the frame's size; 0 while more is
+ * needed, and for anything else. The prefix up to there plus EOI decodes at 1/8 to the
+ * same pixels as the whole file. */
+size_t pxl_jpeg_first_scans_end(const uint8_t *data, size_t size, int32_t *width, int32_t *height);
 
 /* Same as pxl_jpeg_read_info for PNG. orientation comes from an eXIf chunk placed before
  * IDAT (the only place the cheap header parse looks). */

@@ -13,6 +13,11 @@ public protocol ImageDecoding: Sendable {
   /// downloading that ends after a complete scan, and its scan count; nil for anything
   /// else (baseline JPEG, PNG, no complete scan yet).
   func previewPrefix(_ data: [UInt8]) -> (length: Int, scans: Int)?
+  /// For ending a thumbnail's transfer early: the length of a prefix of a progressive
+  /// JPEG still downloading that decodes every one of `variants` to the same pixels as
+  /// the whole file would (each is decoded at 1/8 scale from its first scans); nil while
+  /// more is needed, or when a variant needs the rest.
+  func firstScansEnd(_ data: [UInt8], variants: [ImageVariant]) -> Int?
 }
 
 extension ImageDecoding {
@@ -20,6 +25,26 @@ extension ImageDecoding {
     var scans: Int32 = 0
     let length = data.withUnsafeBufferPointer { pxl_jpeg_progressive_prefix($0.baseAddress, $0.count, &scans) }
     return length > 0 ? (length, Int(scans)) : nil
+  }
+
+  public func firstScansEnd(_ data: [UInt8], variants: [ImageVariant]) -> Int? {
+    guard !variants.isEmpty, !variants.contains(where: { $0.width == 0 && $0.height == 0 }) else { return nil }
+    return data.withUnsafeBufferPointer { bytes -> Int? in
+      var width: Int32 = 0, height: Int32 = 0
+      let end = pxl_jpeg_first_scans_end(bytes.baseAddress, bytes.count, &width, &height)
+      guard end > 0 else { return nil }
+      // The orientation (EXIF, in APP1 before the frame) decides how FILL crops.
+      var info = pxl_codec_info()
+      var message = [CChar](repeating: 0, count: 64)
+      guard pxl_jpeg_read_info(bytes.baseAddress, end, &info, &message, message.count) == PXL_CODEC_OK else { return nil }
+      for variant in variants {
+        let orientation = variant.appliesOrientation ? Orientation(exif: Int(info.orientation)) : .up
+        let plan = SizePlan(sourceWidth: Int(width), sourceHeight: Int(height), orientation: orientation,
+                            targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
+        if plan.dctScaleDenominator != 8 { return nil }
+      }
+      return end
+    }
   }
 }
 

@@ -55,6 +55,9 @@ public struct LoaderStatistics: Sendable, Equatable {
   /// Requests that ended with an error other than CANCELLED.
   public var failed = 0
   public var bytesDownloaded = 0
+  /// Bytes not downloaded because a thumbnail's first scans were enough (the declared
+  /// length minus what arrived; transfers without a length count nothing).
+  public var bytesSaved = 0
 }
 
 /// The coordinator: accepts requests, merges duplicates into shared download and decode
@@ -388,8 +391,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       url: download.url, headers: download.headers, revalidating: validators,
       delay: UInt64(download.startDelayMilliseconds) * 1_000_000, priority: download.priority,
       progress: { [weak self, weak download] received, expected, body in
-        guard let self, let download else { return }
-        self.downloadProgressed(download, received: received, expected: expected, body: body)
+        guard let self, let download else { return false }
+        return self.downloadProgressed(download, received: received, expected: expected, body: body)
       },
       completion: { [weak self, weak download] result in
         guard let self, let download else { return }
@@ -526,7 +529,11 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   // MARK: - Completions (library threads)
 
-  private func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64, body: [UInt8]) {
+  /// Returns true when the body so far is all the download's requesters need (see
+  /// `endsEarly`): the engine then ends the transfer with it.
+  private func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64,
+                                  body: [UInt8]) -> Bool {
+    if endsEarly(download, received: received, expected: expected, body: body) { return true }
     var previewNow = false
     let listeners: [PendingRequest] = lock.withLock {
       guard downloads[download.key] === download else { return [] }
@@ -553,6 +560,31 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         guard let self, let download else { return }
         self.previewDownload(download, body)
       }
+    }
+    return false
+  }
+
+  /// The early end of a thumbnail's transfer (pixload.h states the rule): when every
+  /// requester wants a thumbnail that a progressive JPEG's first scans decode exactly (1/8
+  /// scale), no disk cache would store the file, it is not a revalidation and nobody wants
+  /// previews, the transfer ends once those scans have arrived. The download leaves the
+  /// table first, so a request that comes later starts its own transfer.
+  private func endsEarly(_ download: DownloadTask, received: UInt64, expected: UInt64, body: [UInt8]) -> Bool {
+    guard diskPool == nil else { return false }
+    let variants: [ImageVariant]? = lock.withLock {
+      guard downloads[download.key] === download, download.stored == nil, !download.decodes.isEmpty,
+            !download.decodes.values.contains(where: { $0.requests.values.contains(where: \.delivery.wantsPreview) })
+      else { return nil }
+      return Array(download.decodes.keys)
+    }
+    guard let variants, let end = decoder.firstScansEnd(body, variants: variants) else { return false }
+    return lock.withLock {
+      // Unchanged meanwhile: still registered, no other variant joined.
+      guard downloads[download.key] === download, Set(download.decodes.keys) == Set(variants) else { return false }
+      downloads.removeValue(forKey: download.key)
+      download.endedEarly = end
+      if expected > received { counters.bytesSaved += Int(expected - received) }
+      return true
     }
   }
 
@@ -590,15 +622,20 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     var failure: LoadError?
     lock.withLock {
       // A download cancelled while finishing is no longer registered: drop its result.
-      guard downloads[download.key] === download else { return }
+      // One that ended early left the table on purpose.
+      guard downloads[download.key] === download || download.endedEarly > 0 else { return }
       download.transfer = nil
       switch result {
       case .failure(let error):
         failure = error
         failed = abandon(download)
       case .success(let response):
-        downloads.removeValue(forKey: download.key)
+        if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
         var data = response
+        if response.endedEarly, download.endedEarly > 0, download.endedEarly <= response.bytes.count {
+          // The first scans, and an EOI: what the thumbnails decode from.
+          data.bytes = Array(response.bytes[0..<download.endedEarly]) + [0xFF, 0xD9]
+        }
         var source = ImageSource.network
         var metadata = HTTPFreshness.metadata(for: response.caching)
         counters.bytesDownloaded += response.bytes.count
@@ -614,7 +651,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         decodeAll(download, data, source: source)
         // Keep the bytes on disk for next time, without delaying the decode; never what
         // the server marked no-store.
-        if let diskPool, download.url.prefix(4).lowercased() == "http", !response.caching.noStore {
+        if let diskPool, download.url.prefix(4).lowercased() == "http", !response.caching.noStore, !response.endedEarly {
           let key = download.key.cacheKey, bytes = data.bytes
           _ = diskPool.submit(priority: Int32.min + 1) { [weak self] in
             self?.diskCache()?.store(bytes, metadata: metadata, for: key)
@@ -727,6 +764,8 @@ private final class DownloadTask {
   var stored: DiskCache.Entry?
   /// Set by the request that started it (a table during a fling).
   var startDelayMilliseconds = 0
+  /// The length of the prefix its transfer ended with (see `endsEarly`); 0: none.
+  var endedEarly = 0
   /// Previews: a decode under way, when the last began, the scan count of the last made.
   var previewing = false
   var lastPreviewAt: UInt64 = 0

@@ -447,6 +447,8 @@ private final class Transfer {
   var caching = ResponseCaching()
   /// When the attempt started or last received body bytes (the stall clock).
   var lastActivity: UInt64 = 0
+  /// The progress listener ended the transfer with the body so far.
+  var endedEarly = false
   private var expectedLength: UInt64 = 0
   private var lastProgress: UInt64 = 0
 
@@ -483,6 +485,7 @@ private final class Transfer {
     caching = ResponseCaching()
     body = []
     abortReason = nil
+    endedEarly = false
     expectedLength = 0
     errorBuffer.pointee = 0
   }
@@ -532,13 +535,23 @@ private final class Transfer {
       let now = monotonicNanoseconds()
       if now - lastProgress >= Self.progressGranularity {
         lastProgress = now
-        progress(UInt64(body.count), expectedLength, body)
+        if progress(UInt64(body.count), expectedLength, body) {
+          // The listener has what it needs: libcurl ends the transfer (a write error) and
+          // `outcome` reports the body so far as a success.
+          endedEarly = true
+          return 0
+        }
       }
     }
     return length
   }
 
   func outcome(code: CURLcode, httpStatus: Int) -> Result<DownloadedData, LoadError> {
+    if endedEarly {
+      var data = DownloadedData(bytes: body, httpStatus: httpStatus, caching: caching)
+      data.endedEarly = true
+      return .success(data)
+    }
     if var reason = abortReason {
       // "The last HTTP status seen": a body cut for its size still came with a 200.
       if reason.httpStatus == 0 { reason.httpStatus = httpStatus }

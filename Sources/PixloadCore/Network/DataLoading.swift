@@ -4,7 +4,9 @@ public typealias TransferID = UInt64
 /// A transfer's progress: bytes received, expected (0 when unknown), and the body so far.
 /// The body shares the transfer's storage: keeping it makes the transfer's next append
 /// copy it once, so a listener keeps it only when it needs the bytes (a preview).
-public typealias TransferProgress = @Sendable (_ received: UInt64, _ expected: UInt64, _ body: [UInt8]) -> Void
+/// Returning true ends the transfer now, successfully, with the body so far
+/// (`DownloadedData.endedEarly`): the listener has all it needs (a thumbnail's first scans).
+public typealias TransferProgress = @Sendable (_ received: UInt64, _ expected: UInt64, _ body: [UInt8]) -> Bool
 
 /// What the loader needs from the network: start, cancel and re-rank transfers.
 ///
@@ -39,6 +41,9 @@ public struct DownloadedData: Sendable {
   public var httpStatus: Int
   /// What the response said about caching it.
   public var caching = ResponseCaching()
+  /// The listener ended the transfer before the body was complete (see TransferProgress):
+  /// `bytes` is a prefix, never to be stored as the resource.
+  public var endedEarly = false
 
   public init(bytes: [UInt8], httpStatus: Int, caching: ResponseCaching = ResponseCaching()) {
     self.bytes = bytes

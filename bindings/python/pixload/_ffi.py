@@ -195,6 +195,7 @@ class pxl_stats(ctypes.Structure):
             "requests", "memory_hits", "disk_hits", "network_fetches", "revalidated",
             "coalesced", "cancelled", "failed", "bytes_downloaded", "memory_bytes",
             "memory_count", "disk_bytes",
+            "bytes_saved",  # since 0.2.0
         )
     ]
 

@@ -917,6 +917,8 @@ pub struct Stats {
     pub memory_bytes: u64,
     pub memory_count: u64,
     pub disk_bytes: u64,
+    /// Bytes not downloaded because a thumbnail's transfer ended early.
+    pub bytes_saved: u64,
 }
 
 // ---------------------------------------------------------------------------------
@@ -1328,6 +1330,7 @@ impl Loader {
             memory_bytes: s.memory_bytes,
             memory_count: s.memory_count,
             disk_bytes: s.disk_bytes,
+            bytes_saved: s.bytes_saved,
         }
     }
 }

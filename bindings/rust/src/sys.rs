@@ -201,6 +201,8 @@ pub struct pxl_stats {
     pub memory_bytes: u64,
     pub memory_count: u64,
     pub disk_bytes: u64,
+    // Since 0.2.0.
+    pub bytes_saved: u64,
 }
 
 // user_data last since 0.2.0.

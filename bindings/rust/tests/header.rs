@@ -92,7 +92,7 @@ fn rust_side() -> (
         pxl_result { struct_size, status, image, http_status, source, message, preview }
         pxl_stats {
             struct_size, requests, memory_hits, disk_hits, network_fetches, revalidated, coalesced,
-            cancelled, failed, bytes_downloaded, memory_bytes, memory_count, disk_bytes,
+            cancelled, failed, bytes_downloaded, memory_bytes, memory_count, disk_bytes, bytes_saved,
         }
         pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority, previews }
         pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed }
