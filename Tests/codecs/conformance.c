@@ -205,7 +205,7 @@ static void check_failure_shape(row_result *r, const char *what, const pxl_codec
 
 /* Progressive JPEGs whose 1/8 thumbnail came from their DC scans alone (pxl_jpeg_dc_scans),
  * each compared with the full decode (PXL_JPEG_ALL_SCANS) in every layout. */
-static int first_scan_files, first_scan_identical, early_end_files;
+static int first_scan_files, first_scan_identical, first_scan_transcoded, early_end_files;
 static size_t early_end_saved, early_end_total;
 
 static void check_first_scan(row_result *r, const uint8_t *d, size_t n) {
@@ -215,6 +215,26 @@ static void check_first_scan(row_result *r, const uint8_t *d, size_t n) {
   if (dc_size == 0) return; /* baseline, or not understood: the full decode ran anyway */
   if (dc_size >= n) fail(r, "first scans: the DC copy is %zu bytes of %zu", dc_size, n);
   first_scan_files++;
+  /* The DC-only baseline transcode, decoded on its own (the default path would fall back
+   * to the DC scans if it failed): the same pixels, every layout. */
+  uint8_t *baseline = NULL;
+  size_t baseline_size = pxl_jpeg_dc_baseline(d, n, &baseline);
+  if (baseline_size > 0) {
+    first_scan_transcoded++;
+    for (int32_t layout = PXL_CODEC_RGBA; layout <= PXL_CODEC_GRAY; layout++) {
+      pxl_codec_output mine, full;
+      pxl_codec_status a = pxl_jpeg_decode_with_options(baseline, baseline_size, layout, 8, 100000000ull,
+                                                        PXL_JPEG_ALL_SCANS, &mine);
+      pxl_codec_status b = pxl_jpeg_decode_with_options(d, n, layout, 8, 100000000ull, PXL_JPEG_ALL_SCANS, &full);
+      if (a != PXL_CODEC_OK || b != PXL_CODEC_OK || mine.width != full.width || mine.height != full.height ||
+          memcmp(mine.pixels, full.pixels, (size_t)mine.stride * mine.height) != 0 || mine.warnings != 0)
+        fail(r, "DC baseline, layout %d: %s (%s), not the full 1/8 decode's pixels", layout, status_name(a),
+             mine.message);
+      free(mine.pixels);
+      free(full.pixels);
+    }
+  }
+  free(baseline);
   int same = 1;
   for (int32_t layout = PXL_CODEC_RGBA; layout <= PXL_CODEC_GRAY; layout++) {
     pxl_codec_output fast, full;
@@ -581,8 +601,9 @@ int main(int argc, char **argv) {
     }
     if (ns == 0) snprintf(corpus_sum, sizeof corpus_sum, "corpus: skipped (no set in %s)", root);
   }
-  printf("first-scan thumbnails: %d progressive JPEGs decoded at 1/8 from their DC scans alone, %d identical to "
-         "the full decode in every layout\n", first_scan_files, first_scan_identical);
+  printf("first-scan thumbnails: %d progressive JPEGs decoded at 1/8 from their DC scans alone (%d of them as a "
+         "baseline JPEG of their DC coefficients), %d identical to the full decode in every layout\n",
+         first_scan_files, first_scan_transcoded, first_scan_identical);
   printf("early end: %d of them decode to the same 1/8 thumbnail from a prefix (%.0f%% of their bytes not needed)\n",
          early_end_files, early_end_total ? 100.0 * early_end_saved / early_end_total : 0.0);
   if (generated && first_scan_files == 0) {

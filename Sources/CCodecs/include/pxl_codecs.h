@@ -128,6 +128,13 @@ size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out);
  * anything not understood. Never reads outside the buffer. */
 size_t pxl_jpeg_progressive_prefix(const uint8_t *data, size_t size, int32_t *scans);
 
+/* The 1/8 thumbnail of a progressive JPEG whose every component has a 1x1 IDCT at 1/8
+ * (4:4:4, 4:2:2, grayscale: no vertical chroma subsampling) as a baseline JPEG of its DC
+ * coefficients, AC empty, in a malloc'd buffer the caller frees; its size, or 0 when that
+ * does not apply or anything is unexpected. Decoded at 1/8 it gives the progressive
+ * file's pixels without libjpeg's whole-image coefficient buffer. */
+size_t pxl_jpeg_dc_baseline(const uint8_t *data, size_t size, uint8_t **out);
+
 /* The early end of a thumbnail's transfer: in a prefix of a progressive JPEG, the end of
  * the first complete scan after which every coefficient a 1/8 decode reads (see
  * pxl_jpeg_dc_scans) has its final precision, with the frame's size; 0 while more is
