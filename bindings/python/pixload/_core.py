@@ -484,16 +484,16 @@ def _result_from_c(token, result_p):
     return Result(token, r.status, r.http_status, r.source, message, image, preview)
 
 
-_Pending = collections.namedtuple("_Pending", "callback progress")
+_Pending = collections.namedtuple("_Pending", "callback progress preview")
 _pending = {}             # user_data id -> _Pending, until the request's one callback
 _pending_lock = threading.Lock()
 _ids = itertools.count(1)
 
 
-def _register(callback, progress=None):
+def _register(callback, progress=None, preview=None):
     with _pending_lock:
         key = next(_ids)
-        _pending[key] = _Pending(callback, progress)
+        _pending[key] = _Pending(callback, progress, preview)
     return key
 
 
@@ -516,6 +516,14 @@ def _on_progress(token, received, expected, user_data):
         entry = _pending.get(user_data)
     if entry is not None and entry.progress is not None:
         _call_user(entry.progress, received, expected)
+
+
+@_ffi.preview_callback
+def _on_preview(token, image, user_data):
+    with _pending_lock:
+        entry = _pending.get(user_data)
+    if entry is not None and entry.preview is not None:
+        _call_user(entry.preview, Image._retained(image))
 
 
 def pending_callbacks():
@@ -566,13 +574,13 @@ def _header_array(lines, keep):
 
 _REQUEST_OPTIONS = frozenset((
     "size", "width", "height", "mode", "format", "priority", "cache_key", "headers",
-    "progress_interval_ms", *_FLAGS,
+    "progress_interval_ms", "preview_interval_ms", *_FLAGS,
 ))
 
 
 def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.FIT,
                   format=Format.RGBA8, priority=PRIORITY_NORMAL, cache_key=None, headers=None,
-                  progress_interval_ms=None, **flags):
+                  progress_interval_ms=None, preview_interval_ms=None, **flags):
     """Fills a pxl_request that pxl_request_init_size set up. Every byte string it points to
     is appended to keep: the caller holds keep until the C call has copied them."""
     unknown = set(flags) - set(_FLAGS)
@@ -602,6 +610,8 @@ def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.
     req.headers = _header_array(headers, keep)
     if progress_interval_ms is not None:
         req.progress_interval_ms = progress_interval_ms
+    if preview_interval_ms is not None:
+        req.preview_interval_ms = preview_interval_ms
 
 
 def _new_request(url, keep, options):
@@ -664,7 +674,7 @@ class Queue(_Handle):
         self._own(out.value, _free_queue)
         # The trampolines are module globals; a reference here as well means they outlive
         # every queue even while the module itself is being torn down at exit.
-        self._trampolines = (_on_load, _on_progress)
+        self._trampolines = (_on_load, _on_progress, _on_preview)
         self._tables = weakref.WeakSet()
         self._loop = None
 
@@ -860,20 +870,24 @@ class Loader(_Handle):
 
     # -- requests --
 
-    def load(self, url, callback, *, queue, progress=None, **request):
+    def load(self, url, callback, *, queue, progress=None, preview=None, **request):
         """Starts loading url; callback(result) runs exactly once on the thread that
         dispatches queue. Request options: size=(w, h) (or width=, height=), mode="fit" |
         "fill", format="rgba8" | "rgba8-premul" | "bgra8-premul" | "rgb8" | "gray8",
         priority=int, cache_key=str, headers=[...], ignore_orientation / skip_memory_cache
         / reload / cache_only=True, progress=fn(received, expected) and
-        progress_interval_ms. Returns a Request; raises PixloadError (and calls nobody)
+        progress_interval_ms, preview=fn(image) (a progressive JPEG's scans so far, blurry
+        then sharper, before the callback; see pxl_request.preview) and
+        preview_interval_ms. Returns a Request; raises PixloadError (and calls nobody)
         when the library refuses the request."""
         keep = []
         req = _new_request(url, keep, request)
         if progress is not None:
             req.progress = _on_progress
+        if preview is not None:
+            req.preview = _on_preview
         loader_ptr, queue_ptr = self._handle(), queue._handle()
-        key = _register(callback, progress)
+        key = _register(callback, progress, preview)
         token = _ffi.c_token()
         status = lib.pxl_load(loader_ptr, ctypes.byref(req), queue_ptr, _on_load, key, ctypes.byref(token))
         if status != Status.OK:

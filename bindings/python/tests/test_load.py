@@ -133,6 +133,18 @@ def test_progress(server, loader, queue):
     assert not any(after for _, _, after in progress)  # never after the final callback
 
 
+def test_previews(server, loader, queue):
+    # The progressive fixture through nginx's /slow/ (20 KB/s): blurry images, then the result.
+    previews, results = [], []
+    loader.load(server.url("slow/progressive.jpg", case="preview"), results.append, queue=queue,
+                size=(120, 90), preview=lambda image: previews.append((image, bool(results))),
+                preview_interval_ms=0)
+    drain(queue, lambda: results)
+    assert results[0].ok and len(previews) >= 2
+    assert all(image.size == results[0].image.size for image, _ in previews)
+    assert not any(after for _, after in previews)  # never after the final callback
+
+
 @pytest.mark.parametrize("path,status,cls,http", [
     ("missing.jpg", pixload.Status.HTTP, pixload.HTTPError, 404),
     ("corrupt.jpg", pixload.Status.CORRUPT_IMAGE, pixload.ImageError, 200),
