@@ -230,10 +230,6 @@ void test_table_previews(const struct test_env *env) {
 
 /* ---- the early end of a thumbnail's transfer ---- */
 
-static void capture_image(pxl_token token, const pxl_result *result, void *user_data) {
-  capture_callback(token, result, user_data);
-}
-
 /* A 1/8-scale thumbnail of a progressive 4:4:4 JPEG needs only its DC scans: with no disk
  * cache and no previews the transfer ends once they are in, the bytes not sent are counted,
  * and the thumbnail is the one the whole file gives. */
@@ -242,21 +238,22 @@ void test_early_end(const struct test_env *env) {
   pxl_queue *queue = new_queue();
   struct test_url slow = test_url(env, "/slow/" FIXTURE_PROGRESSIVE444_JPG, "early-end");
   struct test_url whole = test_url(env, "/" FIXTURE_PROGRESSIVE444_JPG, "early-end-whole");
-  struct capture thumb = {0}, reference = {0};
+  /* The reference wants previews: its user_data is a preview_probe (a capture first). */
+  struct capture thumb = {0};
+  struct preview_probe ref = {0};
+  ref.host = pthread_self();
+  struct capture *reference = &ref.capture;
   pxl_request request;
   request_for(&request, slow.url, 48, 36, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
-  CHECK_STATUS(pxl_load(loader, &request, queue, capture_image, &thumb, NULL), PXL_OK);
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &thumb, NULL), PXL_OK);
   /* The reference: the whole file (previews wanted, so its transfer runs to the end). */
   request_for(&request, whole.url, 48, 36, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
-  struct preview_probe ignored = {0};
-  ignored.host = pthread_self();
   request.preview = on_preview;
-  CHECK_STATUS(pxl_load(loader, &request, queue, capture_image, &reference, NULL), PXL_OK);
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &ref, NULL), PXL_OK);
   drain_until(env, queue, &thumb.calls, 1, 20000);
-  drain_until(env, queue, &reference.calls, 1, 20000);
+  drain_until(env, queue, &reference->calls, 1, 20000);
   CHECK_STATUS(thumb.status, PXL_OK);
-  CHECK_STATUS(reference.status, PXL_OK);
-  (void)ignored;
+  CHECK_STATUS(reference->status, PXL_OK);
 
   char path[1024];
   snprintf(path, sizeof path, "%s/%s", env->fixture_dir, FIXTURE_PROGRESSIVE444_JPG);
@@ -277,15 +274,14 @@ void test_early_end(const struct test_env *env) {
   CHECKF(sent > 0 && sent < size * 3 / 4, "the thumbnail's transfer took %ld of %ld bytes", sent, size);
   CHECKF(stats.bytes_saved > 0 && (long)stats.bytes_saved <= size - sent + 65536,
          "bytes_saved %llu for %ld bytes not sent", (unsigned long long)stats.bytes_saved, size - sent);
-  if (thumb.image && reference.image) {
+  if (thumb.image && reference->image) {
     CHECK_INT(pxl_image_width(thumb.image), 48);
     CHECK_INT(pxl_image_height(thumb.image), 36);
-    CHECKF(mean_difference(thumb.image, reference.image) == 0.0,
-           "the early-ended thumbnail differs from the whole file's (%.3f)", mean_difference(thumb.image, reference.image));
+    CHECKF(mean_difference(thumb.image, reference->image) == 0.0,
+           "the early-ended thumbnail differs from the whole file's (%.3f)", mean_difference(thumb.image, reference->image));
   }
   capture_reset(&thumb);
-  capture_reset(&reference);
-  probe_free(&ignored);
+  probe_free(&ref);
   pxl_queue_free(queue);
   pxl_loader_free(loader);
 }
