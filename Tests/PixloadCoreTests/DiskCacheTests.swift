@@ -127,6 +127,32 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(logged.count, 3, "\(logged)")
   }
 
+  /// Whatever one damaged byte or a truncation does to a variant file, reading it never
+  /// traps and never gives an image: every byte is covered by the checksum or the checks.
+  func testEverySingleByteDamageOrTruncationOfAVariantIsAMiss() throws {
+    let cache = try makeCache()
+    put(cache, .variant, "k", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+    let file = try XCTUnwrap(FileManager.default.contents(atPath: path(.variant, "k"))).map { $0 }
+    XCTAssertEqual(file.count, DiskCache.variantHeaderSize + "\(Self.descriptor)\nk".utf8.count + 12)
+    func write(_ bytes: [UInt8]) {
+      let fd = open(path(.variant, "k"), O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+      _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+      close(fd)
+    }
+    for offset in 0..<file.count {
+      var damaged = file
+      damaged[offset] ^= 0x10
+      write(damaged)
+      XCTAssertNil(get(cache, .variant, "k"), "byte \(offset) damaged")
+    }
+    for length in 0..<file.count {
+      write(Array(file[..<length]))
+      XCTAssertNil(get(cache, .variant, "k"), "truncated to \(length)")
+    }
+    write(file)
+    XCTAssertEqual(get(cache, .variant, "k"), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], "the undamaged file reads")
+  }
+
   /// A variant is served without its original, and its image is what was stored; one made
   /// from other bytes than the original now on disk is outdated and dropped; removing a
   /// key removes its variants and no other key's.

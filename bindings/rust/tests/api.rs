@@ -740,6 +740,7 @@ fn init_size_fills_exactly_our_structs() {
     assert_eq!(config.log_level, sys::PXL_LOG_WARNING);
     assert!(config.log.is_none() && config.log_user_data.is_null());
     assert_eq!(config.disk_cache_max_age_s, 604_800);
+    assert_eq!(config.disk_variant_max_side, 256);
     assert_eq!(config.memory_cache_bytes, 64 << 20);
     let request = init(sys::pxl_request_init_size);
     assert_eq!(request.progress_interval_ms, 100);
