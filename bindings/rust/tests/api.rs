@@ -850,3 +850,27 @@ fn a_panicking_log_closure_is_caught_and_log_level_filters() {
     assert_eq!(silent.load(Ordering::SeqCst), 0);
     let _ = std::fs::remove_file(dir.parent().unwrap());
 }
+
+/// disk_variant_max_side (default 256): the thumbnail a first loader decoded comes back
+/// from disk in a fresh one, the same pixels, counted as a variant hit; 0 turns it off.
+#[test]
+fn a_fresh_loader_reads_kept_thumbnails_from_disk() {
+    let server = server();
+    let tmp = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
+    let dir = std::path::Path::new(&tmp).join(format!("pxl-rust-variants.{}", std::process::id()));
+    let request = Request::new(server.url("gradient.jpg", "variants")).size(150, 150).mode(pixload::Mode::Fill);
+    let loader = |max_side: u32| {
+        Loader::builder().disk_cache_dir(&dir).disk_cache_bytes(8 << 20).disk_variant_max_side(max_side).build().unwrap()
+    };
+    let queue = Queue::new().unwrap();
+    let first = loader(256);
+    let decoded = load_one(&first, &queue, &request).unwrap().pixels().to_vec();
+    drop(first); // joins the disk threads: the thumbnail is written
+    for (max_side, hits) in [(256, 1), (0, 0)] {
+        let fresh = loader(max_side);
+        assert_eq!(load_one(&fresh, &queue, &request).unwrap().pixels(), &decoded[..]);
+        let stats = fresh.stats();
+        assert_eq!((stats.disk_hits, stats.variant_hits, stats.network_fetches), (1, hits, 0));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
