@@ -188,11 +188,19 @@ extension DiskCache {
   }
 
   /// Deletes every variant of `cacheKey`: the entries whose names start as its entry's
-  /// does and whose stored key says they belong to it.
+  /// does and whose stored key says they belong to it. One pass over the directory's
+  /// names; only those with the prefix are opened.
   func removeVariants(of cacheKey: String) {
     let prefix = Self.namePrefix(for: cacheKey), own = Self.fileName(for: cacheKey)
-    for entry in listEntries() where entry.name.hasPrefix(prefix) && entry.name != own {
-      let fd = open("\(directory)/\(entry.name)", O_RDONLY | O_CLOEXEC)
+    guard let dir = opendir(directory) else { return }
+    var candidates: [String] = []
+    while let item = readdir(dir) {
+      let name = withUnsafeBytes(of: item.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+      if name.count == 32, name.hasPrefix(prefix), name != own { candidates.append(name) }
+    }
+    closedir(dir)
+    for name in candidates {
+      let fd = open("\(directory)/\(name)", O_RDONLY | O_CLOEXEC)
       if fd < 0 { continue }
       var header = [UInt8](repeating: 0, count: Self.variantHeaderSize)
       let read = header.withUnsafeMutableBytes { preadFully(fd, $0.baseAddress!, Self.variantHeaderSize, 0) }
@@ -206,7 +214,7 @@ extension DiskCache {
       close(fd)
       guard isVariant, keyRead == keyLength, let newline = key.firstIndex(of: 10),
             key[(newline + 1)...].elementsEqual(cacheKey.utf8) else { continue }
-      delete(entry.name)
+      delete(name)
     }
   }
 
