@@ -438,9 +438,15 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     guard limit > 0, variant.width > 0 || variant.height > 0, variant.width <= limit, variant.height <= limit else {
       return nil
     }
-    return "v1 \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "
+    return "v\(Self.variantRendition) \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "
       + "orient=\(variant.appliesOrientation ? 1 : 0)"
   }
+
+  /// The rendition of decoded variants kept on disk: raise it whenever decoding gives other
+  /// pixels for the same request (another resampler, a colour fix), so that thumbnails an
+  /// older library kept are not served by a newer one (they are never looked up again and
+  /// age out, least recently used).
+  static let variantRendition = 1
 
   /// The variant lookup answered: a fresh variant (or any, offline) is the result of every
   /// requester, with no download and no decode; otherwise the decode waits for the bytes
