@@ -255,9 +255,11 @@ void test_disk_variants(const struct test_env *env) {
   pxl_stats stats;
   stats.struct_size = sizeof stats;
   double deadline = now_ms() + 5000;
+  pxl_status got;
   do {  /* the write runs on a disk thread after the callback */
-    CHECK_STATUS(pxl_loader_get_stats(loader, &stats), PXL_OK);
-  } while (stats.variants_stored == 0 && now_ms() < deadline && (sleep_ms(1), 1));
+    got = pxl_loader_get_stats(loader, &stats);
+  } while (got == PXL_OK && stats.variants_stored == 0 && now_ms() < deadline && (sleep_ms(1), 1));
+  CHECK_STATUS(got, PXL_OK);
   CHECK_INT(stats.variants_stored, 1);
   CHECK(stats.variant_bytes_stored > 20 * 15 * 4);
   pxl_loader_free(loader);
