@@ -120,7 +120,10 @@ check "two processes at once: at the end the 2 MiB limit holds exactly" "[ \$(en
 check "two processes at once: while writing, never over 2 MiB + 2 entries (peak $peak)" "[ $peak -gt 0 ] && [ $peak -le \$((2097152 + 2 * largest)) ]"
 cat "$work/both-a.txt" "$work/both-b.txt" > "$work/both.txt"
 "$pixload" fetch --quiet --cache-dir "$work/shared" --disk-cache-mb 2 --size 150x150 --urls "$work/both.txt" > "$work/pc.txt" 2> "$work/pc.err"
-check "two processes at once: the directory held both kinds" "[ \$(kind_count '$work/shared' PLXV) -gt 0 ] && [ \$(kind_count '$work/shared' PLXC) -gt 0 ]"
+shared_v=$(kind_count "$work/shared" PLXV) shared_c=$(kind_count "$work/shared" PLXC)
+# Both write both kinds; which kind the least recently used end leaves depends on timing
+# (a run ends with its last thumbnails' writes), so only the variants' presence is certain.
+check "two processes at once: variants among what they left ($shared_c encoded, $shared_v variants)" "[ $shared_v -gt 0 ]"
 check "after them: no entry is torn or wrong" "grep -q '^600 loaded, 0 failed' '$work/pc.txt' && ! grep -q 'dropped a bad entry' '$work/pc.err'"
 
 # SIGKILL during heavy writes, many times: a later process never meets a corrupt entry and
