@@ -15,6 +15,8 @@
 #                   connections at the server) and bench-decode (decode CPU against
 #                   libjpeg-turbo/libpng called directly)
 #   make bench-cancel  pxl_cancel_all over 5,000 / 20,000 / 50,000 waiting requests
+#   make bench-warm    the warm start: the first screen (8 camera photos, 150x150) from
+#                   the disk cache with a fresh loader, thumbnails kept on disk or not
 #   make fuzz       the mutation smoke test, then the libFuzzer targets (FUZZ_SECONDS each)
 #   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
 #   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
@@ -74,7 +76,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-network \
-  bench-decode bench-cancel fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
+  bench-decode bench-cancel bench-warm fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
   wheel deb test-wheel test-deb
 
 all: lib cli
@@ -286,6 +288,7 @@ bench:
 	@$(SUBMAKE) bench-network
 	@$(SUBMAKE) bench-decode
 	@$(SUBMAKE) bench-cancel
+	@$(SUBMAKE) bench-warm
 
 # The network path: 1,000 64x64 JPEGs from nginx on loopback, pixload against a bare
 # libcurl loop with and without decoding; connections counted at the server.
@@ -306,6 +309,16 @@ bench-cancel:
 	  -L$(STAGE)/lib -lpixload -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
 	$(STAGE)/bench-cancel-all $(BENCH_CANCEL_RUNS) $(BENCH_CANCEL_COUNTS)
 	$(STAGE)/bench-cancel-all $(BENCH_CANCEL_RUNS) --shared $(BENCH_CANCEL_COUNTS)
+
+# The warm start (scripts/bench-warm.sh, bench/warm_start.c): 8 photographs of 8-16 MP from
+# the wallpaper packages, 150x150 FILL, from the disk cache with a fresh loader, first
+# pxl_load to 8th callback, in-process; medians of BENCH_WARM_RUNS.
+CAMERA_DATA := $(STAGE)/camera-photos
+BENCH_WARM_RUNS ?= 3
+bench-warm:
+	@scripts/deps.sh python
+	@$(SUBMAKE) all
+	@scripts/bench-warm.sh $(STAGE) $(CAMERA_DATA) $(BENCH_WARM_RUNS)
 
 # Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng called directly, by
 # kind of file, full size and 150x150 fill (release build in its own scratch folder).

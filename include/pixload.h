@@ -226,7 +226,8 @@ typedef enum pxl_source {
   PXL_SOURCE_NONE = 0,     /* no image (an error or a cancellation) */
   PXL_SOURCE_MEMORY = 1,   /* the memory cache; no download, no decode */
   PXL_SOURCE_NETWORK = 2,  /* downloaded (or read from a file:// URL) and decoded */
-  PXL_SOURCE_DISK = 3,     /* the disk cache, then decoded */
+  PXL_SOURCE_DISK = 3,     /* the disk cache: decoded from its encoded bytes, or a decoded
+                              thumbnail it kept (pxl_config.disk_variant_max_side) */
   PXL_SOURCE_REVALIDATED = 4 /* the disk cache after the server answered 304 Not Modified */
 } pxl_source;
 
@@ -363,7 +364,8 @@ typedef struct pxl_config {
                                      thousands of rows opens a few connections, not
                                      thousands); default 16; 0 disables. Loading without
                                      cancelling is never held back. */
-  uint64_t disk_cache_bytes;      /* disk cache of downloaded (encoded) bytes; default 0: none.
+  uint64_t disk_cache_bytes;      /* disk cache of downloaded (encoded) bytes, and of decoded
+                                     thumbnails (disk_variant_max_side); default 0: none.
                                      Entries are verified on every read; a bad one is deleted
                                      and fetched again. The total stays within this (plus
                                      one entry) after every write, least recently used
@@ -394,6 +396,33 @@ typedef struct pxl_config {
                                      PXL_LOG_WARNING. Levels past PXL_LOG_INFO (a newer
                                      header's) count as PXL_LOG_INFO, below 0 as
                                      PXL_LOG_ERROR. */
+  /* Since 0.3.0. */
+  int64_t disk_variant_max_side;  /* decoded thumbnails whose width and height are both at most
+                                     this are also kept in the disk cache, beside the encoded
+                                     bytes they were made from, so that a later start (a fresh
+                                     loader, another process) delivers them with no decode;
+                                     default 256 (a 256x256 RGBA thumbnail costs 256 KiB of
+                                     disk); 0: off. Only requests with a target size (not 0x0)
+                                     whose non-zero sides are at most this look for one, and
+                                     only http(s) responses that the disk cache keeps are
+                                     stored (never no-store). A stored thumbnail is an entry
+                                     like any other: counted in disk_cache_bytes, evicted
+                                     least recently used first, verified on every read (a
+                                     damaged one is dropped, logged and made again), written
+                                     atomically, shared between processes; it is raw pixels
+                                     in the request's format, so it reads back in well under
+                                     a millisecond. It needs not its original: it is served
+                                     while the original's response, as it was when the
+                                     thumbnail was made, says it is fresh (with
+                                     ignore_http_freshness: until evicted; with
+                                     PXL_FLAG_CACHE_ONLY: also when stale). A stale one is
+                                     not revalidated on its own: the request loads the
+                                     original as without it (a conditional request with the
+                                     original's validators, or a full one if the original was
+                                     evicted) and the thumbnail is made and stored anew. One
+                                     made from other bytes than the original now stored (a
+                                     reload, a changed image) is dropped when read.
+                                     pxl_cache_remove() removes a key's thumbnails too. */
 } pxl_config;
 
 /* The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
@@ -404,6 +433,8 @@ typedef struct pxl_config {
 #define PXL_REQUEST_SIZE_0_1 (offsetof(pxl_request, progress_interval_ms) + sizeof(int32_t))
 #define PXL_TABLE_CONFIG_SIZE_0_1 (offsetof(pxl_table_config, prefetch_priority) + sizeof(int32_t))
 #define PXL_STATS_SIZE_0_1 (offsetof(pxl_stats, disk_bytes) + sizeof(uint64_t))
+/* 0.2.0's pxl_config ends at log_level; 0.3.0's fields start past its sizeof(). */
+#define PXL_CONFIG_SIZE_0_2 (offsetof(pxl_config, log_level) + sizeof(int32_t))
 #define PXL_TABLE_STATS_SIZE_0_1 (offsetof(pxl_table_stats, failed) + sizeof(uint64_t))
 
 /* Fills the first size bytes of *config (size: the caller's sizeof(pxl_config)) with the
@@ -602,7 +633,8 @@ PXL_API uint64_t pxl_disk_cache_bytes(pxl_loader *loader);
 PXL_API void pxl_disk_cache_clear(pxl_loader *loader);
 
 /* Forgets one cache key (a URL, or a request's cache_key): every decoded size of it in
- * memory at once, and its disk entry on a disk thread shortly after. A URL also drops
+ * memory at once, and its disk entry and the decoded thumbnails kept on disk beside it on
+ * a disk thread shortly after. A URL also drops
  * the memory entries of requests for it with per-request headers and no cache_key, but
  * not their disk entries (their keys hold a fingerprint of the headers): give such
  * requests a cache_key to remove them from disk. Returns PXL_OK or
@@ -628,6 +660,11 @@ typedef struct pxl_stats {
   /* Since 0.2.0. */
   uint64_t bytes_saved;      /* body bytes not downloaded because a thumbnail's transfer
                                 ended early (see "Thumbnails of progressive JPEGs") */
+  /* Since 0.3.0. */
+  uint64_t variant_hits;     /* of disk_hits: answered by a decoded thumbnail kept on disk
+                                (pxl_config.disk_variant_max_side), with no decode */
+  uint64_t variants_stored;  /* decoded thumbnails this loader wrote to the disk cache */
+  uint64_t variant_bytes_stored; /* their bytes on disk (pixels and a small header) */
 } pxl_stats;
 
 /* Fills *stats: set stats->struct_size to sizeof(pxl_stats) first (any size from

@@ -66,6 +66,8 @@ static const char usage_text[] =
     "                        else ~/.cache/pixload)\n"
     "  --disk-cache-mb N     disk cache budget in MiB (default 256)\n"
     "  --no-disk-cache       no disk cache\n"
+    "  --variant-max-side N  keep decoded thumbnails up to NxN in the disk cache\n"
+    "                        (default 256; 0: only the downloaded bytes)\n"
     "  --cache-only          offline: memory and disk only; a miss fails (not in the cache)\n"
     "  --reload              ignore what the caches hold (they are still written)\n"
     "  --urls FILE           read more URLs from FILE, one a line ('#' starts a comment)\n"
@@ -469,7 +471,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
   enum { OPT_SIZE = 256, OPT_MODE, OPT_FORMAT, OPT_NO_ORIENTATION, OPT_ALLOW_FILE,
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
-         OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_CACHE_ONLY, OPT_RELOAD };
+         OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE };
   static const struct option long_options[] = {
       {"size", required_argument, NULL, OPT_SIZE},
       {"mode", required_argument, NULL, OPT_MODE},
@@ -490,6 +492,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
       {"disk-cache-mb", required_argument, NULL, OPT_DISK_CACHE_MB},
       {"no-disk-cache", no_argument, NULL, OPT_NO_DISK_CACHE},
+      {"variant-max-side", required_argument, NULL, OPT_VARIANT_MAX_SIDE},
       {"cache-only", no_argument, NULL, OPT_CACHE_ONLY},
       {"reload", no_argument, NULL, OPT_RELOAD},
       {NULL, 0, NULL, 0}};
@@ -560,6 +563,10 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
         o->config.disk_cache_bytes = (uint64_t)n << 20;
         break;
       case OPT_NO_DISK_CACHE: o->config.disk_cache_bytes = 0; break;
+      case OPT_VARIANT_MAX_SIDE:
+        if (parse_int(optarg, 0, 1L << 30, &n)) return usage_error("bad --variant-max-side '%s'", optarg);
+        o->config.disk_variant_max_side = n;
+        break;
       case OPT_CACHE_ONLY: o->request.flags |= PXL_FLAG_CACHE_ONLY; break;
       case OPT_RELOAD: o->request.flags |= PXL_FLAG_RELOAD; break;
       case OPT_OUT: o->out_file = optarg; break;

@@ -141,7 +141,8 @@ private func end<T, F>(_ field: KeyPath<T, F>) -> Int {
   MemoryLayout<T>.offset(of: field)! + MemoryLayout<F>.size
 }
 
-private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level)]
+private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level),
+                              end(\pxl_config.disk_variant_max_side)]
 private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_request.preview_interval_ms)]
 private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority), end(\pxl_table_config.previews)]
 private let statsSize01 = end(\pxl_stats.disk_bytes)
@@ -276,6 +277,7 @@ private func defaultConfig() -> pxl_config {
   c.log = nil
   c.log_user_data = nil
   c.log_level = defaults.logLevel.rawValue
+  c.disk_variant_max_side = Int64(defaults.diskVariantMaxSide)
   return c
 }
 
@@ -294,7 +296,7 @@ private func defaultConfig() -> pxl_config {
           c.allowed_schemes & ~UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE) == 0,
           c.stall_timeout_ms >= 0, c.max_redirects >= 0, c.max_retries >= 0, c.max_retries <= 100,
           c.retry_base_delay_ms >= 0, c.retry_max_delay_ms >= 0, c.cancel_storm_limit >= 0,
-          c.memory_cache_count >= 0, c.disk_cache_max_age_s >= 0,
+          c.memory_cache_count >= 0, c.disk_cache_max_age_s >= 0, c.disk_variant_max_side >= 0,
           let logLevel = LogLevel(rawValue: min(max(c.log_level, 0), LogLevel.info.rawValue)),
           let headers = headerLines(c.headers)
     else { return PXL_E_INVALID_ARGUMENT }
@@ -325,6 +327,8 @@ private func defaultConfig() -> pxl_config {
     configuration.ignoresHTTPFreshness = c.ignore_http_freshness != 0
     configuration.memoryCacheCount = Int(c.memory_cache_count)
     configuration.diskCacheMaxAgeSeconds = Int(c.disk_cache_max_age_s)
+    // Larger than any image max_pixels lets through is the same as no limit.
+    configuration.diskVariantMaxSide = Int(min(c.disk_variant_max_side, 1 << 30))
     if let log = c.log {
       // The pointer travels as a bit pattern: the host promised log_user_data is usable
       // from any thread.
@@ -746,6 +750,9 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
   filled.memory_count = UInt64(loader.memoryCache.count)
   filled.disk_bytes = UInt64(loader.diskCacheBytesSeen)
   filled.bytes_saved = UInt64(s.bytesSaved)
+  filled.variant_hits = UInt64(s.variantHits)
+  filled.variants_stored = UInt64(s.variantsStored)
+  filled.variant_bytes_stored = UInt64(s.variantBytesStored)
   return writeGrowableStruct(filled, to: stats, minimumSize: statsSize01) ? PXL_OK : PXL_E_INVALID_ARGUMENT
 }
 

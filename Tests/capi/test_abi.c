@@ -75,8 +75,23 @@ static void test_config_sizes(void) {
   CHECK_STATUS(pxl_loader_new(config, &loader), PXL_E_INVALID_ARGUMENT);
   CHECK(loader == NULL);
 
-  /* 0.2.0's fields start past 0.1.0's struct, not in its padding. */
+  /* 0.2.0's fields start past 0.1.0's struct, not in its padding; 0.3.0's past 0.2.0's
+   * sizeof (its end rounded up to the struct's alignment), so that a 0.2.0 program's tail
+   * padding is never read as disk_variant_max_side. */
   CHECK(offsetof(pxl_config, log) >= PXL_CONFIG_SIZE_0_1);
+  size_t align = _Alignof(pxl_config);
+  size_t sizeof_0_2 = (PXL_CONFIG_SIZE_0_2 + align - 1) / align * align;
+  CHECKF(offsetof(pxl_config, disk_variant_max_side) >= sizeof_0_2, "disk_variant_max_side at %zu, 0.2.0's sizeof %zu",
+         offsetof(pxl_config, disk_variant_max_side), sizeof_0_2);
+
+  /* A 0.2.0 program's struct, tail padding full of garbage: accepted (the padding is not a
+   * field), nothing written past it, the 0.3.0 field at its default. */
+  memset(buffer, 0xAA, sizeof buffer);
+  CHECK_STATUS(pxl_config_init_size(config, sizeof_0_2), PXL_OK);
+  CHECK(all_bytes(buffer + sizeof_0_2, sizeof buffer - sizeof_0_2, 0xAA));
+  memset(buffer + PXL_CONFIG_SIZE_0_2, 0x55, sizeof_0_2 - PXL_CONFIG_SIZE_0_2);
+  CHECK_STATUS(pxl_loader_new(config, &loader), PXL_OK);
+  pxl_loader_free(loader);
 
   /* The macro fills this header's whole struct. */
   pxl_config plain;
@@ -85,6 +100,9 @@ static void test_config_sizes(void) {
   CHECK_INT(plain.struct_size, sizeof plain);
   CHECK(plain.log == NULL && plain.log_user_data == NULL);
   CHECK_INT(plain.log_level, PXL_LOG_WARNING);
+  CHECK_INT(plain.disk_variant_max_side, 256);
+  plain.disk_variant_max_side = -1;
+  CHECK_STATUS(pxl_loader_new(&plain, &loader), PXL_E_INVALID_ARGUMENT);
 }
 
 static void test_request_sizes(const struct test_env *env, pxl_loader *loader, pxl_queue *queue) {
@@ -166,6 +184,89 @@ static void test_stats_sizes(pxl_loader *loader) {
   CHECK(all_bytes(buffer + PXL_STATS_SIZE_0_1, sizeof buffer - PXL_STATS_SIZE_0_1, 0xAA));
   stats->struct_size = PXL_STATS_SIZE_0_1 - 1;
   CHECK_STATUS(pxl_loader_get_stats(loader, stats), PXL_E_INVALID_ARGUMENT);
+}
+
+/* Decoded thumbnails kept on disk: a fresh loader delivers the very pixels the first one
+ * decoded, from the disk, without a request; with disk_variant_max_side 0 it decodes the
+ * encoded entry instead. */
+void test_disk_variants(const struct test_env *env) {
+  char directory[] = "/tmp/pxl-variants.XXXXXX";
+  CHECK(mkdtemp(directory) != NULL);
+  struct test_url u = test_url(env, "/" FIXTURE_GRADIENT_JPG, "disk-variants");
+  pxl_request request;
+  request_for(&request, u.url, 40, 30, PXL_MODE_FILL, PXL_FORMAT_BGRA8_PREMUL);
+  pxl_image *first = NULL;
+  for (int round = 0; round < 3; round++) {
+    pxl_config config;
+    pxl_config_init(&config);
+    config.disk_cache_bytes = 8 << 20;
+    config.disk_cache_dir = directory;
+    if (round == 2) config.disk_variant_max_side = 0;
+    pxl_loader *loader = new_loader(&config);
+    pxl_queue *queue = new_queue();
+    struct capture capture;
+    memset(&capture, 0, sizeof capture);
+    CHECK_STATUS(load_and_wait(env, loader, queue, &request, &capture), PXL_OK);
+    CHECKF(capture.status == PXL_OK, "round %d: %s", round, capture.message);
+    pxl_stats stats;
+    stats.struct_size = sizeof stats;
+    if (round == 0) {
+      CHECK_INT(capture.source, PXL_SOURCE_NETWORK);
+      first = pxl_image_retain(capture.image);
+      capture_reset(&capture);
+      pxl_loader_free(loader);  /* joins the disk threads: the thumbnail is written */
+    } else {
+      CHECK_INT(capture.source, PXL_SOURCE_DISK);
+      CHECK_STATUS(pxl_loader_get_stats(loader, &stats), PXL_OK);
+      CHECK_INT(stats.disk_hits, 1);
+      CHECK_INT(stats.variant_hits, round == 1 ? 1 : 0);
+      CHECK_INT(stats.variants_stored, 0);
+      const pxl_image *image = capture.image;
+      CHECK(image && first);
+      if (image && first) {
+        CHECK_INT(pxl_image_width(image), 40);
+        CHECK_INT(pxl_image_height(image), 30);
+        CHECK_INT(pxl_image_format(image), PXL_FORMAT_BGRA8_PREMUL);
+        CHECK_INT(pxl_image_original_width(image), pxl_image_original_width(first));
+        CHECK_INT(pxl_image_stride(image), pxl_image_stride(first));
+        CHECKF(memcmp(pxl_image_pixels(image), pxl_image_pixels(first), pxl_image_byte_count(first)) == 0,
+               "round %d: the pixels the first loader decoded", round);
+      }
+      capture_reset(&capture);
+      pxl_loader_free(loader);
+    }
+    pxl_queue_free(queue);
+  }
+  CHECK_INT(log_wait_count(env, u.uri, 1, 1000), 1);  /* one request in all */
+  pxl_image_release(first);
+
+  /* A loader that stores one counts it. */
+  pxl_config config;
+  pxl_config_init(&config);
+  config.disk_cache_bytes = 8 << 20;
+  config.disk_cache_dir = directory;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  request_for(&request, u.url, 20, 20, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  struct capture capture;
+  memset(&capture, 0, sizeof capture);
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &capture), PXL_OK);
+  capture_reset(&capture);
+  pxl_stats stats;
+  stats.struct_size = sizeof stats;
+  double deadline = now_ms() + 5000;
+  pxl_status got;
+  do {  /* the write runs on a disk thread after the callback */
+    got = pxl_loader_get_stats(loader, &stats);
+  } while (got == PXL_OK && stats.variants_stored == 0 && now_ms() < deadline && (sleep_ms(1), 1));
+  CHECK_STATUS(got, PXL_OK);
+  CHECK_INT(stats.variants_stored, 1);
+  CHECK(stats.variant_bytes_stored > 20 * 15 * 4);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+  char command[64];
+  snprintf(command, sizeof command, "rm -rf '%s'", directory);
+  CHECK(system(command) == 0);
 }
 
 static int no_request(int64_t row, pxl_request *request, void *user_data) {

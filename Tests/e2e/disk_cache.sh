@@ -5,6 +5,10 @@
 # loads 300 thumbnails with zero requests; entries damaged behind the library's back are
 # dropped (one log line each), fetched again, and every load still succeeds; --cache-only
 # misses fail with NOT_CACHED; the directory is 0700 and the files 0600.
+# Thumbnails up to 256x256 are kept decoded beside the encoded bytes (variant entries,
+# "PLXV" files; encoded ones are "PLXC"): every rule here (limit, two processes, damage,
+# SIGKILL) is checked with both kinds in the directory, and their counts are checked so
+# that the variants are really there.
 # Ends with "N passed, N failed".
 set -uo pipefail
 pixload=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -21,18 +25,32 @@ mkdir -p "$work/www" && "$work/mkfixtures" "$work/www" >/dev/null
 image=$(cd "$work/www" && ls *.jpg | grep -v -e not-an-image -e corrupt | head -1)
 for i in $(seq 1 300); do echo "http://127.0.0.1:$port/$image?row=$i"; done > "$work/urls.txt"
 requests() { wc -l < "$work/nginx/access.log"; }
+# Entries of one kind in a directory, by their magic (no process per file: 4,000 of them).
+kind_count() {
+  local n=0 magic f
+  for f in "$1"/[0-9a-f]*; do
+    [ -f "$f" ] || continue
+    IFS= read -r -n4 magic < "$f" || true
+    [ "$magic" = "$2" ] && n=$((n + 1))
+  done
+  echo "$n"
+}
 fetch() { "$pixload" fetch --quiet --cache-dir "$work/cache" --size 150x150 --mode fill --urls "$work/urls.txt" "$@"; }
 
 fetch > "$work/first.txt"
 check "first process: 300 loaded over the network" "grep -q '^300 loaded, 0 failed' '$work/first.txt' && [ \$(requests) -eq 300 ]"
+check "first process: 300 encoded and 300 variant entries" "[ \$(kind_count '$work/cache' PLXC) -eq 300 ] && [ \$(kind_count '$work/cache' PLXV) -eq 300 ]"
 before=$(requests)
 fetch > "$work/second.txt"
 check "second process: 300 loaded, zero requests" "grep -q '^300 loaded, 0 failed' '$work/second.txt' && [ \$(requests) -eq $before ]"
+fetch --variant-max-side 0 > "$work/second-encoded.txt"
+check "variants off: 300 loaded from the encoded entries, zero requests" "grep -q '^300 loaded, 0 failed' '$work/second-encoded.txt' && [ \$(requests) -eq $before ]"
 "$pixload" fetch --cache-dir "$work/cache" --size 150x150 --mode fill "$(head -1 "$work/urls.txt")" > "$work/one.txt"
 check "the source is reported as disk" "grep -q ' disk ' '$work/one.txt'"
 check "directory 0700, entries 0600" "[ \$(stat -c %a '$work/cache') = 700 ] && [ -z \"\$(find '$work/cache' -type f ! -perm 600)\" ]"
 
-# Damage every entry: flip bytes in the middle of the body, truncate some.
+# Damage every entry, of both kinds: flip bytes in the middle of the body, truncate some.
+damaged=$(find "$work/cache" -maxdepth 1 -type f -name '[0-9a-f]*' | wc -l)
 n=0
 for f in "$work/cache"/*; do
   n=$((n + 1))
@@ -42,7 +60,7 @@ before=$(requests)
 fetch > "$work/third.txt" 2> "$work/third.err"
 check "damaged entries: all 300 still load" "grep -q '^300 loaded, 0 failed' '$work/third.txt'"
 check "damaged entries: fetched again (300 requests)" "[ \$((\$(requests) - before)) -eq 300 ]"
-check "damaged entries: one log line each" "[ \$(grep -c 'dropped a bad entry' '$work/third.err') -eq 300 ]"
+check "damaged entries: one log line each ($damaged: encoded and variants)" "[ $damaged -eq 600 ] && [ \$(grep -c 'dropped a bad entry' '$work/third.err') -eq $damaged ]"
 
 "$pixload" fetch --cache-dir "$work/cache" --cache-only "http://127.0.0.1:$port/$image?never" > "$work/offline.txt"
 check "--cache-only miss: NOT_CACHED, exit 1" "grep -q '^NOT_CACHED' '$work/offline.txt'"
@@ -89,6 +107,8 @@ writer_b=$!
 # allowed two entries over: the one being renamed in before its eviction, and one the
 # listing may count on its way out.
 largest=$(stat -c %s "$work/www/$image"); largest=$((largest + 512))
+variant=$((150 * 150 * 4 + 1024))  # a 150x150 RGBA variant entry, header and key included
+[ "$variant" -gt "$largest" ] && largest=$variant
 peak=0
 while kill -0 "$writer_a" 2>/dev/null || kill -0 "$writer_b" 2>/dev/null; do
   sample=$(entry_bytes "$work/shared" 2>/dev/null)
@@ -100,6 +120,10 @@ check "two processes at once: at the end the 2 MiB limit holds exactly" "[ \$(en
 check "two processes at once: while writing, never over 2 MiB + 2 entries (peak $peak)" "[ $peak -gt 0 ] && [ $peak -le \$((2097152 + 2 * largest)) ]"
 cat "$work/both-a.txt" "$work/both-b.txt" > "$work/both.txt"
 "$pixload" fetch --quiet --cache-dir "$work/shared" --disk-cache-mb 2 --size 150x150 --urls "$work/both.txt" > "$work/pc.txt" 2> "$work/pc.err"
+shared_v=$(kind_count "$work/shared" PLXV) shared_c=$(kind_count "$work/shared" PLXC)
+# Both write both kinds; which kind the least recently used end leaves depends on timing
+# (a run ends with its last thumbnails' writes), so only the variants' presence is certain.
+check "two processes at once: variants among what they left ($shared_c encoded, $shared_v variants)" "[ $shared_v -gt 0 ]"
 check "after them: no entry is torn or wrong" "grep -q '^600 loaded, 0 failed' '$work/pc.txt' && ! grep -q 'dropped a bad entry' '$work/pc.err'"
 
 # SIGKILL during heavy writes, many times: a later process never meets a corrupt entry and
@@ -115,8 +139,11 @@ for round in $(seq 1 20); do
   wait "$victim" 2>/dev/null
 done
 for round in $(seq 1 20); do for i in $(seq 1 200); do echo "http://127.0.0.1:$port/$big?kill=$round-$i"; done; done > "$work/killall.txt"
-entries=$(find "$work/killed" -maxdepth 1 -type f -name '[0-9a-f]*' | wc -l)
-check "the SIGKILLs landed mid-run ($entries of 4000 entries written)" "[ $entries -gt 0 ] && [ $entries -lt 4000 ]"
+# A URL loads offline from its variant or its encoded entry: they share the first 16 hex
+# digits of their names, so the URLs stored are the distinct prefixes.
+entries=$(find "$work/killed" -maxdepth 1 -type f -name '[0-9a-f]*' -printf '%f\n' | cut -c1-16 | sort -u | wc -l)
+variants=$(kind_count "$work/killed" PLXV)
+check "the SIGKILLs landed mid-run ($entries of 4000 images stored, $variants variants)" "[ $entries -gt 0 ] && [ $entries -lt 4000 ] && [ $variants -gt 0 ]"
 before=$(requests)
 "$pixload" fetch --quiet --cache-dir "$work/killed" --disk-cache-mb 4096 --cache-only --size 16x16 --urls "$work/killall.txt" > "$work/pk.txt" 2> "$work/pk.err"
 loaded=$(sed -n 's/^\([0-9]*\) loaded.*/\1/p' "$work/pk.txt")

@@ -10,7 +10,13 @@ struct HTTPFreshness: Sendable {
 
   /// Whether `entry` may be served without revalidation now.
   func isFresh(_ entry: DiskCache.Entry, now: UInt64 = UInt64(time(nil))) -> Bool {
-    let expiry = entry.metadata.expiresAt
+    isFresh(entry.metadata, now: now)
+  }
+
+  /// Whether what `metadata` describes (an entry, or a variant made from one) may be
+  /// served without revalidation now.
+  func isFresh(_ metadata: DiskCache.Metadata, now: UInt64 = UInt64(time(nil))) -> Bool {
+    let expiry = metadata.expiresAt
     return ignoresServer || expiry == 0 || now < expiry
   }
 

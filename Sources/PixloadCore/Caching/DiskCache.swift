@@ -3,7 +3,8 @@ import CSupport
 import Glibc
 #endif
 
-/// Encoded bytes on disk, one file per entry, named by a hash of the cache key.
+/// Encoded bytes on disk, one file per entry, named by a hash of the cache key; beside
+/// them, decoded variants (DiskCache+Variants.swift) under the same rules.
 ///
 /// An entry is a header (magic, version, lengths, checksum, dates, HTTP validators), the
 /// key, then the body. Writes go to a temporary file renamed into place, so a reader (in
@@ -27,6 +28,9 @@ public final class DiskCache: @unchecked Sendable {
   public struct Entry: Sendable {
     public var bytes: [UInt8]
     public var metadata: Metadata
+    /// `DiskCache.checksum(bytes)`, as the entry's header holds it: what a decoded
+    /// variant records of the bytes it was made from.
+    public var checksum: UInt64 = 0
   }
 
   public let directory: String
@@ -54,11 +58,14 @@ public final class DiskCache: @unchecked Sendable {
   private let ledgerLock = Lock()
   private struct Ledger: Equatable { var bytes = 0; var entries = 0 }
   private var lastSeen = Ledger()
-  private let log: (String) -> Void
+  let log: (String) -> Void
 
   private static let magic: UInt32 = 0x4358_4C50  // "PLXC" little-endian
   private static let version: UInt32 = 1
-  private static let headerSize = 48
+  static let headerSize = 48
+  /// Where an entry's header keeps its body's length and checksum (a variant reads them to
+  /// tell whether its original changed).
+  static let bodyLengthOffset = 24, checksumOffset = 32
 
   /// Creates the directory (0700) if needed. Throws when it cannot be created or written:
   /// the loader then runs memory-only and says so once.
@@ -141,13 +148,31 @@ public final class DiskCache: @unchecked Sendable {
     guard Self.checksum(body) == checksum else { return discard(name, path, "checksum mismatch (corrupt)") }
     // A hit makes the entry the most recently used, for every process.
     futimens(fd, nil)
-    return Entry(bytes: body, metadata: metadata)
+    return Entry(bytes: body, metadata: metadata, checksum: checksum)
+  }
+
+  /// The length and checksum of the body of the entry for `key`, from its header only (the
+  /// body is not read, not verified, and the entry is not touched); nil when there is no
+  /// such entry. What a variant compares with the original it was made from.
+  func storedOrigin(for key: String) -> VariantOrigin? {
+    let fd = open("\(directory)/\(Self.fileName(for: key))", O_RDONLY | O_CLOEXEC)
+    if fd < 0 { return nil }
+    defer { close(fd) }
+    var header = [UInt8](repeating: 0, count: Self.headerSize)
+    let read = header.withUnsafeMutableBytes { pread(fd, $0.baseAddress!, Self.headerSize, 0) }
+    guard read == Self.headerSize else { return nil }
+    var reader = ByteReader(header)
+    guard reader.u32() == Self.magic, reader.u32() == Self.version else { return nil }
+    reader.offset = Self.bodyLengthOffset
+    let length = reader.u64()
+    return VariantOrigin(length: length, checksum: reader.u64())
   }
 
   /// Stores `bytes` for `key` (replacing any entry), then evicts down to the low-water
   /// mark if the cache went over its capacity. Failures (a full disk) are logged and
   /// leave no partial file.
-  public func store(_ bytes: [UInt8], metadata: Metadata, for key: String) {
+  /// `checksum`, when given, is `DiskCache.checksum(bytes)` computed already.
+  public func store(_ bytes: [UInt8], metadata: Metadata, for key: String, checksum: UInt64? = nil) {
     let name = Self.fileName(for: key)
     var file: [UInt8] = []
     let keyBytes = Array(key.utf8), etag = Array(metadata.etag.utf8), modified = Array(metadata.lastModified.utf8)
@@ -161,13 +186,21 @@ public final class DiskCache: @unchecked Sendable {
     Self.append(UInt32(modified.count), to: &file)
     Self.append(UInt32(0), to: &file)
     Self.append(UInt64(bytes.count), to: &file)
-    Self.append(Self.checksum(bytes), to: &file)
+    Self.append(checksum ?? Self.checksum(bytes), to: &file)
     Self.append(metadata.expiresAt, to: &file)
     file += keyBytes
     file += etag
     file += modified
     file += bytes
+    commit(file, name: name)
+  }
 
+  /// Writes a whole entry file under `name`: a temporary file renamed into place, the
+  /// ledger updated and the cache evicted down to its low-water mark in the same critical
+  /// section. False (logged at most once a minute) when it could not be written.
+  @discardableResult
+  func commit(_ file: [UInt8], name: String) -> Bool {
+    let size = file.count
     let temporary: String = lock.withLock {
       temporaryCounter += 1
       return "\(directory)/.tmp-\(getpid())-\(temporaryCounter)"
@@ -175,7 +208,7 @@ public final class DiskCache: @unchecked Sendable {
     let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
     guard fd >= 0 else {
       logWriteFailure("disk cache: cannot create a file in \(directory): \(String(cString: strerror(errno)))")
-      return
+      return false
     }
     let written = file.withUnsafeBytes { writeFully(fd, $0.baseAddress!, size) }
     let writeError = errno
@@ -184,7 +217,7 @@ public final class DiskCache: @unchecked Sendable {
       unlink(temporary)
       logWriteFailure("disk cache: write failed in \(directory): \(String(cString: strerror(writeError))); "
         + "entries are not stored while this lasts (logged once a minute at most)")
-      return
+      return false
     }
     let path = "\(directory)/\(name)"
     let renameError: Int32 = withLedger { ledger in
@@ -199,7 +232,9 @@ public final class DiskCache: @unchecked Sendable {
     if renameError != 0 {
       unlink(temporary)
       logWriteFailure("disk cache: rename failed in \(directory): \(String(cString: strerror(renameError)))")
+      return false
     }
+    return true
   }
 
   private func logWriteFailure(_ line: String) {
@@ -212,9 +247,10 @@ public final class DiskCache: @unchecked Sendable {
     if due { log(line) }
   }
 
-  /// Deletes the entry for `key`, if any.
+  /// Deletes the entry for `key`, if any, and every decoded variant of it.
   public func remove(_ key: String) {
     delete(Self.fileName(for: key))
+    removeVariants(of: key)
   }
 
   /// Deletes every entry.
@@ -288,7 +324,7 @@ public final class DiskCache: @unchecked Sendable {
 
   /// Deletes one entry and takes it out of the ledger (only the process whose unlink
   /// succeeded subtracts it).
-  private func delete(_ name: String) {
+  func delete(_ name: String) {
     let path = "\(directory)/\(name)"
     withLedger { ledger in
       var info = stat()
@@ -298,7 +334,7 @@ public final class DiskCache: @unchecked Sendable {
     }
   }
 
-  private func isTooOld(modifiedSeconds: Int) -> Bool {
+  func isTooOld(modifiedSeconds: Int) -> Bool {
     maxAgeSeconds > 0 && modifiedSeconds + maxAgeSeconds < Int(time(nil))
   }
 
@@ -327,9 +363,9 @@ public final class DiskCache: @unchecked Sendable {
     for name in orphans { unlink("\(directory)/\(name)") }
   }
 
-  private struct Listed { let name: String; let size: Int; let modified: Int }
+  struct Listed { let name: String; let size: Int; let modified: Int }
 
-  private func listEntries() -> [Listed] {
+  func listEntries() -> [Listed] {
     guard let dir = opendir(directory) else { return [] }
     defer { closedir(dir) }
     var result: [Listed] = []
@@ -344,7 +380,8 @@ public final class DiskCache: @unchecked Sendable {
     return result
   }
 
-  private func discard(_ name: String, _ path: String, _ why: String) -> Entry? {
+  @discardableResult
+  func discard(_ name: String, _ path: String, _ why: String) -> Entry? {
     delete(name)
     log("disk cache: dropped a bad entry \(name): \(why)")
     return nil
@@ -355,17 +392,24 @@ public final class DiskCache: @unchecked Sendable {
   /// 32 hex digits from two independent 64-bit hashes of the key.
   static func fileName(for key: String) -> String {
     let bytes = Array(key.utf8)
-    let a = fnv1a(bytes, seed: 0xcbf2_9ce4_8422_2325), b = fnv1a(bytes, seed: 0x84222325_cbf29ce4)
-    return hex(a) + hex(b)
+    return namePrefix(for: key) + hex(fnv1a(bytes, seed: secondSeed))
   }
 
-  private static func fnv1a(_ bytes: [UInt8], seed: UInt64) -> UInt64 {
+  /// The first 16 of the 32 hex digits: the same for a key's entry and all its variants,
+  /// so that removing a key finds its variants by name.
+  static func namePrefix(for key: String) -> String {
+    hex(fnv1a(Array(key.utf8), seed: 0xcbf2_9ce4_8422_2325))
+  }
+
+  static let secondSeed: UInt64 = 0x84222325_cbf29ce4
+
+  static func fnv1a(_ bytes: [UInt8], seed: UInt64) -> UInt64 {
     var hash = seed
     for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
     return hash
   }
 
-  private static func hex(_ value: UInt64) -> String {
+  static func hex(_ value: UInt64) -> String {
     let digits = Array("0123456789abcdef".utf8)
     var out = [UInt8](repeating: 0, count: 16)
     for i in 0..<16 { out[i] = digits[Int((value >> UInt64(60 - i * 4)) & 0xF)] }
@@ -375,24 +419,26 @@ public final class DiskCache: @unchecked Sendable {
   /// A fast 64-bit checksum (8 bytes at a time, multiply-xorshift mixing): it detects torn
   /// and damaged entries; it is not a defence against a deliberate forger.
   static func checksum(_ bytes: [UInt8]) -> UInt64 {
-    bytes.withUnsafeBytes { raw -> UInt64 in
-      var hash: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(raw.count)
-      var offset = 0
-      while offset + 8 <= raw.count {
-        let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-        hash = (hash ^ word) &* 0xBF58_476D_1CE4_E5B9
-        hash ^= hash >> 31
-        offset += 8
-      }
-      while offset < raw.count {
-        hash = (hash ^ UInt64(raw[offset])) &* 0x94D0_49BB_1331_11EB
-        offset += 1
-      }
-      return hash ^ (hash >> 29)
-    }
+    bytes.withUnsafeBytes { checksum($0) }
   }
 
-  private static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+  static func checksum(_ raw: UnsafeRawBufferPointer) -> UInt64 {
+    var hash: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(raw.count)
+    var offset = 0
+    while offset + 8 <= raw.count {
+      let word = raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+      hash = (hash ^ word) &* 0xBF58_476D_1CE4_E5B9
+      hash ^= hash >> 31
+      offset += 8
+    }
+    while offset < raw.count {
+      hash = (hash ^ UInt64(raw[offset])) &* 0x94D0_49BB_1331_11EB
+      offset += 1
+    }
+    return hash ^ (hash >> 29)
+  }
+
+  static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
     withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
   }
 
@@ -413,7 +459,7 @@ public final class DiskCache: @unchecked Sendable {
 
 /// Little-endian fields from an entry; reads past the end give zeros (lengths are checked
 /// against the file size before any variable part is used).
-private struct ByteReader {
+struct ByteReader {
   let bytes: [UInt8]
   var offset = 0
   init(_ bytes: [UInt8]) { self.bytes = bytes }
@@ -435,7 +481,7 @@ private struct ByteReader {
   }
 }
 
-private func readFully(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
+func readFully(_ fd: Int32, _ buffer: UnsafeMutableRawPointer, _ count: Int) -> Int {
   var done = 0
   while done < count {
     let n = read(fd, buffer + done, count - done)

@@ -18,6 +18,10 @@ public struct LoaderConfiguration: Sendable {
   public var diskCacheDirectory: String?
   /// Disk entries unused for this long are dropped; 0: no age limit. Default: 7 days.
   public var diskCacheMaxAgeSeconds = 7 * 24 * 3600
+  /// Decoded variants whose width and height are both at most this are also kept in the
+  /// disk cache (requests whose non-zero target sides are at most this, and not 0x0, look
+  /// for one first), so that a warm start delivers thumbnails without decoding; 0: off.
+  public var diskVariantMaxSide = 256
   /// Treat stored entries as fresh until evicted, whatever Cache-Control and Expires said
   /// (what most image loaders do); false: stale entries are revalidated.
   public var ignoresHTTPFreshness = false
@@ -58,6 +62,11 @@ public struct LoaderStatistics: Sendable, Equatable {
   /// Bytes not downloaded because a thumbnail's first scans were enough (the declared
   /// length minus what arrived; transfers without a length count nothing).
   public var bytesSaved = 0
+  /// Of `diskHits`: requests answered by a decoded variant from disk, with no decode.
+  public var variantHits = 0
+  /// Decoded variants this loader wrote to the disk cache, and their bytes.
+  public var variantsStored = 0
+  public var variantBytesStored = 0
 }
 
 /// The coordinator: accepts requests, merges duplicates into shared download and decode
@@ -341,7 +350,11 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       // A joiner can only raise the highest priority: no need to look at every requester
       // (k requests for one image would cost k^2).
       if pending.priority > decode.priority { rank(decode, at: pending.priority) }
-      if let download = decode.download { startSooner(download, for: request) }
+      if let download = decode.download {
+        startSooner(download, startDelayMilliseconds: request.startDelayMilliseconds)
+      } else if request.startDelayMilliseconds == 0 {
+        decode.waitingSource?.startDelayMilliseconds = 0
+      }
       return
     }
     let decode = DecodeTask(key: decodeKey)
@@ -349,23 +362,41 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     decode.priority = pending.priority
     pending.decode = decode
     decodes[decodeKey] = decode
+    let source = DownloadSource(url: request.url, headers: request.headers,
+                                startDelayMilliseconds: request.startDelayMilliseconds)
+    if let diskPool, request.cachePolicy != .reload, let descriptor = diskVariantDescriptor(variant) {
+      // A decoded variant on disk needs neither the encoded bytes nor a decode: look for
+      // it first; the download joins in only on a miss.
+      decode.waitingSource = source
+      decode.variantJob = diskPool.submit(priority: decode.priority) { [weak self, weak decode] in
+        guard let self, let decode else { return }
+        self.variantLookupFinished(decode, self.diskCache()?.variant(descriptor: descriptor, cacheKey: variant.cacheKey))
+      }
+      return
+    }
+    attachDownload(decode, source)
+  }
 
-    let downloadKey = DownloadKey(cacheKey: variant.cacheKey, policy: request.cachePolicy)
+  /// Lock held: joins a decode task to the download of its bytes, starting the download
+  /// (disk lookup, then network) when it is the first.
+  private func attachDownload(_ decode: DecodeTask, _ source: DownloadSource) {
+    let variant = decode.variant
+    let downloadKey = DownloadKey(cacheKey: variant.cacheKey, policy: decode.key.policy)
     if let download = downloads[downloadKey] {
       download.decodes[variant] = decode
       decode.download = download
       counters.coalesced += 1
       rerank(download)
-      startSooner(download, for: request)
+      startSooner(download, startDelayMilliseconds: source.startDelayMilliseconds)
       return
     }
-    let download = DownloadTask(key: downloadKey, url: request.url, headers: request.headers)
-    download.startDelayMilliseconds = request.startDelayMilliseconds
+    let download = DownloadTask(key: downloadKey, url: source.url, headers: source.headers)
+    download.startDelayMilliseconds = source.startDelayMilliseconds
     download.decodes[variant] = decode
     download.priority = decode.priority
     decode.download = download
     downloads[downloadKey] = download
-    if let diskPool, request.cachePolicy != .reload {
+    if let diskPool, decode.key.policy != .reload {
       download.diskJob = diskPool.submit(priority: download.priority) { [weak self, weak download] in
         guard let self, let download else { return }
         self.diskLookupFinished(download, self.diskCache()?.entry(for: download.key.cacheKey))
@@ -378,8 +409,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// Lock held: a request that wants its bytes now joined a download whose start is held
   /// (a table's prefetch or fling row): the hold belonged to the first requester, so the
   /// transfer starts now instead of making the joiner wait it out.
-  private func startSooner(_ download: DownloadTask, for request: ImageRequest) {
-    guard request.startDelayMilliseconds == 0, download.startDelayMilliseconds > 0 else { return }
+  private func startSooner(_ download: DownloadTask, startDelayMilliseconds: Int) {
+    guard startDelayMilliseconds == 0, download.startDelayMilliseconds > 0 else { return }
     download.startDelayMilliseconds = 0
     if let transfer = download.transfer { dataLoader.startNow(transfer) }
   }
@@ -400,6 +431,46 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       })
   }
 
+  /// The name of `variant` among the decoded variants on disk, nil when it is not one the
+  /// loader keeps there (variants off, no target size, a side over the limit).
+  private func diskVariantDescriptor(_ variant: ImageVariant) -> String? {
+    let limit = configuration.diskVariantMaxSide
+    guard limit > 0, variant.width > 0 || variant.height > 0, variant.width <= limit, variant.height <= limit else {
+      return nil
+    }
+    return "v\(Self.variantRendition) \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "
+      + "orient=\(variant.appliesOrientation ? 1 : 0)"
+  }
+
+  /// The rendition of decoded variants kept on disk: raise it whenever decoding gives other
+  /// pixels for the same request (another resampler, a colour fix), so that thumbnails an
+  /// older library kept are not served by a newer one (they are never looked up again and
+  /// age out, least recently used).
+  static let variantRendition = 1
+
+  /// The variant lookup answered: a fresh variant (or any, offline) is the result of every
+  /// requester, with no download and no decode; otherwise the decode waits for the bytes
+  /// as usual (a stale variant is made anew from its revalidated or refetched original).
+  private func variantLookupFinished(_ decode: DecodeTask, _ entry: VariantEntry?) {
+    var finished: [PendingRequest] = []
+    lock.withLock {
+      guard decodes[decode.key] === decode, decode.variantJob != nil, let source = decode.waitingSource else { return }
+      decode.variantJob = nil
+      decode.waitingSource = nil
+      if let entry, freshness.isFresh(entry.metadata) || decode.key.policy == .cacheOnly {
+        decodes.removeValue(forKey: decode.key)
+        counters.diskHits += 1
+        counters.variantHits += 1
+        finished = Array(decode.requests.values)
+        for pending in finished { pending.decode = nil }
+        if finished.contains(where: \.usesMemoryCache) { memoryCache.insert(entry.image, for: decode.variant) }
+      } else {
+        attachDownload(decode, source)
+      }
+    }
+    if let entry, !finished.isEmpty { complete(finished, with: .success(entry.image, .disk, httpStatus: 0)) }
+  }
+
   /// The disk answered: decode its bytes, or go to the network (unless cache-only).
   private func diskLookupFinished(_ download: DownloadTask, _ entry: DiskCache.Entry?) {
     var failed: [PendingRequest] = []
@@ -410,7 +481,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       if let entry, freshness.isFresh(entry) || download.key.policy == .cacheOnly {
         counters.diskHits += 1
         downloads.removeValue(forKey: download.key)
-        decodeAll(download, DownloadedData(bytes: entry.bytes, httpStatus: 0), source: .disk)
+        decodeAll(download, DownloadedData(bytes: entry.bytes, httpStatus: 0), source: .disk,
+                  keep: VariantKeeping(metadata: entry.metadata, origin: OriginDigest(entry)))
       } else if let entry, !entry.metadata.etag.isEmpty || !entry.metadata.lastModified.isEmpty {
         // Stale with validators: ask the server whether it changed (a 304 reuses the bytes).
         download.stored = entry
@@ -441,9 +513,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   }
 
   /// Lock held: hands the bytes to one decode job per variant.
-  private func decodeAll(_ download: DownloadTask, _ data: DownloadedData, source: ImageSource) {
+  /// `keep`: what decoded variants stored on disk record of these bytes; nil: none is
+  /// stored (no-store, file://).
+  private func decodeAll(_ download: DownloadTask, _ data: DownloadedData, source: ImageSource,
+                         keep: VariantKeeping? = nil) {
     for decode in download.decodes.values {
       decode.download = nil
+      decode.keep = keep
       scheduleDecode(decode, data, source: source)
     }
     download.decodes.removeAll()
@@ -455,6 +531,25 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private func scheduleDecode(_ decode: DecodeTask, _ data: DownloadedData, source: ImageSource) {
     decode.job = decodePool.submit(priority: decode.priority, cost: data.bytes.count) { [weak self, decode] in
       self?.runDecode(decode, data, source: source)
+    }
+  }
+
+  /// Lock held: writes a decoded thumbnail to disk beside its original, on a disk thread,
+  /// when the loader keeps variants of its size.
+  private func storeVariant(_ image: Image, _ decode: DecodeTask, _ keep: VariantKeeping) {
+    let limit = configuration.diskVariantMaxSide
+    guard let diskPool, let descriptor = diskVariantDescriptor(decode.variant), image.width <= limit,
+          image.height <= limit else { return }
+    let cacheKey = decode.variant.cacheKey
+    _ = diskPool.submit(priority: Int32.min + 1) { [weak self] in
+      guard let self, let disk = self.diskCache() else { return }
+      let written = disk.storeVariant(image, descriptor: descriptor, cacheKey: cacheKey, metadata: keep.metadata,
+                                      origin: keep.origin.origin)
+      guard written > 0 else { return }
+      self.lock.withLock {
+        self.counters.variantsStored += 1
+        self.counters.variantBytesStored += written
+      }
     }
   }
 
@@ -491,6 +586,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
     if let job = decode.job { decodePool.cancel(job) }
     decode.job = nil
+    if let job = decode.variantJob { diskPool?.cancel(job) }
+    decode.variantJob = nil
+    decode.waitingSource = nil
     heldDecodes.removeValue(forKey: ObjectIdentifier(decode))
     guard let download = decode.download else { return }
     decode.download = nil
@@ -516,6 +614,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private func rank(_ decode: DecodeTask, at priority: Int32) {
     decode.priority = priority
     if let job = decode.job { decodePool.setPriority(job, priority) }
+    if let job = decode.variantJob { diskPool?.setPriority(job, priority) }
     if let download = decode.download { rerank(download) }
   }
 
@@ -648,14 +747,18 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
           if metadata.etag.isEmpty { metadata.etag = stored.metadata.etag }
           if metadata.lastModified.isEmpty { metadata.lastModified = stored.metadata.lastModified }
         }
-        decodeAll(download, data, source: source)
         // Keep the bytes on disk for next time, without delaying the decode; never what
         // the server marked no-store.
         if let diskPool, download.url.prefix(4).lowercased() == "http", !response.caching.noStore, !response.endedEarly {
           let key = download.key.cacheKey, bytes = data.bytes
+          let digest = response.httpStatus == 304 ? download.stored.map(OriginDigest.init) ?? OriginDigest(bytes)
+                                                  : OriginDigest(bytes)
+          decodeAll(download, data, source: source, keep: VariantKeeping(metadata: metadata, origin: digest))
           _ = diskPool.submit(priority: Int32.min + 1) { [weak self] in
-            self?.diskCache()?.store(bytes, metadata: metadata, for: key)
+            self?.diskCache()?.store(bytes, metadata: metadata, for: key, checksum: digest.origin.checksum)
           }
+        } else {
+          decodeAll(download, data, source: source)
         }
       }
     }
@@ -689,6 +792,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       if case .success(let image) = result, all.contains(where: \.usesMemoryCache) {
         memoryCache.insert(image, for: decode.variant)
       }
+      if case .success(let image) = result, !all.isEmpty, let keep = decode.keep { storeVariant(image, decode, keep) }
       return all
     }
     let outcome: Outcome
@@ -744,8 +848,52 @@ private final class DecodeTask {
   var download: DownloadTask?
   /// The queued decode job; nil before the bytes arrive and after it ran.
   var job: PriorityWorkPool.Job?
+  /// The lookup of this variant on disk, before any download; `waitingSource` is what
+  /// starts the download if it misses.
+  var variantJob: PriorityWorkPool.Job?
+  var waitingSource: DownloadSource?
+  /// Set with the bytes: what a decoded variant stored on disk records of them.
+  var keep: VariantKeeping?
 
   init(key: DecodeKey) { self.key = key }
+}
+
+/// Where the bytes of a decode come from, kept while the decode looks for its variant on disk.
+private struct DownloadSource {
+  let url: String
+  let headers: [String]
+  var startDelayMilliseconds: Int
+}
+
+/// What a decoded variant written to disk carries of its original: the response's metadata
+/// (its freshness follows the original's) and the bytes' identity.
+private struct VariantKeeping {
+  let metadata: DiskCache.Metadata
+  let origin: OriginDigest
+}
+
+/// The length and checksum of an original's bytes, the checksum computed once, on the
+/// first disk thread that needs it (the original's write or a variant's), never on the
+/// decode path.
+private final class OriginDigest: @unchecked Sendable {
+  private let bytes: [UInt8]
+  private let lock = Lock()
+  private var known: VariantOrigin?
+
+  init(_ bytes: [UInt8]) { self.bytes = bytes }
+  init(_ entry: DiskCache.Entry) {
+    bytes = []
+    known = VariantOrigin(length: UInt64(entry.bytes.count), checksum: entry.checksum)
+  }
+
+  var origin: VariantOrigin {
+    lock.withLock {
+      if let known { return known }
+      let computed = VariantOrigin(length: UInt64(bytes.count), checksum: DiskCache.checksum(bytes))
+      known = computed
+      return computed
+    }
+  }
 }
 
 /// The bytes of one cache key (from disk or the network), shared by every decode that

@@ -10,6 +10,8 @@
 //    a matching checksum) is a hit with exactly the stored body and metadata;
 //  - anything else is a miss, and a damaged file is deleted (another key's entry, a hash
 //    collision, is left alone).
+// The same bytes are also read as a decoded variant's entry (DiskCache+Variants.swift):
+// never a trap, and a hit only with pixels that fill the file's stated shape.
 // Most inputs would fail the checksum, so for half of them (chosen by the input's length
 // and last byte, as the decode target does) the target first writes the correct checksum
 // into the header: the fuzzer then explores what lies behind that check too.
@@ -81,8 +83,29 @@ func storedKeyMatches(_ data: [UInt8], _ shape: Layout, _ key: String) -> Bool {
   String(decoding: data[headerSize..<(headerSize + shape.keyLength)], as: UTF8.self) == key
 }
 
+/// `input` as the variant entry of a fixed key: whatever it holds, reading it does not trap;
+/// a hit's image has the pixels the file says, and the file is left in place.
+func fuzzVariant(_ input: [UInt8]) -> String {
+  let path = fuzzDirectory + "/" + DiskCache.variantFileName(descriptor: "fuzz", cacheKey: "fuzz-key")
+  let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+  precondition(fd >= 0, "cannot write \(path)")
+  let written = input.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+  precondition(written == input.count, "short write")
+  close(fd)
+  defer { unlink(path) }
+  guard let hit = fuzzCache.variant(descriptor: "fuzz", cacheKey: "fuzz-key") else { return "" }
+  precondition(access(path, F_OK) == 0, "a hit deleted its file")
+  let image = hit.image
+  precondition(image.byteCount == Int(littleEndian(input, 48, 8)) && image.stride >= image.width * image.format.bytesPerPixel,
+               "a variant's image differs from its header")
+  precondition(image.byteCount == input.count - DiskCache.variantHeaderSize - Int(littleEndian(input, 8, 4))
+               - Int(littleEndian(input, 12, 4)) - Int(littleEndian(input, 16, 4)), "the pixels are not the file's tail")
+  return "variant hit: \(image.width)x\(image.height); "
+}
+
 @discardableResult
 func fuzzOne(_ input: [UInt8]) -> String {
+  let variant = fuzzVariant(input)
   var data = input
   let shape = layout(of: data)
   let fixesChecksum = ((data.count &+ Int(data.last ?? 0)) & 1) == 0
@@ -116,7 +139,7 @@ func fuzzOne(_ input: [UInt8]) -> String {
     let otherKey = shape.addsUp && littleEndian(data, 0, 4) == 0x4358_4C50 && littleEndian(data, 4, 4) == 1
       && !storedKeyMatches(data, shape, key)
     precondition(stillThere == otherKey, otherKey ? "another key's entry was deleted" : "a bad entry was left in place")
-    return "miss (\(data.count) bytes, checksum \(fixesChecksum ? "fixed" : "as given"))"
+    return variant + "miss (\(data.count) bytes, checksum \(fixesChecksum ? "fixed" : "as given"))"
   }
   precondition(wellFormed, "a damaged entry was a hit")
   precondition(stillThere, "a hit deleted its file")
@@ -129,7 +152,7 @@ func fuzzOne(_ input: [UInt8]) -> String {
   fuzzCache.store(entry.bytes, metadata: entry.metadata, for: key)
   let again = fuzzCache.entry(for: key)
   precondition(again?.bytes == entry.bytes && again?.metadata == entry.metadata, "a stored entry did not read back")
-  return "hit: \(entry.bytes.count) body bytes, etag \(entry.metadata.etag.utf8.count) bytes"
+  return variant + "hit: \(entry.bytes.count) body bytes, etag \(entry.metadata.etag.utf8.count) bytes"
 }
 
 @main

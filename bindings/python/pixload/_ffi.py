@@ -148,6 +148,8 @@ class pxl_config(ctypes.Structure):
         ("log", log_callback),
         ("log_user_data", ctypes.c_void_p),
         ("log_level", ctypes.c_int32),
+        # Since 0.3.0.
+        ("disk_variant_max_side", ctypes.c_int64),
     ]
 
 
@@ -196,6 +198,8 @@ class pxl_stats(ctypes.Structure):
             "coalesced", "cancelled", "failed", "bytes_downloaded", "memory_bytes",
             "memory_count", "disk_bytes",
             "bytes_saved",  # since 0.2.0
+            # Since 0.3.0.
+            "variant_hits", "variants_stored", "variant_bytes_stored",
         )
     ]
 
@@ -298,7 +302,7 @@ def init_struct(struct, into=None):
 # have been written. A field added to the header but not here, or a field of the wrong
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
-    "pxl_config": ("log_level", PXL_LOG_WARNING),
+    "pxl_config": ("disk_variant_max_side", 256),
     "pxl_request": ("preview_interval_ms", 250),
     "pxl_table_config": ("previews", 1),
 }

@@ -85,6 +85,7 @@ SIZES_0_1 = {
     "PXL_TABLE_CONFIG_SIZE_0_1": ("pxl_table_config", "prefetch_priority"),
     "PXL_STATS_SIZE_0_1": ("pxl_stats", "disk_bytes"),
     "PXL_TABLE_STATS_SIZE_0_1": ("pxl_table_stats", "failed"),
+    "PXL_CONFIG_SIZE_0_2": ("pxl_config", "log_level"),
 }
 
 

@@ -243,3 +243,18 @@ def test_bind_slot(server, loader, queue):
     assert image is not None and image.size == (20, 15) and slot.token == 0
     assert queue.wait(0.05) == 0 and len(results) == 2
     assert pixload.pending_callbacks() == 0
+
+
+def test_a_fresh_loader_reads_kept_thumbnails_from_disk(server, tmp_path):
+    """disk_variant_max_side (default 256): the thumbnail a first loader decoded comes back
+    from disk in a second one, the same pixels, counted as a variant hit; 0 turns it off."""
+    url = server.url("gradient.jpg", case="variants")
+    options = dict(disk_cache_dir=str(tmp_path / "cache"), disk_cache_bytes=8 << 20)
+    with pixload.Loader(**options) as first:
+        decoded = first.fetch_sync(url, size=(150, 150), mode="fill").tobytes()
+    # close() joined the disk threads: the thumbnail is written.
+    for max_side, hits in ((256, 1), (0, 0)):
+        with pixload.Loader(disk_variant_max_side=max_side, **options) as loader:
+            assert loader.fetch_sync(url, size=(150, 150), mode="fill").tobytes() == decoded
+            stats = loader.stats()
+            assert stats.disk_hits == 1 and stats.variant_hits == hits and stats.network_fetches == 0

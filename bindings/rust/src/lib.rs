@@ -919,6 +919,11 @@ pub struct Stats {
     pub disk_bytes: u64,
     /// Bytes not downloaded because a thumbnail's transfer ended early.
     pub bytes_saved: u64,
+    /// Of `disk_hits`: answered by a decoded thumbnail kept on disk, with no decode.
+    pub variant_hits: u64,
+    /// Decoded thumbnails this loader wrote to the disk cache, and their bytes.
+    pub variants_stored: u64,
+    pub variant_bytes_stored: u64,
 }
 
 // ---------------------------------------------------------------------------------
@@ -1041,6 +1046,9 @@ impl LoaderBuilder {
         /// The most verbose level passed to the [`log`](LoaderBuilder::log) closure
         /// (default [`LogLevel::Warning`]).
         log_level: LogLevel => |c, v| c.log_level = v.to_raw();
+        /// Decoded thumbnails whose sides are both at most this are also kept in the disk
+        /// cache, so that a later start delivers them without decoding; default 256; 0: off.
+        disk_variant_max_side: u32 => |c, v| c.disk_variant_max_side = i64::from(v);
     }
 
     /// Receives the library's diagnostics (a disk cache directory it cannot use, a
@@ -1331,6 +1339,9 @@ impl Loader {
             memory_count: s.memory_count,
             disk_bytes: s.disk_bytes,
             bytes_saved: s.bytes_saved,
+            variant_hits: s.variant_hits,
+            variants_stored: s.variants_stored,
+            variant_bytes_stored: s.variant_bytes_stored,
         }
     }
 }

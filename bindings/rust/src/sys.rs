@@ -131,6 +131,8 @@ pub struct pxl_config {
     pub log: pxl_log_callback,
     pub log_user_data: *mut c_void,
     pub log_level: i32,
+    // Since 0.3.0.
+    pub disk_variant_max_side: i64,
 }
 
 // The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
@@ -139,6 +141,8 @@ pub const PXL_CONFIG_SIZE_0_1: usize = offset_of!(pxl_config, disk_cache_max_age
 pub const PXL_REQUEST_SIZE_0_1: usize = offset_of!(pxl_request, progress_interval_ms) + size_of::<i32>();
 pub const PXL_TABLE_CONFIG_SIZE_0_1: usize = offset_of!(pxl_table_config, prefetch_priority) + size_of::<i32>();
 pub const PXL_STATS_SIZE_0_1: usize = offset_of!(pxl_stats, disk_bytes) + size_of::<u64>();
+// 0.2.0's pxl_config ends at log_level; 0.3.0's fields start past its sizeof().
+pub const PXL_CONFIG_SIZE_0_2: usize = offset_of!(pxl_config, log_level) + size_of::<i32>();
 pub const PXL_TABLE_STATS_SIZE_0_1: usize = offset_of!(pxl_table_stats, failed) + size_of::<u64>();
 
 pub type pxl_token = u64;
@@ -203,6 +207,10 @@ pub struct pxl_stats {
     pub disk_bytes: u64,
     // Since 0.2.0.
     pub bytes_saved: u64,
+    // Since 0.3.0.
+    pub variant_hits: u64,
+    pub variants_stored: u64,
+    pub variant_bytes_stored: u64,
 }
 
 // user_data last since 0.2.0.

@@ -740,6 +740,7 @@ fn init_size_fills_exactly_our_structs() {
     assert_eq!(config.log_level, sys::PXL_LOG_WARNING);
     assert!(config.log.is_none() && config.log_user_data.is_null());
     assert_eq!(config.disk_cache_max_age_s, 604_800);
+    assert_eq!(config.disk_variant_max_side, 256);
     assert_eq!(config.memory_cache_bytes, 64 << 20);
     let request = init(sys::pxl_request_init_size);
     assert_eq!(request.progress_interval_ms, 100);
@@ -848,4 +849,28 @@ fn a_panicking_log_closure_is_caught_and_log_level_filters() {
     drop(loader);
     assert_eq!(silent.load(Ordering::SeqCst), 0);
     let _ = std::fs::remove_file(dir.parent().unwrap());
+}
+
+/// disk_variant_max_side (default 256): the thumbnail a first loader decoded comes back
+/// from disk in a fresh one, the same pixels, counted as a variant hit; 0 turns it off.
+#[test]
+fn a_fresh_loader_reads_kept_thumbnails_from_disk() {
+    let server = server();
+    let tmp = std::env::var("TMPDIR").unwrap_or_else(|_| "/tmp".into());
+    let dir = std::path::Path::new(&tmp).join(format!("pxl-rust-variants.{}", std::process::id()));
+    let request = Request::new(server.url("gradient.jpg", "variants")).size(150, 150).mode(pixload::Mode::Fill);
+    let loader = |max_side: u32| {
+        Loader::builder().disk_cache_dir(&dir).disk_cache_bytes(8 << 20).disk_variant_max_side(max_side).build().unwrap()
+    };
+    let queue = Queue::new().unwrap();
+    let first = loader(256);
+    let decoded = load_one(&first, &queue, &request).unwrap().pixels().to_vec();
+    drop(first); // joins the disk threads: the thumbnail is written
+    for (max_side, hits) in [(256, 1), (0, 0)] {
+        let fresh = loader(max_side);
+        assert_eq!(load_one(&fresh, &queue, &request).unwrap().pixels(), &decoded[..]);
+        let stats = fresh.stats();
+        assert_eq!((stats.disk_hits, stats.variant_hits, stats.network_fetches), (1, hits, 0));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -83,7 +83,7 @@ fn rust_side() -> (
             allowed_schemes, user_agent, stall_timeout_ms, max_redirects, max_retries,
             retry_base_delay_ms, retry_max_delay_ms, ca_file, headers, cancel_storm_limit,
             disk_cache_bytes, ignore_http_freshness, memory_cache_count, disk_cache_dir,
-            disk_cache_max_age_s, log, log_user_data, log_level,
+            disk_cache_max_age_s, log, log_user_data, log_level, disk_variant_max_side,
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
@@ -93,6 +93,7 @@ fn rust_side() -> (
         pxl_stats {
             struct_size, requests, memory_hits, disk_hits, network_fetches, revalidated, coalesced,
             cancelled, failed, bytes_downloaded, memory_bytes, memory_count, disk_bytes, bytes_saved,
+            variant_hits, variants_stored, variant_bytes_stored,
         }
         pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority, previews }
         pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed }
@@ -112,7 +113,7 @@ fn rust_side() -> (
         PXL_SOURCE_NONE, PXL_SOURCE_MEMORY, PXL_SOURCE_NETWORK, PXL_SOURCE_DISK, PXL_SOURCE_REVALIDATED,
         PXL_LOG_ERROR, PXL_LOG_WARNING, PXL_LOG_INFO,
         PXL_CONFIG_SIZE_0_1, PXL_REQUEST_SIZE_0_1, PXL_TABLE_CONFIG_SIZE_0_1, PXL_STATS_SIZE_0_1,
-        PXL_TABLE_STATS_SIZE_0_1,
+        PXL_TABLE_STATS_SIZE_0_1, PXL_CONFIG_SIZE_0_2,
     ];
     let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source];
     (structs, fields, order, constants, enums)
