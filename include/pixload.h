@@ -115,13 +115,13 @@ extern "C" {
  * ------------------------------------------------------------------------------- */
 
 #define PXL_VERSION_MAJOR 0
-#define PXL_VERSION_MINOR 2
+#define PXL_VERSION_MINOR 3
 #define PXL_VERSION_PATCH 0
 /* 0xMMmmpp. Before 1.0 a minor release may change the ABI (0.2.0 did, keeping 0.1.0's
  * symbols): a binding checks MAJOR and MINOR for equality; a C program compares with >=
  * to test for a feature at compile time. */
 #define PXL_VERSION_NUM ((PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH)
-#define PXL_VERSION_STRING "0.2.0"
+#define PXL_VERSION_STRING "0.3.0"
 
 /* The version of the library actually loaded, "MAJOR.MINOR.PATCH". Static storage;
  * never NULL. Any thread. Since 0.1.0. */
@@ -494,7 +494,7 @@ typedef void (*pxl_progress_callback)(pxl_token token, uint64_t received, uint64
 /* A preview of a request's image while its progressive JPEG downloads: the scans received
  * so far decoded in the request's size, mode, format and orientation, blurry at first.
  * Runs on the thread draining the request's queue, with the request's user_data; image is
- * borrowed for the call (pxl_image_retain keeps it). Since 0.2.0. */
+ * borrowed for the call (pxl_image_retain keeps it). Since 0.3.0. */
 typedef void (*pxl_preview_callback)(pxl_token token, pxl_image *image, void *user_data);
 
 /* Thumbnails of progressive JPEGs. A thumbnail small enough to be made from the 1/8-scale
@@ -534,7 +534,7 @@ typedef struct pxl_request {
                             final callback. Shared transfers report to every requester. */
   int32_t progress_interval_ms; /* at most one progress call per request per interval;
                             default 100 */
-  /* Since 0.2.0. */
+  /* Since 0.3.0. */
   pxl_preview_callback preview; /* optional, NULL (default): previews of a progressive JPEG
                             as its scans arrive, zero or more calls before the final one,
                             each from more scans (sharper) than the last. Like progress:
@@ -570,7 +570,7 @@ typedef struct pxl_result {
   int32_t http_status;   /* the last HTTP status seen, 0 if none (file://, no response) */
   pxl_source source;     /* where the image came from */
   const char *message;   /* never NULL: "" on success, else what went wrong, in English */
-  /* Since 0.2.0 (check struct_size before reading). */
+  /* Since 0.3.0 (check struct_size before reading). */
   int32_t preview;       /* 1: a table row's preview (pxl_table_config.previews): the row is
                             still loading and its final call follows; 0 otherwise */
 } pxl_result;
@@ -657,7 +657,7 @@ typedef struct pxl_stats {
   uint64_t memory_bytes;     /* pixel bytes in the memory cache now */
   uint64_t memory_count;     /* images in the memory cache now */
   uint64_t disk_bytes;       /* as pxl_disk_cache_bytes */
-  /* Since 0.2.0. */
+  /* Since 0.3.0. */
   uint64_t bytes_saved;      /* body bytes not downloaded because a thumbnail's transfer
                                 ended early (see "Thumbnails of progressive JPEGs") */
   /* Since 0.3.0. */
@@ -743,7 +743,7 @@ typedef struct pxl_table_config {
   int32_t keep_rows;         /* rows just behind that keep loading; default 2 */
   int32_t visible_priority;  /* default PXL_PRIORITY_VISIBLE */
   int32_t prefetch_priority; /* default PXL_PRIORITY_PREFETCH */
-  /* Since 0.2.0. */
+  /* Since 0.3.0. */
   int32_t previews;          /* 1 (default): a visible row whose image is a progressive JPEG
                                 gets previews as its scans arrive, through row_fn with
                                 result->preview 1, then its final call; never after the final

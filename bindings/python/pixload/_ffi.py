@@ -171,7 +171,7 @@ class pxl_request(ctypes.Structure):
         ("headers", c_char_pp),
         ("progress", progress_callback),
         ("progress_interval_ms", ctypes.c_int32),
-        # Since 0.2.0.
+        # Since 0.3.0.
         ("preview", preview_callback),
         ("preview_interval_ms", ctypes.c_int32),
     ]
@@ -185,7 +185,7 @@ class pxl_result(ctypes.Structure):
         ("http_status", ctypes.c_int32),
         ("source", ctypes.c_int),
         ("message", ctypes.c_char_p),
-        # Since 0.2.0: read only when struct_size covers it.
+        # Since 0.3.0: read only when struct_size covers it.
         ("preview", ctypes.c_int32),
     ]
 
@@ -197,7 +197,7 @@ class pxl_stats(ctypes.Structure):
             "requests", "memory_hits", "disk_hits", "network_fetches", "revalidated",
             "coalesced", "cancelled", "failed", "bytes_downloaded", "memory_bytes",
             "memory_count", "disk_bytes",
-            "bytes_saved",  # since 0.2.0
+            "bytes_saved",  # since 0.3.0
             # Since 0.3.0.
             "variant_hits", "variants_stored", "variant_bytes_stored",
         )
@@ -211,7 +211,7 @@ class pxl_table_config(ctypes.Structure):
         ("keep_rows", ctypes.c_int32),
         ("visible_priority", ctypes.c_int32),
         ("prefetch_priority", ctypes.c_int32),
-        # Since 0.2.0.
+        # Since 0.3.0.
         ("previews", ctypes.c_int32),
     ]
 

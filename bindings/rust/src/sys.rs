@@ -23,10 +23,10 @@ macro_rules! opaque {
 
 // Version
 pub const PXL_VERSION_MAJOR: u32 = 0;
-pub const PXL_VERSION_MINOR: u32 = 2;
+pub const PXL_VERSION_MINOR: u32 = 3;
 pub const PXL_VERSION_PATCH: u32 = 0;
 pub const PXL_VERSION_NUM: u32 = (PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH;
-pub const PXL_VERSION_STRING: &str = "0.2.0";
+pub const PXL_VERSION_STRING: &str = "0.3.0";
 
 // Status codes. A C enum whose values are all non-negative is an unsigned int (gcc,
 // clang): 4 bytes, passed like one.
@@ -168,7 +168,7 @@ pub struct pxl_request {
     pub headers: *const *const c_char,
     pub progress: pxl_progress_callback,
     pub progress_interval_ms: i32,
-    // Since 0.2.0.
+    // Since 0.3.0.
     pub preview: pxl_preview_callback,
     pub preview_interval_ms: i32,
 }
@@ -182,7 +182,7 @@ pub struct pxl_result {
     pub http_status: i32,
     pub source: pxl_source,
     pub message: *const c_char,
-    // Since 0.2.0: read only when struct_size covers it.
+    // Since 0.3.0: read only when struct_size covers it.
     pub preview: i32,
 }
 
@@ -205,7 +205,7 @@ pub struct pxl_stats {
     pub memory_bytes: u64,
     pub memory_count: u64,
     pub disk_bytes: u64,
-    // Since 0.2.0.
+    // Since 0.3.0.
     pub bytes_saved: u64,
     // Since 0.3.0.
     pub variant_hits: u64,
@@ -235,7 +235,7 @@ pub struct pxl_table_config {
     pub keep_rows: i32,
     pub visible_priority: i32,
     pub prefetch_priority: i32,
-    // Since 0.2.0.
+    // Since 0.3.0.
     pub previews: i32,
 }
 
