@@ -710,11 +710,11 @@ fn fetch_waits_for_one_image_or_its_error() {
 #[test]
 fn only_the_same_minor_release_is_accepted() {
     // Before 1.0 a minor release may change the ABI (0.2.0 reordered the table
-    // callbacks' parameters): 0.2.x only.
-    for ok in [0x000200, 0x000201, 0x0002FF] {
+    // callbacks' parameters; 0.3.0 grew structs): 0.3.x only.
+    for ok in [0x000300, 0x000301, 0x0003FF] {
         assert!(pixload::version_compatible(ok), "{ok:#08x}");
     }
-    for refused in [0x000100, 0x000105, 0x000300, 0x010200, 0] {
+    for refused in [0x000100, 0x000205, 0x000400, 0x010300, 0] {
         assert!(!pixload::version_compatible(refused), "{refused:#08x}");
     }
     assert!(pixload::version_compatible(pixload::version_num()));
