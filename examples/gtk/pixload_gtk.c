@@ -326,6 +326,16 @@ static void show_image(struct app *app, struct cell *cell, pxl_image *image, con
   gtk_label_set_text(GTK_LABEL(cell->detail), text);
 }
 
+/* A preview of a progressive JPEG still loading: drawn, but the row's final call is still
+ * to come (it replaces this texture and is what counts as the row's image). */
+static void show_preview(struct app *app, struct cell *cell, pxl_image *image) {
+  GdkTexture *texture = texture_from_image(app, image);
+  if (!texture) return;
+  gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(texture));
+  g_object_unref(texture);
+  gtk_label_set_text(GTK_LABEL(cell->detail), "loading (preview)");
+}
+
 static void show_error(struct cell *cell, pxl_status status) {
   char text[96];
   snprintf(text, sizeof text, "failed: %s", pxl_status_string(status));
@@ -338,8 +348,12 @@ static void on_row(int64_t row, const pxl_result *result, void *user_data) {
   struct app *app = user_data;
   struct cell *cell = row >= 0 && row < app->rows ? app->cell_of_row[row] : NULL;
   app->row_error[row] = result->status;  /* PXL_OK clears an earlier error */
+  /* pxl_table_config.previews (on by default): blurry, then sharper, then the final call. */
+  int preview = result->struct_size >= offsetof(pxl_result, preview) + sizeof(int32_t) && result->preview;
   if (result->status != PXL_OK) {
     if (cell) show_error(cell, result->status);
+  } else if (preview) {
+    if (cell && !cell->image_us) show_preview(app, cell, result->image);
   } else if (!cell) {
     /* The row is on screen by the adjustment but GTK has not bound it yet (value-changed
      * comes before the list's layout). Its image is in the memory cache now, where the
