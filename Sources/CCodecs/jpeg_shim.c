@@ -44,6 +44,9 @@ typedef struct jpeg_job {
   pxl_codec_output *out;
   uint8_t *pixels;   /* owned until handed to out on success */
   uint8_t *cmyk_row; /* scratch for the CMYK path */
+  pxl_codec_row_fn row_fn; /* rows mode: hand rows over instead of keeping a bitmap */
+  void *row_user;
+  uint8_t *strip;    /* rows mode: the few rows one jpeg_read_scanlines call fills */
   char shim_error[128]; /* failures detected by the shim itself, not by libjpeg */
 } jpeg_job;
 
@@ -154,6 +157,52 @@ static int orientation_from_markers(j_decompress_ptr c) {
   return 1;
 }
 
+/* Rows mode, after jpeg_start_decompress: libjpeg fills a strip of rec_outbuf_height
+ * rows per call (more rows per call would only be copied), each is handed to row_fn. */
+static pxl_codec_status jpeg_run_rows(jpeg_job *job, uint64_t stride) {
+  j_decompress_ptr c = &job->cinfo;
+  int cmyk = c->out_color_space == JCS_CMYK;
+  JDIMENSION strip_rows = c->rec_outbuf_height > 0 ? (JDIMENSION)c->rec_outbuf_height : 1;
+  if (strip_rows > 16) strip_rows = 16;
+  size_t read_stride = cmyk ? (size_t)c->output_width * 4u : (size_t)stride;
+  job->strip = malloc(read_stride * strip_rows);
+  if (cmyk) job->cmyk_row = malloc((size_t)stride);
+  if (job->strip == NULL || (cmyk && job->cmyk_row == NULL)) {
+    snprintf(job->shim_error, sizeof job->shim_error, "out of memory for a strip of %u rows", (unsigned)strip_rows);
+    return PXL_CODEC_NO_MEMORY;
+  }
+  JSAMPROW rows[16];
+  for (JDIMENSION i = 0; i < strip_rows; i++) rows[i] = job->strip + i * read_stride;
+  while (c->output_scanline < c->output_height) {
+    JDIMENSION y = c->output_scanline, want = c->output_height - y;
+    if (want > strip_rows) want = strip_rows;
+    JDIMENSION got = jpeg_read_scanlines(c, rows, want);
+    if (got == 0) {
+      snprintf(job->shim_error, sizeof job->shim_error, "decoder made no progress");
+      return PXL_CODEC_CORRUPT;
+    }
+    for (JDIMENSION i = 0; i < got; i++) {
+      const uint8_t *row = rows[i];
+      if (cmyk) {
+        cmyk_to_layout(row, job->cmyk_row, c->output_width, job->layout);
+        row = job->cmyk_row;
+      }
+      if (job->row_fn(job->row_user, (int32_t)(y + i), row) != 0) {
+        snprintf(job->shim_error, sizeof job->shim_error, "stopped by the caller");
+        return PXL_CODEC_CORRUPT;
+      }
+    }
+  }
+  (void)jpeg_finish_decompress(c);
+  pxl_codec_output *out = job->out;
+  out->width = (int32_t)c->output_width;
+  out->height = (int32_t)c->output_height;
+  out->stride = (int32_t)stride;
+  out->channels = layout_channels(job->layout);
+  out->has_alpha = 0;
+  return PXL_CODEC_OK;
+}
+
 /* All libjpeg calls happen here, after the setjmp. Returns with job->pixels set on
  * success; the caller cleans up on every path. */
 static pxl_codec_status jpeg_run(jpeg_job *job) {
@@ -218,6 +267,7 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
     snprintf(job->shim_error, sizeof job->shim_error, "unexpected output format from libjpeg");
     return PXL_CODEC_CORRUPT;
   }
+  if (job->row_fn != NULL) return jpeg_run_rows(job, stride);
   job->pixels = malloc((size_t)total);
   if (cmyk) job->cmyk_row = malloc((size_t)c->output_width * 4u);
   if (job->pixels == NULL || (cmyk && job->cmyk_row == NULL)) {
@@ -262,6 +312,8 @@ static pxl_codec_status jpeg_finish_job(jpeg_job *job, pxl_codec_status st, char
   jpeg_destroy_decompress(&job->cinfo); /* safe on a zeroed or half-created object */
   free(job->cmyk_row);
   job->cmyk_row = NULL;
+  free(job->strip);
+  job->strip = NULL;
   if (st != PXL_CODEC_OK) {
     free(job->pixels);
     job->pixels = NULL;
@@ -297,7 +349,29 @@ pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_
   return st;
 }
 
+static pxl_codec_status jpeg_decode_into(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                         uint64_t max_pixels, pxl_codec_row_fn row_fn, void *row_user,
+                                         pxl_codec_output *out);
+
 pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out) {
+  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, NULL, NULL, out);
+}
+
+pxl_codec_status pxl_jpeg_decode_rows(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                      uint64_t max_pixels, pxl_codec_row_fn row_fn, void *user,
+                                      pxl_codec_output *out) {
+  if (row_fn == NULL) {
+    if (out == NULL) return PXL_CODEC_UNSUPPORTED;
+    memset(out, 0, sizeof *out);
+    pxl_set_message(out->message, sizeof out->message, "JPEG", "row_fn is NULL");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, row_fn, user, out);
+}
+
+static pxl_codec_status jpeg_decode_into(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                         uint64_t max_pixels, pxl_codec_row_fn row_fn, void *row_user,
+                                         pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
   if (layout_channels(layout) == 0) {
@@ -329,6 +403,8 @@ pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layou
   job->scale_denom = scale_denom;
   job->max_pixels = max_pixels;
   job->out = out;
+  job->row_fn = row_fn;
+  job->row_user = row_user;
   pxl_codec_status st = jpeg_finish_job(job, jpeg_run(job), out->message, sizeof out->message);
   if (st == PXL_CODEC_OK) {
     out->pixels = job->pixels;
