@@ -15,7 +15,6 @@
  */
 #include "pxl_codecs.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,10 +53,22 @@ static void taps_free(taps *t) {
   free(t->weight);
 }
 
+/* floor and ceil for the coordinates here (|v| < 2^31), exact, without libm (the shim
+ * is also built by plain cc lines that link only libjpeg and libpng). */
+static double floor_d(double v) {
+  double t = (double)(int64_t)v;
+  return t > v ? t - 1 : t;
+}
+
+static double ceil_d(double v) {
+  double t = (double)(int64_t)v;
+  return t < v ? t + 1 : t;
+}
+
 /* Area taps of `n` outputs covering [start, start + length) of `limit` source pixels. */
 static int taps_init(taps *t, int32_t n, double start, double length, int32_t limit) {
   double step = length / (double)n;
-  size_t max_taps = (size_t)n * ((size_t)ceil(step) + 2);
+  size_t max_taps = (size_t)n * ((size_t)ceil_d(step) + 2);
   t->first = malloc((size_t)n * sizeof *t->first);
   t->count = malloc((size_t)n * sizeof *t->count);
   t->offset = malloc((size_t)n * sizeof *t->offset);
@@ -66,10 +77,10 @@ static int taps_init(taps *t, int32_t n, double start, double length, int32_t li
   size_t used = 0;
   for (int32_t i = 0; i < n; i++) {
     double lo = start + (double)i * step, hi = lo + step;
-    double fl = floor(lo);
+    double fl = floor_d(lo);
     int64_t begin = fl < 0 ? 0 : (int64_t)fl;
     if (begin > limit - 1) begin = limit - 1;
-    int64_t end = (int64_t)ceil(hi);
+    int64_t end = (int64_t)ceil_d(hi);
     if (end < begin + 1) end = begin + 1;
     if (end > limit) end = limit;
     if (used + (size_t)(end - begin) > max_taps) return 0; /* cannot happen: step bounds it */
