@@ -28,24 +28,13 @@ that build to the same interleaved runs, as a "before" column.
 import argparse
 import os
 import random
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
-LINE = re.compile(r"([\d.]+) images/s, ([\d.]+) ms CPU/image")
+from compare import run  # runs a benchmark program, returns (images/s, CPU ms per image)
+
 SIZE = ["--size", "150x150"]
-
-
-def run(command, env=None):
-    out = subprocess.run(command, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        sys.exit(f"bench: {' '.join(command)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
-    match = LINE.search(out.stdout)
-    if not match:
-        sys.exit(f"bench: no figures in the output of {' '.join(command)}:\n{out.stdout}")
-    return float(match.group(1)), float(match.group(2))
 
 
 def count_lines(path):

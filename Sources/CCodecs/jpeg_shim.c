@@ -157,6 +157,20 @@ static int orientation_from_markers(j_decompress_ptr c) {
   return 1;
 }
 
+/* The end of both modes: reads to EOI so trailing problems are reported as warnings, as
+ * libjpeg's own tools do, and describes the output. */
+static pxl_codec_status jpeg_end(jpeg_job *job, uint64_t stride) {
+  j_decompress_ptr c = &job->cinfo;
+  (void)jpeg_finish_decompress(c);
+  pxl_codec_output *out = job->out;
+  out->width = (int32_t)c->output_width;
+  out->height = (int32_t)c->output_height;
+  out->stride = (int32_t)stride;
+  out->channels = layout_channels(job->layout);
+  out->has_alpha = 0;
+  return PXL_CODEC_OK;
+}
+
 /* Rows mode, after jpeg_start_decompress: libjpeg fills a strip of rec_outbuf_height
  * rows per call (more rows per call would only be copied), each is handed to row_fn. */
 static pxl_codec_status jpeg_run_rows(jpeg_job *job, uint64_t stride) {
@@ -193,14 +207,7 @@ static pxl_codec_status jpeg_run_rows(jpeg_job *job, uint64_t stride) {
       }
     }
   }
-  (void)jpeg_finish_decompress(c);
-  pxl_codec_output *out = job->out;
-  out->width = (int32_t)c->output_width;
-  out->height = (int32_t)c->output_height;
-  out->stride = (int32_t)stride;
-  out->channels = layout_channels(job->layout);
-  out->has_alpha = 0;
-  return PXL_CODEC_OK;
+  return jpeg_end(job, stride);
 }
 
 /* All libjpeg calls happen here, after the setjmp. Returns with job->pixels set on
@@ -294,16 +301,7 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
       return PXL_CODEC_CORRUPT;
     }
   }
-  /* Reads to EOI so trailing problems are reported as warnings, as libjpeg's own tools do. */
-  (void)jpeg_finish_decompress(c);
-
-  pxl_codec_output *out = job->out;
-  out->width = (int32_t)c->output_width;
-  out->height = (int32_t)c->output_height;
-  out->stride = (int32_t)stride;
-  out->channels = channels;
-  out->has_alpha = 0;
-  return PXL_CODEC_OK;
+  return jpeg_end(job, stride);
 }
 
 /* Common tail of both entry points, run on every path: destroy libjpeg state, free what
