@@ -45,7 +45,9 @@ typedef struct jpeg_job {
   uint8_t *pixels;   /* owned until handed to out on success */
   uint8_t *cmyk_row; /* scratch for the CMYK path */
   pxl_codec_row_fn row_fn; /* rows mode: hand rows over instead of keeping a bitmap */
+  pxl_codec_region_row_fn region_fn; /* region mode: rows mode over part of the image */
   void *row_user;
+  int32_t region_x, region_y, region_width, region_height;
   uint8_t *strip;    /* rows mode: the few rows one jpeg_read_scanlines call fills */
   char shim_error[128]; /* failures detected by the shim itself, not by libjpeg */
 } jpeg_job;
@@ -159,11 +161,11 @@ static int orientation_from_markers(j_decompress_ptr c) {
 
 /* The end of both modes: reads to EOI so trailing problems are reported as warnings, as
  * libjpeg's own tools do, and describes the output. */
-static pxl_codec_status jpeg_end(jpeg_job *job, uint64_t stride) {
+static pxl_codec_status jpeg_end(jpeg_job *job, JDIMENSION width, uint64_t stride) {
   j_decompress_ptr c = &job->cinfo;
   (void)jpeg_finish_decompress(c);
   pxl_codec_output *out = job->out;
-  out->width = (int32_t)c->output_width;
+  out->width = (int32_t)width;
   out->height = (int32_t)c->output_height;
   out->stride = (int32_t)stride;
   out->channels = layout_channels(job->layout);
@@ -171,24 +173,58 @@ static pxl_codec_status jpeg_end(jpeg_job *job, uint64_t stride) {
   return PXL_CODEC_OK;
 }
 
-/* Rows mode, after jpeg_start_decompress: libjpeg fills a strip of rec_outbuf_height
- * rows per call (more rows per call would only be copied), each is handed to row_fn. */
-static pxl_codec_status jpeg_run_rows(jpeg_job *job, uint64_t stride) {
+/* Rows and region mode, after jpeg_start_decompress: libjpeg fills a strip of
+ * rec_outbuf_height rows per call (more rows per call would only be copied), each is
+ * handed to the callback.
+ *
+ * Region mode decodes only what the region needs, and what it hands over is what a whole
+ * decode gives, to the bit: columns outside it are cut by jpeg_crop_scanline (no IDCT,
+ * upsampling or colour conversion for them), rows above it are skipped and rows below it
+ * are skipped but for the last one (entropy-decoded only, so every byte of the scan is
+ * still read and checked as before). libjpeg aligns a crop to iMCU boundaries and fancy
+ * upsampling near an edge it is told about differs from the whole image, so one iMCU of
+ * margin is kept on every side; rows and columns beyond the region are handed over too
+ * (a caller ignores them). */
+static pxl_codec_status jpeg_run_rows(jpeg_job *job) {
   j_decompress_ptr c = &job->cinfo;
   int cmyk = c->out_color_space == JCS_CMYK;
+  JDIMENSION full_width = c->output_width, x0 = 0, skip_top = 0, stop_at = c->output_height;
+  if (job->region_fn != NULL) {
+    long imcu_w = (long)c->max_h_samp_factor * c->min_DCT_scaled_size;
+    long imcu_h = (long)c->max_v_samp_factor * c->min_DCT_scaled_size;
+    long left = (long)job->region_x - imcu_w, right = (long)job->region_x + job->region_width + imcu_w;
+    long top = (long)job->region_y - imcu_h, bottom = (long)job->region_y + job->region_height + imcu_h;
+    if (left < 0) left = 0;
+    if (right > (long)full_width) right = (long)full_width;
+    if (top > 0) skip_top = (JDIMENSION)top;
+    if (bottom < (long)c->output_height) stop_at = (JDIMENSION)bottom;
+    if (left > 0 || right < (long)full_width) {
+      JDIMENSION width = (JDIMENSION)(right - left);
+      x0 = (JDIMENSION)left;
+      jpeg_crop_scanline(c, &x0, &width); /* x0 moves down to an iMCU boundary */
+    }
+  }
+  size_t row_bytes = (size_t)c->output_width * (size_t)layout_channels(job->layout);
   JDIMENSION strip_rows = c->rec_outbuf_height > 0 ? (JDIMENSION)c->rec_outbuf_height : 1;
   if (strip_rows > 16) strip_rows = 16;
-  size_t read_stride = cmyk ? (size_t)c->output_width * 4u : (size_t)stride;
+  size_t read_stride = cmyk ? (size_t)c->output_width * 4u : row_bytes;
   job->strip = malloc(read_stride * strip_rows);
-  if (cmyk) job->cmyk_row = malloc((size_t)stride);
+  if (cmyk) job->cmyk_row = malloc(row_bytes);
   if (job->strip == NULL || (cmyk && job->cmyk_row == NULL)) {
     snprintf(job->shim_error, sizeof job->shim_error, "out of memory for a strip of %u rows", (unsigned)strip_rows);
     return PXL_CODEC_NO_MEMORY;
   }
+  if (skip_top > 0) (void)jpeg_skip_scanlines(c, skip_top);
   JSAMPROW rows[16];
   for (JDIMENSION i = 0; i < strip_rows; i++) rows[i] = job->strip + i * read_stride;
   while (c->output_scanline < c->output_height) {
     JDIMENSION y = c->output_scanline, want = c->output_height - y;
+    if (y >= stop_at && want > 1) {
+      /* Below the region: entropy decoding only, up to the last row, which is read so
+       * that the scan is consumed as a whole decode would. */
+      (void)jpeg_skip_scanlines(c, want - 1);
+      continue;
+    }
     if (want > strip_rows) want = strip_rows;
     JDIMENSION got = jpeg_read_scanlines(c, rows, want);
     if (got == 0) {
@@ -201,13 +237,16 @@ static pxl_codec_status jpeg_run_rows(jpeg_job *job, uint64_t stride) {
         cmyk_to_layout(row, job->cmyk_row, c->output_width, job->layout);
         row = job->cmyk_row;
       }
-      if (job->row_fn(job->row_user, (int32_t)(y + i), row) != 0) {
+      int stop = job->region_fn != NULL ? job->region_fn(job->row_user, (int32_t)(y + i), (int32_t)x0, row)
+                                        : job->row_fn(job->row_user, (int32_t)(y + i), row);
+      if (stop != 0) {
         snprintf(job->shim_error, sizeof job->shim_error, "stopped by the caller");
         return PXL_CODEC_CORRUPT;
       }
     }
   }
-  return jpeg_end(job, stride);
+  /* The output is described at the image's (scaled) size, whatever the crop. */
+  return jpeg_end(job, full_width, (uint64_t)full_width * (uint64_t)layout_channels(job->layout));
 }
 
 /* All libjpeg calls happen here, after the setjmp. Returns with job->pixels set on
@@ -274,7 +313,7 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
     snprintf(job->shim_error, sizeof job->shim_error, "unexpected output format from libjpeg");
     return PXL_CODEC_CORRUPT;
   }
-  if (job->row_fn != NULL) return jpeg_run_rows(job, stride);
+  if (job->row_fn != NULL || job->region_fn != NULL) return jpeg_run_rows(job);
   job->pixels = malloc((size_t)total);
   if (cmyk) job->cmyk_row = malloc((size_t)c->output_width * 4u);
   if (job->pixels == NULL || (cmyk && job->cmyk_row == NULL)) {
@@ -301,7 +340,7 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
       return PXL_CODEC_CORRUPT;
     }
   }
-  return jpeg_end(job, stride);
+  return jpeg_end(job, c->output_width, stride);
 }
 
 /* Common tail of both entry points, run on every path: destroy libjpeg state, free what
@@ -347,12 +386,19 @@ pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_
   return st;
 }
 
+typedef struct jpeg_rows_request {
+  pxl_codec_row_fn row_fn;
+  pxl_codec_region_row_fn region_fn;
+  void *user;
+  int32_t x, y, width, height;
+} jpeg_rows_request;
+
 static pxl_codec_status jpeg_decode_into(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
-                                         uint64_t max_pixels, pxl_codec_row_fn row_fn, void *row_user,
+                                         uint64_t max_pixels, const jpeg_rows_request *rows,
                                          pxl_codec_output *out);
 
 pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out) {
-  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, NULL, NULL, out);
+  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, NULL, out);
 }
 
 pxl_codec_status pxl_jpeg_decode_rows(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
@@ -364,11 +410,25 @@ pxl_codec_status pxl_jpeg_decode_rows(const uint8_t *data, size_t size, int32_t 
     pxl_set_message(out->message, sizeof out->message, "JPEG", "row_fn is NULL");
     return PXL_CODEC_UNSUPPORTED;
   }
-  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, row_fn, user, out);
+  jpeg_rows_request rows = {row_fn, NULL, user, 0, 0, 0, 0};
+  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, &rows, out);
+}
+
+pxl_codec_status pxl_jpeg_decode_region(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                        uint64_t max_pixels, int32_t x, int32_t y, int32_t width, int32_t height,
+                                        pxl_codec_region_row_fn row_fn, void *user, pxl_codec_output *out) {
+  if (row_fn == NULL || x < 0 || y < 0 || width < 1 || height < 1) {
+    if (out == NULL) return PXL_CODEC_UNSUPPORTED;
+    memset(out, 0, sizeof *out);
+    pxl_set_message(out->message, sizeof out->message, "JPEG", "row_fn is NULL or the region is empty");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  jpeg_rows_request rows = {NULL, row_fn, user, x, y, width, height};
+  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, &rows, out);
 }
 
 static pxl_codec_status jpeg_decode_into(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
-                                         uint64_t max_pixels, pxl_codec_row_fn row_fn, void *row_user,
+                                         uint64_t max_pixels, const jpeg_rows_request *rows,
                                          pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
@@ -401,8 +461,15 @@ static pxl_codec_status jpeg_decode_into(const uint8_t *data, size_t size, int32
   job->scale_denom = scale_denom;
   job->max_pixels = max_pixels;
   job->out = out;
-  job->row_fn = row_fn;
-  job->row_user = row_user;
+  if (rows != NULL) {
+    job->row_fn = rows->row_fn;
+    job->region_fn = rows->region_fn;
+    job->row_user = rows->user;
+    job->region_x = rows->x;
+    job->region_y = rows->y;
+    job->region_width = rows->width;
+    job->region_height = rows->height;
+  }
   pxl_codec_status st = jpeg_finish_job(job, jpeg_run(job), out->message, sizeof out->message);
   if (st == PXL_CODEC_OK) {
     out->pixels = job->pixels;

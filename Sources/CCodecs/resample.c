@@ -37,6 +37,7 @@ struct pxl_resampler {
   int premultiply;
   taps cols, rows;
   int32_t first_row, end_row; /* source rows outside [first_row, end_row) do not contribute */
+  int32_t first_col, end_col; /* nor do columns outside [first_col, end_col) */
   int32_t ring;               /* accumulators open at once (output rows sharing a source row) */
   int32_t emitted;            /* output rows written so far */
   int32_t *row_lo, *row_hi;   /* per source row in range: output rows [lo, hi] it feeds */
@@ -150,6 +151,10 @@ pxl_resampler *pxl_resampler_new(int32_t src_width, int32_t src_height, int32_t 
     if (t->first[y] + t->count[y] > end) end = t->first[y] + t->count[y];
   r->first_row = first;
   r->end_row = end;
+  r->first_col = r->cols.first[0];
+  r->end_col = r->first_col;
+  for (int32_t x = 0; x < out_width; x++)
+    if (r->cols.first[x] + r->cols.count[x] > r->end_col) r->end_col = r->cols.first[x] + r->cols.count[x];
   size_t span = (size_t)(end - first);
   r->row_lo = malloc(span * sizeof *r->row_lo);
   r->row_hi = malloc(span * sizeof *r->row_hi);
@@ -195,13 +200,13 @@ static inline v4f load4(const uint8_t *p) {
 }
 
 /* The horizontal pass of one source row into r->shrunk. */
-static void shrink_row(pxl_resampler *r, const uint8_t *src) {
+static void shrink_row(pxl_resampler *r, const uint8_t *src, int32_t x0) {
   const taps *c = &r->cols;
   float *dst = r->shrunk;
   int32_t n = r->out_width;
   if (r->channels == 4) {
     for (int32_t x = 0; x < n; x++) {
-      const uint8_t *p = src + (size_t)c->first[x] * 4u;
+      const uint8_t *p = src + (size_t)(c->first[x] - x0) * 4u;
       const float *w = c->weight + c->offset[x];
       v4f a = {0, 0, 0, 0};
       for (int32_t k = 0, m = c->count[x]; k < m; k++) {
@@ -213,7 +218,7 @@ static void shrink_row(pxl_resampler *r, const uint8_t *src) {
   } else {
     int32_t ch = r->channels;
     for (int32_t x = 0; x < n; x++) {
-      const uint8_t *p = src + (size_t)c->first[x] * (size_t)ch;
+      const uint8_t *p = src + (size_t)(c->first[x] - x0) * (size_t)ch;
       const float *w = c->weight + c->offset[x];
       for (int32_t i = 0; i < ch; i++) {
         float a = 0;
@@ -242,10 +247,12 @@ static void emit_row(pxl_resampler *r, int32_t y) {
   }
 }
 
-/* Premultiplied copy of an RGBA/BGRA row: (c * a + 127) / 255, as PixelOps does. */
-static const uint8_t *premultiplied(pxl_resampler *r, const uint8_t *row) {
-  uint8_t *d = r->scratch;
-  for (int32_t x = 0; x < r->src_width; x++, row += 4, d += 4) {
+/* Premultiplied copy of the columns the taps read of an RGBA/BGRA row that starts at
+ * column x0: (c * a + 127) / 255, as PixelOps does. */
+static const uint8_t *premultiplied(pxl_resampler *r, const uint8_t *row, int32_t x0) {
+  uint8_t *d = r->scratch + (size_t)r->first_col * 4u;
+  row += (size_t)(r->first_col - x0) * 4u;
+  for (int32_t x = r->first_col; x < r->end_col; x++, row += 4, d += 4) {
     unsigned a = row[3];
     if (a == 255) {
       memcpy(d, row, 4);
@@ -259,14 +266,29 @@ static const uint8_t *premultiplied(pxl_resampler *r, const uint8_t *row) {
   return r->scratch;
 }
 
+void pxl_resampler_region(const pxl_resampler *r, int32_t *x, int32_t *y, int32_t *width, int32_t *height) {
+  *x = r->first_col;
+  *y = r->first_row;
+  *width = r->end_col - r->first_col;
+  *height = r->end_row - r->first_row;
+}
+
 int pxl_resampler_add_row(void *resampler, int32_t y, const uint8_t *row) {
+  return pxl_resampler_add_row_at(resampler, y, 0, row);
+}
+
+int pxl_resampler_add_row_at(void *resampler, int32_t y, int32_t x0, const uint8_t *row) {
   pxl_resampler *r = resampler;
   if (y < r->first_row || y >= r->end_row) return 0;
+  if (x0 < 0 || x0 > r->first_col) return 1; /* the row does not hold the columns the taps read */
   size_t j = (size_t)(y - r->first_row);
   int32_t lo = r->row_lo[j], hi = r->row_hi[j];
   if (hi < lo) return 0;
-  if (r->premultiply) row = premultiplied(r, row);
-  shrink_row(r, row);
+  if (r->premultiply) {
+    row = premultiplied(r, row, x0);
+    x0 = 0; /* the scratch row is laid out like a whole source row */
+  }
+  shrink_row(r, row, x0);
   size_t n = (size_t)r->out_width * (size_t)r->channels;
   const taps *t = &r->rows;
   for (int32_t oy = lo; oy <= hi; oy++) {

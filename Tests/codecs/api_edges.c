@@ -422,6 +422,86 @@ static void test_jpeg_rows(const uint8_t *jpg, size_t jn, const uint8_t *prog, s
   pxl_resampler_free(NULL);
 }
 
+/* pxl_jpeg_decode_region: every row of the region it hands over equals the bitmap
+ * pxl_jpeg_decode builds, on the region's columns, at every layout and scale (for a
+ * 4:2:0 image whose region edges fall on iMCU boundaries, where fancy upsampling would
+ * show a cut without the margin); and a resampler fed by it equals one fed the whole bitmap. */
+typedef struct region_sink {
+  const uint8_t *expected;
+  size_t stride, channels;
+  int32_t x, y, width, height, rows_seen, mismatches, last_y;
+} region_sink;
+
+static int compare_region_row(void *user, int32_t y, int32_t x0, const uint8_t *row) {
+  region_sink *s = user;
+  if (y <= s->last_y || x0 > s->x) s->mismatches++;
+  s->last_y = y;
+  if (y >= s->y && y < s->y + s->height) {
+    s->rows_seen++;
+    const uint8_t *want = s->expected + (size_t)y * s->stride + (size_t)s->x * s->channels;
+    if (memcmp(row + (size_t)(s->x - x0) * s->channels, want, (size_t)s->width * s->channels) != 0) s->mismatches++;
+  }
+  return 0;
+}
+
+static void test_jpeg_region(void) {
+  size_t sizes[2];
+  uint8_t *files[2];
+  files[0] = make_jpeg(301, 203, 0, &sizes[0]); /* 4:2:0: iMCUs of 16 pixels */
+  files[1] = make_jpeg(301, 203, 1, &sizes[1]);
+  for (int f = 0; f < 2; f++) {
+    for (int32_t layout = 0; layout <= 3; layout++) {
+      for (int32_t scale = 1; scale <= 4; scale *= 2) {
+        pxl_codec_output whole, part;
+        if (pxl_jpeg_decode(files[f], sizes[f], layout, scale, 1u << 30, &whole) != PXL_CODEC_OK) {
+          CHECK(0, "region %d: %s", f, whole.message);
+          continue;
+        }
+        /* Edges on iMCU boundaries (16 / scale pixels): where libjpeg would cut. */
+        int32_t x = 5 * 16 / scale, y = 3 * 16 / scale;
+        region_sink sink = {whole.pixels, (size_t)whole.stride, (size_t)whole.channels, x, y,
+                            whole.width / 3, whole.height / 4, 0, 0, -1};
+        pxl_codec_status st = pxl_jpeg_decode_region(files[f], sizes[f], layout, scale, 1u << 30, x, y, sink.width,
+                                                     sink.height, compare_region_row, &sink, &part);
+        CHECK(st == PXL_CODEC_OK && part.pixels == NULL && part.width == whole.width && part.height == whole.height &&
+              sink.rows_seen == sink.height && sink.mismatches == 0,
+              "region %d layout %d scale %d: %d rows seen of %d, %d mismatches (%s)", f, layout, scale,
+              sink.rows_seen, sink.height, sink.mismatches, part.message);
+        pxl_resampler *a = pxl_resampler_new(whole.width, whole.height, whole.channels, x + 0.4, y + 0.3,
+                                             sink.width - 1.1, sink.height - 0.9, 7, 5, 0);
+        pxl_resampler *b = pxl_resampler_new(whole.width, whole.height, whole.channels, x + 0.4, y + 0.3,
+                                             sink.width - 1.1, sink.height - 0.9, 7, 5, 0);
+        int32_t rx, ry, rw, rh;
+        pxl_resampler_region(a, &rx, &ry, &rw, &rh);
+        CHECK(rx == x && ry == y && rw >= sink.width - 2 && rh >= sink.height - 2, "resampler region %d %d %d %d", rx,
+              ry, rw, rh);
+        st = pxl_jpeg_decode_region(files[f], sizes[f], layout, scale, 1u << 30, rx, ry, rw, rh, pxl_resampler_add_row_at,
+                                    a, &part);
+        for (int32_t row = 0; row < whole.height; row++)
+          pxl_resampler_add_row(b, row, whole.pixels + (size_t)row * whole.stride);
+        uint8_t *ra = pxl_resampler_finish(a), *rb = pxl_resampler_finish(b);
+        CHECK(st == PXL_CODEC_OK && ra && rb && memcmp(ra, rb, (size_t)7 * 5 * whole.channels) == 0,
+              "region %d layout %d scale %d: resampled region differs", f, layout, scale);
+        free(ra);
+        free(rb);
+        pxl_resampler_free(a);
+        pxl_resampler_free(b);
+        free(whole.pixels);
+      }
+    }
+  }
+  /* A row that starts right of the columns the taps read is refused. */
+  pxl_resampler *r = pxl_resampler_new(8, 2, 1, 2, 0, 4, 2, 2, 1, 0);
+  uint8_t row[8] = {0};
+  CHECK(pxl_resampler_add_row_at(r, 0, 3, row) != 0, "resampler: a row missing needed columns is refused");
+  pxl_resampler_free(r);
+  pxl_codec_output o;
+  CHECK(pxl_jpeg_decode_region(files[0], sizes[0], 0, 1, 1u << 30, 0, 0, 0, 5, compare_region_row, NULL, &o) ==
+            PXL_CODEC_UNSUPPORTED, "region: empty");
+  free(files[0]);
+  free(files[1]);
+}
+
 int main(void) {
   size_t jn, pjn, pn;
   uint8_t *jpg = make_jpeg(37, 23, 0, &jn);
@@ -437,6 +517,7 @@ int main(void) {
   test_exif();
   test_threads(jpg, jn, png, pn);
   test_jpeg_rows(jpg, jn, prog, pjn);
+  test_jpeg_region();
 
   free(jpg);
   free(prog);

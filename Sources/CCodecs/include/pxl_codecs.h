@@ -132,6 +132,20 @@ pxl_codec_status pxl_jpeg_decode_rows(const uint8_t *data, size_t size, int32_t 
                                       uint64_t max_pixels, pxl_codec_row_fn row_fn, void *user,
                                       pxl_codec_output *out);
 
+/* Receives one decoded row of a region decode: columns [x0, x0 + its width) of row y. */
+typedef int (*pxl_codec_region_row_fn)(void *user, int32_t y, int32_t x0, const uint8_t *row);
+
+/* pxl_jpeg_decode_rows for a thumbnail that needs only the region [x, x + width) x
+ * [y, y + height) of the (scaled) image: columns and rows far from it are not built
+ * (libjpeg's jpeg_crop_scanline and jpeg_skip_scanlines), while every byte of the file is
+ * still read and checked as by a whole decode. Rows are handed over in increasing y,
+ * each starting at column x0 (an iMCU boundary at or left of x); the rows and columns of
+ * the region are exactly those pxl_jpeg_decode builds (a margin around it is decoded for
+ * that, and handed over too). out describes the whole scaled image, as pxl_jpeg_decode's. */
+pxl_codec_status pxl_jpeg_decode_region(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                        uint64_t max_pixels, int32_t x, int32_t y, int32_t width, int32_t height,
+                                        pxl_codec_region_row_fn row_fn, void *user, pxl_codec_output *out);
+
 /*
  * Area resampling: each output pixel is the coverage-weighted mean of the source pixels
  * under it, over a crop with fractional edges (resample.c says how it is computed).
@@ -155,6 +169,12 @@ pxl_resampler *pxl_resampler_new(int32_t src_width, int32_t src_height, int32_t 
                                  int32_t out_height, int32_t premultiply);
 int pxl_resampler_add_row(void *resampler, int32_t y, const uint8_t *row);
 uint8_t *pxl_resampler_finish(pxl_resampler *resampler);
+/* The source region the resampler reads (every tap falls inside it). */
+void pxl_resampler_region(const pxl_resampler *resampler, int32_t *x, int32_t *y, int32_t *width, int32_t *height);
+/* pxl_resampler_add_row for a row that starts at source column x0 (a pxl_codec_region_row_fn);
+ * x0 must not exceed the region's x, and the row must reach the region's right edge. */
+int pxl_resampler_add_row_at(void *resampler, int32_t y, int32_t x0, const uint8_t *row);
+
 void pxl_resampler_free(pxl_resampler *resampler);
 
 #ifdef __cplusplus

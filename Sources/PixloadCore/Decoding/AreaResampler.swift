@@ -34,7 +34,16 @@ final class AreaResampler {
   /// The row callback to give a `*_decode_rows` shim function, with `context` as its user
   /// pointer (valid while this object lives).
   static let rowFunction: pxl_codec_row_fn = pxl_resampler_add_row
+  /// The same for a region decode (rows that start at a column x0).
+  static let regionRowFunction: pxl_codec_region_row_fn = pxl_resampler_add_row_at
   var context: UnsafeMutableRawPointer { UnsafeMutableRawPointer(handle) }
+
+  /// The source pixels the output depends on: a decoder need not build the others.
+  var sourceRegion: (x: Int32, y: Int32, width: Int32, height: Int32) {
+    var x: Int32 = 0, y: Int32 = 0, width: Int32 = 0, height: Int32 = 0
+    pxl_resampler_region(handle, &x, &y, &width, &height)
+    return (x, y, width, height)
+  }
 
   /// Adds source row `y` (rows outside the crop are ignored).
   func addRow(_ y: Int, _ source: UnsafePointer<UInt8>) {

@@ -134,11 +134,16 @@ public struct ImageDecoder: ImageDecoding {
     }
     var output = pxl_codec_output()
     let status = withExtendedLifetime(resampler) { () -> pxl_codec_status in
-      kind == .jpeg
-        ? pxl_jpeg_decode_rows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), Int32(scale), maxPixels,
-                               AreaResampler.rowFunction, resampler.context, &output)
-        : pxl_png_decode_rows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), maxPixels,
-                              AreaResampler.rowFunction, resampler.context, &output)
+      if kind == .jpeg {
+        // Only the crop's pixels are built (a FILL thumbnail drops a quarter to a half of a
+        // photo of another aspect ratio); the rest is entropy-decoded and checked, no more.
+        let region = resampler.sourceRegion
+        return pxl_jpeg_decode_region(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), Int32(scale), maxPixels,
+                                      region.x, region.y, region.width, region.height,
+                                      AreaResampler.regionRowFunction, resampler.context, &output)
+      }
+      return pxl_png_decode_rows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), maxPixels,
+                                 AreaResampler.rowFunction, resampler.context, &output)
     }
     if status != PXL_CODEC_OK {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
