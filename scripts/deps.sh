@@ -41,7 +41,7 @@ APT_PKGS=(
 
 mode="${1:-}"
 case "$mode" in ""|python|test) ;; *) echo "usage: $0 [python|test]" >&2; exit 2 ;; esac
-if [ "$mode" = python ] || [ "$mode" = test ]; then
+if [ "$mode" = python ]; then
   # scripts/camera-photos.sh: the benchmarks' 8-16 MP photographs (13 with the 16.04 set)
   APT_PKGS+=(lomiri-wallpapers-20.04 mate-backgrounds ukui-wallpapers)
 fi
