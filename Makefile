@@ -9,7 +9,10 @@
 #                   sanitizer, soak and exhaustion runs)
 #   demo, test, bench*, fuzz, soak, check-* and gtk-demo install what they need first
 #   (scripts/deps.sh), as a step of their own
-#   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python, the
+#   make bench      the performance table of README (bench-table: pixload against the bare
+#                   decode from memory, its Python package against aiohttp + Pillow, web-size
+#                   and camera photos, a warm start), then pixload against a bare libcurl +
+#                   libjpeg-turbo loop and Python, the
 #                   scroll benchmark (bench/scroll.sh: three scrolling strategies), then
 #                   bench-network (1,000 tiny images: CPU per image in the network path,
 #                   connections at the server) and bench-decode (decode CPU against
@@ -76,7 +79,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-network \
-  bench-decode bench-cancel bench-warm fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
+  bench-decode bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
   wheel deb test-wheel test-deb
 
 all: lib cli
@@ -284,11 +287,21 @@ test-deb: deb
 bench:
 	@scripts/deps.sh python
 	@$(SUBMAKE) all
+	@scripts/bench-table.sh $(STAGE) $(DEMO_DATA) $(CAMERA_DATA)
 	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
 	@$(SUBMAKE) bench-network
 	@$(SUBMAKE) bench-decode
 	@$(SUBMAKE) bench-cancel
 	@$(SUBMAKE) bench-warm
+
+# README's performance table alone: pixload against the bare decode from memory and its
+# Python package against aiohttp + Pillow, web-size and 8-16 MP photos, BENCH_TABLE_RUNS
+# (3) interleaved runs, medians (scripts/bench-table.sh, bench/table.py).
+CAMERA_DATA := $(STAGE)/camera-photos
+bench-table:
+	@scripts/deps.sh python
+	@$(SUBMAKE) all
+	@scripts/bench-table.sh $(STAGE) $(DEMO_DATA) $(CAMERA_DATA)
 
 # The network path: 1,000 64x64 JPEGs from nginx on loopback, pixload against a bare
 # libcurl loop with and without decoding; connections counted at the server.

@@ -20,8 +20,8 @@ import sys
 LINE = re.compile(r"([\d.]+) images/s, ([\d.]+) ms CPU/image")
 
 
-def run(command):
-    out = subprocess.run(command, capture_output=True, text=True)
+def run(command, env=None):
+    out = subprocess.run(command, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"bench: {' '.join(command)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
     match = LINE.search(out.stdout)

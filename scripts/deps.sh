@@ -6,7 +6,8 @@
 # script (and CI) can call it unconditionally.
 #
 #   scripts/deps.sh          Debian packages + Pillow (scripts/photos.sh needs it)
-#   scripts/deps.sh python   also the Python packages of bench/py_baseline.py
+#   scripts/deps.sh python   also the Python packages of bench/py_baseline.py and the
+#                            wallpaper packages of scripts/camera-photos.sh (benchmarks)
 #   scripts/deps.sh test     also what only `make test` needs: GTK 4 and Xvfb (the GTK
 #                            example's test), python3-venv (the Python bindings' venv;
 #                            pytest, numpy and Pillow go into that venv from PyPI), and
@@ -40,6 +41,10 @@ APT_PKGS=(
 
 mode="${1:-}"
 case "$mode" in ""|python|test) ;; *) echo "usage: $0 [python|test]" >&2; exit 2 ;; esac
+if [ "$mode" = python ]; then
+  # scripts/camera-photos.sh: the benchmarks' 8-16 MP photographs (13 with the 16.04 set)
+  APT_PKGS+=(lomiri-wallpapers-20.04 mate-backgrounds ukui-wallpapers)
+fi
 if [ "$mode" = test ]; then
   APT_PKGS+=(
     libgtk-4-dev           # examples/gtk

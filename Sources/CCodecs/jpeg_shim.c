@@ -39,12 +39,18 @@ typedef struct jpeg_job {
   size_t size;
   int info_only;
   int dc_scans_only; /* the input is pxl_jpeg_dc_scans' copy: block smoothing off */
+  int rows_delivered; /* a row reached row_fn or region_fn */
   int32_t layout, scale_denom;
   uint64_t max_pixels;
   pxl_codec_info *info;
   pxl_codec_output *out;
   uint8_t *pixels;   /* owned until handed to out on success */
   uint8_t *cmyk_row; /* scratch for the CMYK path */
+  pxl_codec_row_fn row_fn; /* rows mode: hand rows over instead of keeping a bitmap */
+  pxl_codec_region_row_fn region_fn; /* region mode: rows mode over part of the image */
+  void *row_user;
+  int32_t region_x, region_y, region_width, region_height;
+  uint8_t *strip;    /* rows mode: the few rows one jpeg_read_scanlines call fills */
   char shim_error[128]; /* failures detected by the shim itself, not by libjpeg */
 } jpeg_job;
 
@@ -155,6 +161,97 @@ static int orientation_from_markers(j_decompress_ptr c) {
   return 1;
 }
 
+/* The end of both modes: reads to EOI so trailing problems are reported as warnings, as
+ * libjpeg's own tools do, and describes the output. */
+static pxl_codec_status jpeg_end(jpeg_job *job, JDIMENSION width, uint64_t stride) {
+  j_decompress_ptr c = &job->cinfo;
+  (void)jpeg_finish_decompress(c);
+  pxl_codec_output *out = job->out;
+  out->width = (int32_t)width;
+  out->height = (int32_t)c->output_height;
+  out->stride = (int32_t)stride;
+  out->channels = layout_channels(job->layout);
+  out->has_alpha = 0;
+  return PXL_CODEC_OK;
+}
+
+/* Rows and region mode, after jpeg_start_decompress: libjpeg fills a strip of
+ * rec_outbuf_height rows per call (more rows per call would only be copied), each is
+ * handed to the callback.
+ *
+ * Region mode decodes only what the region needs, and what it hands over is what a whole
+ * decode gives, to the bit: columns outside it are cut by jpeg_crop_scanline (no IDCT,
+ * upsampling or colour conversion for them), rows above it are skipped and rows below it
+ * are skipped but for the last one (entropy-decoded only, so every byte of the scan is
+ * still read and checked as before). libjpeg aligns a crop to iMCU boundaries and fancy
+ * upsampling near an edge it is told about differs from the whole image, so one iMCU of
+ * margin is kept on every side; rows and columns beyond the region are handed over too
+ * (a caller ignores them). */
+static pxl_codec_status jpeg_run_rows(jpeg_job *job) {
+  j_decompress_ptr c = &job->cinfo;
+  int cmyk = c->out_color_space == JCS_CMYK;
+  JDIMENSION full_width = c->output_width, x0 = 0, skip_top = 0, stop_at = c->output_height;
+  if (job->region_fn != NULL) {
+    long imcu_w = (long)c->max_h_samp_factor * c->min_DCT_scaled_size;
+    long imcu_h = (long)c->max_v_samp_factor * c->min_DCT_scaled_size;
+    long left = (long)job->region_x - imcu_w, right = (long)job->region_x + job->region_width + imcu_w;
+    long top = (long)job->region_y - imcu_h, bottom = (long)job->region_y + job->region_height + imcu_h;
+    if (left < 0) left = 0;
+    if (right > (long)full_width) right = (long)full_width;
+    if (top > 0) skip_top = (JDIMENSION)top;
+    if (bottom < (long)c->output_height) stop_at = (JDIMENSION)bottom;
+    if (left > 0 || right < (long)full_width) {
+      JDIMENSION width = (JDIMENSION)(right - left);
+      x0 = (JDIMENSION)left;
+      jpeg_crop_scanline(c, &x0, &width); /* x0 moves down to an iMCU boundary */
+    }
+  }
+  size_t row_bytes = (size_t)c->output_width * (size_t)layout_channels(job->layout);
+  JDIMENSION strip_rows = c->rec_outbuf_height > 0 ? (JDIMENSION)c->rec_outbuf_height : 1;
+  if (strip_rows > 16) strip_rows = 16;
+  size_t read_stride = cmyk ? (size_t)c->output_width * 4u : row_bytes;
+  job->strip = malloc(read_stride * strip_rows);
+  if (cmyk) job->cmyk_row = malloc(row_bytes);
+  if (job->strip == NULL || (cmyk && job->cmyk_row == NULL)) {
+    snprintf(job->shim_error, sizeof job->shim_error, "out of memory for a strip of %u rows", (unsigned)strip_rows);
+    return PXL_CODEC_NO_MEMORY;
+  }
+  if (skip_top > 0) (void)jpeg_skip_scanlines(c, skip_top);
+  JSAMPROW rows[16];
+  for (JDIMENSION i = 0; i < strip_rows; i++) rows[i] = job->strip + i * read_stride;
+  while (c->output_scanline < c->output_height) {
+    JDIMENSION y = c->output_scanline, want = c->output_height - y;
+    if (y >= stop_at && want > 1) {
+      /* Below the region: entropy decoding only, up to the last row, which is read so
+       * that the scan is consumed as a whole decode would. */
+      (void)jpeg_skip_scanlines(c, want - 1);
+      continue;
+    }
+    if (want > strip_rows) want = strip_rows;
+    JDIMENSION got = jpeg_read_scanlines(c, rows, want);
+    if (got == 0) {
+      snprintf(job->shim_error, sizeof job->shim_error, "decoder made no progress");
+      return PXL_CODEC_CORRUPT;
+    }
+    for (JDIMENSION i = 0; i < got; i++) {
+      const uint8_t *row = rows[i];
+      if (cmyk) {
+        cmyk_to_layout(row, job->cmyk_row, c->output_width, job->layout);
+        row = job->cmyk_row;
+      }
+      job->rows_delivered = 1;
+      int stop = job->region_fn != NULL ? job->region_fn(job->row_user, (int32_t)(y + i), (int32_t)x0, row)
+                                        : job->row_fn(job->row_user, (int32_t)(y + i), row);
+      if (stop != 0) {
+        snprintf(job->shim_error, sizeof job->shim_error, "stopped by the caller");
+        return PXL_CODEC_CORRUPT;
+      }
+    }
+  }
+  /* The output is described at the image's (scaled) size, whatever the crop. */
+  return jpeg_end(job, full_width, (uint64_t)full_width * (uint64_t)layout_channels(job->layout));
+}
+
 /* All libjpeg calls happen here, after the setjmp. Returns with job->pixels set on
  * success; the caller cleans up on every path. */
 static pxl_codec_status jpeg_run(jpeg_job *job) {
@@ -221,6 +318,7 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
     snprintf(job->shim_error, sizeof job->shim_error, "unexpected output format from libjpeg");
     return PXL_CODEC_CORRUPT;
   }
+  if (job->row_fn != NULL || job->region_fn != NULL) return jpeg_run_rows(job);
   job->pixels = malloc((size_t)total);
   if (cmyk) job->cmyk_row = malloc((size_t)c->output_width * 4u);
   if (job->pixels == NULL || (cmyk && job->cmyk_row == NULL)) {
@@ -247,16 +345,7 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
       return PXL_CODEC_CORRUPT;
     }
   }
-  /* Reads to EOI so trailing problems are reported as warnings, as libjpeg's own tools do. */
-  (void)jpeg_finish_decompress(c);
-
-  pxl_codec_output *out = job->out;
-  out->width = (int32_t)c->output_width;
-  out->height = (int32_t)c->output_height;
-  out->stride = (int32_t)stride;
-  out->channels = channels;
-  out->has_alpha = 0;
-  return PXL_CODEC_OK;
+  return jpeg_end(job, c->output_width, stride);
 }
 
 /* Common tail of both entry points, run on every path: destroy libjpeg state, free what
@@ -265,6 +354,8 @@ static pxl_codec_status jpeg_finish_job(jpeg_job *job, pxl_codec_status st, char
   jpeg_destroy_decompress(&job->cinfo); /* safe on a zeroed or half-created object */
   free(job->cmyk_row);
   job->cmyk_row = NULL;
+  free(job->strip);
+  job->strip = NULL;
   if (st != PXL_CODEC_OK) {
     free(job->pixels);
     job->pixels = NULL;
@@ -299,9 +390,6 @@ pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_
   free(job);
   return st;
 }
-
-static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int dc_scans_only, int32_t layout,
-                                         int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out);
 
 static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
 
@@ -886,12 +974,61 @@ size_t pxl_jpeg_first_scans_end(const uint8_t *data, size_t size, int32_t *width
   return 0;
 }
 
+typedef struct jpeg_rows_request {
+  pxl_codec_row_fn row_fn;
+  pxl_codec_region_row_fn region_fn;
+  void *user;
+  int32_t x, y, width, height;
+} jpeg_rows_request;
+
+static pxl_codec_status jpeg_decode_into(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                         uint64_t max_pixels, uint32_t options, const jpeg_rows_request *rows,
+                                         pxl_codec_output *out);
+static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int dc_scans_only, int32_t layout,
+                                         int32_t scale_denom, uint64_t max_pixels, const jpeg_rows_request *rows,
+                                         pxl_codec_output *out, int *rows_delivered);
+
 pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out) {
-  return pxl_jpeg_decode_with_options(data, size, layout, scale_denom, max_pixels, 0, out);
+  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, 0, NULL, out);
 }
 
 pxl_codec_status pxl_jpeg_decode_with_options(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
                                               uint64_t max_pixels, uint32_t options, pxl_codec_output *out) {
+  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, options, NULL, out);
+}
+
+pxl_codec_status pxl_jpeg_decode_rows(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                      uint64_t max_pixels, pxl_codec_row_fn row_fn, void *user,
+                                      pxl_codec_output *out) {
+  if (row_fn == NULL) {
+    if (out == NULL) return PXL_CODEC_UNSUPPORTED;
+    memset(out, 0, sizeof *out);
+    pxl_set_message(out->message, sizeof out->message, "JPEG", "row_fn is NULL");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  jpeg_rows_request rows = {row_fn, NULL, user, 0, 0, 0, 0};
+  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, 0, &rows, out);
+}
+
+pxl_codec_status pxl_jpeg_decode_region(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                        uint64_t max_pixels, int32_t x, int32_t y, int32_t width, int32_t height,
+                                        pxl_codec_region_row_fn row_fn, void *user, pxl_codec_output *out) {
+  if (row_fn == NULL || x < 0 || y < 0 || width < 1 || height < 1) {
+    if (out == NULL) return PXL_CODEC_UNSUPPORTED;
+    memset(out, 0, sizeof *out);
+    pxl_set_message(out->message, sizeof out->message, "JPEG", "row_fn is NULL or the region is empty");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  jpeg_rows_request rows = {NULL, row_fn, user, x, y, width, height};
+  return jpeg_decode_into(data, size, layout, scale_denom, max_pixels, 0, &rows, out);
+}
+
+/* Validation, then the cheapest decode that gives the full decode's pixels (see
+ * pxl_jpeg_dc_baseline and pxl_jpeg_dc_scans), falling back to the full decode when a
+ * shortcut fails before it delivered a row (rows already streamed cannot be taken back). */
+static pxl_codec_status jpeg_decode_into(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                         uint64_t max_pixels, uint32_t options, const jpeg_rows_request *rows,
+                                         pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
   if (layout_channels(layout) == 0) {
@@ -917,29 +1054,34 @@ pxl_codec_status pxl_jpeg_decode_with_options(const uint8_t *data, size_t size, 
     /* Cheapest first: a baseline JPEG of the DC coefficients, then the DC scans. */
     dc_size = pxl_jpeg_dc_baseline(data, size, &dc_scans);
     if (dc_size != 0) {
-      st = jpeg_decode_once(dc_scans, dc_size, 0, layout, scale_denom, max_pixels, out);
+      int delivered = 0;
+      st = jpeg_decode_once(dc_scans, dc_size, 0, layout, scale_denom, max_pixels, rows, out, &delivered);
       free(dc_scans);
       dc_scans = NULL;
-      if (st == PXL_CODEC_OK || st == PXL_CODEC_TOO_MANY_PIXELS || st == PXL_CODEC_NO_MEMORY) return st;
+      if (st == PXL_CODEC_OK || st == PXL_CODEC_TOO_MANY_PIXELS || st == PXL_CODEC_NO_MEMORY || delivered) return st;
       memset(out, 0, sizeof *out);
     }
     dc_size = pxl_jpeg_dc_scans(data, size, &dc_scans);
   }
   if (dc_size != 0) {
-    st = jpeg_decode_once(dc_scans, dc_size, 1, layout, scale_denom, max_pixels, out);
+    int delivered = 0;
+    st = jpeg_decode_once(dc_scans, dc_size, 1, layout, scale_denom, max_pixels, rows, out, &delivered);
     free(dc_scans);
     /* A file the DC copy fails on gets the full decode: its error (or its image) is the
      * one the caller would have had without this shortcut. */
-    if (st == PXL_CODEC_OK || st == PXL_CODEC_TOO_MANY_PIXELS || st == PXL_CODEC_NO_MEMORY) return st;
+    if (st == PXL_CODEC_OK || st == PXL_CODEC_TOO_MANY_PIXELS || st == PXL_CODEC_NO_MEMORY || delivered) return st;
     memset(out, 0, sizeof *out);
   }
   static const uint8_t empty[1] = {0};
-  return jpeg_decode_once(data ? data : empty, size, 0, layout, scale_denom, max_pixels, out);
+  int delivered = 0;
+  return jpeg_decode_once(data ? data : empty, size, 0, layout, scale_denom, max_pixels, rows, out, &delivered);
 }
 
-/* One decode of [data, data+size) into *out (see pxl_jpeg_decode). */
+/* One decode of [data, data+size) into *out or rows (see pxl_jpeg_decode and
+ * pxl_jpeg_decode_rows); *rows_delivered tells whether any row reached a callback. */
 static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int dc_scans_only, int32_t layout,
-                                         int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out) {
+                                         int32_t scale_denom, uint64_t max_pixels, const jpeg_rows_request *rows,
+                                         pxl_codec_output *out, int *rows_delivered) {
   /* Heap, not stack: the job is ~1.5 KB and this may run on small-stack threads. */
   jpeg_job *job = calloc(1, sizeof *job);
   if (job == NULL) {
@@ -953,7 +1095,17 @@ static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int d
   job->scale_denom = scale_denom;
   job->max_pixels = max_pixels;
   job->out = out;
+  if (rows != NULL) {
+    job->row_fn = rows->row_fn;
+    job->region_fn = rows->region_fn;
+    job->row_user = rows->user;
+    job->region_x = rows->x;
+    job->region_y = rows->y;
+    job->region_width = rows->width;
+    job->region_height = rows->height;
+  }
   pxl_codec_status st = jpeg_finish_job(job, jpeg_run(job), out->message, sizeof out->message);
+  *rows_delivered = job->rows_delivered;
   if (st == PXL_CODEC_OK) {
     out->pixels = job->pixels;
     out->warnings = job->guard.warnings;

@@ -340,6 +340,168 @@ static void test_threads(const uint8_t *jpg, size_t jn, const uint8_t *png, size
   CHECK(a[0].ok && a[1].ok && a[2].ok && a[3].ok && a[0].sum == a[2].sum && a[1].sum == a[3].sum, "concurrent decodes agree");
 }
 
+/* pxl_jpeg_decode_rows hands over exactly the rows pxl_jpeg_decode builds, at every DCT
+ * scale and layout, baseline and progressive; a callback that stops fails the decode;
+ * and the streamed resampler fed from it equals the resampler fed the whole bitmap. */
+typedef struct rows_sink {
+  const uint8_t *expected;
+  size_t stride;
+  int32_t rows, mismatches, stop_at;
+} rows_sink;
+
+static int compare_row(void *user, int32_t y, const uint8_t *row) {
+  rows_sink *s = user;
+  if (s->stop_at >= 0 && y == s->stop_at) return 1;
+  if (y != s->rows || memcmp(row, s->expected + (size_t)y * s->stride, s->stride) != 0) s->mismatches++;
+  s->rows++;
+  return 0;
+}
+
+static void test_jpeg_rows(const uint8_t *jpg, size_t jn, const uint8_t *prog, size_t pn) {
+  const uint8_t *files[2] = {jpg, prog};
+  size_t sizes[2] = {jn, pn};
+  for (int f = 0; f < 2; f++) {
+    for (int32_t layout = 0; layout <= 3; layout++) {
+      for (int32_t scale = 1; scale <= 8; scale *= 2) {
+        pxl_codec_output whole, streamed;
+        if (pxl_jpeg_decode(files[f], sizes[f], layout, scale, 1u << 30, &whole) != PXL_CODEC_OK) {
+          CHECK(0, "jpeg %d layout %d scale %d: %s", f, layout, scale, whole.message);
+          continue;
+        }
+        rows_sink sink = {whole.pixels, (size_t)whole.stride, 0, 0, -1};
+        pxl_codec_status st = pxl_jpeg_decode_rows(files[f], sizes[f], layout, scale, 1u << 30, compare_row, &sink,
+                                                   &streamed);
+        CHECK(st == PXL_CODEC_OK && streamed.pixels == NULL && streamed.width == whole.width &&
+              streamed.height == whole.height && streamed.channels == whole.channels &&
+              sink.rows == whole.height && sink.mismatches == 0,
+              "jpeg %d layout %d scale %d: rows differ from the bitmap (%d rows, %d mismatches, %s)", f, layout,
+              scale, sink.rows, sink.mismatches, streamed.message);
+        /* The resampler fed by the decoder equals the resampler fed the bitmap. */
+        pxl_resampler *a = pxl_resampler_new(whole.width, whole.height, whole.channels, 0.7, 1.3,
+                                             whole.width - 1.9, whole.height - 2.2, 5, 4, 0);
+        pxl_resampler *b = pxl_resampler_new(whole.width, whole.height, whole.channels, 0.7, 1.3,
+                                             whole.width - 1.9, whole.height - 2.2, 5, 4, 0);
+        CHECK(a && b, "resampler_new");
+        if (a && b) {
+          st = pxl_jpeg_decode_rows(files[f], sizes[f], layout, scale, 1u << 30, pxl_resampler_add_row, a, &streamed);
+          for (int32_t y = 0; y < whole.height; y++) pxl_resampler_add_row(b, y, whole.pixels + (size_t)y * whole.stride);
+          uint8_t *ra = pxl_resampler_finish(a), *rb = pxl_resampler_finish(b);
+          CHECK(st == PXL_CODEC_OK && ra && rb && memcmp(ra, rb, (size_t)5 * 4 * whole.channels) == 0,
+                "jpeg %d layout %d scale %d: streamed resample differs", f, layout, scale);
+          free(ra);
+          free(rb);
+        }
+        pxl_resampler_free(a);
+        pxl_resampler_free(b);
+        sink = (rows_sink){whole.pixels, (size_t)whole.stride, 0, 0, whole.height / 2};
+        st = pxl_jpeg_decode_rows(files[f], sizes[f], layout, scale, 1u << 30, compare_row, &sink, &streamed);
+        CHECK(st == PXL_CODEC_CORRUPT && strstr(streamed.message, "stopped") != NULL && streamed.pixels == NULL,
+              "jpeg %d: a stopping callback fails the decode (%d: %s)", f, st, streamed.message);
+        free(whole.pixels);
+      }
+    }
+  }
+  pxl_codec_output o;
+  CHECK(pxl_jpeg_decode_rows(jpg, jn, 0, 1, 1u << 30, NULL, NULL, &o) == PXL_CODEC_UNSUPPORTED && o.message[0],
+        "jpeg rows: NULL row_fn");
+  CHECK(pxl_jpeg_decode_rows(jpg, jn, 0, 1, 0, compare_row, NULL, &o) == PXL_CODEC_TOO_MANY_PIXELS,
+        "jpeg rows: pixel limit before any row");
+  /* The resampler refuses nonsense and a source that stopped early. */
+  CHECK(pxl_resampler_new(0, 5, 4, 0, 0, 1, 1, 1, 1, 0) == NULL, "resampler: width 0");
+  CHECK(pxl_resampler_new(5, 5, 2, 0, 0, 5, 5, 1, 1, 0) == NULL, "resampler: 2 channels");
+  CHECK(pxl_resampler_new(5, 5, 4, 0, 0, 0, 5, 1, 1, 0) == NULL, "resampler: empty crop");
+  pxl_resampler *r = pxl_resampler_new(4, 4, 1, 0, 0, 4, 4, 2, 2, 0);
+  uint8_t row[4] = {10, 20, 30, 40};
+  for (int32_t y = 0; y < 3; y++) pxl_resampler_add_row(r, y, row);
+  CHECK(pxl_resampler_finish(r) == NULL, "resampler: a missing row is refused");
+  pxl_resampler_add_row(r, 3, row);
+  uint8_t *out = pxl_resampler_finish(r);
+  CHECK(out && out[0] == 15 && out[1] == 35 && out[2] == 15 && out[3] == 35, "resampler: 2x2 box averages");
+  free(out);
+  pxl_resampler_free(r);
+  pxl_resampler_free(NULL);
+}
+
+/* pxl_jpeg_decode_region: every row of the region it hands over equals the bitmap
+ * pxl_jpeg_decode builds, on the region's columns, at every layout and scale (for a
+ * 4:2:0 image whose region edges fall on iMCU boundaries, where fancy upsampling would
+ * show a cut without the margin); and a resampler fed by it equals one fed the whole bitmap. */
+typedef struct region_sink {
+  const uint8_t *expected;
+  size_t stride, channels;
+  int32_t x, y, width, height, rows_seen, mismatches, last_y;
+} region_sink;
+
+static int compare_region_row(void *user, int32_t y, int32_t x0, const uint8_t *row) {
+  region_sink *s = user;
+  if (y <= s->last_y || x0 > s->x) s->mismatches++;
+  s->last_y = y;
+  if (y >= s->y && y < s->y + s->height) {
+    s->rows_seen++;
+    const uint8_t *want = s->expected + (size_t)y * s->stride + (size_t)s->x * s->channels;
+    if (memcmp(row + (size_t)(s->x - x0) * s->channels, want, (size_t)s->width * s->channels) != 0) s->mismatches++;
+  }
+  return 0;
+}
+
+static void test_jpeg_region(void) {
+  size_t sizes[2];
+  uint8_t *files[2];
+  files[0] = make_jpeg(301, 203, 0, &sizes[0]); /* 4:2:0: iMCUs of 16 pixels */
+  files[1] = make_jpeg(301, 203, 1, &sizes[1]);
+  for (int f = 0; f < 2; f++) {
+    for (int32_t layout = 0; layout <= 3; layout++) {
+      for (int32_t scale = 1; scale <= 4; scale *= 2) {
+        pxl_codec_output whole, part;
+        if (pxl_jpeg_decode(files[f], sizes[f], layout, scale, 1u << 30, &whole) != PXL_CODEC_OK) {
+          CHECK(0, "region %d: %s", f, whole.message);
+          continue;
+        }
+        /* Edges on iMCU boundaries (16 / scale pixels): where libjpeg would cut. */
+        int32_t x = 5 * 16 / scale, y = 3 * 16 / scale;
+        region_sink sink = {whole.pixels, (size_t)whole.stride, (size_t)whole.channels, x, y,
+                            whole.width / 3, whole.height / 4, 0, 0, -1};
+        pxl_codec_status st = pxl_jpeg_decode_region(files[f], sizes[f], layout, scale, 1u << 30, x, y, sink.width,
+                                                     sink.height, compare_region_row, &sink, &part);
+        CHECK(st == PXL_CODEC_OK && part.pixels == NULL && part.width == whole.width && part.height == whole.height &&
+              sink.rows_seen == sink.height && sink.mismatches == 0,
+              "region %d layout %d scale %d: %d rows seen of %d, %d mismatches (%s)", f, layout, scale,
+              sink.rows_seen, sink.height, sink.mismatches, part.message);
+        pxl_resampler *a = pxl_resampler_new(whole.width, whole.height, whole.channels, x + 0.4, y + 0.3,
+                                             sink.width - 1.1, sink.height - 0.9, 7, 5, 0);
+        pxl_resampler *b = pxl_resampler_new(whole.width, whole.height, whole.channels, x + 0.4, y + 0.3,
+                                             sink.width - 1.1, sink.height - 0.9, 7, 5, 0);
+        int32_t rx, ry, rw, rh;
+        pxl_resampler_region(a, &rx, &ry, &rw, &rh);
+        CHECK(rx == x && ry == y && rw >= sink.width - 2 && rh >= sink.height - 2, "resampler region %d %d %d %d", rx,
+              ry, rw, rh);
+        st = pxl_jpeg_decode_region(files[f], sizes[f], layout, scale, 1u << 30, rx, ry, rw, rh, pxl_resampler_add_row_at,
+                                    a, &part);
+        for (int32_t row = 0; row < whole.height; row++)
+          pxl_resampler_add_row(b, row, whole.pixels + (size_t)row * whole.stride);
+        uint8_t *ra = pxl_resampler_finish(a), *rb = pxl_resampler_finish(b);
+        CHECK(st == PXL_CODEC_OK && ra && rb && memcmp(ra, rb, (size_t)7 * 5 * whole.channels) == 0,
+              "region %d layout %d scale %d: resampled region differs", f, layout, scale);
+        free(ra);
+        free(rb);
+        pxl_resampler_free(a);
+        pxl_resampler_free(b);
+        free(whole.pixels);
+      }
+    }
+  }
+  /* A row that starts right of the columns the taps read is refused. */
+  pxl_resampler *r = pxl_resampler_new(8, 2, 1, 2, 0, 4, 2, 2, 1, 0);
+  uint8_t row[8] = {0};
+  CHECK(pxl_resampler_add_row_at(r, 0, 3, row) != 0, "resampler: a row missing needed columns is refused");
+  pxl_resampler_free(r);
+  pxl_codec_output o;
+  CHECK(pxl_jpeg_decode_region(files[0], sizes[0], 0, 1, 1u << 30, 0, 0, 0, 5, compare_region_row, NULL, &o) ==
+            PXL_CODEC_UNSUPPORTED, "region: empty");
+  free(files[0]);
+  free(files[1]);
+}
+
 int main(void) {
   size_t jn, pjn, pn;
   uint8_t *jpg = make_jpeg(37, 23, 0, &jn);
@@ -354,6 +516,8 @@ int main(void) {
   test_pixel_limits();
   test_exif();
   test_threads(jpg, jn, png, pn);
+  test_jpeg_rows(jpg, jn, prog, pjn);
+  test_jpeg_region();
 
   free(jpg);
   free(prog);

@@ -192,7 +192,7 @@ int bench_direct_decode(const uint8_t *data, size_t size, int32_t tw, int32_t th
   else if (is_png(data, size)) rc = decode_png(data, size, &alpha, out);
   else return 1;
   if (rc != 0 || tw <= 0 || th <= 0) return rc;
-  int w, h;
+  int w = 0, h = 0;
   uint8_t *small = fill_box(out->pixels, out->width, out->height, tw, th, alpha, &w, &h);
   free(out->pixels);
   out->pixels = small;

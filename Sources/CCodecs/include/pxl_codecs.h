@@ -165,6 +165,60 @@ typedef int (*pxl_codec_row_fn)(void *user, int32_t y, const uint8_t *row);
 pxl_codec_status pxl_png_decode_rows(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
                                      pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out);
 
+/* pxl_jpeg_decode, but each row goes to row_fn instead of into a bitmap (as
+ * pxl_png_decode_rows): only a few rows of the (DCT-scaled) image exist at a time, so a
+ * thumbnail never allocates the scaled bitmap either. y runs over the scaled rows. On
+ * success out->pixels is NULL and the other fields are set as by pxl_jpeg_decode. A
+ * non-zero return from row_fn fails the decode as PXL_CODEC_CORRUPT. */
+pxl_codec_status pxl_jpeg_decode_rows(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                      uint64_t max_pixels, pxl_codec_row_fn row_fn, void *user,
+                                      pxl_codec_output *out);
+
+/* Receives one decoded row of a region decode: columns [x0, x0 + its width) of row y. */
+typedef int (*pxl_codec_region_row_fn)(void *user, int32_t y, int32_t x0, const uint8_t *row);
+
+/* pxl_jpeg_decode_rows for a thumbnail that needs only the region [x, x + width) x
+ * [y, y + height) of the (scaled) image: columns and rows far from it are not built
+ * (libjpeg's jpeg_crop_scanline and jpeg_skip_scanlines), while every byte of the file is
+ * still read and checked as by a whole decode. Rows are handed over in increasing y,
+ * each starting at column x0 (an iMCU boundary at or left of x); the rows and columns of
+ * the region are exactly those pxl_jpeg_decode builds (a margin around it is decoded for
+ * that, and handed over too). out describes the whole scaled image, as pxl_jpeg_decode's. */
+pxl_codec_status pxl_jpeg_decode_region(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
+                                        uint64_t max_pixels, int32_t x, int32_t y, int32_t width, int32_t height,
+                                        pxl_codec_region_row_fn row_fn, void *user, pxl_codec_output *out);
+
+/*
+ * Area resampling: each output pixel is the coverage-weighted mean of the source pixels
+ * under it, over a crop with fractional edges (resample.c says how it is computed).
+ * Streamed: feed source rows in increasing y with pxl_resampler_add_row (which is a
+ * pxl_codec_row_fn, so it can be given to the *_decode_rows functions directly); each
+ * output row is finished as soon as its last source row has arrived, and memory is a
+ * few output-width rows plus the output, whatever the source size.
+ *
+ * premultiply (4 channels, alpha last): each row is premultiplied ((c*a + 127) / 255)
+ * before it is averaged, so transparent pixels do not darken their neighbours; the
+ * output is then premultiplied too.
+ *
+ * One resampler is used by one thread at a time. new returns NULL on bad arguments or
+ * without memory; finish hands over the malloc'd, tightly packed output (free() it), or
+ * returns NULL if not every output row has been completed (a source that stopped early);
+ * free accepts NULL and frees whatever finish did not hand over.
+ */
+typedef struct pxl_resampler pxl_resampler;
+pxl_resampler *pxl_resampler_new(int32_t src_width, int32_t src_height, int32_t channels, double crop_x,
+                                 double crop_y, double crop_width, double crop_height, int32_t out_width,
+                                 int32_t out_height, int32_t premultiply);
+int pxl_resampler_add_row(void *resampler, int32_t y, const uint8_t *row);
+uint8_t *pxl_resampler_finish(pxl_resampler *resampler);
+/* The source region the resampler reads (every tap falls inside it). */
+void pxl_resampler_region(const pxl_resampler *resampler, int32_t *x, int32_t *y, int32_t *width, int32_t *height);
+/* pxl_resampler_add_row for a row that starts at source column x0 (a pxl_codec_region_row_fn);
+ * x0 must not exceed the region's x, and the row must reach the region's right edge. */
+int pxl_resampler_add_row_at(void *resampler, int32_t y, int32_t x0, const uint8_t *row);
+
+void pxl_resampler_free(pxl_resampler *resampler);
+
 #ifdef __cplusplus
 }
 #endif

@@ -98,13 +98,20 @@ public struct ImageDecoder: ImageDecoding {
                         targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
 
     let layout = Self.layout(for: variant.format)
-    let wholeSource = plan.storedOutputWidth == storedWidth && plan.storedOutputHeight == storedHeight
-      && plan.storedCrop.isWhole(width: storedWidth, height: storedHeight)
-    if kind == .png && !wholeSource {
-      // A PNG thumbnail: rows stream from libpng into the resampler, so the full-size
-      // bitmap never exists.
-      return decodePNGThumbnail(bytes, info: info, plan: plan, layout: layout, format: variant.format,
-                                orientation: orientation, maxPixels: maxPixels)
+    // The size the decoder produces: libjpeg's DCT-scaled size (ceil(stored / denominator)),
+    // or the stored size.
+    let scale = kind == .jpeg ? plan.dctScaleDenominator : 1
+    let decodedWidth = (storedWidth + scale - 1) / scale, decodedHeight = (storedHeight + scale - 1) / scale
+    // Crop rectangle in the decoded pixels.
+    let decodedCrop = plan.storedCrop.scaled(x: Double(decodedWidth) / Double(storedWidth),
+                                             y: Double(decodedHeight) / Double(storedHeight))
+    if plan.storedOutputWidth != decodedWidth || plan.storedOutputHeight != decodedHeight
+        || !decodedCrop.isWhole(width: decodedWidth, height: decodedHeight) {
+      // A thumbnail: rows stream from the decoder into the resampler, so neither the
+      // full-size nor the DCT-scaled bitmap is ever built.
+      return decodeResampled(bytes, kind: kind, info: info, scale: scale, decodedWidth: decodedWidth,
+                             decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, layout: layout,
+                             format: variant.format, orientation: orientation, maxPixels: maxPixels)
     }
     var output = pxl_codec_output()
     let decodeStatus: pxl_codec_status
@@ -120,36 +127,12 @@ public struct ImageDecoder: ImageDecoding {
       return .failure(Self.error(decodeStatus, kind: kind, message: text))
     }
 
-    var pixels = output.pixels!
-    var width = Int(output.width), height = Int(output.height)
+    let pixels = output.pixels!
+    let width = Int(output.width), height = Int(output.height)
     let channels = Int(output.channels)
-    let hasAlpha = channels == 4 && output.has_alpha != 0
-    let premultiply = hasAlpha && variant.format.isPremultiplied
-
-    // Crop rectangle in the decoded buffer's pixels (it may be DCT-scaled).
-    let crop = plan.storedCrop.scaled(x: Double(width) / Double(storedWidth),
-                                      y: Double(height) / Double(storedHeight))
-    let needsResample = plan.storedOutputWidth != width || plan.storedOutputHeight != height
-      || !crop.isWhole(width: width, height: height)
-    if needsResample {
-      // Average in premultiplied space so transparent pixels do not darken their
-      // neighbours' edges.
-      if hasAlpha { PixelOps.premultiply(pixels, count: width * height) }
-      guard let resampled = AreaResampler.resample(
-        source: pixels, width: width, height: height, channels: channels, crop: crop,
-        outputWidth: plan.storedOutputWidth, outputHeight: plan.storedOutputHeight) else {
-        free(pixels)
-        return .failure(LoadError(.noMemory, "out of memory resampling"))
-      }
-      free(pixels)
-      pixels = resampled
-      width = plan.storedOutputWidth
-      height = plan.storedOutputHeight
-      if hasAlpha && !premultiply { PixelOps.unpremultiply(pixels, count: width * height) }
-    } else if premultiply {
+    if channels == 4 && output.has_alpha != 0 && variant.format.isPremultiplied {
       PixelOps.premultiply(pixels, count: width * height)
     }
-
     return Self.finish(pixels, width: width, height: height, channels: channels, orientation: orientation,
                        format: variant.format, plan: plan)
   }
@@ -172,54 +155,42 @@ public struct ImageDecoder: ImageDecoding {
                           takingPixels: pixels))
   }
 
-  /// What the row callback needs: the resampler, and a scratch row to premultiply into
-  /// (libpng's row is read-only to us).
-  private final class RowSink {
-    let resampler: AreaResampler
-    let premultiplies: Bool
-    let scratch: UnsafeMutablePointer<UInt8>
-    let rowBytes: Int
-    init(resampler: AreaResampler, premultiplies: Bool, rowBytes: Int) {
-      self.resampler = resampler
-      self.premultiplies = premultiplies
-      self.rowBytes = rowBytes
-      scratch = .allocate(capacity: max(1, rowBytes))
-    }
-    deinit { scratch.deallocate() }
-  }
-
-  private func decodePNGThumbnail(_ bytes: UnsafeBufferPointer<UInt8>, info: pxl_codec_info, plan: SizePlan,
-                                  layout: pxl_codec_layout, format: PixelFormat, orientation: Orientation,
-                                  maxPixels: UInt64) -> Result<Image, LoadError> {
-    let width = Int(info.width), height = Int(info.height)
+  /// Decodes rows straight into an area resampler: the crop of the (DCT-scaled, for JPEG)
+  /// image at the plan's stored output size.
+  private func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, kind: Kind, info: pxl_codec_info, scale: Int,
+                               decodedWidth: Int, decodedHeight: Int, crop: PixelRect, plan: SizePlan,
+                               layout: pxl_codec_layout, format: PixelFormat, orientation: Orientation,
+                               maxPixels: UInt64) -> Result<Image, LoadError> {
     let channels = format.bytesPerPixel
-    let hasAlpha = channels == 4 && info.has_alpha != 0
-    guard let resampler = AreaResampler(sourceWidth: width, sourceHeight: height, channels: channels,
-                                        crop: plan.storedCrop, outputWidth: plan.storedOutputWidth,
-                                        outputHeight: plan.storedOutputHeight) else {
+    // Averaged in premultiplied space so transparent pixels do not darken their neighbours.
+    let hasAlpha = kind == .png && channels == 4 && info.has_alpha != 0
+    guard let resampler = AreaResampler(sourceWidth: decodedWidth, sourceHeight: decodedHeight, channels: channels,
+                                        crop: crop, outputWidth: plan.storedOutputWidth,
+                                        outputHeight: plan.storedOutputHeight, premultiply: hasAlpha) else {
       return .failure(LoadError(.noMemory, "out of memory resampling"))
     }
-    let sink = RowSink(resampler: resampler, premultiplies: hasAlpha, rowBytes: width * channels)
     var output = pxl_codec_output()
-    let status = withExtendedLifetime(sink) {
-      pxl_png_decode_rows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), maxPixels, { user, y, row in
-        let sink = Unmanaged<RowSink>.fromOpaque(user!).takeUnretainedValue()
-        if sink.premultiplies {
-          // Averaged in premultiplied space so transparent pixels do not darken edges.
-          sink.scratch.update(from: row!, count: sink.rowBytes)
-          PixelOps.premultiply(sink.scratch, count: sink.rowBytes / 4)
-          sink.resampler.addRow(Int(y), sink.scratch)
-        } else {
-          sink.resampler.addRow(Int(y), row!)
-        }
-        return 0
-      }, Unmanaged.passUnretained(sink).toOpaque(), &output)
+    let status = withExtendedLifetime(resampler) { () -> pxl_codec_status in
+      if kind == .jpeg {
+        // Only the crop's pixels are built (a FILL thumbnail drops a quarter to a half of a
+        // photo of another aspect ratio); the rest is entropy-decoded and checked, no more.
+        let region = resampler.sourceRegion
+        return pxl_jpeg_decode_region(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), Int32(scale), maxPixels,
+                                      region.x, region.y, region.width, region.height,
+                                      AreaResampler.regionRowFunction, resampler.context, &output)
+      }
+      return pxl_png_decode_rows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), maxPixels,
+                                 AreaResampler.rowFunction, resampler.context, &output)
     }
     if status != PXL_CODEC_OK {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-      return .failure(Self.error(status, kind: .png, message: text))
+      return .failure(Self.error(status, kind: kind, message: text))
     }
-    guard let pixels = resampler.finish() else { return .failure(LoadError(.noMemory, "out of memory resampling")) }
+    guard Int(output.width) == decodedWidth && Int(output.height) == decodedHeight,
+          let pixels = resampler.finish() else {
+      return .failure(Self.error(PXL_CODEC_CORRUPT, kind: kind,
+                                 message: "decoded \(output.width)x\(output.height), expected \(decodedWidth)x\(decodedHeight)"))
+    }
     let count = plan.storedOutputWidth * plan.storedOutputHeight
     if hasAlpha && !format.isPremultiplied { PixelOps.unpremultiply(pixels, count: count) }
     return Self.finish(pixels, width: plan.storedOutputWidth, height: plan.storedOutputHeight, channels: channels,

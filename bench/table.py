@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""bench/table.py: the performance table (README "Performance"), every ratio measured in
+one run, the programs interleaved, medians of RUNS.
+
+    python3 bench/table.py --pixload build/bin/pixload --bare build/bench/bare-decode \
+        --libdir build/lib --web-urls U --web-files F --camera-urls U --camera-files F \
+        [--runs 3] [--before OLD_BUILD_DIR]
+
+scripts/bench-table.sh prepares the inputs (the web-size demo set of scripts/photos.sh
+and the 8-16 MP set of scripts/camera-photos.sh, both served by a private nginx on
+127.0.0.1) and runs this. The rows:
+
+  1 whole-process CPU per image of `pixload fetch` (300 web-size images from nginx,
+    150x150 fill, no disk cache) / CPU per image of the bare single-thread decode of
+    the same files from memory (bench/bare_decode.c --threads 1)
+  2 throughput (images/s) of the same `pixload fetch` / bare decode on 2 threads
+  3 Python: `await loader.fetch` over the same URLs (bench/py_pixload.py) against
+    aiohttp + Pillow with draft + fit (bench/py_baseline.py): how many times faster
+  4 camera photos: CPU per 150x150 fill thumbnail of `pixload fetch` over the large set
+    (each photo REPEAT times, distinct URLs) / bare single-thread DCT-scaled decode
+  5 warm start: 8 camera photos, 150x150 fill, from a filled disk cache with a fresh
+    loader (`pixload fetch --cache-only`, a new process): ms from the first pxl_load to
+    the 8th callback
+
+--before OLD_BUILD_DIR (a build/ of another commit, with bin/pixload and lib/) adds
+that build to the same interleaved runs, as a "before" column.
+"""
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+
+from compare import run  # runs a benchmark program, returns (images/s, CPU ms per image)
+
+SIZE = ["--size", "150x150"]
+
+
+def count_lines(path):
+    return sum(1 for line in open(path) if line.strip())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for name in ("pixload", "bare", "libdir", "web-urls", "web-files", "camera-urls", "camera-files"):
+        ap.add_argument("--" + name, required=True)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--before", help="a build directory of another commit, measured alongside")
+    args = ap.parse_args()
+    n = str(args.concurrency)
+    here = os.path.dirname(os.path.abspath(__file__))
+    scratch = tempfile.mkdtemp(prefix="pxl-bench-table-")
+
+    builds = {"pixload": (args.pixload, args.libdir)}
+    if args.before:
+        builds["before"] = (os.path.join(args.before, "bin", "pixload"), os.path.join(args.before, "lib"))
+
+    # The warm-start URLs: the first 8 camera photos (each once), in a cache filled now.
+    first8 = os.path.join(scratch, "first8.txt")
+    with open(args.camera_urls) as f, open(first8, "w") as out:
+        seen = []
+        for line in f:
+            base = line.strip().split("?")[0]
+            if base and base not in seen:
+                seen.append(base)
+        out.write("".join(u + "\n" for u in seen[:8]))
+
+    fetch = ["fetch", "--quiet", "--concurrency", n, *SIZE, "--mode", "fill"]
+    tools = {}  # name -> (command, env)
+    for build, (cli, libdir) in builds.items():
+        env = dict(os.environ, PYTHONPATH=os.path.join(here, "..", "bindings", "python"),
+                   PIXLOAD_LIBRARY=os.path.join(libdir, "libpixload.so.0"))
+        cache = os.path.join(scratch, "cache-" + build)
+        tools[f"web {build}"] = ([cli, *fetch, "--no-disk-cache", "--urls", args.web_urls], None)
+        tools[f"camera {build}"] = ([cli, *fetch, "--no-disk-cache", "--urls", args.camera_urls], None)
+        tools[f"python {build}"] = ([sys.executable, os.path.join(here, "py_pixload.py"), *SIZE, "--concurrency", n,
+                                     args.web_urls], env)
+        warm = [cli, *fetch, "--cache-dir", cache, "--urls", first8]
+        run(warm, None)  # fills the disk cache (network); the measured runs are --cache-only
+        tools[f"warm {build}"] = (warm + ["--cache-only"], None)
+    repeat = count_lines(args.camera_urls) // max(1, count_lines(args.camera_files))
+    tools["web bare 1 thread"] = ([args.bare, *SIZE, "--threads", "1", args.web_files], None)
+    tools["web bare 2 threads"] = ([args.bare, *SIZE, "--threads", "2", args.web_files], None)
+    tools["camera bare 1 thread"] = ([args.bare, *SIZE, "--threads", "1", "--repeat", str(repeat),
+                                      args.camera_files], None)
+    tools["python aiohttp + Pillow"] = ([sys.executable, os.path.join(here, "py_baseline.py"), *SIZE,
+                                         "--concurrency", n, args.web_urls], None)
+
+    samples = {name: [] for name in tools}
+    order = list(tools)
+    shuffle = random.Random(18)
+    for _ in range(args.runs):
+        shuffle.shuffle(order)  # interleaved, in a different order each run
+        for name in order:
+            command, env = tools[name]
+            samples[name].append(run(command, env))
+
+    med = {name: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v))
+           for name, v in samples.items()}
+    warm_count = count_lines(first8)
+
+    print(f"\nmeasured figures, median of {args.runs} interleaved runs (images/s, CPU ms per image):")
+    for name in tools:
+        rate, cpu = med[name]
+        extra = f"  = {warm_count * 1000 / rate:.1f} ms for {warm_count} images" if name.startswith("warm") else ""
+        print(f"  {name:28} {rate:9.1f} images/s {cpu:9.3f} ms CPU/image{extra}")
+
+    web_n, cam_n = count_lines(args.web_urls), count_lines(args.camera_urls)
+    rows = [
+        (f"whole-process CPU per image vs bare single-thread decode ({web_n} web images)",
+         lambda b: med[f"web {b}"][1] / med["web bare 1 thread"][1], "x", "<=", 1.05),
+        ("throughput vs bare 2-thread decode",
+         lambda b: med[f"web {b}"][0] / med["web bare 2 threads"][0], "x", ">=", 0.95),
+        ("Python `await loader.fetch` vs aiohttp + Pillow (draft + fit), times faster",
+         lambda b: med[f"python {b}"][0] / med["python aiohttp + Pillow"][0], "x", ">=", 1.6),
+        (f"camera photos (8-16 MP, {cam_n} thumbnails), CPU per thumbnail vs bare DCT-scaled decode",
+         lambda b: med[f"camera {b}"][1] / med["camera bare 1 thread"][1], "x", "<=", 1.03),
+        (f"warm start: first screen ({warm_count} camera photos, 150x150) from the disk cache, fresh loader",
+         lambda b: warm_count * 1000 / med[f"warm {b}"][0], " ms", "<=", 16.0),
+    ]
+    print(f"\n| figure | {' | '.join(builds)} | target | holds |")
+    print("|---|" + "---|" * len(builds) + "---|---|")
+    for title, value, unit, op, target in rows:
+        values = [value(b) for b in builds]
+        ours = values[0]
+        holds = ours <= target if op == "<=" else ours >= target
+        cells = " | ".join(f"{v:.2f}{unit}" if unit == "x" else f"{v:.0f}{unit}" for v in values)
+        print(f"| {title} | {cells} | {op} {target:g}{unit} | {'yes' if holds else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()
