@@ -171,12 +171,19 @@ final class WorkPoolTests: XCTestCase {
   func testRunsByPriorityThenNewest() throws {
     let pool = try PriorityWorkPool(threadCount: 1, name: "test")
     let gate = Lock()
-    var released = false
+    var released = false, holding = false
     var order: [String] = []
     let record = Lock()
     _ = pool.submit(priority: 0) {
-      gate.withLock { while !released { gate.wait() } }
+      gate.withLock {
+        holding = true
+        gate.broadcast()
+        while !released { gate.wait() }
+      }
     }
+    // The worker must be inside the first job before the others are queued: a loaded
+    // machine (TSan, other work) could otherwise let it pick one of them first.
+    gate.withLock { while !holding { gate.wait() } }
     for (name, priority) in [("low-old", -1), ("mid-old", 5), ("mid-new", 5), ("high", 9), ("low-new", -1)] {
       _ = pool.submit(priority: Int32(priority)) { record.withLock { order.append(name) } }
     }
