@@ -10,10 +10,13 @@
 #   demo, test, bench*, fuzz, soak, check-* and gtk-demo install what they need first
 #   (scripts/deps.sh), as a step of their own
 #   make bench      pixload against a bare libcurl + libjpeg-turbo loop and Python, the
-#                   scroll benchmark (bench/scroll.sh: three scrolling strategies), then
+#                   scroll benchmark (bench-scroll), then
 #                   bench-network (1,000 tiny images: CPU per image in the network path,
 #                   connections at the server) and bench-decode (decode CPU against
 #                   libjpeg-turbo/libpng called directly)
+#   make bench-scroll  bench/scroll.sh: three scrolling strategies (no cancel, per-row
+#                   cancel, the table) over five network conditions (loopback, throttled,
+#                   bandwidth, latency, mobile), SCROLL_RUNS each (3); fails on a missed target
 #   make bench-cancel  pxl_cancel_all over 5,000 / 20,000 / 50,000 waiting requests
 #   make fuzz       the mutation smoke test, then the libFuzzer targets (FUZZ_SECONDS each)
 #   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
@@ -73,7 +76,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
-  test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-network \
+  test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-cancel fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -286,6 +289,12 @@ bench:
 	@$(SUBMAKE) bench-network
 	@$(SUBMAKE) bench-decode
 	@$(SUBMAKE) bench-cancel
+
+# The scroll benchmark on its own (make bench runs it too, after bench/compare.py).
+bench-scroll:
+	@scripts/deps.sh
+	@$(SUBMAKE) all
+	@bench/scroll.sh $(STAGE) $(DEMO_DATA)
 
 # The network path: 1,000 64x64 JPEGs from nginx on loopback, pixload against a bare
 # libcurl loop with and without decoding; connections counted at the server.
