@@ -9,8 +9,14 @@
 /// or synchronously inside `setVisible` for rows the memory cache already holds.
 public final class ImageTable: @unchecked Sendable {
   public struct Configuration: Sendable {
-    /// Rows ahead of the visible ones, in the scroll direction, loaded at low priority.
+    /// Rows ahead of the visible ones, in the scroll direction, loaded at low priority: at
+    /// most this many, and no more than the network has lately delivered complete images
+    /// in `prefetchHorizonMilliseconds` (the loader's `networkThroughput`), at least one:
+    /// prefetches beyond what the pipe can fill before the user gets there only take its
+    /// bandwidth from the rows on screen.
     public var prefetchRows = 8
+    /// 0: always `prefetchRows`, whatever the network.
+    public var prefetchHorizonMilliseconds = 500
     /// Rows just behind the visible ones that keep loading instead of being cancelled
     /// (the user often scrolls back a little).
     public var keepRows = 2
@@ -115,6 +121,7 @@ public final class ImageTable: @unchecked Sendable {
   /// Tells the table what is on screen. `direction` > 0 when scrolling towards higher rows,
   /// < 0 towards lower ones, 0 when still (prefetch then looks both ways).
   public func setVisible(first: Int, count: Int, direction: Int) {
+    let prefetchLimit = prefetchWindow(loader.networkThroughput)
     var immediate: [(Int, Outcome)] = []
     var toCancel: [UInt64] = []
     var toStart: [(Int, ImageRequest, Bool)] = []  // row, request, visible
@@ -143,7 +150,7 @@ public final class ImageTable: @unchecked Sendable {
       let jumped = moved >= Self.jumpScreens * max(1, visible.count) && movedBefore < visible.count
       let flinging = direction != 0 && moved > 0 && !jumped
         && ((!previousVisible.overlaps(visible) && moved >= visible.count) || fast)
-      let ahead = flinging ? [] : prefetchRows(direction: direction)
+      let ahead = flinging ? [] : prefetchRows(direction: direction, limit: prefetchLimit)
       // Nor are rows kept behind a fast scroll: it does not come back to them. (A single
       // page-down after a pause is no fast scroll: its rows behind are kept.)
       let behind = flinging && fast ? 0..<0 : keepRange(direction: direction)
@@ -308,10 +315,19 @@ public final class ImageTable: @unchecked Sendable {
   /// than a fling: no fling's first frame covers four screens.
   private static let jumpScreens = 4
 
+  /// How many rows to prefetch when the network delivers `throughput` (see
+  /// `Configuration.prefetchRows`).
+  func prefetchWindow(_ throughput: Throughput?) -> Int {
+    let most = max(0, configuration.prefetchRows)
+    guard configuration.prefetchHorizonMilliseconds > 0, let throughput, most > 0 else { return most }
+    let fill = throughput.responsesPerSecond * Double(configuration.prefetchHorizonMilliseconds) / 1000
+    return fill >= Double(most) ? most : max(1, Int(fill.rounded(.up)))
+  }
+
   /// Rows to prefetch, nearest first: ahead in the scroll direction, or when still, half
   /// the window on each side of the visible rows (never the visible rows themselves).
-  private func prefetchRows(direction: Int) -> [Int] {
-    let n = configuration.prefetchRows
+  private func prefetchRows(direction: Int, limit: Int) -> [Int] {
+    let n = limit
     let below = visible.upperBound..<min(rowCount, Self.add(visible.upperBound, n))
     let above = max(0, visible.lowerBound - n)..<visible.lowerBound
     if direction > 0 { return Array(below) }

@@ -32,6 +32,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var runningPriorities: [TransferID: Int32] = [:]
   private var stopping = false
   private var preempted = 0
+  private var meter = ThroughputMeter()
   private var thread: WorkerThread?
 
   // Engine thread only.
@@ -40,6 +41,10 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var activePerHost: [String: Int] = [:]
   /// Sum of new connections opened, for tests and benchmarks that check reuse.
   private var connectionsOpened = 0
+  /// Busy time (some transfer running) for the throughput meter: since when the current
+  /// busy stretch runs, and busy time not yet recorded.
+  private var busySince: UInt64?
+  private var busyUnrecorded: UInt64 = 0
   /// Start budget during cancel storms: each running transfer cancelled spends one token;
   /// tokens refill at `cancelStormLimit` per second up to that many; below one token no
   /// transfer starts. Plain loading never cancels, so it is never held back.
@@ -175,6 +180,20 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   /// Background transfers stopped so far to free a slot for a foreground one.
   public var preemptionCount: Int { lock.withLock { preempted } }
+
+  public var throughput: Throughput? { lock.withLock { meter.estimate } }
+
+  /// Engine thread: the busy time since the last record, for the meter.
+  private func takeBusyTime() -> UInt64 {
+    let now = monotonicNanoseconds()
+    var busy = busyUnrecorded
+    if let since = busySince {
+      busy += now &- since
+      busySince = now
+    }
+    busyUnrecorded = 0
+    return busy
+  }
 
   // MARK: - Engine thread
 
@@ -349,6 +368,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     active[easy] = transfer
     activeByID[transfer.id] = transfer
     activePerHost[transfer.host, default: 0] += 1
+    if busySince == nil { busySince = monotonicNanoseconds() }
   }
 
   /// Removes a transfer from libcurl and reports it, or schedules its retry. `dropped`:
@@ -375,6 +395,10 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     activeByID.removeValue(forKey: transfer.id)
     activePerHost[transfer.host, default: 1] -= 1
     if activePerHost[transfer.host] == 0 { activePerHost.removeValue(forKey: transfer.host) }
+    if active.isEmpty, let since = busySince {
+      busyUnrecorded += monotonicNanoseconds() &- since
+      busySince = nil
+    }
   }
 
   /// Engine thread: while a foreground transfer waits because background ones hold the
@@ -398,8 +422,11 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         return activeByID[id]
       }
       guard let victim, let easy = victim.easy else { return }
+      let received = victim.body.count
       detach(victim, easy)
+      let busy = takeBusyTime()
       let starts: [Transfer] = lock.withLock {
+        meter.record(bytes: received, complete: false, busyNanoseconds: busy)
         runningPriorities.removeValue(forKey: victim.id)
         // Cancelled meanwhile: it ends here, reporting nothing, as a cancelled one does.
         if cancelledWhileActive.remove(victim.id) == nil && !stopping {
@@ -423,12 +450,17 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     detach(transfer, easy)
 
     let outcome = dropped ? nil : transfer.outcome(code: code, httpStatus: httpStatus)
+    var complete = false
+    if case .success? = outcome { complete = true }
+    let received = transfer.body.count
+    let busy = takeBusyTime()
     var retryDelay: UInt64?
     if case .failure(let error)? = outcome, transfer.isTransient(code: code, error: error),
        transfer.attempts <= configuration.maxRetries {
       retryDelay = backoffNanoseconds(attempt: transfer.attempts, retryAfterSeconds: Int(retryAfter))
     }
     let report: Bool = lock.withLock {
+      meter.record(bytes: received, complete: complete, busyNanoseconds: busy)
       connectionsOpened += connects
       runningPriorities.removeValue(forKey: transfer.id)
       let cancelled = cancelledWhileActive.remove(transfer.id) != nil
