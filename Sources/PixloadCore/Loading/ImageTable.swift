@@ -29,9 +29,15 @@ public final class ImageTable: @unchecked Sendable {
     /// entering the screen would leave it within `fastScrollMilliseconds`, before its
     /// image could arrive. Loading such a row only wastes bytes; fast scrolls are treated
     /// as flings. `fastScrollMilliseconds` 0: only moves of a screen or more per call are
-    /// flings. (Raising the threshold to the table's measured load time was tried and
-    /// measured: no better over a slow server, see bench/scroll.sh.)
+    /// flings.
     public var fastScrollMilliseconds = 40
+    /// Up to this, the threshold rises to the time the table's visible rows have lately
+    /// taken to load (from their start to their result): a row that would leave before
+    /// its image could arrive is not worth a request, and on a slow network a request cut
+    /// as its row leaves still costs (a server's turn, a connection, the cancel-storm
+    /// budget that then holds the rows where the scroll stops). 0: `fastScrollMilliseconds`
+    /// only.
+    public var measuredFastScrollCapMilliseconds = 250
     public var speedWindowMilliseconds = 50
     /// Prefetches wait while a visible row is still loading, so the screen gets the
     /// connections, the server's turns and the decoders first; they start when the last
@@ -96,10 +102,18 @@ public final class ImageTable: @unchecked Sendable {
   private var unconfirmedRows: Set<Int> = []
   private var statistics = Statistics()
   private var closed = false
+  /// Monotonic nanoseconds; tests pass their own clock.
+  private let clock: () -> UInt64
+  /// When each visible row's transfer was asked to start now (not held by a fling), and
+  /// how long such loads have lately taken (an average weighing the latest a quarter).
+  private var loadStartedAt: [Int: UInt64] = [:]
+  private var recentLoadNanoseconds: Double?
 
   public init(loader: ImageLoader, queue: CompletionQueue, rowCount: Int = 0,
               configuration: Configuration = Configuration(),
+              clock: (() -> UInt64)? = nil,
               requestForRow: @escaping RequestProvider, onRow: @escaping RowHandler) {
+    self.clock = clock ?? { monotonicNanoseconds() }
     self.loader = loader
     self.queue = queue
     self.rowCount = max(0, rowCount)
@@ -155,6 +169,7 @@ public final class ImageTable: @unchecked Sendable {
       // page-down after a pause is no fast scroll: its rows behind are kept.)
       let behind = flinging && fast ? 0..<0 : keepRange(direction: direction)
 
+      for row in loadStartedAt.keys where !visible.contains(row) { loadStartedAt.removeValue(forKey: row) }
       for (row, state) in rows where !visible.contains(row) {
         switch state {
         case .shown:
@@ -186,7 +201,7 @@ public final class ImageTable: @unchecked Sendable {
             toPostpone.append(token)
           } else {
             toConfirm.append(token)
-            unconfirmedRows.remove(row)
+            if unconfirmedRows.remove(row) != nil { loadStartedAt[row] = clock() }
           }
         case nil:
           guard let request = requestForRow(row) else { continue }
@@ -201,6 +216,8 @@ public final class ImageTable: @unchecked Sendable {
             if flinging {
               wanted.startDelayMilliseconds = configuration.flingStartDelayMilliseconds
               unconfirmedRows.insert(row)
+            } else {
+              loadStartedAt[row] = clock()
             }
             toStart.append((row, wanted, true))
           }
@@ -249,6 +266,7 @@ public final class ImageTable: @unchecked Sendable {
       rows.removeAll()
       heldPrefetchRows.removeAll()
       unconfirmedRows.removeAll()
+      loadStartedAt.removeAll()
       return tokens
     }
     for token in tokens { loader.cancel(token) }
@@ -271,7 +289,7 @@ public final class ImageTable: @unchecked Sendable {
   /// fast. Called under the lock. Also returns the rows moved in the window before this move.
   private func isScrollingFast(moved: Int) -> (fast: Bool, movedBefore: Int) {
     let window = UInt64(max(1, configuration.speedWindowMilliseconds)) * 1_000_000
-    let now = monotonicNanoseconds()
+    let now = clock()
     let previousMoveAt = lastMoveAt
     recentMoves.removeAll { now &- $0.at > window }
     let movedBefore = recentMoves.reduce(0) { $0 + $1.rows }
@@ -292,8 +310,18 @@ public final class ImageTable: @unchecked Sendable {
     }
     // Time on screen of an entering row: visible.count rows at (rows / span) rows per ms.
     let onScreenMilliseconds = Double(visible.count) * (Double(span) / 1e6) / Double(movedBefore + moved)
-    return (onScreenMilliseconds < Double(configuration.fastScrollMilliseconds), movedBefore)
+    return (onScreenMilliseconds < fastScrollThresholdMilliseconds, movedBefore)
   }
+
+  /// See `Configuration.measuredFastScrollCapMilliseconds`. Under the lock.
+  private var fastScrollThresholdMilliseconds: Double {
+    let fixed = Double(configuration.fastScrollMilliseconds)
+    guard let load = recentLoadNanoseconds, fixed > 0 else { return fixed }
+    return max(fixed, min(load / 1e6, Double(configuration.measuredFastScrollCapMilliseconds)))
+  }
+
+  /// The threshold in force now, for tests.
+  var currentFastScrollMilliseconds: Double { lock.withLock { fastScrollThresholdMilliseconds } }
 
   /// Whether a visible row is still waiting for its result. Called under the lock.
   private func isLoadingAVisibleRow() -> Bool {
@@ -415,6 +443,11 @@ public final class ImageTable: @unchecked Sendable {
       if visible.contains(row) {
         rows[row] = .shown
         if case .success = outcome { statistics.delivered += 1 } else { statistics.failed += 1 }
+        if let since = loadStartedAt.removeValue(forKey: row), case .success(_, let source, _) = outcome,
+           source != .memory {
+          let took = Double(clock() &- since)
+          recentLoadNanoseconds = recentLoadNanoseconds.map { $0 + (took - $0) / 4 } ?? took
+        }
         // The screen is complete: the prefetches it held back go.
         if !isLoadingAVisibleRow() { release = releaseHeldPrefetches() }
         return true
