@@ -29,8 +29,8 @@ import sys
 import time
 
 CHUNK = 16384
-WIRE_BYTES = 65536
-UPSTREAM_RCVBUF = 32768
+WIRE_BYTES = 32768
+UPSTREAM_RCVBUF = 16384
 
 
 class Link:

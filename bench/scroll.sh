@@ -79,7 +79,7 @@ conf="$state/nginx.conf" root=$(cd "$data" && pwd) sim_upstream=$(scripts/free-p
 grep -q '^ *location /slow/ {' "$conf" && grep -q '^ *server {' "$conf" && grep -q "^ *listen 127.0.0.1:$port;" "$conf" ||
   { echo "scroll.sh: $conf has no 'server {' or 'location /slow/ {' to add /net/ to" >&2; exit 1; }
 sed -i -e "0,/^\( *\)server {/s||\1limit_req_zone \$server_port zone=pxl_scroll:1m rate=$req_rate;\n&|" \
-  -e "s|^\( *\)listen 127.0.0.1:$port;|&\n\1listen 127.0.0.1:$sim_upstream sndbuf=32k;|" \
+  -e "s|^\( *\)listen 127.0.0.1:$port;|&\n\1listen 127.0.0.1:$sim_upstream sndbuf=16k;|" \
   -e "s|^\( *\)location /slow/ {|\1location /net/ { alias $root/; limit_req zone=pxl_scroll burst=100000; limit_rate $rate; }\n\1location /bw/ { alias $root/; limit_rate $bw_rate; }\n&|" "$conf"
 /usr/sbin/nginx -p "$state/" -c "$conf" -e "$state/error.log" -s reload
 # The old workers answer (404) until they have gone: wait for five 200s in a row.
@@ -106,7 +106,7 @@ start_proxy() {
 
 # Measures what a proxy does: first byte on a new connection (2 round trips: handshake,
 # request), on the same connection again (1), and with a rate, the throughput of 6
-# parallel downloads of 6 photos. Stops the script when they are not what they should be.
+# parallel downloads of the 6 largest photos. Stops the script when they are not what they should be.
 check_proxy() {
   local sim_port="$1" rate="$2" first second
   read -r first second < <(python3 bench/netsim.py --probe "http://127.0.0.1:$sim_port/index.txt" \
@@ -118,7 +118,9 @@ check_proxy() {
     { echo "scroll.sh: the proxy on port $sim_port does not delay as it should" >&2; exit 1; }
   [ "$rate" -gt 0 ] || return 0
   local urls=() start end bytes
-  for i in 1 2 3 4 5 6; do urls+=("http://127.0.0.1:$sim_port/$(sed -n "$((i * 7))p" "$data/index.txt")"); done
+  # The 6 largest photos: a second or more at the rate, so that connection setup and
+  # starting curl weigh little.
+  for f in $(cd "$data" && ls -S $(cat index.txt) | head -6); do urls+=("http://127.0.0.1:$sim_port/$f"); done
   start=$(date +%s.%N)
   bytes=$(for u in "${urls[@]}"; do curl -s -o /dev/null -w '%{size_download}\n' "$u" & done; wait)
   end=$(date +%s.%N)

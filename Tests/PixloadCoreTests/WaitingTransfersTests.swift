@@ -114,8 +114,9 @@ final class WaitingTransfersTests: XCTestCase {
     XCTAssertEqual(waiting.takeNext(now: 3, hasRoom: { $0 != "c" }), "plain")
   }
 
-  /// Which running transfer a waiting foreground one stops: only background ones, on its
-  /// host when the host is full, else on any; the least received first.
+  /// Which running transfer a waiting foreground one stops: only background ones with less
+  /// than half their body, on its host when the host is full, else on any; the least
+  /// received first.
   func testPreemptionStopsTheBackgroundTransferThatLosesLeast() {
     func running(_ id: TransferID, _ host: String, _ priority: Int32, _ received: Int) -> PreemptionCandidate {
       PreemptionCandidate(id: id, host: host, priority: priority, received: received)
@@ -134,6 +135,11 @@ final class WaitingTransfersTests: XCTestCase {
     // Host b full but its only background transfer... is 4; a's do not help it.
     XCTAssertEqual(PreemptionCandidate.victim(for: "b", hostFull: true, engineFull: false, running: all), 4)
     XCTAssertNil(PreemptionCandidate.victim(for: "c", hostFull: true, engineFull: false, running: all))
+    // One with half its body or more runs on: restarting it would cost more than waiting.
+    let nearlyDone = [PreemptionCandidate(id: 7, host: "a", priority: -100, received: 600_000, expected: 1_100_000),
+                      PreemptionCandidate(id: 8, host: "a", priority: -100, received: 500_000, expected: 1_100_000)]
+    XCTAssertEqual(PreemptionCandidate.victim(for: "a", hostFull: true, engineFull: true, running: nearlyDone), 8)
+    XCTAssertNil(PreemptionCandidate.victim(for: "a", hostFull: true, engineFull: true, running: [nearlyDone[0]]))
   }
 
   /// A retry comes back with the time it first waited: in a backlog where everything is

@@ -37,7 +37,7 @@ public final class ImageTable: @unchecked Sendable {
     /// as its row leaves still costs (a server's turn, a connection, the cancel-storm
     /// budget that then holds the rows where the scroll stops). 0: `fastScrollMilliseconds`
     /// only.
-    public var measuredFastScrollCapMilliseconds = 250
+    public var measuredFastScrollCapMilliseconds = 400
     public var speedWindowMilliseconds = 50
     /// Prefetches wait while a visible row is still loading, so the screen gets the
     /// connections, the server's turns and the decoders first; they start when the last

@@ -415,7 +415,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         let running = active.values.compactMap { transfer -> PreemptionCandidate? in
           guard let priority = runningPriorities[transfer.id] else { return nil }
           return PreemptionCandidate(id: transfer.id, host: transfer.host, priority: priority,
-                                     received: transfer.body.count)
+                                     received: transfer.body.count, expected: Int(transfer.expectedLength))
         }
         guard let id = PreemptionCandidate.victim(for: host, hostFull: hostFull, engineFull: engineFull,
                                                   running: running) else { return nil }
@@ -532,7 +532,8 @@ private final class Transfer {
   var caching = ResponseCaching()
   /// When the attempt started or last received body bytes (the stall clock).
   var lastActivity: UInt64 = 0
-  private var expectedLength: UInt64 = 0
+  /// The response's declared length (0 until known or when not declared).
+  private(set) var expectedLength: UInt64 = 0
   private var lastProgress: UInt64 = 0
 
   /// Progress reports from the network thread are throttled to this; each request's own
@@ -667,19 +668,26 @@ struct PreemptionCandidate: Equatable {
   let id: TransferID
   let host: String
   let priority: Int32
-  /// Body bytes received so far: what stopping it throws away.
+  /// Body bytes received so far: what stopping it throws away; and the declared length
+  /// (0: unknown).
   let received: Int
+  var expected = 0
+
+  /// Stopping a transfer that has half its body or more throws away more than waiting
+  /// for it costs: it runs on.
+  var isWorthStopping: Bool { expected <= 0 || received * 2 < expected }
 
   /// The running transfer to stop so that a foreground transfer waiting for `host` can
   /// start, nil if none should be: only a background transfer is stopped, on that host
   /// when the host is full, on any host when only the engine is full (the freed slot then
-  /// goes to a foreground transfer, as its host has room); the one that has received
-  /// least, then the lowest priority, then the newest.
+  /// goes to a foreground transfer, as its host has room), and only one that has less than
+  /// half its body (`isWorthStopping`); the one that has received least, then the lowest
+  /// priority, then the newest.
   static func victim(for host: String, hostFull: Bool, engineFull: Bool,
                      running: [PreemptionCandidate]) -> TransferID? {
     guard hostFull || engineFull else { return nil }
     let eligible = running.filter {
-      !WaitingTransfers<Void>.isForeground($0.priority) && (!hostFull || $0.host == host)
+      !WaitingTransfers<Void>.isForeground($0.priority) && (!hostFull || $0.host == host) && $0.isWorthStopping
     }
     return eligible.min { a, b in
       if a.received != b.received { return a.received < b.received }
