@@ -52,9 +52,9 @@ final class WaitingTransfersTests: XCTestCase {
     XCTAssertEqual(drain(&waiting, now: 6 * second + 1), ["old-prefetch", "near-prefetch"])
   }
 
-  /// A foreground transfer (a visible row) starts before every background one (a prefetch),
-  /// however long that has waited: the old rule sent a prefetch waiting 5 s ahead of
-  /// everything, so in a sustained backlog, where all had waited 5 s, the list was first
+  /// A foreground transfer (a visible row) starts before background ones (prefetches),
+  /// however long they have waited (but for their share, see below): the old rule sent a
+  /// prefetch waiting 5 s ahead of everything, so in a sustained backlog, where all had waited 5 s, the list was first
   /// in, first out and the rows on screen waited behind old prefetches (the soak with one
   /// connection per host: 46 rows drawn in 300 s).
   func testForegroundAlwaysStartsBeforeBackground() {
@@ -140,6 +140,26 @@ final class WaitingTransfersTests: XCTestCase {
                       PreemptionCandidate(id: 8, host: "a", priority: -100, received: 500_000, expected: 1_100_000)]
     XCTAssertEqual(PreemptionCandidate.victim(for: "a", hostFull: true, engineFull: true, running: nearlyDone), 8)
     XCTAssertNil(PreemptionCandidate.victim(for: "a", hostFull: true, engineFull: true, running: [nearlyDone[0]]))
+    // One that had waited long (started on the background's share) runs on too.
+    let aged = PreemptionCandidate(id: 9, host: "a", priority: -100, received: 0, waitedLong: true)
+    XCTAssertNil(PreemptionCandidate.victim(for: "a", hostFull: true, engineFull: true, running: [aged]))
+  }
+
+  /// While foreground transfers keep waiting, one start in four goes to the background
+  /// transfer that has waited longest, once it has waited 5 s: a stream of visible rows
+  /// cannot keep a prefetch (or a plain load at prefetch priority, with a callback its
+  /// host waits for) waiting for ever. One that has not waited 5 s gets no share.
+  func testAgedBackgroundGetsOneStartInFour() {
+    var waiting = list()
+    for id in 1...TransferID(9) {
+      waiting.append("fg-\(id)", id: id, host: "a", priority: 100, since: 10 * second)
+    }
+    waiting.append("bg-old", id: 20, host: "a", priority: -100, since: 1 * second)
+    waiting.append("bg-older", id: 21, host: "b", priority: -200, since: 0)
+    waiting.append("bg-new", id: 22, host: "a", priority: -50, since: 10 * second)
+    let order = drain(&waiting, now: 11 * second)
+    XCTAssertEqual(order, ["fg-9", "fg-8", "fg-7", "bg-older", "fg-6", "fg-5", "fg-4", "bg-old",
+                           "fg-3", "fg-2", "fg-1", "bg-new"])
   }
 
   /// A retry comes back with the time it first waited: in a backlog where everything is

@@ -415,7 +415,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         let running = active.values.compactMap { transfer -> PreemptionCandidate? in
           guard let priority = runningPriorities[transfer.id] else { return nil }
           return PreemptionCandidate(id: transfer.id, host: transfer.host, priority: priority,
-                                     received: transfer.body.count, expected: Int(transfer.expectedLength))
+                                     received: transfer.body.count, expected: Int(transfer.expectedLength),
+                                     waitedLong: now &- (transfer.firstQueued ?? now) >= Self.starvationNanoseconds)
         }
         guard let id = PreemptionCandidate.victim(for: host, hostFull: hostFull, engineFull: engineFull,
                                                   running: running) else { return nil }
@@ -672,17 +673,20 @@ struct PreemptionCandidate: Equatable {
   /// (0: unknown).
   let received: Int
   var expected = 0
+  /// It had waited the starvation time before it started (maybe on the background's share
+  /// of starts): stopping it would send it back to wait again, for ever in a backlog.
+  var waitedLong = false
 
   /// Stopping a transfer that has half its body or more throws away more than waiting
   /// for it costs: it runs on.
-  var isWorthStopping: Bool { expected <= 0 || received * 2 < expected }
+  var isWorthStopping: Bool { !waitedLong && (expected <= 0 || received * 2 < expected) }
 
   /// The running transfer to stop so that a foreground transfer waiting for `host` can
   /// start, nil if none should be: only a background transfer is stopped, on that host
   /// when the host is full, on any host when only the engine is full (the freed slot then
   /// goes to a foreground transfer, as its host has room), and only one that has less than
-  /// half its body (`isWorthStopping`); the one that has received least, then the lowest
-  /// priority, then the newest.
+  /// half its body and had not waited long (`isWorthStopping`); the one that has received
+  /// least, then the lowest priority, then the newest.
   static func victim(for host: String, hostFull: Bool, engineFull: Bool,
                      running: [PreemptionCandidate]) -> TransferID? {
     guard hostFull || engineFull else { return nil }

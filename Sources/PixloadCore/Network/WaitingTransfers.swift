@@ -1,10 +1,12 @@
 /// The network engine's transfers waiting for a connection slot, in its start order (the
 /// header's priority paragraph): foreground transfers (priority `foregroundPriority` or
 /// more: visible rows, plain loads) before background ones (prefetches, rows kept behind),
-/// always. Within each class, highest priority first and, among equals, the newest
-/// (highest id), except that one waiting `starvationNanoseconds` or more starts before any
-/// of its class that has not, oldest first. So a foreground transfer that waited long
-/// starts in bounded time however many newer ones arrive, and a sustained backlog (where
+/// except that every `backgroundShare`th start goes to a background transfer that has
+/// waited `starvationNanoseconds` or more, if one does. Within each class, highest
+/// priority first and, among equals, the newest (highest id), except that one waiting
+/// `starvationNanoseconds` or more starts before any of its class that has not, oldest
+/// first. So a foreground transfer that waited long starts in bounded time however many
+/// newer ones arrive, a background one too (more slowly), and a sustained backlog (where
 /// everything has waited long) does not turn into one first-in first-out line with the
 /// rows on screen behind old prefetches. Only transfers whose host has a free slot may
 /// start.
@@ -26,6 +28,11 @@ struct WaitingTransfers<Item> {
   let starvationNanoseconds: UInt64
   /// Priorities from this one up are foreground (PXL_PRIORITY_NORMAL).
   static var foregroundPriority: Int32 { 0 }
+  /// One start in this many may go to a background transfer that has waited long, while
+  /// foreground ones wait.
+  static var backgroundShare: Int { 4 }
+  /// Starts since the last background one.
+  private var startsSinceBackground = 0
 
   static func isForeground(_ priority: Int32) -> Bool { priority >= foregroundPriority }
 
@@ -137,53 +144,61 @@ struct WaitingTransfers<Item> {
   /// Removes and returns the transfer that starts next among those whose host
   /// `hasRoom`, nil if none may start.
   mutating func takeNext(now: UInt64, hasRoom: (String) -> Bool) -> Item? {
-    guard let best = pick(now: now, lanes: 0...1, hasRoom: hasRoom) else { return nil }
-    return remove(best.id)
+    let foreground = pick(now: now, lane: 0, hasRoom: hasRoom)
+    if let foreground, startsSinceBackground < Self.backgroundShare - 1 {
+      startsSinceBackground += 1
+      return remove(foreground.key.id)
+    }
+    // The background's turn (its share), or no foreground transfer may start.
+    if let background = pick(now: now, lane: 1, hasRoom: hasRoom), foreground == nil || background.starved {
+      startsSinceBackground = 0
+      return remove(background.key.id)
+    }
+    guard let foreground else { return nil }
+    startsSinceBackground += 1
+    return remove(foreground.key.id)
   }
 
   /// The host of the foreground transfer that would start next if every host had room,
   /// nil when no foreground transfer waits: the engine frees a slot for it by preempting
   /// a background transfer when its host, or the engine, is full.
   mutating func nextForegroundHost(now: UInt64) -> String? {
-    guard let best = pick(now: now, lanes: 0...0, hasRoom: { _ in true }) else { return nil }
-    return waiters[best.id]!.host
+    guard let best = pick(now: now, lane: 0, hasRoom: { _ in true }) else { return nil }
+    return waiters[best.key.id]!.host
   }
 
   // MARK: - Private
 
-  /// The next transfer to start among the hosts that have room, looking at the given
-  /// lanes (0 foreground, 1 background), foreground first.
-  private mutating func pick(now: UInt64, lanes: ClosedRange<Int>, hasRoom: (String) -> Bool) -> Key? {
-    for lane in lanes {
-      var best: (key: Key, starved: Bool)?
-      var index = hosts.startIndex
-      while index != hosts.endIndex {
-        defer { index = hosts.index(after: index) }
-        entriesVisited += 1
-        let host = hosts.keys[index]
-        guard hasRoom(host) else { continue }
-        // The lane's oldest: if it has not waited long, none of the lane's has.
-        let front = Self.liveOldest(&hosts.values[index].lanes[lane].byAge, lane: lane, waiters)
-        let top = Self.liveTop(&hosts.values[index].lanes[lane].byRank, waiters)
-        entriesVisited += front.dropped + top.dropped
-        guard let oldest = front.key, let ranked = top.key else { continue }
-        let starved = now &- waiters[oldest.id]!.since >= starvationNanoseconds
-        let candidate = starved ? oldest : ranked
-        if let current = best {
-          let better: Bool
-          if starved || current.starved {
-            better = starved && (!current.starved || Self.isOlder(oldest, current.key))
-          } else {
-            better = candidate.priority > current.key.priority
-              || (candidate.priority == current.key.priority && candidate.id > current.key.id)
-          }
-          guard better else { continue }
+  /// The next transfer of a lane (0 foreground, 1 background) to start among the hosts
+  /// that have room, and whether it has waited long.
+  private mutating func pick(now: UInt64, lane: Int, hasRoom: (String) -> Bool) -> (key: Key, starved: Bool)? {
+    var best: (key: Key, starved: Bool)?
+    var index = hosts.startIndex
+    while index != hosts.endIndex {
+      defer { index = hosts.index(after: index) }
+      entriesVisited += 1
+      let host = hosts.keys[index]
+      guard hasRoom(host) else { continue }
+      // The lane's oldest: if it has not waited long, none of the lane's has.
+      let front = Self.liveOldest(&hosts.values[index].lanes[lane].byAge, lane: lane, waiters)
+      let top = Self.liveTop(&hosts.values[index].lanes[lane].byRank, waiters)
+      entriesVisited += front.dropped + top.dropped
+      guard let oldest = front.key, let ranked = top.key else { continue }
+      let starved = now &- waiters[oldest.id]!.since >= starvationNanoseconds
+      let candidate = starved ? oldest : ranked
+      if let current = best {
+        let better: Bool
+        if starved || current.starved {
+          better = starved && (!current.starved || Self.isOlder(oldest, current.key))
+        } else {
+          better = candidate.priority > current.key.priority
+            || (candidate.priority == current.key.priority && candidate.id > current.key.id)
         }
-        best = (candidate, starved)
+        guard better else { continue }
       }
-      if let best { return best.key }
+      best = (candidate, starved)
     }
-    return nil
+    return best
   }
 
   /// Whether the key is the waiter's current stay (in an age heap: at any priority of the
