@@ -12,11 +12,13 @@
 #   make bench      the performance table of README (bench-table: pixload against the bare
 #                   decode from memory, its Python package against aiohttp + Pillow, web-size
 #                   and camera photos, a warm start), then pixload against a bare libcurl +
-#                   libjpeg-turbo loop and Python, the
-#                   scroll benchmark (bench/scroll.sh: three scrolling strategies), then
+#                   libjpeg-turbo loop and Python, the scroll benchmark (bench-scroll), then
 #                   bench-network (1,000 tiny images: CPU per image in the network path,
 #                   connections at the server) and bench-decode (decode CPU against
 #                   libjpeg-turbo/libpng called directly)
+#   make bench-scroll  bench/scroll.sh: three scrolling strategies (no cancel, per-row
+#                   cancel, the table) over five network conditions (loopback, throttled,
+#                   bandwidth, latency, mobile), SCROLL_RUNS each (3); fails on a missed target
 #   make bench-cancel  pxl_cancel_all over 5,000 / 20,000 / 50,000 waiting requests
 #   make bench-warm    the warm start: the first screen (8 camera photos, 150x150) from
 #                   the disk cache with a fresh loader, thumbnails kept on disk or not
@@ -78,7 +80,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
-  test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-network \
+  test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -302,6 +304,12 @@ bench-table:
 	@scripts/deps.sh python
 	@$(SUBMAKE) all
 	@scripts/bench-table.sh $(STAGE) $(DEMO_DATA) $(CAMERA_DATA)
+
+# The scroll benchmark on its own (make bench runs it too, after bench/compare.py).
+bench-scroll:
+	@scripts/deps.sh
+	@$(SUBMAKE) all
+	@bench/scroll.sh $(STAGE) $(DEMO_DATA)
 
 # The network path: 1,000 64x64 JPEGs from nginx on loopback, pixload against a bare
 # libcurl loop with and without decoding; connections counted at the server.

@@ -11,8 +11,11 @@
  *   scroll BASE_URL DATA_DIR ACCESS_LOG [--rows N] [--runs N] [--tag TAG] [--check target|clean]
  *
  * Exit status 1 if a run drew an image for a row not on screen or missed a final-screen
- * image, or (--check target, the default) missed the issue's target: the table wastes
- * under 10% of the bytes strategy a wastes, with a better p95 time to visible.
+ * image (strategy a's final screen excepted: on a slow network it waits behind every load
+ * a never cancelled, a is made to show that), or (--check target, the default) missed one of issue 17's targets: the table
+ * leaves no more visits undrawn than per-row cancel, its p95 time to visible is no worse
+ * than per-row cancel's, and it wastes under 10% of the bytes strategy a wastes. After
+ * the runs, the medians over them with their range (min-max).
  *
  * DATA_DIR/index.txt lists the photos (scripts/photos.sh), served by nginx at BASE_URL
  * with its access log at ACCESS_LOG ("$request_uri $status $body_bytes_sent
@@ -559,6 +562,72 @@ static void print_results(const struct result *r, int n) {
   }
 }
 
+/* The issue's targets for one run: the table leaves no more visits undrawn than per-row
+ * cancel (so none where it leaves none), its p95 time to visible is no worse, and it
+ * wastes under 10% of the bytes strategy a wastes. */
+struct verdict {
+  int undrawn_ok, p95_ok, waste_ok;
+  double waste_share; /* the table's waste, % of a's */
+};
+
+static double waste_share(const struct result *r, int s) {
+  return r[0].wasted_bytes > 0 ? 100.0 * (double)r[s].wasted_bytes / (double)r[0].wasted_bytes : 0;
+}
+
+static struct verdict judge(const struct result *r) {
+  struct verdict v;
+  v.undrawn_ok = r[2].undrawn <= r[1].undrawn;
+  v.p95_ok = r[2].ttv_p95 <= r[1].ttv_p95; /* undrawn ones (infinite) only tie each other */
+  v.waste_share = waste_share(r, 2);
+  v.waste_ok = r[2].wasted_bytes * 10 < r[0].wasted_bytes;
+  return v;
+}
+
+/* Median and range of one figure over the runs (v sorted in place). */
+static void median_range(double *v, int n, double *median, double *lo, double *hi) {
+  qsort(v, (size_t)n, sizeof *v, compare_doubles);
+  *median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  *lo = v[0];
+  *hi = v[n - 1];
+}
+
+static const char *figure(double median, double lo, double hi, const char *fmt, char *buf, size_t size) {
+  char m[16], l[16], h[16];
+  if (isinf(median)) snprintf(m, sizeof m, "undrawn");
+  else snprintf(m, sizeof m, fmt, median);
+  if (isinf(lo)) snprintf(l, sizeof l, "undrawn");
+  else snprintf(l, sizeof l, fmt, lo);
+  if (isinf(hi)) snprintf(h, sizeof h, "undrawn");
+  else snprintf(h, sizeof h, fmt, hi);
+  if (lo == hi) snprintf(buf, size, "%s", m);
+  else snprintf(buf, size, "%s [%s-%s]", m, l, h);
+  return buf;
+}
+
+/* Medians over the runs, with their range: undrawn visits, p95 time to visible, and
+ * wasted bytes as a share of a's. */
+static void print_summary(const struct result *all, int runs) {
+  double *v = calloc((size_t)runs, sizeof *v);
+  if (!v) return;
+  printf("medians of %d runs [min-max]\n  %-17s %16s %22s %20s\n", runs, "strategy", "undrawn",
+         "ttv p95 ms", "waste % of a's");
+  for (int s = 0; s < 3; s++) {
+    char undrawn[64], p95[64], waste[64];
+    double med, lo, hi;
+    for (int i = 0; i < runs; i++) v[i] = (double)all[i * 3 + s].undrawn;
+    median_range(v, runs, &med, &lo, &hi);
+    figure(med, lo, hi, "%.0f", undrawn, sizeof undrawn);
+    for (int i = 0; i < runs; i++) v[i] = all[i * 3 + s].ttv_p95;
+    median_range(v, runs, &med, &lo, &hi);
+    figure(med, lo, hi, "%.0f", p95, sizeof p95);
+    for (int i = 0; i < runs; i++) v[i] = waste_share(&all[i * 3], s);
+    median_range(v, runs, &med, &lo, &hi);
+    figure(med, lo, hi, "%.1f", waste, sizeof waste);
+    printf("  %-17s %16s %22s %20s\n", all[s].name, undrawn, p95, waste);
+  }
+  free(v);
+}
+
 static int usage(void) {
   fprintf(stderr, "usage: scroll BASE_URL DATA_DIR ACCESS_LOG [--rows N] [--runs N] [--tag TAG] "
           "[--check target|clean]\n");
@@ -596,29 +665,38 @@ int main(int argc, char **argv) {
          "  back hit: rows drawn from memory at once / rows entering while scrolling back.\n",
          STAY_MS);
   int failed_runs = 0;
+  struct result *all = calloc((size_t)runs * 3, sizeof *all);
+  if (!all) return 1;
   for (int run = 1; run <= runs; run++) {
-    struct result r[3];
+    struct result *r = &all[(run - 1) * 3];
     char run_tag[64];
     snprintf(run_tag, sizeof run_tag, "%s-%d", tag, run);
     for (int s = 0; s < 3; s++)
       r[s] = run_strategy(base, photos, photo_count, rows, access_log, run_tag, (char)('a' + s));
     printf("run %d\n", run);
     print_results(r, 3);
-    double share = r[0].wasted_bytes > 0 ? 100.0 * (double)r[2].wasted_bytes / (double)r[0].wasted_bytes : 0;
-    int waste_ok = r[2].wasted_bytes * 10 < r[0].wasted_bytes;
-    int p95_ok = r[2].ttv_p95 < r[0].ttv_p95;
     int clean = 1;
     for (int s = 0; s < 3; s++) {
       if (r[s].stale) printf("  %s: %d images reached the draw code for rows not on screen\n", r[s].name, r[s].stale);
       if (r[s].final_drawn != VISIBLE) printf("  %s: final screen %d of %d drawn\n", r[s].name, r[s].final_drawn, VISIBLE);
-      clean &= r[s].stale == 0 && r[s].final_drawn == VISIBLE;
+      /* a's final screen waits behind every load it never cancelled: on a slow network
+       * that is its own failing (reported above), not the library's. */
+      clean &= r[s].stale == 0 && (r[s].final_drawn == VISIBLE || s == 0);
     }
-    printf("  a: %d loads still running or waiting at the end of the session (%d unfinished %d s "
-           "later). target: the table wastes %.1f%% of a's bytes (< 10%%: %s); its p95 is %s a's (%s)\n",
-           r[0].outstanding, r[0].undrained, A_DRAIN_MS / 1000, share, waste_ok ? "yes" : "NO", p95_ok ? "better than" : "NOT better than",
-           p95_ok ? "yes" : "NO");
-    if ((check_target && (!waste_ok || !p95_ok)) || !clean) failed_runs++;
+    struct verdict v = judge(r);
+    char p95_c[16], p95_b[16];
+    printf("  a: %d loads still running or waiting at the end of the session (%d unfinished %d s later).\n"
+           "  targets: table undrawn %zu <= per-row cancel's %zu: %s; table p95 %s <= per-row cancel's %s: %s; "
+           "table waste %.1f%% of a's < 10%%: %s\n",
+           r[0].outstanding, r[0].undrained, A_DRAIN_MS / 1000, r[2].undrawn, r[1].undrawn,
+           v.undrawn_ok ? "yes" : "NO", ms_text(r[2].ttv_p95, p95_c, sizeof p95_c),
+           ms_text(r[1].ttv_p95, p95_b, sizeof p95_b), v.p95_ok ? "yes" : "NO", v.waste_share,
+           v.waste_ok ? "yes" : "NO");
+    if ((check_target && !(v.undrawn_ok && v.p95_ok && v.waste_ok)) || !clean) failed_runs++;
   }
+  print_summary(all, runs);
+  printf("targets%s met in %d of %d runs\n", check_target ? "" : " (not checked)", runs - failed_runs, runs);
+  free(all);
   free(base);
   free(photos);
   return failed_runs ? 1 : 0;

@@ -195,14 +195,21 @@ typedef enum pxl_mode {
   PXL_MODE_FILL = 1   /* scale to cover the target, then crop the centre to exactly it */
 } pxl_mode;
 
-/* Request priorities: any int32_t, higher runs first. These are suggestions. Among
- * requests of equal priority waiting for a connection, the newest starts first (the row
- * that just became visible), except that one waiting 5 s or more starts before any that
- * has not, oldest first, whatever its priority: a steady stream of new requests cannot
- * keep an old one waiting for ever. Downloaded images of equal priority waiting for a
- * decoder go smallest file first (a screen of thumbnails is not held up behind one large
- * PNG), except that one waiting 250 ms or more goes first, oldest first, on up to half the
- * decoder threads. */
+/* Request priorities: any int32_t, higher runs first. These are suggestions. Requests of
+ * priority PXL_PRIORITY_NORMAL or more are foreground, lower ones (prefetches) background.
+ * Waiting for a connection, a foreground request starts before any background one, except
+ * that while foreground requests wait, one start in four goes to a background request that
+ * has waited 5 s or more, if there is one. A foreground request waiting while background
+ * transfers hold the connections it could use stops one of them that has less than half
+ * its body and had not waited 5 s; that one waits again, keeping its age, and starts again
+ * from its first byte. Within each of the two, the highest priority starts first and,
+ * among equals, the newest (the row that just became visible), except that one waiting
+ * 5 s or more starts before any of its own kind that has not, oldest first, whatever its
+ * priority: a steady stream of new requests cannot keep an old one waiting for ever, and
+ * a backlog of old prefetches takes no more than one start in four from visible rows.
+ * Downloaded images of equal priority waiting for a decoder go smallest file first (a
+ * screen of thumbnails is not held up behind one large PNG), except that one waiting
+ * 250 ms or more goes first, oldest first, on up to half the decoder threads. */
 #define PXL_PRIORITY_PREFETCH (-100)
 #define PXL_PRIORITY_NORMAL 0
 #define PXL_PRIORITY_VISIBLE 100

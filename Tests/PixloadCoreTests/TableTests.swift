@@ -266,3 +266,61 @@ final class TableTests: XCTestCase {
     XCTAssertFalse(loader.cancel(warm), "finished and forgotten")
   }
 }
+
+/// The table's scheduling rules that depend on time, driven by a clock the test moves: no
+/// sleeps, the same result on any machine.
+final class TableClockTests: XCTestCase {
+  final class Clock: @unchecked Sendable {
+    var now: UInt64 = 1_000_000_000
+    func advance(milliseconds: UInt64) { now += milliseconds * 1_000_000 }
+  }
+
+  /// Visible rows have lately taken 200 ms to load: a scroll that keeps a row on screen
+  /// 100 ms is a fling for the table (its rows wait out a start delay instead of sending
+  /// requests that would be cut as they leave), although the fixed threshold (40 ms) says
+  /// slow; the threshold never rises above its cap (250 ms) however slow loads are.
+  func testAScrollFasterThanRowsLoadIsAFling() throws {
+    for (loadMilliseconds, threshold, expectedDelay) in [(0 as UInt64, 40.0, 0 as UInt64), (200, 200, 20_000_000),
+                                                         (2_000, 250, 20_000_000)] {
+      let network = ManualDataLoader()
+      var loaderConfiguration = LoaderConfiguration()
+      loaderConfiguration.decodeThreads = 1
+      let loader = try ImageLoader(configuration: loaderConfiguration, dataLoader: network, decoder: FakeDecoder())
+      let queue = try CompletionQueue()
+      let clock = Clock()
+      var configuration = ImageTable.Configuration()
+      configuration.prefetchRows = 0
+      configuration.fastScrollMilliseconds = 40
+      configuration.speedWindowMilliseconds = 50
+      configuration.measuredFastScrollCapMilliseconds = 250
+      var delivered = 0
+      let table = ImageTable(loader: loader, queue: queue, rowCount: 100, configuration: configuration,
+                             clock: { clock.now },
+                             requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
+                             onRow: { _, _ in delivered += 1 })
+      table.setVisible(first: 0, count: 4, direction: 0)
+      XCTAssertEqual(network.started.count, 4)
+      if loadMilliseconds > 0 {
+        clock.advance(milliseconds: loadMilliseconds)
+        for index in 0..<4 { network.finish(index) }
+        let deadline = monotonicNanoseconds() + 5_000_000_000
+        while delivered < 4 && monotonicNanoseconds() < deadline {
+          _ = queue.wait(timeoutMilliseconds: 100)
+          _ = queue.dispatch(max: 0)
+        }
+        XCTAssertEqual(delivered, 4)
+      }
+      XCTAssertEqual(table.currentFastScrollMilliseconds, threshold, "loads of \(loadMilliseconds) ms")
+      // One row per 25 ms: an entering row stays 100 ms.
+      clock.advance(milliseconds: 1_000)
+      table.setVisible(first: 1, count: 4, direction: 1)
+      clock.advance(milliseconds: 25)
+      table.setVisible(first: 2, count: 4, direction: 1)
+      let row5 = network.started.first { $0.url == "http://h/5.jpg" }
+      XCTAssertEqual(row5?.delay, expectedDelay, "loads of \(loadMilliseconds) ms")
+      table.close()
+      loader.close()
+      queue.close()
+    }
+  }
+}

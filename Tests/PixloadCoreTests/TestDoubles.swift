@@ -49,6 +49,13 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
   var postponed: [TransferID: Int] { lock.withLock { _postponed } }
   func setPriority(_ id: TransferID, _ priority: Int32) { lock.withLock { _priorities[id] = priority } }
   func shutdown() {}
+  /// What the test says the network delivers.
+  var measured: Throughput? {
+    get { lock.withLock { _measured } }
+    set { lock.withLock { _measured = newValue } }
+  }
+  private var _measured: Throughput?
+  var throughput: Throughput? { measured }
 
   /// Finishes transfer `index` (in start order) with `bytes`, or with `error`.
   func finish(_ index: Int, bytes: [UInt8] = Array("ok".utf8), error: LoadError? = nil,

@@ -188,6 +188,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_cancel_inside_callback)    \
   X(test_exactly_once_under_races)  \
   X(test_priority)                  \
+  X(test_visible_preempts_prefetch) \
   X(test_no_head_of_line_blocking)  \
   X(test_waiting_transfers_start_at_once) \
   X(test_old_requests_are_not_starved) \

@@ -520,3 +520,43 @@ void test_priority(const struct test_env *env) {
   pxl_loader_free(loader);
   pxl_queue_free(queue);
 }
+
+void test_visible_preempts_prefetch(const struct test_env *env) {
+  /* One download slot, held by a prefetch whose server answers after 3 s: a visible
+   * request must not wait for it (the header's priority paragraph). The prefetch is
+   * stopped, the visible one runs, and the prefetch then starts again and completes. A
+   * plain (foreground) request holding the slot is never stopped (test_priority). */
+  pxl_config config;
+  pxl_config_init(&config);
+  config.max_concurrent_downloads = 1;
+  config.max_downloads_per_host = 1;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  struct test_url slow = fault_url(env, 0, "/slow/delay=3000/file=" FIXTURE_GRADIENT_JPG, "preempt-prefetch");
+  pxl_request request;
+  request_for(&request, slow.url, 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  request.priority = PXL_PRIORITY_PREFETCH;
+  struct capture prefetch = {0}, visible = {0};
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &prefetch, NULL), PXL_OK);
+  /* The prefetch holds the slot once its request reached the server. */
+  CHECK_INT(fault_wait_requests(env, "query", fault_query(&slow), 1, 3000), 1);
+  struct test_url fast = test_url(env, "/" FIXTURE_GRADIENT_JPG, "preempt-visible");
+  request_for(&request, fast.url, 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  request.priority = PXL_PRIORITY_VISIBLE;
+  double start = now_ms();
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &visible, NULL), PXL_OK);
+  CHECK(drain_until(env, queue, &visible.calls, 1, 10000));
+  double waited = now_ms() - start;
+  printf("  the visible request finished after %.0f ms (the prefetch held the slot for 3 s)\n", waited);
+  CHECK_STATUS(visible.status, PXL_OK);
+  CHECKF(waited < 1500.0 * env->slow_factor, "the visible request waited %.0f ms for the prefetch", waited);
+  CHECKF(atomic_load(&prefetch.calls) == 0, "the prefetch finished first");
+  /* Stopped, not failed: it starts again (a second request at the server) and completes. */
+  CHECK(drain_until(env, queue, &prefetch.calls, 1, 15000));
+  CHECK_STATUS(prefetch.status, PXL_OK);
+  CHECK_INT(fault_wait_requests(env, "query", fault_query(&slow), 2, 3000), 2);
+  capture_reset(&prefetch);
+  capture_reset(&visible);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}

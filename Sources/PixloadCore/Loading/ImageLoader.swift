@@ -271,6 +271,10 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
   }
 
+  /// What the network has delivered lately (nil until measured): tables size their
+  /// prefetch window by it.
+  public var networkThroughput: Throughput? { dataLoader.throughput }
+
   /// The memory-cached image `request` would produce, if any. Never blocks on work.
   public func cachedImage(for request: ImageRequest) -> Image? {
     guard request.usesMemoryCache else { return nil }

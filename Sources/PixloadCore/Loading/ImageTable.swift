@@ -9,8 +9,14 @@
 /// or synchronously inside `setVisible` for rows the memory cache already holds.
 public final class ImageTable: @unchecked Sendable {
   public struct Configuration: Sendable {
-    /// Rows ahead of the visible ones, in the scroll direction, loaded at low priority.
+    /// Rows ahead of the visible ones, in the scroll direction, loaded at low priority: at
+    /// most this many, and no more than the network has lately delivered complete images
+    /// in `prefetchHorizonMilliseconds` (the loader's `networkThroughput`), at least one:
+    /// prefetches beyond what the pipe can fill before the user gets there only take its
+    /// bandwidth from the rows on screen.
     public var prefetchRows = 8
+    /// 0: always `prefetchRows`, whatever the network.
+    public var prefetchHorizonMilliseconds = 500
     /// Rows just behind the visible ones that keep loading instead of being cancelled
     /// (the user often scrolls back a little).
     public var keepRows = 2
@@ -23,9 +29,15 @@ public final class ImageTable: @unchecked Sendable {
     /// entering the screen would leave it within `fastScrollMilliseconds`, before its
     /// image could arrive. Loading such a row only wastes bytes; fast scrolls are treated
     /// as flings. `fastScrollMilliseconds` 0: only moves of a screen or more per call are
-    /// flings. (Raising the threshold to the table's measured load time was tried and
-    /// measured: no better over a slow server, see bench/scroll.sh.)
+    /// flings.
     public var fastScrollMilliseconds = 40
+    /// Up to this, the threshold rises to the time the table's visible rows have lately
+    /// taken to load (from their start to their result): a row that would leave before
+    /// its image could arrive is not worth a request, and on a slow network a request cut
+    /// as its row leaves still costs (a server's turn, a connection, the cancel-storm
+    /// budget that then holds the rows where the scroll stops). 0: `fastScrollMilliseconds`
+    /// only.
+    public var measuredFastScrollCapMilliseconds = 400
     public var speedWindowMilliseconds = 50
     /// Prefetches wait while a visible row is still loading, so the screen gets the
     /// connections, the server's turns and the decoders first; they start when the last
@@ -95,11 +107,19 @@ public final class ImageTable: @unchecked Sendable {
   private var unconfirmedRows: Set<Int> = []
   private var statistics = Statistics()
   private var closed = false
+  /// Monotonic nanoseconds; tests pass their own clock.
+  private let clock: () -> UInt64
+  /// When each visible row's transfer was asked to start now (not held by a fling), and
+  /// how long such loads have lately taken (an average weighing the latest a quarter).
+  private var loadStartedAt: [Int: UInt64] = [:]
+  private var recentLoadNanoseconds: Double?
 
   public init(loader: ImageLoader, queue: CompletionQueue, rowCount: Int = 0,
               configuration: Configuration = Configuration(),
+              clock: (() -> UInt64)? = nil,
               requestForRow: @escaping RequestProvider, onRow: @escaping RowHandler,
               onPreview: PreviewHandler? = nil) {
+    self.clock = clock ?? { monotonicNanoseconds() }
     self.loader = loader
     self.queue = queue
     self.rowCount = max(0, rowCount)
@@ -122,6 +142,7 @@ public final class ImageTable: @unchecked Sendable {
   /// Tells the table what is on screen. `direction` > 0 when scrolling towards higher rows,
   /// < 0 towards lower ones, 0 when still (prefetch then looks both ways).
   public func setVisible(first: Int, count: Int, direction: Int) {
+    let prefetchLimit = prefetchWindow(loader.networkThroughput)
     var immediate: [(Int, Outcome)] = []
     var toCancel: [UInt64] = []
     var toStart: [(Int, ImageRequest, Bool)] = []  // row, request, visible
@@ -150,11 +171,12 @@ public final class ImageTable: @unchecked Sendable {
       let jumped = moved >= Self.jumpScreens * max(1, visible.count) && movedBefore < visible.count
       let flinging = direction != 0 && moved > 0 && !jumped
         && ((!previousVisible.overlaps(visible) && moved >= visible.count) || fast)
-      let ahead = flinging ? [] : prefetchRows(direction: direction)
+      let ahead = flinging ? [] : prefetchRows(direction: direction, limit: prefetchLimit)
       // Nor are rows kept behind a fast scroll: it does not come back to them. (A single
       // page-down after a pause is no fast scroll: its rows behind are kept.)
       let behind = flinging && fast ? 0..<0 : keepRange(direction: direction)
 
+      for row in loadStartedAt.keys where !visible.contains(row) { loadStartedAt.removeValue(forKey: row) }
       for (row, state) in rows where !visible.contains(row) {
         switch state {
         case .shown:
@@ -186,7 +208,7 @@ public final class ImageTable: @unchecked Sendable {
             toPostpone.append(token)
           } else {
             toConfirm.append(token)
-            unconfirmedRows.remove(row)
+            if unconfirmedRows.remove(row) != nil { loadStartedAt[row] = clock() }
           }
         case nil:
           guard let request = requestForRow(row) else { continue }
@@ -201,6 +223,8 @@ public final class ImageTable: @unchecked Sendable {
             if flinging {
               wanted.startDelayMilliseconds = configuration.flingStartDelayMilliseconds
               unconfirmedRows.insert(row)
+            } else {
+              loadStartedAt[row] = clock()
             }
             toStart.append((row, wanted, true))
           }
@@ -249,6 +273,7 @@ public final class ImageTable: @unchecked Sendable {
       rows.removeAll()
       heldPrefetchRows.removeAll()
       unconfirmedRows.removeAll()
+      loadStartedAt.removeAll()
       return tokens
     }
     for token in tokens { loader.cancel(token) }
@@ -271,7 +296,7 @@ public final class ImageTable: @unchecked Sendable {
   /// fast. Called under the lock. Also returns the rows moved in the window before this move.
   private func isScrollingFast(moved: Int) -> (fast: Bool, movedBefore: Int) {
     let window = UInt64(max(1, configuration.speedWindowMilliseconds)) * 1_000_000
-    let now = monotonicNanoseconds()
+    let now = clock()
     let previousMoveAt = lastMoveAt
     recentMoves.removeAll { now &- $0.at > window }
     let movedBefore = recentMoves.reduce(0) { $0 + $1.rows }
@@ -292,8 +317,18 @@ public final class ImageTable: @unchecked Sendable {
     }
     // Time on screen of an entering row: visible.count rows at (rows / span) rows per ms.
     let onScreenMilliseconds = Double(visible.count) * (Double(span) / 1e6) / Double(movedBefore + moved)
-    return (onScreenMilliseconds < Double(configuration.fastScrollMilliseconds), movedBefore)
+    return (onScreenMilliseconds < fastScrollThresholdMilliseconds, movedBefore)
   }
+
+  /// See `Configuration.measuredFastScrollCapMilliseconds`. Under the lock.
+  private var fastScrollThresholdMilliseconds: Double {
+    let fixed = Double(configuration.fastScrollMilliseconds)
+    guard let load = recentLoadNanoseconds, fixed > 0 else { return fixed }
+    return max(fixed, min(load / 1e6, Double(configuration.measuredFastScrollCapMilliseconds)))
+  }
+
+  /// The threshold in force now, for tests.
+  var currentFastScrollMilliseconds: Double { lock.withLock { fastScrollThresholdMilliseconds } }
 
   /// Whether a visible row is still waiting for its result. Called under the lock.
   private func isLoadingAVisibleRow() -> Bool {
@@ -315,10 +350,19 @@ public final class ImageTable: @unchecked Sendable {
   /// than a fling: no fling's first frame covers four screens.
   private static let jumpScreens = 4
 
+  /// How many rows to prefetch when the network delivers `throughput` (see
+  /// `Configuration.prefetchRows`).
+  func prefetchWindow(_ throughput: Throughput?) -> Int {
+    let most = max(0, configuration.prefetchRows)
+    guard configuration.prefetchHorizonMilliseconds > 0, let throughput, most > 0 else { return most }
+    let fill = throughput.responsesPerSecond * Double(configuration.prefetchHorizonMilliseconds) / 1000
+    return fill >= Double(most) ? most : max(1, Int(fill.rounded(.up)))
+  }
+
   /// Rows to prefetch, nearest first: ahead in the scroll direction, or when still, half
   /// the window on each side of the visible rows (never the visible rows themselves).
-  private func prefetchRows(direction: Int) -> [Int] {
-    let n = configuration.prefetchRows
+  private func prefetchRows(direction: Int, limit: Int) -> [Int] {
+    let n = limit
     let below = visible.upperBound..<min(rowCount, Self.add(visible.upperBound, n))
     let above = max(0, visible.lowerBound - n)..<visible.lowerBound
     if direction > 0 { return Array(below) }
@@ -419,6 +463,11 @@ public final class ImageTable: @unchecked Sendable {
       if visible.contains(row) {
         rows[row] = .shown
         if case .success = outcome { statistics.delivered += 1 } else { statistics.failed += 1 }
+        if let since = loadStartedAt.removeValue(forKey: row), case .success(_, let source, _) = outcome,
+           source != .memory {
+          let took = Double(clock() &- since)
+          recentLoadNanoseconds = recentLoadNanoseconds.map { $0 + (took - $0) / 4 } ?? took
+        }
         // The screen is complete: the prefetches it held back go.
         if !isLoadingAVisibleRow() { release = releaseHeldPrefetches() }
         return true

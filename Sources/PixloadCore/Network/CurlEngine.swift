@@ -9,8 +9,10 @@ private let curlGlobalInit: Void = {
 /// The network engine: one thread drives a libcurl multi handle (`curl_multi_poll`, woken by
 /// `curl_multi_wakeup`), which reuses keep-alive connections and multiplexes HTTP/2.
 ///
-/// Transfers wait in a list until a slot is free, overall and per host; the highest
-/// priority starts first and, among equals, the newest (the row the user just scrolled to).
+/// Transfers wait in a list until a slot is free, overall and per host, foreground
+/// (visible rows, plain loads) before background (prefetches), in the order
+/// `WaitingTransfers` gives; a foreground transfer that waits while background ones hold
+/// its slots stops one of them (`preemptForForeground`).
 /// The multi handle and easy handles are touched only on the engine's thread; other threads
 /// post starts, cancels and priority changes under the lock and wake it.
 public final class CurlEngine: DataLoading, @unchecked Sendable {
@@ -25,9 +27,12 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   /// Transfers waiting out a start delay or a retry backoff.
   private var backingOff = DelayedTransfers<Transfer>()
   private var cancelledWhileActive: Set<TransferID> = []
-  /// Transfers started on the engine thread and not finished yet.
-  private var runningIDs: Set<TransferID> = []
+  /// Transfers started on the engine thread and not finished yet, with their priority now
+  /// (a running background transfer may be preempted by a waiting foreground one).
+  private var runningPriorities: [TransferID: Int32] = [:]
   private var stopping = false
+  private var preempted = 0
+  private var meter = ThroughputMeter()
   private var thread: WorkerThread?
 
   // Engine thread only.
@@ -36,6 +41,10 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var activePerHost: [String: Int] = [:]
   /// Sum of new connections opened, for tests and benchmarks that check reuse.
   private var connectionsOpened = 0
+  /// Busy time (some transfer running) for the throughput meter: since when the current
+  /// busy stretch runs, and busy time not yet recorded.
+  private var busySince: UInt64?
+  private var busyUnrecorded: UInt64 = 0
   /// Start budget during cancel storms: each running transfer cancelled spends one token;
   /// tokens refill at `cancelStormLimit` per second up to that many; below one token no
   /// transfer starts. Plain loading never cancels, so it is never held back.
@@ -98,7 +107,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       if backingOff.remove(id) != nil { return false }
       // Remember only transfers still running: a cancel racing a finished transfer must
       // not leave its id behind forever.
-      guard runningIDs.contains(id) else { return false }
+      guard runningPriorities[id] != nil else { return false }
       cancelledWhileActive.insert(id)
       return true
     }
@@ -125,9 +134,11 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   public func setPriority(_ id: TransferID, _ priority: Int32) {
     lock.withLock {
-      // A running transfer keeps its slot; only waiting ones are re-ranked.
+      // Waiting ones are re-ranked; a running one keeps its slot, unless it is (now)
+      // background and a foreground transfer waits for the slot (see preemptForForeground).
       (waiting.item(id) ?? backingOff.item(id))?.priority = priority
       waiting.setPriority(id, priority)
+      if runningPriorities[id] != nil { runningPriorities[id] = priority }
     }
   }
 
@@ -167,6 +178,23 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   /// New connections opened so far (each transfer that could not reuse one adds one).
   public var connectionCount: Int { lock.withLock { connectionsOpened } }
 
+  /// Background transfers stopped so far to free a slot for a foreground one.
+  public var preemptionCount: Int { lock.withLock { preempted } }
+
+  public var throughput: Throughput? { lock.withLock { meter.estimate } }
+
+  /// Engine thread: the busy time since the last record, for the meter.
+  private func takeBusyTime() -> UInt64 {
+    let now = monotonicNanoseconds()
+    var busy = busyUnrecorded
+    if let since = busySince {
+      busy += now &- since
+      busySince = now
+    }
+    busyUnrecorded = 0
+    return busy
+  }
+
   // MARK: - Engine thread
 
   private func run() {
@@ -195,10 +223,11 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         // During a cancel storm (a fling through thousands of rows) new transfers wait:
         // most of them would be cancelled before their first byte.
         let starts = stormWait > 0 ? [] : takeStartable()
-        for transfer in starts { runningIDs.insert(transfer.id) }
+        for transfer in starts { runningPriorities[transfer.id] = transfer.priority }
         return starts
       }
       for transfer in starts { begin(transfer) }
+      if stormWait == 0 { preemptForForeground(now: now) }
       let nextStallCheck = endStalledTransfers()
 
       var running: Int32 = 0
@@ -290,7 +319,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   private func begin(_ transfer: Transfer) {
     guard let easy = curl_easy_init() else {
-      lock.withLock { _ = runningIDs.remove(transfer.id) }
+      lock.withLock { _ = runningPriorities.removeValue(forKey: transfer.id) }
       transfer.completion(.failure(LoadError(.noMemory, "curl_easy_init failed")))
       return
     }
@@ -339,6 +368,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     active[easy] = transfer
     activeByID[transfer.id] = transfer
     activePerHost[transfer.host, default: 0] += 1
+    if busySince == nil { busySince = monotonicNanoseconds() }
   }
 
   /// Removes a transfer from libcurl and reports it, or schedules its retry. `dropped`:
@@ -350,17 +380,14 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     curl_easy_cleanup(easy)
     transfer.easy = nil
     lock.withLock {
-      _ = runningIDs.remove(transfer.id)
+      _ = runningPriorities.removeValue(forKey: transfer.id)
       _ = cancelledWhileActive.remove(transfer.id)
     }
     transfer.completion(.failure(error))
   }
 
-  private func finish(_ transfer: Transfer, dropped: Bool, code: CURLcode) {
-    guard let easy = transfer.easy else { return }
-    let httpStatus = pxl_curl_response_code(easy)
-    let connects = pxl_curl_num_connects(easy)
-    let retryAfter = pxl_curl_retry_after(easy)
+  /// Engine thread: takes a transfer out of libcurl and frees its slot.
+  private func detach(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer) {
     _ = curl_multi_remove_handle(multi, easy)
     curl_easy_cleanup(easy)
     transfer.easy = nil
@@ -368,16 +395,75 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     activeByID.removeValue(forKey: transfer.id)
     activePerHost[transfer.host, default: 1] -= 1
     if activePerHost[transfer.host] == 0 { activePerHost.removeValue(forKey: transfer.host) }
+    if active.isEmpty, let since = busySince {
+      busyUnrecorded += monotonicNanoseconds() &- since
+      busySince = nil
+    }
+  }
+
+  /// Engine thread: while a foreground transfer waits because background ones hold the
+  /// slots it could use (its host's, or the engine's), stops the background transfer that
+  /// has received least (least lost), puts it back on the waiting list with its age, and
+  /// fills the freed slot, foreground first. Each round stops one background transfer and
+  /// starts a foreground one, so it ends.
+  private func preemptForForeground(now: UInt64) {
+    for _ in 0...configuration.maxConcurrentDownloads {
+      let victim: Transfer? = lock.withLock {
+        guard let host = waiting.nextForegroundHost(now: now) else { return nil }
+        let hostFull = activePerHost[host, default: 0] >= configuration.maxDownloadsPerHost
+        let engineFull = active.count >= configuration.maxConcurrentDownloads
+        let running = active.values.compactMap { transfer -> PreemptionCandidate? in
+          guard let priority = runningPriorities[transfer.id] else { return nil }
+          return PreemptionCandidate(id: transfer.id, host: transfer.host, priority: priority,
+                                     received: transfer.body.count, expected: Int(transfer.expectedLength),
+                                     waitedLong: now &- (transfer.firstQueued ?? now) >= Self.starvationNanoseconds)
+        }
+        guard let id = PreemptionCandidate.victim(for: host, hostFull: hostFull, engineFull: engineFull,
+                                                  running: running) else { return nil }
+        return activeByID[id]
+      }
+      guard let victim, let easy = victim.easy else { return }
+      let received = victim.body.count
+      detach(victim, easy)
+      let busy = takeBusyTime()
+      let starts: [Transfer] = lock.withLock {
+        meter.record(bytes: received, complete: false, busyNanoseconds: busy)
+        runningPriorities.removeValue(forKey: victim.id)
+        // Cancelled meanwhile: it ends here, reporting nothing, as a cancelled one does.
+        if cancelledWhileActive.remove(victim.id) == nil && !stopping {
+          victim.attempts -= 1  // not a failed attempt: no retry is spent on it
+          preempted += 1
+          enqueue(victim, at: now)
+        }
+        let starts = takeStartable()
+        for transfer in starts { runningPriorities[transfer.id] = transfer.priority }
+        return starts
+      }
+      for transfer in starts { begin(transfer) }
+    }
+  }
+
+  private func finish(_ transfer: Transfer, dropped: Bool, code: CURLcode) {
+    guard let easy = transfer.easy else { return }
+    let httpStatus = pxl_curl_response_code(easy)
+    let connects = pxl_curl_num_connects(easy)
+    let retryAfter = pxl_curl_retry_after(easy)
+    detach(transfer, easy)
 
     let outcome = dropped ? nil : transfer.outcome(code: code, httpStatus: httpStatus)
+    var complete = false
+    if case .success? = outcome { complete = true }
+    let received = transfer.body.count
+    let busy = takeBusyTime()
     var retryDelay: UInt64?
     if case .failure(let error)? = outcome, transfer.isTransient(code: code, error: error),
        transfer.attempts <= configuration.maxRetries {
       retryDelay = backoffNanoseconds(attempt: transfer.attempts, retryAfterSeconds: Int(retryAfter))
     }
     let report: Bool = lock.withLock {
+      meter.record(bytes: received, complete: complete, busyNanoseconds: busy)
       connectionsOpened += connects
-      runningIDs.remove(transfer.id)
+      runningPriorities.removeValue(forKey: transfer.id)
       let cancelled = cancelledWhileActive.remove(transfer.id) != nil
       if dropped || cancelled || stopping { return false }
       if let retryDelay {
@@ -449,7 +535,8 @@ private final class Transfer {
   var lastActivity: UInt64 = 0
   /// The progress listener ended the transfer with the body so far.
   var endedEarly = false
-  private var expectedLength: UInt64 = 0
+  /// The response's declared length (0 until known or when not declared).
+  private(set) var expectedLength: UInt64 = 0
   private var lastProgress: UInt64 = 0
 
   /// Progress reports from the network thread are throttled to this; each request's own
@@ -587,5 +674,42 @@ private final class Transfer {
     case CURLE_OUT_OF_MEMORY: return .noMemory
     default: return .network
     }
+  }
+}
+
+/// A running transfer as preemption sees it.
+struct PreemptionCandidate: Equatable {
+  let id: TransferID
+  let host: String
+  let priority: Int32
+  /// Body bytes received so far: what stopping it throws away; and the declared length
+  /// (0: unknown).
+  let received: Int
+  var expected = 0
+  /// It had waited the starvation time before it started (maybe on the background's share
+  /// of starts): stopping it would send it back to wait again, for ever in a backlog.
+  var waitedLong = false
+
+  /// Stopping a transfer that has half its body or more throws away more than waiting
+  /// for it costs: it runs on.
+  var isWorthStopping: Bool { !waitedLong && (expected <= 0 || received * 2 < expected) }
+
+  /// The running transfer to stop so that a foreground transfer waiting for `host` can
+  /// start, nil if none should be: only a background transfer is stopped, on that host
+  /// when the host is full, on any host when only the engine is full (the freed slot then
+  /// goes to a foreground transfer, as its host has room), and only one that has less than
+  /// half its body and had not waited long (`isWorthStopping`); the one that has received
+  /// least, then the lowest priority, then the newest.
+  static func victim(for host: String, hostFull: Bool, engineFull: Bool,
+                     running: [PreemptionCandidate]) -> TransferID? {
+    guard hostFull || engineFull else { return nil }
+    let eligible = running.filter {
+      !WaitingTransfers<Void>.isForeground($0.priority) && (!hostFull || $0.host == host) && $0.isWorthStopping
+    }
+    return eligible.min { a, b in
+      if a.received != b.received { return a.received < b.received }
+      if a.priority != b.priority { return a.priority < b.priority }
+      return a.id > b.id
+    }?.id
   }
 }

@@ -32,6 +32,12 @@ public protocol DataLoading: AnyObject, Sendable {
   func postpone(_ id: TransferID, nanoseconds: UInt64)
   /// Ends every transfer without calling completions and joins the engine's threads.
   func shutdown()
+  /// What the network has delivered lately; nil until it has measured enough.
+  var throughput: Throughput? { get }
+}
+
+extension DataLoading {
+  public var throughput: Throughput? { nil }
 }
 
 /// A complete response body.
