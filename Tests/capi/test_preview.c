@@ -271,9 +271,12 @@ void test_early_end(const struct test_env *env) {
   CHECK_STATUS(pxl_loader_get_stats(loader, &stats), PXL_OK);
   printf("  early end: %ld of %ld bytes sent by the server; bytes_saved %llu\n", sent, size,
          (unsigned long long)stats.bytes_saved);
-  CHECKF(sent > 0 && sent < size * 3 / 4, "the thumbnail's transfer took %ld of %ld bytes", sent, size);
-  CHECKF(stats.bytes_saved > 0 && (long)stats.bytes_saved <= size - sent + 65536,
-         "bytes_saved %llu for %ld bytes not sent", (unsigned long long)stats.bytes_saved, size - sent);
+  /* What the client did not receive: the server may still have pushed more into socket
+   * buffers than the client read (under ASan on a loaded machine it pushed all of it). */
+  CHECKF(stats.bytes_saved >= (uint64_t)size / 4 && stats.bytes_saved < (uint64_t)size,
+         "bytes_saved %llu of %ld: the transfer did not end at the first scans",
+         (unsigned long long)stats.bytes_saved, size);
+  CHECKF(sent > 0, "the server logged no bytes for the thumbnail's transfer");
   if (thumb.image && reference->image) {
     CHECK_INT(pxl_image_width(thumb.image), 48);
     CHECK_INT(pxl_image_height(thumb.image), 36);
