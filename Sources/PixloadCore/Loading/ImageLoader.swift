@@ -647,9 +647,10 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       if !previewers.isEmpty, !download.previewing, download.previewScans < Self.previewScanLimit {
         let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
         let now = monotonicNanoseconds()
+        // The interval counts from the last preview made, not the last attempt: an attempt
+        // before the first scan was complete must not hold the first preview back.
         if download.lastPreviewAt == 0 || now - download.lastPreviewAt >= interval {
           download.previewing = true
-          download.lastPreviewAt = now
           previewNow = true
         }
       }
@@ -704,6 +705,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     let targets: [(ImageVariant, [PendingRequest])] = lock.withLock {
       guard downloads[download.key] === download, prefix.scans > download.previewScans else { return [] }
       download.previewScans = prefix.scans
+      download.lastPreviewAt = monotonicNanoseconds()
       return download.decodes.values.compactMap { decode in
         let previewers = decode.requests.values.filter(\.delivery.wantsPreview)
         return previewers.isEmpty ? nil : (decode.variant, Array(previewers))
