@@ -510,8 +510,9 @@ typedef void (*pxl_preview_callback)(pxl_token token, pxl_image *image, void *us
  * chroma, the chroma scans libjpeg's 1/8 decode reads), skipping the rest, with pixels
  * identical to decoding the whole file. Its transfer also ends early, as soon as those
  * scans have arrived, when: every request sharing the download wants such a thumbnail,
- * the loader has no disk cache (which would store the whole file), the download is not
- * revalidating a stored copy and no requester asked for previews. A request for the same
+ * the loader has no disk cache (which would store the whole file) and the download is not
+ * revalidating a stored copy (previews do not keep it going: the final image is ready as
+ * soon as a preview would be). A request for the same
  * URL that arrives after that starts a transfer of its own. The bytes not downloaded are
  * counted in pxl_stats.bytes_saved. */
 typedef struct pxl_request {

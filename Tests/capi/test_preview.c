@@ -239,20 +239,31 @@ void test_early_end(const struct test_env *env) {
   struct test_url slow = test_url(env, "/slow/" FIXTURE_PROGRESSIVE444_JPG, "early-end");
   struct test_url whole = test_url(env, "/" FIXTURE_PROGRESSIVE444_JPG, "early-end-whole");
   /* The reference wants previews: its user_data is a preview_probe (a capture first). */
-  struct capture thumb = {0};
+  /* The thumbnail asks for previews too: they must not keep its transfer going. */
+  struct preview_probe thumb_probe = {0};
+  thumb_probe.host = pthread_self();
+  struct capture *thumb_capture = &thumb_probe.capture;
   struct preview_probe ref = {0};
   ref.host = pthread_self();
   struct capture *reference = &ref.capture;
   pxl_request request;
   request_for(&request, slow.url, 48, 36, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
-  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &thumb, NULL), PXL_OK);
-  /* The reference: the whole file (previews wanted, so its transfer runs to the end). */
+  request.preview = on_preview;
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &thumb_probe, NULL), PXL_OK);
+  /* The reference: the whole file, its transfer kept going by a full-size request for the
+   * same URL merged into it (previews would not keep it going). */
   request_for(&request, whole.url, 48, 36, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
   request.preview = on_preview;
   CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &ref, NULL), PXL_OK);
-  drain_until(env, queue, &thumb.calls, 1, 20000);
+  struct capture full = {0};
+  request_for(&request, whole.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &full, NULL), PXL_OK);
+  drain_until(env, queue, &thumb_capture->calls, 1, 20000);
   drain_until(env, queue, &reference->calls, 1, 20000);
-  CHECK_STATUS(thumb.status, PXL_OK);
+  drain_until(env, queue, &full.calls, 1, 20000);
+  CHECK_STATUS(full.status, PXL_OK);
+  capture_reset(&full);
+  CHECK_STATUS(thumb_capture->status, PXL_OK);
   CHECK_STATUS(reference->status, PXL_OK);
 
   char path[1024];
@@ -277,13 +288,13 @@ void test_early_end(const struct test_env *env) {
          "bytes_saved %llu of %ld: the transfer did not end at the first scans",
          (unsigned long long)stats.bytes_saved, size);
   CHECKF(sent > 0, "the server logged no bytes for the thumbnail's transfer");
-  if (thumb.image && reference->image) {
-    CHECK_INT(pxl_image_width(thumb.image), 48);
-    CHECK_INT(pxl_image_height(thumb.image), 36);
-    CHECKF(mean_difference(thumb.image, reference->image) == 0.0,
-           "the early-ended thumbnail differs from the whole file's (%.3f)", mean_difference(thumb.image, reference->image));
+  if (thumb_capture->image && reference->image) {
+    CHECK_INT(pxl_image_width(thumb_capture->image), 48);
+    CHECK_INT(pxl_image_height(thumb_capture->image), 36);
+    CHECKF(mean_difference(thumb_capture->image, reference->image) == 0.0,
+           "the early-ended thumbnail differs from the whole file's (%.3f)", mean_difference(thumb_capture->image, reference->image));
   }
-  capture_reset(&thumb);
+  probe_free(&thumb_probe);
   probe_free(&ref);
   pxl_queue_free(queue);
   pxl_loader_free(loader);

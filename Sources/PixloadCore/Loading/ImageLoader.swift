@@ -670,14 +670,14 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   /// The early end of a thumbnail's transfer (pixload.h states the rule): when every
   /// requester wants a thumbnail that a progressive JPEG's first scans decode exactly (1/8
-  /// scale), no disk cache would store the file, it is not a revalidation and nobody wants
-  /// previews, the transfer ends once those scans have arrived. The download leaves the
-  /// table first, so a request that comes later starts its own transfer.
+  /// scale), no disk cache would store the file and it is not a revalidation, the transfer
+  /// ends once those scans have arrived. Previews do not keep it going: the final image is
+  /// then ready as soon as a preview would be. The download leaves the table first, so a
+  /// request that comes later starts its own transfer.
   private func endsEarly(_ download: DownloadTask, received: UInt64, expected: UInt64, body: [UInt8]) -> Bool {
     guard diskPool == nil else { return false }
     let variants: [ImageVariant]? = lock.withLock {
-      guard downloads[download.key] === download, download.stored == nil, !download.decodes.isEmpty,
-            !download.decodes.values.contains(where: { $0.requests.values.contains(where: \.delivery.wantsPreview) })
+      guard downloads[download.key] === download, download.stored == nil, !download.decodes.isEmpty
       else { return nil }
       return Array(download.decodes.keys)
     }
