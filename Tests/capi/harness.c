@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -74,6 +75,13 @@ struct test_url test_url(const struct test_env *env, const char *path, const cha
 
 void file_url(const struct test_env *env, const char *name, char *out, size_t size) {
   snprintf(out, size, "file://%s/%s", env->fixture_dir, name);
+}
+
+long fixture_bytes(const struct test_env *env, const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", env->fixture_dir, name);
+  struct stat st;
+  return stat(path, &st) == 0 ? (long)st.st_size : -1;
 }
 
 /* Calls visit(line_index, uri, bytes, connection, context) for each log line; stops

@@ -59,6 +59,7 @@ struct test_url {
 };
 struct test_url test_url(const struct test_env *env, const char *path, const char *case_name);
 void file_url(const struct test_env *env, const char *name, char *out, size_t size);
+long fixture_bytes(const struct test_env *env, const char *name); /* its size; -1 if missing */
 
 /* ---- the access log ---- */
 

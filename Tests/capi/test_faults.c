@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fixtures.h"
@@ -27,13 +26,6 @@
 /* How long past a configured timeout a result may come: libcurl checks its low-speed
  * window once a second, the engine thread has to notice, the queue has to wake us. */
 #define TIMEOUT_SLACK_MS 700
-
-static long fixture_bytes(const struct test_env *env, const char *name) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", env->fixture_dir, name);
-  struct stat st;
-  return stat(path, &st) == 0 ? (long)st.st_size : -1;
-}
 
 /* A config whose retries do not make a test wait: the rules are the same, the backoff is
  * short. Tests that measure backoff set their own. */

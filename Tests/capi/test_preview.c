@@ -231,15 +231,15 @@ void test_table_previews(const struct test_env *env) {
 /* ---- the early end of a thumbnail's transfer ---- */
 
 /* A 1/8-scale thumbnail of a progressive 4:4:4 JPEG needs only its DC scans: with no disk
- * cache and no previews the transfer ends once they are in, the bytes not sent are counted,
- * and the thumbnail is the one the whole file gives. */
+ * cache the transfer ends once they are in (previews or not), the bytes not received are
+ * counted, and the thumbnail is the one the whole file gives. */
 void test_early_end(const struct test_env *env) {
   pxl_loader *loader = new_loader(NULL);
   pxl_queue *queue = new_queue();
   struct test_url slow = test_url(env, "/slow/" FIXTURE_PROGRESSIVE444_JPG, "early-end");
   struct test_url whole = test_url(env, "/" FIXTURE_PROGRESSIVE444_JPG, "early-end-whole");
-  /* The reference wants previews: its user_data is a preview_probe (a capture first). */
-  /* The thumbnail asks for previews too: they must not keep its transfer going. */
+  /* The thumbnail asks for previews: they must not keep its transfer going. Both requests
+   * pass a preview_probe (a capture first) as user_data. */
   struct preview_probe thumb_probe = {0};
   thumb_probe.host = pthread_self();
   struct capture *thumb_capture = &thumb_probe.capture;
@@ -266,15 +266,7 @@ void test_early_end(const struct test_env *env) {
   CHECK_STATUS(thumb_capture->status, PXL_OK);
   CHECK_STATUS(reference->status, PXL_OK);
 
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", env->fixture_dir, FIXTURE_PROGRESSIVE444_JPG);
-  FILE *f = fopen(path, "rb");
-  long size = 0;
-  if (f) {
-    fseek(f, 0, SEEK_END);
-    size = ftell(f);
-    fclose(f);
-  }
+  long size = fixture_bytes(env, FIXTURE_PROGRESSIVE444_JPG);
   log_wait_count(env, slow.uri, 1, 5000);
   long sent = log_bytes(env, slow.uri);
   pxl_stats stats;
