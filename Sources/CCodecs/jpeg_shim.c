@@ -758,6 +758,8 @@ size_t pxl_jpeg_dc_baseline(const uint8_t *data, size_t size, uint8_t **out) {
   memset(tables, 0, sizeof tables);
   int32_t *dc[4] = {NULL, NULL, NULL, NULL};
   int blocks_w[4] = {0}, blocks_h[4] = {0}, mcus_w = 0, mcus_h = 0, restart = 0, ok = 0, step, scans = 0;
+  const uint8_t *sof = NULL; /* the frame's segment, rewritten as SOF0 */
+  size_t sof_len = 0;
   /* The segments libjpeg reads to pick the colour space and the quantisation: kept. */
   bit_writer o = {0};
   put_byte(&o, 0xFF);
@@ -788,6 +790,8 @@ size_t pxl_jpeg_dc_baseline(const uint8_t *data, size_t size, uint8_t **out) {
       }
       if (code == 0xC2 || code == 0xCA) {
         if (seg[4] != 8 || code == 0xCA) goto done; /* 8-bit, Huffman-coded only */
+        sof = seg;
+        sof_len = seg_len;
         for (int c = 0; c < w.ncomp; c++)
           if (walk_needs_ac(&w, c)) goto done; /* its 1/8 IDCT reads AC: not DC-only */
         mcus_w = (w.width + 8 * w.max_h - 1) / (8 * w.max_h);
@@ -866,19 +870,9 @@ size_t pxl_jpeg_dc_baseline(const uint8_t *data, size_t size, uint8_t **out) {
       }
     }
   }
-  if (step != WALK_END || !w.progressive || !walk_has_first_scans(&w)) goto done;
+  if (step != WALK_END || !sof || !walk_has_first_scans(&w)) goto done;
   {
     /* SOF0: precision 8, the frame's size and components (ids, sampling, tables). */
-    const uint8_t *sof = NULL;
-    scan_walk f;
-    walk_start(&f, data, size);
-    while (walk_next(&f) == WALK_SEGMENT)
-      if (f.progressive) {
-        sof = data + f.segment;
-        break;
-      }
-    if (!sof) goto done;
-    size_t sof_len = 2 + be16(sof + 2);
     put_byte(&o, 0xFF);
     put_byte(&o, 0xC0);
     put_raw(&o, sof + 2, sof_len - 2);
