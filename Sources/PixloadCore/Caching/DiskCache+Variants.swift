@@ -109,16 +109,8 @@ extension DiskCache {
   public func variant(descriptor: String, cacheKey: String) -> VariantEntry? {
     let name = Self.variantFileName(descriptor: descriptor, cacheKey: cacheKey)
     let path = "\(directory)/\(name)"
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    if fd < 0 { return nil }
+    guard let (fd, size) = openUnexpired(name) else { return nil }
     defer { close(fd) }
-    var info = stat()
-    guard fstat(fd, &info) == 0 else { return nil }
-    if isTooOld(modifiedSeconds: Int(info.st_mtim.tv_sec)) {
-      delete(name)
-      return nil
-    }
-    let size = Int(info.st_size)
     guard size >= Self.variantHeaderSize, size <= 1 << 31 else { return badVariant(name, path, "bad size \(size)") }
 
     // The header and the strings in one read (they are small); then the pixels.

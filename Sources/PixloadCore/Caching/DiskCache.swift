@@ -112,16 +112,8 @@ public final class DiskCache: @unchecked Sendable {
   public func entry(for key: String) -> Entry? {
     let name = Self.fileName(for: key)
     let path = "\(directory)/\(name)"
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    if fd < 0 { return nil }
+    guard let (fd, size) = openUnexpired(name) else { return nil }
     defer { close(fd) }
-    var info = stat()
-    guard fstat(fd, &info) == 0 else { return nil }
-    if isTooOld(modifiedSeconds: Int(info.st_mtim.tv_sec)) {
-      delete(name)
-      return nil
-    }
-    let size = Int(info.st_size)
     guard size >= Self.headerSize, size <= 1 << 31 else { return discard(name, path, "bad size \(size)") }
     var file = [UInt8](repeating: 0, count: size)
     let read = file.withUnsafeMutableBytes { readFully(fd, $0.baseAddress!, size) }
@@ -336,6 +328,24 @@ public final class DiskCache: @unchecked Sendable {
 
   func isTooOld(modifiedSeconds: Int) -> Bool {
     maxAgeSeconds > 0 && modifiedSeconds + maxAgeSeconds < Int(time(nil))
+  }
+
+  /// Opens entry file `name` for reading with its size; nil when it is missing, or past the
+  /// age limit (then deleted). The caller closes the descriptor.
+  func openUnexpired(_ name: String) -> (fd: Int32, size: Int)? {
+    let fd = open("\(directory)/\(name)", O_RDONLY | O_CLOEXEC)
+    if fd < 0 { return nil }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else {
+      close(fd)
+      return nil
+    }
+    if isTooOld(modifiedSeconds: Int(info.st_mtim.tv_sec)) {
+      close(fd)
+      delete(name)
+      return nil
+    }
+    return (fd, Int(info.st_size))
   }
 
   /// Deletes the entries past the age limit and returns the others.
