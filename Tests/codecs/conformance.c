@@ -208,6 +208,24 @@ static void check_failure_shape(row_result *r, const char *what, const pxl_codec
 static int first_scan_files, first_scan_identical, first_scan_transcoded, early_end_files;
 static size_t early_end_saved, early_end_total;
 
+/* Decodes `bytes` at 1/8 with `options` and the whole file [d, d+n) at 1/8 with every scan,
+ * both in `layout`; reports both statuses (and the first's warnings) and returns whether
+ * both succeeded with the same size and pixels. */
+static int same_as_all_scans(const uint8_t *bytes, size_t size, uint32_t options, const uint8_t *d, size_t n,
+                             int32_t layout, pxl_codec_status *mine_status, pxl_codec_status *full_status,
+                             int *mine_warnings) {
+  pxl_codec_output mine, full;
+  *mine_status = pxl_jpeg_decode_with_options(bytes, size, layout, 8, 100000000ull, options, &mine);
+  *full_status = pxl_jpeg_decode_with_options(d, n, layout, 8, 100000000ull, PXL_JPEG_ALL_SCANS, &full);
+  *mine_warnings = mine.warnings;
+  int same = *mine_status == PXL_CODEC_OK && *full_status == PXL_CODEC_OK && mine.width == full.width &&
+             mine.height == full.height && mine.stride == full.stride &&
+             memcmp(mine.pixels, full.pixels, (size_t)mine.stride * mine.height) == 0;
+  free(mine.pixels);
+  free(full.pixels);
+  return same;
+}
+
 static void check_first_scan(row_result *r, const uint8_t *d, size_t n) {
   uint8_t *dc = NULL;
   size_t dc_size = pxl_jpeg_dc_scans(d, n, &dc);
@@ -215,42 +233,34 @@ static void check_first_scan(row_result *r, const uint8_t *d, size_t n) {
   if (dc_size == 0) return; /* baseline, or not understood: the full decode ran anyway */
   if (dc_size >= n) fail(r, "first scans: the DC copy is %zu bytes of %zu", dc_size, n);
   first_scan_files++;
+  pxl_codec_status a, b;
+  int warnings;
   /* The DC-only baseline transcode, decoded on its own (the default path would fall back
-   * to the DC scans if it failed): the same pixels, every layout. */
+   * to the DC scans if it failed): the same pixels, every layout, no warning. */
   uint8_t *baseline = NULL;
   size_t baseline_size = pxl_jpeg_dc_baseline(d, n, &baseline);
   if (baseline_size > 0) {
     first_scan_transcoded++;
     for (int32_t layout = PXL_CODEC_RGBA; layout <= PXL_CODEC_GRAY; layout++) {
-      pxl_codec_output mine, full;
-      pxl_codec_status a = pxl_jpeg_decode_with_options(baseline, baseline_size, layout, 8, 100000000ull,
-                                                        PXL_JPEG_ALL_SCANS, &mine);
-      pxl_codec_status b = pxl_jpeg_decode_with_options(d, n, layout, 8, 100000000ull, PXL_JPEG_ALL_SCANS, &full);
-      if (a != PXL_CODEC_OK || b != PXL_CODEC_OK || mine.width != full.width || mine.height != full.height ||
-          memcmp(mine.pixels, full.pixels, (size_t)mine.stride * mine.height) != 0 || mine.warnings != 0)
-        fail(r, "DC baseline, layout %d: %s (%s), not the full 1/8 decode's pixels", layout, status_name(a),
-             mine.message);
-      free(mine.pixels);
-      free(full.pixels);
+      if (!same_as_all_scans(baseline, baseline_size, PXL_JPEG_ALL_SCANS, d, n, layout, &a, &b, &warnings) ||
+          warnings != 0)
+        fail(r, "DC baseline, layout %d: %s (%d warnings), not the full 1/8 decode's pixels", layout,
+             status_name(a), warnings);
     }
   }
   free(baseline);
+  /* The default path (whichever shortcut it takes): the full decode's status, and its
+   * pixels when that succeeds. */
   int same = 1;
   for (int32_t layout = PXL_CODEC_RGBA; layout <= PXL_CODEC_GRAY; layout++) {
-    pxl_codec_output fast, full;
-    pxl_codec_status a = pxl_jpeg_decode_with_options(d, n, layout, 8, 100000000ull, 0, &fast);
-    pxl_codec_status b = pxl_jpeg_decode_with_options(d, n, layout, 8, 100000000ull, PXL_JPEG_ALL_SCANS, &full);
+    int equal = same_as_all_scans(d, n, 0, d, n, layout, &a, &b, &warnings);
     if (a != b) {
       fail(r, "first scans, layout %d: %s, the full decode %s", layout, status_name(a), status_name(b));
       same = 0;
-    } else if (a == PXL_CODEC_OK &&
-               (fast.width != full.width || fast.height != full.height || fast.stride != full.stride ||
-                memcmp(fast.pixels, full.pixels, (size_t)fast.stride * fast.height) != 0)) {
+    } else if (a == PXL_CODEC_OK && !equal) {
       fail(r, "first scans, layout %d: pixels differ from the full 1/8 decode", layout);
       same = 0;
     }
-    free(fast.pixels);
-    free(full.pixels);
   }
   first_scan_identical += same;
 
@@ -263,16 +273,10 @@ static void check_first_scan(row_result *r, const uint8_t *d, size_t n) {
   memcpy(prefix, d, end);
   prefix[end] = 0xFF;
   prefix[end + 1] = 0xD9;
-  pxl_codec_output cut, whole;
-  pxl_codec_status a = pxl_jpeg_decode(prefix, end + 2, PXL_CODEC_RGBA, 8, 100000000ull, &cut);
-  pxl_codec_status b = pxl_jpeg_decode_with_options(d, n, PXL_CODEC_RGBA, 8, 100000000ull, PXL_JPEG_ALL_SCANS, &whole);
-  if (a != PXL_CODEC_OK || b != PXL_CODEC_OK || cut.width != whole.width || cut.height != whole.height ||
-      memcmp(cut.pixels, whole.pixels, (size_t)cut.stride * cut.height) != 0)
+  if (!same_as_all_scans(prefix, end + 2, 0, d, n, PXL_CODEC_RGBA, &a, &b, &warnings))
     fail(r, "early end: the first %zu of %zu bytes do not decode to the full 1/8 thumbnail", end, n);
   else
     early_end_files++, early_end_saved += n - end, early_end_total += n;
-  free(cut.pixels);
-  free(whole.pixels);
   free(prefix);
 }
 
