@@ -56,6 +56,8 @@ CLI_RPATH   ?= -Wl,-rpath,$(LIBDIR)
 CC          ?= cc
 CFLAGS      ?= -O2 -g
 WARN        := -Wall -Wextra -std=c11
+# The system libraries behind Sources/CCodecs (Package.swift's codecLibraries says the same).
+CODEC_LIBS  := -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2
 # Swift 6.3 from PATH, else where the toolchain lives on our machines.
 SWIFT       ?= $(or $(shell command -v swift 2>/dev/null),/opt/swift/usr/bin/swift)
 STAGE       := build
@@ -200,9 +202,9 @@ test-codecs: deps
 	@mkdir -p $(STAGE)/tests
 	python3 scripts/gen-conformance.py $(GEN_CONFORMANCE)
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/conformance.c Sources/CCodecs/*.c \
-	  -o $(STAGE)/tests/conformance -ljpeg -lpng
+	  -o $(STAGE)/tests/conformance $(CODEC_LIBS)
 	$(CC) -O2 $(WARN) -pthread -ISources/CCodecs/include -ISources/CCodecs Tests/codecs/api_edges.c \
-	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges -ljpeg -lpng
+	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
 	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) $(CORPUS)
 	$(STAGE)/tests/codec-edges
 
@@ -375,7 +377,7 @@ CORPUS ?= ../shared/corpus
 fuzz-smoke:
 	@mkdir -p $(STAGE)/tests
 	$(CC) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -ISources/CCodecs/include \
-	  Tests/codecs/mutation_smoke.c Sources/CCodecs/*.c -o $(STAGE)/tests/mutation-smoke -ljpeg -lpng
+	  Tests/codecs/mutation_smoke.c Sources/CCodecs/*.c -o $(STAGE)/tests/mutation-smoke $(CODEC_LIBS)
 	find $(CORPUS) -name '*.png' -o -name '*.jp*g' | $(STAGE)/tests/mutation-smoke $(FUZZ_MUTATIONS)
 
 # Coverage-guided fuzzing with libFuzzer + AddressSanitizer, FUZZ_SECONDS per target on one

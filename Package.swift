@@ -1,9 +1,12 @@
 // swift-tools-version:6.2
 // pixload: one dynamic library product, no Swift package dependencies; only system
-// libraries (libcurl, libjpeg-turbo, libpng). The shipped build's link flags (static
+// libraries (libcurl and the codec libraries below). The shipped build's link flags (static
 // Swift runtime, SONAME, version script) live in the Makefile, which builds it in its
 // own scratch folder so that `swift test` never shares a build folder with it.
 import PackageDescription
+
+// The system libraries behind the CCodecs shims (the Makefile's CODEC_LIBS says the same).
+let codecLibraries = ["jpeg", "png16", "webp", "webpdemux", "gif", "avif", "lcms2"]
 
 let package = Package(
   name: "pixload",
@@ -16,9 +19,10 @@ let package = Package(
     .target(name: "CPixload", path: "include", publicHeadersPath: "."),
     // libcurl, plus non-variadic wrappers (Swift cannot call curl_easy_setopt's `...`).
     .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
-    // libjpeg-turbo and libpng behind C functions that setjmp and return a status, so
-    // their error longjmp never crosses a Swift frame.
-    .target(name: "CCodecs", linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
+    // libjpeg-turbo, libpng, libwebp, giflib, libavif and lcms2 behind C functions that
+    // return a status, so no library's error path (libjpeg's and libpng's longjmp) ever
+    // crosses a Swift frame.
+    .target(name: "CCodecs", linkerSettings: codecLibraries.map { .linkedLibrary($0) }),
     // The idiomatic Swift core: loading pipeline, network, decoding, caches. No C-API types.
     // Linux calls Swift's Glibc module does not expose (they need _GNU_SOURCE).
     .target(name: "CSupport"),
@@ -43,7 +47,7 @@ let package = Package(
     .target(name: "FuzzDriver", path: "Tests/fuzz/driver"),
     // `make bench-decode`: ImageDecoder against libjpeg-turbo/libpng called directly from C.
     .target(name: "BenchDirect", path: "bench/direct",
-            linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
+            linkerSettings: codecLibraries.map { .linkedLibrary($0) }),
     .executableTarget(name: "pixload-bench-decode", dependencies: ["PixloadCore", "BenchDirect"],
                       path: "bench/decode"),
   ],

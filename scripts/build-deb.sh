@@ -146,7 +146,7 @@ control libpixload0 libs same "$lib_depends" \
 .
 This package contains the shared library."
 control libpixload-dev libdevel same \
-  "libpixload0 (= $version), libcurl4-openssl-dev | libcurl-dev, libjpeg-dev, libpng-dev" \
+  "libpixload0 (= $version), libcurl4-openssl-dev | libcurl-dev, libjpeg-dev, libpng-dev, libwebp-dev, libgif-dev, libavif-dev, liblcms2-dev" \
   "asynchronous image loading and caching - development files" \
   "$about
 .

@@ -2,7 +2,7 @@
 # scripts/check-build-deps.sh [SWIFT]
 #
 # What `make`, `make lib` and `make install` need, checked without installing anything:
-# a C compiler, pkg-config, libcurl, libjpeg and libpng (through pkg-config, so
+# a C compiler, pkg-config, libcurl, libjpeg, libpng, libwebp, giflib, libavif and lcms2 (through pkg-config, so
 # PKG_CONFIG_LIBDIR and PKG_CONFIG_PATH apply), and the Swift toolchain (SWIFT, default
 # swift from PATH). Silent when all are there; otherwise one line naming the Debian
 # packages to install, and exit status 1. scripts/deps.sh is what installs them
@@ -14,12 +14,15 @@ missing=()
 command -v "${CC:-cc}" >/dev/null 2>&1 || missing+=(gcc)
 if command -v pkg-config >/dev/null 2>&1; then
   # module name, Debian package (the same as scripts/deps.sh installs)
-  for pair in libcurl:libcurl4-openssl-dev libjpeg:libjpeg62-turbo-dev libpng:libpng-dev; do
+  for pair in libcurl:libcurl4-openssl-dev libjpeg:libjpeg62-turbo-dev libpng:libpng-dev \
+      libwebp:libwebp-dev libwebpdemux:libwebp-dev libavif:libavif-dev lcms2:liblcms2-dev; do
     pkg-config --exists "${pair%%:*}" || missing+=("${pair#*:}")
   done
 else
-  missing+=(pkg-config libcurl4-openssl-dev libjpeg62-turbo-dev libpng-dev)
+  missing+=(pkg-config libcurl4-openssl-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libavif-dev liblcms2-dev)
 fi
+# giflib ships no pkg-config file in Debian 12: look for its header.
+echo '#include <gif_lib.h>' | "${CC:-cc}" -E -x c - >/dev/null 2>&1 || missing+=(libgif-dev)
 
 # Not a Debian package: the toolchain comes from swift.org.
 swift_note=""

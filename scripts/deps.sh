@@ -25,6 +25,10 @@ APT_PKGS=(
   libcurl4-openssl-dev     # pixload's network layer
   libjpeg62-turbo-dev      # JPEG decoding
   libpng-dev               # PNG decoding
+  libwebp-dev              # WebP decoding (decode, demux, animation)
+  libgif-dev               # GIF decoding
+  libavif-dev              # AVIF decoding (libavif with dav1d/aom, as Debian builds it)
+  liblcms2-dev             # colour management: embedded profiles to sRGB
   libjpeg-turbo-progs      # cjpeg/djpeg: make test-codecs generates JPEG fixtures and their
                            # expected pixels with them (scripts/gen-conformance.py)
   pkg-config               # locating the three libraries above
@@ -53,6 +57,10 @@ if [ "$mode" = test ]; then
     man-db                 # scripts/check-dist.sh renders the installed man page (man -l)
     dpkg-dev               # make deb: dpkg-shlibdeps computes the packages' dependencies
     lintian                # make deb: checks the three packages, its tags are printed
+    webp                   # cwebp/dwebp/img2webp/gif2webp: WebP fixtures and reference pixels
+    libavif-bin            # avifenc/avifdec: AVIF fixtures and reference pixels
+    giflib-tools           # GIF fixtures (gifbuild) and giflib's own view of them
+    imagemagick            # GIF fixtures: animations with each disposal method
   )
 fi
 

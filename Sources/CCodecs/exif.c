@@ -1,5 +1,6 @@
 /*
- * EXIF orientation, shared by the JPEG (APP1) and PNG (eXIf) paths.
+ * What the format shims share: EXIF orientation (JPEG APP1, PNG eXIf, WebP EXIF), the
+ * message helper, and pxl_codec_color_free.
  *
  * Only IFD0's Orientation tag (0x0112) matters to us, so this is a bounds-checked
  * walk of one IFD rather than a TIFF parser: every offset comes from the file and is
@@ -9,6 +10,9 @@
 #include "pxl_exif.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "pxl_codecs.h"
 
 static uint32_t rd16(const uint8_t *p, int big_endian) {
   return big_endian ? (uint32_t)p[0] << 8 | p[1] : (uint32_t)p[1] << 8 | p[0];
@@ -55,4 +59,11 @@ void pxl_set_message(char *dst, size_t cap, const char *prefix, const char *text
    * interpreted as a format. */
   if (text == NULL || text[0] == '\0') dst[0] = '\0';
   else snprintf(dst, cap, "%s: %s", prefix, text);
+}
+
+void pxl_codec_color_free(pxl_codec_color *color) {
+  if (color == NULL) return;
+  free(color->icc);
+  color->icc = NULL;
+  color->icc_size = 0;
 }

@@ -379,7 +379,7 @@ pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_
     pxl_set_message(message, message_cap, "JPEG", "out of memory");
     return PXL_CODEC_NO_MEMORY;
   }
-  pxl_codec_info tmp = {0, 0, 0, 1};
+  pxl_codec_info tmp = {0, 0, 0, 1, 1, 0};
   static const uint8_t empty[1] = {0};
   job->data = data ? data : empty;
   job->size = size;

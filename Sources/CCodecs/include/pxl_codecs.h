@@ -73,6 +73,8 @@ typedef struct pxl_codec_info {
   int32_t width, height;     /* declared, as stored (before orientation) */
   int32_t has_alpha;         /* 1 if pixels may have alpha < 255 (PNG alpha channel or tRNS) */
   int32_t orientation;       /* EXIF orientation 1..8 from JPEG APP1 "Exif\0\0" or PNG eXIf; 1 if absent or invalid */
+  int32_t frame_count;       /* frames of an animation (WebP ANIM, GIF, AVIF image sequence); 1 for a still image */
+  int32_t loop_count;        /* how often an animation plays: 0 = forever (also for stills) */
 } pxl_codec_info;
 
 typedef struct pxl_codec_output {
@@ -187,6 +189,54 @@ typedef int (*pxl_codec_region_row_fn)(void *user, int32_t y, int32_t x0, const 
 pxl_codec_status pxl_jpeg_decode_region(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
                                         uint64_t max_pixels, int32_t x, int32_t y, int32_t width, int32_t height,
                                         pxl_codec_region_row_fn row_fn, void *user, pxl_codec_output *out);
+
+/*
+ * WebP (webp_shim.c, libwebp), GIF (gif_shim.c, giflib) and AVIF (avif_shim.c, libavif).
+ * Every format X below provides the same functions, under the contract at the top of this
+ * file (no library error path crosses into Swift; limits checked on the declared size
+ * before any pixel buffer exists; straight alpha; never reads outside the buffer):
+ *
+ *   pxl_codec_status pxl_X_read_info(data, size, pxl_codec_info *info, char *message, size_t cap);
+ *       The canvas size, has_alpha, orientation (AVIF irot/imir as the equivalent EXIF
+ *       1..8; WebP's EXIF chunk; 1 otherwise), frame_count and loop_count.
+ *   pxl_codec_status pxl_X_decode(data, size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out);
+ *       The first frame, composited on the full canvas (disposal and blending applied, as
+ *       the reference decoder shows it), into the layout, as pxl_png_decode.
+ *   pxl_codec_status pxl_X_decode_rows(data, size, int32_t layout, uint64_t max_pixels,
+ *                                      pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out);
+ *       The first frame's rows, in order, to row_fn (a thumbnail goes through the area
+ *       resampler as PNG's does), as pxl_png_decode_rows.
+ *   pxl_codec_status pxl_X_decode_frames(data, size, uint64_t max_pixels,
+ *                                        pxl_codec_frame_fn frame_fn, void *user, pxl_codec_output *out);
+ *       Every frame of an animation in order (a still image: one frame), each composited
+ *       on the canvas as RGBA, straight alpha. frame_fn returning non-zero stops the
+ *       decode, which then succeeds with the frames given so far (the caller's memory
+ *       bound). out describes the canvas; out->pixels stays NULL.
+ *   pxl_codec_status pxl_X_color(data, size, pxl_codec_color *color);
+ *       The colour information the file carries (see pxl_codec_color), for colour
+ *       management; PXL_CODEC_OK with nothing set when it carries none.
+ * JPEG and PNG provide pxl_jpeg_color and pxl_png_color too.
+ */
+
+/* Receives one composited frame: canvas width x height RGBA (stride bytes per row), valid
+ * only during the call; duration in milliseconds as the file says it (0 allowed). */
+typedef int (*pxl_codec_frame_fn)(void *user, int32_t index, const uint8_t *rgba, int32_t stride,
+                                  int32_t duration_ms);
+
+/* The colour information of a file. icc is malloc'd (free with pxl_codec_color_free). */
+typedef struct pxl_codec_color {
+  uint8_t *icc;              /* embedded ICC profile (JPEG APP2 chunks joined in order, PNG iCCP inflated,
+                                WebP ICCP, AVIF colr 'prof'), or NULL */
+  size_t icc_size;
+  int32_t srgb;              /* 1: the file says sRGB outright (PNG sRGB chunk, nclx primaries 1 + transfer 13) */
+  int32_t has_chrm;          /* PNG cHRM: chrm = white x, y, red x, y, green x, y, blue x, y in 1/100000 */
+  int32_t chrm[8];
+  int32_t gamma;             /* PNG gAMA in 1/100000 (45455 for sRGB-like); 0 if absent */
+  int32_t cicp_primaries;    /* AVIF nclx (ITU-T H.273) colour primaries, transfer, matrix; 0 when absent */
+  int32_t cicp_transfer;
+  int32_t cicp_matrix;
+} pxl_codec_color;
+void pxl_codec_color_free(pxl_codec_color *color);
 
 /*
  * Area resampling: each output pixel is the coverage-weighted mean of the source pixels
