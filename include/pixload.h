@@ -146,7 +146,7 @@ typedef enum pxl_status {
   PXL_E_TIMEOUT = 7,             /*  7: connect, total or stalled-transfer timeout */
   PXL_E_HTTP = 8,                /*  8: the server answered with a non-2xx status (see http_status) */
   PXL_E_BODY_TOO_LARGE = 9,      /*  9: the body exceeds max_body_bytes */
-  PXL_E_NOT_AN_IMAGE = 10,       /* 10: the body is neither JPEG nor PNG (by its magic bytes) */
+  PXL_E_NOT_AN_IMAGE = 10,       /* 10: the body is no format pixload decodes (by its magic bytes) */
   PXL_E_CORRUPT_IMAGE = 11,      /* 11: the decoder could not decode the image */
   PXL_E_TOO_MANY_PIXELS = 12,    /* 12: declared width x height exceeds max_pixels */
   PXL_E_CANCELLED = 13,          /* 13: pxl_cancel, or the queue or loader was freed */

@@ -58,7 +58,7 @@ extension ImageDecoding {
 public struct ImageDecoder: ImageDecoding {
   public init() {}
 
-  public enum Kind { case jpeg, png }
+  public enum Kind: CaseIterable { case jpeg, png }
 
   /// The format by magic bytes, or nil.
   public static func sniff(_ data: [UInt8]) -> Kind? {
@@ -66,6 +66,33 @@ public struct ImageDecoder: ImageDecoding {
     let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
     if data.count >= 8 && data[0..<8].elementsEqual(png) { return .png }
     return nil
+  }
+
+  /// How one format's shim is called. JPEG has DCT scaling and region decodes of its own
+  /// (`decode(_:kind:...)` below); every other format decodes whole into a layout, or row
+  /// by row into the resampler for a thumbnail (pxl_codecs.h: the per-format functions).
+  struct Codec {
+    typealias ReadInfo = (UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<pxl_codec_info>?,
+                          UnsafeMutablePointer<CChar>?, Int) -> pxl_codec_status
+    typealias Decode = (UnsafePointer<UInt8>?, Int, Int32, UInt64, UnsafeMutablePointer<pxl_codec_output>?)
+      -> pxl_codec_status
+    typealias DecodeRows = (UnsafePointer<UInt8>?, Int, Int32, UInt64, pxl_codec_row_fn?, UnsafeMutableRawPointer?,
+                            UnsafeMutablePointer<pxl_codec_output>?) -> pxl_codec_status
+    let name: String
+    let readInfo: ReadInfo
+    let decode: Decode
+    let decodeRows: DecodeRows
+  }
+
+  static func codec(_ kind: Kind) -> Codec {
+    switch kind {
+    case .jpeg:
+      return Codec(name: "JPEG", readInfo: pxl_jpeg_read_info,
+                   decode: { pxl_jpeg_decode($0, $1, $2, 1, $3, $4) },
+                   decodeRows: { pxl_jpeg_decode_rows($0, $1, $2, 1, $3, $4, $5, $6) })
+    case .png:
+      return Codec(name: "PNG", readInfo: pxl_png_read_info, decode: pxl_png_decode, decodeRows: pxl_png_decode_rows)
+    }
   }
 
   public func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
@@ -82,9 +109,8 @@ public struct ImageDecoder: ImageDecoding {
     let base = bytes.baseAddress!
     var info = pxl_codec_info()
     var message = [CChar](repeating: 0, count: 256)
-    let infoStatus = kind == .jpeg
-      ? pxl_jpeg_read_info(base, bytes.count, &info, &message, message.count)
-      : pxl_png_read_info(base, bytes.count, &info, &message, message.count)
+    let codec = Self.codec(kind)
+    let infoStatus = codec.readInfo(base, bytes.count, &info, &message, message.count)
     if infoStatus != PXL_CODEC_OK {
       return .failure(Self.error(infoStatus, kind: kind, message: String(cString: message)))
     }
@@ -119,7 +145,7 @@ public struct ImageDecoder: ImageDecoding {
       decodeStatus = pxl_jpeg_decode(base, bytes.count, Int32(layout.rawValue), Int32(plan.dctScaleDenominator),
                                      maxPixels, &output)
     } else {
-      decodeStatus = pxl_png_decode(base, bytes.count, Int32(layout.rawValue), maxPixels, &output)
+      decodeStatus = codec.decode(base, bytes.count, Int32(layout.rawValue), maxPixels, &output)
     }
     if decodeStatus != PXL_CODEC_OK {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
@@ -163,7 +189,7 @@ public struct ImageDecoder: ImageDecoding {
                                maxPixels: UInt64) -> Result<Image, LoadError> {
     let channels = format.bytesPerPixel
     // Averaged in premultiplied space so transparent pixels do not darken their neighbours.
-    let hasAlpha = kind == .png && channels == 4 && info.has_alpha != 0
+    let hasAlpha = kind != .jpeg && channels == 4 && info.has_alpha != 0
     guard let resampler = AreaResampler(sourceWidth: decodedWidth, sourceHeight: decodedHeight, channels: channels,
                                         crop: crop, outputWidth: plan.storedOutputWidth,
                                         outputHeight: plan.storedOutputHeight, premultiply: hasAlpha) else {
@@ -179,8 +205,8 @@ public struct ImageDecoder: ImageDecoding {
                                       region.x, region.y, region.width, region.height,
                                       AreaResampler.regionRowFunction, resampler.context, &output)
       }
-      return pxl_png_decode_rows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), maxPixels,
-                                 AreaResampler.rowFunction, resampler.context, &output)
+      return Self.codec(kind).decodeRows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), maxPixels,
+                                         AreaResampler.rowFunction, resampler.context, &output)
     }
     if status != PXL_CODEC_OK {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
@@ -207,7 +233,7 @@ public struct ImageDecoder: ImageDecoding {
   }
 
   private static func error(_ status: pxl_codec_status, kind: Kind, message: String) -> LoadError {
-    let name = kind == .jpeg ? "JPEG" : "PNG"
+    let name = codec(kind).name
     let detail = message.isEmpty ? "" : ": \(message)"
     switch status {
     case PXL_CODEC_TOO_MANY_PIXELS: return LoadError(.tooManyPixels, "\(name) too large\(detail)")
@@ -221,6 +247,7 @@ public struct ImageDecoder: ImageDecoding {
   static func describeNonImage(_ data: [UInt8]) -> String {
     if data.isEmpty { return "empty body is not an image" }
     let head = data.prefix(32).map { (0x20..<0x7F).contains($0) ? Character(UnicodeScalar($0)) : "." }
-    return "body is neither JPEG nor PNG (\(data.count) bytes, starts with \"\(String(head))\")"
+    let formats = Kind.allCases.map { codec($0).name }.joined(separator: ", ")
+    return "body is none of \(formats) (\(data.count) bytes, starts with \"\(String(head))\")"
   }
 }
