@@ -200,12 +200,12 @@ test-tsan:
 GEN_CONFORMANCE := $(STAGE)/conformance-gen
 test-codecs: deps
 	@mkdir -p $(STAGE)/tests
-	python3 scripts/gen-conformance.py $(GEN_CONFORMANCE)
+	for gen in scripts/gen-conformance*.py; do python3 $$gen $(GEN_CONFORMANCE) || exit 1; done
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/conformance.c Sources/CCodecs/*.c \
 	  -o $(STAGE)/tests/conformance $(CODEC_LIBS)
 	$(CC) -O2 $(WARN) -pthread -ISources/CCodecs/include -ISources/CCodecs Tests/codecs/api_edges.c \
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
-	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) $(CORPUS)
+	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) -f Tests/fixtures $(CORPUS)
 	$(STAGE)/tests/codec-edges
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`

@@ -4,13 +4,16 @@
  * Build and run from the repository root:
  */
 // gcc -O2 -I Sources/CCodecs/include Tests/codecs/conformance.c Sources/CCodecs/*.c -ljpeg -lpng -o /tmp/conformance
-// /tmp/conformance [-v] [-g generated_root] [corpus_root] [set ...]
+// /tmp/conformance [-v] [-g generated_root] [-f fixtures_root] [corpus_root] [set ...]
 /*
  * Two kinds of sets, same manifest format and same checks:
- *  - generated (-g): generated_root/generated/manifest.tsv, made at test time by
- *    scripts/gen-conformance.py (`make test-codecs` does both), whose expected pixels
- *    come from reference decoders run on the fixtures just made (djpeg, Pillow). Named
- *    but missing is a failure: the generator should have made it.
+ *  - generated (-g): every generated_root subdirectory named generated... with a
+ *    manifest.tsv, made at test time by the scripts/gen-conformance... scripts (`make
+ *    test-codecs` runs them all, then this), whose expected pixels come from reference
+ *    decoders run on the fixtures just made (djpeg, Pillow, dwebp, ...).
+ *    Named but missing is a failure: the generators should have made them.
+ *  - fixtures (-f): every set under fixtures_root (Tests/fixtures: small selections of
+ *    public conformance suites kept in the repository, with their licences).
  *  - corpus: corpus_root defaults to ../shared/corpus, i.e. /work/shared/corpus when run
  *    from the repository root; if it is absent its sets are skipped, saying so. Without
  *    set names, every subdirectory holding a manifest.tsv is tested, in name order.
@@ -552,25 +555,57 @@ static void summarise(char *sum, size_t cap, const char *name, const totals *bef
   else snprintf(sum + len, cap - len, "%s%s %d ok", len ? ", " : "", name, ok);
 }
 
+/* Runs every subdirectory of root holding a manifest.tsv whose name starts with prefix
+ * ("" for all), in name order; appends "name N ok" per set to sum. Returns the set count. */
+static int run_sets(const char *root, const char *prefix, totals *t, char *sum, size_t cap) {
+  DIR *dir = opendir(root);
+  char *sets[256];
+  int ns = 0;
+  struct dirent *de;
+  struct stat st;
+  while (dir && (de = readdir(dir)) != NULL && ns < 256) {
+    char p[4096];
+    if (de->d_name[0] == '.' || strncmp(de->d_name, prefix, strlen(prefix)) != 0) continue;
+    snprintf(p, sizeof p, "%s/%s/manifest.tsv", root, de->d_name);
+    if (stat(p, &st) == 0) sets[ns++] = strdup(de->d_name);
+  }
+  if (dir) closedir(dir);
+  qsort(sets, (size_t)ns, sizeof *sets, cmp_str);
+  for (int i = 0; i < ns; i++) {
+    totals before = *t;
+    run_set(root, sets[i], t);
+    summarise(sum, cap, sets[i], &before, t);
+    free(sets[i]);
+  }
+  return ns;
+}
+
 int main(int argc, char **argv) {
   const char *args[256];
-  const char *generated = NULL;
+  const char *generated = NULL, *fixtures = NULL;
   int nargs = 0;
   for (int i = 1; i < argc && nargs < 256; i++) {
     if (strcmp(argv[i], "-v") == 0) verbose = 1;
     else if (strcmp(argv[i], "-g") == 0 && i + 1 < argc) generated = argv[++i];
+    else if (strcmp(argv[i], "-f") == 0 && i + 1 < argc) fixtures = argv[++i];
     else args[nargs++] = argv[i];
   }
   totals t = {0, 0, 0}, before;
-  char gen_sum[256] = "", corpus_sum[2048] = "";
+  char gen_sum[1024] = "", fix_sum[1024] = "", corpus_sum[2048] = "";
 
+  /* Generated sets: generated_root/generated* (one per generator script). Named but
+   * missing is a failure: the generators should have made them. */
   if (generated) {
-    before = t;
-    run_set(generated, "generated", &t);
-    summarise(gen_sum, sizeof gen_sum, "generated", &before, &t);
+    if (run_sets(generated, "generated", &t, gen_sum, sizeof gen_sum) == 0) {
+      printf("FAIL: no generated set under %s\n", generated);
+      t.failed++;
+    }
   } else {
     snprintf(gen_sum, sizeof gen_sum, "generated: skipped (no -g; make test-codecs generates it)");
   }
+  /* Sets kept in the repository (Tests/fixtures: selections of public conformance suites). */
+  if (fixtures && run_sets(fixtures, "", &t, fix_sum, sizeof fix_sum) == 0)
+    snprintf(fix_sum, sizeof fix_sum, "fixtures: none in %s", fixtures);
 
   const char *root = nargs > 0 ? args[0] : "../shared/corpus";
   struct stat st;
@@ -583,27 +618,8 @@ int main(int argc, char **argv) {
       run_set(root, args[i], &t);
       summarise(corpus_sum, sizeof corpus_sum, args[i], &before, &t);
     }
-  } else {
-    /* Every subdirectory with a manifest.tsv is a set; sorted for stable output. */
-    DIR *dir = opendir(root);
-    char *sets[256];
-    int ns = 0;
-    struct dirent *de;
-    while (dir && (de = readdir(dir)) != NULL && ns < 256) {
-      char p[4096];
-      if (de->d_name[0] == '.') continue;
-      snprintf(p, sizeof p, "%s/%s/manifest.tsv", root, de->d_name);
-      if (stat(p, &st) == 0) sets[ns++] = strdup(de->d_name);
-    }
-    if (dir) closedir(dir);
-    qsort(sets, (size_t)ns, sizeof *sets, cmp_str);
-    for (int i = 0; i < ns; i++) {
-      before = t;
-      run_set(root, sets[i], &t);
-      summarise(corpus_sum, sizeof corpus_sum, sets[i], &before, &t);
-      free(sets[i]);
-    }
-    if (ns == 0) snprintf(corpus_sum, sizeof corpus_sum, "corpus: skipped (no set in %s)", root);
+  } else if (run_sets(root, "", &t, corpus_sum, sizeof corpus_sum) == 0) {
+    snprintf(corpus_sum, sizeof corpus_sum, "corpus: skipped (no set in %s)", root);
   }
   printf("first-scan thumbnails: %d progressive JPEGs decoded at 1/8 from their DC scans alone (%d of them as a "
          "baseline JPEG of their DC coefficients), %d identical to the full decode in every layout\n",
@@ -615,8 +631,8 @@ int main(int argc, char **argv) {
     printf("FAIL: no generated progressive JPEG took the first-scan path\n");
     t.failed++;
   }
-  if (strncmp(corpus_sum, "corpus:", 7) == 0) printf("conformance: %s; %s\n", gen_sum, corpus_sum);
-  else printf("conformance: %s; corpus %s\n", gen_sum, corpus_sum);
+  printf("conformance: %s%s%s; %s%s\n", gen_sum, fix_sum[0] ? "; " : "", fix_sum,
+         strncmp(corpus_sum, "corpus:", 7) == 0 ? "" : "corpus ", corpus_sum);
   printf("%d passed, %d failed\n", t.passed, t.failed);
   return t.failed == 0 ? 0 : 1;
 }
