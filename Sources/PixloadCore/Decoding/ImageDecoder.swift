@@ -78,10 +78,14 @@ public struct ImageDecoder: ImageDecoding {
       -> pxl_codec_status
     typealias DecodeRows = (UnsafePointer<UInt8>?, Int, Int32, UInt64, pxl_codec_row_fn?, UnsafeMutableRawPointer?,
                             UnsafeMutablePointer<pxl_codec_output>?) -> pxl_codec_status
+    typealias DecodeFrames = (UnsafePointer<UInt8>?, Int, UInt64, pxl_codec_frame_fn?, UnsafeMutableRawPointer?,
+                              UnsafeMutablePointer<pxl_codec_output>?) -> pxl_codec_status
     let name: String
     let readInfo: ReadInfo
     let decode: Decode
     let decodeRows: DecodeRows
+    /// Every composited frame of an animation; nil for formats that have none.
+    var decodeFrames: DecodeFrames? = nil
   }
 
   static func codec(_ kind: Kind) -> Codec {
