@@ -57,7 +57,7 @@ CC          ?= cc
 CFLAGS      ?= -O2 -g
 WARN        := -Wall -Wextra -std=c11
 # The system libraries behind Sources/CCodecs (Package.swift's codecLibraries says the same).
-CODEC_LIBS  := -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2
+CODEC_LIBS  := -ljpeg -lpng -ldeflate -lz -lwebp -lwebpdemux -lgif -lavif -llcms2
 # Swift 6.3 from PATH, else where the toolchain lives on our machines.
 SWIFT       ?= $(or $(shell command -v swift 2>/dev/null),/opt/swift/usr/bin/swift)
 STAGE       := build

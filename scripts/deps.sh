@@ -25,6 +25,7 @@ APT_PKGS=(
   libcurl4-openssl-dev     # pixload's network layer
   libjpeg62-turbo-dev      # JPEG decoding
   libpng-dev               # PNG decoding
+  libdeflate-dev           # PNG image data: whole-buffer inflate, ~2x zlib (png_fast.c)
   libwebp-dev              # WebP decoding (decode, demux, animation)
   libgif-dev               # GIF decoding
   libavif-dev              # AVIF decoding (libavif with dav1d/aom, as Debian builds it)

@@ -13,6 +13,7 @@
  */
 #include "pxl_codecs.h"
 #include "pxl_exif.h"
+#include "pxl_png_fast.h"
 
 #include <setjmp.h>
 #include <stdio.h>
@@ -40,6 +41,8 @@ typedef struct png_job {
   uint8_t *pixels;  /* owned until handed to out on success */
   png_bytep *rows;
   pxl_codec_row_fn row_fn;  /* rows mode: hand rows over instead of keeping a bitmap */
+  int no_fast_path;         /* PXL_PNG_LIBPNG_ONLY: every file through libpng (tests compare) */
+  int fast_path_only;       /* PXL_PNG_FAST_PATH_ONLY: fail where png_fast.c does not apply */
   void *row_user;
   int32_t warnings;
   char fatal[256];
@@ -214,6 +217,24 @@ static pxl_codec_status png_run(png_job *job) {
   }
 
   int32_t channels = layout_channels(job->layout);
+  if (depth == 8 && interlace == PNG_INTERLACE_NONE && ctype != PNG_COLOR_TYPE_PALETTE &&
+      png_get_valid(png, info, PNG_INFO_tRNS) == 0 && channels > 0 && !job->no_fast_path) {
+    /* The clean common case: the image data without libpng's rows (png_fast.c); libpng
+     * keeps everything else, and this file if it is anything but clean. */
+    pxl_png_fast_result fast = pxl_png_fast_image_data(job->data, job->size, job->pos, w, h, ctype, job->layout, channels,
+                                                       job->row_fn, job->row_user, &job->pixels, job->shim_error,
+                                                       sizeof job->shim_error);
+    if (fast != PXL_PNG_FAST_NOT_HANDLED) {
+      if (fast == PXL_PNG_FAST_NO_MEMORY) return PXL_CODEC_NO_MEMORY;
+      if (fast == PXL_PNG_FAST_STOPPED) return PXL_CODEC_CORRUPT;
+      set_output(job, w, h, channels, has_alpha);
+      return PXL_CODEC_OK;
+    }
+  }
+  if (job->fast_path_only) {
+    snprintf(job->shim_error, sizeof job->shim_error, "not a file for the fast path");
+    return PXL_CODEC_UNSUPPORTED;
+  }
   /* GRAY from a colour source: libpng delivers RGB and we apply the BT.601 weights
    * ourselves (see the header for why not png_set_rgb_to_gray_fixed). */
   int gray_from_colour = job->layout == PXL_CODEC_GRAY && (ctype & PNG_COLOR_MASK_COLOR) != 0;
@@ -352,10 +373,16 @@ pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_i
 }
 
 static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
-                                        pxl_codec_row_fn row_fn, void *row_user, pxl_codec_output *out);
+                                        uint32_t options, pxl_codec_row_fn row_fn, void *row_user,
+                                        pxl_codec_output *out);
 
 pxl_codec_status pxl_png_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out) {
-  return png_decode_into(data, size, layout, max_pixels, NULL, NULL, out);
+  return png_decode_into(data, size, layout, max_pixels, 0, NULL, NULL, out);
+}
+
+pxl_codec_status pxl_png_decode_with_options(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                             uint32_t options, pxl_codec_output *out) {
+  return png_decode_into(data, size, layout, max_pixels, options, NULL, NULL, out);
 }
 
 pxl_codec_status pxl_png_decode_rows(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
@@ -367,11 +394,12 @@ pxl_codec_status pxl_png_decode_rows(const uint8_t *data, size_t size, int32_t l
     }
     return PXL_CODEC_UNSUPPORTED;
   }
-  return png_decode_into(data, size, layout, max_pixels, row_fn, user, out);
+  return png_decode_into(data, size, layout, max_pixels, 0, row_fn, user, out);
 }
 
 static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
-                                        pxl_codec_row_fn row_fn, void *row_user, pxl_codec_output *out) {
+                                        uint32_t options, pxl_codec_row_fn row_fn, void *row_user,
+                                        pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
   if (layout_channels(layout) == 0) {
@@ -390,6 +418,8 @@ static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_
   job->out = out;
   job->row_fn = row_fn;
   job->row_user = row_user;
+  job->no_fast_path = (options & PXL_PNG_LIBPNG_ONLY) != 0;
+  job->fast_path_only = (options & PXL_PNG_FAST_PATH_ONLY) != 0;
   pxl_codec_status st = png_do(job, out->message, sizeof out->message);
   if (st == PXL_CODEC_OK) {
     out->pixels = job->pixels;

@@ -154,6 +154,18 @@ pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_i
  * default reader). */
 pxl_codec_status pxl_png_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out);
 
+/* pxl_png_decode with options. The image data of a clean 8-bit, non-interlaced PNG
+ * without tRNS or palette (IDATs then IEND, nothing odd) is inflated by libdeflate and
+ * unfiltered in SSE2 lanes (png_fast.c), about twice as fast as libpng's rows; every other
+ * file, and any of those with anything unexpected, is libpng's. The pixels are the same.
+ * PXL_PNG_LIBPNG_ONLY decodes every file with libpng; PXL_PNG_FAST_PATH_ONLY fails with
+ * PXL_CODEC_UNSUPPORTED where the fast path does not apply (tests and benchmarks compare
+ * the two). */
+#define PXL_PNG_LIBPNG_ONLY 0x1
+#define PXL_PNG_FAST_PATH_ONLY 0x2
+pxl_codec_status pxl_png_decode_with_options(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                             uint32_t options, pxl_codec_output *out);
+
 /* Receives one decoded row (y from 0 to height - 1, in order), width * channels bytes in
  * the layout, valid only during the call. Returns 0 to go on, non-zero to stop the decode
  * (which then fails as PXL_CODEC_CORRUPT, "stopped by the caller"). */
