@@ -196,7 +196,9 @@ test-tsan:
 
 # Decoder conformance: fixtures generated now by cjpeg and our PNG writer, expected pixels
 # from djpeg and Pillow (scripts/gen-conformance.py), so a fresh clone has a conformance
-# set; then ../shared/corpus where present (skipped, saying so, where absent).
+# set; then ../shared/corpus where present (skipped, saying so, where absent). Then colour
+# management (Tests/codecs/color_test.c) against Pillow ImageCms on P3 / Adobe RGB / gray /
+# cHRM-tagged files made now (scripts/gen-color-fixtures.py).
 GEN_CONFORMANCE := $(STAGE)/conformance-gen
 test-codecs: deps
 	@mkdir -p $(STAGE)/tests
@@ -207,6 +209,10 @@ test-codecs: deps
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
 	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) -f Tests/fixtures $(CORPUS)
 	$(STAGE)/tests/codec-edges
+	python3 scripts/gen-color-fixtures.py $(STAGE)/color-fixtures
+	$(CC) -O2 $(WARN) -pthread -ISources/CCodecs/include Tests/codecs/color_test.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/tests/color $(CODEC_LIBS)
+	$(STAGE)/tests/color $(STAGE)/color-fixtures
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
 # equal the manifests' for every row of pngsuite and jpeg-conformance.

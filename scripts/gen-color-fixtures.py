@@ -211,6 +211,8 @@ def main():
         (b"gAMA", struct.pack(">I", 45455)),
         (b"cHRM", b"".join(struct.pack(">II", round(x * 100000), round(y * 100000)) for x, y in srgb_chrm))]))
     rows.append(("srgb-chrm-gama.png", "same", "rgba", "-", "gAMA 45455 + sRGB's cHRM: taken as sRGB (pxl_codecs.h)"))
+    write("gama-only.png", png_with_chunks(rgb, [(b"gAMA", struct.pack(">I", 100000))]))
+    rows.append(("gama-only.png", "same", "rgba", "-", "gAMA 1.0 alone is ignored (pxl_codecs.h)"))
     # A broken profile: decodes, unconverted, with a message.
     broken = bytearray(prof["p3"])
     broken[36:40] = b"XXXX"  # the 'acsp' signature

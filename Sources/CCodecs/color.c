@@ -120,7 +120,10 @@ static int source_key(const pxl_codec_color *c, uint8_t **key, size_t *size, con
     k.kind = 'N';
     k.numbers[0] = p;
     k.numbers[1] = t;
-  } else if (c->has_chrm || c->gamma > 0) {
+  } else if (c->has_chrm) {
+    /* gAMA alone is not used: PngSuite's and many tools' files carry gAMA 1.0 or 1/2.2 by
+     * habit, not as a description of their pixels, and browsers disagree about it. cHRM
+     * says the writer meant colour. */
     /* gAMA 45455 (1/2.2) with sRGB's cHRM or none is what libpng and most encoders write
      * for an sRGB image (the PNG spec asks writers of sRGB to add both for old readers):
      * taken as sRGB, so it costs nothing and looks like the untagged file. */
@@ -588,10 +591,12 @@ int pxl_color_transform_apply(pxl_color_transform *t, uint8_t *pixels, int32_t w
 
 int pxl_color_transform_apply_gray(pxl_color_transform *t, uint8_t *rgb, int32_t width, int32_t height, uint8_t *gray,
                                    char *message, size_t cap) {
-  if (!pxl_color_transform_apply(t, rgb, width, height, width * 3, PXL_CODEC_RGB, 0, message, cap)) return 0;
+  /* Luma of the unconverted pixels if the conversion fails: the caller gets GRAY anyway. */
+  int ok = pxl_color_transform_apply(t, rgb, width, height, width * 3, PXL_CODEC_RGB, 0, message, cap);
+  if (gray == NULL) return 0;
   size_t n = (size_t)width * (size_t)height;
   /* libjpeg's BT.601 integer luma, as the shims' GRAY layout (pxl_codecs.h). */
   for (size_t i = 0; i < n; i++)
     gray[i] = (uint8_t)((19595u * rgb[3 * i] + 38470u * rgb[3 * i + 1] + 7471u * rgb[3 * i + 2] + 32768u) >> 16);
-  return 1;
+  return ok;
 }

@@ -228,7 +228,10 @@ static void test_reuse(const char *dir) {
    * for whoever holds them, and come back rebuilt. */
   pxl_color_transform *held = pxl_color_transform_get(&a, NULL, 0);
   for (int g = 0; g < 40; g++) {
+    static const int32_t srgb_chrm[8] = {31270, 32900, 64000, 33000, 30000, 60000, 15000, 6000};
     pxl_codec_color c = {0};
+    c.has_chrm = 1;
+    memcpy(c.chrm, srgb_chrm, sizeof c.chrm);
     c.gamma = 50000 + 1000 * g; /* clear of 45000..46000, taken as sRGB */
     pxl_color_transform *t = pxl_color_transform_get(&c, NULL, 0);
     CHECK(t != NULL, "gAMA %d: no transform", c.gamma);

@@ -252,7 +252,8 @@ pxl_codec_status pxl_png_color(const uint8_t *data, size_t size, pxl_codec_color
  * Colour management (color.c, lcms2): pixels described by a pxl_codec_color to sRGB,
  * relative colorimetric, 8 bits per channel, alpha untouched.
  *  - Which source: the ICC profile if any; else `srgb`; else nclx primaries + transfer;
- *    else PNG cHRM/gAMA (gAMA alone: sRGB primaries; cHRM alone: sRGB curve).
+ *    else PNG cHRM with gAMA (cHRM alone: the sRGB curve; gAMA alone is ignored: PngSuite
+ *    and many tools write it by habit, gAMA 1.0 on sRGB-looking pixels).
  *  - Nothing to do (get returns NULL, message ""): no colour information; sRGB said
  *    outright; nclx 1/13 (2, unspecified, counts as 1 and 13); an ICC profile, or
  *    cHRM/gAMA, whose colorants and curves are within tolerance of sRGB (color.c);
@@ -272,7 +273,8 @@ pxl_codec_status pxl_png_color(const uint8_t *data, size_t size, pxl_codec_color
  * apply converts width x height pixels in place, in the layout (RGBA/BGRA with
  * premultiplied alpha when premultiplied != 0). An RGB profile cannot convert GRAY pixels:
  * decode RGB and use apply_gray, which converts rgb in place and then writes the
- * BT.601 luma of the converted pixels to gray (the GRAY layout's formula). is_gray: a
+ * BT.601 luma of the converted pixels to gray (the GRAY layout's formula; of the
+ * unconverted ones when it fails, so gray is always written). is_gray: a
  * gray profile, which converts every layout (each colour channel alike). Both return 1,
  * or 0 with a message when the transform for that layout cannot be built.
  */
