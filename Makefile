@@ -83,7 +83,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
+  bench-decode bench-color bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
   wheel deb test-wheel test-deb
 
 all: lib cli
@@ -301,6 +301,7 @@ bench:
 	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
 	@$(SUBMAKE) bench-network
 	@$(SUBMAKE) bench-decode
+	@$(SUBMAKE) bench-color
 	@$(SUBMAKE) bench-cancel
 	@$(SUBMAKE) bench-warm
 
@@ -355,6 +356,14 @@ BENCH_DECODE_REPS ?= 5
 bench-decode:
 	@scripts/deps.sh
 	@scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
+
+# The cost of colour management (scripts/bench-color.sh): ImageDecoder's CPU per image on
+# the corpus photographs tagged Display P3 / Adobe RGB against the same files untagged, and
+# a thumbnail converted after resampling against converted row by row before it.
+BENCH_COLOR_REPS ?= 5
+bench-color:
+	@scripts/deps.sh
+	@scripts/bench-color.sh $(STAGE) $(BENCH_COLOR_REPS)
 
 clean:
 	rm -rf $(STAGE) $(DIST) $(RELEASE_SCRATCH) .build .build-tsan .build-asan .build-fuzz .build-bench \
