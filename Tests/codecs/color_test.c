@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <lcms2.h>
+
 #include "pxl_codecs.h"
 
 #define TOLERANCE 2
@@ -388,6 +390,125 @@ static void test_threads(const char *dir) {
   free(jpg);
 }
 
+/* The table-and-matrix path (matrix/TRC sources) against an lcms2 transform of the same
+ * profile, on every 8-bit RGB colour whose channels are multiples of 3 (and 255): within
+ * one level everywhere. */
+static void test_fast_path_matches_lcms(const char *dir) {
+  const char *names[] = {"p3.icc", "adobe.icc", "big.icc"};
+  for (int k = 0; k < 3; k++) {
+    size_t n;
+    uint8_t *icc = read_file(dir, names[k], &n);
+    if (!icc) { CHECK(0, "%s missing", names[k]); continue; }
+    cmsHPROFILE src = cmsOpenProfileFromMem(icc, (cmsUInt32Number)n), srgb = cmsCreate_sRGBProfile();
+    cmsHTRANSFORM x = cmsCreateTransform(src, TYPE_RGB_8, srgb, TYPE_RGB_8, INTENT_RELATIVE_COLORIMETRIC, 0);
+    enum { STEPS = 86 }; /* 0, 3, ..., 252, 255 */
+    size_t count = (size_t)STEPS * STEPS * STEPS;
+    uint8_t *a = malloc(count * 3), *b = malloc(count * 3);
+    size_t i = 0;
+    for (int r = 0; r < STEPS; r++)
+      for (int g = 0; g < STEPS; g++)
+        for (int bl = 0; bl < STEPS; bl++, i++) {
+          a[3 * i] = (uint8_t)(r == STEPS - 1 ? 255 : 3 * r);
+          a[3 * i + 1] = (uint8_t)(g == STEPS - 1 ? 255 : 3 * g);
+          a[3 * i + 2] = (uint8_t)(bl == STEPS - 1 ? 255 : 3 * bl);
+        }
+    memcpy(b, a, count * 3);
+    cmsDoTransform(x, b, b, (cmsUInt32Number)count);
+    pxl_codec_color c = {0};
+    c.icc = icc;
+    c.icc_size = n;
+    pxl_color_transform *t = pxl_color_transform_get(&c, NULL, 0);
+    CHECK(t != NULL, "%s: no transform", names[k]);
+    if (t) pxl_color_transform_apply(t, a, (int32_t)count, 1, (int32_t)count * 3, PXL_CODEC_RGB, 0, NULL, 0);
+    size_t off = 0;
+    for (size_t j = 0; j < count * 3; j++) off += a[j] != b[j];
+    int d = max_diff(a, b, count * 3);
+    printf("  %-16s all colours: max difference to an lcms2 transform %d, %.2f %% of samples off by one\n", names[k],
+           d, 100.0 * off / (count * 3));
+    CHECK(d <= 1, "%s: %d levels from lcms2", names[k], d);
+    pxl_color_transform_release(t);
+    cmsDeleteTransform(x);
+    cmsCloseProfile(src);
+    cmsCloseProfile(srgb);
+    free(a);
+    free(b);
+    free(icc);
+  }
+}
+
+/* Samples the Display P3 -> Lab transform into the CLUT of a LUT-based profile. */
+static int sample_p3(const cmsUInt16Number in[], cmsUInt16Number out[], void *cargo) {
+  cmsDoTransform((cmsHTRANSFORM)cargo, in, out, 1);
+  return 1;
+}
+
+/* A profile with lookup tables (A2B0, a 33-point CLUT sampled from Display P3) goes
+ * through lcms2 transforms, one per layout: exactly lcms2's own result, and close to the
+ * Display P3 matrix conversion it was sampled from. */
+static void test_lut_profile(const char *dir) {
+  size_t n;
+  uint8_t *p3icc = read_file(dir, "p3.icc", &n);
+  if (!p3icc) { CHECK(0, "p3.icc"); return; }
+  cmsHPROFILE p3 = cmsOpenProfileFromMem(p3icc, (cmsUInt32Number)n), lab = cmsCreateLab4Profile(NULL);
+  cmsHTRANSFORM to_lab = cmsCreateTransform(p3, TYPE_RGB_16, lab, TYPE_Lab_16, INTENT_RELATIVE_COLORIMETRIC, 0);
+  cmsPipeline *pipe = cmsPipelineAlloc(NULL, 3, 3);
+  cmsStage *clut = cmsStageAllocCLut16bit(NULL, 33, 3, 3, NULL);
+  cmsStageSampleCLut16bit(clut, sample_p3, to_lab, 0);
+  /* lutAtoBType wants A curves, CLUT, B curves: identity curves around the CLUT. */
+  cmsPipelineInsertStage(pipe, cmsAT_END, cmsStageAllocToneCurves(NULL, 3, NULL));
+  cmsPipelineInsertStage(pipe, cmsAT_END, clut);
+  cmsPipelineInsertStage(pipe, cmsAT_END, cmsStageAllocToneCurves(NULL, 3, NULL));
+  cmsHPROFILE lut = cmsCreateProfilePlaceholder(NULL);
+  cmsSetProfileVersion(lut, 4.3);
+  cmsSetDeviceClass(lut, cmsSigDisplayClass);
+  cmsSetColorSpace(lut, cmsSigRgbData);
+  cmsSetPCS(lut, cmsSigLabData);
+  cmsWriteTag(lut, cmsSigMediaWhitePointTag, cmsD50_XYZ());
+  cmsWriteTag(lut, cmsSigAToB0Tag, pipe);
+  cmsUInt32Number size = 0;
+  CHECK(cmsSaveProfileToMem(lut, NULL, &size) && size > 0, "LUT profile: not saved");
+  uint8_t *bytes = malloc(size ? size : 1);
+  cmsSaveProfileToMem(lut, bytes, &size);
+  pxl_codec_color c = {0};
+  c.icc = bytes;
+  c.icc_size = size;
+  uint64_t before = pxl_color_transforms_built();
+  char why[256];
+  pxl_color_transform *t = pxl_color_transform_get(&c, why, sizeof why);
+  CHECK(t != NULL, "LUT profile: no transform: %s", why);
+  cmsHPROFILE reread = cmsOpenProfileFromMem(bytes, size), srgb = cmsCreate_sRGBProfile();
+  cmsHTRANSFORM direct = cmsCreateTransform(reread, TYPE_RGBA_8, srgb, TYPE_RGBA_8, INTENT_RELATIVE_COLORIMETRIC,
+                                            cmsFLAGS_COPY_ALPHA);
+  cmsHTRANSFORM matrix = cmsCreateTransform(p3, TYPE_RGBA_8, srgb, TYPE_RGBA_8, INTENT_RELATIVE_COLORIMETRIC,
+                                            cmsFLAGS_COPY_ALPHA);
+  CHECK(direct != NULL && matrix != NULL, "LUT profile: lcms2 cannot convert it");
+  if (direct == NULL || matrix == NULL) return;
+  enum { N = 4096 };
+  uint8_t *ours = malloc(N * 4), *want = malloc(N * 4), *near = malloc(N * 4);
+  for (int i = 0; i < N * 4; i++) ours[i] = (uint8_t)(i % 4 == 3 ? i / 4 % 251 : (i * 37 + i / 4 * 11) & 255);
+  memcpy(want, ours, N * 4);
+  memcpy(near, ours, N * 4);
+  if (t) {
+    CHECK(pxl_color_transform_apply(t, ours, N, 1, N * 4, PXL_CODEC_RGBA, 0, NULL, 0), "LUT profile: apply");
+    uint8_t bgra[4 * 4] = {10, 200, 30, 255, 0, 0, 255, 0, 255, 128, 0, 77, 1, 2, 3, 4};
+    CHECK(pxl_color_transform_apply(t, bgra, 4, 1, 16, PXL_CODEC_BGRA, 0, NULL, 0), "LUT profile: BGRA");
+    CHECK(pxl_color_transform_apply(t, bgra, 4, 1, 12, PXL_CODEC_RGB, 0, NULL, 0), "LUT profile: RGB");
+    CHECK(pxl_color_transforms_built() - before == 3, "LUT profile: %llu transforms for three layouts",
+          (unsigned long long)(pxl_color_transforms_built() - before));
+  }
+  cmsDoTransform(direct, want, want, N);
+  cmsDoTransform(matrix, near, near, N);
+  CHECK(memcmp(ours, want, N * 4) == 0, "LUT profile: differs from lcms2's own transform");
+  int d = max_diff(ours, near, N * 4);
+  printf("  LUT profile      lcms2 transform; max difference to the matrix profile it samples %d\n", d);
+  CHECK(d <= 4, "LUT profile: %d levels from the Display P3 it was sampled from", d);
+  pxl_color_transform_release(t);
+  free(ours), free(want), free(near), free(bytes), free(p3icc);
+  cmsDeleteTransform(direct), cmsDeleteTransform(matrix), cmsDeleteTransform(to_lab);
+  cmsCloseProfile(reread), cmsCloseProfile(srgb), cmsCloseProfile(lut), cmsCloseProfile(p3), cmsCloseProfile(lab);
+  cmsPipelineFree(pipe);
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "build/color-fixtures";
   test_manifest(dir);
@@ -395,6 +516,8 @@ int main(int argc, char **argv) {
   test_cicp(dir);
   test_jpeg_chunks(dir);
   test_threads(dir);
+  test_fast_path_matches_lcms(dir);
+  test_lut_profile(dir);
   pxl_color_cache_clear();
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;

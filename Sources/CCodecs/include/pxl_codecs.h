@@ -286,8 +286,9 @@ int pxl_color_transform_apply(pxl_color_transform *transform, uint8_t *pixels, i
 int pxl_color_transform_apply_gray(pxl_color_transform *transform, uint8_t *rgb, int32_t width, int32_t height,
                                    uint8_t *gray, char *message, size_t cap);
 void pxl_color_transform_release(pxl_color_transform *transform);
-/* For tests: lcms2 transforms built so far in this process (each layout of each source
- * counts one; a gray profile's table counts one), and emptying the cache. */
+/* For tests: conversions built so far in this process (a matrix/TRC source's tables count
+ * one; a gray profile's table one; a LUT-based ICC profile one lcms2 transform per layout
+ * used), and emptying the cache. */
 uint64_t pxl_color_transforms_built(void);
 void pxl_color_cache_clear(void);
 
