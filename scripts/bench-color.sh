@@ -3,7 +3,7 @@
 #
 # `make bench-color` (part of `make bench`): the cost of colour management on tagged files.
 # The corpus's photographs (../shared/corpus/realworld/photos, untagged 4:2:0 JPEGs of
-# 1-8 MP) are tagged here with lcms2's Display P3 and Adobe RGB (1998) profiles (an APP2
+# 1-8 MP) are tagged here with lcms2's Display P3, Adobe RGB (1998) and sRGB profiles (an APP2
 # segment inserted, the image data untouched), so each tagged file has an untagged twin
 # with the same pixels; the demo's PNGs likewise get an iCCP (Pillow re-save, twin saved
 # the same way without it). Then:
@@ -22,7 +22,7 @@ python3 scripts/gen-color-fixtures.py "$out/profiles" >/dev/null
 python3 - "$out/files" "$out/profiles" "$corpus/realworld/photos" "$stage/demo-data" <<'PY'
 import glob, io, os, struct, sys
 dst, profiles, photos, demo = sys.argv[1:5]
-icc = {k: open(os.path.join(profiles, k + ".icc"), "rb").read() for k in ("p3", "adobe")}
+icc = {k: open(os.path.join(profiles, k + ".icc"), "rb").read() for k in ("p3", "adobe", "srgb")}
 pairs = []
 for path in sorted(glob.glob(os.path.join(photos, "*.jpg"))):
     data = open(path, "rb").read()
@@ -32,7 +32,7 @@ for path in sorted(glob.glob(os.path.join(photos, "*.jpg"))):
         tagged = os.path.join(dst, f"{base}-{key}.jpg")
         with open(tagged, "wb") as f:
             f.write(data[:2] + b"\xff\xe2" + struct.pack(">H", len(segment) + 2) + segment + data[2:])
-        pairs.append((tagged, os.path.abspath(path)))
+        pairs.append((tagged, os.path.abspath(path), key + " jpeg"))
 try:
     from PIL import Image
     for path in sorted(glob.glob(os.path.join(demo, "img", "*.png")))[:10]:
@@ -41,11 +41,11 @@ try:
         base = os.path.join(dst, os.path.splitext(os.path.basename(path))[0])
         img.save(base + "-plain.png")
         img.save(base + "-p3.png", icc_profile=icc["p3"])
-        pairs.append((base + "-p3.png", base + "-plain.png"))
+        pairs.append((base + "-p3.png", base + "-plain.png", "p3 png"))
 except ImportError:
     pass
 with open(os.path.join(dst, "pairs.tsv"), "w") as f:
-    f.write("".join(f"{a}\t{b}\n" for a, b in pairs))
+    f.write("".join(f"{a}\t{b}\t{k}\n" for a, b, k in pairs))
 PY
 
 if ! swift build --scratch-path .build-bench -c release --product pixload-bench-decode >"$out/build.log" 2>&1; then
@@ -57,4 +57,4 @@ echo "bench-color: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)
 cc -O2 -std=c11 -ISources/CCodecs/include bench/color.c Sources/CCodecs/*.c -o "$out/color" \
   -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2
 echo "bench-color: where the conversion goes (bench/color.c), the tagged photographs:"
-"$out/color" "$reps" $(cut -f1 "$out/files/pairs.tsv" | grep '\.jpg$')
+"$out/color" "$reps" $(grep -v srgb "$out/files/pairs.tsv" | cut -f1 | grep '\.jpg$')

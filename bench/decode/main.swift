@@ -15,8 +15,9 @@
 //
 // Both sides decode without colour management (the direct side has none): like for like.
 // --color times colour management instead: PAIRS names a tagged file and the same file
-// without its profile per line (tab-separated); ImageDecoder with colour management on,
-// tagged against untagged, interleaved, 150x150 fill and full size.
+// without its profile per line, then a kind to group them by (tab-separated); ImageDecoder
+// with colour management on, tagged against untagged, interleaved, 150x150 fill and full
+// size.
 //
 // --only runs one side alone (for `valgrind --tool=callgrind`); --peak decodes FILE once
 // and prints the peak resident set before and after (task: memory of thumbnails).
@@ -239,16 +240,18 @@ func main() {
 /// files untagged (which cost nothing extra: no transform).
 func colorCost(pairsFile: String, reps: Int) {
   let lines = String(decoding: readFile(pairsFile), as: UTF8.self).split(separator: "\n")
-  let pairs: [(tagged: [UInt8], untagged: [UInt8])] = lines.compactMap { line in
+  let pairs: [(tagged: [UInt8], untagged: [UInt8], kind: String)] = lines.compactMap { line in
     let parts = line.split(separator: "\t").map(String.init)
-    return parts.count == 2 ? (readFile(parts[0]), readFile(parts[1])) : nil
+    return parts.count >= 2 ? (readFile(parts[0]), readFile(parts[1]), parts.count > 2 ? parts[2] : "tagged") : nil
   }
   if pairs.isEmpty { fail("no pairs in \(pairsFile)") }
+  let kinds = Array(Set(pairs.map(\.kind))).sorted()
   print("bench-decode --color: \(pairs.count) tagged files and the same files untagged, \(reps) repetitions, "
         + "ImageDecoder with colour management, CPU of the decoding thread")
   for thumb in [true, false] {
     let managed = variant(thumb: thumb, managesColor: true)
-    var tagged = [Double](repeating: 0, count: reps), untagged = tagged
+    var tagged: [String: [Double]] = [:], untagged: [String: [Double]] = [:]
+    for kind in kinds { tagged[kind] = Array(repeating: 0, count: reps); untagged[kind] = tagged[kind] }
     for pair in pairs {  // warm-up: the transforms are built here
       _ = ImageDecoder().decode(pair.tagged, variant: managed, maxPixels: 100_000_000)
       _ = ImageDecoder().decode(pair.untagged, variant: managed, maxPixels: 100_000_000)
@@ -260,13 +263,17 @@ func colorCost(pairsFile: String, reps: Int) {
           guard case .success = ImageDecoder().decode(isTagged ? pair.tagged : pair.untagged, variant: managed,
                                                       maxPixels: 100_000_000) else { fail("decode failed") }
           let spent = bench_thread_cpu_ms() - start
-          if isTagged { tagged[rep] += spent } else { untagged[rep] += spent }
+          if isTagged { tagged[pair.kind]![rep] += spent } else { untagged[pair.kind]![rep] += spent }
         }
       }
     }
-    let t = median(tagged) / Double(pairs.count), u = median(untagged) / Double(pairs.count)
-    print("  \(pad(thumb ? "150x150 fill" : "full size", 14)) tagged \(lpad(fmt(t, 3), 8)) ms  untagged "
-          + "\(lpad(fmt(u, 3), 8)) ms  colour management +\(fmt(t - u, 3)) ms (\(fmt(100 * (t - u) / u, 1)) %)")
+    for kind in kinds {
+      let count = Double(pairs.filter { $0.kind == kind }.count)
+      let t = median(tagged[kind]!) / count, u = median(untagged[kind]!) / count
+      print("  \(pad(thumb ? "150x150 fill" : "full size", 13)) \(pad(kind, 11)) \(lpad(String(Int(count)), 3)) files  "
+            + "tagged \(lpad(fmt(t, 3), 8)) ms  untagged \(lpad(fmt(u, 3), 8)) ms  "
+            + "colour management \(t >= u ? "+" : "")\(fmt(t - u, 3)) ms (\(fmt(100 * (t - u) / u, 1)) %)")
+    }
   }
 }
 
