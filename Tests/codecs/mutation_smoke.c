@@ -118,6 +118,17 @@ int main(int argc, char **argv) {
       /* Exercise both parsers on every mutant: the magic may have been destroyed. */
       (void)pxl_png_read_info(d, n, &info, msg, sizeof msg);
       (void)pxl_jpeg_read_info(d, n, &info, msg, 1); /* capacity 1: must still terminate */
+      /* The colour readers and lcms2 on the (mutated) profiles they find, converting a
+       * few pixels when a conversion comes of it. */
+      for (int png = 0; png < 2; png++) {
+        pxl_codec_color c;
+        if ((png ? pxl_png_color : pxl_jpeg_color)(d, n, &c) != PXL_CODEC_OK) continue;
+        pxl_color_transform *t = pxl_color_transform_get(&c, msg, sizeof msg);
+        uint8_t px[4 * 3] = {255, 0, 0, 255, 0, 255, 0, 128, 0, 0, 255, 0};
+        if (t) (void)pxl_color_transform_apply(t, px, 3, 1, 12, PXL_CODEC_RGBA, i & 1, msg, sizeof msg);
+        pxl_color_transform_release(t);
+        pxl_codec_color_free(&c);
+      }
       for (int layout = 0; layout < 4; layout++) {
         for (int s = 1; s <= 8; s *= 2) {
           if (is_png && s > 1) break;
@@ -149,5 +160,6 @@ int main(int argc, char **argv) {
   printf("%ld files, %ld decodes: ok %ld, corrupt %ld, too_many_pixels %ld, unsupported %ld, no_memory %ld\n", files, runs,
          counts[0], counts[1], counts[2], counts[3], counts[4]);
   printf("slowest decode: %.3f s: %s\n", worst, worst_name);
+  pxl_color_cache_clear(); /* so LeakSanitizer sees only real leaks */
   return 0;
 }

@@ -16,12 +16,15 @@ public final class Image: @unchecked Sendable {
   public let originalHeight: Int
   /// Owned: allocated with malloc, freed in deinit.
   public let pixels: UnsafeMutableRawPointer
+  /// What the decode recovered from without failing, for the log: a colour profile that
+  /// could not be applied (the decoded values were kept). nil for none.
+  public let warning: String?
 
   public var byteCount: Int { stride * height }
 
   /// Takes ownership of `pixels`, which must come from malloc.
   init(width: Int, height: Int, stride: Int, format: PixelFormat, originalWidth: Int,
-       originalHeight: Int, takingPixels pixels: UnsafeMutableRawPointer) {
+       originalHeight: Int, takingPixels pixels: UnsafeMutableRawPointer, warning: String? = nil) {
     self.width = width
     self.height = height
     self.stride = stride
@@ -29,6 +32,7 @@ public final class Image: @unchecked Sendable {
     self.originalWidth = originalWidth
     self.originalHeight = originalHeight
     self.pixels = pixels
+    self.warning = warning
   }
 
   deinit { free(pixels) }

@@ -61,6 +61,9 @@ public struct ImageRequest: Sendable {
   /// The network transfer waits this long before it may start, so that a request
   /// cancelled within it costs no connection and no bytes (tables set it during flings).
   public var startDelayMilliseconds = 0
+  /// Convert an embedded colour profile (ICC, PNG cHRM/gAMA, AVIF nclx) to sRGB; false keeps
+  /// the decoded values (PXL_FLAG_NO_COLOR_MANAGEMENT). Part of the variant.
+  public var managesColor = true
 
   public enum CachePolicy: Sendable {
     /// Memory, then disk, then network.
@@ -91,7 +94,7 @@ public struct ImageRequest: Sendable {
   /// Identifies the decoded result: the memory-cache key and the decode-coalescing key.
   public var variant: ImageVariant {
     ImageVariant(cacheKey: cacheKey, width: targetWidth, height: targetHeight, mode: mode,
-                 format: format, appliesOrientation: appliesOrientation)
+                 format: format, appliesOrientation: appliesOrientation, managesColor: managesColor)
   }
 }
 
@@ -103,4 +106,6 @@ public struct ImageVariant: Hashable, Sendable {
   public var mode: ScaleMode
   public var format: PixelFormat
   public var appliesOrientation: Bool
+  /// Converted to sRGB (the default), or the decoded values: two different renditions.
+  public var managesColor = true
 }

@@ -75,6 +75,8 @@ pub const PXL_FLAG_IGNORE_ORIENTATION: u32 = 0x1;
 pub const PXL_FLAG_SKIP_MEMORY_CACHE: u32 = 0x2;
 pub const PXL_FLAG_RELOAD: u32 = 0x4;
 pub const PXL_FLAG_CACHE_ONLY: u32 = 0x8;
+/// Since 0.4.0.
+pub const PXL_FLAG_NO_COLOR_MANAGEMENT: u32 = 0x20;
 
 pub const PXL_SCHEME_HTTP: u32 = 0x1;
 pub const PXL_SCHEME_HTTPS: u32 = 0x2;
