@@ -99,7 +99,15 @@ def test_closing_the_queue_closes_its_tables(server, loader):
         table.set_visible(0, 3)
 
 
-def test_prefetch_warms_the_memory_cache_with_one_download_each(server, loader, queue):
+def test_prefetch_warms_the_memory_cache_with_one_download_each(server, queue):
+    # Connections for all 20 at once: a load that found its prefetch still waiting for a
+    # connection would stop a running prefetch to start (pixload.h, priorities), and that
+    # one would be downloaded again; here every load joins a running prefetch or hits.
+    with pixload.Loader(max_concurrent_downloads=20, max_downloads_per_host=20) as loader:
+        check_prefetch_then_load(server, loader)
+
+
+def check_prefetch_then_load(server, loader):
     urls = [server.url("gradient.jpg", case="prefetch", i=i) for i in range(20)]
     requests = loader.prefetch(urls, size=(30, 30), priority=pixload.PRIORITY_PREFETCH)
     assert len(requests) == 20 and all(r is not None and r.token for r in requests)
