@@ -212,9 +212,11 @@ test-codecs: deps
 	$(STAGE)/tests/avif-test $(GEN_CONFORMANCE)/generated-avif Tests/fixtures/avif-suite
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
-# equal the manifests' for every row of pngsuite and jpeg-conformance.
+# equal the manifests' for every row of pngsuite and jpeg-conformance, and of the AVIF sets.
 test-cli-conformance: all
-	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS)
+	python3 scripts/gen-conformance-avif.py $(GEN_CONFORMANCE)
+	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS) Tests/fixtures/avif-suite \
+	  $(GEN_CONFORMANCE)/generated-avif
 
 # The disk cache between processes, counted at nginx: a second process makes no request,
 # damaged entries are refetched, the size limit holds.
