@@ -28,6 +28,8 @@
 
 #include "pxl_avif.h"
 
+#include <avif/avif.h>
+
 static int passed, failed;
 
 static void check(int ok, const char *file, const char *fmt, ...) {
@@ -251,6 +253,10 @@ static void check_arguments(void) {
   check(pxl_avif_read_info(junk, sizeof junk, NULL, NULL, 0) == PXL_CODEC_UNSUPPORTED, "(args)", "NULL info");
   pxl_codec_color color;
   check(pxl_avif_color(junk, sizeof junk, &color) == PXL_CODEC_CORRUPT && color.icc == NULL, "(args)", "color");
+  /* avif_shim.c's settings (one thread, the frame size limit) were chosen for dav1d, the
+   * decoder AVIF_CODEC_CHOICE_AUTO picks in Debian's build. */
+  const char *codec = avifCodecName(AVIF_CODEC_CHOICE_AUTO, AVIF_CODEC_FLAG_CAN_DECODE);
+  check(codec != NULL && strcmp(codec, "dav1d") == 0, "(args)", "AUTO decodes with %s, not dav1d", codec ? codec : "nothing");
   if (failed == before) passed++;
 }
 
