@@ -10,7 +10,12 @@
  *  - frame_count: the frames of an image sequence (avis), 1 for a still.
  *  - loop_count: always 0 (forever): libavif 0.11 does not read the repetition count.
  *  - decode_frames: every frame covers the canvas; duration_ms is the frame's duration
- *    rounded to milliseconds, 0 for a still image.
+ *    rounded to milliseconds, 0 for a still image. A frame that fails to decode (a
+ *    truncated sequence) fails the call, after the frames before it were handed over.
+ *  - sequences may declare at most 100,000 frames (avif_shim.c: PXL_AVIF_MAX_FRAMES);
+ *    more fail as PXL_CODEC_CORRUPT ("Exceeded avifDecoder's imageCountLimit").
+ *  - libavif's own limits (16384 x 16384 pixels, 32768 per side) report
+ *    PXL_CODEC_TOO_MANY_PIXELS, whatever max_pixels allows.
  *  - color: the colr 'prof' ICC profile, and the CICP of the colr 'nclx' box or, when
  *    there is none, of the AV1 sequence header (2 = unspecified); srgb when primaries 1
  *    and transfer 13.
