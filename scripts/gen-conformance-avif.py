@@ -237,14 +237,14 @@ sequence("sequence-2-keyframes.avif", frames[:2], [10, 20], ["-k", "1"])
 extra.append(("gradient-67x45-8bit-420.avif", 1, "0", "", "", ""))  # a still: one frame, duration 0
 
 # --- must_fail: truncated and corrupt, rejected by avifdec as well ---------------------
-def must_fail(name, data, note):
+def must_fail(name, data, note, expect="must_fail"):
     path = os.path.join(SET_DIR, name)
     with open(path, "wb") as f:
         f.write(data)
     r = subprocess.run(["avifdec", "-d", "8", path, os.path.join(SRC_DIR, "fail.png")], capture_output=True)
     if r.returncode == 0:
         sys.exit(f"gen-conformance-avif: avifdec decodes {name}, which should fail ({note})")
-    rows.append((name, "must_fail", "", "", "", "", note))
+    rows.append((name, expect, "", "", "", "", note))
 
 
 with open(os.path.join(SET_DIR, "gradient-67x45-8bit-420.avif"), "rb") as f:
@@ -262,6 +262,12 @@ must_fail("truncated-alpha.avif", with_alpha[:len(with_alpha) - 8], "the alpha i
 ispe = good.index(b"ispe")
 must_fail("corrupt-ispe-zero.avif", good[:ispe + 8] + bytes(8) + good[ispe + 16:], "ispe says 0x0")
 must_fail("corrupt-av1-data.avif", good[:mdat + 4] + bytes([0xFF]) * (len(good) - mdat - 4), "AV1 data overwritten with 0xFF")
+# Declared sizes over libavif's limits (16384 x 16384 pixels, 32768 per side): refused
+# while parsing, reported as a pixel limit (the runner wants TOO_MANY_PIXELS).
+for w, h in ((20000, 20000), (40000, 10)):
+    declared = w.to_bytes(4, "big") + h.to_bytes(4, "big")
+    must_fail(f"declares-{w}x{h}.avif", good[:ispe + 8] + declared + good[ispe + 16:],
+              f"ispe says {w}x{h}", expect="must_fail (pixel limit)")
 ftyp_size = int.from_bytes(good[:4], "big")
 must_fail("corrupt-after-ftyp.avif", good[:ftyp_size] + bytes(random.Random(7).randrange(256) for _ in range(300)),
           "a valid ftyp, then 300 random bytes")
