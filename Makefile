@@ -348,7 +348,7 @@ bench-warm:
 	@$(SUBMAKE) all
 	@scripts/bench-warm.sh $(STAGE) $(CAMERA_DATA) $(BENCH_WARM_RUNS)
 
-# Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng called directly, by
+# Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng/libavif called directly, by
 # kind of file, full size and 150x150 fill (release build in its own scratch folder).
 BENCH_DECODE_REPS ?= 5
 bench-decode:
