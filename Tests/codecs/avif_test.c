@@ -48,8 +48,20 @@ typedef struct rows_acc {
   int32_t stride, height, next, out_of_order;
 } rows_acc;
 
+/* Threads of this process (Linux). */
+static int thread_count(void) {
+  int n = 0;
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *e; d && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  if (d) closedir(d);
+  return n;
+}
+static int threads_during_rows;
+
 static int take_row(void *user, int32_t y, const uint8_t *row) {
   rows_acc *a = user;
+  int threads = thread_count();
+  if (threads > threads_during_rows) threads_during_rows = threads;
   if (y != a->next || y >= a->height) { a->out_of_order = 1; return 1; }
   memcpy(a->pixels + (size_t)y * a->stride, row, (size_t)a->stride);
   a->next++;
@@ -253,6 +265,20 @@ static void check_arguments(void) {
   check(pxl_avif_read_info(junk, sizeof junk, NULL, NULL, 0) == PXL_CODEC_UNSUPPORTED, "(args)", "NULL info");
   pxl_codec_color color;
   check(pxl_avif_color(junk, sizeof junk, &color) == PXL_CODEC_CORRUPT && color.icc == NULL, "(args)", "color");
+  /* One dav1d thread: decoding (its context alive while rows are handed over) adds none. */
+  static const char *tall = "Tests/fixtures/avif-suite/fox.profile0.8bpc.yuv420.avif";
+  size_t n = 0;
+  uint8_t *d = read_file(tall, &n);
+  if (d != NULL) {
+    int before = thread_count();
+    threads_during_rows = 0;
+    rows_acc acc = {calloc((size_t)1204 * 4 * 800, 1), 1204 * 4, 800, 0, 0};
+    pxl_codec_status st = pxl_avif_decode_rows(d, n, PXL_CODEC_RGBA, 100000000ull, take_row, &acc, &o);
+    check(st == PXL_CODEC_OK && threads_during_rows == before, tall, "%d threads while decoding, %d before (%s)",
+          threads_during_rows, before, o.message);
+    free(acc.pixels);
+    free(d);
+  }
   /* avif_shim.c's settings (one thread, the frame size limit) were chosen for dav1d, the
    * decoder AVIF_CODEC_CHOICE_AUTO picks in Debian's build. */
   const char *codec = avifCodecName(AVIF_CODEC_CHOICE_AUTO, AVIF_CODEC_FLAG_CAN_DECODE);
