@@ -213,11 +213,16 @@ test-codecs: deps
 	$(CC) -O2 $(WARN) -pthread -ISources/CCodecs/include Tests/codecs/color_test.c Sources/CCodecs/*.c \
 	  -o $(STAGE)/tests/color $(CODEC_LIBS)
 	$(STAGE)/tests/color $(STAGE)/color-fixtures
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include -ITests/codecs Tests/codecs/avif_test.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/tests/avif-test $(CODEC_LIBS)
+	$(STAGE)/tests/avif-test $(GEN_CONFORMANCE)/generated-avif Tests/fixtures/avif-suite
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
-# equal the manifests' for every row of pngsuite and jpeg-conformance.
+# equal the manifests' for every row of pngsuite and jpeg-conformance, and of the AVIF sets.
 test-cli-conformance: all
-	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS)
+	python3 scripts/gen-conformance-avif.py $(GEN_CONFORMANCE)
+	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS) Tests/fixtures/avif-suite \
+	  $(GEN_CONFORMANCE)/generated-avif
 
 # The disk cache between processes, counted at nginx: a second process makes no request,
 # damaged entries are refetched, the size limit holds.
@@ -350,7 +355,7 @@ bench-warm:
 	@$(SUBMAKE) all
 	@scripts/bench-warm.sh $(STAGE) $(CAMERA_DATA) $(BENCH_WARM_RUNS)
 
-# Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng called directly, by
+# Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng/libavif called directly, by
 # kind of file, full size and 150x150 fill (release build in its own scratch folder).
 BENCH_DECODE_REPS ?= 5
 bench-decode:
@@ -382,7 +387,7 @@ soak:
 # `make fuzz`: the mutation smoke test, then each libFuzzer target for FUZZ_SECONDS.
 fuzz:
 	@scripts/deps.sh
-	@$(SUBMAKE) fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers
+	@$(SUBMAKE) fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers fuzz-avif
 
 # Hostile input against the decoders under AddressSanitizer + UBSan: every corpus file
 # mutated FUZZ_MUTATIONS times (deterministic). Not coverage-guided; a cheap check that no
@@ -410,10 +415,16 @@ fuzz-smoke:
 FUZZ_SECONDS ?= 600
 FUZZ_DIR    := $(STAGE)/fuzz
 FUZZ_SCRATCH := .build-fuzz
-FUZZ_TARGETS := decode diskentry headers
+FUZZ_TARGETS := decode diskentry headers avif
 fuzz_seeds_decode := $(CORPUS)
+#   avif       the AVIF shim through ImageDecoder, decode_frames and color; seeds: the AVIF
+#              sets (generated ones made first by scripts/gen-conformance-avif.py)
+fuzz_seeds_avif := Tests/fixtures/avif-suite $(GEN_CONFORMANCE)/generated-avif
 fuzz_seeds_diskentry := Tests/fuzz/seeds/diskentry
 fuzz_seeds_headers := Tests/fuzz/seeds/headers
+fuzz-avif: $(GEN_CONFORMANCE)/generated-avif/manifest.tsv
+$(GEN_CONFORMANCE)/generated-avif/manifest.tsv:
+	python3 scripts/gen-conformance-avif.py $(GEN_CONFORMANCE)
 $(addprefix fuzz-,$(FUZZ_TARGETS)): fuzz-%:
 	$(SWIFT) build -c release --scratch-path $(FUZZ_SCRATCH) --product pixload-fuzz-$* \
 	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DPIXLOAD_LIBFUZZER -Xswiftc -enable-testing \

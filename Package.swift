@@ -43,6 +43,10 @@ let package = Package(
     // internal parsers through @testable import); plain builds replay files.
     .executableTarget(name: "pixload-fuzz-diskentry", dependencies: ["PixloadCore", "FuzzDriver"], path: "Tests/fuzz/diskentry"),
     .executableTarget(name: "pixload-fuzz-headers", dependencies: ["PixloadCore", "FuzzDriver"], path: "Tests/fuzz/headers"),
+    // libFuzzer target on the AVIF shim through ImageDecoder, its frames and its colour
+    // (`make fuzz-avif`); a plain build replays files.
+    .executableTarget(name: "pixload-fuzz-avif", dependencies: ["PixloadCore", "CCodecs", "FuzzDriver"],
+                      path: "Tests/fuzz/avif"),
     // What the three fuzz targets share: libFuzzer's entry points and the replay mode.
     .target(name: "FuzzDriver", path: "Tests/fuzz/driver"),
     // `make bench-decode`: ImageDecoder against libjpeg-turbo/libpng called directly from C.

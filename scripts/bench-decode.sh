@@ -2,7 +2,7 @@
 # scripts/bench-decode.sh STAGE DATA_DIR [REPS]
 #
 # `make bench-decode`: CPU time per image of pixload's decode path (ImageDecoder) against
-# libjpeg-turbo / libpng called directly, same files, same process, interleaved
+# libjpeg-turbo / libpng / libavif called directly, same files, same process, interleaved
 # (bench/decode/main.swift, bench/direct/bench_direct.c), full size and 150x150 fill.
 #
 # Files: the real-world photographs and PNGs of ../shared/corpus/realworld (the EXIF
@@ -35,11 +35,34 @@ PY
   touch "$out/444/done"
 fi
 
+# AVIFs made here by avifenc (speed 8) from the first demo photographs: 8-bit 4:2:0 (the
+# web's usual), 10-bit 4:2:0, 8-bit 4:4:4, and the demo PNGs with transparent corners as
+# 8-bit 4:2:0 with alpha (idempotent: made once).
+if [ ! -f "$out/avif/done" ]; then
+  rm -rf "$out/avif" && mkdir -p "$out/avif"
+  grep '\.jpg$' "$data/index.txt" | sed -n 1,8p | while read -r f; do
+    name=$(basename "$f" .jpg)
+    nice avifenc -s 8 -j 1 -d 8 -y 420 "$data/$f" "$out/avif/$name-8bit-420.avif" >/dev/null
+    nice avifenc -s 8 -j 1 -d 10 -y 420 "$data/$f" "$out/avif/$name-10bit-420.avif" >/dev/null
+    nice avifenc -s 8 -j 1 -d 8 -y 444 "$data/$f" "$out/avif/$name-8bit-444.avif" >/dev/null
+  done
+  alpha=0
+  grep '\.png$' "$data/index.txt" | while read -r f; do
+    [ "$alpha" -lt 6 ] || continue
+    python3 -c 'import sys; from PIL import Image; sys.exit(0 if Image.open(sys.argv[1]).mode == "RGBA" else 1)' \
+      "$data/$f" || continue
+    nice avifenc -s 8 -j 1 -d 8 -y 420 "$data/$f" "$out/avif/$(basename "$f" .png)-alpha.avif" >/dev/null
+    alpha=$((alpha + 1))
+  done
+  touch "$out/avif/done"
+fi
+
 {
   awk -F'\t' -v dir="$corpus/realworld" 'NR > 1 && ($2 == "jpeg" || $2 == "png") && $3 ~ /^ok/ &&
       ($18 == "" || $18 <= 1) { print dir "/" $1 }' "$corpus/realworld/manifest.tsv"
   sed "s|^|$data/|" "$data/index.txt"
   ls "$out"/444/*.jpg
+  ls "$out"/avif/*.avif
 } > "$out/files.txt"
 
 if ! swift build --scratch-path .build-bench -c release --product pixload-bench-decode >"$out/build.log" 2>&1; then

@@ -34,12 +34,24 @@ final class FuzzRegressionTests: XCTestCase {
   }
 
 
+  /// Inputs the AVIF fuzzer (`make fuzz-avif`) crashed on: the same matrix through
+  /// ImageDecoder, and the AVIF target itself (frames and colour too).
+  func testEveryKeptAvifInputDecodesOrFailsCleanly() throws {
+    let inputs = try Self.inputs(in: Self.regressions + "/avif")
+    try checkDecodesOrFailsCleanly(inputs)
+    try replayThroughFuzzTarget("pixload-fuzz-avif", inputs: inputs)
+  }
+
   func testEveryKeptInputDecodesOrFailsCleanly() throws {
+    try checkDecodesOrFailsCleanly(try Self.inputs())
+  }
+
+  private func checkDecodesOrFailsCleanly(_ inputs: [String]) throws {
     let sizes: [(Int, Int, ScaleMode)] = [
       (0, 0, .fit), (150, 150, .fill), (150, 150, .fit), (1, 1, .fill), (1, 0, .fit), (0, 1, .fit),
       (64, 0, .fit), (0, 64, .fit), (7, 300, .fill), (300, 7, .fill), (300, 1, .fit), (1, 300, .fit),
     ]
-    for path in try Self.inputs() {
+    for path in inputs {
       let data = try XCTUnwrap(readWholeFile(path), path)
       for (width, height, mode) in sizes {
         for format in PixelFormat.allCases {

@@ -72,6 +72,8 @@ read -r -a extra_cflags <<<"${PXL_CFLAGS:-}"
 
 mkdir -p "$work/www"
 "$work/mkfixtures" "$work/www"
+gcc "${cflags[@]}" "$here/mkfixtures_avif.c" -lavif -o "$work/mkfixtures_avif"
+"$work/mkfixtures_avif" "$work/www"
 "$here/mkcerts.sh" "$work/pki"
 "$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx" \
   "$tls_port" "$work/pki/server.pem" "$work/pki/server.key"

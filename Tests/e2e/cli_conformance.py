@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Tests/e2e/cli_conformance.py PIXLOAD CORPUS
+"""Tests/e2e/cli_conformance.py PIXLOAD CORPUS [SET_DIR...]
 
 End to end through the shipped library: for every row of the pngsuite and
 jpeg-conformance manifests, `pixload fetch --allow-file --no-orientation
 --no-color-management --format rgba8 --out FILE file://...` must write exactly the manifest's pixels (md5 of the tightly packed
 RGBA8 rows) for ok / ok_with_warning rows, and must fail with a status and a message for
-must_fail rows. Skips (saying so) when the corpus is absent. Ends with "N passed, N failed".
+must_fail rows. Skips (saying so) when the corpus is absent. Each SET_DIR (a folder with a
+manifest.tsv in the same format, e.g. Tests/fixtures/avif-suite) is checked the same way,
+corpus or not. Ends with "N passed, N failed".
 """
 import hashlib
 import os
@@ -16,21 +18,23 @@ import tempfile
 
 def main():
     pixload, corpus = sys.argv[1], sys.argv[2]
+    sets = [os.path.join(corpus, name) for name in ("pngsuite", "jpeg-conformance")]
     if not os.path.isfile(os.path.join(corpus, "README.md")):
-        print(f"cli_conformance: {corpus} is absent: skipped")
-        print("0 passed, 0 failed")
-        return 0
+        print(f"cli_conformance: {corpus} is absent: its sets skipped")
+        sets = []
+    sets += sys.argv[3:]
     passed = failed = 0
     out = os.path.join(tempfile.mkdtemp(prefix="pxl-cli-"), "pixels.rgba")
-    for corpus_set in ("pngsuite", "jpeg-conformance"):
-        rows = open(os.path.join(corpus, corpus_set, "manifest.tsv")).read().splitlines()
+    for set_dir in sets:
+        corpus_set = os.path.basename(os.path.normpath(set_dir))
+        rows = open(os.path.join(set_dir, "manifest.tsv")).read().splitlines()
         header = rows[0].split("\t")
         col = {name: i for i, name in enumerate(header)}
         set_passed = set_failed = 0
         for line in rows[1:]:
             cells = line.split("\t")
             name, expect = cells[col["file"]], cells[col["expect"]]
-            url = "file://" + os.path.abspath(os.path.join(corpus, corpus_set, name))
+            url = "file://" + os.path.abspath(os.path.join(set_dir, name))
             if os.path.exists(out):
                 os.unlink(out)
             # The manifests' pixels are the reference decoders' without colour management

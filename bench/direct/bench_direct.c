@@ -1,6 +1,7 @@
 /* See bench_direct.h. Plain C over libjpeg-turbo and libpng; no pixload code. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_direct.h"
+#include "avif_direct.h"
 
 #include <setjmp.h>
 #include <stdio.h>
@@ -190,6 +191,7 @@ int bench_direct_decode(const uint8_t *data, size_t size, int32_t tw, int32_t th
   int alpha = 0, rc;
   if (is_jpeg(data, size)) rc = decode_jpeg(data, size, tw, th, out);
   else if (is_png(data, size)) rc = decode_png(data, size, &alpha, out);
+  else if (bench_is_avif(data, size)) rc = bench_avif_decode(data, size, &alpha, out);
   else return 1;
   if (rc != 0 || tw <= 0 || th <= 0) return rc;
   int w = 0, h = 0;
@@ -209,6 +211,7 @@ const char *bench_kind(const uint8_t *data, size_t size) {
     free(img.pixels);
     return alpha ? "PNG alpha" : "PNG";
   }
+  if (bench_is_avif(data, size)) return bench_avif_kind(data, size);
   if (!is_jpeg(data, size)) return "unknown";
   struct jpeg_decompress_struct cinfo;
   jpeg_err err;

@@ -58,14 +58,33 @@ extension ImageDecoding {
 public struct ImageDecoder: ImageDecoding {
   public init() {}
 
-  public enum Kind: CaseIterable { case jpeg, png }
+  public enum Kind: CaseIterable { case jpeg, png, avif }
 
   /// The format by magic bytes, or nil.
   public static func sniff(_ data: [UInt8]) -> Kind? {
     if data.count >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF { return .jpeg }
     let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
     if data.count >= 8 && data[0..<8].elementsEqual(png) { return .png }
+    if isAVIF(data) { return .avif }
     return nil
+  }
+
+  /// ISO-BMFF whose leading "ftyp" box names the brand "avif" (still) or "avis"
+  /// (sequence), as its major brand or a compatible one: the test libavif applies
+  /// (avifPeekCompatibleFileType), done here on the bytes.
+  static func isAVIF(_ data: [UInt8]) -> Bool {
+    guard data.count >= 16, data[4..<8].elementsEqual("ftyp".utf8) else { return false }
+    let boxSize = Int(data[0]) << 24 | Int(data[1]) << 16 | Int(data[2]) << 8 | Int(data[3])
+    guard boxSize >= 16 else { return false }
+    let end = min(boxSize, data.count)
+    func isBrand(at i: Int) -> Bool { data[i..<i + 4].elementsEqual("avif".utf8) || data[i..<i + 4].elementsEqual("avis".utf8) }
+    if isBrand(at: 8) { return true }  // major brand; 12..<16 is the minor version
+    var i = 16
+    while i + 4 <= end {
+      if isBrand(at: i) { return true }
+      i += 4
+    }
+    return false
   }
 
   /// How one format's shim is called. JPEG has DCT scaling and region decodes of its own
@@ -100,6 +119,9 @@ public struct ImageDecoder: ImageDecoding {
     case .png:
       return Codec(name: "PNG", readInfo: pxl_png_read_info, decode: pxl_png_decode, decodeRows: pxl_png_decode_rows,
                    color: pxl_png_color)
+    case .avif:
+      return Codec(name: "AVIF", readInfo: pxl_avif_read_info, decode: pxl_avif_decode,
+                   decodeRows: pxl_avif_decode_rows, decodeFrames: pxl_avif_decode_frames, color: pxl_avif_color)
     }
   }
 

@@ -1,0 +1,91 @@
+/*
+ * mkfixtures_avif: writes the AVIF fixtures of the C API tests (test_avif.c) into DIR.
+ *
+ *   mkfixtures_avif DIR
+ *
+ * Lossless AVIFs (libavif's encoder, aom, 4:4:4 with the identity matrix and quantizer 0)
+ * of fixture_gradient (fixtures.h), so decoded pixels are exactly the formula:
+ *   gradient.avif       640x480, as gradient.jpg
+ *   gradient-irot1.avif the same pixels stored, irot angle 1 (90 degrees anticlockwise,
+ *                       EXIF orientation 8): shown 480x640
+ * Each is decoded back here and compared with the formula before it is kept: the tests
+ * mean "pixload decodes AVIF", and a lossy fixture would not let them say it exactly.
+ *
+ * Build: gcc -std=c11 -O1 Tests/capi/mkfixtures_avif.c -lavif -o mkfixtures_avif
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <avif/avif.h>
+
+#include "fixtures.h"
+
+static void die(const char *what) {
+  fprintf(stderr, "mkfixtures_avif: %s\n", what);
+  exit(1);
+}
+
+static void write_gradient(const char *dir, const char *name, int irot_angle) {
+  const int w = FIXTURE_GRADIENT_W, h = FIXTURE_GRADIENT_H;
+  avifImage *image = avifImageCreate(w, h, 8, AVIF_PIXEL_FORMAT_YUV444);
+  image->matrixCoefficients = AVIF_MATRIX_COEFFICIENTS_IDENTITY;
+  image->yuvRange = AVIF_RANGE_FULL;
+  if (irot_angle >= 0) {
+    image->transformFlags |= AVIF_TRANSFORM_IROT;
+    image->irot.angle = (uint8_t)irot_angle;
+  }
+  avifRGBImage rgb;
+  avifRGBImageSetDefaults(&rgb, image);
+  rgb.format = AVIF_RGB_FORMAT_RGB;
+  rgb.depth = 8;
+  avifRGBImageAllocatePixels(&rgb);
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++) {
+      uint8_t *p = rgb.pixels + (size_t)y * rgb.rowBytes + (size_t)x * 3;
+      p[0] = (uint8_t)fixture_gradient_r(x);
+      p[1] = (uint8_t)fixture_gradient_g(y);
+      p[2] = FIXTURE_GRADIENT_B;
+    }
+  if (avifImageRGBToYUV(image, &rgb) != AVIF_RESULT_OK) die("RGB to YUV failed");
+
+  avifEncoder *encoder = avifEncoderCreate();
+  encoder->minQuantizer = encoder->maxQuantizer = AVIF_QUANTIZER_LOSSLESS;
+  encoder->speed = 10;
+  avifRWData out = AVIF_DATA_EMPTY;
+  avifResult r = avifEncoderWrite(encoder, image, &out);
+  if (r != AVIF_RESULT_OK) die(avifResultToString(r));
+
+  /* Decoded back: must be the formula exactly. */
+  avifDecoder *decoder = avifDecoderCreate();
+  avifImage *back = avifImageCreateEmpty();
+  if (avifDecoderReadMemory(decoder, back, out.data, out.size) != AVIF_RESULT_OK) die("cannot decode what was written");
+  avifRGBImage check;
+  avifRGBImageSetDefaults(&check, back);
+  check.format = AVIF_RGB_FORMAT_RGB;
+  check.depth = 8;
+  avifRGBImageAllocatePixels(&check);
+  if (avifImageYUVToRGB(back, &check) != AVIF_RESULT_OK) die("YUV to RGB failed");
+  for (int y = 0; y < h; y++)
+    if (memcmp(check.pixels + (size_t)y * check.rowBytes, rgb.pixels + (size_t)y * rgb.rowBytes, (size_t)w * 3) != 0)
+      die("the lossless AVIF does not decode to the gradient");
+
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(out.data, 1, out.size, f) != out.size || fclose(f) != 0) die("cannot write the fixture");
+  avifRGBImageFreePixels(&check);
+  avifImageDestroy(back);
+  avifDecoderDestroy(decoder);
+  avifRWDataFree(&out);
+  avifEncoderDestroy(encoder);
+  avifRGBImageFreePixels(&rgb);
+  avifImageDestroy(image);
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) die("usage: mkfixtures_avif DIR");
+  write_gradient(argv[1], "gradient.avif", -1);
+  write_gradient(argv[1], "gradient-irot1.avif", 1);
+  return 0;
+}

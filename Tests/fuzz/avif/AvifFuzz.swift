@@ -1,0 +1,98 @@
+// libFuzzer target on the AVIF decoder: `make fuzz-avif` builds it with
+// `-sanitize=fuzzer,address` and runs it seeded from the AVIF conformance sets
+// (Tests/fixtures/avif-suite and build/conformance-gen/generated-avif).
+//
+// Each input goes through every AVIF entry point: ImageDecoder (sniff, avif_shim.c's info,
+// whole decode or rows into the resampler, orientation), pxl_avif_decode_frames (every
+// frame of a sequence, each byte read) and pxl_avif_color. The variant is picked from the
+// input's length and last bytes, as pixload-fuzz-decode does, so every seed is valid as it
+// stands. A plain build (`swift build`) replays files: `pixload-fuzz-avif FILE...`, which is
+// how Tests/fuzz-regressions/avif is replayed by `swift test`.
+import CCodecs
+import FuzzDriver
+import PixloadCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// As pixload-fuzz-decode: large enough for every seed, far below libFuzzer's RSS limit.
+let fuzzMaxPixels: UInt64 = 16_000_000
+
+func fuzzVariant(for data: [UInt8]) -> ImageVariant {
+  var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a over the length and the last 8 bytes
+  func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+  withUnsafeBytes(of: UInt64(data.count).littleEndian) { $0.forEach(mix) }
+  data.suffix(8).forEach(mix)
+  var bits = hash
+  func take(_ n: UInt64) -> Int { defer { bits /= n }; return Int(bits % n) }
+  let sizes: [(Int, Int, ScaleMode)] = [(0, 0, .fit), (150, 150, .fill), (150, 150, .fit), (1, 1, .fill),
+                                        (1 + take(64), 0, .fit), (7, 300, .fill)]
+  let (width, height, mode) = sizes[take(UInt64(sizes.count))]
+  let format = PixelFormat.allCases[take(UInt64(PixelFormat.allCases.count))]
+  return ImageRequest(url: "fuzz:", targetWidth: width, targetHeight: height, mode: mode, format: format,
+                      appliesOrientation: take(2) == 0).variant
+}
+
+/// What pxl_avif_decode_frames' callback sees; frames past 16 stop the decode (the
+/// caller's bound), which must still succeed.
+struct FrameWalk {
+  var frames = 0, height = 0, sum: UInt64 = 0
+}
+
+@discardableResult
+func fuzzOne(_ data: [UInt8]) -> String {
+  var report = ""
+  let variant = fuzzVariant(for: data)
+  switch ImageDecoder().decode(data, variant: variant, maxPixels: fuzzMaxPixels) {
+  case .failure(let error):
+    precondition(!error.message.isEmpty, "a failure without a message")
+    report = "\(variant.width)x\(variant.height) \(variant.format): \(error.status) \(error.message)"
+  case .success(let image):
+    precondition(image.width >= 1 && image.height >= 1 && image.stride == image.width * variant.format.bytesPerPixel)
+    if variant.width > 0 { precondition(image.width <= max(variant.width, 1), "wider than asked") }
+    let bytes = image.pixels.assumingMemoryBound(to: UInt8.self)
+    var sum: UInt64 = 0
+    for i in 0..<image.byteCount { sum &+= UInt64(bytes[i]) }
+    report = "\(variant.width)x\(variant.height) \(variant.format): \(image.width)x\(image.height), sum \(sum)"
+  }
+
+  var info = pxl_codec_info()
+  let infoStatus = data.withUnsafeBufferPointer { pxl_avif_read_info($0.baseAddress, $0.count, &info, nil, 0) }
+  var walk = FrameWalk(height: Int(info.height))
+  var output = pxl_codec_output()
+  let status = data.withUnsafeBufferPointer { bytes in
+    withUnsafeMutablePointer(to: &walk) { walkPointer in
+      pxl_avif_decode_frames(bytes.baseAddress, bytes.count, fuzzMaxPixels, { user, index, rgba, stride, duration in
+        let walk = user!.assumingMemoryBound(to: FrameWalk.self)
+        precondition(index == Int32(walk.pointee.frames) && duration >= 0 && stride > 0)
+        let count = Int(stride) * walk.pointee.height
+        for i in 0..<count { walk.pointee.sum &+= UInt64(rgba![i]) }
+        walk.pointee.frames += 1
+        return walk.pointee.frames >= 16 ? 1 : 0
+      }, walkPointer, &output)
+    }
+  }
+  precondition(output.pixels == nil, "decode_frames returned pixels")
+  if status == PXL_CODEC_OK {
+    precondition(infoStatus == PXL_CODEC_OK && walk.frames >= 1, "frames decoded without a header")
+    precondition(walk.frames == min(Int(info.frame_count), 16), "\(walk.frames) frames of \(info.frame_count)")
+  } else {
+    precondition(output.message.0 != 0, "decode_frames failed without a message")
+  }
+  report += "; frames \(status.rawValue) x\(walk.frames) sum \(walk.sum)"
+
+  var color = pxl_codec_color()
+  let colorStatus = data.withUnsafeBufferPointer { pxl_avif_color($0.baseAddress, $0.count, &color) }
+  if color.icc != nil {
+    var sum: UInt64 = 0
+    for i in 0..<color.icc_size { sum &+= UInt64(color.icc[i]) }
+    report += "; icc \(color.icc_size) bytes sum \(sum)"
+  }
+  pxl_codec_color_free(&color)
+  return report + "; color \(colorStatus.rawValue) \(color.cicp_primaries)/\(color.cicp_transfer)/\(color.cicp_matrix)"
+}
+
+@main
+enum Main {
+  static func main() { runFuzzTarget(name: "avif", fuzzOne) }
+}
