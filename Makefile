@@ -83,7 +83,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
+  bench-decode bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers install uninstall clean \
   wheel deb test-wheel test-deb
 
 all: lib cli
@@ -399,6 +399,19 @@ FUZZ_TARGETS := decode diskentry headers
 fuzz_seeds_decode := $(CORPUS)
 fuzz_seeds_diskentry := Tests/fuzz/seeds/diskentry
 fuzz_seeds_headers := Tests/fuzz/seeds/headers
+# fuzz-gif: libFuzzer on gif_shim.c alone (Tests/fuzz/gif/gif_fuzz.c: read_info, decode in
+# every layout, decode_rows, decode_frames, color), C only, ASan + UBSan; seeds: the GIF
+# suite, the generated GIF set (test-codecs makes it) and Tests/fuzz-regressions/gif.
+# Replay an input: `cc -g -ISources/CCodecs/include -DGIF_FUZZ_MAIN Tests/fuzz/gif/gif_fuzz.c
+# Sources/CCodecs/*.c $(CODEC_LIBS)` and run it on the file.
+fuzz-gif:
+	@mkdir -p $(FUZZ_DIR)/gif-corpus $(FUZZ_DIR)/gif-artifacts $(GEN_CONFORMANCE)/generated-gif
+	clang -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -ISources/CCodecs/include \
+	  Tests/fuzz/gif/gif_fuzz.c Sources/CCodecs/*.c -o $(FUZZ_DIR)/gif-fuzz $(CODEC_LIBS)
+	$(FUZZ_DIR)/gif-fuzz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 \
+	  -dict=Tests/fuzz/gif.dict -artifact_prefix=$(FUZZ_DIR)/gif-artifacts/ $(FUZZ_DIR)/gif-corpus \
+	  Tests/fixtures/gif-suite $(GEN_CONFORMANCE)/generated-gif Tests/fuzz-regressions/gif
+
 $(addprefix fuzz-,$(FUZZ_TARGETS)): fuzz-%:
 	$(SWIFT) build -c release --scratch-path $(FUZZ_SCRATCH) --product pixload-fuzz-$* \
 	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DPIXLOAD_LIBFUZZER -Xswiftc -enable-testing \

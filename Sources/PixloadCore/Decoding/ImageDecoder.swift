@@ -58,13 +58,16 @@ extension ImageDecoding {
 public struct ImageDecoder: ImageDecoding {
   public init() {}
 
-  public enum Kind: CaseIterable { case jpeg, png }
+  public enum Kind: CaseIterable { case jpeg, png, gif }
 
   /// The format by magic bytes, or nil.
   public static func sniff(_ data: [UInt8]) -> Kind? {
     if data.count >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF { return .jpeg }
     let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
     if data.count >= 8 && data[0..<8].elementsEqual(png) { return .png }
+    if data.count >= 6 && (data[0..<6].elementsEqual("GIF87a".utf8) || data[0..<6].elementsEqual("GIF89a".utf8)) {
+      return .gif
+    }
     return nil
   }
 
@@ -96,6 +99,9 @@ public struct ImageDecoder: ImageDecoding {
                    decodeRows: { pxl_jpeg_decode_rows($0, $1, $2, 1, $3, $4, $5, $6) })
     case .png:
       return Codec(name: "PNG", readInfo: pxl_png_read_info, decode: pxl_png_decode, decodeRows: pxl_png_decode_rows)
+    case .gif:
+      return Codec(name: "GIF", readInfo: pxl_gif_read_info, decode: pxl_gif_decode, decodeRows: pxl_gif_decode_rows,
+                   decodeFrames: pxl_gif_decode_frames)
     }
   }
 
