@@ -133,6 +133,11 @@ public struct ImageDecoder: ImageDecoding {
     let plan = SizePlan(sourceWidth: storedWidth, sourceHeight: storedHeight, orientation: orientation,
                         targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
 
+    if variant.animates && info.frame_count > 1,
+       let animated = Self.decodeAnimation(bytes, kind: kind, info: info, plan: plan, format: variant.format,
+                                           orientation: orientation, maxPixels: maxPixels) {
+      return animated
+    }
     let layout = Self.layout(for: variant.format)
     // The size the decoder produces: libjpeg's DCT-scaled size (ceil(stored / denominator)),
     // or the stored size.
@@ -145,9 +150,9 @@ public struct ImageDecoder: ImageDecoding {
         || !decodedCrop.isWhole(width: decodedWidth, height: decodedHeight) {
       // A thumbnail: rows stream from the decoder into the resampler, so neither the
       // full-size nor the DCT-scaled bitmap is ever built.
-      return decodeResampled(bytes, kind: kind, info: info, scale: scale, decodedWidth: decodedWidth,
-                             decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, layout: layout,
-                             format: variant.format, orientation: orientation, maxPixels: maxPixels)
+      return Self.counted(decodeResampled(bytes, kind: kind, info: info, scale: scale, decodedWidth: decodedWidth,
+                                          decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, layout: layout,
+                                          format: variant.format, orientation: orientation, maxPixels: maxPixels), info)
     }
     var output = pxl_codec_output()
     let decodeStatus: pxl_codec_status
@@ -169,12 +174,12 @@ public struct ImageDecoder: ImageDecoding {
     if channels == 4 && output.has_alpha != 0 && variant.format.isPremultiplied {
       PixelOps.premultiply(pixels, count: width * height)
     }
-    return Self.finish(pixels, width: width, height: height, channels: channels, orientation: orientation,
-                       format: variant.format, plan: plan)
+    return Self.counted(Self.finish(pixels, width: width, height: height, channels: channels,
+                                    orientation: orientation, format: variant.format, plan: plan), info)
   }
 
   /// Turns the stored-orientation output upright and wraps it (taking `pixels`).
-  private static func finish(_ pixels: UnsafeMutablePointer<UInt8>, width: Int, height: Int, channels: Int,
+  static func finish(_ pixels: UnsafeMutablePointer<UInt8>, width: Int, height: Int, channels: Int,
                              orientation: Orientation, format: PixelFormat, plan: SizePlan) -> Result<Image, LoadError> {
     var pixels = pixels, width = width, height = height
     if orientation != .up {
@@ -233,7 +238,7 @@ public struct ImageDecoder: ImageDecoding {
                        orientation: orientation, format: format, plan: plan)
   }
 
-  private static func layout(for format: PixelFormat) -> pxl_codec_layout {
+  static func layout(for format: PixelFormat) -> pxl_codec_layout {
     switch format {
     case .rgba8, .rgba8Premultiplied: return PXL_CODEC_RGBA
     case .bgra8Premultiplied: return PXL_CODEC_BGRA
@@ -242,7 +247,7 @@ public struct ImageDecoder: ImageDecoding {
     }
   }
 
-  private static func error(_ status: pxl_codec_status, kind: Kind, message: String) -> LoadError {
+  static func error(_ status: pxl_codec_status, kind: Kind, message: String) -> LoadError {
     let name = codec(kind).name
     let detail = message.isEmpty ? "" : ": \(message)"
     switch status {
