@@ -10,8 +10,10 @@ final class GifDecoderTests: XCTestCase {
       .appendingPathComponent("fixtures/gif-suite").path
   }
 
-  func bytes(_ name: String) throws -> [UInt8] {
-    guard let data = FileManager.default.contents(atPath: "\(Self.suite)/\(name)") else {
+  func bytes(_ name: String) throws -> [UInt8] { try Self.bytes(name) }
+
+  static func bytes(_ name: String) throws -> [UInt8] {
+    guard let data = FileManager.default.contents(atPath: "\(suite)/\(name)") else {
       throw XCTSkip("cannot read \(name)")
     }
     return [UInt8](data)
@@ -50,5 +52,55 @@ final class GifDecoderTests: XCTestCase {
       return XCTFail("65535x1 decoded under a 1000-pixel limit")
     }
     XCTAssertEqual(big.status, .tooManyPixels)
+  }
+}
+
+/// Animated results (ImageVariant.animates) through ImageDecoder: every frame in the
+/// requested size and format, frame 0 equal to the still result of the same request.
+final class AnimationDecodeTests: XCTestCase {
+  func decode(_ name: String, width: Int = 0, height: Int = 0, mode: ScaleMode = .fit, format: PixelFormat = .rgba8,
+              animates: Bool) throws -> Image {
+    let data = try GifDecoderTests.bytes(name)
+    var request = ImageRequest(url: "x", targetWidth: width, targetHeight: height, mode: mode, format: format)
+    request.animates = animates
+    switch ImageDecoder().decode(data, variant: request.variant, maxPixels: 10_000_000) {
+    case .success(let image): return image
+    case .failure(let error): XCTFail("\(name): \(error.message)"); throw error
+    }
+  }
+
+  func testFramesDurationsAndLoopCount() throws {
+    let image = try decode("dispose-restore-background.gif", animates: true)
+    XCTAssertEqual(image.frameCount, 4)
+    XCTAssertEqual(image.sourceFrameCount, 4)
+    XCTAssertEqual(image.frameDurations, [500, 500, 500, 500])
+    XCTAssertEqual(image.loopCount, 0)
+    XCTAssertEqual(image.totalByteCount, 4 * image.byteCount)
+    XCTAssertNil(image.framePixels(4))
+    // "Restore to background" clears to transparent between frames: frames differ.
+    let f0 = image.framePixels(0)!, f1 = image.framePixels(1)!
+    XCTAssertNotEqual(memcmp(f0, f1, image.byteCount), 0)
+  }
+
+  func testFrameZeroIsTheStillInEveryFormatAndSize() throws {
+    for format in PixelFormat.allCases {
+      for (w, h, mode) in [(0, 0, ScaleMode.fit), (1, 1, .fill), (2, 1, .fit)] {
+        let still = try decode("dispose-keep.gif", width: w, height: h, mode: mode, format: format, animates: false)
+        let animated = try decode("dispose-keep.gif", width: w, height: h, mode: mode, format: format, animates: true)
+        XCTAssertEqual(still.frameCount, 1)
+        XCTAssertEqual(still.sourceFrameCount, 4)
+        XCTAssertEqual(animated.frameCount, 4, "\(format) \(w)x\(h)")
+        XCTAssertEqual([animated.width, animated.height, animated.stride], [still.width, still.height, still.stride])
+        XCTAssertEqual(memcmp(still.pixels, animated.pixels, still.byteCount), 0, "\(format) \(w)x\(h) \(mode)")
+      }
+    }
+  }
+
+  func testAnimatedAndStillAreDifferentVariants() {
+    var animated = ImageRequest(url: "https://example.com/a.gif")
+    animated.animates = true
+    let still = ImageRequest(url: "https://example.com/a.gif")
+    XCTAssertNotEqual(animated.variant, still.variant)
+    XCTAssertEqual(animated.cacheKey, still.cacheKey)  // one download, two decodes
   }
 }
