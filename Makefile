@@ -207,6 +207,12 @@ test-codecs: deps
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
 	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) -f Tests/fixtures $(CORPUS)
 	$(STAGE)/tests/codec-edges
+	@# The GIF fuzz target's replay build under ASan + UBSan (clang: gcc misses null + offset): its
+	@# regressions, the suite and the generated set.
+	clang -fuse-ld=lld -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DGIF_FUZZ_MAIN \
+	  -ISources/CCodecs/include Tests/fuzz/gif/gif_fuzz.c Sources/CCodecs/*.c -o $(STAGE)/tests/gif-replay $(CODEC_LIBS)
+	$(STAGE)/tests/gif-replay Tests/fuzz-regressions/gif/*.gif Tests/fixtures/gif-suite/*.gif \
+	  $(GEN_CONFORMANCE)/generated-gif/*.gif >/dev/null
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
 # equal the manifests' for every row of pngsuite and jpeg-conformance.
@@ -406,7 +412,7 @@ fuzz_seeds_headers := Tests/fuzz/seeds/headers
 # Sources/CCodecs/*.c $(CODEC_LIBS)` and run it on the file.
 fuzz-gif:
 	@mkdir -p $(FUZZ_DIR)/gif-corpus $(FUZZ_DIR)/gif-artifacts $(GEN_CONFORMANCE)/generated-gif
-	clang -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -ISources/CCodecs/include \
+	clang -fuse-ld=lld -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -ISources/CCodecs/include \
 	  Tests/fuzz/gif/gif_fuzz.c Sources/CCodecs/*.c -o $(FUZZ_DIR)/gif-fuzz $(CODEC_LIBS)
 	$(FUZZ_DIR)/gif-fuzz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 \
 	  -dict=Tests/fuzz/gif.dict -artifact_prefix=$(FUZZ_DIR)/gif-artifacts/ $(FUZZ_DIR)/gif-corpus \
