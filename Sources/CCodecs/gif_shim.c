@@ -423,9 +423,13 @@ static int draw_line(void *user, const gif_frame *f, int32_t y, const GifPixelTy
       return 1;
     }
   }
-  /* Indices outside the canvas are checked too: the file is as corrupt there. */
-  for (int32_t x = x1 - f->left; x < f->width; x++) {
-    if (x >= 0 && c->kind[line[x]] == 2) {
+  /* Indices outside the canvas are checked too: the file is as corrupt there. They are
+   * line[from ..] (from is 0 for a frame wholly right of the canvas): starting the loop
+   * at a negative index cost a frame 64000 columns right of a 1-pixel canvas 64000 empty
+   * iterations per row (a fuzzer timeout, Tests/fuzz-regressions/gif). */
+  int32_t from = x1 - f->left > 0 ? x1 - f->left : 0;
+  for (int32_t x = from; x < f->width; x++) {
+    if (c->kind[line[x]] == 2) {
       snprintf(w->message, sizeof w->message, "frame %d: pixel index %d beyond its colour table of %d entries",
                w->frames, line[x], f->map ? f->map->ColorCount : 0);
       return 1;
