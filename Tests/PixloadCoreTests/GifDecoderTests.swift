@@ -1,3 +1,4 @@
+import CCodecs
 import XCTest
 @testable import PixloadCore
 
@@ -37,6 +38,25 @@ final class GifDecoderTests: XCTestCase {
       return XCTFail("thumbnail failed")
     }
     XCTAssertEqual([small.width, small.height], [1, 1])
+  }
+
+  /// pxl_gif_color: the ICCRGBG1012 application extension's profile, joined from its
+  /// sub-blocks; nothing for a file without one.
+  func testColourProfileFromTheApplicationExtension() throws {
+    func profile(_ name: String) throws -> [UInt8]? {
+      let data = try bytes(name)
+      var color = pxl_codec_color()
+      defer { pxl_codec_color_free(&color) }
+      XCTAssertEqual(data.withUnsafeBufferPointer { pxl_gif_color($0.baseAddress, $0.count, &color) }, PXL_CODEC_OK)
+      guard let icc = color.icc else { return nil }
+      return Array(UnsafeBufferPointer(start: icc, count: color.icc_size))
+    }
+    let icc = try XCTUnwrap(profile("icc-color-profile.gif"))
+    XCTAssertGreaterThan(icc.count, 128)
+    XCTAssertEqual(Array(icc[36..<40]), Array("acsp".utf8))  // an ICC header
+    let declared = Int(icc[0]) << 24 | Int(icc[1]) << 16 | Int(icc[2]) << 8 | Int(icc[3])
+    XCTAssertEqual(declared, icc.count)
+    XCTAssertNil(try profile("four-colors.gif"))
   }
 
   func testCorruptAndOversizedFailClearly() throws {
