@@ -551,27 +551,115 @@ pxl_codec_status pxl_gif_decode(const uint8_t *data, size_t size, int32_t layout
   return st;
 }
 
-/* The first frame's rows. GIF rows arrive interlaced or offset, so the frame is drawn
- * into one bitmap of the layout (the only pixel buffer) and then handed over. */
+/* Streaming the first frame's rows: one row buffer, handed over as each frame row is
+ * drawn, with the transparent rows above, below and (for a frame cut short) after it. */
+typedef struct row_stream {
+  gif_canvas *canvas;
+  pxl_codec_row_fn row_fn;
+  void *user;
+  int32_t next_y;   /* the next canvas row to hand over */
+  int stopped;      /* row_fn said stop */
+} row_stream;
+
+static int hand_over(row_stream *r, int32_t until) {
+  gif_walk *w = r->canvas->walk;
+  size_t bytes = (size_t)w->width * (size_t)r->canvas->channels;
+  for (; r->next_y < until; r->next_y++) {
+    memset(r->canvas->pixels, 0, bytes);
+    if (r->row_fn(r->user, r->next_y, r->canvas->pixels) != 0) return r->stopped = 1;
+  }
+  return 0;
+}
+
+static int stream_line(void *user, const gif_frame *f, int32_t y, const GifPixelType *line) {
+  row_stream *r = user;
+  int32_t cy = f->top + y; /* < canvas height: rows_needed stops at the bottom */
+  if (hand_over(r, cy) != 0) return 1;
+  memset(r->canvas->pixels, 0, (size_t)r->canvas->walk->width * (size_t)r->canvas->channels);
+  gif_frame shifted = *f;
+  shifted.top = 0; /* draw_line writes row 0 of the one-row buffer */
+  int bad = draw_line(r->canvas, &shifted, 0, line);
+  /* The row with a bad index is shown up to it, as pxl_gif_decode leaves it. */
+  if (r->row_fn(r->user, cy, r->canvas->pixels) != 0) return r->stopped = 1;
+  r->next_y = cy + 1;
+  return bad;
+}
+
+/* The first frame's rows. A non-interlaced first frame is streamed through one row (a
+ * thumbnail of a large GIF never holds its bitmap); an interlaced one is drawn into one
+ * bitmap of the layout first (its rows arrive in four passes) and then handed over. */
 pxl_codec_status pxl_gif_decode_rows(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
                                      pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
-  if (row_fn == NULL) {
-    memset(out, 0, sizeof *out);
-    fail(out, "no row function");
+  memset(out, 0, sizeof *out);
+  int32_t channels = layout_channels(layout);
+  if (row_fn == NULL || channels == 0) {
+    fail(out, row_fn == NULL ? "no row function" : "unknown layout");
     return PXL_CODEC_UNSUPPORTED;
   }
-  pxl_codec_status st = pxl_gif_decode(data, size, layout, max_pixels, out);
-  if (st != PXL_CODEC_OK) return st;
-  for (int32_t y = 0; y < out->height; y++) {
-    if (row_fn(user, y, out->pixels + (size_t)y * (size_t)out->stride) != 0) {
-      fail(out, "stopped by the caller");
-      return PXL_CODEC_CORRUPT;
+  gif_walk w;
+  gif_frame f;
+  gif_canvas *c = NULL;
+  pxl_codec_status st = walk_open(&w, data, size);
+  if (st == PXL_CODEC_OK) st = check_canvas(&w, max_pixels);
+  if (st == PXL_CODEC_OK && walk_next(&w, &f) != WALK_FRAME) st = PXL_CODEC_CORRUPT;
+  if (st == PXL_CODEC_OK && f.interlace) {
+    walk_close(&w);
+    st = pxl_gif_decode(data, size, layout, max_pixels, out);
+    if (st != PXL_CODEC_OK) return st;
+    for (int32_t y = 0; y < out->height; y++) {
+      if (row_fn(user, y, out->pixels + (size_t)y * (size_t)out->stride) != 0) {
+        fail(out, "stopped by the caller");
+        return PXL_CODEC_CORRUPT;
+      }
+    }
+    free(out->pixels);
+    out->pixels = NULL;
+    return PXL_CODEC_OK;
+  }
+  if (st == PXL_CODEC_OK) {
+    c = malloc(sizeof *c);
+    if (c) c->pixels = malloc((size_t)w.width * (size_t)channels);
+    if (c == NULL || c->pixels == NULL) {
+      snprintf(w.message, sizeof w.message, "out of memory for a row of %d pixels", w.width);
+      st = PXL_CODEC_NO_MEMORY;
     }
   }
-  free(out->pixels);
-  out->pixels = NULL;
-  return PXL_CODEC_OK;
+  if (st == PXL_CODEC_OK) {
+    c->walk = &w;
+    c->channels = channels;
+    c->stride = 0;
+    prepare_palette(c, &f, layout);
+    row_stream r = {c, row_fn, user, 0, 0};
+    int32_t rows = walk_decode_image(&w, &f, stream_line, &r);
+    int complete = rows >= 0;
+    if (r.stopped) {
+      snprintf(w.message, sizeof w.message, "stopped by the caller");
+      st = PXL_CODEC_CORRUPT;
+    } else if (rows == WALK_OVER_BUDGET || rows == -1) {
+      st = PXL_CODEC_CORRUPT; /* not one row: nothing to show */
+    } else {
+      if (rows < 0) warn(&w, NULL);
+      if (hand_over(&r, w.height) != 0) {
+        snprintf(w.message, sizeof w.message, "stopped by the caller");
+        st = PXL_CODEC_CORRUPT;
+      }
+    }
+    if (st == PXL_CODEC_OK) {
+      out->width = w.width;
+      out->height = w.height;
+      out->channels = channels;
+      out->stride = w.width * channels;
+      out->has_alpha = channels == 4 && (f.transparent >= 0 || !covers_canvas(&w, &f) || !complete);
+      out->warnings = w.warnings;
+    }
+  }
+  if (c) free(c->pixels);
+  free(c);
+  if (st != PXL_CODEC_OK) fail(out, w.message[0] ? w.message : "cannot decode");
+  else snprintf(out->message, sizeof out->message, "%s", w.warnings ? w.message : "");
+  walk_close(&w);
+  return st;
 }
 
 pxl_codec_status pxl_gif_decode_frames(const uint8_t *data, size_t size, uint64_t max_pixels,

@@ -27,10 +27,19 @@ static void check(int ok, const char *what) {
 
 static volatile uint32_t sink;
 
+/* decode_rows must hand over exactly pxl_gif_decode's rows, in order. */
+typedef struct rows {
+  int32_t row_bytes, next;
+  const uint8_t *expect; /* pxl_gif_decode's pixels, NULL when it failed */
+  int mismatch;
+} rows;
+
 static int on_row(void *user, int32_t y, const uint8_t *row) {
-  const int32_t *w = user; /* width * channels */
-  for (int32_t i = 0; i < *w; i++) sink += row[i];
-  (void)y;
+  rows *r = user;
+  if (y != r->next++) r->mismatch = 1;
+  for (int32_t i = 0; i < r->row_bytes; i++) sink += row[i];
+  if (r->expect && !r->mismatch && memcmp(row, r->expect + (size_t)y * (size_t)r->row_bytes, (size_t)r->row_bytes) != 0)
+    r->mismatch = 1;
   return 0;
 }
 
@@ -51,17 +60,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int32_t layout = (int32_t)(size % 4);
   pxl_codec_output o;
   pxl_codec_status st = pxl_gif_decode(data, size, layout, MAX_PIXELS, &o);
+  uint8_t *decoded = NULL;
   if (st == PXL_CODEC_OK) {
     check(ist == PXL_CODEC_OK && o.width == info.width && o.height == info.height, "decode agrees with read_info");
     size_t n = (size_t)o.stride * o.height;
     for (size_t i = 0; i < n; i++) sink += o.pixels[i];
-    free(o.pixels);
+    decoded = o.pixels;
   } else {
     check(o.pixels == NULL && o.message[0] != '\0', "a failure has a message and no pixels");
   }
-  int32_t row_bytes = ist == PXL_CODEC_OK ? info.width * (layout == 2 ? 3 : layout == 3 ? 1 : 4) : 0;
-  pxl_codec_status rst = pxl_gif_decode_rows(data, size, layout, MAX_PIXELS, on_row, &row_bytes, &o);
+  int32_t decoded_warnings = o.warnings;
+  rows r = {ist == PXL_CODEC_OK ? info.width * (layout == 2 ? 3 : layout == 3 ? 1 : 4) : 0, 0, decoded, 0};
+  pxl_codec_status rst = pxl_gif_decode_rows(data, size, layout, MAX_PIXELS, on_row, &r, &o);
   check(rst == st && o.pixels == NULL, "decode_rows agrees with decode");
+  if (st == PXL_CODEC_OK) {
+    check(!r.mismatch && r.next == info.height, "decode_rows hands over decode's rows, in order");
+    check(o.warnings == decoded_warnings, "decode_rows warns as decode");
+  }
+  free(decoded);
   frames f = {info.width, info.height, 0};
   pxl_codec_status fst = pxl_gif_decode_frames(data, size, MAX_PIXELS, on_frame, &f, &o);
   check(o.pixels == NULL, "decode_frames leaves no pixels");
