@@ -5,7 +5,10 @@ End to end through the shipped library: for every row of the pngsuite and
 jpeg-conformance manifests, `pixload fetch --allow-file --no-orientation --format rgba8
 --out FILE file://...` must write exactly the manifest's pixels (md5 of the tightly packed
 RGBA8 rows) for ok / ok_with_warning rows, and must fail with a status and a message for
-must_fail rows. Skips (saying so) when the corpus is absent. Ends with "N passed, N failed".
+must_fail rows. Skips (saying so) when the corpus is absent. The GIF suite kept in the
+repository (Tests/fixtures/gif-suite) runs the same way, and its animated rows also with
+`--animate --out-dir DIR`: the PNG frames written must be the manifest's frames (md5 of
+every frame's RGBA8 rows, in order). Ends with "N passed, N failed".
 """
 import hashlib
 import os
@@ -14,23 +17,46 @@ import sys
 import tempfile
 
 
+def check_frames(pixload, url, frames, out_dir):
+    """--animate --out-dir: the frames as PNG files, in order, against "N:md5"."""
+    from PIL import Image
+
+    count, want = frames.split(":")
+    run = subprocess.run([pixload, "fetch", "--allow-file", "--no-disk-cache", "--no-orientation", "--format",
+                          "rgba8", "--animate", "--out-dir", out_dir, url], capture_output=True, text=True,
+                         timeout=60)
+    if run.returncode != 0:
+        return f"--animate: exit {run.returncode}: {run.stdout.strip()} {run.stderr.strip()}"
+    files = sorted(os.listdir(out_dir))  # NNNN-NAME.png, then NNNN-NAME.f001.png, ...
+    files = files[-1:] + files[:-1]
+    md5 = hashlib.md5()
+    for f in files:
+        md5.update(Image.open(os.path.join(out_dir, f)).convert("RGBA").tobytes())
+    if len(files) != int(count) or md5.hexdigest() != want:
+        return f"--animate: {len(files)} frames, md5 {md5.hexdigest()}, expected {frames}"
+    return None
+
+
 def main():
     pixload, corpus = sys.argv[1], sys.argv[2]
-    if not os.path.isfile(os.path.join(corpus, "README.md")):
-        print(f"cli_conformance: {corpus} is absent: skipped")
-        print("0 passed, 0 failed")
-        return 0
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+    sets = [(fixtures, "gif-suite")]
+    if os.path.isfile(os.path.join(corpus, "README.md")):
+        sets = [(corpus, "pngsuite"), (corpus, "jpeg-conformance")] + sets
+    else:
+        print(f"cli_conformance: {corpus} is absent: its sets skipped")
     passed = failed = 0
-    out = os.path.join(tempfile.mkdtemp(prefix="pxl-cli-"), "pixels.rgba")
-    for corpus_set in ("pngsuite", "jpeg-conformance"):
-        rows = open(os.path.join(corpus, corpus_set, "manifest.tsv")).read().splitlines()
+    work = tempfile.mkdtemp(prefix="pxl-cli-")
+    out = os.path.join(work, "pixels.rgba")
+    for root, corpus_set in sets:
+        rows = open(os.path.join(root, corpus_set, "manifest.tsv")).read().splitlines()
         header = rows[0].split("\t")
         col = {name: i for i, name in enumerate(header)}
         set_passed = set_failed = 0
         for line in rows[1:]:
             cells = line.split("\t")
             name, expect = cells[col["file"]], cells[col["expect"]]
-            url = "file://" + os.path.abspath(os.path.join(corpus, corpus_set, name))
+            url = "file://" + os.path.abspath(os.path.join(root, corpus_set, name))
             if os.path.exists(out):
                 os.unlink(out)
             run = subprocess.run([pixload, "fetch", "--allow-file", "--no-orientation", "--format", "rgba8",
@@ -49,6 +75,8 @@ def main():
                         problem = f"{len(data)} bytes, expected {width}x{height}x4"
                     elif hashlib.md5(data).hexdigest() != cells[col["rgba8_md5"]]:
                         problem = "pixels differ from the manifest's rgba8_md5"
+                    elif "frames" in col and cells[col["frames"]]:
+                        problem = check_frames(pixload, url, cells[col["frames"]], os.path.join(work, name))
             if problem:
                 set_failed += 1
                 print(f"FAIL {corpus_set}/{name} ({expect}): {problem}")
