@@ -57,7 +57,7 @@ CC          ?= cc
 CFLAGS      ?= -O2 -g
 WARN        := -Wall -Wextra -std=c11
 # The system libraries behind Sources/CCodecs (Package.swift's codecLibraries says the same).
-CODEC_LIBS  := -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2
+CODEC_LIBS  := -ljpeg -lpng -ldeflate -lz -lwebp -lwebpdemux -lgif -lavif -llcms2
 # Swift 6.3 from PATH, else where the toolchain lives on our machines.
 SWIFT       ?= $(or $(shell command -v swift 2>/dev/null),/opt/swift/usr/bin/swift)
 STAGE       := build
@@ -83,7 +83,8 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers install uninstall clean \
+  bench-decode bench-color bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  install uninstall clean \
   wheel deb test-wheel test-deb
 
 all: lib cli
@@ -196,7 +197,9 @@ test-tsan:
 
 # Decoder conformance: fixtures generated now by cjpeg and our PNG writer, expected pixels
 # from djpeg and Pillow (scripts/gen-conformance.py), so a fresh clone has a conformance
-# set; then ../shared/corpus where present (skipped, saying so, where absent).
+# set; then ../shared/corpus where present (skipped, saying so, where absent). Then colour
+# management (Tests/codecs/color_test.c) against Pillow ImageCms on P3 / Adobe RGB / gray /
+# cHRM-tagged files made now (scripts/gen-color-fixtures.py).
 GEN_CONFORMANCE := $(STAGE)/conformance-gen
 test-codecs: deps
 	@mkdir -p $(STAGE)/tests
@@ -213,6 +216,10 @@ test-codecs: deps
 	  -ISources/CCodecs/include Tests/fuzz/gif/gif_fuzz.c Sources/CCodecs/*.c -o $(STAGE)/tests/gif-replay $(CODEC_LIBS)
 	$(STAGE)/tests/gif-replay Tests/fuzz-regressions/gif/*.gif Tests/fixtures/gif-suite/*.gif \
 	  $(GEN_CONFORMANCE)/generated-gif/*.gif >/dev/null
+	python3 scripts/gen-color-fixtures.py $(STAGE)/color-fixtures
+	$(CC) -O2 $(WARN) -pthread -ISources/CCodecs/include Tests/codecs/color_test.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/tests/color $(CODEC_LIBS)
+	$(STAGE)/tests/color $(STAGE)/color-fixtures
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
 # equal the manifests' for every row of pngsuite and jpeg-conformance.
@@ -301,6 +308,7 @@ bench:
 	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
 	@$(SUBMAKE) bench-network
 	@$(SUBMAKE) bench-decode
+	@$(SUBMAKE) bench-color
 	@$(SUBMAKE) bench-cancel
 	@$(SUBMAKE) bench-warm
 
@@ -355,6 +363,14 @@ BENCH_DECODE_REPS ?= 5
 bench-decode:
 	@scripts/deps.sh
 	@scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
+
+# The cost of colour management (scripts/bench-color.sh): ImageDecoder's CPU per image on
+# the corpus photographs tagged Display P3 / Adobe RGB against the same files untagged, and
+# a thumbnail converted after resampling against converted row by row before it.
+BENCH_COLOR_REPS ?= 5
+bench-color:
+	@scripts/deps.sh
+	@scripts/bench-color.sh $(STAGE) $(BENCH_COLOR_REPS)
 
 clean:
 	rm -rf $(STAGE) $(DIST) $(RELEASE_SCRATCH) .build .build-tsan .build-asan .build-fuzz .build-bench \

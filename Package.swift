@@ -6,7 +6,7 @@
 import PackageDescription
 
 // The system libraries behind the CCodecs shims (the Makefile's CODEC_LIBS says the same).
-let codecLibraries = ["jpeg", "png16", "webp", "webpdemux", "gif", "avif", "lcms2"]
+let codecLibraries = ["jpeg", "png16", "deflate", "z", "webp", "webpdemux", "gif", "avif", "lcms2"]
 
 let package = Package(
   name: "pixload",

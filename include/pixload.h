@@ -225,6 +225,15 @@ typedef enum pxl_mode {
                                              AVIF where supported): see "Animated images"
                                              below. Without it an animation gives its first
                                              frame. Since 0.4.0. */
+#define PXL_FLAG_NO_COLOR_MANAGEMENT 0x20u /* Since 0.4.0. Keep the decoded values: by default
+                                             an embedded colour profile (JPEG APP2 ICC, PNG
+                                             iCCP or cHRM/gAMA, WebP ICCP, AVIF ICC or nclx) is
+                                             converted to sRGB, relative colorimetric (untagged
+                                             and sRGB files are left as they are). A profile
+                                             that cannot be used (unreadable, CMYK, HDR PQ/HLG)
+                                             leaves the decoded values and logs a warning. The
+                                             two are different variants: cached and merged
+                                             separately. */
 /* Requests are merged only with requests of the same cache flags and headers (rule 5). */
 
 /* Schemes (pxl_config.allowed_schemes). */

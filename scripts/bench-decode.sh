@@ -73,7 +73,7 @@ echo "bench-decode: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg
 # against the full decode, same files, interleaved: the corpus's, the demo's web-size ones
 # and camera-size ones made from the 8 MP+ wallpapers (scripts/progressive-photos.sh).
 scripts/progressive-photos.sh "$out/progressive-photos"
-cc -O2 -std=c11 -ISources/CCodecs/include bench/first_scan.c Sources/CCodecs/*.c -o "$out/first_scan" -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2
+cc -O2 -std=c11 -ISources/CCodecs/include bench/first_scan.c Sources/CCodecs/*.c -o "$out/first_scan" -ljpeg -lpng -ldeflate -lz -lwebp -lwebpdemux -lgif -lavif -llcms2
 for set in jpeg-conformance realworld corrupt; do
   [ -f "$corpus/$set/manifest.tsv" ] &&
     awk -F'\t' -v dir="$corpus/$set" 'NR > 1 && $2 == "jpeg" && $3 ~ /^ok/ { print dir "/" $1 }' "$corpus/$set/manifest.tsv"

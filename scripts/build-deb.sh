@@ -10,7 +10,7 @@
 # Version: the header's PXL_VERSION_STRING (a native package: no Debian revision).
 # Depends: dpkg-shlibdeps over the ELF files (pixload-tools finds libpixload0 through its
 # shlibs); libpixload-dev needs its siblings' -dev packages because pixload.pc names
-# libcurl, libjpeg and libpng in Requires.private, which pkg-config resolves for --cflags.
+# libcurl and the codec libraries in Requires.private, which pkg-config resolves for --cflags.
 # Then lintian on the three, its tags printed, not fatal.
 #
 # Only builds: dpkg-dev and lintian are named in one line when missing (`scripts/deps.sh
@@ -146,7 +146,7 @@ control libpixload0 libs same "$lib_depends" \
 .
 This package contains the shared library."
 control libpixload-dev libdevel same \
-  "libpixload0 (= $version), libcurl4-openssl-dev | libcurl-dev, libjpeg-dev, libpng-dev, libwebp-dev, libgif-dev, libavif-dev, liblcms2-dev" \
+  "libpixload0 (= $version), libcurl4-openssl-dev | libcurl-dev, libjpeg-dev, libpng-dev, libdeflate-dev, libwebp-dev, libgif-dev, libavif-dev, liblcms2-dev" \
   "asynchronous image loading and caching - development files" \
   "$about
 .

@@ -25,6 +25,7 @@ APT_PKGS=(
   libcurl4-openssl-dev     # pixload's network layer
   libjpeg62-turbo-dev      # JPEG decoding
   libpng-dev               # PNG decoding
+  libdeflate-dev           # PNG image data: whole-buffer inflate, ~2x zlib (png_fast.c)
   libwebp-dev              # WebP decoding (decode, demux, animation)
   libgif-dev               # GIF decoding
   libavif-dev              # AVIF decoding (libavif with dav1d/aom, as Debian builds it)
@@ -37,6 +38,9 @@ APT_PKGS=(
   openssl                  # Tests/capi/mkcerts.sh: the throwaway CA of the TLS tests
   lomiri-wallpapers-16.04  # 15 real photographs (CC-BY/CC-BY-SA/CC0) for scripts/photos.sh
   python3                  # scripts/photos.sh (Pillow), bench/py_baseline.py, Tests/faultserver
+  webp                     # cwebp/dwebp/img2webp: the demo's WebP rows, WebP fixtures and reference pixels
+  libavif-bin              # avifenc/avifdec: the demo's AVIF rows, AVIF fixtures and reference pixels
+  imagemagick              # the demo's GIF rows (scripts/demo-formats.sh), GIF fixtures
 )
 # nginx: any Debian 12 flavour will do (nginx, nginx-light, nginx-full all ship
 # /usr/sbin/nginx; in Debian 12 the light one is a transitional package for nginx, whose
@@ -57,10 +61,7 @@ if [ "$mode" = test ]; then
     man-db                 # scripts/check-dist.sh renders the installed man page (man -l)
     dpkg-dev               # make deb: dpkg-shlibdeps computes the packages' dependencies
     lintian                # make deb: checks the three packages, its tags are printed
-    webp                   # cwebp/dwebp/img2webp/gif2webp: WebP fixtures and reference pixels
-    libavif-bin            # avifenc/avifdec: AVIF fixtures and reference pixels
     giflib-tools           # GIF fixtures (gifbuild) and giflib's own view of them
-    imagemagick            # GIF fixtures: animations with each disposal method
   )
 fi
 

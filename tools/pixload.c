@@ -55,6 +55,7 @@ static const char usage_text[] =
     "  --mode fit|fill       how the image meets the target (default fit)\n"
     "  --format F            rgba8 | rgba8-premul | bgra8-premul | rgb8 | gray8 (default rgba8)\n"
     "  --no-orientation      do not apply EXIF orientation\n"
+    "  --no-color-management keep the decoded values (default: embedded profiles to sRGB)\n"
     "  --allow-file          allow file:// URLs\n"
     "  --memory-cache-mb N   memory cache budget in MiB (0 disables; default 64)\n"
     "  --concurrency N       transfers at once over all hosts (default 8)\n"
@@ -484,12 +485,13 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
          OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
-         OPT_ANIMATE };
+         OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT };
   static const struct option long_options[] = {
       {"size", required_argument, NULL, OPT_SIZE},
       {"mode", required_argument, NULL, OPT_MODE},
       {"format", required_argument, NULL, OPT_FORMAT},
       {"no-orientation", no_argument, NULL, OPT_NO_ORIENTATION},
+      {"no-color-management", no_argument, NULL, OPT_NO_COLOR_MANAGEMENT},
       {"allow-file", no_argument, NULL, OPT_ALLOW_FILE},
       {"memory-cache-mb", required_argument, NULL, OPT_MEMORY_CACHE},
       {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
@@ -542,6 +544,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
         if (parse_format(optarg, &o->request.format)) return usage_error("unknown --format '%s'", optarg);
         break;
       case OPT_NO_ORIENTATION: o->request.flags |= PXL_FLAG_IGNORE_ORIENTATION; break;
+      case OPT_NO_COLOR_MANAGEMENT: o->request.flags |= PXL_FLAG_NO_COLOR_MANAGEMENT; break;
       case OPT_ALLOW_FILE: o->config.allowed_schemes |= PXL_SCHEME_FILE; break;
       case OPT_MEMORY_CACHE:
         if (parse_int(optarg, 0, 1L << 30, &n)) return usage_error("bad --memory-cache-mb '%s'", optarg);

@@ -1112,3 +1112,55 @@ static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int d
   free(job);
   return st;
 }
+
+/* ---- colour ----------------------------------------------------------------------- */
+
+/* APP2 "ICC_PROFILE\0" chunks (ICC.1 B.4): each carries its sequence number (1-based) and
+ * the chunk count, then a piece of the profile. A walk over the marker segments up to the
+ * first scan, no libjpeg needed. A set with a gap, a duplicate, inconsistent counts or more
+ * than PXL_ICC_MAX_BYTES is ignored (no profile), as libjpeg's jpeg_read_icc_profile does. */
+pxl_codec_status pxl_jpeg_color(const uint8_t *data, size_t size, pxl_codec_color *color) {
+  if (color == NULL) return PXL_CODEC_UNSUPPORTED;
+  memset(color, 0, sizeof *color);
+  if (data == NULL || size < 4 || data[0] != 0xFF || data[1] != 0xD8) return PXL_CODEC_CORRUPT;
+  const uint8_t *chunk[256] = {0};
+  size_t chunk_size[256] = {0};
+  int count = 0, bad = 0;
+  size_t total = 0, pos = 2;
+  while (pos + 4 <= size) {
+    if (data[pos] != 0xFF) break; /* not a marker where one must be: stop, keep what we have */
+    uint8_t code = data[pos + 1];
+    if (code == 0xFF) { pos++; continue; } /* fill byte */
+    if (code == 0xD8 || code == 0x01 || (code >= 0xD0 && code <= 0xD7)) { pos += 2; continue; }
+    if (code == 0xDA || code == 0xD9) break; /* the first scan (or the end): no APP2 after it counts */
+    size_t len = be16(data + pos + 2);
+    if (len < 2 || len > size - pos - 2) break;
+    const uint8_t *seg = data + pos + 4;
+    size_t n = len - 2;
+    if (code == 0xE2 && n >= 14 && memcmp(seg, "ICC_PROFILE\0", 12) == 0) {
+      int seq = seg[12], of = seg[13];
+      if (seq == 0 || of == 0 || seq > of || (count != 0 && of != count) || chunk[seq] != NULL) bad = 1;
+      else {
+        count = of;
+        chunk[seq] = seg + 14;
+        chunk_size[seq] = n - 14;
+        total += n - 14;
+        if (total > PXL_ICC_MAX_BYTES) bad = 1;
+      }
+    }
+    pos += 2 + len;
+  }
+  if (count == 0 || bad || total == 0) return PXL_CODEC_OK;
+  for (int i = 1; i <= count; i++)
+    if (chunk[i] == NULL) return PXL_CODEC_OK;
+  uint8_t *icc = malloc(total);
+  if (icc == NULL) return PXL_CODEC_NO_MEMORY;
+  size_t at = 0;
+  for (int i = 1; i <= count; i++) {
+    memcpy(icc + at, chunk[i], chunk_size[i]);
+    at += chunk_size[i];
+  }
+  color->icc = icc;
+  color->icc_size = total;
+  return PXL_CODEC_OK;
+}

@@ -13,6 +13,7 @@
  */
 #include "pxl_codecs.h"
 #include "pxl_exif.h"
+#include "pxl_png_fast.h"
 
 #include <setjmp.h>
 #include <stdio.h>
@@ -36,10 +37,13 @@ typedef struct png_job {
   int32_t layout;
   uint64_t max_pixels;
   pxl_codec_info *info_out;
+  pxl_codec_color *color_out; /* info_only: the colour chunks instead of the info */
   pxl_codec_output *out;
   uint8_t *pixels;  /* owned until handed to out on success */
   png_bytep *rows;
   pxl_codec_row_fn row_fn;  /* rows mode: hand rows over instead of keeping a bitmap */
+  int no_fast_path;         /* PXL_PNG_LIBPNG_ONLY: every file through libpng (tests compare) */
+  int fast_path_only;       /* PXL_PNG_FAST_PATH_ONLY: fail where png_fast.c does not apply */
   void *row_user;
   int32_t warnings;
   char fatal[256];
@@ -171,6 +175,40 @@ static int hand_over_row(png_job *job, png_uint_32 y, uint8_t *row, png_uint_32 
   return 1;
 }
 
+/* The colour chunks libpng kept (it drops, with a warning, an iCCP whose profile does not
+ * fit the image, and a cHRM or gAMA out of range). */
+static pxl_codec_status colour_of(png_job *job) {
+  png_structp png = job->png;
+  png_infop info = job->info;
+  pxl_codec_color *c = job->color_out;
+  png_charp name = NULL;
+  int compression = 0;
+  png_bytep profile = NULL;
+  png_uint_32 length = 0;
+  if (png_get_iCCP(png, info, &name, &compression, &profile, &length) != 0 && profile != NULL && length > 0 &&
+      length <= PXL_ICC_MAX_BYTES) {
+    c->icc = malloc(length);
+    if (c->icc == NULL) {
+      snprintf(job->shim_error, sizeof job->shim_error, "out of memory");
+      return PXL_CODEC_NO_MEMORY;
+    }
+    memcpy(c->icc, profile, length);
+    c->icc_size = length;
+  }
+  int intent = 0;
+  c->srgb = png_get_sRGB(png, info, &intent) != 0;
+  png_fixed_point v[8];
+  if (png_get_valid(png, info, PNG_INFO_cHRM) &&
+      png_get_cHRM_fixed(png, info, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 0) {
+    c->has_chrm = 1;
+    for (int i = 0; i < 8; i++) c->chrm[i] = (int32_t)v[i];
+  }
+  png_fixed_point gamma = 0;
+  if (png_get_valid(png, info, PNG_INFO_gAMA) && png_get_gAMA_fixed(png, info, &gamma) != 0 && gamma > 0)
+    c->gamma = (int32_t)gamma;
+  return PXL_CODEC_OK;
+}
+
 static pxl_codec_status png_run(png_job *job) {
   png_structp png = job->png;
   png_infop info = job->info;
@@ -199,6 +237,7 @@ static pxl_codec_status png_run(png_job *job) {
   png_get_IHDR(png, info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
   int has_alpha = (ctype & PNG_COLOR_MASK_ALPHA) != 0 || png_get_valid(png, info, PNG_INFO_tRNS) != 0;
 
+  if (job->color_out != NULL) return colour_of(job);
   if (job->info_only) {
     job->info_out->width = (int32_t)w; /* png_get_uint_31 already capped both at 2^31-1 */
     job->info_out->height = (int32_t)h;
@@ -214,6 +253,24 @@ static pxl_codec_status png_run(png_job *job) {
   }
 
   int32_t channels = layout_channels(job->layout);
+  if (depth == 8 && interlace == PNG_INTERLACE_NONE && ctype != PNG_COLOR_TYPE_PALETTE &&
+      png_get_valid(png, info, PNG_INFO_tRNS) == 0 && channels > 0 && !job->no_fast_path) {
+    /* The clean common case: the image data without libpng's rows (png_fast.c); libpng
+     * keeps everything else, and this file if it is anything but clean. */
+    pxl_png_fast_result fast = pxl_png_fast_image_data(job->data, job->size, job->pos, w, h, ctype, job->layout, channels,
+                                                       job->row_fn, job->row_user, &job->pixels, job->shim_error,
+                                                       sizeof job->shim_error);
+    if (fast != PXL_PNG_FAST_NOT_HANDLED) {
+      if (fast == PXL_PNG_FAST_NO_MEMORY) return PXL_CODEC_NO_MEMORY;
+      if (fast == PXL_PNG_FAST_STOPPED) return PXL_CODEC_CORRUPT;
+      set_output(job, w, h, channels, has_alpha);
+      return PXL_CODEC_OK;
+    }
+  }
+  if (job->fast_path_only) {
+    snprintf(job->shim_error, sizeof job->shim_error, "not a file for the fast path");
+    return PXL_CODEC_UNSUPPORTED;
+  }
   /* GRAY from a colour source: libpng delivers RGB and we apply the BT.601 weights
    * ourselves (see the header for why not png_set_rgb_to_gray_fixed). */
   int gray_from_colour = job->layout == PXL_CODEC_GRAY && (ctype & PNG_COLOR_MASK_COLOR) != 0;
@@ -352,10 +409,16 @@ pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_i
 }
 
 static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
-                                        pxl_codec_row_fn row_fn, void *row_user, pxl_codec_output *out);
+                                        uint32_t options, pxl_codec_row_fn row_fn, void *row_user,
+                                        pxl_codec_output *out);
 
 pxl_codec_status pxl_png_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out) {
-  return png_decode_into(data, size, layout, max_pixels, NULL, NULL, out);
+  return png_decode_into(data, size, layout, max_pixels, 0, NULL, NULL, out);
+}
+
+pxl_codec_status pxl_png_decode_with_options(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                             uint32_t options, pxl_codec_output *out) {
+  return png_decode_into(data, size, layout, max_pixels, options, NULL, NULL, out);
 }
 
 pxl_codec_status pxl_png_decode_rows(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
@@ -367,11 +430,12 @@ pxl_codec_status pxl_png_decode_rows(const uint8_t *data, size_t size, int32_t l
     }
     return PXL_CODEC_UNSUPPORTED;
   }
-  return png_decode_into(data, size, layout, max_pixels, row_fn, user, out);
+  return png_decode_into(data, size, layout, max_pixels, 0, row_fn, user, out);
 }
 
 static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
-                                        pxl_codec_row_fn row_fn, void *row_user, pxl_codec_output *out) {
+                                        uint32_t options, pxl_codec_row_fn row_fn, void *row_user,
+                                        pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
   if (layout_channels(layout) == 0) {
@@ -390,6 +454,8 @@ static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_
   job->out = out;
   job->row_fn = row_fn;
   job->row_user = row_user;
+  job->no_fast_path = (options & PXL_PNG_LIBPNG_ONLY) != 0;
+  job->fast_path_only = (options & PXL_PNG_FAST_PATH_ONLY) != 0;
   pxl_codec_status st = png_do(job, out->message, sizeof out->message);
   if (st == PXL_CODEC_OK) {
     out->pixels = job->pixels;
@@ -397,6 +463,39 @@ static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_
     out->width = out->height = out->stride = out->channels = out->has_alpha = 0;
   }
   out->warnings = job->warnings;
+  free(job);
+  return st;
+}
+
+/* Only files with a colour chunk before IDAT reach libpng (which inflates iCCP and
+ * checks every one of them); the rest cost a walk over the chunk headers. */
+pxl_codec_status pxl_png_color(const uint8_t *data, size_t size, pxl_codec_color *color) {
+  if (color == NULL) return PXL_CODEC_UNSUPPORTED;
+  memset(color, 0, sizeof *color);
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (data == NULL || size < 8 || memcmp(data, sig, 8) != 0) return PXL_CODEC_CORRUPT;
+  int found = 0;
+  for (size_t pos = 8; size - pos >= 8 && !found;) {
+    const uint8_t *c = data + pos;
+    uint32_t len = (uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 | (uint32_t)c[2] << 8 | c[3];
+    if (memcmp(c + 4, "IDAT", 4) == 0 || memcmp(c + 4, "IEND", 4) == 0) break;
+    found = memcmp(c + 4, "iCCP", 4) == 0 || memcmp(c + 4, "sRGB", 4) == 0 || memcmp(c + 4, "cHRM", 4) == 0 ||
+            memcmp(c + 4, "gAMA", 4) == 0;
+    if ((uint64_t)len + 12 > size - pos) break;
+    pos += (size_t)len + 12;
+  }
+  if (!found) return PXL_CODEC_OK;
+  png_job *job = calloc(1, sizeof *job);
+  if (job == NULL) return PXL_CODEC_NO_MEMORY;
+  pxl_codec_info unused = {0, 0, 0, 1, 1, 0};
+  job->data = data;
+  job->size = size;
+  job->info_only = 1;
+  job->info_out = &unused;
+  job->color_out = color;
+  pxl_codec_status st = png_do(job, NULL, 0);
+  if (st != PXL_CODEC_OK) pxl_codec_color_free(color);
+  if (st != PXL_CODEC_OK) memset(color, 0, sizeof *color);
   free(job);
   return st;
 }

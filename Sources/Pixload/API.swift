@@ -436,7 +436,7 @@ private func imageRequest(_ r: pxl_request) -> ImageRequest? {
   guard let url = r.url, r.width >= 0, r.height >= 0,
         let mode = ScaleMode(rawValue: r.mode), let format = PixelFormat(rawValue: r.format),
         r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
-                          | PXL_FLAG_CACHE_ONLY | PXL_FLAG_ANIMATE) == 0,
+                          | PXL_FLAG_CACHE_ONLY | PXL_FLAG_ANIMATE | PXL_FLAG_NO_COLOR_MANAGEMENT) == 0,
         r.flags & UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY) != UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY),
         r.progress_interval_ms >= 0, r.preview_interval_ms >= 0, let headers = headerLines(r.headers)
   else { return nil }
@@ -450,6 +450,7 @@ private func imageRequest(_ r: pxl_request) -> ImageRequest? {
   if r.flags & UInt32(PXL_FLAG_RELOAD) != 0 { converted.cachePolicy = .reload }
   if r.flags & UInt32(PXL_FLAG_CACHE_ONLY) != 0 { converted.cachePolicy = .cacheOnly }
   converted.animates = r.flags & UInt32(PXL_FLAG_ANIMATE) != 0
+  converted.managesColor = r.flags & UInt32(PXL_FLAG_NO_COLOR_MANAGEMENT) == 0
   return converted
 }
 

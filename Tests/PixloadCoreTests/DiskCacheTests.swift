@@ -547,4 +547,23 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(expires.expires, 2114380800)
     XCTAssertEqual(ResponseCaching().expiry(now: 5), 0, "no information: fresh until evicted")
   }
+
+  /// Colour management is part of a stored variant's name: a thumbnail kept with it is not
+  /// served to a request without it, which decodes and keeps its own.
+  func testStoredVariantsKeepColourManagedAndUnmanagedApart() throws {
+    let managed = ImageRequest(url: "http://h/c.jpg", targetWidth: 150, targetHeight: 150, mode: .fill)
+    var kept = managed
+    kept.managesColor = false
+    XCTAssertEqual(try loadWithFreshLoader(managed) { $0.finish(0, bytes: Array("abcdef".utf8)) }.stats.variantsStored, 1)
+    let other = try loadWithFreshLoader(kept)  // the original is on disk: decoded from it
+    XCTAssertEqual(other.stats.variantHits, 0)
+    XCTAssertEqual(other.decoder.count, 1)
+    XCTAssertTrue(other.network.started.isEmpty)
+    XCTAssertEqual(other.stats.variantsStored, 1)
+    for request in [kept, managed] {
+      let warm = try loadWithFreshLoader(request)
+      XCTAssertEqual(warm.stats.variantHits, 1)
+      XCTAssertEqual(warm.decoder.count, 0)
+    }
+  }
 }

@@ -359,6 +359,51 @@ static void check_frames(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, c
   if (o.pixels != NULL) fail(r, "decode_frames left out->pixels set");
 }
 
+/* PNG's fast path (png_fast.c) against libpng, for files it takes: the same pixels in
+ * every layout, whole and row by row (pxl_png_decode_rows, which thumbnails use). */
+static int png_fast_files, png_fast_identical;
+
+typedef struct row_copy { uint8_t *pixels; size_t stride; int32_t rows; } row_copy;
+static int copy_row(void *user, int32_t y, const uint8_t *row) {
+  row_copy *c = user;
+  memcpy(c->pixels + (size_t)y * c->stride, row, c->stride);
+  c->rows = y + 1;
+  return 0;
+}
+
+static void check_png_fast_path(row_result *r, const uint8_t *d, size_t n) {
+  int identical = 1;
+  for (int32_t layout = 0; layout < 4; layout++) {
+    pxl_codec_output fast, ref;
+    if (pxl_png_decode_with_options(d, n, layout, 100000000ull, PXL_PNG_FAST_PATH_ONLY, &fast) != PXL_CODEC_OK) {
+      if (layout > 0) { fail(r, "png fast path taken for layout 0 but not for layout %d", layout); identical = 0; }
+      return; /* not a file for the fast path */
+    }
+    if (layout == 0) png_fast_files++;
+    if (pxl_png_decode_with_options(d, n, layout, 100000000ull, PXL_PNG_LIBPNG_ONLY, &ref) != PXL_CODEC_OK) {
+      fail(r, "png fast path decoded layout %d, libpng failed: %s", layout, ref.message);
+      identical = 0;
+    } else if (fast.width != ref.width || fast.height != ref.height || fast.stride != ref.stride ||
+               fast.has_alpha != ref.has_alpha || fast.warnings != ref.warnings ||
+               memcmp(fast.pixels, ref.pixels, (size_t)ref.stride * ref.height) != 0) {
+      fail(r, "png fast path differs from libpng in layout %d (warnings %d vs %d)", layout, fast.warnings, ref.warnings);
+      identical = 0;
+    } else {
+      row_copy c = {calloc((size_t)ref.stride * ref.height + 1, 1), (size_t)ref.stride, 0};
+      pxl_codec_output rows;
+      if (c.pixels == NULL || pxl_png_decode_rows(d, n, layout, 100000000ull, copy_row, &c, &rows) != PXL_CODEC_OK ||
+          c.rows != ref.height || memcmp(c.pixels, ref.pixels, (size_t)ref.stride * ref.height) != 0) {
+        fail(r, "png rows (fast path) differ from libpng in layout %d", layout);
+        identical = 0;
+      }
+      free(c.pixels);
+    }
+    free(fast.pixels);
+    free(ref.pixels);
+  }
+  png_fast_identical += identical;
+}
+
 /* BGRA/RGB must be exact rearrangements of RGBA; GRAY exact where derivable. */
 static void check_layouts(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, const pxl_codec_output *rgba) {
   size_t px = (size_t)rgba->width * rgba->height;
@@ -563,6 +608,7 @@ static void run_set(const char *root, const char *set, totals *all) {
         check_layouts(&r, fmt, d, n, &o);
         if (c_frames >= 0 && cols[c_frames][0])
           check_frames(&r, fmt, d, n, cols[c_frames], c_dur >= 0 ? cols[c_dur] : "", c_loop >= 0 ? cols[c_loop] : "");
+        if (fmt == FMT_PNG) check_png_fast_path(&r, d, n);
         free(o.pixels);
       }
     } else {
@@ -684,6 +730,12 @@ int main(int argc, char **argv) {
          first_scan_files, first_scan_transcoded, first_scan_identical);
   printf("early end: %d of them decode to the same 1/8 thumbnail from a prefix (%.0f%% of their bytes not needed)\n",
          early_end_files, early_end_total ? 100.0 * early_end_saved / early_end_total : 0.0);
+  printf("png fast path: %d PNGs decoded by libdeflate + SSE2 filters, %d identical to libpng in every layout\n",
+         png_fast_files, png_fast_identical);
+  if (generated && png_fast_files == 0) {
+    printf("FAIL: no generated PNG took the fast path\n");
+    t.failed++;
+  }
   if (generated && first_scan_files == 0) {
     /* The generated set has progressive JPEGs: none taking the DC path means it broke. */
     printf("FAIL: no generated progressive JPEG took the first-scan path\n");

@@ -2,8 +2,8 @@
 """Tests/e2e/cli_conformance.py PIXLOAD CORPUS
 
 End to end through the shipped library: for every row of the pngsuite and
-jpeg-conformance manifests, `pixload fetch --allow-file --no-orientation --format rgba8
---out FILE file://...` must write exactly the manifest's pixels (md5 of the tightly packed
+jpeg-conformance manifests, `pixload fetch --allow-file --no-orientation
+--no-color-management --format rgba8 --out FILE file://...` must write exactly the manifest's pixels (md5 of the tightly packed
 RGBA8 rows) for ok / ok_with_warning rows, and must fail with a status and a message for
 must_fail rows. Skips (saying so) when the corpus is absent. The GIF suite kept in the
 repository (Tests/fixtures/gif-suite) runs the same way, and its animated rows also with
@@ -59,8 +59,10 @@ def main():
             url = "file://" + os.path.abspath(os.path.join(root, corpus_set, name))
             if os.path.exists(out):
                 os.unlink(out)
-            run = subprocess.run([pixload, "fetch", "--allow-file", "--no-orientation", "--format", "rgba8",
-                                  "--out", out, url], capture_output=True, text=True, timeout=60)
+            # The manifests' pixels are the reference decoders' without colour management
+            # (PngSuite's gamma and cHRM files, ICC-tagged JPEGs would be converted).
+            run = subprocess.run([pixload, "fetch", "--allow-file", "--no-orientation", "--no-color-management",
+                                  "--format", "rgba8", "--out", out, url], capture_output=True, text=True, timeout=60)
             problem = None
             if expect.startswith("must_fail"):
                 if run.returncode != 1 or run.stdout.startswith("OK") or len(run.stdout.split()) < 3:

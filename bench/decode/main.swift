@@ -4,6 +4,7 @@
 //
 //   pixload-bench-decode [--reps N] [--mode full|thumb|both] [--only ours|direct] LIST
 //   pixload-bench-decode --peak ours|direct full|thumb FILE
+//   pixload-bench-decode --color [--reps N] PAIRS
 //
 // LIST names one file per line. `make bench-decode` (scripts/bench-decode.sh) builds it in
 // release mode and runs it over the real-world photos and PNGs of ../shared/corpus and the
@@ -11,6 +12,12 @@
 // Each repetition times every image on both sides (alternating which goes first) with the
 // thread's CPU clock; the report gives, per kind of file, the median over repetitions of
 // the CPU milliseconds per image, and the ratio ours / direct of those medians.
+//
+// Both sides decode without colour management (the direct side has none): like for like.
+// --color times colour management instead: PAIRS names a tagged file and the same file
+// without its profile per line, then a kind to group them by (tab-separated); ImageDecoder
+// with colour management on, tagged against untagged, interleaved, 150x150 fill and full
+// size.
 //
 // --only runs one side alone (for `valgrind --tool=callgrind`); --peak decodes FILE once
 // and prints the peak resident set before and after (task: memory of thumbnails).
@@ -49,9 +56,11 @@ func readFile(_ path: String) -> [UInt8] {
   return data
 }
 
-func variant(thumb: Bool) -> ImageVariant {
-  ImageRequest(url: "bench:", targetWidth: thumb ? thumbSize : 0, targetHeight: thumb ? thumbSize : 0,
-               mode: .fill, format: .rgba8).variant
+func variant(thumb: Bool, managesColor: Bool = false) -> ImageVariant {
+  var request = ImageRequest(url: "bench:", targetWidth: thumb ? thumbSize : 0, targetHeight: thumb ? thumbSize : 0,
+                             mode: .fill, format: .rgba8)
+  request.managesColor = managesColor
+  return request.variant
 }
 
 let fullVariant = variant(thumb: false), thumbVariant = variant(thumb: true)
@@ -171,6 +180,18 @@ func main() {
     fail("usage: pixload-bench-decode [--reps N] [--mode full|thumb|both] [--only ours|direct] LIST\n"
          + "       pixload-bench-decode --peak ours|direct full|thumb FILE")
   }
+  if args.first == "--color" {
+    args.removeFirst()
+    if args.first == "--reps" {
+      args.removeFirst()
+      guard let n = Int(args.first ?? ""), n > 0 else { usage() }
+      reps = n
+      args.removeFirst()
+    }
+    guard args.count == 1 else { usage() }
+    colorCost(pairsFile: args[0], reps: reps)
+    return
+  }
   if args.first == "--peak" {
     guard args.count == 4, let side = Side(rawValue: args[1]), ["full", "thumb"].contains(args[2]) else { usage() }
     peak(side: side, thumb: args[2] == "thumb", path: args[3])
@@ -212,6 +233,47 @@ func main() {
       print("\(thumb ? "150x150 fill" : "full size") outputs: \(compareOutputs(samples, thumb: thumb))")
     }
     run(samples, thumb: thumb, reps: reps, only: only)
+  }
+}
+
+/// CPU per image of ImageDecoder with colour management on, tagged files against the same
+/// files untagged (which cost nothing extra: no transform).
+func colorCost(pairsFile: String, reps: Int) {
+  let lines = String(decoding: readFile(pairsFile), as: UTF8.self).split(separator: "\n")
+  let pairs: [(tagged: [UInt8], untagged: [UInt8], kind: String)] = lines.compactMap { line in
+    let parts = line.split(separator: "\t").map(String.init)
+    return parts.count >= 2 ? (readFile(parts[0]), readFile(parts[1]), parts.count > 2 ? parts[2] : "tagged") : nil
+  }
+  if pairs.isEmpty { fail("no pairs in \(pairsFile)") }
+  let kinds = Array(Set(pairs.map(\.kind))).sorted()
+  print("bench-decode --color: \(pairs.count) tagged files and the same files untagged, \(reps) repetitions, "
+        + "ImageDecoder with colour management, CPU of the decoding thread")
+  for thumb in [true, false] {
+    let managed = variant(thumb: thumb, managesColor: true)
+    var tagged: [String: [Double]] = [:], untagged: [String: [Double]] = [:]
+    for kind in kinds { tagged[kind] = Array(repeating: 0, count: reps); untagged[kind] = tagged[kind] }
+    for pair in pairs {  // warm-up: the transforms are built here
+      _ = ImageDecoder().decode(pair.tagged, variant: managed, maxPixels: 100_000_000)
+      _ = ImageDecoder().decode(pair.untagged, variant: managed, maxPixels: 100_000_000)
+    }
+    for rep in 0..<reps {
+      for (i, pair) in pairs.enumerated() {
+        for isTagged in (rep + i) % 2 == 0 ? [true, false] : [false, true] {
+          let start = bench_thread_cpu_ms()
+          guard case .success = ImageDecoder().decode(isTagged ? pair.tagged : pair.untagged, variant: managed,
+                                                      maxPixels: 100_000_000) else { fail("decode failed") }
+          let spent = bench_thread_cpu_ms() - start
+          if isTagged { tagged[pair.kind]![rep] += spent } else { untagged[pair.kind]![rep] += spent }
+        }
+      }
+    }
+    for kind in kinds {
+      let count = Double(pairs.filter { $0.kind == kind }.count)
+      let t = median(tagged[kind]!) / count, u = median(untagged[kind]!) / count
+      print("  \(pad(thumb ? "150x150 fill" : "full size", 13)) \(pad(kind, 11)) \(lpad(String(Int(count)), 3)) files  "
+            + "tagged \(lpad(fmt(t, 3), 8)) ms  untagged \(lpad(fmt(u, 3), 8)) ms  "
+            + "colour management \(t >= u ? "+" : "")\(fmt(t - u, 3)) ms (\(fmt(100 * (t - u) / u, 1)) %)")
+    }
   }
 }
 

@@ -154,6 +154,18 @@ pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_i
  * default reader). */
 pxl_codec_status pxl_png_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out);
 
+/* pxl_png_decode with options. The image data of a clean 8-bit, non-interlaced PNG
+ * without tRNS or palette (IDATs then IEND, nothing odd) is inflated by libdeflate and
+ * unfiltered in SSE2 lanes (png_fast.c), about twice as fast as libpng's rows; every other
+ * file, and any of those with anything unexpected, is libpng's. The pixels are the same.
+ * PXL_PNG_LIBPNG_ONLY decodes every file with libpng; PXL_PNG_FAST_PATH_ONLY fails with
+ * PXL_CODEC_UNSUPPORTED where the fast path does not apply (tests and benchmarks compare
+ * the two). */
+#define PXL_PNG_LIBPNG_ONLY 0x1
+#define PXL_PNG_FAST_PATH_ONLY 0x2
+pxl_codec_status pxl_png_decode_with_options(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                             uint32_t options, pxl_codec_output *out);
+
 /* Receives one decoded row (y from 0 to height - 1, in order), width * channels bytes in
  * the layout, valid only during the call. Returns 0 to go on, non-zero to stop the decode
  * (which then fails as PXL_CODEC_CORRUPT, "stopped by the caller"). */
@@ -249,6 +261,60 @@ pxl_codec_status pxl_gif_decode_rows(const uint8_t *data, size_t size, int32_t l
 pxl_codec_status pxl_gif_decode_frames(const uint8_t *data, size_t size, uint64_t max_pixels,
                                        pxl_codec_frame_fn frame_fn, void *user, pxl_codec_output *out);
 pxl_codec_status pxl_gif_color(const uint8_t *data, size_t size, pxl_codec_color *color);
+
+/* The colour information of a JPEG (APP2 "ICC_PROFILE\0" chunks, joined by sequence
+ * number; all of them must be there, numbered 1..count once each, or the profile is
+ * ignored; at most PXL_ICC_MAX_BYTES) and of a PNG (iCCP as libpng inflates and checks
+ * it, sRGB, cHRM, gAMA, all before IDAT). Only header bytes are read, no pixels; a file
+ * with none of these pays a walk over its marker/chunk headers. PXL_CODEC_CORRUPT (with
+ * nothing set) when the headers cannot be walked. */
+#define PXL_ICC_MAX_BYTES ((size_t)4 << 20)
+pxl_codec_status pxl_jpeg_color(const uint8_t *data, size_t size, pxl_codec_color *color);
+pxl_codec_status pxl_png_color(const uint8_t *data, size_t size, pxl_codec_color *color);
+
+/*
+ * Colour management (color.c, lcms2): pixels described by a pxl_codec_color to sRGB,
+ * relative colorimetric, 8 bits per channel, alpha untouched.
+ *  - Which source: the ICC profile if any; else `srgb`; else nclx primaries + transfer;
+ *    else PNG cHRM with gAMA (cHRM alone: the sRGB curve; gAMA alone is ignored: PngSuite
+ *    and many tools write it by habit, gAMA 1.0 on sRGB-looking pixels).
+ *  - Nothing to do (get returns NULL, message ""): no colour information; sRGB said
+ *    outright; nclx 1/13 (2, unspecified, counts as 1 and 13); an ICC profile, or
+ *    cHRM/gAMA, whose colorants and curves are within tolerance of sRGB (color.c);
+ *    PNG gAMA 45000..46000 (1/2.2, what encoders write beside or instead of sRGB) with
+ *    sRGB's cHRM (within 0.005) or none;
+ *    CMYK ICC profiles (the JPEG shim has already turned CMYK into RGB, as Pillow does,
+ *    and the profile describes ink values no longer at hand: not applied).
+ *  - Unusable (get returns NULL and says why in message, "colour profile not applied:
+ *    ..."): an ICC profile lcms2 cannot read or convert, or of another colour space (Lab,
+ *    ...), or a device link; unknown nclx codes; the HDR transfers PQ (16) and HLG (18),
+ *    which would need tone mapping to SDR that pixload does not do. The decode still
+ *    succeeds with the decoded values; the caller reports the message as a warning.
+ *  - Otherwise a transform, reference-counted: release it. Transforms are made once per
+ *    distinct source (an ICC profile's bytes, the numbers of the others) and kept in a
+ *    small process-wide cache (16 sources, 4 MB of profiles); any number of threads may
+ *    get and apply them at once.
+ * apply converts width x height pixels in place, in the layout (RGBA/BGRA with
+ * premultiplied alpha when premultiplied != 0). An RGB profile cannot convert GRAY pixels:
+ * decode RGB and use apply_gray, which converts rgb in place and then writes the
+ * BT.601 luma of the converted pixels to gray (the GRAY layout's formula; of the
+ * unconverted ones when it fails, so gray is always written). is_gray: a
+ * gray profile, which converts every layout (each colour channel alike). Both return 1,
+ * or 0 with a message when the transform for that layout cannot be built.
+ */
+typedef struct pxl_color_transform pxl_color_transform;
+pxl_color_transform *pxl_color_transform_get(const pxl_codec_color *color, char *message, size_t cap);
+int32_t pxl_color_transform_is_gray(const pxl_color_transform *transform);
+int pxl_color_transform_apply(pxl_color_transform *transform, uint8_t *pixels, int32_t width, int32_t height,
+                              int32_t stride, int32_t layout, int32_t premultiplied, char *message, size_t cap);
+int pxl_color_transform_apply_gray(pxl_color_transform *transform, uint8_t *rgb, int32_t width, int32_t height,
+                                   uint8_t *gray, char *message, size_t cap);
+void pxl_color_transform_release(pxl_color_transform *transform);
+/* For tests: conversions built so far in this process (a matrix/TRC source's tables count
+ * one; a gray profile's table one; a LUT-based ICC profile one lcms2 transform per layout
+ * used), and emptying the cache. */
+uint64_t pxl_color_transforms_built(void);
+void pxl_color_cache_clear(void);
 
 /*
  * Area resampling: each output pixel is the coverage-weighted mean of the source pixels

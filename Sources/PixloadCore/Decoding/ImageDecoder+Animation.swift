@@ -5,9 +5,10 @@ import Glibc
 
 /// Animated images (`ImageVariant.animates`): every frame a format's `decodeFrames` gives
 /// (composited on the canvas, straight RGBA) is brought to the variant's size, format and
-/// orientation the way a still is: converted to the layout, area-resampled over the same
-/// crop (averaged premultiplied when the source has alpha), oriented last. So frame 0 of
-/// an animated result has the same pixels as the still result of the same request.
+/// orientation the way a still is: converted to the decode layout, area-resampled over the
+/// same crop (averaged premultiplied when the source has alpha), colour-managed by the
+/// same ColorStep, oriented last. So frame 0 of an animated result has the same pixels as
+/// the still result of the same request.
 extension ImageDecoder {
   /// Stamps the source's frame count on a decoded image (before anyone else sees it).
   static func counted(_ result: Result<Image, LoadError>, _ info: pxl_codec_info) -> Result<Image, LoadError> {
@@ -18,14 +19,14 @@ extension ImageDecoder {
   /// The animation for the plan, or nil to deliver the first frame as a still: the format
   /// has no frames entry, or the frames would take more than `Animation.maxBytes`.
   static func decodeAnimation(_ bytes: UnsafeBufferPointer<UInt8>, kind: Kind, info: pxl_codec_info, plan: SizePlan,
-                              format: PixelFormat, orientation: Orientation,
+                              color: ColorStep, format: PixelFormat, orientation: Orientation,
                               maxPixels: UInt64) -> Result<Image, LoadError>? {
     guard let decodeFrames = codec(kind).decodeFrames else { return nil }
     let frameBytes = plan.outputWidth * plan.outputHeight * format.bytesPerPixel
     // Refused before any frame is built when the count read_info gives is over the bound;
     // the collector stops too, should the file hold more frames than it said.
     if Int(info.frame_count) > Animation.maxBytes / max(1, frameBytes) { return nil }
-    let collector = FrameCollector(plan: plan, format: format, orientation: orientation,
+    let collector = FrameCollector(plan: plan, color: color, format: format, orientation: orientation,
                                    canvasWidth: Int(info.width), canvasHeight: Int(info.height),
                                    sourceHasAlpha: info.has_alpha != 0, frameBytes: frameBytes)
     var output = pxl_codec_output()
@@ -44,7 +45,7 @@ extension ImageDecoder {
     let image = Image(width: plan.outputWidth, height: plan.outputHeight,
                       stride: plan.outputWidth * format.bytesPerPixel, format: format,
                       originalWidth: plan.displayWidth, originalHeight: plan.displayHeight, takingPixels: pixels,
-                      laterFrames: collector.frames, frameDurations: collector.durations,
+                      warning: collector.warning, laterFrames: collector.frames, frameDurations: collector.durations,
                       loopCount: Int(info.loop_count))
     collector.frames = []
     image.sourceFrameCount = Int(info.frame_count)
@@ -55,6 +56,7 @@ extension ImageDecoder {
 /// Receives the composited frames of one decode and renders each for the plan.
 private final class FrameCollector {
   let plan: SizePlan
+  let color: ColorStep
   let format: PixelFormat
   let orientation: Orientation
   let layout: pxl_codec_layout
@@ -67,17 +69,20 @@ private final class FrameCollector {
   var bytes = 0
   var overBound = false
   var failure: LoadError?
+  /// The colour step's warning for the first frame (a profile that could not be applied).
+  var warning: String?
   private var row: [UInt8] = []
 
-  init(plan: SizePlan, format: PixelFormat, orientation: Orientation, canvasWidth: Int, canvasHeight: Int,
-       sourceHasAlpha: Bool, frameBytes: Int) {
+  init(plan: SizePlan, color: ColorStep, format: PixelFormat, orientation: Orientation, canvasWidth: Int,
+       canvasHeight: Int, sourceHasAlpha: Bool, frameBytes: Int) {
+    self.color = color
     self.canvasWidth = canvasWidth
     self.canvasHeight = canvasHeight
     self.plan = plan
     self.format = format
     self.orientation = orientation
-    self.layout = ImageDecoder.layout(for: format)
-    self.premultipliedAveraging = sourceHasAlpha && format.bytesPerPixel == 4
+    self.layout = color.decodeLayout
+    self.premultipliedAveraging = sourceHasAlpha && color.decodeChannels == 4
     self.frameBytes = frameBytes
   }
 
@@ -129,15 +134,21 @@ private final class FrameCollector {
     }
   }
 
+  /// As ImageDecoder.decode does a still: decoded in the colour step's layout (RGB for a
+  /// GRAY result of an RGB-tagged file), converted, then premultiplied; a thumbnail
+  /// resampled first and converted on its own pixels.
   private func render(_ rgba: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int) -> UnsafeMutablePointer<UInt8>? {
-    let channels = format.bytesPerPixel
+    let channels = color.decodeChannels
     let outWidth = plan.storedOutputWidth, outHeight = plan.storedOutputHeight
     var pixels: UnsafeMutablePointer<UInt8>
+    var frameWarning: String?
     if outWidth == width && outHeight == height && plan.storedCrop.isWhole(width: width, height: height) {
-      guard let whole = malloc(width * height * channels)?.assumingMemoryBound(to: UInt8.self) else { return nil }
+      guard let whole = malloc(max(1, width * height * channels))?.assumingMemoryBound(to: UInt8.self) else {
+        return nil
+      }
       for y in 0..<height { convert(rgba + y * stride, width: width, into: whole + y * width * channels) }
-      if channels == 4 && format.isPremultiplied { PixelOps.premultiply(whole, count: width * height) }
-      pixels = whole
+      (pixels, frameWarning) = color.apply(whole, width: width, height: height, premultiplied: false)
+      if format.bytesPerPixel == 4 && format.isPremultiplied { PixelOps.premultiply(pixels, count: width * height) }
     } else {
       guard let resampler = AreaResampler(sourceWidth: width, sourceHeight: height, channels: channels,
                                           crop: plan.storedCrop, outputWidth: outWidth, outputHeight: outHeight,
@@ -151,10 +162,13 @@ private final class FrameCollector {
       }
       guard let small = resampler.finish() else { return nil }
       if premultipliedAveraging && !format.isPremultiplied { PixelOps.unpremultiply(small, count: outWidth * outHeight) }
-      pixels = small
+      (pixels, frameWarning) = color.apply(small, width: outWidth, height: outHeight,
+                                           premultiplied: premultipliedAveraging && format.isPremultiplied)
     }
+    if frames.isEmpty { warning = frameWarning }
     if orientation != .up {
-      guard let turned = orientation.apply(pixels, width: outWidth, height: outHeight, channels: channels) else {
+      guard let turned = orientation.apply(pixels, width: outWidth, height: outHeight,
+                                           channels: format.bytesPerPixel) else {
         free(pixels)
         return nil
       }

@@ -83,12 +83,15 @@ public struct ImageDecoder: ImageDecoding {
                             UnsafeMutablePointer<pxl_codec_output>?) -> pxl_codec_status
     typealias DecodeFrames = (UnsafePointer<UInt8>?, Int, UInt64, pxl_codec_frame_fn?, UnsafeMutableRawPointer?,
                               UnsafeMutablePointer<pxl_codec_output>?) -> pxl_codec_status
+    typealias ReadColor = (UnsafePointer<UInt8>?, Int, UnsafeMutablePointer<pxl_codec_color>?) -> pxl_codec_status
     let name: String
     let readInfo: ReadInfo
     let decode: Decode
     let decodeRows: DecodeRows
     /// Every composited frame of an animation; nil for formats that have none.
     var decodeFrames: DecodeFrames? = nil
+    /// The colour information the file carries (pxl_X_color); nil: never colour-managed.
+    var color: ReadColor? = nil
   }
 
   static func codec(_ kind: Kind) -> Codec {
@@ -96,12 +99,13 @@ public struct ImageDecoder: ImageDecoding {
     case .jpeg:
       return Codec(name: "JPEG", readInfo: pxl_jpeg_read_info,
                    decode: { pxl_jpeg_decode($0, $1, $2, 1, $3, $4) },
-                   decodeRows: { pxl_jpeg_decode_rows($0, $1, $2, 1, $3, $4, $5, $6) })
+                   decodeRows: { pxl_jpeg_decode_rows($0, $1, $2, 1, $3, $4, $5, $6) }, color: pxl_jpeg_color)
     case .png:
-      return Codec(name: "PNG", readInfo: pxl_png_read_info, decode: pxl_png_decode, decodeRows: pxl_png_decode_rows)
+      return Codec(name: "PNG", readInfo: pxl_png_read_info, decode: pxl_png_decode, decodeRows: pxl_png_decode_rows,
+                   color: pxl_png_color)
     case .gif:
       return Codec(name: "GIF", readInfo: pxl_gif_read_info, decode: pxl_gif_decode, decodeRows: pxl_gif_decode_rows,
-                   decodeFrames: pxl_gif_decode_frames)
+                   decodeFrames: pxl_gif_decode_frames, color: pxl_gif_color)
     }
   }
 
@@ -133,12 +137,17 @@ public struct ImageDecoder: ImageDecoding {
     let plan = SizePlan(sourceWidth: storedWidth, sourceHeight: storedHeight, orientation: orientation,
                         targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
 
+    // Colour management on the decoded (for a thumbnail: resampled) pixels, before any
+    // premultiplication. A GRAY result of an RGB-tagged file is decoded as RGB, converted,
+    // then reduced to luma.
+    let (conversion, colorWarning) = variant.managesColor ? ColorConversion.forFile(bytes, codec: codec) : (nil, nil)
+    let color = ColorStep(conversion: conversion, warning: colorWarning, format: variant.format)
     if variant.animates && info.frame_count > 1,
-       let animated = Self.decodeAnimation(bytes, kind: kind, info: info, plan: plan, format: variant.format,
-                                           orientation: orientation, maxPixels: maxPixels) {
+       let animated = Self.decodeAnimation(bytes, kind: kind, info: info, plan: plan, color: color,
+                                           format: variant.format, orientation: orientation, maxPixels: maxPixels) {
       return animated
     }
-    let layout = Self.layout(for: variant.format)
+    let layout = color.decodeLayout
     // The size the decoder produces: libjpeg's DCT-scaled size (ceil(stored / denominator)),
     // or the stored size.
     let scale = kind == .jpeg ? plan.dctScaleDenominator : 1
@@ -151,7 +160,7 @@ public struct ImageDecoder: ImageDecoding {
       // A thumbnail: rows stream from the decoder into the resampler, so neither the
       // full-size nor the DCT-scaled bitmap is ever built.
       return Self.counted(decodeResampled(bytes, kind: kind, info: info, scale: scale, decodedWidth: decodedWidth,
-                                          decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, layout: layout,
+                                          decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, color: color,
                                           format: variant.format, orientation: orientation, maxPixels: maxPixels), info)
     }
     var output = pxl_codec_output()
@@ -168,19 +177,21 @@ public struct ImageDecoder: ImageDecoding {
       return .failure(Self.error(decodeStatus, kind: kind, message: text))
     }
 
-    let pixels = output.pixels!
     let width = Int(output.width), height = Int(output.height)
-    let channels = Int(output.channels)
+    let (pixels, warning) = color.apply(output.pixels!, width: width, height: height, premultiplied: false)
+    let channels = variant.format.bytesPerPixel
     if channels == 4 && output.has_alpha != 0 && variant.format.isPremultiplied {
       PixelOps.premultiply(pixels, count: width * height)
     }
     return Self.counted(Self.finish(pixels, width: width, height: height, channels: channels,
-                                    orientation: orientation, format: variant.format, plan: plan), info)
+                                    orientation: orientation, format: variant.format, plan: plan, warning: warning),
+                        info)
   }
 
   /// Turns the stored-orientation output upright and wraps it (taking `pixels`).
-  static func finish(_ pixels: UnsafeMutablePointer<UInt8>, width: Int, height: Int, channels: Int,
-                             orientation: Orientation, format: PixelFormat, plan: SizePlan) -> Result<Image, LoadError> {
+  private static func finish(_ pixels: UnsafeMutablePointer<UInt8>, width: Int, height: Int, channels: Int,
+                             orientation: Orientation, format: PixelFormat, plan: SizePlan,
+                             warning: String? = nil) -> Result<Image, LoadError> {
     var pixels = pixels, width = width, height = height
     if orientation != .up {
       guard let turned = orientation.apply(pixels, width: width, height: height, channels: channels) else {
@@ -193,16 +204,17 @@ public struct ImageDecoder: ImageDecoding {
     }
     return .success(Image(width: width, height: height, stride: width * channels, format: format,
                           originalWidth: plan.displayWidth, originalHeight: plan.displayHeight,
-                          takingPixels: pixels))
+                          takingPixels: pixels, warning: warning))
   }
 
   /// Decodes rows straight into an area resampler: the crop of the (DCT-scaled, for JPEG)
   /// image at the plan's stored output size.
   private func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, kind: Kind, info: pxl_codec_info, scale: Int,
                                decodedWidth: Int, decodedHeight: Int, crop: PixelRect, plan: SizePlan,
-                               layout: pxl_codec_layout, format: PixelFormat, orientation: Orientation,
+                               color: ColorStep, format: PixelFormat, orientation: Orientation,
                                maxPixels: UInt64) -> Result<Image, LoadError> {
-    let channels = format.bytesPerPixel
+    let layout = color.decodeLayout
+    let channels = color.decodeChannels
     // Averaged in premultiplied space so transparent pixels do not darken their neighbours.
     let hasAlpha = kind != .jpeg && channels == 4 && info.has_alpha != 0
     guard let resampler = AreaResampler(sourceWidth: decodedWidth, sourceHeight: decodedHeight, channels: channels,
@@ -234,8 +246,13 @@ public struct ImageDecoder: ImageDecoding {
     }
     let count = plan.storedOutputWidth * plan.storedOutputHeight
     if hasAlpha && !format.isPremultiplied { PixelOps.unpremultiply(pixels, count: count) }
-    return Self.finish(pixels, width: plan.storedOutputWidth, height: plan.storedOutputHeight, channels: channels,
-                       orientation: orientation, format: format, plan: plan)
+    // Converted here, on the thumbnail, not row by row before the resampler: as many
+    // conversions as output pixels instead of decoded ones (bench/color.c measures both).
+    let (converted, warning) = color.apply(pixels, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
+                                           premultiplied: hasAlpha && format.isPremultiplied)
+    return Self.finish(converted, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
+                       channels: format.bytesPerPixel, orientation: orientation, format: format, plan: plan,
+                       warning: warning)
   }
 
   static func layout(for format: PixelFormat) -> pxl_codec_layout {

@@ -445,14 +445,15 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       return nil
     }
     return "v\(Self.variantRendition) \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "
-      + "orient=\(variant.appliesOrientation ? 1 : 0)"
+      + "orient=\(variant.appliesOrientation ? 1 : 0)" + (variant.managesColor ? "" : " nocolor")
   }
 
   /// The rendition of decoded variants kept on disk: raise it whenever decoding gives other
   /// pixels for the same request (another resampler, a colour fix), so that thumbnails an
   /// older library kept are not served by a newer one (they are never looked up again and
   /// age out, least recently used).
-  static let variantRendition = 1
+  /// 2: colour management (an ICC-tagged file's thumbnail is now converted to sRGB).
+  static let variantRendition = 2
 
   /// The variant lookup answered: a fresh variant (or any, offline) is the result of every
   /// requester, with no download and no decode; otherwise the decode waits for the bytes
@@ -791,6 +792,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     if start != .run { return }
     let result = decoder.decode(data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
+    if case .success(let image) = result, let warning = image.warning {
+      Self.log(configuration, .warning, "\(decode.variant.cacheKey): \(warning)")
+    }
     let finished: [PendingRequest] = lock.withLock {
       guard decodes[decode.key] === decode else { return [] }
       decodes.removeValue(forKey: decode.key)

@@ -16,6 +16,9 @@ public final class Image: @unchecked Sendable {
   public let originalHeight: Int
   /// Owned: allocated with malloc, freed in deinit.
   public let pixels: UnsafeMutableRawPointer
+  /// What the decode recovered from without failing, for the log: a colour profile that
+  /// could not be applied (the decoded values were kept). nil for none.
+  public let warning: String?
 
   public var byteCount: Int { stride * height }
 
@@ -43,7 +46,7 @@ public final class Image: @unchecked Sendable {
 
   /// Takes ownership of `pixels` and `laterFrames`, which must come from malloc.
   init(width: Int, height: Int, stride: Int, format: PixelFormat, originalWidth: Int,
-       originalHeight: Int, takingPixels pixels: UnsafeMutableRawPointer,
+       originalHeight: Int, takingPixels pixels: UnsafeMutableRawPointer, warning: String? = nil,
        laterFrames: [UnsafeMutableRawPointer] = [], frameDurations: [Int] = [0], loopCount: Int = 0) {
     self.width = width
     self.height = height
@@ -55,6 +58,7 @@ public final class Image: @unchecked Sendable {
     self.laterFrames = laterFrames
     self.frameDurations = frameDurations
     self.loopCount = loopCount
+    self.warning = warning
   }
 
   deinit {

@@ -64,6 +64,9 @@ public struct ImageRequest: Sendable {
   /// The network transfer waits this long before it may start, so that a request
   /// cancelled within it costs no connection and no bytes (tables set it during flings).
   public var startDelayMilliseconds = 0
+  /// Convert an embedded colour profile (ICC, PNG cHRM/gAMA, AVIF nclx) to sRGB; false keeps
+  /// the decoded values (PXL_FLAG_NO_COLOR_MANAGEMENT). Part of the variant.
+  public var managesColor = true
 
   public enum CachePolicy: Sendable {
     /// Memory, then disk, then network.
@@ -94,7 +97,8 @@ public struct ImageRequest: Sendable {
   /// Identifies the decoded result: the memory-cache key and the decode-coalescing key.
   public var variant: ImageVariant {
     ImageVariant(cacheKey: cacheKey, width: targetWidth, height: targetHeight, mode: mode,
-                 format: format, appliesOrientation: appliesOrientation, animates: animates)
+                 format: format, appliesOrientation: appliesOrientation, animates: animates,
+                 managesColor: managesColor)
   }
 }
 
@@ -108,4 +112,6 @@ public struct ImageVariant: Hashable, Sendable {
   public var appliesOrientation: Bool
   /// All frames of an animation, or only the first.
   public var animates = false
+  /// Converted to sRGB (the default), or the decoded values: two different renditions.
+  public var managesColor = true
 }

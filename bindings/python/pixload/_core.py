@@ -104,6 +104,7 @@ _FLAGS = {
     "reload": 0x4,
     "cache_only": 0x8,
     "animate": 0x10,  # every frame of an animated image (Image.frames); since 0.4.0
+    "no_color_management": 0x20,  # since 0.4.0
 }
 
 
@@ -950,7 +951,7 @@ class Loader(_Handle):
         dispatches queue. Request options: size=(w, h) (or width=, height=), mode="fit" |
         "fill", format="rgba8" | "rgba8-premul" | "bgra8-premul" | "rgb8" | "gray8",
         priority=int, cache_key=str, headers=[...], ignore_orientation / skip_memory_cache
-        / reload / cache_only=True, progress=fn(received, expected) and
+        / reload / cache_only / no_color_management=True, progress=fn(received, expected) and
         progress_interval_ms, preview=fn(image) (a progressive JPEG's scans so far, blurry
         then sharper, before the callback; see pxl_request.preview) and
         preview_interval_ms. Returns a Request; raises PixloadError (and calls nobody)

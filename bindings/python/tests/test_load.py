@@ -258,3 +258,23 @@ def test_a_fresh_loader_reads_kept_thumbnails_from_disk(server, tmp_path):
             assert loader.fetch_sync(url, size=(150, 150), mode="fill").tobytes() == decoded
             stats = loader.stats()
             assert stats.disk_hits == 1 and stats.variant_hits == hits and stats.network_fetches == 0
+
+
+def test_no_color_management_keeps_the_decoded_values(server, loader):
+    """A Display P3 JPEG is converted to sRGB by default; no_color_management=True keeps
+    the decoded values (those of the same file without its profile), as another variant."""
+    import struct
+    from conftest import ROOT
+
+    icc = (ROOT / "Tests/codecs/display-p3.icc").read_bytes()  # lcms2's Display P3 (scripts/gen-color-fixtures.py)
+    jpeg = (server.www / "gradient.jpg").read_bytes()
+    segment = b"ICC_PROFILE\0\x01\x01" + icc
+    (server.www / "p3.jpg").write_bytes(jpeg[:2] + b"\xff\xe2" + struct.pack(">H", len(segment) + 2) + segment + jpeg[2:])
+    url = server.url("p3.jpg")
+    plain = loader.fetch_sync(server.url("gradient.jpg", case="cm"), size=(64, 48), format="rgb8")
+    kept = loader.fetch_sync(url, size=(64, 48), format="rgb8", no_color_management=True)
+    converted = loader.fetch_sync(url, size=(64, 48), format="rgb8")
+    assert kept.tobytes() == plain.tobytes()
+    assert converted.tobytes() != kept.tobytes()
+    assert loader.lookup(url, size=(64, 48), format="rgb8", no_color_management=True).tobytes() == kept.tobytes()
+    assert loader.lookup(url, size=(64, 48), format="rgb8").tobytes() == converted.tobytes()

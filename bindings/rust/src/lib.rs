@@ -873,6 +873,12 @@ impl Request {
         self.flag(sys::PXL_FLAG_ANIMATE, on)
     }
 
+    /// Keep the decoded values: no conversion of an embedded colour profile to sRGB
+    /// (a variant of its own in the caches). Since 0.4.0.
+    pub fn no_color_management(self, on: bool) -> Request {
+        self.flag(sys::PXL_FLAG_NO_COLOR_MANAGEMENT, on)
+    }
+
     /// At most one progress call per interval (for [`Loader::load_with_progress`]).
     pub fn progress_interval(mut self, interval: Duration) -> Request {
         self.progress_interval_ms = millis(interval);

@@ -77,6 +77,8 @@ pub const PXL_FLAG_RELOAD: u32 = 0x4;
 pub const PXL_FLAG_CACHE_ONLY: u32 = 0x8;
 pub const PXL_FLAG_ANIMATE: u32 = 0x10;
 pub const PXL_ANIMATION_MAX_BYTES: u32 = 128 << 20;
+/// Since 0.4.0.
+pub const PXL_FLAG_NO_COLOR_MANAGEMENT: u32 = 0x20;
 
 pub const PXL_SCHEME_HTTP: u32 = 0x1;
 pub const PXL_SCHEME_HTTPS: u32 = 0x2;
