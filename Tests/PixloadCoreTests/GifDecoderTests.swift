@@ -124,3 +124,79 @@ final class AnimationDecodeTests: XCTestCase {
     XCTAssertEqual(animated.cacheKey, still.cacheKey)  // one download, two decodes
   }
 }
+
+/// A GIF tagged Display P3 (the ICCRGBG1012 application extension): animated frames are
+/// colour-managed like the still, so frame 0 equals the still result with management on,
+/// and both differ from the unmanaged values.
+final class AnimationColourTests: XCTestCase {
+  /// A minimal GIF writer: 16-colour global table, LZW with a Clear code before the table
+  /// would grow (every code a 5-bit literal), one GCE per frame.
+  static func gif(width: Int, height: Int, palette: [(UInt8, UInt8, UInt8)], icc: [UInt8],
+                  frames: [[UInt8]]) -> [UInt8] {
+    func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xff), UInt8(v >> 8)] }
+    func blocks(_ data: [UInt8]) -> [UInt8] {
+      var out: [UInt8] = []
+      var i = 0
+      while i < data.count {
+        let n = min(255, data.count - i)
+        out.append(UInt8(n))
+        out += data[i..<i + n]
+        i += n
+      }
+      return out + [0]
+    }
+    var out = Array("GIF89a".utf8) + le16(width) + le16(height) + [0xf3, 0, 0]
+    for i in 0..<16 { let c = i < palette.count ? palette[i] : (0, 0, 0); out += [c.0, c.1, c.2] }
+    out += [0x21, 0xff, 11] + Array("ICCRGBG1012".utf8) + blocks(icc)
+    out += [0x21, 0xff, 11] + Array("NETSCAPE2.0".utf8) + [3, 1, 0, 0, 0]
+    for indices in frames {
+      out += [0x21, 0xf9, 4, 1 << 2, 10, 0, 0, 0]
+      out += [0x2c] + le16(0) + le16(0) + le16(width) + le16(height) + [0]
+      var bytes: [UInt8] = [], acc: UInt32 = 0, bits = 0
+      func put(_ code: UInt32) {
+        acc |= code << UInt32(bits); bits += 5
+        while bits >= 8 { bytes.append(UInt8(acc & 0xff)); acc >>= 8; bits -= 8 }
+      }
+      for (i, index) in indices.enumerated() {
+        if i % 13 == 0 { put(16) }
+        put(UInt32(index))
+      }
+      put(17)
+      if bits > 0 { bytes.append(UInt8(acc & 0xff)) }
+      out += [4] + blocks(bytes)
+    }
+    return out + [0x3b]
+  }
+
+  func testFramesAreColourManagedLikeTheStill() throws {
+    let iccPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+      .appendingPathComponent("codecs/display-p3.icc").path
+    guard let icc = FileManager.default.contents(atPath: iccPath) else { throw XCTSkip("no \(iccPath)") }
+    let palette: [(UInt8, UInt8, UInt8)] = [(200, 60, 40), (40, 180, 90), (70, 90, 210), (230, 200, 30)]
+    let w = 12, h = 9
+    let frames = (0..<3).map { k in (0..<(w * h)).map { UInt8(($0 / 3 + $0 / w + k) % 4) } }
+    let data = Self.gif(width: w, height: h, palette: palette, icc: [UInt8](icc), frames: frames)
+    func decode(size: Int, format: PixelFormat, animates: Bool, managed: Bool = true) throws -> Image {
+      var request = ImageRequest(url: "x", targetWidth: size, targetHeight: size, mode: .fill, format: format)
+      request.animates = animates
+      var variant = request.variant
+      variant.managesColor = managed
+      switch ImageDecoder().decode(data, variant: variant, maxPixels: 1_000_000) {
+      case .success(let image): return image
+      case .failure(let error): XCTFail(error.message); throw error
+      }
+    }
+    for format in PixelFormat.allCases {
+      for size in [0, 5] {
+        let still = try decode(size: size, format: format, animates: false)
+        let animated = try decode(size: size, format: format, animates: true)
+        let raw = try decode(size: size, format: format, animates: true, managed: false)
+        XCTAssertEqual(animated.frameCount, 3)
+        XCTAssertEqual(memcmp(still.pixels, animated.pixels, still.byteCount), 0, "\(format) size \(size)")
+        XCTAssertNotEqual(memcmp(raw.pixels, animated.pixels, still.byteCount), 0, "\(format) size \(size): not converted")
+        XCTAssertNotEqual(memcmp(raw.framePixels(2)!, animated.framePixels(2)!, still.byteCount), 0,
+                          "\(format) size \(size): frame 2 not converted")
+      }
+    }
+  }
+}
