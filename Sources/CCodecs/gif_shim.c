@@ -8,9 +8,11 @@
  * The record-by-record API (DGifGetRecordType, DGifGetImageDesc, DGifGetLine) is used
  * rather than DGifSlurp, which would keep every frame's indices in memory at once: here a
  * decode holds one canvas, one row of indices and, for "restore to previous" frames, one
- * saved copy of the canvas. Image data that is not needed (frames after the first for a
- * still decode, the frame count of read_info) is skipped block by block without LZW
- * decoding, which costs a memcpy per 255-byte block.
+ * saved copy of the canvas (giflib itself keeps each image's descriptor and local colour
+ * table, under 1 KB a frame, bounded by PXL_GIF_MAX_FRAMES); the first frame's rows for a
+ * thumbnail stream through one row when the frame is not interlaced. Image data that is
+ * not needed (frames after the first for a still decode, the frame count of read_info)
+ * is skipped block by block without LZW decoding, a memcpy per 255-byte block.
  *
  * What a frame looks like (pxl_codec_frame_fn, and the first frame of pxl_gif_decode):
  *  - The canvas starts fully transparent, (0,0,0,0): the logical screen's background
