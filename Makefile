@@ -60,6 +60,8 @@ WARN        := -Wall -Wextra -std=c11
 CODEC_LIBS  := -ljpeg -lpng -ldeflate -lz -lwebp -lwebpdemux -lgif -lavif -llcms2
 # Swift 6.3 from PATH, else where the toolchain lives on our machines.
 SWIFT       ?= $(or $(shell command -v swift 2>/dev/null),/opt/swift/usr/bin/swift)
+# The toolchain's clang (libFuzzer, and the GIF replay's sanitizers), beside its swift.
+CLANG       ?= $(or $(shell command -v clang 2>/dev/null),$(dir $(SWIFT))clang)
 STAGE       := build
 # Deferred (=): evaluated only by a Swift build, after check-build-deps has said whether
 # there is a swift at all.
@@ -83,7 +85,8 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-color bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
+  bench-decode bench-color bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  install uninstall clean \
   wheel deb test-wheel test-deb
 
 all: lib cli
@@ -209,6 +212,12 @@ test-codecs: deps
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
 	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) -f Tests/fixtures $(CORPUS)
 	$(STAGE)/tests/codec-edges
+	@# The GIF fuzz target's replay build under ASan + UBSan (clang: gcc misses null + offset): its
+	@# regressions, the suite and the generated set.
+	$(CLANG) -fuse-ld=lld -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DGIF_FUZZ_MAIN \
+	  -ISources/CCodecs/include Tests/fuzz/gif/gif_fuzz.c Sources/CCodecs/*.c -o $(STAGE)/tests/gif-replay $(CODEC_LIBS)
+	$(STAGE)/tests/gif-replay Tests/fuzz-regressions/gif/*.gif Tests/fixtures/gif-suite/*.gif \
+	  $(GEN_CONFORMANCE)/generated-gif/*.gif >/dev/null
 	python3 scripts/gen-color-fixtures.py $(STAGE)/color-fixtures
 	$(CC) -O2 $(WARN) -pthread -ISources/CCodecs/include Tests/codecs/color_test.c Sources/CCodecs/*.c \
 	  -o $(STAGE)/tests/color $(CODEC_LIBS)
@@ -425,6 +434,19 @@ fuzz_seeds_headers := Tests/fuzz/seeds/headers
 fuzz-avif: $(GEN_CONFORMANCE)/generated-avif/manifest.tsv
 $(GEN_CONFORMANCE)/generated-avif/manifest.tsv:
 	python3 scripts/gen-conformance-avif.py $(GEN_CONFORMANCE)
+# fuzz-gif: libFuzzer on gif_shim.c alone (Tests/fuzz/gif/gif_fuzz.c: read_info, decode in
+# every layout, decode_rows, decode_frames, color), C only, ASan + UBSan; seeds: the GIF
+# suite, the generated GIF set (test-codecs makes it) and Tests/fuzz-regressions/gif.
+# Replay an input: `cc -g -ISources/CCodecs/include -DGIF_FUZZ_MAIN Tests/fuzz/gif/gif_fuzz.c
+# Sources/CCodecs/*.c $(CODEC_LIBS)` and run it on the file.
+fuzz-gif:
+	@mkdir -p $(FUZZ_DIR)/gif-corpus $(FUZZ_DIR)/gif-artifacts $(GEN_CONFORMANCE)/generated-gif
+	$(CLANG) -fuse-ld=lld -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -ISources/CCodecs/include \
+	  Tests/fuzz/gif/gif_fuzz.c Sources/CCodecs/*.c -o $(FUZZ_DIR)/gif-fuzz $(CODEC_LIBS)
+	$(FUZZ_DIR)/gif-fuzz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 -timeout=10 -print_final_stats=1 \
+	  -dict=Tests/fuzz/gif.dict -artifact_prefix=$(FUZZ_DIR)/gif-artifacts/ $(FUZZ_DIR)/gif-corpus \
+	  Tests/fixtures/gif-suite $(GEN_CONFORMANCE)/generated-gif Tests/fuzz-regressions/gif
+
 $(addprefix fuzz-,$(FUZZ_TARGETS)): fuzz-%:
 	$(SWIFT) build -c release --scratch-path $(FUZZ_SCRATCH) --product pixload-fuzz-$* \
 	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DPIXLOAD_LIBFUZZER -Xswiftc -enable-testing \

@@ -24,15 +24,15 @@
  *     never an image, even if the image was already decoded and queued.
  *  4. Cancelling one of several requests for the same work leaves the others untouched;
  *     shared downloads and decodes stop only when their last requester cancels.
- *  5. Duplicate requests are merged: one download per cache key, one decode per
- *     (cache key, size, mode, format, orientation). Merged work runs at the highest
- *     priority among its requesters, and starts as soon as any requester wants it now
- *     (a request without a start delay that joins a held download starts it). Requests
- *     whose per-request header lines differ (credentials: Authorization, Cookie) are
- *     never merged and never share a memory or disk cache entry, unless the caller gives
- *     them the same explicit cache_key. Only requests with the same cache flags
- *     (PXL_FLAG_RELOAD, PXL_FLAG_CACHE_ONLY) are merged: a request never fails, nor skips
- *     the network, because of a flag of another requester.
+ *  5. Duplicate requests are merged: one download per cache key, one decode per (cache
+ *     key, size, mode, format, orientation, PXL_FLAG_ANIMATE). Merged work runs at the
+ *     highest priority among its requesters, and starts as soon as any requester wants
+ *     it now (a request without a start delay that joins a held download starts it).
+ *     Requests whose per-request header lines differ (credentials: Authorization,
+ *     Cookie) are never merged and never share a memory or disk cache entry, unless the
+ *     caller gives them the same explicit cache_key. Only requests with the same cache
+ *     flags (PXL_FLAG_RELOAD, PXL_FLAG_CACHE_ONLY) are merged: a request never fails,
+ *     nor skips the network, because of a flag of another requester.
  *  6. pxl_set_priority() changes the priority of waiting work at once.
  *  7. pxl_lookup() is synchronous and only reads the memory cache.
  *  8. Disk and network work never happen on the host's thread.
@@ -221,6 +221,10 @@ typedef enum pxl_mode {
                                              written): a forced refresh */
 #define PXL_FLAG_CACHE_ONLY 0x8u          /* memory, then disk, never the network (offline);
                                              a miss fails with PXL_E_NOT_CACHED */
+#define PXL_FLAG_ANIMATE 0x10u            /* every frame of an animated image (GIF; WebP and
+                                             AVIF where supported): see "Animated images"
+                                             below. Without it an animation gives its first
+                                             frame. Since 0.4.0. */
 #define PXL_FLAG_NO_COLOR_MANAGEMENT 0x20u /* Since 0.4.0. Keep the decoded values: by default
                                              an embedded colour profile (JPEG APP2 ICC, PNG
                                              iCCP or cHRM/gAMA, WebP ICCP, AVIF ICC or nclx) is
@@ -275,6 +279,44 @@ PXL_API int32_t pxl_image_original_width(const pxl_image *image);
 PXL_API int32_t pxl_image_original_height(const pxl_image *image);
 /* Bytes the pixel buffer occupies (stride * height); 0 for NULL. Any thread. */
 PXL_API size_t pxl_image_byte_count(const pxl_image *image);
+
+/* Animated images. A request with PXL_FLAG_ANIMATE for an animated source gives an image
+ * holding every frame, each composited as the format says (disposal and blending
+ * applied) and brought to the requested size, mode, format and orientation exactly as a
+ * still is (frame 0 is the image's own pixels, identical to what the same request
+ * without the flag gives). Every frame has the image's width, height, stride and format.
+ * Without the flag, or for a still source, the image has one frame. An animated and a
+ * still request for one URL are different variants: each has its own memory-cache entry
+ * and its own merged decode (rule 5); animated results are not kept as decoded variants
+ * on disk (pxl_config.disk_variant_max_side), only their source is.
+ *
+ * Memory bound: the frames of one image take at most PXL_ANIMATION_MAX_BYTES together
+ * (frame bytes times frame count, in the requested size and format). An animation over
+ * it is delivered as its first frame alone: pxl_image_frame_count is then 1 while
+ * pxl_image_source_frame_count gives the source's count, which is how to tell. Ask for a
+ * smaller size to animate it. The memory cache counts every frame's bytes, and keeps an
+ * image only while all its frames take at most a tenth of its budget (as for stills).
+ * Since 0.4.0. */
+#define PXL_ANIMATION_MAX_BYTES (128u << 20)
+
+/* Frames in the image: >= 1 (1 for a still image); 0 for NULL. Any thread. Since 0.4.0. */
+PXL_API int32_t pxl_image_frame_count(const pxl_image *image);
+/* Frames of the source it was decoded from (1 for a still source): more than
+ * pxl_image_frame_count when PXL_FLAG_ANIMATE was not given or the animation was over
+ * PXL_ANIMATION_MAX_BYTES. 0 for NULL. Any thread. Since 0.4.0. */
+PXL_API int32_t pxl_image_source_frame_count(const pxl_image *image);
+/* How often the animation plays: 0 = forever (also for a still image), n = n times in
+ * all (a GIF's NETSCAPE2.0 repeat count r plays r + 1 times; a GIF without it, once).
+ * 0 for NULL. Any thread. Since 0.4.0. */
+PXL_API int32_t pxl_image_loop_count(const pxl_image *image);
+/* How long frame index (0 .. frame_count - 1) shows, in milliseconds, as the file says
+ * it (0 allowed: browsers show 0 and 10 ms as 100 ms; that choice is the player's).
+ * -1 for NULL or an index out of range. Any thread. Since 0.4.0. */
+PXL_API int32_t pxl_image_frame_duration_ms(const pxl_image *image, int32_t index);
+/* Frame index's pixels, laid out as pxl_image_pixels (same size, stride, format); frame
+ * 0 is pxl_image_pixels. NULL for NULL or an index out of range. Valid while a reference
+ * is held. Any thread. Since 0.4.0. */
+PXL_API const uint8_t *pxl_image_frame_pixels(const pxl_image *image, int32_t index);
 
 /* ---------------------------------------------------------------------------------
  * Completion queues

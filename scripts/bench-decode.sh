@@ -9,7 +9,8 @@
 # examples only where they are upright, since the direct side does not rotate), the
 # demo photographs (scripts/photos.sh: 4:2:0 baseline, progressive, PNG), and 4:4:4
 # baseline JPEGs made here from the corpus photographs and the demo's opaque PNGs
-# (neither set has any: Pillow and the wallpapers use 4:2:0 / 4:2:2).
+# (neither set has any: Pillow and the wallpapers use 4:2:0 / 4:2:2), and GIFs made here
+# from the demo photographs (ImageDecoder against giflib called directly).
 set -euo pipefail
 stage="${1:?usage: $0 STAGE DATA_DIR [REPS]}" data="${2:?}" reps="${3:-${BENCH_DECODE_REPS:-5}}"
 corpus="${CORPUS:-../shared/corpus}"
@@ -56,6 +57,23 @@ if [ ! -f "$out/avif/done" ]; then
   done
   touch "$out/avif/done"
 fi
+# GIFs (made once by ImageMagick from the demo photos): 256-colour dithered stills at two
+# sizes, interlaced copies, and 3-frame animations with transparency (their first frame is
+# what both sides decode).
+if [ ! -f "$out/gif/done" ]; then
+  rm -rf "$out/gif" && mkdir -p "$out/gif"
+  for i in 0 1 2 3 4 5; do
+    src="$data/img/000$i.jpg"
+    convert "$src" -resize 800x800 "$out/gif/photo-$i-800.gif"
+    convert "$src" -resize 400x400 "$out/gif/photo-$i-400.gif"
+    convert "$src" -resize 800x800 -interlace GIF "$out/gif/photo-$i-800-interlaced.gif"
+  done
+  for i in 0 3; do
+    convert -delay 10 -dispose previous "$data/img/000$i.jpg" "$data/img/000$((i + 1)).jpg" \
+      "$data/img/000$((i + 2)).jpg" -resize 480x480 -transparent white -loop 0 "$out/gif/anim-$i.gif"
+  done
+  touch "$out/gif/done"
+fi
 
 {
   awk -F'\t' -v dir="$corpus/realworld" 'NR > 1 && ($2 == "jpeg" || $2 == "png") && $3 ~ /^ok/ &&
@@ -63,6 +81,7 @@ fi
   sed "s|^|$data/|" "$data/index.txt"
   ls "$out"/444/*.jpg
   ls "$out"/avif/*.avif
+  ls "$out"/gif/*.gif
 } > "$out/files.txt"
 
 if ! swift build --scratch-path .build-bench -c release --product pixload-bench-decode >"$out/build.log" 2>&1; then

@@ -77,6 +77,8 @@ static const char usage_text[] =
     "  --out-dir DIR         write DIR/NNNN-NAME.png per URL (NNNN: its position,\n"
     "                        NAME: the URL's last path component without extension);\n"
     "                        DIR and its parents are created when missing\n"
+    "  --animate             every frame of an animated image (GIF); with --out-dir,\n"
+    "                        frame N > 0 goes to DIR/NNNN-NAME.fNNN.png beside frame 0\n"
     "  --quiet               print only the summary line (and no progress line)\n"
     "\n"
     "One line per URL, in the order given: STATUS WxH SOURCE MS URL, where SOURCE is\n"
@@ -145,9 +147,9 @@ static uint8_t unpremultiply(uint8_t c, uint8_t a) {
   return (uint8_t)(v > 255u ? 255u : v);
 }
 
-/* One row of image as PNG samples (RGBA, RGB or gray) in out. */
-static void png_row(const pxl_image *image, int y, uint8_t *out) {
-  const uint8_t *in = pxl_image_pixels(image) + (size_t)y * (size_t)pxl_image_stride(image);
+/* One row of one frame of image as PNG samples (RGBA, RGB or gray) in out. */
+static void png_row(const pxl_image *image, int frame, int y, uint8_t *out) {
+  const uint8_t *in = pxl_image_frame_pixels(image, frame) + (size_t)y * (size_t)pxl_image_stride(image);
   int width = pxl_image_width(image);
   switch (pxl_image_format(image)) {
     case PXL_FORMAT_RGBA8_PREMUL:
@@ -181,7 +183,7 @@ static int png_color_type(pxl_format format) {
 }
 
 /* Returns NULL on success, else what went wrong. */
-static const char *write_png(const char *path, const pxl_image *image) {
+static const char *write_png(const char *path, const pxl_image *image, int frame) {
   FILE *f = fopen(path, "wb");
   if (!f) return strerror(errno);
   int width = pxl_image_width(image);
@@ -206,7 +208,7 @@ static const char *write_png(const char *path, const pxl_image *image) {
                PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
   for (int y = 0; y < pxl_image_height(image); y++) {
-    png_row(image, y, row);
+    png_row(image, frame, y, row);
     png_write_row(png, row);
   }
   png_write_end(png, NULL);
@@ -357,8 +359,18 @@ static void on_loaded(pxl_token token, const pxl_result *result, void *user_data
   else if (run->out_dir) path = output_name(run->out_dir, job->index, job->url);
   else return;
   const char *error = !path ? "out of memory"
-                      : ends_with(path, ".png") ? write_png(path, image)
+                      : ends_with(path, ".png") ? write_png(path, image, 0)
                                                 : write_raw(path, image);
+  /* --animate --out-dir: every further frame as NNNN-NAME.fNNN.png (frame 0 is the
+   * usual NNNN-NAME.png), so a person can step through them. */
+  for (int frame = 1; !error && run->out_dir && frame < pxl_image_frame_count(image); frame++) {
+    size_t size = strlen(path) + 16;
+    char *frame_path = malloc(size);
+    if (!frame_path) { error = "out of memory"; break; }
+    snprintf(frame_path, size, "%.*s.f%03d.png", (int)(strlen(path) - 4), path, frame);
+    error = write_png(frame_path, image, frame);
+    free(frame_path);
+  }
   if (error) {
     progress_clear();
     fprintf(stderr, "pixload: cannot write %s: %s\n", path ? path : "output", error);
@@ -473,7 +485,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
          OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
-         OPT_NO_COLOR_MANAGEMENT };
+         OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT };
   static const struct option long_options[] = {
       {"size", required_argument, NULL, OPT_SIZE},
       {"mode", required_argument, NULL, OPT_MODE},
@@ -498,6 +510,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"variant-max-side", required_argument, NULL, OPT_VARIANT_MAX_SIDE},
       {"cache-only", no_argument, NULL, OPT_CACHE_ONLY},
       {"reload", no_argument, NULL, OPT_RELOAD},
+      {"animate", no_argument, NULL, OPT_ANIMATE},
       {NULL, 0, NULL, 0}};
   pxl_config_init(&o->config);
   pxl_request_init(&o->request);
@@ -573,6 +586,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
         break;
       case OPT_CACHE_ONLY: o->request.flags |= PXL_FLAG_CACHE_ONLY; break;
       case OPT_RELOAD: o->request.flags |= PXL_FLAG_RELOAD; break;
+      case OPT_ANIMATE: o->request.flags |= PXL_FLAG_ANIMATE; break;
       case OPT_OUT: o->out_file = optarg; break;
       case OPT_OUT_DIR: o->out_dir = optarg; break;
       case OPT_QUIET: o->quiet = 1; break;

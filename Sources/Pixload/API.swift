@@ -199,6 +199,28 @@ private let tableStatsSize01 = end(\pxl_table_stats.failed)
   image(handle)?.byteCount ?? 0
 }
 
+@c @implementation public func pxl_image_frame_count(_ handle: OpaquePointer?) -> Int32 {
+  Int32(image(handle)?.frameCount ?? 0)
+}
+
+@c @implementation public func pxl_image_source_frame_count(_ handle: OpaquePointer?) -> Int32 {
+  Int32(image(handle)?.sourceFrameCount ?? 0)
+}
+
+@c @implementation public func pxl_image_loop_count(_ handle: OpaquePointer?) -> Int32 {
+  Int32(clamping: image(handle)?.loopCount ?? 0)
+}
+
+@c @implementation public func pxl_image_frame_duration_ms(_ handle: OpaquePointer?, _ index: Int32) -> Int32 {
+  guard let image = image(handle), index >= 0, Int(index) < image.frameCount else { return -1 }
+  return Int32(clamping: image.frameDurations[Int(index)])
+}
+
+@c @implementation public func pxl_image_frame_pixels(_ handle: OpaquePointer?, _ index: Int32) -> UnsafePointer<UInt8>? {
+  guard let image = image(handle), let pixels = image.framePixels(Int(index)) else { return nil }
+  return UnsafePointer(pixels.assumingMemoryBound(to: UInt8.self))
+}
+
 // MARK: - Queues
 
 @c @implementation public func pxl_queue_new(_ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
@@ -414,7 +436,7 @@ private func imageRequest(_ r: pxl_request) -> ImageRequest? {
   guard let url = r.url, r.width >= 0, r.height >= 0,
         let mode = ScaleMode(rawValue: r.mode), let format = PixelFormat(rawValue: r.format),
         r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
-                          | PXL_FLAG_CACHE_ONLY | PXL_FLAG_NO_COLOR_MANAGEMENT) == 0,
+                          | PXL_FLAG_CACHE_ONLY | PXL_FLAG_ANIMATE | PXL_FLAG_NO_COLOR_MANAGEMENT) == 0,
         r.flags & UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY) != UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY),
         r.progress_interval_ms >= 0, r.preview_interval_ms >= 0, let headers = headerLines(r.headers)
   else { return nil }
@@ -427,6 +449,7 @@ private func imageRequest(_ r: pxl_request) -> ImageRequest? {
   converted.previewIntervalMilliseconds = Int(r.preview_interval_ms)
   if r.flags & UInt32(PXL_FLAG_RELOAD) != 0 { converted.cachePolicy = .reload }
   if r.flags & UInt32(PXL_FLAG_CACHE_ONLY) != 0 { converted.cachePolicy = .cacheOnly }
+  converted.animates = r.flags & UInt32(PXL_FLAG_ANIMATE) != 0
   converted.managesColor = r.flags & UInt32(PXL_FLAG_NO_COLOR_MANAGEMENT) == 0
   return converted
 }

@@ -167,18 +167,20 @@ static const char *status_name(pxl_codec_status s) {
   return "?";
 }
 
-typedef enum { FMT_PNG, FMT_JPEG, FMT_AVIF, FMT_UNKNOWN } fmt_t;
+typedef enum { FMT_PNG, FMT_JPEG, FMT_AVIF, FMT_GIF, FMT_UNKNOWN } fmt_t;
 
 static pxl_codec_status decode(fmt_t fmt, const uint8_t *d, size_t n, int32_t layout, int32_t scale, uint64_t maxpx,
                                pxl_codec_output *out) {
   if (fmt == FMT_PNG) return pxl_png_decode(d, n, layout, maxpx, out);
   if (fmt == FMT_AVIF) return pxl_avif_decode(d, n, layout, maxpx, out);
+  if (fmt == FMT_GIF) return pxl_gif_decode(d, n, layout, maxpx, out);
   return pxl_jpeg_decode(d, n, layout, scale, maxpx, out);
 }
 
 static pxl_codec_status read_info(fmt_t fmt, const uint8_t *d, size_t n, pxl_codec_info *info, char *msg, size_t cap) {
   if (fmt == FMT_PNG) return pxl_png_read_info(d, n, info, msg, cap);
   if (fmt == FMT_AVIF) return pxl_avif_read_info(d, n, info, msg, cap);
+  if (fmt == FMT_GIF) return pxl_gif_read_info(d, n, info, msg, cap);
   return pxl_jpeg_read_info(d, n, info, msg, cap);
 }
 
@@ -309,6 +311,57 @@ static void check_thumb(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, in
   free(o.pixels);
 }
 
+/* Animations (optional columns): every composited frame from the format's
+ * decode_frames, "N:md5" of the N frames' RGBA rows concatenated; durations_ms
+ * "d0,d1,..."; loop_count as read_info reports it. read_info's frame_count must be N. */
+typedef struct frames_sink {
+  md5_ctx md5;
+  int32_t width, height, count;
+  char durations[1024];
+  size_t len;
+} frames_sink;
+
+static int on_frame_md5(void *user, int32_t index, const uint8_t *rgba, int32_t stride, int32_t duration_ms) {
+  frames_sink *s = user;
+  if (index != s->count) return 1; /* out of order: the count check fails */
+  for (int32_t y = 0; y < s->height; y++) md5_update(&s->md5, rgba + (size_t)y * (size_t)stride, (size_t)s->width * 4);
+  s->count++;
+  if (s->len < sizeof s->durations)
+    s->len += (size_t)snprintf(s->durations + s->len, sizeof s->durations - s->len, "%s%d", s->len ? "," : "", duration_ms);
+  return 0;
+}
+
+static void check_frames(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, const char *frames,
+                         const char *durations, const char *loops) {
+  if (fmt != FMT_GIF) return;
+  unsigned want_count = 0;
+  char want_md5[64] = "";
+  if (sscanf(frames, "%u:%63s", &want_count, want_md5) != 2) {
+    fail(r, "frames: unparseable manifest value '%s'", frames);
+    return;
+  }
+  pxl_codec_info info;
+  char msg[256];
+  pxl_codec_status st = pxl_gif_read_info(d, n, &info, msg, sizeof msg);
+  if (st != PXL_CODEC_OK) { fail(r, "frames: read_info %s (%s)", status_name(st), msg); return; }
+  frames_sink sink;
+  memset(&sink, 0, sizeof sink);
+  md5_init(&sink.md5);
+  sink.width = info.width;
+  sink.height = info.height;
+  pxl_codec_output o;
+  st = pxl_gif_decode_frames(d, n, 100000000ull, on_frame_md5, &sink, &o);
+  if (st != PXL_CODEC_OK) { fail(r, "decode_frames: %s (%s)", status_name(st), o.message); return; }
+  char md5[33];
+  md5_hex(&sink.md5, md5);
+  if ((unsigned)sink.count != want_count || strcmp(md5, want_md5) != 0)
+    fail(r, "frames: %d:%s, expected %s", sink.count, md5, frames);
+  if ((unsigned)info.frame_count != want_count) fail(r, "read_info frame_count %d, expected %u", info.frame_count, want_count);
+  if (durations[0] && strcmp(durations, sink.durations) != 0) fail(r, "durations %s, expected %s", sink.durations, durations);
+  if (loops[0] && atoi(loops) != info.loop_count) fail(r, "loop_count %d, expected %s", info.loop_count, loops);
+  if (o.pixels != NULL) fail(r, "decode_frames left out->pixels set");
+}
+
 /* PNG's fast path (png_fast.c) against libpng, for files it takes: the same pixels in
  * every layout, whole and row by row (pxl_png_decode_rows, which thumbnails use). */
 static int png_fast_files, png_fast_identical;
@@ -391,7 +444,7 @@ static void check_layouts(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, 
               o.has_alpha != 0;
     int neutral = 1;
     for (size_t i = 0; neutral && i < px; i++) neutral = s[4 * i] == s[4 * i + 1] && s[4 * i] == s[4 * i + 2];
-    if (!bad && (neutral || fmt == FMT_PNG || fmt == FMT_AVIF)) {
+    if (!bad && (neutral || fmt == FMT_PNG || fmt == FMT_AVIF || fmt == FMT_GIF)) {
       for (size_t i = 0; !bad && i < px; i++) {
         unsigned y = (19595u * s[4 * i] + 38470u * s[4 * i + 1] + 7471u * s[4 * i + 2] + 32768u) >> 16;
         bad = o.pixels[i] != y;
@@ -462,7 +515,9 @@ static void run_set(const char *root, const char *set, totals *all) {
   int c_file = col_index(hdr, nh, "file"), c_fmt = col_index(hdr, nh, "format"), c_exp = col_index(hdr, nh, "expect"),
       c_w = col_index(hdr, nh, "width"), c_h = col_index(hdr, nh, "height"), c_md5 = col_index(hdr, nh, "rgba8_md5"),
       c_t2 = col_index(hdr, nh, "thumb_1_2"), c_t4 = col_index(hdr, nh, "thumb_1_4"), c_t8 = col_index(hdr, nh, "thumb_1_8"),
-      c_exif = col_index(hdr, nh, "exif_orientation"), c_refw = col_index(hdr, nh, "ref_warnings");
+      c_exif = col_index(hdr, nh, "exif_orientation"), c_refw = col_index(hdr, nh, "ref_warnings"),
+      c_frames = col_index(hdr, nh, "frames"), c_dur = col_index(hdr, nh, "durations_ms"),
+      c_loop = col_index(hdr, nh, "loop_count");
   if (c_file < 0 || c_fmt < 0 || c_exp < 0 || c_w < 0 || c_h < 0 || c_md5 < 0) {
     printf("[%s] manifest lacks required columns\n", set);
     all->failed++;
@@ -481,7 +536,7 @@ static void run_set(const char *root, const char *set, totals *all) {
     rows++;
     const char *file = cols[c_file], *fmts = cols[c_fmt], *expect = cols[c_exp];
     fmt_t fmt = strcmp(fmts, "png") == 0 ? FMT_PNG : strcmp(fmts, "jpeg") == 0 ? FMT_JPEG
-                : strcmp(fmts, "avif") == 0 ? FMT_AVIF : FMT_UNKNOWN;
+                : strcmp(fmts, "avif") == 0 ? FMT_AVIF : strcmp(fmts, "gif") == 0 ? FMT_GIF : FMT_UNKNOWN;
     row_result r = {{0}, 0, 0};
 
     snprintf(path, sizeof path, "%s/%s/%s", root, set, file);
@@ -499,7 +554,7 @@ static void run_set(const char *root, const char *set, totals *all) {
       for (int t = 0; t < ntries; t++) {
         pxl_codec_output o;
         pxl_codec_status st = decode(tries[t], d, n, PXL_CODEC_RGBA, 1, 100000000ull, &o);
-        const char *who = tries[t] == FMT_PNG ? "png" : tries[t] == FMT_AVIF ? "avif" : "jpeg";
+        const char *who = tries[t] == FMT_PNG ? "png" : tries[t] == FMT_AVIF ? "avif" : tries[t] == FMT_GIF ? "gif" : "jpeg";
         if (st == PXL_CODEC_OK) {
           fail(&r, "%s decode succeeded (%dx%d, %d warnings), expected failure", who, o.width, o.height, o.warnings);
           all_failed = 0;
@@ -554,6 +609,8 @@ static void run_set(const char *root, const char *set, totals *all) {
         else if (info.width != ew || info.height != eh) fail(&r, "read_info size %dx%d", info.width, info.height);
         else if ((fmt == FMT_PNG || fmt == FMT_AVIF) && info.has_alpha != o.has_alpha) fail(&r, "read_info has_alpha %d, decode %d", info.has_alpha, o.has_alpha);
         check_layouts(&r, fmt, d, n, &o);
+        if (c_frames >= 0 && cols[c_frames][0])
+          check_frames(&r, fmt, d, n, cols[c_frames], c_dur >= 0 ? cols[c_dur] : "", c_loop >= 0 ? cols[c_loop] : "");
         if (fmt == FMT_PNG) check_png_fast_path(&r, d, n);
         free(o.pixels);
       }

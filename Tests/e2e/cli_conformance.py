@@ -7,7 +7,10 @@ jpeg-conformance manifests, `pixload fetch --allow-file --no-orientation
 RGBA8 rows) for ok / ok_with_warning rows, and must fail with a status and a message for
 must_fail rows. Skips (saying so) when the corpus is absent. Each SET_DIR (a folder with a
 manifest.tsv in the same format, e.g. Tests/fixtures/avif-suite) is checked the same way,
-corpus or not. Ends with "N passed, N failed".
+corpus or not, and so is the GIF suite kept in the repository (Tests/fixtures/gif-suite),
+whose animated rows also run with `--animate --out-dir DIR`: the PNG frames written must be
+the manifest's frames (md5 of every frame's RGBA8 rows, in order). Ends with "N passed, N
+failed".
 """
 import hashlib
 import os
@@ -16,15 +19,37 @@ import sys
 import tempfile
 
 
+def check_frames(pixload, url, frames, out_dir):
+    """--animate --out-dir: the frames as PNG files, in order, against "N:md5"."""
+    from PIL import Image
+
+    count, want = frames.split(":")
+    run = subprocess.run([pixload, "fetch", "--allow-file", "--no-disk-cache", "--no-orientation",
+                          "--no-color-management", "--format", "rgba8", "--animate", "--out-dir", out_dir, url], capture_output=True, text=True,
+                         timeout=60)
+    if run.returncode != 0:
+        return f"--animate: exit {run.returncode}: {run.stdout.strip()} {run.stderr.strip()}"
+    files = sorted(os.listdir(out_dir))  # NNNN-NAME.png, then NNNN-NAME.f001.png, ...
+    files = files[-1:] + files[:-1]
+    md5 = hashlib.md5()
+    for f in files:
+        md5.update(Image.open(os.path.join(out_dir, f)).convert("RGBA").tobytes())
+    if len(files) != int(count) or md5.hexdigest() != want:
+        return f"--animate: {len(files)} frames, md5 {md5.hexdigest()}, expected {frames}"
+    return None
+
+
 def main():
     pixload, corpus = sys.argv[1], sys.argv[2]
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
     sets = [os.path.join(corpus, name) for name in ("pngsuite", "jpeg-conformance")]
     if not os.path.isfile(os.path.join(corpus, "README.md")):
         print(f"cli_conformance: {corpus} is absent: its sets skipped")
         sets = []
-    sets += sys.argv[3:]
+    sets += [os.path.join(fixtures, "gif-suite")] + sys.argv[3:]
     passed = failed = 0
-    out = os.path.join(tempfile.mkdtemp(prefix="pxl-cli-"), "pixels.rgba")
+    work = tempfile.mkdtemp(prefix="pxl-cli-")
+    out = os.path.join(work, "pixels.rgba")
     for set_dir in sets:
         corpus_set = os.path.basename(os.path.normpath(set_dir))
         rows = open(os.path.join(set_dir, "manifest.tsv")).read().splitlines()
@@ -55,6 +80,8 @@ def main():
                         problem = f"{len(data)} bytes, expected {width}x{height}x4"
                     elif hashlib.md5(data).hexdigest() != cells[col["rgba8_md5"]]:
                         problem = "pixels differ from the manifest's rgba8_md5"
+                    elif "frames" in col and cells[col["frames"]]:
+                        problem = check_frames(pixload, url, cells[col["frames"]], os.path.join(work, name))
             if problem:
                 set_failed += 1
                 print(f"FAIL {corpus_set}/{name} ({expect}): {problem}")

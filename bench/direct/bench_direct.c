@@ -192,6 +192,7 @@ int bench_direct_decode(const uint8_t *data, size_t size, int32_t tw, int32_t th
   if (is_jpeg(data, size)) rc = decode_jpeg(data, size, tw, th, out);
   else if (is_png(data, size)) rc = decode_png(data, size, &alpha, out);
   else if (bench_is_avif(data, size)) rc = bench_avif_decode(data, size, &alpha, out);
+  else if (bench_direct_is_gif(data, size)) rc = bench_direct_decode_gif(data, size, &alpha, NULL, NULL, out);
   else return 1;
   if (rc != 0 || tw <= 0 || th <= 0) return rc;
   int w = 0, h = 0;
@@ -212,6 +213,13 @@ const char *bench_kind(const uint8_t *data, size_t size) {
     return alpha ? "PNG alpha" : "PNG";
   }
   if (bench_is_avif(data, size)) return bench_avif_kind(data, size);
+  if (bench_direct_is_gif(data, size)) {
+    bench_image img;
+    int alpha = 0, interlaced = 0, frames = 0;
+    if (bench_direct_decode_gif(data, size, &alpha, &interlaced, &frames, &img) != 0) return "unknown";
+    free(img.pixels);
+    return frames > 1 ? "GIF animated" : interlaced ? "GIF interlaced" : "GIF";
+  }
   if (!is_jpeg(data, size)) return "unknown";
   struct jpeg_decompress_struct cinfo;
   jpeg_err err;

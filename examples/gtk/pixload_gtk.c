@@ -36,6 +36,9 @@
  *    GDK's renderers take as is.
  *  - Every pxl_* call is timed (PXL_TIMED): the main loop must never spend a frame (16 ms)
  *    inside pixload.
+ *  - Rows ask for PXL_FLAG_ANIMATE: an animated GIF's row gets every frame of its
+ *    thumbnail, and a timer per row (each frame's duration, 10 ms or less shown as
+ *    100 ms as browsers do) swaps the frames' textures until the row is unbound.
  *
  * Build: examples/gtk/build.sh build OUT, that is
  *   cc -std=c11 -O2 pixload_gtk.c $(pkg-config --cflags --libs gtk4 x11) \
@@ -163,6 +166,9 @@ struct cell {
   int64_t row;        /* -1 while unbound */
   gint64 bound_us;    /* when it was bound to row */
   gint64 image_us;    /* when row's texture was set; 0 while the placeholder shows */
+  pxl_image *animation; /* an animated row's image (retained) while its timer runs */
+  int32_t frame, plays;
+  guint timer;
 };
 
 struct settle_report {
@@ -222,6 +228,7 @@ static void fill_request(const struct app *app, int64_t row, pxl_request *reques
   request->height = THUMB_HEIGHT;
   request->mode = PXL_MODE_FILL;
   request->format = THUMB_FORMAT;
+  request->flags = PXL_FLAG_ANIMATE; /* still images are unaffected: one frame */
 }
 
 static int request_for_row(int64_t row, pxl_request *request, void *user_data) {
@@ -253,7 +260,7 @@ static void release_texture_pixels(gpointer data) {
 
 /* A texture over the image's own pixels (image borrowed; the texture keeps a reference
  * until GTK frees it). NULL for a format GDK would need converted. */
-static GdkTexture *texture_from_image(struct app *app, pxl_image *image) {
+static GdkTexture *texture_from_frame(struct app *app, pxl_image *image, int32_t frame) {
   pxl_format format;
   int32_t width, height, stride;
   const uint8_t *data;
@@ -265,7 +272,7 @@ static GdkTexture *texture_from_image(struct app *app, pxl_image *image) {
   PXL_TIMED("pxl_image_width", width = pxl_image_width(image));
   PXL_TIMED("pxl_image_height", height = pxl_image_height(image));
   PXL_TIMED("pxl_image_stride", stride = pxl_image_stride(image));
-  PXL_TIMED("pxl_image_pixels", data = pxl_image_pixels(image));
+  PXL_TIMED("pxl_image_frame_pixels", data = pxl_image_frame_pixels(image, frame));
   PXL_TIMED("pxl_image_byte_count", size = pxl_image_byte_count(image));
   GBytes *bytes = g_bytes_new_with_free_func(data, size, release_texture_pixels, pixels);
   GdkTexture *texture = gdk_memory_texture_new(width, height, THUMB_GDK_FORMAT, bytes, (gsize)stride);
@@ -280,6 +287,60 @@ static GdkTexture *texture_from_image(struct app *app, pxl_image *image) {
     pixels->texture_made = TRUE;
   }
   return texture;
+}
+
+static GdkTexture *texture_from_image(struct app *app, pxl_image *image) {
+  return texture_from_frame(app, image, 0);
+}
+
+/* ---- animated rows: one timer per cell ---- */
+
+static void stop_animation(struct cell *cell) {
+  if (cell->timer) g_source_remove(cell->timer);
+  cell->timer = 0;
+  if (cell->animation) PXL_TIMED("pxl_image_release", pxl_image_release(cell->animation));
+  cell->animation = NULL;
+}
+
+static struct app *animation_app;
+
+static guint frame_delay_ms(pxl_image *image, int32_t frame) {
+  int32_t ms;
+  PXL_TIMED("pxl_image_frame_duration_ms", ms = pxl_image_frame_duration_ms(image, frame));
+  return ms <= 10 ? 100u : (guint)ms;
+}
+
+static gboolean animation_tick(gpointer user_data) {
+  struct cell *cell = user_data;
+  int32_t frames, loops;
+  PXL_TIMED("pxl_image_frame_count", frames = pxl_image_frame_count(cell->animation));
+  PXL_TIMED("pxl_image_loop_count", loops = pxl_image_loop_count(cell->animation));
+  if (++cell->frame >= frames) {
+    cell->frame = 0;
+    if (loops > 0 && ++cell->plays >= loops) { /* played as often as the file says: rest on the last frame */
+      cell->frame = frames - 1;
+      cell->timer = 0;
+      return G_SOURCE_REMOVE;
+    }
+  }
+  GdkTexture *texture = texture_from_frame(animation_app, cell->animation, cell->frame);
+  if (texture) {
+    gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(texture));
+    g_object_unref(texture);
+  }
+  cell->timer = g_timeout_add(frame_delay_ms(cell->animation, cell->frame), animation_tick, cell);
+  return G_SOURCE_REMOVE;
+}
+
+static void start_animation(struct app *app, struct cell *cell, pxl_image *image) {
+  int32_t frames;
+  PXL_TIMED("pxl_image_frame_count", frames = pxl_image_frame_count(image));
+  if (frames < 2) return;
+  animation_app = app;
+  PXL_TIMED("pxl_image_retain", cell->animation = pxl_image_retain(image));
+  cell->frame = 0;
+  cell->plays = 0;
+  cell->timer = g_timeout_add(frame_delay_ms(image, 0), animation_tick, cell);
 }
 
 static GdkTexture *make_placeholder(void) {
@@ -309,8 +370,10 @@ static const char *source_name(pxl_source source) {
 static void show_image(struct app *app, struct cell *cell, pxl_image *image, const char *source) {
   GdkTexture *texture = texture_from_image(app, image);
   if (!texture) return;
+  stop_animation(cell);
   gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(texture));
   g_object_unref(texture);
+  start_animation(app, cell, image);
   cell->image_us = g_get_monotonic_time();
   app->ever_shown[cell->row] = 1;
   if (cell->row >= app->told_first && cell->row < app->told_first + app->told_count) {
@@ -320,9 +383,13 @@ static void show_image(struct app *app, struct cell *cell, pxl_image *image, con
   int32_t width, height;
   PXL_TIMED("pxl_image_original_width", width = pxl_image_original_width(image));
   PXL_TIMED("pxl_image_original_height", height = pxl_image_original_height(image));
-  char text[96];
-  snprintf(text, sizeof text, "%s \xc2\xb7 %d\xc3\x97%d photo \xc2\xb7 from %s",
-           strrchr(app->urls[cell->row], '/') + 1, width, height, source);
+  char text[128];
+  int32_t frames;
+  PXL_TIMED("pxl_image_frame_count", frames = pxl_image_frame_count(image));
+  char kind[32] = "photo";
+  if (frames > 1) snprintf(kind, sizeof kind, "animation, %d frames", frames);
+  snprintf(text, sizeof text, "%s \xc2\xb7 %d\xc3\x97%d %s \xc2\xb7 from %s",
+           strrchr(app->urls[cell->row], '/') + 1, width, height, kind, source);
   gtk_label_set_text(GTK_LABEL(cell->detail), text);
 }
 
@@ -423,6 +490,7 @@ static void on_bind(GtkSignalListItemFactory *factory, GtkListItem *item, gpoint
   /* A row that was on screen before and is not in memory any more comes back as a
    * placeholder: with the default 64 MiB cache and these thumbnails, it never should. */
   if (app->ever_shown[row]) app->placeholder_flashes++;
+  stop_animation(cell);
   gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(app->placeholder));
   if (app->row_error[row] != PXL_OK) show_error(cell, app->row_error[row]);
   else gtk_label_set_text(GTK_LABEL(cell->detail), strrchr(app->urls[row], '/') + 1);
@@ -436,6 +504,7 @@ static void on_unbind(GtkSignalListItemFactory *factory, GtkListItem *item, gpoi
   struct app *app = user_data;
   struct cell *cell = g_object_get_data(G_OBJECT(item), "pixload-cell");
   if (cell->row >= 0 && app->cell_of_row[cell->row] == cell) app->cell_of_row[cell->row] = NULL;
+  stop_animation(cell);
   cell->row = -1;
   cell->image_us = 0;
   gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(app->placeholder));
@@ -445,6 +514,7 @@ static void on_teardown(GtkSignalListItemFactory *factory, GtkListItem *item, gp
   (void)factory;
   struct app *app = user_data;
   struct cell *cell = g_object_get_data(G_OBJECT(item), "pixload-cell");
+  stop_animation(cell);
   g_ptr_array_remove_fast(app->cells, cell);
   g_free(cell);
 }

@@ -250,6 +250,18 @@ typedef struct pxl_codec_color {
 } pxl_codec_color;
 void pxl_codec_color_free(pxl_codec_color *color);
 
+/* GIF (gif_shim.c, giflib 5.2): the functions above for format X = gif. gif_shim.c's
+ * header comment says how frames are composited (transparent canvas, "background"
+ * disposal clears to transparent), how truncated and corrupt frames end a decode, and
+ * its limits on frame count and LZW work. */
+pxl_codec_status pxl_gif_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message, size_t message_cap);
+pxl_codec_status pxl_gif_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out);
+pxl_codec_status pxl_gif_decode_rows(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                     pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out);
+pxl_codec_status pxl_gif_decode_frames(const uint8_t *data, size_t size, uint64_t max_pixels,
+                                       pxl_codec_frame_fn frame_fn, void *user, pxl_codec_output *out);
+pxl_codec_status pxl_gif_color(const uint8_t *data, size_t size, pxl_codec_color *color);
+
 /* The colour information of a JPEG (APP2 "ICC_PROFILE\0" chunks, joined by sequence
  * number; all of them must be there, numbered 1..count once each, or the profile is
  * ignored; at most PXL_ICC_MAX_BYTES) and of a PNG (iCCP as libpng inflates and checks

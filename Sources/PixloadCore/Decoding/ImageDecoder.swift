@@ -58,7 +58,7 @@ extension ImageDecoding {
 public struct ImageDecoder: ImageDecoding {
   public init() {}
 
-  public enum Kind: CaseIterable { case jpeg, png, avif }
+  public enum Kind: CaseIterable { case jpeg, png, avif, gif }
 
   /// The format by magic bytes, or nil.
   public static func sniff(_ data: [UInt8]) -> Kind? {
@@ -66,6 +66,9 @@ public struct ImageDecoder: ImageDecoding {
     let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
     if data.count >= 8 && data[0..<8].elementsEqual(png) { return .png }
     if isAVIF(data) { return .avif }
+    if data.count >= 6 && (data[0..<6].elementsEqual("GIF87a".utf8) || data[0..<6].elementsEqual("GIF89a".utf8)) {
+      return .gif
+    }
     return nil
   }
 
@@ -122,6 +125,9 @@ public struct ImageDecoder: ImageDecoding {
     case .avif:
       return Codec(name: "AVIF", readInfo: pxl_avif_read_info, decode: pxl_avif_decode,
                    decodeRows: pxl_avif_decode_rows, decodeFrames: pxl_avif_decode_frames, color: pxl_avif_color)
+    case .gif:
+      return Codec(name: "GIF", readInfo: pxl_gif_read_info, decode: pxl_gif_decode, decodeRows: pxl_gif_decode_rows,
+                   decodeFrames: pxl_gif_decode_frames, color: pxl_gif_color)
     }
   }
 
@@ -158,6 +164,11 @@ public struct ImageDecoder: ImageDecoding {
     // then reduced to luma.
     let (conversion, colorWarning) = variant.managesColor ? ColorConversion.forFile(bytes, codec: codec) : (nil, nil)
     let color = ColorStep(conversion: conversion, warning: colorWarning, format: variant.format)
+    if variant.animates && info.frame_count > 1,
+       let animated = Self.decodeAnimation(bytes, kind: kind, info: info, plan: plan, color: color,
+                                           format: variant.format, orientation: orientation, maxPixels: maxPixels) {
+      return animated
+    }
     let layout = color.decodeLayout
     // The size the decoder produces: libjpeg's DCT-scaled size (ceil(stored / denominator)),
     // or the stored size.
@@ -170,9 +181,9 @@ public struct ImageDecoder: ImageDecoding {
         || !decodedCrop.isWhole(width: decodedWidth, height: decodedHeight) {
       // A thumbnail: rows stream from the decoder into the resampler, so neither the
       // full-size nor the DCT-scaled bitmap is ever built.
-      return decodeResampled(bytes, kind: kind, info: info, scale: scale, decodedWidth: decodedWidth,
-                             decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, color: color,
-                             format: variant.format, orientation: orientation, maxPixels: maxPixels)
+      return Self.counted(decodeResampled(bytes, kind: kind, info: info, scale: scale, decodedWidth: decodedWidth,
+                                          decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, color: color,
+                                          format: variant.format, orientation: orientation, maxPixels: maxPixels), info)
     }
     var output = pxl_codec_output()
     let decodeStatus: pxl_codec_status
@@ -194,8 +205,9 @@ public struct ImageDecoder: ImageDecoding {
     if channels == 4 && output.has_alpha != 0 && variant.format.isPremultiplied {
       PixelOps.premultiply(pixels, count: width * height)
     }
-    return Self.finish(pixels, width: width, height: height, channels: channels, orientation: orientation,
-                       format: variant.format, plan: plan, warning: warning)
+    return Self.counted(Self.finish(pixels, width: width, height: height, channels: channels,
+                                    orientation: orientation, format: variant.format, plan: plan, warning: warning),
+                        info)
   }
 
   /// Turns the stored-orientation output upright and wraps it (taking `pixels`).
@@ -274,7 +286,7 @@ public struct ImageDecoder: ImageDecoding {
     }
   }
 
-  private static func error(_ status: pxl_codec_status, kind: Kind, message: String) -> LoadError {
+  static func error(_ status: pxl_codec_status, kind: Kind, message: String) -> LoadError {
     let name = codec(kind).name
     let detail = message.isEmpty ? "" : ": \(message)"
     switch status {

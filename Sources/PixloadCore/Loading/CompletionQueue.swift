@@ -130,7 +130,7 @@ public final class CompletionQueue: @unchecked Sendable {
   public var undrainedBytes: Int { lock.withLock { undrainedImageBytes } }
 
   private static func imageBytes(_ outcome: Outcome?) -> Int {
-    if case .success(let image, _, _)? = outcome { return image.byteCount }
+    if case .success(let image, _, _)? = outcome { return image.totalByteCount }
     return 0
   }
 

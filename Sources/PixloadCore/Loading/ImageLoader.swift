@@ -439,7 +439,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// loader keeps there (variants off, no target size, a side over the limit).
   private func diskVariantDescriptor(_ variant: ImageVariant) -> String? {
     let limit = configuration.diskVariantMaxSide
-    guard limit > 0, variant.width > 0 || variant.height > 0, variant.width <= limit, variant.height <= limit else {
+    // Animations are not kept: a variant file holds one frame.
+    guard limit > 0, !variant.animates, variant.width > 0 || variant.height > 0, variant.width <= limit,
+          variant.height <= limit else {
       return nil
     }
     return "v\(Self.variantRendition) \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "

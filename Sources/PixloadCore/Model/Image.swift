@@ -22,9 +22,32 @@ public final class Image: @unchecked Sendable {
 
   public var byteCount: Int { stride * height }
 
-  /// Takes ownership of `pixels`, which must come from malloc.
+  /// An animation's frames after the first (`pixels` is frame 0), each `byteCount` bytes
+  /// in the same size, stride and format; empty for a still image. Owned like `pixels`.
+  public let laterFrames: [UnsafeMutableRawPointer]
+  /// Each frame's duration in milliseconds as the file gives it (frame 0 first); [0] for a still.
+  public let frameDurations: [Int]
+  /// How often the animation plays: 0 = forever (also for a still image).
+  public let loopCount: Int
+  /// The frames of the source (1 for a still image): more than `frameCount` when only
+  /// the first frame was asked for, or when the animation was over `Animation.maxBytes`
+  /// and only its first frame was kept. Set by the decoder before the image is shared.
+  public internal(set) var sourceFrameCount = 1
+
+  public var frameCount: Int { 1 + laterFrames.count }
+  /// Bytes of every frame: what the image costs in the memory cache.
+  public var totalByteCount: Int { byteCount * frameCount }
+
+  /// Frame `index`'s pixels (0 is `pixels`), nil when out of range.
+  public func framePixels(_ index: Int) -> UnsafeMutableRawPointer? {
+    if index == 0 { return pixels }
+    return index > 0 && index < frameCount ? laterFrames[index - 1] : nil
+  }
+
+  /// Takes ownership of `pixels` and `laterFrames`, which must come from malloc.
   init(width: Int, height: Int, stride: Int, format: PixelFormat, originalWidth: Int,
-       originalHeight: Int, takingPixels pixels: UnsafeMutableRawPointer, warning: String? = nil) {
+       originalHeight: Int, takingPixels pixels: UnsafeMutableRawPointer, warning: String? = nil,
+       laterFrames: [UnsafeMutableRawPointer] = [], frameDurations: [Int] = [0], loopCount: Int = 0) {
     self.width = width
     self.height = height
     self.stride = stride
@@ -32,10 +55,25 @@ public final class Image: @unchecked Sendable {
     self.originalWidth = originalWidth
     self.originalHeight = originalHeight
     self.pixels = pixels
+    self.laterFrames = laterFrames
+    self.frameDurations = frameDurations
+    self.loopCount = loopCount
     self.warning = warning
   }
 
-  deinit { free(pixels) }
+  deinit {
+    free(pixels)
+    laterFrames.forEach { free($0) }
+  }
+}
+
+/// Animated results (requests with `ImageRequest.animates`).
+public enum Animation {
+  /// The most bytes an animated image's frames take together (pixload.h:
+  /// PXL_ANIMATION_MAX_BYTES). An animation whose frames, in the requested size and
+  /// format, would take more is delivered as its first frame alone (frameCount 1,
+  /// sourceFrameCount the source's).
+  public static let maxBytes = 128 << 20
 }
 
 /// Where a delivered image came from.

@@ -58,6 +58,9 @@ public struct ImageRequest: Sendable {
   /// Where the bytes may come from. Only requests of the same policy are merged: a
   /// request never fails (or skips the network) because of another requester's flag.
   public var cachePolicy: CachePolicy = .normal
+  /// Every frame of an animated source (pixload.h: PXL_FLAG_ANIMATE); false: the first
+  /// frame only. An animated and a still request are different variants.
+  public var animates = false
   /// The network transfer waits this long before it may start, so that a request
   /// cancelled within it costs no connection and no bytes (tables set it during flings).
   public var startDelayMilliseconds = 0
@@ -94,7 +97,8 @@ public struct ImageRequest: Sendable {
   /// Identifies the decoded result: the memory-cache key and the decode-coalescing key.
   public var variant: ImageVariant {
     ImageVariant(cacheKey: cacheKey, width: targetWidth, height: targetHeight, mode: mode,
-                 format: format, appliesOrientation: appliesOrientation, managesColor: managesColor)
+                 format: format, appliesOrientation: appliesOrientation, animates: animates,
+                 managesColor: managesColor)
   }
 }
 
@@ -106,6 +110,8 @@ public struct ImageVariant: Hashable, Sendable {
   public var mode: ScaleMode
   public var format: PixelFormat
   public var appliesOrientation: Bool
+  /// All frames of an animation, or only the first.
+  public var animates = false
   /// Converted to sRGB (the default), or the decoded values: two different renditions.
   public var managesColor = true
 }

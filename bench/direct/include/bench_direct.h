@@ -28,9 +28,16 @@ typedef struct bench_image {
 int bench_direct_decode(const uint8_t *data, size_t size, int32_t target_w, int32_t target_h, bench_image *out);
 
 /* What kind of file this is for the report: "JPEG 4:2:0 baseline", "JPEG 4:4:4 baseline",
- * "JPEG progressive", "JPEG 4:2:2 baseline", "JPEG gray", "JPEG other", "PNG", "PNG alpha"
- * or "unknown". A static string. */
+ * "JPEG progressive", "JPEG 4:2:2 baseline", "JPEG gray", "JPEG other", "PNG", "PNG alpha",
+ * "GIF", "GIF interlaced", "GIF animated" or "unknown". A static string. */
 const char *bench_kind(const uint8_t *data, size_t size);
+
+/* GIF (bench_direct_gif.c): the first frame with giflib directly, into a transparent RGBA
+ * canvas; interlaced and frames (1, or 2 for "more than one") are for the report and
+ * may be NULL. */
+int bench_direct_is_gif(const uint8_t *data, size_t size);
+int bench_direct_decode_gif(const uint8_t *data, size_t size, int *has_alpha, int *interlaced, int *frames,
+                            bench_image *out);
 
 /* CPU time of the calling thread, in milliseconds. */
 double bench_thread_cpu_ms(void);

@@ -103,6 +103,7 @@ _FLAGS = {
     "skip_memory_cache": 0x2,
     "reload": 0x4,
     "cache_only": 0x8,
+    "animate": 0x10,  # every frame of an animated image (Image.frames); since 0.4.0
     "no_color_management": 0x20,  # since 0.4.0
 }
 
@@ -325,7 +326,8 @@ class Image:
     to_numpy() is a view too. Both keep the pixels alive on their own."""
 
     __slots__ = ("_ref", "width", "height", "stride", "format", "original_width",
-                 "original_height", "__weakref__")
+                 "original_height", "frame_count", "source_frame_count", "loop_count",
+                 "__weakref__")
 
     def __init__(self, _ptr):
         """Takes over one reference to a pxl_image (internal: images come from loads)."""
@@ -336,6 +338,10 @@ class Image:
         self.format = Format(lib.pxl_image_format(_ptr))
         self.original_width = lib.pxl_image_original_width(_ptr)
         self.original_height = lib.pxl_image_original_height(_ptr)
+        # Animations (load with animate=True): 1 frame for a still image.
+        self.frame_count = lib.pxl_image_frame_count(_ptr)
+        self.source_frame_count = lib.pxl_image_source_frame_count(_ptr)
+        self.loop_count = lib.pxl_image_loop_count(_ptr)  # 0: forever
 
     @classmethod
     def _retained(cls, borrowed_ptr):
@@ -381,14 +387,25 @@ class Image:
     @property
     def pixels(self):
         """A read-only, flat memoryview (format 'B', stride * height bytes) over the C
-        pixel buffer; row y starts at y * stride. No copy."""
+        pixel buffer; row y starts at y * stride. No copy. Frame 0 of an animation."""
+        return self._frame_view(0)
+
+    def _frame_view(self, index):
         ref = self._reference()
         count = self.stride * self.height
-        if count == 0:
+        address = lib.pxl_image_frame_pixels(ref.ptr, index)
+        if count == 0 or not address:
             return memoryview(b"")
-        array = (ctypes.c_ubyte * count).from_address(lib.pxl_image_pixels(ref.ptr))
+        array = (ctypes.c_ubyte * count).from_address(address)
         array._pixload_owner = ref  # the view -> array -> reference chain keeps pixels alive
         return memoryview(array).cast("B").toreadonly()
+
+    @property
+    def frames(self):
+        """Every frame as a Frame (one for a still image, or without animate=True):
+        composited, in this image's size, stride and format, with its duration."""
+        self._reference()
+        return [Frame(self, i) for i in range(self.frame_count)]
 
     def tobytes(self):
         """A copy of the pixels with rows packed (width * bytes_per_pixel per row), as
@@ -428,7 +445,65 @@ class Image:
 
     def __repr__(self):
         state = " closed" if self._ref is None else ""
-        return f"<pixload.Image {self.width}x{self.height} {self.format.name}{state}>"
+        frames = f" {self.frame_count} frames" if self.frame_count > 1 else ""
+        return f"<pixload.Image {self.width}x{self.height} {self.format.name}{frames}{state}>"
+
+
+class Frame:
+    """One frame of an Image: `pixels` (a read-only memoryview over the C buffer, laid
+    out as the image's), `duration_ms` as the file gives it, and the image's
+    tobytes / to_numpy / to_pil conversions. Keeps the pixels alive on its own."""
+
+    __slots__ = ("_image", "index", "duration_ms", "pixels")
+
+    def __init__(self, image, index):
+        self._image = image
+        self.index = index
+        self.duration_ms = lib.pxl_image_frame_duration_ms(image._reference().ptr, index)
+        self.pixels = image._frame_view(index)
+
+    def tobytes(self):
+        return _packed(self._image, self.pixels)
+
+    def to_numpy(self):
+        return _numpy_view(self._image, self.pixels)
+
+    def to_pil(self):
+        return _pil_image(self._image, self.pixels)
+
+    def __repr__(self):
+        return f"<pixload.Frame {self.index} {self.duration_ms} ms>"
+
+
+def _packed(image, view):
+    row = image.width * image.bytes_per_pixel
+    if row == image.stride:
+        return view.tobytes()
+    return b"".join(view[y * image.stride:y * image.stride + row] for y in range(image.height))
+
+
+def _numpy_view(image, view):
+    import numpy as np
+
+    bpp = image.bytes_per_pixel
+    if bpp == 1:
+        shape, strides = (image.height, image.width), (image.stride, 1)
+    else:
+        shape, strides = (image.height, image.width, bpp), (image.stride, bpp, 1)
+    return np.ndarray(shape, dtype=np.uint8, buffer=view, strides=strides)
+
+
+def _pil_image(image, view):
+    from PIL import Image as PILImage
+
+    mode, rawmode = {
+        Format.RGBA8: ("RGBA", "RGBA"),
+        Format.RGBA8_PREMUL: ("RGBA", "RGBa"),
+        Format.BGRA8_PREMUL: ("RGBA", "BGRa"),
+        Format.RGB8: ("RGB", "RGB"),
+        Format.GRAY8: ("L", "L"),
+    }[image.format]
+    return PILImage.frombytes(mode, image.size, view, "raw", rawmode, image.stride, 1)
 
 
 # --- results and the callback registry -----------------------------------------------

@@ -391,6 +391,41 @@ impl Image {
         unsafe { std::slice::from_raw_parts(data, len) }
     }
 
+    /// Frames of an animation (requested with [`Request::animate`]); 1 for a still image.
+    pub fn frame_count(&self) -> u32 {
+        unsafe { sys::pxl_image_frame_count(self.raw.as_ptr()) as u32 }
+    }
+
+    /// Frames of the source: more than `frame_count` without [`Request::animate`], or
+    /// past `PXL_ANIMATION_MAX_BYTES` (then only the first frame is kept).
+    pub fn source_frame_count(&self) -> u32 {
+        unsafe { sys::pxl_image_source_frame_count(self.raw.as_ptr()) as u32 }
+    }
+
+    /// How often the animation plays; 0 = forever (also for a still image).
+    pub fn loop_count(&self) -> u32 {
+        unsafe { sys::pxl_image_loop_count(self.raw.as_ptr()) as u32 }
+    }
+
+    /// Frame `index`'s duration in milliseconds as the file says it; None out of range.
+    pub fn frame_duration_ms(&self, index: u32) -> Option<u32> {
+        let ms = unsafe { sys::pxl_image_frame_duration_ms(self.raw.as_ptr(), index.min(i32::MAX as u32) as i32) };
+        (ms >= 0).then_some(ms as u32)
+    }
+
+    /// Frame `index`'s rows, laid out as [`Image::pixels`] (frame 0 is `pixels()`); None
+    /// out of range.
+    pub fn frame_pixels(&self, index: u32) -> Option<&[u8]> {
+        let data = unsafe { sys::pxl_image_frame_pixels(self.raw.as_ptr(), index.min(i32::MAX as u32) as i32) };
+        let len = unsafe { sys::pxl_image_byte_count(self.raw.as_ptr()) };
+        if data.is_null() {
+            return None;
+        }
+        // SAFETY: every frame has the image's stride * height bytes, immutable, valid
+        // while this reference is held.
+        Some(unsafe { std::slice::from_raw_parts(data, len) })
+    }
+
     /// Row y without the stride's padding; panics when y >= height.
     pub fn row(&self, y: u32) -> &[u8] {
         assert!(y < self.height(), "row {y} of an image {} high", self.height());
@@ -831,6 +866,11 @@ impl Request {
     /// Memory, then disk, never the network; a miss fails with [`Status::NotCached`].
     pub fn cache_only(self, on: bool) -> Request {
         self.flag(sys::PXL_FLAG_CACHE_ONLY, on)
+    }
+
+    /// Every frame of an animated image ([`Image::frame_count`]); off: the first frame.
+    pub fn animate(self, on: bool) -> Request {
+        self.flag(sys::PXL_FLAG_ANIMATE, on)
     }
 
     /// Keep the decoded values: no conversion of an embedded colour profile to sRGB

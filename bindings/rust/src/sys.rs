@@ -75,6 +75,8 @@ pub const PXL_FLAG_IGNORE_ORIENTATION: u32 = 0x1;
 pub const PXL_FLAG_SKIP_MEMORY_CACHE: u32 = 0x2;
 pub const PXL_FLAG_RELOAD: u32 = 0x4;
 pub const PXL_FLAG_CACHE_ONLY: u32 = 0x8;
+pub const PXL_FLAG_ANIMATE: u32 = 0x10;
+pub const PXL_ANIMATION_MAX_BYTES: u32 = 128 << 20;
 /// Since 0.4.0.
 pub const PXL_FLAG_NO_COLOR_MANAGEMENT: u32 = 0x20;
 
@@ -268,6 +270,11 @@ extern "C" {
     pub fn pxl_image_original_width(image: *const pxl_image) -> i32;
     pub fn pxl_image_original_height(image: *const pxl_image) -> i32;
     pub fn pxl_image_byte_count(image: *const pxl_image) -> usize;
+    pub fn pxl_image_frame_count(image: *const pxl_image) -> i32;
+    pub fn pxl_image_source_frame_count(image: *const pxl_image) -> i32;
+    pub fn pxl_image_loop_count(image: *const pxl_image) -> i32;
+    pub fn pxl_image_frame_duration_ms(image: *const pxl_image, index: i32) -> i32;
+    pub fn pxl_image_frame_pixels(image: *const pxl_image, index: i32) -> *const u8;
 
     pub fn pxl_queue_new(out: *mut *mut pxl_queue) -> pxl_status;
     pub fn pxl_queue_free(queue: *mut pxl_queue);

@@ -874,3 +874,23 @@ fn a_fresh_loader_reads_kept_thumbnails_from_disk() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn animated_gif_frames() {
+    let server = server();
+    std::fs::copy(repo_root().join("Tests/fixtures/gif-suite/dispose-restore-background.gif"),
+                  server.www.join("anim.gif")).unwrap();
+    let loader = Loader::new().unwrap();
+    let queue = Queue::new().unwrap();
+    let animated = load_one(&loader, &queue, &Request::new(server.url("anim.gif", "animated")).animate(true)).unwrap();
+    assert_eq!((animated.width(), animated.height()), (2, 2));
+    assert_eq!((animated.frame_count(), animated.source_frame_count(), animated.loop_count()), (4, 4, 0));
+    assert_eq!((0..5).map(|i| animated.frame_duration_ms(i)).collect::<Vec<_>>(),
+               vec![Some(500), Some(500), Some(500), Some(500), None]);
+    assert_eq!(animated.frame_pixels(0), Some(animated.pixels()));
+    assert!(animated.frame_pixels(4).is_none());
+    assert_ne!(animated.frame_pixels(0), animated.frame_pixels(1), "frames differ");
+    let still = load_one(&loader, &queue, &Request::new(server.url("anim.gif", "animated"))).unwrap();
+    assert_eq!((still.frame_count(), still.source_frame_count()), (1, 4));
+    assert_eq!(still.pixels(), animated.pixels());
+}

@@ -1,0 +1,180 @@
+import CCodecs
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Animated images (`ImageVariant.animates`): every frame a format's `decodeFrames` gives
+/// (composited on the canvas, straight RGBA) is brought to the variant's size, format and
+/// orientation the way a still is: converted to the decode layout, area-resampled over the
+/// same crop (averaged premultiplied when the source has alpha), colour-managed by the
+/// same ColorStep, oriented last. So frame 0 of an animated result has the same pixels as
+/// the still result of the same request.
+extension ImageDecoder {
+  /// Stamps the source's frame count on a decoded image (before anyone else sees it).
+  static func counted(_ result: Result<Image, LoadError>, _ info: pxl_codec_info) -> Result<Image, LoadError> {
+    if case .success(let image) = result { image.sourceFrameCount = Int(max(1, info.frame_count)) }
+    return result
+  }
+
+  /// The animation for the plan, or nil to deliver the first frame as a still: the format
+  /// has no frames entry, or the frames would take more than `Animation.maxBytes`.
+  static func decodeAnimation(_ bytes: UnsafeBufferPointer<UInt8>, kind: Kind, info: pxl_codec_info, plan: SizePlan,
+                              color: ColorStep, format: PixelFormat, orientation: Orientation,
+                              maxPixels: UInt64) -> Result<Image, LoadError>? {
+    guard let decodeFrames = codec(kind).decodeFrames else { return nil }
+    let frameBytes = plan.outputWidth * plan.outputHeight * format.bytesPerPixel
+    // Refused before any frame is built when the count read_info gives is over the bound;
+    // the collector stops too, should the file hold more frames than it said.
+    if Int(info.frame_count) > Animation.maxBytes / max(1, frameBytes) { return nil }
+    let collector = FrameCollector(plan: plan, color: color, format: format, orientation: orientation,
+                                   canvasWidth: Int(info.width), canvasHeight: Int(info.height),
+                                   sourceHasAlpha: info.has_alpha != 0, frameBytes: frameBytes)
+    var output = pxl_codec_output()
+    let status = withExtendedLifetime(collector) {
+      decodeFrames(bytes.baseAddress!, bytes.count, maxPixels, FrameCollector.frameFunction,
+                   Unmanaged.passUnretained(collector).toOpaque(), &output)
+    }
+    if status != PXL_CODEC_OK {
+      let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+      return .failure(error(status, kind: kind, message: text))
+    }
+    if collector.overBound { return nil }
+    if let failure = collector.failure { return .failure(failure) }
+    guard !collector.frames.isEmpty else { return .failure(error(PXL_CODEC_CORRUPT, kind: kind, message: "no frame")) }
+    let pixels = collector.frames.removeFirst()
+    let image = Image(width: plan.outputWidth, height: plan.outputHeight,
+                      stride: plan.outputWidth * format.bytesPerPixel, format: format,
+                      originalWidth: plan.displayWidth, originalHeight: plan.displayHeight, takingPixels: pixels,
+                      warning: collector.warning, laterFrames: collector.frames, frameDurations: collector.durations,
+                      loopCount: Int(info.loop_count))
+    collector.frames = []
+    image.sourceFrameCount = Int(info.frame_count)
+    return .success(image)
+  }
+}
+
+/// Receives the composited frames of one decode and renders each for the plan.
+private final class FrameCollector {
+  let plan: SizePlan
+  let color: ColorStep
+  let format: PixelFormat
+  let orientation: Orientation
+  let layout: pxl_codec_layout
+  /// Averaging in premultiplied space, as decodeResampled does for a still with alpha.
+  let premultipliedAveraging: Bool
+  let frameBytes: Int
+  let canvasWidth: Int, canvasHeight: Int
+  var frames: [UnsafeMutableRawPointer] = []
+  var durations: [Int] = []
+  var bytes = 0
+  var overBound = false
+  var failure: LoadError?
+  /// The colour step's warning for the first frame (a profile that could not be applied).
+  var warning: String?
+  private var row: [UInt8] = []
+
+  init(plan: SizePlan, color: ColorStep, format: PixelFormat, orientation: Orientation, canvasWidth: Int,
+       canvasHeight: Int, sourceHasAlpha: Bool, frameBytes: Int) {
+    self.color = color
+    self.canvasWidth = canvasWidth
+    self.canvasHeight = canvasHeight
+    self.plan = plan
+    self.format = format
+    self.orientation = orientation
+    self.layout = color.decodeLayout
+    self.premultipliedAveraging = sourceHasAlpha && color.decodeChannels == 4
+    self.frameBytes = frameBytes
+  }
+
+  deinit { frames.forEach { free($0) } }
+
+  static let frameFunction: pxl_codec_frame_fn = { user, _, rgba, stride, duration in
+    let collector = Unmanaged<FrameCollector>.fromOpaque(user!).takeUnretainedValue()
+    return collector.add(rgba!, stride: Int(stride), width: collector.canvasWidth, height: collector.canvasHeight,
+                         duration: Int(duration)) ? 0 : 1
+  }
+
+  /// Renders one canvas; false stops the decode (over the bound, or out of memory).
+  func add(_ rgba: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, duration: Int) -> Bool {
+    if bytes + frameBytes > Animation.maxBytes {
+      overBound = true
+      return false
+    }
+    guard let pixels = render(rgba, stride: stride, width: width, height: height) else {
+      failure = LoadError(.noMemory, "out of memory rendering frame \(frames.count)")
+      return false
+    }
+    frames.append(UnsafeMutableRawPointer(pixels))
+    durations.append(duration)
+    bytes += frameBytes
+    return true
+  }
+
+  /// One canvas row in the layout (the conversions the shims make for a still).
+  private func convert(_ source: UnsafePointer<UInt8>, width: Int, into destination: UnsafeMutablePointer<UInt8>) {
+    switch layout {
+    case PXL_CODEC_BGRA:
+      for x in 0..<width {
+        destination[4 * x] = source[4 * x + 2]; destination[4 * x + 1] = source[4 * x + 1]
+        destination[4 * x + 2] = source[4 * x]; destination[4 * x + 3] = source[4 * x + 3]
+      }
+    case PXL_CODEC_RGB:
+      for x in 0..<width {
+        destination[3 * x] = source[4 * x]; destination[3 * x + 1] = source[4 * x + 1]
+        destination[3 * x + 2] = source[4 * x + 2]
+      }
+    case PXL_CODEC_GRAY:
+      for x in 0..<width {
+        let y = (19595 * UInt32(source[4 * x]) + 38470 * UInt32(source[4 * x + 1]) + 7471 * UInt32(source[4 * x + 2])
+                 + 32768) >> 16
+        destination[x] = UInt8(y)
+      }
+    default:
+      destination.update(from: source, count: width * 4)
+    }
+  }
+
+  /// As ImageDecoder.decode does a still: decoded in the colour step's layout (RGB for a
+  /// GRAY result of an RGB-tagged file), converted, then premultiplied; a thumbnail
+  /// resampled first and converted on its own pixels.
+  private func render(_ rgba: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int) -> UnsafeMutablePointer<UInt8>? {
+    let channels = color.decodeChannels
+    let outWidth = plan.storedOutputWidth, outHeight = plan.storedOutputHeight
+    var pixels: UnsafeMutablePointer<UInt8>
+    var frameWarning: String?
+    if outWidth == width && outHeight == height && plan.storedCrop.isWhole(width: width, height: height) {
+      guard let whole = malloc(max(1, width * height * channels))?.assumingMemoryBound(to: UInt8.self) else {
+        return nil
+      }
+      for y in 0..<height { convert(rgba + y * stride, width: width, into: whole + y * width * channels) }
+      (pixels, frameWarning) = color.apply(whole, width: width, height: height, premultiplied: false)
+      if format.bytesPerPixel == 4 && format.isPremultiplied { PixelOps.premultiply(pixels, count: width * height) }
+    } else {
+      guard let resampler = AreaResampler(sourceWidth: width, sourceHeight: height, channels: channels,
+                                          crop: plan.storedCrop, outputWidth: outWidth, outputHeight: outHeight,
+                                          premultiply: premultipliedAveraging) else { return nil }
+      if row.count < width * channels { row = [UInt8](repeating: 0, count: width * channels) }
+      row.withUnsafeMutableBufferPointer { buffer in
+        for y in 0..<height {
+          convert(rgba + y * stride, width: width, into: buffer.baseAddress!)
+          resampler.addRow(y, buffer.baseAddress!)
+        }
+      }
+      guard let small = resampler.finish() else { return nil }
+      if premultipliedAveraging && !format.isPremultiplied { PixelOps.unpremultiply(small, count: outWidth * outHeight) }
+      (pixels, frameWarning) = color.apply(small, width: outWidth, height: outHeight,
+                                           premultiplied: premultipliedAveraging && format.isPremultiplied)
+    }
+    if frames.isEmpty { warning = frameWarning }
+    if orientation != .up {
+      guard let turned = orientation.apply(pixels, width: outWidth, height: outHeight,
+                                           channels: format.bytesPerPixel) else {
+        free(pixels)
+        return nil
+      }
+      free(pixels)
+      pixels = turned
+    }
+    return pixels
+  }
+}

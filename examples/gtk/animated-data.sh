@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# examples/gtk/animated-data.sh DATA_DIR
+#
+# Adds animated rows to the demo photos (scripts/photos.sh): DATA_DIR/anim/photos.gif
+# (three of the photos, 0.6 s each, looping) and DATA_DIR/anim/dots.gif (a 12-frame
+# spinner with transparency and "restore to background" disposal), and writes
+# DATA_DIR/index-animated.txt: index.txt with the two GIFs as its 2nd and 4th entries, so
+# rows 1 and 3 (and every 302nd row after them) animate on the first screen.
+# Needs ImageMagick's convert. Idempotent.
+set -euo pipefail
+data="${1:?usage: $0 DATA_DIR}"
+[ -f "$data/index-animated.txt" ] && [ -f "$data/anim/dots.gif" ] && exit 0
+command -v convert >/dev/null || { echo "animated-data.sh: convert not found (apt-get install imagemagick)" >&2; exit 1; }
+mkdir -p "$data/anim"
+mapfile -t photos < <(head -3 "$data/index.txt")
+convert -delay 60 "${photos[@]/#/$data/}" -resize 320x240^ -gravity center -extent 320x240 -loop 0 \
+  "$data/anim/photos.gif"
+frames=()
+for i in $(seq 0 11); do
+  angle=$((i * 30))
+  frames+=( \( -size 160x120 xc:none -fill "hsl($((i * 30)),90%,50%)" \
+    -draw "translate 80,60 rotate $angle circle 0,-40 0,-28" \) )
+done
+convert -delay 8 -dispose background "${frames[@]}" -loop 0 "$data/anim/dots.gif"
+{
+  sed -n 1p "$data/index.txt"
+  echo anim/photos.gif
+  sed -n 2p "$data/index.txt"
+  echo anim/dots.gif
+  sed -n '3,$p' "$data/index.txt"
+} > "$data/index-animated.txt.tmp"
+mv "$data/index-animated.txt.tmp" "$data/index-animated.txt"
