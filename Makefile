@@ -83,7 +83,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers install uninstall clean \
+  bench-decode bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers fuzz-webp install uninstall clean \
   wheel deb test-wheel test-deb
 
 all: lib cli
@@ -367,7 +367,7 @@ soak:
 # `make fuzz`: the mutation smoke test, then each libFuzzer target for FUZZ_SECONDS.
 fuzz:
 	@scripts/deps.sh
-	@$(SUBMAKE) fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers
+	@$(SUBMAKE) fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers fuzz-webp
 
 # Hostile input against the decoders under AddressSanitizer + UBSan: every corpus file
 # mutated FUZZ_MUTATIONS times (deterministic). Not coverage-guided; a cheap check that no
@@ -385,6 +385,8 @@ fuzz-smoke:
 # builds) are not.
 #   decode     ImageDecoder (shims, DCT scaling, resampler, orientation); seeds: the corpus
 #   diskentry  the disk-cache entry reader on arbitrary file contents
+#   webp       WebP: read_info, ImageDecoder, every composited frame, the ICCP chunk, checked
+#              against each other; seeds: Tests/fixtures/webp-suite and the generated WebP set
 #   headers    response-header handling (status lines, Cache-Control, Expires, ETag,
 #              Retry-After, Location) as the engine's header callback does it
 # What a target learns accumulates in $(FUZZ_DIR)/NAME-corpus. A crash stops the run and
@@ -395,10 +397,12 @@ fuzz-smoke:
 FUZZ_SECONDS ?= 600
 FUZZ_DIR    := $(STAGE)/fuzz
 FUZZ_SCRATCH := .build-fuzz
-FUZZ_TARGETS := decode diskentry headers
+FUZZ_TARGETS := decode diskentry headers webp
 fuzz_seeds_decode := $(CORPUS)
 fuzz_seeds_diskentry := Tests/fuzz/seeds/diskentry
 fuzz_seeds_headers := Tests/fuzz/seeds/headers
+# webp: libwebp's test data and the generated set (make test-codecs writes it; absent is fine).
+fuzz_seeds_webp := Tests/fixtures/webp-suite $(wildcard $(GEN_CONFORMANCE)/generated-webp)
 $(addprefix fuzz-,$(FUZZ_TARGETS)): fuzz-%:
 	$(SWIFT) build -c release --scratch-path $(FUZZ_SCRATCH) --product pixload-fuzz-$* \
 	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DPIXLOAD_LIBFUZZER -Xswiftc -enable-testing \

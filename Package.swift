@@ -43,6 +43,8 @@ let package = Package(
     // internal parsers through @testable import); plain builds replay files.
     .executableTarget(name: "pixload-fuzz-diskentry", dependencies: ["PixloadCore", "FuzzDriver"], path: "Tests/fuzz/diskentry"),
     .executableTarget(name: "pixload-fuzz-headers", dependencies: ["PixloadCore", "FuzzDriver"], path: "Tests/fuzz/headers"),
+    // libFuzzer target on WebP (`make fuzz-webp`): read_info, ImageDecoder, frames, colour.
+    .executableTarget(name: "pixload-fuzz-webp", dependencies: ["PixloadCore", "CCodecs", "FuzzDriver"], path: "Tests/fuzz/webp"),
     // What the three fuzz targets share: libFuzzer's entry points and the replay mode.
     .target(name: "FuzzDriver", path: "Tests/fuzz/driver"),
     // `make bench-decode`: ImageDecoder against libjpeg-turbo/libpng called directly from C.

@@ -58,13 +58,17 @@ extension ImageDecoding {
 public struct ImageDecoder: ImageDecoding {
   public init() {}
 
-  public enum Kind: CaseIterable { case jpeg, png }
+  public enum Kind: CaseIterable { case jpeg, png, webp }
 
   /// The format by magic bytes, or nil.
   public static func sniff(_ data: [UInt8]) -> Kind? {
     if data.count >= 3 && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF { return .jpeg }
     let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
     if data.count >= 8 && data[0..<8].elementsEqual(png) { return .png }
+    // RIFF container, any size, form type WEBP.
+    if data.count >= 12 && data[0..<4].elementsEqual("RIFF".utf8) && data[8..<12].elementsEqual("WEBP".utf8) {
+      return .webp
+    }
     return nil
   }
 
@@ -96,6 +100,9 @@ public struct ImageDecoder: ImageDecoding {
                    decodeRows: { pxl_jpeg_decode_rows($0, $1, $2, 1, $3, $4, $5, $6) })
     case .png:
       return Codec(name: "PNG", readInfo: pxl_png_read_info, decode: pxl_png_decode, decodeRows: pxl_png_decode_rows)
+    case .webp:
+      return Codec(name: "WebP", readInfo: pxl_webp_read_info, decode: pxl_webp_decode,
+                   decodeRows: pxl_webp_decode_rows, decodeFrames: pxl_webp_decode_frames)
     }
   }
 
