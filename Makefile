@@ -207,6 +207,9 @@ test-codecs: deps
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
 	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) -f Tests/fixtures $(CORPUS)
 	$(STAGE)/tests/codec-edges
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/webp_api.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/tests/webp-api $(CODEC_LIBS)
+	$(STAGE)/tests/webp-api $(GEN_CONFORMANCE)/webp-api
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
 # equal the manifests' for every row of pngsuite and jpeg-conformance.

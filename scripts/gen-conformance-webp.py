@@ -321,11 +321,59 @@ def gen_must_fail(anim_path):
                   expect="must_fail (pixel limit)", dwebp_must_fail=False)
 
 
+def gen_api_cases(rnd):
+    """OUTDIR/webp-api/: animations whose every frame is known (lossless, from PNGs made
+    here) for Tests/codecs/webp_api.c, which checks pxl_webp_decode_frames (frame count,
+    durations, loop count, each composited frame), pxl_webp_color and the orientation.
+    cases.tsv: file, loop count, then each frame's duration; FILE.N.rgba: frame N (from 0)
+    as RGBA with the RGB of fully transparent pixels zeroed (lossless keeps every visible
+    pixel, not those). A single frame becomes a still image (img2webp writes no ANIM), which
+    the API reports as one frame of duration 0 that loops 0 times."""
+    api = os.path.join(sys.argv[1], "webp-api")
+    if os.path.isdir(api):
+        shutil.rmtree(api)
+    os.makedirs(api)
+
+    def visible(img):
+        b = img.convert("RGBA").tobytes()
+        return b"".join(b[i:i + 4] if b[i + 3] else bytes(4) for i in range(0, len(b), 4))
+
+    lines = []
+    for name, loop, specs in [
+        ("opaque-4-frames.webp", 0, [("gradient", False, 100), ("edges", False, 250), ("noise", False, 30),
+                                     ("gradient", False, 1)]),
+        ("alpha-3-frames-loop7.webp", 7, [("noise", True, 40), ("gradient", True, 60), ("edges", False, 80)]),
+        ("one-frame-anim.webp", 1, [("edges", True, 500)]),
+    ]:
+        args = ["img2webp", "-loop", str(loop), "-lossless"]
+        expected = []
+        for i, (kind, alpha, dur) in enumerate(specs):
+            img = synth(kind, 37, 21, alpha, rnd)
+            if kind == "gradient" and i > 0:  # a frame that differs from the last in a small area only
+                img = img.copy()
+                img.paste((9, 200, 30, 255) if alpha else (9, 200, 30), (5, 5, 12, 9))
+            png = os.path.join(SRC_DIR, f"api-{name}-{i}.png")
+            img.save(png)
+            args += ["-d", str(dur), png]
+            expected.append(str(dur if len(specs) > 1 else 0))
+            with open(os.path.join(api, f"{name}.{i}.rgba"), "wb") as f:
+                f.write(visible(img))
+        path = os.path.join(api, name)
+        run(args + ["-o", path])
+        lines.append("\t".join([name, str(loop if len(specs) > 1 else 0)] + expected))
+    # A VP8X still with ICCP and EXIF (orientation 6) for pxl_webp_color and read_info.
+    shutil.copy(os.path.join(SET_DIR, "icc-exif6-lossless-gradient-64x48.webp"), os.path.join(api, "icc-exif6.webp"))
+    shutil.copy(os.path.join(SRC_DIR, "profile.icc"), os.path.join(api, "profile.icc"))
+    with open(os.path.join(api, "cases.tsv"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 rnd = random.Random(19)
 sources = gen_stills(rnd)
 gen_metadata(sources)
 anim = gen_animations(rnd)
 gen_must_fail(anim)
+gen_api_cases(rnd)
 shutil.rmtree(SRC_DIR)
 with open(os.path.join(SET_DIR, "manifest.tsv"), "w") as f:
     f.write("file\tformat\texpect\twidth\theight\trgba8_md5\texif_orientation\n")
