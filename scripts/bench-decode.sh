@@ -2,7 +2,7 @@
 # scripts/bench-decode.sh STAGE DATA_DIR [REPS]
 #
 # `make bench-decode`: CPU time per image of pixload's decode path (ImageDecoder) against
-# libjpeg-turbo / libpng called directly, same files, same process, interleaved
+# libjpeg-turbo / libpng / libwebp (WebPDecodeRGBA) called directly, same files, same process, interleaved
 # (bench/decode/main.swift, bench/direct/bench_direct.c), full size and 150x150 fill.
 #
 # Files: the real-world photographs and PNGs of ../shared/corpus/realworld (the EXIF
@@ -35,11 +35,28 @@ PY
   touch "$out/444/done"
 fi
 
+# WebP made here by cwebp from the demo photographs (every 10th: 30 lossy, quality 80) and
+# from the demo's PNGs (30 lossy, alpha kept where they have it; the first 10 also
+# lossless), since neither the corpus nor the demo has any (idempotent: made once).
+if [ ! -f "$out/webp/done" ]; then
+  rm -rf "$out/webp" && mkdir -p "$out/webp"
+  for f in $(sed -n '1~10p' "$data/index.txt") $(grep '\.png$' "$data/index.txt"); do
+    n=$(basename "$f"); n=${n%.*}
+    cwebp -quiet -q 80 "$data/$f" -o "$out/webp/$n-q80.webp"
+  done
+  for f in $(grep '\.png$' "$data/index.txt" | head -10); do
+    n=$(basename "$f"); n=${n%.*}
+    cwebp -quiet -lossless "$data/$f" -o "$out/webp/$n-lossless.webp"
+  done
+  touch "$out/webp/done"
+fi
+
 {
   awk -F'\t' -v dir="$corpus/realworld" 'NR > 1 && ($2 == "jpeg" || $2 == "png") && $3 ~ /^ok/ &&
       ($18 == "" || $18 <= 1) { print dir "/" $1 }' "$corpus/realworld/manifest.tsv"
   sed "s|^|$data/|" "$data/index.txt"
   ls "$out"/444/*.jpg
+  ls "$out"/webp/*.webp
 } > "$out/files.txt"
 
 if ! swift build --scratch-path .build-bench -c release --product pixload-bench-decode >"$out/build.log" 2>&1; then
