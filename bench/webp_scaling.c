@@ -9,7 +9,10 @@
  *            resampler takes the crop to the exact size
  *   direct   pxl_webp_decode_scaled: libwebp crops (integer edges) and scales straight to
  *            150x150
- * Quality: mean and max |difference| in levels against "full", and PSNR.
+ * Quality: mean and max |difference| in levels against "full", and PSNR. With
+ * WEBP_SCALING_DUMP=DIR set, each way's thumbnail of file i is also written to
+ * DIR/i.WAY.rgba (raw RGBA8), so a script can compare all three with the area average of
+ * the image the WebP was encoded from (what a thumbnail should show).
  *
  *   cc -O2 -std=c11 -ISources/CCodecs/include bench/webp_scaling.c Sources/CCodecs/*.c \
  *     -o webp_scaling -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2 -lm
@@ -128,6 +131,16 @@ int main(int argc, char **argv) {
       free(px);
     }
     bytes += T * T * 4;
+    const char *dump = getenv("WEBP_SCALING_DUMP");
+    for (int w = 0; dump && w < 3; w++) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%d.%d.rgba", dump, f, w);
+      uint8_t *px = w == 0 ? ref : ways[w](d, n, sw, sh, alpha);
+      FILE *out = fopen(path, "wb");
+      if (out && px) fwrite(px, 1, T * T * 4, out);
+      if (out) fclose(out);
+      if (w != 0) free(px);
+    }
     free(ref);
     for (int r = 0; r < reps; r++)
       for (int k = 0; k < 3; k++) {

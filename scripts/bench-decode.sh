@@ -79,3 +79,13 @@ sed "s|^|$data/|" "$data/index.txt" > "$out/first-scan-web.txt"
 sed "s|^|$out/progressive-photos/|" "$out/progressive-photos/index.txt" > "$out/first-scan-camera.txt"
 "$out/first_scan" "$reps" corpus:"$out/first-scan-corpus.txt" web:"$out/first-scan-web.txt" \
   camera:"$out/first-scan-camera.txt"
+
+# WebP thumbnails: libwebp's own scaler (to about twice the target, or cropped and scaled
+# straight to it) against the full decode + area resampler that ImageDecoder uses, in CPU
+# time and in distance to the area average of the source image (bench/webp_scaling.c,
+# bench/webp_scaling_quality.py).
+cc -O2 -std=c11 -ISources/CCodecs/include bench/webp_scaling.c Sources/CCodecs/*.c -o "$out/webp_scaling" -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2 -lm
+ls "$out"/webp/*-q80.webp > "$out/webp-lossy.txt"
+rm -rf "$out/webp-scaling" && mkdir -p "$out/webp-scaling"
+WEBP_SCALING_DUMP="$out/webp-scaling" "$out/webp_scaling" "$reps" $(cat "$out/webp-lossy.txt")
+python3 bench/webp_scaling_quality.py "$out/webp-lossy.txt" "$out/webp-scaling" "$data"

@@ -316,9 +316,9 @@ pxl_codec_status pxl_webp_decode(const uint8_t *data, size_t size, int32_t layou
   return st;
 }
 
-/* libwebp has no row callback: the image is decoded whole, then handed over row by row.
- * (A thumbnail of a still image takes pxl_webp_decode_scaled instead, which never builds
- * the full-size bitmap.) */
+/* libwebp has no row callback: the image is decoded whole, then handed over row by row,
+ * so a thumbnail holds the full-size bitmap for a moment (libwebp's own scaler would not,
+ * but it gives worse thumbnails: see pxl_webp_decode_scaled in pxl_webp.h). */
 pxl_codec_status pxl_webp_decode_rows(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
                                       pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out) {
   if (!start_output(out, layout)) return PXL_CODEC_UNSUPPORTED;
