@@ -212,7 +212,8 @@ test-codecs: deps
 	$(STAGE)/tests/webp-api $(GEN_CONFORMANCE)/webp-api
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
-# equal the manifests' for every row of pngsuite and jpeg-conformance.
+# equal the manifests' for every row of pngsuite and jpeg-conformance, and of the sets kept
+# under Tests/fixtures (webp-suite).
 test-cli-conformance: all
 	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS)
 

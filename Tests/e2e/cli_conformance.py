@@ -2,10 +2,12 @@
 """Tests/e2e/cli_conformance.py PIXLOAD CORPUS
 
 End to end through the shipped library: for every row of the pngsuite and
-jpeg-conformance manifests, `pixload fetch --allow-file --no-orientation --format rgba8
+jpeg-conformance manifests of CORPUS, and of every set kept in the repository under
+Tests/fixtures (webp-suite, ...), `pixload fetch --allow-file --no-orientation --format rgba8
 --out FILE file://...` must write exactly the manifest's pixels (md5 of the tightly packed
 RGBA8 rows) for ok / ok_with_warning rows, and must fail with a status and a message for
-must_fail rows. Skips (saying so) when the corpus is absent. Ends with "N passed, N failed".
+must_fail rows. Skips the corpus sets (saying so) when the corpus is absent. Ends with
+"N passed, N failed".
 """
 import hashlib
 import os
@@ -16,13 +18,19 @@ import tempfile
 
 def main():
     pixload, corpus = sys.argv[1], sys.argv[2]
-    if not os.path.isfile(os.path.join(corpus, "README.md")):
-        print(f"cli_conformance: {corpus} is absent: skipped")
-        print("0 passed, 0 failed")
-        return 0
+    sets = []
+    if os.path.isfile(os.path.join(corpus, "README.md")):
+        sets += [(corpus, "pngsuite"), (corpus, "jpeg-conformance")]
+    else:
+        print(f"cli_conformance: {corpus} is absent: its sets skipped")
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+    if os.path.isdir(fixtures):
+        sets += [(fixtures, name) for name in sorted(os.listdir(fixtures))
+                 if os.path.isfile(os.path.join(fixtures, name, "manifest.tsv"))]
     passed = failed = 0
     out = os.path.join(tempfile.mkdtemp(prefix="pxl-cli-"), "pixels.rgba")
-    for corpus_set in ("pngsuite", "jpeg-conformance"):
+    for root, corpus_set in sets:
+        corpus = root
         rows = open(os.path.join(corpus, corpus_set, "manifest.tsv")).read().splitlines()
         header = rows[0].split("\t")
         col = {name: i for i, name in enumerate(header)}
