@@ -433,8 +433,12 @@ pxl_codec_status pxl_webp_decode_scaled(const uint8_t *data, size_t size, int32_
   if (st == PXL_CODEC_OK && f.animated) {
     pxl_set_message(out->message, sizeof out->message, "WebP", "scaled decode of an animation");
     st = PXL_CODEC_UNSUPPORTED;
+  } else if (st == PXL_CODEC_OK && out_width > 0 && out_height > 0 &&
+             (uint64_t)out_width * (uint64_t)out_height > max_pixels) {
+    pxl_set_message(out->message, sizeof out->message, "WebP", "output size exceeds the pixel limit");
+    st = PXL_CODEC_TOO_MANY_PIXELS;
   } else if (st == PXL_CODEC_OK &&
-             (out_width <= 0 || out_height <= 0 ||
+             (out_width <= 0 || out_height <= 0 || out_width > (1 << 24) || out_height > (1 << 24) ||
               (cropping && (crop_x < 0 || crop_y < 0 || crop_width > f.width - crop_x || crop_height > f.height - crop_y)))) {
     pxl_set_message(out->message, sizeof out->message, "WebP", "invalid crop or output size");
     st = PXL_CODEC_UNSUPPORTED;

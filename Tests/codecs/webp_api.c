@@ -235,6 +235,9 @@ static void check_color_and_scaling(void) {
   CHECK(st == PXL_CODEC_UNSUPPORTED && out.pixels == NULL && out.message[0], "crop outside: %d", st);
   st = pxl_webp_decode_scaled(d, n, PXL_CODEC_RGBA, (uint64_t)info.width * info.height - 1, 0, 0, 0, 0, 4, 4, &out);
   CHECK(st == PXL_CODEC_TOO_MANY_PIXELS && out.pixels == NULL, "scaled limit: %d", st);
+  st = pxl_webp_decode_scaled(d, n, PXL_CODEC_RGBA, (uint64_t)info.width * info.height, 0, 0, 0, 0, info.width * 2,
+                              info.height, &out);
+  CHECK(st == PXL_CODEC_TOO_MANY_PIXELS && out.pixels == NULL, "scaled output over the limit: %d", st);
 
   /* Arguments. */
   CHECK(pxl_webp_decode(d, n, 9, 100000000ull, &out) == PXL_CODEC_UNSUPPORTED && out.message[0], "bad layout");

@@ -39,7 +39,7 @@ pxl_codec_status pxl_webp_color(const uint8_t *data, size_t size, pxl_codec_colo
  * the full-size bitmap, and without the RGB conversion of the pixels it drops. libwebp
  * averages in premultiplied space when the image has alpha. An animation is refused
  * (PXL_CODEC_UNSUPPORTED: its frames need compositing at full size first), as is a crop
- * outside the image. max_pixels is checked on the stored size.
+ * outside the image. max_pixels is checked on the stored size and on the output size.
  * ImageDecoder does not use it: measured by `make bench-decode` (bench/webp_scaling.c, 60
  * lossy photos, 150x150 fill), cropping and scaling straight to the target takes 4.6 ms
  * against 6.1 ms for the full decode + area resampler, and scaling to twice the target
