@@ -298,6 +298,15 @@ def gen_must_fail(anim_path):
     bad = bytearray(lossless)
     bad[start] = 0x00  # VP8L signature byte 0x2f
     add_must_fail("corrupt-vp8l-signature.webp", bytes(bad))
+    # Damage inside the bitstreams, past the headers the demuxer checks: the decoder
+    # itself must fail (dwebp: BITSTREAM_ERROR, SUSPENDED).
+    bad = bytearray(lossless)
+    bad[start + 13:start + 16] = b"\xff\xff\xff"  # the VP8L transform and colour-cache bits
+    add_must_fail("corrupt-vp8l-bitstream.webp", bytes(bad))
+    (tag, start, size), = [c for c in riff_chunks(lossy) if c[0] == b"VP8 "]
+    bad = bytearray(lossy)
+    bad[start + 10:start + 14] = b"\xff\xff\xff\x0f"  # first-partition header past the data
+    add_must_fail("corrupt-vp8-partition.webp", bytes(bad))
     bad = bytearray(lossy)
     bad[4:8] = struct.pack("<I", len(lossy) * 4)  # RIFF size past the end of the file
     add_must_fail("corrupt-riff-size.webp", bytes(bad))

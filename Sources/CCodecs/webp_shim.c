@@ -76,6 +76,9 @@ static pxl_codec_status from_vp8(VP8StatusCode code, char *msg, size_t cap) {
     case VP8_STATUS_NOT_ENOUGH_DATA: pxl_set_message(msg, cap, "WebP", "truncated image data"); return PXL_CODEC_CORRUPT;
     case VP8_STATUS_INVALID_PARAM: pxl_set_message(msg, cap, "WebP", "invalid parameter"); return PXL_CODEC_CORRUPT;
     case VP8_STATUS_BITSTREAM_ERROR: pxl_set_message(msg, cap, "WebP", "bitstream error"); return PXL_CODEC_CORRUPT;
+    case VP8_STATUS_SUSPENDED: /* WebPDecode's word for a partition running past the data */
+      pxl_set_message(msg, cap, "WebP", "image data shorter than its headers say");
+      return PXL_CODEC_CORRUPT;
     default: pxl_set_message(msg, cap, "WebP", "decode failed"); return PXL_CODEC_CORRUPT;
   }
 }
