@@ -72,13 +72,15 @@ func fuzzOne(_ data: [UInt8]) -> String {
       pxl_webp_decode_frames(bytes.baseAddress, bytes.count, fuzzMaxPixels, { user, index, rgba, stride, duration in
         let check = Unmanaged<FrameCheck>.fromOpaque(user!).takeUnretainedValue()
         precondition(index == check.frames && duration >= 0, "frame \(index) out of order or duration \(duration)")
-        // Reads every byte of the canvas read_info promised: AddressSanitizer catches a
-        // short one; the stride is checked against its width afterwards.
+        // Reads the first and the last row of the canvas read_info promised:
+        // AddressSanitizer catches a short buffer (every byte of a tall canvas is too slow
+        // under the sanitizer: a 1 x 4980874 canvas timed out); the stride is checked
+        // against the width afterwards.
         check.frames += 1
         check.stride = stride
         var sum: UInt64 = 0
-        let n = Int(stride)
-        for row in 0..<Int(check.height) { for i in 0..<n { sum &+= UInt64(rgba![row * n + i]) } }
+        let n = Int(stride), rows = Int(check.height)
+        for row in Set([0, rows - 1]) where row >= 0 { for i in 0..<n { sum &+= UInt64(rgba![row * n + i]) } }
         check.sum &+= sum
         return check.frames >= fuzzMaxFrames ? 1 : 0
       }, Unmanaged.passUnretained(check).toOpaque(), &out)
