@@ -48,8 +48,8 @@ extension ImageDecoding {
   }
 }
 
-/// The real decoder: JPEG through libjpeg-turbo, PNG through libpng (both behind the
-/// CCodecs shim), chosen by magic bytes, never by URL or Content-Type.
+/// The real decoder: JPEG through libjpeg-turbo, PNG through libpng, WebP through libwebp
+/// (all behind the CCodecs shims), chosen by magic bytes, never by URL or Content-Type.
 ///
 /// A thumbnail of a JPEG is decoded at the smallest DCT scale (1/2, 1/4, 1/8) that still
 /// covers the target, so the full-size bitmap is never built; then an area-averaging
