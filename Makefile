@@ -86,7 +86,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-color bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
-  install uninstall clean \
+  fuzz-avif fuzz-webp install uninstall clean \
   wheel deb test-wheel test-deb
 
 all: lib cli
@@ -225,9 +225,13 @@ test-codecs: deps
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include -ITests/codecs Tests/codecs/avif_test.c Sources/CCodecs/*.c \
 	  -o $(STAGE)/tests/avif-test $(CODEC_LIBS)
 	$(STAGE)/tests/avif-test $(GEN_CONFORMANCE)/generated-avif Tests/fixtures/avif-suite
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/webp_api.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/tests/webp-api $(CODEC_LIBS)
+	$(STAGE)/tests/webp-api $(GEN_CONFORMANCE)/webp-api
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
-# equal the manifests' for every row of pngsuite and jpeg-conformance, and of the AVIF sets.
+# equal the manifests' for every row of pngsuite and jpeg-conformance, of the sets kept
+# under Tests/fixtures (WebP, GIF, AVIF suites) and of the generated AVIF set.
 test-cli-conformance: all
 	python3 scripts/gen-conformance-avif.py $(GEN_CONFORMANCE)
 	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS) Tests/fixtures/avif-suite \
@@ -396,7 +400,7 @@ soak:
 # `make fuzz`: the mutation smoke test, then each libFuzzer target for FUZZ_SECONDS.
 fuzz:
 	@scripts/deps.sh
-	@$(SUBMAKE) fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers fuzz-avif
+	@$(SUBMAKE) fuzz-smoke fuzz-decode fuzz-diskentry fuzz-headers fuzz-webp fuzz-gif fuzz-avif
 
 # Hostile input against the decoders under AddressSanitizer + UBSan: every corpus file
 # mutated FUZZ_MUTATIONS times (deterministic). Not coverage-guided; a cheap check that no
@@ -414,6 +418,8 @@ fuzz-smoke:
 # builds) are not.
 #   decode     ImageDecoder (shims, DCT scaling, resampler, orientation); seeds: the corpus
 #   diskentry  the disk-cache entry reader on arbitrary file contents
+#   webp       WebP: read_info, ImageDecoder, every composited frame, the ICCP chunk, checked
+#              against each other; seeds: Tests/fixtures/webp-suite and the generated WebP set
 #   headers    response-header handling (status lines, Cache-Control, Expires, ETag,
 #              Retry-After, Location) as the engine's header callback does it
 # What a target learns accumulates in $(FUZZ_DIR)/NAME-corpus. A crash stops the run and
@@ -424,7 +430,7 @@ fuzz-smoke:
 FUZZ_SECONDS ?= 600
 FUZZ_DIR    := $(STAGE)/fuzz
 FUZZ_SCRATCH := .build-fuzz
-FUZZ_TARGETS := decode diskentry headers avif
+FUZZ_TARGETS := decode diskentry headers webp avif
 fuzz_seeds_decode := $(CORPUS)
 #   avif       the AVIF shim through ImageDecoder, decode_frames and color; seeds: the AVIF
 #              sets (generated ones made first by scripts/gen-conformance-avif.py)
@@ -447,6 +453,8 @@ fuzz-gif:
 	  -dict=Tests/fuzz/gif.dict -artifact_prefix=$(FUZZ_DIR)/gif-artifacts/ $(FUZZ_DIR)/gif-corpus \
 	  Tests/fixtures/gif-suite $(GEN_CONFORMANCE)/generated-gif Tests/fuzz-regressions/gif
 
+# webp: libwebp's test data and the generated set (make test-codecs writes it; absent is fine).
+fuzz_seeds_webp := Tests/fixtures/webp-suite $(wildcard $(GEN_CONFORMANCE)/generated-webp)
 $(addprefix fuzz-,$(FUZZ_TARGETS)): fuzz-%:
 	$(SWIFT) build -c release --scratch-path $(FUZZ_SCRATCH) --product pixload-fuzz-$* \
 	  -Xswiftc -sanitize=fuzzer,address -Xswiftc -DPIXLOAD_LIBFUZZER -Xswiftc -enable-testing \

@@ -47,6 +47,8 @@ let package = Package(
     // (`make fuzz-avif`); a plain build replays files.
     .executableTarget(name: "pixload-fuzz-avif", dependencies: ["PixloadCore", "CCodecs", "FuzzDriver"],
                       path: "Tests/fuzz/avif"),
+    // libFuzzer target on WebP (`make fuzz-webp`): read_info, ImageDecoder, frames, colour.
+    .executableTarget(name: "pixload-fuzz-webp", dependencies: ["PixloadCore", "CCodecs", "FuzzDriver"], path: "Tests/fuzz/webp"),
     // What the three fuzz targets share: libFuzzer's entry points and the replay mode.
     .target(name: "FuzzDriver", path: "Tests/fuzz/driver"),
     // `make bench-decode`: ImageDecoder against libjpeg-turbo/libpng called directly from C.

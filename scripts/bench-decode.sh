@@ -2,7 +2,7 @@
 # scripts/bench-decode.sh STAGE DATA_DIR [REPS]
 #
 # `make bench-decode`: CPU time per image of pixload's decode path (ImageDecoder) against
-# libjpeg-turbo / libpng / libavif called directly, same files, same process, interleaved
+# libjpeg-turbo / libpng / libavif / giflib / libwebp (WebPDecodeRGBA) called directly, same files, same process, interleaved
 # (bench/decode/main.swift, bench/direct/bench_direct.c), full size and 150x150 fill.
 #
 # Files: the real-world photographs and PNGs of ../shared/corpus/realworld (the EXIF
@@ -74,6 +74,21 @@ if [ ! -f "$out/gif/done" ]; then
   done
   touch "$out/gif/done"
 fi
+# WebP made here by cwebp from the demo photographs (every 10th: 30 lossy, quality 80) and
+# from the demo's PNGs (30 lossy, alpha kept where they have it; the first 10 also
+# lossless), since neither the corpus nor the demo has any (idempotent: made once).
+if [ ! -f "$out/webp/done" ]; then
+  rm -rf "$out/webp" && mkdir -p "$out/webp"
+  for f in $(sed -n '1~10p' "$data/index.txt") $(grep '\.png$' "$data/index.txt"); do
+    n=$(basename "$f"); n=${n%.*}
+    cwebp -quiet -q 80 "$data/$f" -o "$out/webp/$n-q80.webp"
+  done
+  for f in $(grep '\.png$' "$data/index.txt" | head -10); do
+    n=$(basename "$f"); n=${n%.*}
+    cwebp -quiet -lossless "$data/$f" -o "$out/webp/$n-lossless.webp"
+  done
+  touch "$out/webp/done"
+fi
 
 {
   awk -F'\t' -v dir="$corpus/realworld" 'NR > 1 && ($2 == "jpeg" || $2 == "png") && $3 ~ /^ok/ &&
@@ -82,6 +97,7 @@ fi
   ls "$out"/444/*.jpg
   ls "$out"/avif/*.avif
   ls "$out"/gif/*.gif
+  ls "$out"/webp/*.webp
 } > "$out/files.txt"
 
 if ! swift build --scratch-path .build-bench -c release --product pixload-bench-decode >"$out/build.log" 2>&1; then
@@ -104,3 +120,13 @@ sed "s|^|$data/|" "$data/index.txt" > "$out/first-scan-web.txt"
 sed "s|^|$out/progressive-photos/|" "$out/progressive-photos/index.txt" > "$out/first-scan-camera.txt"
 "$out/first_scan" "$reps" corpus:"$out/first-scan-corpus.txt" web:"$out/first-scan-web.txt" \
   camera:"$out/first-scan-camera.txt"
+
+# WebP thumbnails: libwebp's own scaler (to about twice the target, or cropped and scaled
+# straight to it) against the full decode + area resampler that ImageDecoder uses, in CPU
+# time and in distance to the area average of the source image (bench/webp_scaling.c,
+# bench/webp_scaling_quality.py).
+cc -O2 -std=c11 -ISources/CCodecs/include bench/webp_scaling.c Sources/CCodecs/*.c -o "$out/webp_scaling" -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2 -lm
+ls "$out"/webp/*-q80.webp > "$out/webp-lossy.txt"
+rm -rf "$out/webp-scaling" && mkdir -p "$out/webp-scaling"
+WEBP_SCALING_DUMP="$out/webp-scaling" "$out/webp_scaling" "$reps" $(cat "$out/webp-lossy.txt")
+python3 bench/webp_scaling_quality.py "$out/webp-lossy.txt" "$out/webp-scaling" "$data"

@@ -78,6 +78,11 @@ final class FuzzRegressionTests: XCTestCase {
     try replayThroughFuzzTarget("pixload-fuzz-decode", inputs: Self.inputs())
   }
 
+  /// Inputs the WebP fuzzer (`make fuzz-webp`) crashed on, through that target.
+  func testEveryKeptWebPInputPassesTheFuzzTargetItself() throws {
+    try replayThroughFuzzTarget("pixload-fuzz-webp", inputs: Self.inputs(in: Self.regressions + "/webp"))
+  }
+
   /// Disk-cache entries the entry fuzzer (`make fuzz-diskentry`) crashed on: read in
   /// process as the entry of their key (a miss, never a trap), and through the target.
   func testEveryKeptDiskEntryInputIsReadSafely() throws {

@@ -16,6 +16,11 @@
 #define FIXTURE_PROGRESSIVE_W 480
 #define FIXTURE_PROGRESSIVE_H 360
 #define FIXTURE_ALPHA_PNG "alpha.png"        /* 300x200 RGBA, alpha rises left to right */
+#define FIXTURE_ALPHA_WEBP "alpha.webp"      /* alpha.png's pixels as lossless WebP */
+#define FIXTURE_ORIENTED_WEBP "oriented6.webp" /* the gradient as lossless WebP in a VP8X
+                                                  container with EXIF orientation 6 */
+#define FIXTURE_ANIM_WEBP "anim.webp"        /* a 3-frame animation of the alpha pixels: frame 1
+                                                is alpha.png's, the others differ */
 #define FIXTURE_CORRUPT_JPG "corrupt.jpg"    /* JPEG magic and tables, no frame: libjpeg errors */
 #define FIXTURE_NOT_AN_IMAGE "not-an-image.jpg" /* HTML under an image name */
 

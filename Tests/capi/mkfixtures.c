@@ -19,6 +19,8 @@
 
 #include <jpeglib.h>
 #include <png.h>
+#include <webp/encode.h>
+#include <webp/mux.h>
 
 #include "fixtures.h"
 
@@ -156,6 +158,98 @@ static void write_alpha_png(const char *path) {
   if (fclose(f) != 0) die("cannot write", path);
 }
 
+static void write_bytes(const char *path, const void *data, size_t size);
+
+static void le32(unsigned char *p, size_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* The gradient as lossless WebP; with exif_orientation, wrapped in a VP8X container with
+ * an EXIF chunk (big-endian TIFF, IFD0 holding only Orientation). */
+static void write_gradient_webp(const char *path, const struct rgb_image *img, int exif_orientation) {
+  uint8_t *simple = NULL;
+  size_t n = WebPEncodeLosslessRGB(img->pixels, img->width, img->height, img->width * 3, &simple);
+  if (n < 20) die("libwebp encode", path);
+  static const unsigned char tiff[] = {'M', 'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1,
+                                       0, 0, 0, 0, 0, 0, 0, 0};
+  unsigned char t[sizeof tiff];
+  memcpy(t, tiff, sizeof t);
+  t[19] = (unsigned char)exif_orientation;
+  size_t image = n - 12; /* the VP8L chunk, header included (even size: encoders pad) */
+  size_t body = 4 + 18 + image + 8 + sizeof t;
+  unsigned char *out = malloc(8 + body);
+  if (!out) die("out of memory", path);
+  memcpy(out, "RIFF", 4);
+  le32(out + 4, body);
+  memcpy(out + 8, "WEBPVP8X", 8);
+  le32(out + 16, 10);
+  memset(out + 20, 0, 10);
+  out[20] = 0x08; /* EXIF present */
+  le32(out + 24, (size_t)img->width - 1); /* 24-bit fields: each 4th byte is overwritten next */
+  le32(out + 27, (size_t)img->height - 1);
+  memcpy(out + 30, simple + 12, image);
+  memcpy(out + 30 + image, "EXIF", 4);
+  le32(out + 34 + image, sizeof t);
+  memcpy(out + 38 + image, t, sizeof t);
+  write_bytes(path, out, 8 + body);
+  free(out);
+  WebPFree(simple);
+}
+
+/* alpha.png's pixels as lossless WebP (exact: the colour under alpha 0 kept too). */
+static uint8_t *alpha_pixels(int variant) {
+  uint8_t *px = malloc((size_t)FIXTURE_ALPHA_W * FIXTURE_ALPHA_H * 4);
+  if (!px) die("out of memory", "alpha");
+  for (int y = 0; y < FIXTURE_ALPHA_H; y++)
+    for (int x = 0; x < FIXTURE_ALPHA_W; x++) {
+      uint8_t *p = px + ((size_t)y * FIXTURE_ALPHA_W + x) * 4;
+      fixture_alpha_pixel(x, y, p);
+      if (variant) p[2] = (uint8_t)(p[2] ^ (variant * 37)); /* later frames: another blue */
+    }
+  return px;
+}
+
+static void write_alpha_webp(const char *path) {
+  uint8_t *px = alpha_pixels(0), *out = NULL;
+  size_t n = WebPEncodeLosslessRGBA(px, FIXTURE_ALPHA_W, FIXTURE_ALPHA_H, FIXTURE_ALPHA_W * 4, &out);
+  if (n == 0) die("libwebp encode", path);
+  write_bytes(path, out, n);
+  WebPFree(out);
+  free(px);
+}
+
+static void write_anim_webp(const char *path) {
+  WebPAnimEncoderOptions options;
+  WebPConfig config;
+  if (!WebPAnimEncoderOptionsInit(&options) || !WebPConfigInit(&config)) die("libwebp init", path);
+  config.lossless = 1;
+  config.exact = 1;
+  options.anim_params.loop_count = 2;
+  WebPAnimEncoder *enc = WebPAnimEncoderNew(FIXTURE_ALPHA_W, FIXTURE_ALPHA_H, &options);
+  if (!enc) die("libwebp anim encoder", path);
+  int timestamp = 0;
+  for (int i = 0; i < 3; i++) {
+    WebPPicture pic;
+    if (!WebPPictureInit(&pic)) die("libwebp picture", path);
+    pic.use_argb = 1;
+    pic.width = FIXTURE_ALPHA_W;
+    pic.height = FIXTURE_ALPHA_H;
+    uint8_t *px = alpha_pixels(i);
+    if (!WebPPictureImportRGBA(&pic, px, FIXTURE_ALPHA_W * 4) || !WebPAnimEncoderAdd(enc, &pic, timestamp, &config))
+      die("libwebp anim add", path);
+    WebPPictureFree(&pic);
+    free(px);
+    timestamp += 100;
+  }
+  WebPData data;
+  WebPDataInit(&data);
+  if (!WebPAnimEncoderAdd(enc, NULL, timestamp, NULL) || !WebPAnimEncoderAssemble(enc, &data))
+    die("libwebp anim assemble", path);
+  write_bytes(path, data.bytes, data.size);
+  WebPDataClear(&data);
+  WebPAnimEncoderDelete(enc);
+}
+
 static unsigned char *read_file(const char *path, size_t *size) {
   FILE *f = fopen(path, "rb");
   if (!f) die("cannot open", path);
@@ -249,6 +343,9 @@ int main(int argc, char **argv) {
   path = join(dir, FIXTURE_ORIENTED_JPG);
   write_jpeg(path, &gradient, 92, 6, 0);
   free(path);
+  path = join(dir, FIXTURE_ORIENTED_WEBP);
+  write_gradient_webp(path, &gradient, 6);
+  free(path);
   free(gradient.pixels);
 
   struct rgb_image noise = make_noise(FIXTURE_NOISE_W, FIXTURE_NOISE_H);
@@ -274,6 +371,12 @@ int main(int argc, char **argv) {
 
   path = join(dir, FIXTURE_ALPHA_PNG);
   write_alpha_png(path);
+  free(path);
+  path = join(dir, FIXTURE_ALPHA_WEBP);
+  write_alpha_webp(path);
+  free(path);
+  path = join(dir, FIXTURE_ANIM_WEBP);
+  write_anim_webp(path);
   free(path);
 
   /* What a captive portal or a misconfigured CDN returns under an image URL. */

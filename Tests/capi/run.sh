@@ -65,7 +65,7 @@ fi
 
 cflags=(-std=c11 -O1 -g -Wall -Wextra)
 # The fixture maker is a tool, not under test: always the plain compiler.
-gcc "${cflags[@]}" "$here/mkfixtures.c" -ljpeg -lpng -o "$work/mkfixtures"
+gcc "${cflags[@]}" "$here/mkfixtures.c" -ljpeg -lpng -lwebp -lwebpmux -o "$work/mkfixtures"
 read -r -a extra_cflags <<<"${PXL_CFLAGS:-}"
 "${PXL_CC:-gcc}" "${cflags[@]}" "${extra_cflags[@]}" -I "$incdir" "$here/harness.c" "$here"/test_*.c \
   -L "$libdir" -Wl,-rpath,"$libdir" -lpixload -lpthread -o "$work/capi_tests"

@@ -28,7 +28,7 @@
  *    notes, not failures); JPEG thumbnails thumb_1_2/4/8 (WxH:md5) must match
  *    scale_denom 2/4/8; read_info must agree on the size. Extra consistency checks:
  *    BGRA and RGB are exact swizzles of RGBA, GRAY is exact where it can be derived
- *    (gray sources, PNG colour via the documented BT.601 formula), and max_pixels one
+ *    (gray sources, PNG and WebP colour via the documented BT.601 formula), and max_pixels one
  *    below width*height is refused with PXL_CODEC_TOO_MANY_PIXELS and no buffer.
  *  - must_fail*: the decode must fail with pixels == NULL and a non-empty message;
  *    "must_fail (pixel limit)" must fail with PXL_CODEC_TOO_MANY_PIXELS. Rows whose
@@ -51,6 +51,7 @@
 
 #include "pxl_codecs.h"
 #include "pxl_avif.h"
+#include "pxl_webp.h"
 
 /* ---------------------------------------------------------------------------------
  * MD5 (RFC 1321). Written for this test and placed in the public domain.
@@ -167,13 +168,14 @@ static const char *status_name(pxl_codec_status s) {
   return "?";
 }
 
-typedef enum { FMT_PNG, FMT_JPEG, FMT_AVIF, FMT_GIF, FMT_UNKNOWN } fmt_t;
+typedef enum { FMT_PNG, FMT_JPEG, FMT_AVIF, FMT_GIF, FMT_WEBP, FMT_UNKNOWN } fmt_t;
 
 static pxl_codec_status decode(fmt_t fmt, const uint8_t *d, size_t n, int32_t layout, int32_t scale, uint64_t maxpx,
                                pxl_codec_output *out) {
   if (fmt == FMT_PNG) return pxl_png_decode(d, n, layout, maxpx, out);
   if (fmt == FMT_AVIF) return pxl_avif_decode(d, n, layout, maxpx, out);
   if (fmt == FMT_GIF) return pxl_gif_decode(d, n, layout, maxpx, out);
+  if (fmt == FMT_WEBP) return pxl_webp_decode(d, n, layout, maxpx, out);
   return pxl_jpeg_decode(d, n, layout, scale, maxpx, out);
 }
 
@@ -181,6 +183,7 @@ static pxl_codec_status read_info(fmt_t fmt, const uint8_t *d, size_t n, pxl_cod
   if (fmt == FMT_PNG) return pxl_png_read_info(d, n, info, msg, cap);
   if (fmt == FMT_AVIF) return pxl_avif_read_info(d, n, info, msg, cap);
   if (fmt == FMT_GIF) return pxl_gif_read_info(d, n, info, msg, cap);
+  if (fmt == FMT_WEBP) return pxl_webp_read_info(d, n, info, msg, cap);
   return pxl_jpeg_read_info(d, n, info, msg, cap);
 }
 
@@ -444,7 +447,7 @@ static void check_layouts(row_result *r, fmt_t fmt, const uint8_t *d, size_t n, 
               o.has_alpha != 0;
     int neutral = 1;
     for (size_t i = 0; neutral && i < px; i++) neutral = s[4 * i] == s[4 * i + 1] && s[4 * i] == s[4 * i + 2];
-    if (!bad && (neutral || fmt == FMT_PNG || fmt == FMT_AVIF || fmt == FMT_GIF)) {
+    if (!bad && (neutral || fmt != FMT_JPEG)) {
       for (size_t i = 0; !bad && i < px; i++) {
         unsigned y = (19595u * s[4 * i] + 38470u * s[4 * i + 1] + 7471u * s[4 * i + 2] + 32768u) >> 16;
         bad = o.pixels[i] != y;
@@ -536,7 +539,8 @@ static void run_set(const char *root, const char *set, totals *all) {
     rows++;
     const char *file = cols[c_file], *fmts = cols[c_fmt], *expect = cols[c_exp];
     fmt_t fmt = strcmp(fmts, "png") == 0 ? FMT_PNG : strcmp(fmts, "jpeg") == 0 ? FMT_JPEG
-                : strcmp(fmts, "avif") == 0 ? FMT_AVIF : strcmp(fmts, "gif") == 0 ? FMT_GIF : FMT_UNKNOWN;
+                : strcmp(fmts, "avif") == 0 ? FMT_AVIF : strcmp(fmts, "gif") == 0 ? FMT_GIF
+                : strcmp(fmts, "webp") == 0 ? FMT_WEBP : FMT_UNKNOWN;
     row_result r = {{0}, 0, 0};
 
     snprintf(path, sizeof path, "%s/%s/%s", root, set, file);
@@ -554,7 +558,8 @@ static void run_set(const char *root, const char *set, totals *all) {
       for (int t = 0; t < ntries; t++) {
         pxl_codec_output o;
         pxl_codec_status st = decode(tries[t], d, n, PXL_CODEC_RGBA, 1, 100000000ull, &o);
-        const char *who = tries[t] == FMT_PNG ? "png" : tries[t] == FMT_AVIF ? "avif" : tries[t] == FMT_GIF ? "gif" : "jpeg";
+        const char *who = tries[t] == FMT_PNG ? "png" : tries[t] == FMT_AVIF ? "avif" : tries[t] == FMT_GIF ? "gif"
+                          : tries[t] == FMT_WEBP ? "webp" : "jpeg";
         if (st == PXL_CODEC_OK) {
           fail(&r, "%s decode succeeded (%dx%d, %d warnings), expected failure", who, o.width, o.height, o.warnings);
           all_failed = 0;
@@ -607,7 +612,8 @@ static void run_set(const char *root, const char *set, totals *all) {
         pxl_codec_status ist = read_info(fmt, d, n, &info, msg, sizeof msg);
         if (ist != PXL_CODEC_OK) fail(&r, "read_info failed: %s (%s)", status_name(ist), msg);
         else if (info.width != ew || info.height != eh) fail(&r, "read_info size %dx%d", info.width, info.height);
-        else if ((fmt == FMT_PNG || fmt == FMT_AVIF) && info.has_alpha != o.has_alpha) fail(&r, "read_info has_alpha %d, decode %d", info.has_alpha, o.has_alpha);
+        else if ((fmt == FMT_PNG || fmt == FMT_AVIF || fmt == FMT_WEBP) && info.has_alpha != o.has_alpha)
+          fail(&r, "read_info has_alpha %d, decode %d", info.has_alpha, o.has_alpha);
         check_layouts(&r, fmt, d, n, &o);
         if (c_frames >= 0 && cols[c_frames][0])
           check_frames(&r, fmt, d, n, cols[c_frames], c_dur >= 0 ? cols[c_dur] : "", c_loop >= 0 ? cols[c_loop] : "");

@@ -2,15 +2,16 @@
 """Tests/e2e/cli_conformance.py PIXLOAD CORPUS [SET_DIR...]
 
 End to end through the shipped library: for every row of the pngsuite and
-jpeg-conformance manifests, `pixload fetch --allow-file --no-orientation
---no-color-management --format rgba8 --out FILE file://...` must write exactly the manifest's pixels (md5 of the tightly packed
-RGBA8 rows) for ok / ok_with_warning rows, and must fail with a status and a message for
-must_fail rows. Skips (saying so) when the corpus is absent. Each SET_DIR (a folder with a
-manifest.tsv in the same format, e.g. Tests/fixtures/avif-suite) is checked the same way,
-corpus or not, and so is the GIF suite kept in the repository (Tests/fixtures/gif-suite),
-whose animated rows also run with `--animate --out-dir DIR`: the PNG frames written must be
-the manifest's frames (md5 of every frame's RGBA8 rows, in order). Ends with "N passed, N
-failed".
+jpeg-conformance manifests of CORPUS, of every set kept in the repository under
+Tests/fixtures (webp-suite, gif-suite, avif-suite, ...) and of each SET_DIR (a folder with a
+manifest.tsv in the same format, e.g. a generated set), `pixload fetch --allow-file
+--no-orientation --no-color-management --format rgba8 --out FILE file://...` must write
+exactly the manifest's pixels (md5 of the tightly packed RGBA8 rows) for ok /
+ok_with_warning rows, and must fail with a status and a message for must_fail rows; rows
+with a frames column (the GIF suite's animations) also run with `--animate --out-dir DIR`:
+the PNG frames written must be the manifest's frames (md5 of every frame's RGBA8 rows, in
+order). Skips the corpus sets (saying so) when the corpus is absent. Ends with "N passed,
+N failed".
 """
 import hashlib
 import os
@@ -41,12 +42,15 @@ def check_frames(pixload, url, frames, out_dir):
 
 def main():
     pixload, corpus = sys.argv[1], sys.argv[2]
-    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
     sets = [os.path.join(corpus, name) for name in ("pngsuite", "jpeg-conformance")]
     if not os.path.isfile(os.path.join(corpus, "README.md")):
         print(f"cli_conformance: {corpus} is absent: its sets skipped")
         sets = []
-    sets += [os.path.join(fixtures, "gif-suite")] + sys.argv[3:]
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+    if os.path.isdir(fixtures):
+        sets += [os.path.join(fixtures, name) for name in sorted(os.listdir(fixtures))
+                 if os.path.isfile(os.path.join(fixtures, name, "manifest.tsv"))]
+    sets += [d for d in sys.argv[3:] if os.path.realpath(d) not in map(os.path.realpath, sets)]
     passed = failed = 0
     work = tempfile.mkdtemp(prefix="pxl-cli-")
     out = os.path.join(work, "pixels.rgba")

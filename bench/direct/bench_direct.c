@@ -1,4 +1,4 @@
-/* See bench_direct.h. Plain C over libjpeg-turbo and libpng; no pixload code. */
+/* See bench_direct.h. Plain C over libjpeg-turbo, libpng and libwebp; no pixload code. */
 #define _POSIX_C_SOURCE 200809L
 #include "bench_direct.h"
 #include "avif_direct.h"
@@ -12,6 +12,7 @@
 
 #include <jpeglib.h>
 #include <png.h>
+#include <webp/decode.h>
 
 /* ---- fill: box average of the centred crop (bench/baseline.c's fill_box) ---- */
 
@@ -178,6 +179,25 @@ static int decode_png(const uint8_t *data, size_t size, int *has_alpha, bench_im
   return 0;
 }
 
+/* ---- WebP: the one-call API (fancy upsampling, straight RGBA), as dwebp and pixload ---- */
+
+static int is_webp(const uint8_t *d, size_t n) {
+  return n >= 12 && memcmp(d, "RIFF", 4) == 0 && memcmp(d + 8, "WEBP", 4) == 0;
+}
+
+static int decode_webp(const uint8_t *data, size_t size, int *has_alpha, bench_image *out) {
+  WebPBitstreamFeatures features;
+  if (WebPGetFeatures(data, size, &features) != VP8_STATUS_OK) return 1;
+  *has_alpha = features.has_alpha;
+  int w = 0, h = 0;
+  /* libwebp allocates with malloc (WebPFree is free in Debian's build): the caller frees. */
+  out->pixels = WebPDecodeRGBA(data, size, &w, &h);
+  if (!out->pixels) return 1;
+  out->width = w;
+  out->height = h;
+  return 0;
+}
+
 /* ---- entry points ---- */
 
 static int is_jpeg(const uint8_t *d, size_t n) { return n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF; }
@@ -193,6 +213,7 @@ int bench_direct_decode(const uint8_t *data, size_t size, int32_t tw, int32_t th
   else if (is_png(data, size)) rc = decode_png(data, size, &alpha, out);
   else if (bench_is_avif(data, size)) rc = bench_avif_decode(data, size, &alpha, out);
   else if (bench_direct_is_gif(data, size)) rc = bench_direct_decode_gif(data, size, &alpha, NULL, NULL, out);
+  else if (is_webp(data, size)) rc = decode_webp(data, size, &alpha, out);
   else return 1;
   if (rc != 0 || tw <= 0 || th <= 0) return rc;
   int w = 0, h = 0;
@@ -219,6 +240,12 @@ const char *bench_kind(const uint8_t *data, size_t size) {
     if (bench_direct_decode_gif(data, size, &alpha, &interlaced, &frames, &img) != 0) return "unknown";
     free(img.pixels);
     return frames > 1 ? "GIF animated" : interlaced ? "GIF interlaced" : "GIF";
+  }
+  if (is_webp(data, size)) {
+    WebPBitstreamFeatures f;
+    if (WebPGetFeatures(data, size, &f) != VP8_STATUS_OK || f.has_animation) return "unknown";
+    return f.format == 2 ? (f.has_alpha ? "WebP lossless alpha" : "WebP lossless")
+                         : (f.has_alpha ? "WebP lossy alpha" : "WebP lossy");
   }
   if (!is_jpeg(data, size)) return "unknown";
   struct jpeg_decompress_struct cinfo;

@@ -48,8 +48,8 @@ extension ImageDecoding {
   }
 }
 
-/// The real decoder: JPEG through libjpeg-turbo, PNG through libpng (both behind the
-/// CCodecs shim), chosen by magic bytes, never by URL or Content-Type.
+/// The real decoder: JPEG through libjpeg-turbo, PNG through libpng, WebP through libwebp
+/// (all behind the CCodecs shims), chosen by magic bytes, never by URL or Content-Type.
 ///
 /// A thumbnail of a JPEG is decoded at the smallest DCT scale (1/2, 1/4, 1/8) that still
 /// covers the target, so the full-size bitmap is never built; then an area-averaging
@@ -58,7 +58,7 @@ extension ImageDecoding {
 public struct ImageDecoder: ImageDecoding {
   public init() {}
 
-  public enum Kind: CaseIterable { case jpeg, png, avif, gif }
+  public enum Kind: CaseIterable { case jpeg, png, webp, avif, gif }
 
   /// The format by magic bytes, or nil.
   public static func sniff(_ data: [UInt8]) -> Kind? {
@@ -68,6 +68,10 @@ public struct ImageDecoder: ImageDecoding {
     if isAVIF(data) { return .avif }
     if data.count >= 6 && (data[0..<6].elementsEqual("GIF87a".utf8) || data[0..<6].elementsEqual("GIF89a".utf8)) {
       return .gif
+    }
+    // RIFF container, any size, form type WEBP.
+    if data.count >= 12 && data[0..<4].elementsEqual("RIFF".utf8) && data[8..<12].elementsEqual("WEBP".utf8) {
+      return .webp
     }
     return nil
   }
@@ -128,6 +132,9 @@ public struct ImageDecoder: ImageDecoding {
     case .gif:
       return Codec(name: "GIF", readInfo: pxl_gif_read_info, decode: pxl_gif_decode, decodeRows: pxl_gif_decode_rows,
                    decodeFrames: pxl_gif_decode_frames, color: pxl_gif_color)
+    case .webp:
+      return Codec(name: "WebP", readInfo: pxl_webp_read_info, decode: pxl_webp_decode,
+                   decodeRows: pxl_webp_decode_rows, decodeFrames: pxl_webp_decode_frames, color: pxl_webp_color)
     }
   }
 

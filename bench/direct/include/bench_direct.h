@@ -1,11 +1,12 @@
 /*
- * bench_direct.h: libjpeg-turbo and libpng called directly, the way a competent C
+ * bench_direct.h: libjpeg-turbo, libpng and libwebp called directly, the way a competent C
  * programmer would without pixload: the yardstick of `make bench-decode`.
  *
  * Same decode settings as pixload's shims (pxl_codecs.h): JPEG with JDCT_ISLOW, fancy
  * upsampling, straight into JCS_EXT_RGBA; PNG through the low-level API with expand,
  * strip_16, gray_to_rgb, an opaque filler alpha and Adam7 handling, no gamma. Full size
  * decodes therefore give byte-identical RGBA8 to pixload's (the benchmark checks it).
+ * WebP with libwebp's one call, WebPDecodeRGBA (fancy upsampling, straight alpha).
  *
  * A thumbnail (target_w, target_h > 0) is "fill": JPEGs decode at the largest DCT
  * reduction (1/8, 1/4, 1/2) that still covers the target, then a straightforward box
@@ -29,7 +30,8 @@ int bench_direct_decode(const uint8_t *data, size_t size, int32_t target_w, int3
 
 /* What kind of file this is for the report: "JPEG 4:2:0 baseline", "JPEG 4:4:4 baseline",
  * "JPEG progressive", "JPEG 4:2:2 baseline", "JPEG gray", "JPEG other", "PNG", "PNG alpha",
- * "GIF", "GIF interlaced", "GIF animated" or "unknown". A static string. */
+ * "GIF", "GIF interlaced", "GIF animated", "WebP lossy", "WebP lossy alpha", "WebP lossless",
+ * "WebP lossless alpha", the AVIF kinds (bench_avif_kind) or "unknown". A static string. */
 const char *bench_kind(const uint8_t *data, size_t size);
 
 /* GIF (bench_direct_gif.c): the first frame with giflib directly, into a transparent RGBA

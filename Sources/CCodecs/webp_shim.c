@@ -1,0 +1,503 @@
+/*
+ * WebP through libwebp: WebPDemux for the container (canvas, flags, frames, loop count,
+ * ICCP and EXIF chunks), WebPDecode for a still image, WebPAnimDecoder for an animation
+ * (it composites each frame on the canvas: disposal and blending). libwebp reports errors
+ * by return codes, so unlike jpeg_shim.c and png_shim.c nothing here needs setjmp.
+ *
+ * Every entry point first parses the container with WebPDemuxPartial, which refuses a
+ * malformed RIFF and tells a truncated one (its state stops before WEBP_DEMUX_DONE) apart,
+ * so both get a clear message before any decoder runs; then the canvas is checked against
+ * max_pixels, and only then is a pixel buffer made.
+ */
+#include "pxl_webp.h"
+#include "pxl_exif.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <webp/decode.h>
+#include <webp/demux.h>
+
+typedef struct webp_file {
+  WebPDemuxer *demux;
+  int32_t width, height, frames, loop, flags;
+  int32_t animated;
+} webp_file;
+
+static int32_t layout_channels(int32_t layout) {
+  switch (layout) {
+    case PXL_CODEC_RGBA:
+    case PXL_CODEC_BGRA: return 4;
+    case PXL_CODEC_RGB: return 3;
+    case PXL_CODEC_GRAY: return 1;
+    default: return 0;
+  }
+}
+
+/* GRAY from RGB, in place: the BT.601 integer weights of pxl_codecs.h (as png_shim.c). */
+static void rgb_to_gray(uint8_t *p, size_t pixels) {
+  for (size_t i = 0; i < pixels; i++)
+    p[i] = (uint8_t)((19595u * p[3 * i] + 38470u * p[3 * i + 1] + 7471u * p[3 * i + 2] + 32768u) >> 16);
+}
+
+/* RGBA (straight) into another layout, in place (every layout is at most 4 bytes). */
+static void rgba_to_layout(uint8_t *p, size_t pixels, int32_t layout) {
+  switch (layout) {
+    case PXL_CODEC_BGRA:
+      for (size_t i = 0; i < pixels; i++) {
+        uint8_t r = p[4 * i];
+        p[4 * i] = p[4 * i + 2];
+        p[4 * i + 2] = r;
+      }
+      break;
+    case PXL_CODEC_RGB:
+      for (size_t i = 0; i < pixels; i++) {
+        p[3 * i] = p[4 * i];
+        p[3 * i + 1] = p[4 * i + 1];
+        p[3 * i + 2] = p[4 * i + 2];
+      }
+      break;
+    case PXL_CODEC_GRAY:
+      for (size_t i = 0; i < pixels; i++)
+        p[i] = (uint8_t)((19595u * p[4 * i] + 38470u * p[4 * i + 1] + 7471u * p[4 * i + 2] + 32768u) >> 16);
+      break;
+    default: break;
+  }
+}
+
+static pxl_codec_status from_vp8(VP8StatusCode code, char *msg, size_t cap) {
+  switch (code) {
+    case VP8_STATUS_OK: return PXL_CODEC_OK;
+    case VP8_STATUS_OUT_OF_MEMORY: pxl_set_message(msg, cap, "WebP", "out of memory"); return PXL_CODEC_NO_MEMORY;
+    case VP8_STATUS_UNSUPPORTED_FEATURE:
+      pxl_set_message(msg, cap, "WebP", "unsupported feature");
+      return PXL_CODEC_UNSUPPORTED;
+    case VP8_STATUS_NOT_ENOUGH_DATA: pxl_set_message(msg, cap, "WebP", "truncated image data"); return PXL_CODEC_CORRUPT;
+    case VP8_STATUS_INVALID_PARAM: pxl_set_message(msg, cap, "WebP", "invalid parameter"); return PXL_CODEC_CORRUPT;
+    case VP8_STATUS_BITSTREAM_ERROR: pxl_set_message(msg, cap, "WebP", "bitstream error"); return PXL_CODEC_CORRUPT;
+    case VP8_STATUS_SUSPENDED: /* WebPDecode's word for a partition running past the data */
+      pxl_set_message(msg, cap, "WebP", "image data shorter than its headers say");
+      return PXL_CODEC_CORRUPT;
+    default: pxl_set_message(msg, cap, "WebP", "decode failed"); return PXL_CODEC_CORRUPT;
+  }
+}
+
+/* Parses the container; on success f->demux must be deleted with WebPDemuxDelete. */
+static pxl_codec_status webp_open(const uint8_t *data, size_t size, webp_file *f, char *msg, size_t cap) {
+  memset(f, 0, sizeof *f);
+  if (data == NULL || size < 12 || memcmp(data, "RIFF", 4) != 0 || memcmp(data + 8, "WEBP", 4) != 0) {
+    pxl_set_message(msg, cap, "WebP", size < 12 && data != NULL && size > 0 ? "truncated header" : "not a WebP file");
+    return PXL_CODEC_CORRUPT;
+  }
+  WebPData wd = {data, size};
+  WebPDemuxState state = WEBP_DEMUX_PARSE_ERROR;
+  WebPDemuxer *demux = WebPDemuxPartial(&wd, &state);
+  if (demux == NULL || state != WEBP_DEMUX_DONE) {
+    const char *why;
+    if (state == WEBP_DEMUX_PARSE_ERROR) why = "invalid file (malformed chunks, bad bitstream header, or a frame outside the canvas)";
+    else if (state == WEBP_DEMUX_PARSING_HEADER) why = "truncated header";
+    else why = "truncated file (the last chunk is incomplete)";
+    WebPDemuxDelete(demux);
+    pxl_set_message(msg, cap, "WebP", why);
+    return state == WEBP_DEMUX_DONE ? PXL_CODEC_NO_MEMORY : PXL_CODEC_CORRUPT;
+  }
+  f->demux = demux;
+  f->width = (int32_t)WebPDemuxGetI(demux, WEBP_FF_CANVAS_WIDTH);
+  f->height = (int32_t)WebPDemuxGetI(demux, WEBP_FF_CANVAS_HEIGHT);
+  f->flags = (int32_t)WebPDemuxGetI(demux, WEBP_FF_FORMAT_FLAGS);
+  f->frames = (int32_t)WebPDemuxGetI(demux, WEBP_FF_FRAME_COUNT);
+  f->loop = (int32_t)WebPDemuxGetI(demux, WEBP_FF_LOOP_COUNT);
+  f->animated = (f->flags & ANIMATION_FLAG) != 0;
+  if (f->width <= 0 || f->height <= 0 || f->frames < 1) {
+    WebPDemuxDelete(demux);
+    f->demux = NULL;
+    pxl_set_message(msg, cap, "WebP", f->frames < 1 ? "no image data" : "invalid canvas size");
+    return PXL_CODEC_CORRUPT;
+  }
+  return PXL_CODEC_OK;
+}
+
+/* Whether pixels may be transparent: the alpha flag, or (an animation) a frame that does
+ * not cover the canvas, which leaves the transparent background showing. */
+static int32_t webp_has_alpha(const webp_file *f) {
+  if (f->flags & ALPHA_FLAG) return 1;
+  if (!f->animated) {
+    /* A simple (non-VP8X) lossless file says so in its bitstream, not in flags. */
+    WebPIterator it;
+    int alpha = 0;
+    if (WebPDemuxGetFrame(f->demux, 1, &it)) {
+      alpha = it.has_alpha;
+      WebPDemuxReleaseIterator(&it);
+    }
+    return alpha;
+  }
+  WebPIterator it;
+  int32_t alpha = 0;
+  if (WebPDemuxGetFrame(f->demux, 1, &it)) {
+    do {
+      if (it.has_alpha || it.x_offset != 0 || it.y_offset != 0 || it.width != f->width || it.height != f->height)
+        alpha = 1;
+    } while (!alpha && WebPDemuxNextFrame(&it));
+    WebPDemuxReleaseIterator(&it);
+  }
+  return alpha;
+}
+
+static int32_t webp_orientation(const webp_file *f) {
+  WebPChunkIterator ci;
+  int32_t orientation = 1;
+  if (WebPDemuxGetChunk(f->demux, "EXIF", 1, &ci)) {
+    const uint8_t *p = ci.chunk.bytes;
+    size_t n = ci.chunk.size;
+    /* The container spec says the payload is TIFF data; some writers keep JPEG's prefix. */
+    if (n >= 6 && memcmp(p, "Exif\0\0", 6) == 0) {
+      p += 6;
+      n -= 6;
+    }
+    orientation = pxl_exif_orientation(p, n);
+    WebPDemuxReleaseChunkIterator(&ci);
+  }
+  return orientation;
+}
+
+static pxl_codec_status check_limit(const webp_file *f, uint64_t max_pixels, char *msg, size_t cap) {
+  if ((uint64_t)f->width * (uint64_t)f->height <= max_pixels) return PXL_CODEC_OK;
+  char text[128];
+  snprintf(text, sizeof text, "%dx%d exceeds the limit of %llu pixels", f->width, f->height,
+           (unsigned long long)max_pixels);
+  pxl_set_message(msg, cap, "WebP", text);
+  return PXL_CODEC_TOO_MANY_PIXELS;
+}
+
+pxl_codec_status pxl_webp_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message,
+                                    size_t message_cap) {
+  if (message != NULL && message_cap > 0) message[0] = '\0';
+  if (info == NULL) return PXL_CODEC_UNSUPPORTED;
+  memset(info, 0, sizeof *info);
+  info->orientation = 1;
+  webp_file f;
+  pxl_codec_status st = webp_open(data, size, &f, message, message_cap);
+  if (st != PXL_CODEC_OK) return st;
+  info->width = f.width;
+  info->height = f.height;
+  info->has_alpha = webp_has_alpha(&f);
+  info->orientation = webp_orientation(&f);
+  info->frame_count = f.animated ? f.frames : 1;
+  info->loop_count = f.animated ? f.loop : 0;
+  WebPDemuxDelete(f.demux);
+  return PXL_CODEC_OK;
+}
+
+/* A still image, whole, into a new buffer in the layout (GRAY through RGB). */
+static pxl_codec_status decode_still(const uint8_t *data, size_t size, const webp_file *f, int32_t layout,
+                                     uint8_t **pixels, char *msg, size_t cap) {
+  WebPDecoderConfig config;
+  if (!WebPInitDecoderConfig(&config)) return from_vp8(VP8_STATUS_INVALID_PARAM, msg, cap);
+  /* The frame's own bitstream features must match the canvas (demux checked VP8X vs frame). */
+  VP8StatusCode vs = WebPGetFeatures(data, size, &config.input);
+  if (vs != VP8_STATUS_OK) return from_vp8(vs, msg, cap);
+  if (config.input.width != f->width || config.input.height != f->height) {
+    pxl_set_message(msg, cap, "WebP", "image size differs from the canvas");
+    return PXL_CODEC_CORRUPT;
+  }
+  int32_t channels = layout == PXL_CODEC_GRAY ? 3 : layout_channels(layout);
+  size_t stride = (size_t)f->width * (size_t)channels, total = stride * (size_t)f->height;
+  uint8_t *buf = malloc(total);
+  if (buf == NULL) {
+    pxl_set_message(msg, cap, "WebP", "out of memory");
+    return PXL_CODEC_NO_MEMORY;
+  }
+  config.output.colorspace = layout == PXL_CODEC_RGBA ? MODE_RGBA : layout == PXL_CODEC_BGRA ? MODE_BGRA : MODE_RGB;
+  config.output.is_external_memory = 1;
+  config.output.u.RGBA.rgba = buf;
+  config.output.u.RGBA.stride = (int)stride;
+  config.output.u.RGBA.size = total;
+  vs = WebPDecode(data, size, &config);
+  WebPFreeDecBuffer(&config.output); /* external memory: frees nothing of ours */
+  if (vs != VP8_STATUS_OK) {
+    free(buf);
+    return from_vp8(vs, msg, cap);
+  }
+  if (layout == PXL_CODEC_GRAY) {
+    size_t n = (size_t)f->width * (size_t)f->height;
+    rgb_to_gray(buf, n);
+    uint8_t *shrunk = realloc(buf, n);
+    if (shrunk != NULL) buf = shrunk;
+  }
+  *pixels = buf;
+  return PXL_CODEC_OK;
+}
+
+static WebPAnimDecoder *anim_open(const uint8_t *data, size_t size, char *msg, size_t cap) {
+  WebPAnimDecoderOptions opts;
+  if (!WebPAnimDecoderOptionsInit(&opts)) return NULL;
+  opts.color_mode = MODE_RGBA;
+  opts.use_threads = 0;
+  WebPData wd = {data, size};
+  WebPAnimDecoder *dec = WebPAnimDecoderNew(&wd, &opts);
+  if (dec == NULL) pxl_set_message(msg, cap, "WebP", "cannot set up the animation decoder (invalid or out of memory)");
+  return dec;
+}
+
+/* The first frame of an animation, composited, into a new buffer in the layout. */
+static pxl_codec_status decode_first_frame(const uint8_t *data, size_t size, const webp_file *f, int32_t layout,
+                                           uint8_t **pixels, char *msg, size_t cap) {
+  size_t n = (size_t)f->width * (size_t)f->height;
+  uint8_t *buf = malloc(n * 4);
+  if (buf == NULL) {
+    pxl_set_message(msg, cap, "WebP", "out of memory");
+    return PXL_CODEC_NO_MEMORY;
+  }
+  WebPAnimDecoder *dec = anim_open(data, size, msg, cap);
+  if (dec == NULL) {
+    free(buf);
+    return PXL_CODEC_CORRUPT;
+  }
+  uint8_t *canvas = NULL;
+  int timestamp = 0;
+  if (!WebPAnimDecoderGetNext(dec, &canvas, &timestamp) || canvas == NULL) {
+    WebPAnimDecoderDelete(dec);
+    free(buf);
+    pxl_set_message(msg, cap, "WebP", "the first frame cannot be decoded (corrupt or truncated bitstream)");
+    return PXL_CODEC_CORRUPT;
+  }
+  memcpy(buf, canvas, n * 4);
+  WebPAnimDecoderDelete(dec);
+  rgba_to_layout(buf, n, layout);
+  if (layout_channels(layout) < 4) {
+    uint8_t *shrunk = realloc(buf, n * (size_t)layout_channels(layout));
+    if (shrunk != NULL) buf = shrunk;
+  }
+  *pixels = buf;
+  return PXL_CODEC_OK;
+}
+
+static void set_output(pxl_codec_output *out, const webp_file *f, int32_t channels, int32_t has_alpha) {
+  out->width = f->width;
+  out->height = f->height;
+  out->channels = channels;
+  out->stride = f->width * channels;
+  out->has_alpha = channels == 4 ? has_alpha : 0;
+}
+
+static pxl_codec_status decode_any(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                   pxl_codec_output *out, uint8_t **pixels) {
+  webp_file f;
+  pxl_codec_status st = webp_open(data, size, &f, out->message, sizeof out->message);
+  if (st != PXL_CODEC_OK) return st;
+  st = check_limit(&f, max_pixels, out->message, sizeof out->message);
+  if (st == PXL_CODEC_OK) {
+    st = f.animated ? decode_first_frame(data, size, &f, layout, pixels, out->message, sizeof out->message)
+                    : decode_still(data, size, &f, layout, pixels, out->message, sizeof out->message);
+  }
+  if (st == PXL_CODEC_OK) {
+    set_output(out, &f, layout_channels(layout), webp_has_alpha(&f));
+    out->message[0] = '\0';
+  }
+  WebPDemuxDelete(f.demux);
+  return st;
+}
+
+static int start_output(pxl_codec_output *out, int32_t layout) {
+  if (out == NULL) return 0;
+  memset(out, 0, sizeof *out);
+  if (layout_channels(layout) == 0) {
+    pxl_set_message(out->message, sizeof out->message, "WebP", "invalid layout");
+    return 0;
+  }
+  return 1;
+}
+
+pxl_codec_status pxl_webp_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                 pxl_codec_output *out) {
+  if (!start_output(out, layout)) return PXL_CODEC_UNSUPPORTED;
+  uint8_t *pixels = NULL;
+  pxl_codec_status st = decode_any(data, size, layout, max_pixels, out, &pixels);
+  if (st == PXL_CODEC_OK) out->pixels = pixels;
+  else out->width = out->height = out->stride = out->channels = out->has_alpha = 0;
+  return st;
+}
+
+/* libwebp has no row callback: the image is decoded whole, then handed over row by row,
+ * so a thumbnail holds the full-size bitmap for a moment (libwebp's own scaler would not,
+ * but it gives worse thumbnails: see pxl_webp_decode_scaled in pxl_webp.h). */
+pxl_codec_status pxl_webp_decode_rows(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                      pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out) {
+  if (!start_output(out, layout)) return PXL_CODEC_UNSUPPORTED;
+  if (row_fn == NULL) {
+    pxl_set_message(out->message, sizeof out->message, "WebP", "no row function");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  uint8_t *pixels = NULL;
+  pxl_codec_status st = decode_any(data, size, layout, max_pixels, out, &pixels);
+  if (st == PXL_CODEC_OK) {
+    for (int32_t y = 0; y < out->height; y++) {
+      if (row_fn(user, y, pixels + (size_t)y * (size_t)out->stride) != 0) {
+        pxl_set_message(out->message, sizeof out->message, "WebP", "stopped by the caller");
+        st = PXL_CODEC_CORRUPT;
+        break;
+      }
+    }
+    free(pixels);
+  }
+  if (st != PXL_CODEC_OK) out->width = out->height = out->stride = out->channels = out->has_alpha = 0;
+  return st;
+}
+
+pxl_codec_status pxl_webp_decode_frames(const uint8_t *data, size_t size, uint64_t max_pixels,
+                                        pxl_codec_frame_fn frame_fn, void *user, pxl_codec_output *out) {
+  if (!start_output(out, PXL_CODEC_RGBA)) return PXL_CODEC_UNSUPPORTED;
+  if (frame_fn == NULL) {
+    pxl_set_message(out->message, sizeof out->message, "WebP", "no frame function");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  webp_file f;
+  pxl_codec_status st = webp_open(data, size, &f, out->message, sizeof out->message);
+  if (st != PXL_CODEC_OK) return st;
+  st = check_limit(&f, max_pixels, out->message, sizeof out->message);
+  if (st == PXL_CODEC_OK && !f.animated) {
+    uint8_t *pixels = NULL;
+    st = decode_still(data, size, &f, PXL_CODEC_RGBA, &pixels, out->message, sizeof out->message);
+    if (st == PXL_CODEC_OK) {
+      (void)frame_fn(user, 0, pixels, f.width * 4, 0); /* the only frame: stopping changes nothing */
+      free(pixels);
+    }
+  } else if (st == PXL_CODEC_OK) {
+    WebPAnimDecoder *dec = anim_open(data, size, out->message, sizeof out->message);
+    WebPIterator it;
+    int have_it = dec != NULL && WebPDemuxGetFrame(f.demux, 1, &it);
+    if (dec == NULL) {
+      st = PXL_CODEC_CORRUPT;
+    } else if (!have_it) {
+      st = PXL_CODEC_CORRUPT;
+      pxl_set_message(out->message, sizeof out->message, "WebP", "no frame");
+    } else {
+      for (int32_t index = 0; WebPAnimDecoderHasMoreFrames(dec); index++) {
+        uint8_t *canvas = NULL;
+        int timestamp = 0;
+        if (!WebPAnimDecoderGetNext(dec, &canvas, &timestamp) || canvas == NULL) {
+          char text[96];
+          snprintf(text, sizeof text, "frame %d cannot be decoded (corrupt or truncated bitstream)", index + 1);
+          pxl_set_message(out->message, sizeof out->message, "WebP", text);
+          st = PXL_CODEC_CORRUPT;
+          break;
+        }
+        /* The demuxer's iterator walks the same frames in the same order: its duration is
+         * the file's, where the decoder's timestamps are running sums. */
+        int32_t duration = it.duration;
+        if (frame_fn(user, index, canvas, f.width * 4, duration) != 0) break;
+        if (!WebPDemuxNextFrame(&it)) break;
+      }
+      WebPDemuxReleaseIterator(&it);
+    }
+    WebPAnimDecoderDelete(dec);
+  }
+  if (st == PXL_CODEC_OK) {
+    set_output(out, &f, 4, webp_has_alpha(&f));
+    out->message[0] = '\0';
+  }
+  WebPDemuxDelete(f.demux);
+  return st;
+}
+
+pxl_codec_status pxl_webp_color(const uint8_t *data, size_t size, pxl_codec_color *color) {
+  if (color == NULL) return PXL_CODEC_UNSUPPORTED;
+  memset(color, 0, sizeof *color);
+  webp_file f;
+  char msg[8];
+  pxl_codec_status st = webp_open(data, size, &f, msg, sizeof msg);
+  if (st != PXL_CODEC_OK) return st;
+  WebPChunkIterator ci;
+  if (WebPDemuxGetChunk(f.demux, "ICCP", 1, &ci)) {
+    if (ci.chunk.size > 0) {
+      color->icc = malloc(ci.chunk.size);
+      if (color->icc == NULL) st = PXL_CODEC_NO_MEMORY;
+      else {
+        memcpy(color->icc, ci.chunk.bytes, ci.chunk.size);
+        color->icc_size = ci.chunk.size;
+      }
+    }
+    WebPDemuxReleaseChunkIterator(&ci);
+  }
+  WebPDemuxDelete(f.demux);
+  return st;
+}
+
+pxl_codec_status pxl_webp_decode_scaled(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
+                                        int32_t crop_x, int32_t crop_y, int32_t crop_width, int32_t crop_height,
+                                        int32_t out_width, int32_t out_height, pxl_codec_output *out) {
+  if (!start_output(out, layout)) return PXL_CODEC_UNSUPPORTED;
+  webp_file f;
+  pxl_codec_status st = webp_open(data, size, &f, out->message, sizeof out->message);
+  if (st != PXL_CODEC_OK) return st;
+  st = check_limit(&f, max_pixels, out->message, sizeof out->message);
+  int cropping = crop_width > 0 && crop_height > 0;
+  if (st == PXL_CODEC_OK && f.animated) {
+    pxl_set_message(out->message, sizeof out->message, "WebP", "scaled decode of an animation");
+    st = PXL_CODEC_UNSUPPORTED;
+  } else if (st == PXL_CODEC_OK && out_width > 0 && out_height > 0 &&
+             (uint64_t)out_width * (uint64_t)out_height > max_pixels) {
+    pxl_set_message(out->message, sizeof out->message, "WebP", "output size exceeds the pixel limit");
+    st = PXL_CODEC_TOO_MANY_PIXELS;
+  } else if (st == PXL_CODEC_OK &&
+             (out_width <= 0 || out_height <= 0 || out_width > (1 << 24) || out_height > (1 << 24) ||
+              (cropping && (crop_x < 0 || crop_y < 0 || crop_width > f.width - crop_x || crop_height > f.height - crop_y)))) {
+    pxl_set_message(out->message, sizeof out->message, "WebP", "invalid crop or output size");
+    st = PXL_CODEC_UNSUPPORTED;
+  }
+  uint8_t *buf = NULL;
+  if (st == PXL_CODEC_OK) {
+    WebPDecoderConfig config;
+    VP8StatusCode vs = WebPInitDecoderConfig(&config) ? WebPGetFeatures(data, size, &config.input)
+                                                     : VP8_STATUS_INVALID_PARAM;
+    int32_t channels = layout == PXL_CODEC_GRAY ? 3 : layout_channels(layout);
+    size_t stride = (size_t)out_width * (size_t)channels, total = stride * (size_t)out_height;
+    if (vs == VP8_STATUS_OK && (config.input.width != f.width || config.input.height != f.height)) {
+      pxl_set_message(out->message, sizeof out->message, "WebP", "image size differs from the canvas");
+      st = PXL_CODEC_CORRUPT;
+    } else if (vs != VP8_STATUS_OK) {
+      st = from_vp8(vs, out->message, sizeof out->message);
+    } else if ((buf = malloc(total)) == NULL) {
+      pxl_set_message(out->message, sizeof out->message, "WebP", "out of memory");
+      st = PXL_CODEC_NO_MEMORY;
+    } else {
+      config.options.use_cropping = cropping;
+      config.options.crop_left = crop_x;
+      config.options.crop_top = crop_y;
+      config.options.crop_width = crop_width;
+      config.options.crop_height = crop_height;
+      config.options.use_scaling = 1;
+      config.options.scaled_width = out_width;
+      config.options.scaled_height = out_height;
+      config.output.colorspace = layout == PXL_CODEC_RGBA ? MODE_RGBA : layout == PXL_CODEC_BGRA ? MODE_BGRA : MODE_RGB;
+      config.output.is_external_memory = 1;
+      config.output.u.RGBA.rgba = buf;
+      config.output.u.RGBA.stride = (int)stride;
+      config.output.u.RGBA.size = total;
+      vs = WebPDecode(data, size, &config);
+      WebPFreeDecBuffer(&config.output);
+      st = from_vp8(vs, out->message, sizeof out->message);
+    }
+  }
+  if (st == PXL_CODEC_OK) {
+    size_t n = (size_t)out_width * (size_t)out_height;
+    if (layout == PXL_CODEC_GRAY) {
+      rgb_to_gray(buf, n);
+      uint8_t *shrunk = realloc(buf, n);
+      if (shrunk != NULL) buf = shrunk;
+    }
+    int32_t channels = layout_channels(layout);
+    out->pixels = buf;
+    out->width = out_width;
+    out->height = out_height;
+    out->channels = channels;
+    out->stride = out_width * channels;
+    out->has_alpha = channels == 4 ? webp_has_alpha(&f) : 0;
+    out->message[0] = '\0';
+  } else {
+    free(buf);
+  }
+  if (f.demux != NULL) WebPDemuxDelete(f.demux);
+  return st;
+}
