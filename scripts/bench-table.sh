@@ -18,8 +18,8 @@ scripts/photos.sh "$data" 300
 scripts/camera-photos.sh "$camera"
 out="$stage/bench-table"
 mkdir -p "$out/www"
-cc -O2 -Wall bench/bare_decode.c bench/direct/bench_direct.c -Ibench/direct/include -o "$out/bare-decode" \
-  -ljpeg -lpng -lpthread
+cc -O2 -Wall bench/bare_decode.c bench/direct/*.c -Ibench/direct/include -Ibench/direct -o "$out/bare-decode" \
+  -ljpeg -lpng -lwebp -lgif -lavif -lpthread
 ln -sfn "$(cd "$data" && pwd)" "$out/www/web"
 ln -sfn "$(cd "$camera" && pwd)" "$out/www/camera"
 
