@@ -105,22 +105,39 @@ PXL_INLINE __m128i select16(__m128i mask, __m128i yes, __m128i no) {
   return _mm_or_si128(_mm_and_si128(mask, yes), _mm_andnot_si128(mask, no));
 }
 
+/* One Paeth pixel at x: a is the left pixel's result, c the pixel above-left; both move on. */
+PXL_INLINE void paeth_step(uint8_t *row, const uint8_t *prev, size_t x, __m128i *a, __m128i *c, __m128i lanes) {
+  __m128i b = _mm_and_si128(load_px(prev + x), lanes), d = load_px(row + x);
+  __m128i pa = _mm_sub_epi16(b, *c);    /* p - a = b - c */
+  __m128i pb = _mm_sub_epi16(*a, *c);   /* p - b = a - c */
+  __m128i pc = _mm_add_epi16(pa, pb);   /* p - c */
+  pa = abs16(pa); pb = abs16(pb); pc = abs16(pc);
+  __m128i smallest = _mm_min_epi16(pc, _mm_min_epi16(pa, pb));
+  __m128i nearest = select16(_mm_cmpeq_epi16(smallest, pa), *a,
+                             select16(_mm_cmpeq_epi16(smallest, pb), b, *c));
+  d = _mm_and_si128(_mm_add_epi16(d, nearest), _mm_set1_epi16(0xff));
+  store_px(row + x, d);
+  *a = _mm_and_si128(d, lanes);
+  *c = b;
+}
+
 PXL_INLINE void unfilter_paeth_px(uint8_t *row, const uint8_t *prev, size_t n, int bpp) {
-  __m128i a = _mm_setzero_si128(), c = _mm_setzero_si128(), lanes = lanes_of(bpp), mask = _mm_set1_epi16(0xff);
-  for (size_t x = 0; x < n; x += (size_t)bpp) {
-    __m128i b = _mm_and_si128(load_px(prev + x), lanes), d = load_px(row + x);
-    __m128i pa = _mm_sub_epi16(b, c);    /* p - a = b - c */
-    __m128i pb = _mm_sub_epi16(a, c);    /* p - b = a - c */
-    __m128i pc = _mm_add_epi16(pa, pb);  /* p - c */
-    pa = abs16(pa); pb = abs16(pb); pc = abs16(pc);
-    __m128i smallest = _mm_min_epi16(pc, _mm_min_epi16(pa, pb));
-    __m128i nearest = select16(_mm_cmpeq_epi16(smallest, pa), a,
-                               select16(_mm_cmpeq_epi16(smallest, pb), b, c));
-    d = _mm_and_si128(_mm_add_epi16(d, nearest), mask);
-    store_px(row + x, d);
-    a = _mm_and_si128(d, lanes);
-    c = b;
+  __m128i a = _mm_setzero_si128(), c = _mm_setzero_si128(), lanes = lanes_of(bpp);
+  for (size_t x = 0; x < n; x += (size_t)bpp) paeth_step(row, prev, x, &a, &c, lanes);
+}
+
+/* Two Paeth rows at once: each pixel depends on the one to its left, so one row is a
+ * chain of dependent steps the CPU cannot overlap; the next row's pixel x - 1 needs only
+ * this row's pixels x - 1 and x - 2, so it runs one step behind, as a second chain. */
+PXL_INLINE void unfilter_paeth2_px(uint8_t *row0, const uint8_t *prev0, uint8_t *row1, size_t n, int bpp) {
+  __m128i a0 = _mm_setzero_si128(), c0 = _mm_setzero_si128(), lanes = lanes_of(bpp);
+  __m128i a1 = _mm_setzero_si128(), c1 = _mm_setzero_si128();
+  paeth_step(row0, prev0, 0, &a0, &c0, lanes);
+  for (size_t x = (size_t)bpp; x < n; x += (size_t)bpp) {
+    paeth_step(row0, prev0, x, &a0, &c0, lanes);
+    paeth_step(row1, row0, x - (size_t)bpp, &a1, &c1, lanes);
   }
+  paeth_step(row1, row0, n - (size_t)bpp, &a1, &c1, lanes);
 }
 
 PXL_INLINE void unfilter_sub_px(uint8_t *row, size_t n, int bpp) {
@@ -146,6 +163,19 @@ PXL_INLINE void unfilter_avg_px(uint8_t *row, const uint8_t *prev, size_t n, int
 #define PXL_PAETH(k) unfilter_paeth_px(row, prev, n, k)
 #define PXL_SUB(k) unfilter_sub_px(row, n, k)
 #define PXL_AVG(k) unfilter_avg_px(row, prev, n, k)
+#define PXL_PAETH2(k) unfilter_paeth2_px(row, prev, next, n, k)
+
+/* Rows row and next (the row after it), both Paeth-filtered. Returns 1 when done here. */
+static int unfilter_two_paeth(uint8_t *row, const uint8_t *prev, uint8_t *next, size_t n, int bpp) {
+  if (bpp < 3) return 0;
+  PXL_PER_BPP(PXL_PAETH2);
+  return 1;
+}
+#else
+static int unfilter_two_paeth(uint8_t *row, const uint8_t *prev, uint8_t *next, size_t n, int bpp) {
+  (void)row; (void)prev; (void)next; (void)n; (void)bpp;
+  return 0;
+}
 #endif
 
 /* 0 on success, -1 for an invalid filter type (never reached: checked beforehand). */
@@ -275,9 +305,19 @@ pxl_png_fast_result pxl_png_fast_image_data(const uint8_t *data, size_t size, si
   }
   const uint8_t *prev = zeros;
   pxl_png_fast_result result = PXL_PNG_FAST_OK;
+  int64_t unfiltered = -1;  /* the last row unfiltered (two Paeth rows go together) */
   for (uint32_t y = 0; y < h; y++) {
     uint8_t *row = raw + (size_t)y * (rowbytes + 1);
-    (void)unfilter(row + 1, prev, rowbytes, src_channels, row[0]);
+    uint8_t *next = row + rowbytes + 1;
+    if ((int64_t)y > unfiltered) {
+      if (row[0] == 4 && y + 1 < h && next[0] == 4 &&
+          unfilter_two_paeth(row + 1, prev, next + 1, rowbytes, src_channels)) {
+        unfiltered = (int64_t)y + 1;
+      } else {
+        (void)unfilter(row + 1, prev, rowbytes, src_channels, row[0]);
+        unfiltered = y;
+      }
+    }
     uint8_t *dst = row_fn == NULL ? out + (size_t)y * stride : line;
     convert_row(row + 1, dst, w, src_channels, layout);
     if (row_fn != NULL && row_fn(user, (int32_t)y, dst) != 0) {
