@@ -4,12 +4,15 @@
 # Adds animated rows to the demo photos (scripts/photos.sh): DATA_DIR/anim/photos.gif
 # (three of the photos, 0.6 s each, looping) and DATA_DIR/anim/dots.gif (a 12-frame
 # spinner with transparency and "restore to background" disposal), and writes
-# DATA_DIR/index-animated.txt: index.txt with the two GIFs as its 2nd and 4th entries, so
-# rows 1 and 3 (and every 302nd row after them) animate on the first screen.
-# Needs ImageMagick's convert. Idempotent.
+# DATA_DIR/index-animated.txt: the table's rows (index-formats.txt of
+# scripts/demo-formats.sh, photos with WebP, AVIF and GIF rows among them, or index.txt)
+# with the two GIFs as its 2nd and 4th entries, so rows 1 and 3 (and every 302nd row after
+# them) animate on the first screen. Needs ImageMagick's convert. Idempotent.
 set -euo pipefail
 data="${1:?usage: $0 DATA_DIR}"
-[ -f "$data/index-animated.txt" ] && [ -f "$data/anim/dots.gif" ] && exit 0
+rows="$data/index-formats.txt"
+[ -f "$rows" ] || rows="$data/index.txt"
+[ -f "$data/index-animated.txt" ] && [ "$data/index-animated.txt" -nt "$rows" ] && [ -f "$data/anim/dots.gif" ] && exit 0
 command -v convert >/dev/null || { echo "animated-data.sh: convert not found (apt-get install imagemagick)" >&2; exit 1; }
 mkdir -p "$data/anim"
 mapfile -t photos < <(head -3 "$data/index.txt")
@@ -23,10 +26,10 @@ for i in $(seq 0 11); do
 done
 convert -delay 8 -dispose background "${frames[@]}" -loop 0 "$data/anim/dots.gif"
 {
-  sed -n 1p "$data/index.txt"
+  sed -n 1p "$rows"
   echo anim/photos.gif
-  sed -n 2p "$data/index.txt"
+  sed -n 2p "$rows"
   echo anim/dots.gif
-  sed -n '3,$p' "$data/index.txt"
+  sed -n '3,$p' "$rows"
 } > "$data/index-animated.txt.tmp"
 mv "$data/index-animated.txt.tmp" "$data/index-animated.txt"
