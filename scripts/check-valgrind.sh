@@ -108,7 +108,7 @@ else
 fi
 
 # 2. The client over nginx.
-gcc -std=c11 -O1 Tests/capi/mkfixtures.c -ljpeg -lpng -o "$work/mkfixtures"
+gcc -std=c11 -O1 Tests/capi/mkfixtures.c -ljpeg -lpng -lwebp -lwebpmux -o "$work/mkfixtures"
 mkdir -p "$work/www"
 "$work/mkfixtures" "$work/www" >/dev/null
 urls="$work/urls.txt"

@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 libdir=$(cd "${1:?usage: $0 LIBDIR}" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/pxl-abi.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-gcc -std=c11 -O1 -Wall -Wextra "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -o "$work/mkfixtures"
+gcc -std=c11 -O1 -Wall -Wextra "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -lwebp -lwebpmux -o "$work/mkfixtures"
 mkdir -p "$work/www"
 "$work/mkfixtures" "$work/www" >/dev/null
 gcc -std=c11 -O1 -g -Wall -Wextra -I "$root/Tests/abi" "$root/Tests/abi/abi_0_1.c" \

@@ -19,7 +19,7 @@ trap '"$root/scripts/nginx.sh" stop "$work/nginx" >/dev/null 2>&1; rm -rf "$work
 passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }
 
-gcc -std=c11 -O1 "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -o "$work/mkfixtures"
+gcc -std=c11 -O1 "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -lwebp -lwebpmux -o "$work/mkfixtures"
 mkdir -p "$work/www" && "$work/mkfixtures" "$work/www" >/dev/null
 "$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx"
 image=$(cd "$work/www" && ls *.jpg | grep -v -e not-an-image -e corrupt | head -1)

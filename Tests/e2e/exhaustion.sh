@@ -59,7 +59,7 @@ run() {
 mkdir -p "$work/lib"
 cp "$(readlink -f "$libdir/libpixload.so")" "$work/lib/libpixload.so"
 ln -s libpixload.so "$work/lib/libpixload.so.0"
-gcc -std=c11 -O1 -g -Wall -Wextra "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -o "$work/mkfixtures" || exit 1
+gcc -std=c11 -O1 -g -Wall -Wextra "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -lwebp -lwebpmux -o "$work/mkfixtures" || exit 1
 gcc -std=c11 -O1 -g -Wall -Wextra -I "$incdir" "$root/Tests/e2e/exhaust.c" -L "$work/lib" -Wl,-rpath,"$work/lib" \
   -lpixload -lpthread -ldl -o "$work/exhaust" || exit 1
 gcc -std=c11 -O1 -g -Wall -Wextra -shared -fPIC "$root/Tests/e2e/thread_limit.c" -ldl -o "$work/thread_limit.so" || exit 1

@@ -35,7 +35,7 @@ trap cleanup EXIT
 
 # Test images (the C API tests' fixtures) behind a private nginx.
 mkdir -p "$work/www"
-gcc -std=c11 -O1 "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -o "$work/mkfixtures" &&
+gcc -std=c11 -O1 "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -lwebp -lwebpmux -o "$work/mkfixtures" &&
   "$work/mkfixtures" "$work/www" || { echo "wheel.sh: cannot make the fixtures" >&2; exit 1; }
 started=""
 for _ in 1 2 3 4 5; do  # a kernel-chosen free port can be taken again before nginx binds it

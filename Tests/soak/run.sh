@@ -35,7 +35,7 @@ cp "$(readlink -f "$libdir/libpixload.so")" "$work/lib/libpixload.so"
 ln -s libpixload.so "$work/lib/libpixload.so.0"
 
 cflags=(-std=c11 -O1 -g -Wall -Wextra)
-gcc "${cflags[@]}" "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -o "$work/mkfixtures"
+gcc "${cflags[@]}" "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -lwebp -lwebpmux -o "$work/mkfixtures"
 gcc "${cflags[@]}" -I "$incdir" "$root/Tests/soak/soak.c" -L "$work/lib" -Wl,-rpath,"$work/lib" \
   -lpixload -lpthread -o "$work/soak"
 mkdir -p "$work/www" "$work/disk"

@@ -56,7 +56,7 @@ def server(workdir):
     www = workdir / "www"
     www.mkdir()
     mkfixtures = workdir / "mkfixtures"
-    subprocess.run(["gcc", "-std=c11", "-O1", str(ROOT / "Tests/capi/mkfixtures.c"), "-ljpeg", "-lpng",
+    subprocess.run(["gcc", "-std=c11", "-O1", str(ROOT / "Tests/capi/mkfixtures.c"), "-ljpeg", "-lpng", "-lwebp", "-lwebpmux",
                     "-o", str(mkfixtures)], check=True)
     subprocess.run([str(mkfixtures), str(www)], check=True)
     state = workdir / "nginx"

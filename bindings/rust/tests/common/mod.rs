@@ -83,7 +83,7 @@ pub fn server() -> &'static Server {
         run(Command::new("gcc")
             .args(["-std=c11", "-O1"])
             .arg(root.join("Tests/capi/mkfixtures.c"))
-            .args(["-ljpeg", "-lpng", "-o"])
+            .args(["-ljpeg", "-lpng", "-lwebp", "-lwebpmux", "-o"])
             .arg(&mkfixtures));
         let www = work.join("www");
         std::fs::create_dir_all(&www).unwrap();
