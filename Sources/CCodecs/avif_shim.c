@@ -65,16 +65,6 @@
 #define PXL_AVIF_STRIP_ROWS 256
 #define PXL_AVIF_STRIP_MARGIN 4
 
-static int32_t layout_channels(int32_t layout) {
-  switch (layout) {
-    case PXL_CODEC_RGBA:
-    case PXL_CODEC_BGRA: return 4;
-    case PXL_CODEC_RGB: return 3;
-    case PXL_CODEC_GRAY: return 1;
-    default: return 0;
-  }
-}
-
 static pxl_codec_status status_of(avifResult r) {
   switch (r) {
     case AVIF_RESULT_OK: return PXL_CODEC_OK;
@@ -285,7 +275,7 @@ static int already_layout(int sc, int32_t layout) {
 /* The current frame, whole, into a malloc'd bitmap in the layout (stride w * channels). */
 static pxl_codec_status frame_to_bitmap(const avifImage *image, int32_t layout, uint8_t **out, char *msg, size_t cap) {
   uint32_t w = image->width, h = image->height;
-  int sc = source_channels(image), dc = layout_channels(layout);
+  int sc = source_channels(image), dc = pxl_layout_channels(layout);
   int wide = sc > dc ? sc : dc;
   uint64_t total = (uint64_t)w * h * (uint64_t)wide;
   uint8_t *buf = total <= SIZE_MAX ? malloc(total ? (size_t)total : 1) : NULL;
@@ -328,7 +318,7 @@ static void set_output(pxl_codec_output *out, const avifImage *image, int32_t ch
 static pxl_codec_status frame_to_rows(const avifImage *image, int32_t layout, pxl_codec_row_fn row_fn, void *user,
                                       char *msg, size_t cap) {
   uint32_t w = image->width, h = image->height;
-  int sc = source_channels(image), dc = layout_channels(layout);
+  int sc = source_channels(image), dc = pxl_layout_channels(layout);
   uint32_t span = PXL_AVIF_STRIP_ROWS + 2 * PXL_AVIF_STRIP_MARGIN;
   uint32_t strip_rows = h < span ? h : span;
   size_t conv_stride = (size_t)w * (size_t)sc;
@@ -376,7 +366,7 @@ static pxl_codec_status avif_decode_into(const uint8_t *data, size_t size, int32
                                          pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
-  int32_t channels = layout_channels(layout);
+  int32_t channels = pxl_layout_channels(layout);
   if (channels == 0) {
     pxl_set_message(out->message, sizeof out->message, "AVIF", "invalid layout");
     return PXL_CODEC_UNSUPPORTED;

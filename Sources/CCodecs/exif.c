@@ -1,6 +1,6 @@
 /*
  * What the format shims share: EXIF orientation (JPEG APP1, PNG eXIf, WebP EXIF), the
- * message helper, and pxl_codec_color_free.
+ * bytes per pixel of a layout, the message helper, and pxl_codec_color_free.
  *
  * Only IFD0's Orientation tag (0x0112) matters to us, so this is a bounds-checked
  * walk of one IFD rather than a TIFF parser: every offset comes from the file and is
@@ -51,6 +51,16 @@ int pxl_exif_orientation(const uint8_t *tiff, size_t size) {
     return (v >= 1 && v <= 8) ? (int)v : 1;
   }
   return 1;
+}
+
+int32_t pxl_layout_channels(int32_t layout) {
+  switch (layout) {
+    case PXL_CODEC_RGBA:
+    case PXL_CODEC_BGRA: return 4;
+    case PXL_CODEC_RGB: return 3;
+    case PXL_CODEC_GRAY: return 1;
+    default: return 0;
+  }
 }
 
 void pxl_set_message(char *dst, size_t cap, const char *prefix, const char *text) {

@@ -58,6 +58,7 @@
  * work bound is refused as corrupt.
  */
 #include "pxl_codecs.h"
+#include "pxl_exif.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -440,16 +441,6 @@ static int draw_line(void *user, const gif_frame *f, int32_t y, const GifPixelTy
   return 0;
 }
 
-static int32_t layout_channels(int32_t layout) {
-  switch (layout) {
-    case PXL_CODEC_RGBA:
-    case PXL_CODEC_BGRA: return 4;
-    case PXL_CODEC_RGB: return 3;
-    case PXL_CODEC_GRAY: return 1;
-    default: return 0;
-  }
-}
-
 static void fail(pxl_codec_output *out, const char *message) {
   free(out->pixels);
   out->pixels = NULL;
@@ -504,7 +495,7 @@ pxl_codec_status pxl_gif_read_info(const uint8_t *data, size_t size, pxl_codec_i
 pxl_codec_status pxl_gif_decode(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels, pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
-  int32_t channels = layout_channels(layout);
+  int32_t channels = pxl_layout_channels(layout);
   if (channels == 0) {
     fail(out, "unknown layout");
     return PXL_CODEC_UNSUPPORTED;
@@ -594,7 +585,7 @@ pxl_codec_status pxl_gif_decode_rows(const uint8_t *data, size_t size, int32_t l
                                      pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
-  int32_t channels = layout_channels(layout);
+  int32_t channels = pxl_layout_channels(layout);
   if (row_fn == NULL || channels == 0) {
     fail(out, row_fn == NULL ? "no row function" : "unknown layout");
     return PXL_CODEC_UNSUPPORTED;

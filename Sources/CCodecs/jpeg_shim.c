@@ -110,16 +110,6 @@ static pxl_codec_status status_for_fatal(const jpeg_job *job) {
   }
 }
 
-static int32_t layout_channels(int32_t layout) {
-  switch (layout) {
-    case PXL_CODEC_RGBA:
-    case PXL_CODEC_BGRA: return 4;
-    case PXL_CODEC_RGB: return 3;
-    case PXL_CODEC_GRAY: return 1;
-    default: return 0;
-  }
-}
-
 /* Pillow's MULDIV255: a*b/255 rounded, exact for 8-bit operands. */
 static inline unsigned muldiv255(unsigned a, unsigned b) {
   unsigned t = a * b + 128;
@@ -170,7 +160,7 @@ static pxl_codec_status jpeg_end(jpeg_job *job, JDIMENSION width, uint64_t strid
   out->width = (int32_t)width;
   out->height = (int32_t)c->output_height;
   out->stride = (int32_t)stride;
-  out->channels = layout_channels(job->layout);
+  out->channels = pxl_layout_channels(job->layout);
   out->has_alpha = 0;
   return PXL_CODEC_OK;
 }
@@ -206,7 +196,7 @@ static pxl_codec_status jpeg_run_rows(jpeg_job *job) {
       jpeg_crop_scanline(c, &x0, &width); /* x0 moves down to an iMCU boundary */
     }
   }
-  size_t row_bytes = (size_t)c->output_width * (size_t)layout_channels(job->layout);
+  size_t row_bytes = (size_t)c->output_width * (size_t)pxl_layout_channels(job->layout);
   JDIMENSION strip_rows = c->rec_outbuf_height > 0 ? (JDIMENSION)c->rec_outbuf_height : 1;
   if (strip_rows > 16) strip_rows = 16;
   size_t read_stride = cmyk ? (size_t)c->output_width * 4u : row_bytes;
@@ -249,7 +239,7 @@ static pxl_codec_status jpeg_run_rows(jpeg_job *job) {
     }
   }
   /* The output is described at the image's (scaled) size, whatever the crop. */
-  return jpeg_end(job, full_width, (uint64_t)full_width * (uint64_t)layout_channels(job->layout));
+  return jpeg_end(job, full_width, (uint64_t)full_width * (uint64_t)pxl_layout_channels(job->layout));
 }
 
 /* All libjpeg calls happen here, after the setjmp. Returns with job->pixels set on
@@ -289,7 +279,7 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
   }
 
   int cmyk = c->jpeg_color_space == JCS_CMYK || c->jpeg_color_space == JCS_YCCK;
-  int32_t channels = layout_channels(job->layout);
+  int32_t channels = pxl_layout_channels(job->layout);
   if (cmyk) {
     c->out_color_space = JCS_CMYK; /* libjpeg turns YCCK into CMYK; we do CMYK -> RGB */
   } else {
@@ -1025,7 +1015,7 @@ static pxl_codec_status jpeg_decode_into(const uint8_t *data, size_t size, int32
                                          pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
-  if (layout_channels(layout) == 0) {
+  if (pxl_layout_channels(layout) == 0) {
     pxl_set_message(out->message, sizeof out->message, "JPEG", "invalid layout");
     return PXL_CODEC_UNSUPPORTED;
   }

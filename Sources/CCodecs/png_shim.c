@@ -76,16 +76,6 @@ static void on_read(png_structp png, png_bytep dst, size_t len) {
   job->pos += len;
 }
 
-static int32_t layout_channels(int32_t layout) {
-  switch (layout) {
-    case PXL_CODEC_RGBA:
-    case PXL_CODEC_BGRA: return 4;
-    case PXL_CODEC_RGB: return 3;
-    case PXL_CODEC_GRAY: return 1;
-    default: return 0;
-  }
-}
-
 static int orientation_of(png_structp png, png_infop info) {
 #ifdef PNG_eXIf_SUPPORTED
   png_uint_32 n = 0;
@@ -252,7 +242,7 @@ static pxl_codec_status png_run(png_job *job) {
     return PXL_CODEC_TOO_MANY_PIXELS;
   }
 
-  int32_t channels = layout_channels(job->layout);
+  int32_t channels = pxl_layout_channels(job->layout);
   if (depth == 8 && interlace == PNG_INTERLACE_NONE && ctype != PNG_COLOR_TYPE_PALETTE &&
       png_get_valid(png, info, PNG_INFO_tRNS) == 0 && channels > 0 && !job->no_fast_path) {
     /* The clean common case: the image data without libpng's rows (png_fast.c); libpng
@@ -438,7 +428,7 @@ static pxl_codec_status png_decode_into(const uint8_t *data, size_t size, int32_
                                         pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(out, 0, sizeof *out);
-  if (layout_channels(layout) == 0) {
+  if (pxl_layout_channels(layout) == 0) {
     pxl_set_message(out->message, sizeof out->message, "PNG", "invalid layout");
     return PXL_CODEC_UNSUPPORTED;
   }

@@ -11,6 +11,9 @@
  * tiff[0, size). */
 int pxl_exif_orientation(const uint8_t *tiff, size_t size);
 
+/* Bytes per pixel of a pxl_codec_layout (4, 4, 3, 1), 0 for an unknown one. */
+int32_t pxl_layout_channels(int32_t layout);
+
 /* Copies "<prefix>: <text>" into dst (capacity cap), always NUL-terminated when cap > 0. */
 void pxl_set_message(char *dst, size_t cap, const char *prefix, const char *text);
 

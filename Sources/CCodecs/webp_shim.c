@@ -25,16 +25,6 @@ typedef struct webp_file {
   int32_t animated;
 } webp_file;
 
-static int32_t layout_channels(int32_t layout) {
-  switch (layout) {
-    case PXL_CODEC_RGBA:
-    case PXL_CODEC_BGRA: return 4;
-    case PXL_CODEC_RGB: return 3;
-    case PXL_CODEC_GRAY: return 1;
-    default: return 0;
-  }
-}
-
 /* GRAY from RGB, in place: the BT.601 integer weights of pxl_codecs.h (as png_shim.c). */
 static void rgb_to_gray(uint8_t *p, size_t pixels) {
   for (size_t i = 0; i < pixels; i++)
@@ -201,7 +191,7 @@ static pxl_codec_status decode_still(const uint8_t *data, size_t size, const web
     pxl_set_message(msg, cap, "WebP", "image size differs from the canvas");
     return PXL_CODEC_CORRUPT;
   }
-  int32_t channels = layout == PXL_CODEC_GRAY ? 3 : layout_channels(layout);
+  int32_t channels = layout == PXL_CODEC_GRAY ? 3 : pxl_layout_channels(layout);
   size_t stride = (size_t)f->width * (size_t)channels, total = stride * (size_t)f->height;
   uint8_t *buf = malloc(total);
   if (buf == NULL) {
@@ -265,8 +255,8 @@ static pxl_codec_status decode_first_frame(const uint8_t *data, size_t size, con
   memcpy(buf, canvas, n * 4);
   WebPAnimDecoderDelete(dec);
   rgba_to_layout(buf, n, layout);
-  if (layout_channels(layout) < 4) {
-    uint8_t *shrunk = realloc(buf, n * (size_t)layout_channels(layout));
+  if (pxl_layout_channels(layout) < 4) {
+    uint8_t *shrunk = realloc(buf, n * (size_t)pxl_layout_channels(layout));
     if (shrunk != NULL) buf = shrunk;
   }
   *pixels = buf;
@@ -292,7 +282,7 @@ static pxl_codec_status decode_any(const uint8_t *data, size_t size, int32_t lay
                     : decode_still(data, size, &f, layout, pixels, out->message, sizeof out->message);
   }
   if (st == PXL_CODEC_OK) {
-    set_output(out, &f, layout_channels(layout), webp_has_alpha(&f));
+    set_output(out, &f, pxl_layout_channels(layout), webp_has_alpha(&f));
     out->message[0] = '\0';
   }
   WebPDemuxDelete(f.demux);
@@ -302,7 +292,7 @@ static pxl_codec_status decode_any(const uint8_t *data, size_t size, int32_t lay
 static int start_output(pxl_codec_output *out, int32_t layout) {
   if (out == NULL) return 0;
   memset(out, 0, sizeof *out);
-  if (layout_channels(layout) == 0) {
+  if (pxl_layout_channels(layout) == 0) {
     pxl_set_message(out->message, sizeof out->message, "WebP", "invalid layout");
     return 0;
   }
@@ -451,7 +441,7 @@ pxl_codec_status pxl_webp_decode_scaled(const uint8_t *data, size_t size, int32_
     WebPDecoderConfig config;
     VP8StatusCode vs = WebPInitDecoderConfig(&config) ? WebPGetFeatures(data, size, &config.input)
                                                      : VP8_STATUS_INVALID_PARAM;
-    int32_t channels = layout == PXL_CODEC_GRAY ? 3 : layout_channels(layout);
+    int32_t channels = layout == PXL_CODEC_GRAY ? 3 : pxl_layout_channels(layout);
     size_t stride = (size_t)out_width * (size_t)channels, total = stride * (size_t)out_height;
     if (vs == VP8_STATUS_OK && (config.input.width != f.width || config.input.height != f.height)) {
       pxl_set_message(out->message, sizeof out->message, "WebP", "image size differs from the canvas");
@@ -487,7 +477,7 @@ pxl_codec_status pxl_webp_decode_scaled(const uint8_t *data, size_t size, int32_
       uint8_t *shrunk = realloc(buf, n);
       if (shrunk != NULL) buf = shrunk;
     }
-    int32_t channels = layout_channels(layout);
+    int32_t channels = pxl_layout_channels(layout);
     out->pixels = buf;
     out->width = out_width;
     out->height = out_height;
