@@ -42,8 +42,12 @@ func fuzzVariant(for data: [UInt8]) -> ImageRequest {
   default: (width, height, mode) = (other, small, .fit)
   }
   let format = PixelFormat.allCases[take(UInt64(PixelFormat.allCases.count))]
-  return ImageRequest(url: "fuzz:", targetWidth: width, targetHeight: height, mode: mode,
-                      format: format, appliesOrientation: take(2) == 0)
+  var request = ImageRequest(url: "fuzz:", targetWidth: width, targetHeight: height, mode: mode,
+                             format: format, appliesOrientation: take(2) == 0)
+  // One input in four takes the animation path (every frame of a GIF, WebP or AVIF
+  // sequence through decodeFrames, resampled like a still).
+  request.animates = take(4) == 0
+  return request
 }
 
 /// Decodes one input; on success checks what the decoder promises and reads every
@@ -54,6 +58,7 @@ func fuzzOne(_ data: [UInt8]) -> String {
   let request = fuzzVariant(for: data)
   let variant = request.variant
   let what = "\(variant.width)x\(variant.height) \(variant.mode) \(variant.format) orientation=\(variant.appliesOrientation)"
+    + (variant.animates ? " animated" : "")
   switch ImageDecoder().decode(data, variant: variant, maxPixels: fuzzMaxPixels) {
   case .failure(let error):
     precondition(!error.message.isEmpty, "a failure without a message")
@@ -77,10 +82,16 @@ func fuzzOne(_ data: [UInt8]) -> String {
         precondition(w == image.originalWidth && h == image.originalHeight, "full size gave \(w)x\(h)")
       }
     }
-    let bytes = image.pixels.assumingMemoryBound(to: UInt8.self)
+    precondition(variant.animates || image.frameCount == 1, "frames without animates")
     var sum: UInt64 = 0
-    for i in 0..<image.byteCount { sum &+= UInt64(bytes[i]) }
-    return "\(what): \(w)x\(h) of \(image.originalWidth)x\(image.originalHeight), byte sum \(sum)"
+    for index in 0..<image.frameCount {
+      guard let frame = index == 0 ? image.pixels : image.framePixels(index) else {
+        preconditionFailure("frame \(index) of \(image.frameCount) missing")
+      }
+      let bytes = frame.assumingMemoryBound(to: UInt8.self)
+      for i in 0..<image.byteCount { sum &+= UInt64(bytes[i]) }
+    }
+    return "\(what): \(w)x\(h) of \(image.originalWidth)x\(image.originalHeight), \(image.frameCount) frame(s), byte sum \(sum)"
   }
 }
 
