@@ -221,8 +221,8 @@ typedef enum pxl_mode {
                                              written): a forced refresh */
 #define PXL_FLAG_CACHE_ONLY 0x8u          /* memory, then disk, never the network (offline);
                                              a miss fails with PXL_E_NOT_CACHED */
-#define PXL_FLAG_ANIMATE 0x10u            /* every frame of an animated image (GIF; WebP and
-                                             AVIF where supported): see "Animated images"
+#define PXL_FLAG_ANIMATE 0x10u            /* every frame of an animated image (GIF, WebP,
+                                             AVIF image sequence): see "Animated images"
                                              below. Without it an animation gives its first
                                              frame. Since 0.4.0. */
 #define PXL_FLAG_NO_COLOR_MANAGEMENT 0x20u /* Since 0.4.0. Keep the decoded values: by default
