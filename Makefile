@@ -416,7 +416,8 @@ fuzz-smoke:
 # Coverage-guided fuzzing with libFuzzer + AddressSanitizer, FUZZ_SECONDS per target on one
 # core. Swift code and the C shims are instrumented; libjpeg, libpng and libcurl (system
 # builds) are not.
-#   decode     ImageDecoder (shims, DCT scaling, resampler, orientation); seeds: the corpus
+#   decode     ImageDecoder (shims, DCT scaling, resampler, orientation, animation); seeds:
+#              the corpus and the WebP, GIF and AVIF suites under Tests/fixtures
 #   diskentry  the disk-cache entry reader on arbitrary file contents
 #   webp       WebP: read_info, ImageDecoder, every composited frame, the ICCP chunk, checked
 #              against each other; seeds: Tests/fixtures/webp-suite and the generated WebP set
@@ -431,7 +432,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_DIR    := $(STAGE)/fuzz
 FUZZ_SCRATCH := .build-fuzz
 FUZZ_TARGETS := decode diskentry headers webp avif
-fuzz_seeds_decode := $(CORPUS)
+fuzz_seeds_decode := $(CORPUS) Tests/fixtures/webp-suite Tests/fixtures/gif-suite Tests/fixtures/avif-suite
 #   avif       the AVIF shim through ImageDecoder, decode_frames and color; seeds: the AVIF
 #              sets (generated ones made first by scripts/gen-conformance-avif.py)
 fuzz_seeds_avif := Tests/fixtures/avif-suite $(GEN_CONFORMANCE)/generated-avif
