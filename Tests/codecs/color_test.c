@@ -26,18 +26,7 @@
 
 #define TOLERANCE 2
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                 \
-  do {                                                   \
-    if (cond) passed++;                                  \
-    else {                                               \
-      failed++;                                          \
-      printf("  FAIL %s:%d: ", __FILE__, __LINE__);      \
-      printf(__VA_ARGS__);                               \
-      printf("\n");                                      \
-    }                                                    \
-  } while (0)
+#include "check.h"
 
 static uint8_t *read_file(const char *dir, const char *name, size_t *size) {
   char path[1024];
