@@ -19,12 +19,8 @@ import Glibc
 let fuzzMaxPixels: UInt64 = 16_000_000
 
 func fuzzVariant(for data: [UInt8]) -> ImageVariant {
-  var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a over the length and the last 8 bytes
-  func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-  withUnsafeBytes(of: UInt64(data.count).littleEndian) { $0.forEach(mix) }
-  data.suffix(8).forEach(mix)
-  var bits = hash
-  func take(_ n: UInt64) -> Int { defer { bits /= n }; return Int(bits % n) }
+  var choices = FuzzChoices(data)
+  func take(_ n: UInt64) -> Int { choices.take(n) }
   let sizes: [(Int, Int, ScaleMode)] = [(0, 0, .fit), (150, 150, .fill), (150, 150, .fit), (1, 1, .fill),
                                         (1 + take(64), 0, .fit), (7, 300, .fill)]
   let (width, height, mode) = sizes[take(UInt64(sizes.count))]

@@ -22,12 +22,8 @@ let fuzzMaxPixels: UInt64 = 16_000_000
 /// and the fuzzer can still steer the choice: bytes after a JPEG's EOI or a PNG's IEND
 /// are ignored by the decoders, so mutating them changes only the variant.
 func fuzzVariant(for data: [UInt8]) -> ImageRequest {
-  var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
-  func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-  withUnsafeBytes(of: UInt64(data.count).littleEndian) { $0.forEach(mix) }
-  data.suffix(8).forEach(mix)
-  var bits = hash
-  func take(_ n: UInt64) -> Int { defer { bits /= n }; return Int(bits % n) }
+  var choices = FuzzChoices(data)
+  func take(_ n: UInt64) -> Int { choices.take(n) }
 
   let small = 1 + take(64), other = 1 + take(300)
   let (width, height, mode): (Int, Int, ScaleMode)

@@ -63,3 +63,26 @@ public func readWholeFile(_ path: String) -> [UInt8]? {
   }
   return data
 }
+
+/// Choices a fuzz target derives from its input (size, mode, format, ...): an FNV-1a
+/// hash of the input's length and its last 8 bytes, taken apart digit by digit. Not a
+/// prefix, so every seed file is valid as it stands, and the fuzzer can still steer the
+/// choice: bytes after a JPEG's EOI, a PNG's IEND or a WebP's RIFF chunk are ignored by the
+/// decoders, so mutating them changes only the choice.
+public struct FuzzChoices {
+  private var bits: UInt64
+
+  public init(_ data: [UInt8]) {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    func mix(_ byte: UInt8) { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+    withUnsafeBytes(of: UInt64(data.count).littleEndian) { $0.forEach(mix) }
+    data.suffix(8).forEach(mix)
+    bits = hash
+  }
+
+  /// A number in 0..<n, the next digit of the hash in base n.
+  public mutating func take(_ n: UInt64) -> Int {
+    defer { bits /= n }
+    return Int(bits % n)
+  }
+}
