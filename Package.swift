@@ -50,7 +50,7 @@ let package = Package(
     // libFuzzer target on WebP (`make fuzz-webp`): read_info, ImageDecoder, frames, colour.
     .executableTarget(name: "pixload-fuzz-webp", dependencies: ["PixloadCore", "CCodecs", "FuzzDriver"], path: "Tests/fuzz/webp"),
     // What the three fuzz targets share: libFuzzer's entry points and the replay mode.
-    .target(name: "FuzzDriver", path: "Tests/fuzz/driver"),
+    .target(name: "FuzzDriver", dependencies: ["PixloadCore"], path: "Tests/fuzz/driver"),
     // `make bench-decode`: ImageDecoder against libjpeg-turbo/libpng called directly from C.
     .target(name: "BenchDirect", path: "bench/direct",
             linkerSettings: codecLibraries.map { .linkedLibrary($0) }),

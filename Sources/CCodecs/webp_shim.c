@@ -179,6 +179,20 @@ pxl_codec_status pxl_webp_read_info(const uint8_t *data, size_t size, pxl_codec_
   return PXL_CODEC_OK;
 }
 
+/* WebPDecode of the configured (maybe cropped and scaled) image straight into buf, in the
+ * layout (RGBA, BGRA or RGB; GRAY comes from RGB), stride bytes a row, total bytes. */
+static VP8StatusCode decode_into(WebPDecoderConfig *config, const uint8_t *data, size_t size, int32_t layout,
+                                 uint8_t *buf, size_t stride, size_t total) {
+  config->output.colorspace = layout == PXL_CODEC_RGBA ? MODE_RGBA : layout == PXL_CODEC_BGRA ? MODE_BGRA : MODE_RGB;
+  config->output.is_external_memory = 1;
+  config->output.u.RGBA.rgba = buf;
+  config->output.u.RGBA.stride = (int)stride;
+  config->output.u.RGBA.size = total;
+  VP8StatusCode vs = WebPDecode(data, size, config);
+  WebPFreeDecBuffer(&config->output); /* external memory: frees nothing of ours */
+  return vs;
+}
+
 /* A still image, whole, into a new buffer in the layout (GRAY through RGB). */
 static pxl_codec_status decode_still(const uint8_t *data, size_t size, const webp_file *f, int32_t layout,
                                      uint8_t **pixels, char *msg, size_t cap) {
@@ -198,13 +212,7 @@ static pxl_codec_status decode_still(const uint8_t *data, size_t size, const web
     pxl_set_message(msg, cap, "WebP", "out of memory");
     return PXL_CODEC_NO_MEMORY;
   }
-  config.output.colorspace = layout == PXL_CODEC_RGBA ? MODE_RGBA : layout == PXL_CODEC_BGRA ? MODE_BGRA : MODE_RGB;
-  config.output.is_external_memory = 1;
-  config.output.u.RGBA.rgba = buf;
-  config.output.u.RGBA.stride = (int)stride;
-  config.output.u.RGBA.size = total;
-  vs = WebPDecode(data, size, &config);
-  WebPFreeDecBuffer(&config.output); /* external memory: frees nothing of ours */
+  vs = decode_into(&config, data, size, layout, buf, stride, total);
   if (vs != VP8_STATUS_OK) {
     free(buf);
     return from_vp8(vs, msg, cap);
@@ -460,13 +468,7 @@ pxl_codec_status pxl_webp_decode_scaled(const uint8_t *data, size_t size, int32_
       config.options.use_scaling = 1;
       config.options.scaled_width = out_width;
       config.options.scaled_height = out_height;
-      config.output.colorspace = layout == PXL_CODEC_RGBA ? MODE_RGBA : layout == PXL_CODEC_BGRA ? MODE_BGRA : MODE_RGB;
-      config.output.is_external_memory = 1;
-      config.output.u.RGBA.rgba = buf;
-      config.output.u.RGBA.stride = (int)stride;
-      config.output.u.RGBA.size = total;
-      vs = WebPDecode(data, size, &config);
-      WebPFreeDecBuffer(&config.output);
+      vs = decode_into(&config, data, size, layout, buf, stride, total);
       st = from_vp8(vs, out->message, sizeof out->message);
     }
   }

@@ -18,17 +18,6 @@ import Glibc
 /// As pixload-fuzz-decode: large enough for every seed, far below libFuzzer's RSS limit.
 let fuzzMaxPixels: UInt64 = 16_000_000
 
-func fuzzVariant(for data: [UInt8]) -> ImageVariant {
-  var choices = FuzzChoices(data)
-  func take(_ n: UInt64) -> Int { choices.take(n) }
-  let sizes: [(Int, Int, ScaleMode)] = [(0, 0, .fit), (150, 150, .fill), (150, 150, .fit), (1, 1, .fill),
-                                        (1 + take(64), 0, .fit), (7, 300, .fill)]
-  let (width, height, mode) = sizes[take(UInt64(sizes.count))]
-  let format = PixelFormat.allCases[take(UInt64(PixelFormat.allCases.count))]
-  return ImageRequest(url: "fuzz:", targetWidth: width, targetHeight: height, mode: mode, format: format,
-                      appliesOrientation: take(2) == 0).variant
-}
-
 /// What pxl_avif_decode_frames' callback sees; frames past 16 stop the decode (the
 /// caller's bound), which must still succeed.
 struct FrameWalk {
@@ -38,7 +27,7 @@ struct FrameWalk {
 @discardableResult
 func fuzzOne(_ data: [UInt8]) -> String {
   var report = ""
-  let variant = fuzzVariant(for: data)
+  let variant = formatFuzzVariant(for: data)
   switch ImageDecoder().decode(data, variant: variant, maxPixels: fuzzMaxPixels) {
   case .failure(let error):
     precondition(!error.message.isEmpty, "a failure without a message")

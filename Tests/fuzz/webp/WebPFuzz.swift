@@ -17,19 +17,6 @@ let fuzzMaxPixels: UInt64 = 16_000_000
 /// Frames composited per input at most: each is a canvas-sized copy to check.
 let fuzzMaxFrames: Int32 = 64
 
-/// The variant, from a hash of the input's length and last 8 bytes (bytes after the RIFF
-/// chunk are ignored by libwebp, so the fuzzer can steer it without breaking the file).
-func fuzzVariant(for data: [UInt8]) -> ImageVariant {
-  var choices = FuzzChoices(data)
-  func take(_ n: UInt64) -> Int { choices.take(n) }
-  let sizes: [(Int, Int, ScaleMode)] = [(0, 0, .fit), (150, 150, .fill), (150, 150, .fit), (1, 1, .fill),
-                                        (1 + take(64), 0, .fit), (7, 300, .fill)]
-  let (width, height, mode) = sizes[take(UInt64(sizes.count))]
-  let format = PixelFormat.allCases[take(UInt64(PixelFormat.allCases.count))]
-  return ImageRequest(url: "fuzz:", targetWidth: width, targetHeight: height, mode: mode, format: format,
-                      appliesOrientation: take(2) == 0).variant
-}
-
 final class FrameCheck {
   var frames: Int32 = 0, sum: UInt64 = 0, stride: Int32 = 0
   let height: Int32
@@ -46,7 +33,7 @@ func fuzzOne(_ data: [UInt8]) -> String {
   report.append(infoStatus == PXL_CODEC_OK ? "info \(info.width)x\(info.height) frames \(info.frame_count)"
                                            : "info: \(String(cString: message))")
 
-  let variant = fuzzVariant(for: data)
+  let variant = formatFuzzVariant(for: data)
   switch ImageDecoder().decode(data, variant: variant, maxPixels: fuzzMaxPixels) {
   case .failure(let error):
     precondition(!error.message.isEmpty, "a failure without a message")
