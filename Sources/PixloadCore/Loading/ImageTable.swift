@@ -93,9 +93,8 @@ public final class ImageTable: @unchecked Sendable {
   private var requested = (first: 0, count: 0, direction: 0)
   /// The visible rows at the previous call: during a fling, only rows seen twice load.
   private var previousVisible = 0..<0
-  /// When the visible rows moved recently, and by how many rows: the scroll speed.
-  private var recentMoves: [(at: UInt64, rows: Int)] = []
-  private var lastMoveAt: UInt64?
+  /// The recent moves of the visible rows: the scroll's speed and where it stops.
+  private var motion: ScrollMotion
   private var rows: [Int: RowState] = [:]
   /// The last generation given to a start of a row.
   private var lastGeneration: UInt64 = 0
@@ -124,6 +123,7 @@ public final class ImageTable: @unchecked Sendable {
     self.queue = queue
     self.rowCount = max(0, rowCount)
     self.configuration = configuration
+    motion = ScrollMotion(windowMilliseconds: configuration.speedWindowMilliseconds)
     self.requestForRow = requestForRow
     self.onRow = onRow
     self.onPreview = configuration.previews ? onPreview : nil
@@ -156,25 +156,9 @@ public final class ImageTable: @unchecked Sendable {
       let upper = max(lower, min(Self.add(first, max(0, count)), rowCount))
       previousVisible = visible
       visible = lower..<upper
-      // A fling moves a screen or more per call, or fast enough that a row entering the
-      // screen leaves it again within `fastScrollMilliseconds`: rows flash past faster
-      // than any image arrives. Then nothing is prefetched, and visible rows' transfers
-      // wait a little (`flingStartDelay`, pushed back again while the scroll stays fast)
-      // before they may start: rows that leave meanwhile are cancelled before any
-      // connection or byte, and the rows where the fling stops (or a jump lands) start
-      // by themselves, with no further call from the host.
-      let moved = visible.isEmpty || previousVisible.isEmpty ? 0 : abs(visible.lowerBound - previousVisible.lowerBound)
-      let (fast, movedBefore) = isScrollingFast(moved: moved)
-      // Several screens at once after less than a screen in the speed window is a jump
-      // (a scrollbar drag, "go to the end"), not a fling's frame: flings build up, and no
-      // further call follows a jump, so its rows load at once.
-      let jumped = moved >= Self.jumpScreens * max(1, visible.count) && movedBefore < visible.count
-      let flinging = direction != 0 && moved > 0 && !jumped
-        && ((!previousVisible.overlaps(visible) && moved >= visible.count) || fast)
-      let ahead = flinging ? [] : prefetchRows(direction: direction, limit: prefetchLimit)
-      // Nor are rows kept behind a fast scroll: it does not come back to them. (A single
-      // page-down after a pause is no fast scroll: its rows behind are kept.)
-      let behind = flinging && fast ? 0..<0 : keepRange(direction: direction)
+      let plan = planScroll(direction: direction, prefetchLimit: prefetchLimit)
+      let ahead = plan.ahead
+      let behind = plan.behind
 
       for row in loadStartedAt.keys where !visible.contains(row) { loadStartedAt.removeValue(forKey: row) }
       for (row, state) in rows where !visible.contains(row) {
@@ -186,7 +170,7 @@ public final class ImageTable: @unchecked Sendable {
         case .loading(_, let token):
           // Loads of rows that left every window are cancelled (one still being issued by
           // `start` on another thread is cancelled there, once it finds its row gone).
-          if unconfirmedRows.contains(row) || (!ahead.contains(row) && !behind.contains(row)) {
+          if unconfirmedRows.contains(row) || (!plan.keepAhead.contains(row) && !behind.contains(row)) {
             if let token { toCancel.append(token) }
             statistics.cancelled += 1
             rows.removeValue(forKey: row)
@@ -196,6 +180,7 @@ public final class ImageTable: @unchecked Sendable {
         }
       }
       for row in visible {
+        let passing = plan.isPassing(row)
         switch rows[row] {
         case .shown?: continue
         case .loading(_, nil)?:
@@ -203,8 +188,8 @@ public final class ImageTable: @unchecked Sendable {
         case .loading(_, let token?)?:
           toRaise.append((token, configuration.visiblePriority))
           // Still on screen a frame later: a fling's start delay is over for this row,
-          // unless the fling goes on (it is likely gone by the next frame).
-          if flinging {
+          // unless it is still passing (it is likely gone before its image could arrive).
+          if passing {
             toPostpone.append(token)
           } else {
             toConfirm.append(token)
@@ -220,7 +205,7 @@ public final class ImageTable: @unchecked Sendable {
             statistics.delivered += 1
             immediate.append((row, .success(image, .memory, httpStatus: 0)))
           } else {
-            if flinging {
+            if passing {
               wanted.startDelayMilliseconds = configuration.flingStartDelayMilliseconds
               unconfirmedRows.insert(row)
             } else {
@@ -247,7 +232,7 @@ public final class ImageTable: @unchecked Sendable {
         toStart.append((row, request, false))
       }
       // Rows that were visible and are now only kept or prefetched drop to low priority.
-      for (distance, row) in (ahead + Array(behind)).enumerated() {
+      for (distance, row) in (plan.keepAhead + Array(behind)).enumerated() {
         if case .loading(_, let token?)? = rows[row] {
           toRaise.append((token, Self.add32(configuration.prefetchPriority, -distance)))
         }
@@ -287,38 +272,125 @@ public final class ImageTable: @unchecked Sendable {
 
   // MARK: - Private
 
-  /// Records a move of the visible rows and says whether, at the current speed, a row
-  /// entering the screen would leave it within `fastScrollMilliseconds`. Speed is rows
-  /// moved over the last `speedWindowMilliseconds`, over the whole window, so calls in
-  /// quick succession (a host calling more than once a frame) do not make a slow scroll
-  /// look fast; a move after a pause (nothing else moved within the window) took the whole
-  /// pause, so a page-down a second after the last one is slow, and a first move is never
-  /// fast. Called under the lock. Also returns the rows moved in the window before this move.
-  private func isScrollingFast(moved: Int) -> (fast: Bool, movedBefore: Int) {
-    let window = UInt64(max(1, configuration.speedWindowMilliseconds)) * 1_000_000
-    let now = clock()
-    let previousMoveAt = lastMoveAt
-    recentMoves.removeAll { now &- $0.at > window }
-    let movedBefore = recentMoves.reduce(0) { $0 + $1.rows }
-    if moved > 0 {
-      recentMoves.append((now, moved))
-      lastMoveAt = now
+  /// What one `setVisible` does around the screen, from where the scroll is going.
+  private struct ScrollPlan {
+    /// Rows to prefetch now, nearest (soonest on screen) first.
+    var ahead: [Int] = []
+    /// Rows ahead whose loads, once started, go on: `ahead` and the configured window
+    /// beyond it, so that a prediction that wavers from frame to frame does not cut and
+    /// restart transfers (on a slow server each start costs a turn).
+    var keepAhead: [Int] = []
+    /// Rows behind that keep loading.
+    var behind: Range<Int> = 0..<0
+    /// The screen moved by a screen or more: nothing on it was there a frame ago.
+    var skipping = false
+    var prediction: ScrollPrediction?
+    /// Seconds a row must stay on screen to be worth a request now (nil: only skipping
+    /// screens pass rows by).
+    var threshold: Double?
+
+    /// A visible row that will have left before an image could arrive: its transfer waits
+    /// (a fling's start delay), to be cancelled if it leaves and confirmed if it stays.
+    func isPassing(_ row: Int) -> Bool {
+      if skipping { return true }
+      guard let threshold, let prediction else { return false }
+      return prediction.visit(of: row).leave < threshold
     }
-    guard configuration.fastScrollMilliseconds > 0, !visible.isEmpty, moved > 0 || movedBefore > 0 else {
-      return (false, movedBefore)
-    }
-    let span: UInt64
-    if movedBefore > 0 {
-      span = window
-    } else if let previousMoveAt {
-      span = max(window, now &- previousMoveAt)
-    } else {
-      return (false, movedBefore)
-    }
-    // Time on screen of an entering row: visible.count rows at (rows / span) rows per ms.
-    let onScreenMilliseconds = Double(visible.count) * (Double(span) / 1e6) / Double(movedBefore + moved)
-    return (onScreenMilliseconds < fastScrollThresholdMilliseconds, movedBefore)
   }
+
+  /// Records this call's move and plans the rows around the screen. A fling (the screen
+  /// moving a screen or more per call, or rows passing faster than they load) loads only
+  /// the rows that will stay long enough for their images to arrive, predicted from the
+  /// scroll's speed and, once it slows down, where it will stop (`ScrollMotion`): so the
+  /// rows where a fling comes to rest start before they are on screen, while the rows it
+  /// sweeps past cost no request. Prefetching reaches the rows that the scroll brings on
+  /// screen within the time a load has lately taken (`leadSeconds`), at least
+  /// `minimumPrefetchRows` and at most the prefetch window (`prefetchLimit`): on a fast
+  /// network a row ahead is loaded as it comes, on a slow one the window fills. Called
+  /// under the lock, after `visible` was updated.
+  private func planScroll(direction: Int, prefetchLimit: Int) -> ScrollPlan {
+    let now = clock()
+    let shift = visible.isEmpty || previousVisible.isEmpty ? 0 : visible.lowerBound - previousVisible.lowerBound
+    let moved = abs(shift)
+    let movedBefore = motion.rowsMoved(before: now)
+    let previousMoveAt = motion.previousMoveAt
+    // Several screens at once after less than a screen in the speed window is a jump (a
+    // scrollbar drag, "go to the end"), not a fling's frame: flings build up, and no
+    // further call follows a jump, so its rows load at once, and what moved before it
+    // says nothing about what follows.
+    let jumped = moved >= Self.jumpScreens * max(1, visible.count) && movedBefore < visible.count
+    // (The jump itself stays on record: a fling that follows at once is fast.)
+    if jumped { motion.reset() }
+    motion.record(rows: shift, at: now)
+    let fixedWindow = prefetchRows(direction: direction, limit: prefetchLimit)
+    var plan = ScrollPlan()
+    let restingCount = leadSeconds.map { lead in
+      min(prefetchLimit, max(Self.minimumPrefetchRows, Int((lead * Double(visible.count)).rounded(.up))))
+    } ?? prefetchLimit
+    let moving = direction != 0 && !jumped && !visible.isEmpty && (moved > 0 || movedBefore > 0)
+    let velocity = moving ? motion.velocity(at: now, previousMoveAt: previousMoveAt) : nil
+    guard moving, let velocity, velocity != 0 else {
+      // At rest, after a jump, or a first move (no speed yet): the rows a scroll of a
+      // screen a second would reach within the lead, ahead or on both sides.
+      plan.ahead = prefetchRows(direction: direction, limit: restingCount)
+      plan.keepAhead = fixedWindow
+      plan.behind = keepRange(direction: direction)
+      if moving && moved >= visible.count && !previousVisible.overlaps(visible) {
+        // A first move of a screen or more: a fling starting, or a page-down.
+        plan.skipping = true
+        plan.ahead = []
+        plan.keepAhead = []
+      }
+      return plan
+    }
+    let threshold = fastScrollThresholdMilliseconds / 1000
+    let speed = motion.slowingSpeed(at: now) ?? abs(velocity)
+    let prediction = ScrollPrediction(first: visible.lowerBound, count: visible.count,
+                                      velocity: direction > 0 ? speed : -speed, decay: motion.decay)
+    plan.prediction = prediction
+    plan.threshold = configuration.fastScrollMilliseconds > 0 ? threshold : nil
+    plan.skipping = moved >= visible.count && !previousVisible.overlaps(visible)
+    // Rows entering now would leave within the threshold: a fast scroll. Neither it nor a
+    // fling slowing down comes back to the rows behind it. (A single page-down after a
+    // pause is no fast scroll: its rows behind are kept.)
+    let fast = plan.threshold != nil && Double(visible.count) / abs(velocity) < threshold
+    plan.behind = fast || prediction.decay != nil ? 0..<0 : keepRange(direction: direction)
+    if plan.skipping && plan.threshold == nil { return plan }
+    // Ahead, soonest on screen first: rows that will stay long enough, entering within
+    // the lead.
+    let lead = leadSeconds ?? .infinity
+    let step = direction > 0 ? 1 : -1
+    var row = direction > 0 ? visible.upperBound : visible.lowerBound - 1
+    var scanned = 0
+    while plan.ahead.count < prefetchLimit, row >= 0, row < rowCount,
+          scanned < prefetchLimit + Self.jumpScreens * visible.count {
+      scanned += 1
+      let visit = prediction.visit(of: row)
+      if visit.enter == .infinity { break }
+      // Past the lead only for the minimum, and only in a steady scroll (not a fling's
+      // landing a second away).
+      if visit.enter > lead && (plan.ahead.count >= Self.minimumPrefetchRows || fast || prediction.decay != nil) {
+        break
+      }
+      if plan.threshold == nil || visit.leave - visit.enter >= threshold { plan.ahead.append(row) }
+      row += step
+    }
+    plan.keepAhead = plan.ahead + (fast ? [] : fixedWindow.filter { !plan.ahead.contains($0) })
+    return plan
+  }
+
+  /// How far ahead (seconds) prefetching looks: the time visible rows' loads have lately
+  /// taken, at least the fixed fast-scroll threshold, plus a frame; nil before any load
+  /// was timed (then the whole prefetch window is used).
+  private var leadSeconds: Double? {
+    guard let load = recentLoadNanoseconds else { return nil }
+    return max(Double(configuration.fastScrollMilliseconds) / 1000, load / 1e9) + Self.frameSeconds
+  }
+
+  private static let frameSeconds = 0.016
+  /// Rows prefetched however fast rows load, where the window allows: the next rows, so
+  /// that a row entering the screen is drawn in the frame it enters.
+  private static let minimumPrefetchRows = 2
 
   /// See `Configuration.measuredFastScrollCapMilliseconds`. Under the lock.
   private var fastScrollThresholdMilliseconds: Double {
