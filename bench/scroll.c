@@ -44,6 +44,10 @@
  * whole file of every row it requested and never drew, also of loads still under way when
  * the session ended (the benchmark does not wait for them).
  *
+ * SCROLL_DEBUG=1 prints every visit that stayed and was drawn later than SCROLL_DEBUG_MS
+ * (default 25) or never, and SCROLL_WASTED_ROWS=1 the bytes of every row never drawn, on
+ * stderr.
+ *
  * Build: cc -O2 -std=c11 -Iinclude bench/scroll.c -Lbuild/lib -lpixload -lm
  */
 #define _POSIX_C_SOURCE 200809L
@@ -235,7 +239,7 @@ static void end_visit(struct bench *b, int r, double at) {
       add_sample(&b->preview_ms, row->preview_at - row->visit_start);
       add_sample(&b->final_ms, row->drawn_at - row->visit_start);
     }
-    if (getenv("SCROLL_DEBUG") && row->drawn_at - row->visit_start > 25)
+    if (getenv("SCROLL_DEBUG") && row->drawn_at - row->visit_start > (getenv("SCROLL_DEBUG_MS") ? atof(getenv("SCROLL_DEBUG_MS")) : 25))
       fprintf(stderr, "  %c: row %d drawn after %.0f ms (step %d, photo %s)\n", b->strategy, r,
               row->drawn_at - row->visit_start, b->step, b->photos[r % b->photo_count].path);
   } else {

@@ -773,10 +773,14 @@ PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_
  * and which way the user scrolls (pxl_table_set_visible, typically once per frame while
  * scrolling); the table then keeps the visible rows loading at high priority, prefetches
  * rows ahead in the scroll direction at low priority into the memory cache, lets a few
- * rows behind finish, and cancels every other request it made. A row's result reaches
- * the host only while that row is visible: an image never lands in a slot that now shows
- * another row. Prefetches call nobody. Tables sharing a loader never touch each other's
- * requests.
+ * rows behind finish, and cancels every other request it made. It times the calls: rows
+ * a fling sweeps past faster than their images could arrive get no request, and once a
+ * fling slows down the rows where it will stop start loading before they are on screen.
+ * Prefetching reaches as far as the scroll gets within the time loads have lately taken:
+ * a row or two ahead on a fast network, the whole prefetch window on a slow one. A row's
+ * result reaches the host only while that row is visible: an image never lands in a slot
+ * that now shows another row. Prefetches call nobody. Tables sharing a loader never touch
+ * each other's requests.
  * ------------------------------------------------------------------------------- */
 
 typedef struct pxl_table pxl_table;
@@ -798,9 +802,13 @@ typedef void (*pxl_table_row_fn)(int64_t row, const pxl_result *result, void *us
 
 typedef struct pxl_table_config {
   size_t struct_size;        /* sizeof(pxl_table_config); set by pxl_table_config_init */
-  int32_t prefetch_rows;     /* rows ahead in the scroll direction; default 8 */
+  int32_t prefetch_rows;     /* at most this many rows ahead in the scroll direction
+                                (half each way when still); default 8 */
   int32_t keep_rows;         /* rows just behind that keep loading; default 2 */
-  int32_t visible_priority;  /* default PXL_PRIORITY_VISIBLE */
+  int32_t visible_priority;  /* default PXL_PRIORITY_VISIBLE; while scrolling, the
+                                row about to leave gets this + rows on screen - 1, the
+                                one just entering this, so the screen loads in the order
+                                its rows leave */
   int32_t prefetch_priority; /* default PXL_PRIORITY_PREFETCH */
   /* Since 0.3.0. */
   int32_t previews;          /* 1 (default): a visible row whose image is a progressive JPEG
@@ -841,17 +849,26 @@ PXL_API pxl_status pxl_table_new(pxl_loader *loader, pxl_queue *queue, const pxl
                                  pxl_table_row_fn_0_1 row_fn, void *user_data, pxl_table **out);
 #define pxl_table_new pxl_table_create
 
-/* How a table loads, besides the rules below:
- *  - A fling is a move of a screen or more between two calls, or a scroll fast enough
- *    that a row entering the screen would leave it within about 40 ms (speed measured over
- *    the last 50 ms). During a fling nothing is prefetched, no rows are kept behind, and the
- *    visible rows' transfers wait about a frame (20 ms, pushed back while the fling goes
- *    on) before starting, so rows flung past cost no connection and no bytes; where the
- *    fling stops, loading starts by itself. A move of four screens or more from rest is a
- *    jump (a scrollbar drag, "go to the end"): its rows load at once.
- *  - The screen first: while a visible row is still loading, prefetches wait (at most a
- *    second), so the visible rows get the connections, the server and the decoders; they
- *    start when the last visible row has its result. */
+/* How a table loads, besides the rules below. It times pxl_table_set_visible calls to
+ * know the scroll's speed and, once a fling slows down (kinetic scrolling slows
+ * exponentially), where it will stop; and it times its visible rows' loads.
+ *  - A visible row that will leave the screen before its image could arrive and be seen
+ *    (within the time visible rows have lately taken to load, at least 100 ms, at most
+ *    400 ms), or any row during a move of a screen or more between two calls, is passed
+ *    by: its transfer waits until the row leaves, when it is cancelled, so rows flung
+ *    past cost no connection and no bytes; a row still on screen when the scroll stops
+ *    or slows starts loading at once. A move of four screens or more from rest is a jump
+ *    (a scrollbar drag, "go to the end"): its rows load at once.
+ *  - Prefetching reaches the rows the scroll brings on screen within the time loads have
+ *    lately taken (at least 2, at most prefetch_rows, and no more than the network has
+ *    lately delivered in half a second). Rows a slowing fling will stop on are requested
+ *    before they are on screen and ranked just below the visible rows.
+ *  - While scrolling, the visible row that leaves first ranks highest (visible_priority).
+ *  - Rows behind are kept (keep_rows) only where visible rows have lately loaded within
+ *    100 ms, and never behind a fast or slowing fling.
+ *  - The screen first: while a visible row is still loading, prefetches wait (each call
+ *    holds them another second), so the visible rows get the connections, the bandwidth,
+ *    the server and the decoders; they start when the last visible row has its result. */
 /* Rows first .. first + count - 1 are visible (0 <= count <= 65536, else
  * PXL_E_INVALID_ARGUMENT); direction > 0 scrolls towards higher rows, < 0 towards lower
  * ones, 0 is still (prefetch looks both ways). Rows outside 0 .. row_count - 1 are

@@ -205,7 +205,8 @@ final class TableTests: XCTestCase {
     XCTAssertNotNil(transfer(forRow: 3), "and prefetches")
     for first in stride(from: 2, through: 10, by: 2) { table.setVisible(first: first, count: 3, direction: 1) }
     // 10 rows moved within the window, 3 visible: fast (3 x 1000 ms < 1000 ms x 10).
-    XCTAssertEqual(transfer(forRow: 12)?.delay, 20_000_000, "a row entering a fast scroll waits")
+    // Row 12 waits until it is predicted to leave, and a frame: 3 rows at 10 rows a second.
+    XCTAssertEqual(transfer(forRow: 12)?.delay, 317_000_000, "a row entering a fast scroll waits")
     XCTAssertNil(transfer(forRow: 13), "no prefetch while fast")
     table.setVisible(first: 11, count: 3, direction: 1)
     XCTAssertEqual(network.postponed[transfer(forRow: 12)!.id], 1, "still fast: row 12 waits longer")
@@ -276,12 +277,15 @@ final class TableClockTests: XCTestCase {
   }
 
   /// Visible rows have lately taken 200 ms to load: a scroll that keeps a row on screen
-  /// 100 ms is a fling for the table (its rows wait out a start delay instead of sending
-  /// requests that would be cut as they leave), although the fixed threshold (40 ms) says
-  /// slow; the threshold never rises above its cap (250 ms) however slow loads are.
+  /// 100 ms is a fling for the table (its rows wait out a start delay, until a frame after
+  /// they are predicted to leave, instead of sending requests that would be cut as they
+  /// leave), although the fixed threshold (40 ms) says slow; the threshold never rises
+  /// above its cap (250 ms) however slow loads are.
   func testAScrollFasterThanRowsLoadIsAFling() throws {
-    for (loadMilliseconds, threshold, expectedDelay) in [(0 as UInt64, 40.0, 0 as UInt64), (200, 200, 20_000_000),
-                                                         (2_000, 250, 20_000_000)] {
+    // Row 5, the last of rows 2-5, leaves after 4 rows at a row per 25 ms: 100 ms, and a
+    // frame (16 ms), rounded up.
+    for (loadMilliseconds, threshold, expectedDelay) in [(0 as UInt64, 40.0, 0 as UInt64), (200, 200, 117_000_000),
+                                                         (2_000, 250, 117_000_000)] {
       let network = ManualDataLoader()
       var loaderConfiguration = LoaderConfiguration()
       loaderConfiguration.decodeThreads = 1
@@ -322,5 +326,181 @@ final class TableClockTests: XCTestCase {
       loader.close()
       queue.close()
     }
+  }
+}
+
+extension TableClockTests {
+  /// A row still loading when it scrolls off the top is kept (it finishes into the memory
+  /// cache) where visible rows have lately loaded within the fast-scroll threshold
+  /// (10 ms < 40 ms), and cancelled where they take longer (200 ms): there it would take
+  /// the screen's bandwidth for a row the user left.
+  func testARowBehindIsKeptOnlyWhereRowsLoadQuickly() throws {
+    for (loadMilliseconds, kept) in [(10 as UInt64, true), (200, false)] {
+      let network = ManualDataLoader()
+      var loaderConfiguration = LoaderConfiguration()
+      loaderConfiguration.decodeThreads = 1
+      let loader = try ImageLoader(configuration: loaderConfiguration, dataLoader: network, decoder: FakeDecoder())
+      let queue = try CompletionQueue()
+      let clock = Clock()
+      var configuration = ImageTable.Configuration()
+      configuration.prefetchRows = 0
+      configuration.keepRows = 2
+      configuration.fastScrollMilliseconds = 40
+      var delivered = 0
+      let table = ImageTable(loader: loader, queue: queue, rowCount: 100, configuration: configuration,
+                             clock: { clock.now },
+                             requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
+                             onRow: { _, _ in delivered += 1 })
+      table.setVisible(first: 0, count: 4, direction: 0)
+      clock.advance(milliseconds: loadMilliseconds)
+      for index in 0..<4 { network.finish(index) }
+      let deadline = monotonicNanoseconds() + 5_000_000_000
+      while delivered < 4 && monotonicNanoseconds() < deadline {
+        _ = queue.wait(timeoutMilliseconds: 100)
+        _ = queue.dispatch(max: 0)
+      }
+      // A slow scroll, two rows a second: row 4 comes on screen, starts, and leaves at
+      // the top while still loading.
+      for first in [1, 3, 5] {
+        clock.advance(milliseconds: 1_000)
+        table.setVisible(first: first, count: 4, direction: 1)
+      }
+      let row4 = network.started.first { $0.url == "http://h/4.jpg" }!
+      XCTAssertEqual(row4.delay, 0)
+      XCTAssertEqual(network.cancelled.contains(row4.id), !kept, "loads of \(loadMilliseconds) ms")
+      table.close()
+      loader.close()
+      queue.close()
+    }
+  }
+}
+
+extension TableClockTests {
+  /// Scrolling at a known speed, the screen's rows rank by when they leave: the row at the
+  /// leaving edge highest, the row just entering at the visible priority. With no speed
+  /// yet (a first screen), all rank alike.
+  func testWhileScrollingTheRowAboutToLeaveRanksFirst() throws {
+    let network = ManualDataLoader()
+    var loaderConfiguration = LoaderConfiguration()
+    loaderConfiguration.decodeThreads = 1
+    let loader = try ImageLoader(configuration: loaderConfiguration, dataLoader: network, decoder: FakeDecoder())
+    let queue = try CompletionQueue()
+    let clock = Clock()
+    var configuration = ImageTable.Configuration()
+    configuration.prefetchRows = 0
+    let table = ImageTable(loader: loader, queue: queue, rowCount: 100, configuration: configuration,
+                           clock: { clock.now },
+                           requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
+                           onRow: { _, _ in })
+    func priority(_ row: Int) -> Int32? {
+      network.started.last { $0.url == "http://h/\(row).jpg" }.flatMap { network.priority(of: $0.id) }
+    }
+    table.setVisible(first: 0, count: 4, direction: 1)
+    XCTAssertEqual((0...3).map(priority), [100, 100, 100, 100])
+    // A row every 100 ms: each row stays 400 ms, longer than the 40 ms threshold.
+    for first in 1...3 {
+      clock.advance(milliseconds: 100)
+      table.setVisible(first: first, count: 4, direction: 1)
+    }
+    XCTAssertEqual((3...6).map(priority), [103, 102, 101, 100])
+    clock.advance(milliseconds: 100)
+    table.setVisible(first: 2, count: 4, direction: -1)  // a turn: no speed yet that way
+    clock.advance(milliseconds: 100)
+    table.setVisible(first: 1, count: 4, direction: -1)
+    XCTAssertEqual((1...4).map(priority), [100, 101, 102, 103], "scrolling up, row 4 leaves first")
+    table.close()
+    loader.close()
+    queue.close()
+  }
+}
+
+/// A slowing fling played frame by frame on the table's clock, as kinetic scrolling moves
+/// it (16 ms frames, the speed 4 % of the distance left, at most 10 rows and at least a
+/// quarter row a frame: bench/scroll.c's fling), on a network where visible rows have
+/// lately taken 200 ms to load. Nothing ever finishes during the fling: what the test
+/// reads is which transfers the table sent (started without a delay, or let go) and when.
+final class TableFlingTests: XCTestCase {
+  func testASlowingFlingSendsTheRowsItStopsOnAndNotTheRowsItSweepsPast() throws {
+    let network = ManualDataLoader()
+    var loaderConfiguration = LoaderConfiguration()
+    loaderConfiguration.decodeThreads = 1
+    let loader = try ImageLoader(configuration: loaderConfiguration, dataLoader: network, decoder: FakeDecoder())
+    let queue = try CompletionQueue()
+    defer {
+      loader.close()
+      queue.close()
+    }
+    let clock = TableClockTests.Clock()
+    var configuration = ImageTable.Configuration()
+    configuration.speedWindowMilliseconds = 50
+    var delivered = 0
+    let table = ImageTable(loader: loader, queue: queue, rowCount: 1000, configuration: configuration,
+                           clock: { clock.now },
+                           requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
+                           onRow: { _, _ in delivered += 1 })
+    defer { table.close() }
+    // The first screen loads in 200 ms: the table's measure of the network.
+    table.setVisible(first: 0, count: 8, direction: 0)
+    clock.advance(milliseconds: 200)
+    for index in 0..<8 { network.finish(index) }
+    let deadline = monotonicNanoseconds() + 5_000_000_000
+    while delivered < 8 && monotonicNanoseconds() < deadline {
+      _ = queue.wait(timeoutMilliseconds: 100)
+      _ = queue.dispatch(max: 0)
+    }
+    XCTAssertEqual(table.currentFastScrollMilliseconds, 200)
+    clock.advance(milliseconds: 1_000)
+
+    func row(of started: ManualDataLoader.Started) -> Int { Int(started.url.dropFirst(9).dropLast(4))! }
+    var sentAt: [Int: Int] = [:], enteredAt: [Int: Int] = [:], leftAt: [Int: Int] = [:]
+    var requestedAt: [Int: Int] = [:], foregroundAt: [Int: Int] = [:]
+    var position = 0.0, first = 0, frame = 0
+    let target = 300.0
+    for started in network.started where started.delay == 0 || network.startedNow.contains(started.id) {
+      sentAt[row(of: started)] = 0
+    }
+    while frame < 400 {
+      frame += 1
+      clock.advance(milliseconds: 16)
+      let moving = position < target
+      if moving { position = min(target, position + max(0.25, min(10, (target - position) * 0.04))) }
+      let next = Int(position.rounded(.down))
+      for row in max(first + 8, next)..<(next + 8) where enteredAt[row] == nil { enteredAt[row] = frame }
+      for row in first..<min(next, first + 8) { leftAt[row] = frame }
+      first = next
+      table.setVisible(first: first, count: 8, direction: moving ? 1 : 0)
+      let now = network.startedNow
+      for started in network.started {
+        let row = row(of: started)
+        if requestedAt[row] == nil { requestedAt[row] = frame }
+        if (network.priority(of: started.id) ?? -1) >= 0 && enteredAt[row] == nil { foregroundAt[row] = frame }
+        if (started.delay == 0 || now.contains(started.id)) && sentAt[row] == nil { sentAt[row] = frame }
+      }
+    }
+    // The final screen, rows 300-307: asked for before they were on screen (the last rows
+    // of a fling creep in a quarter row a frame), all but possibly two, ranked with the
+    // visible rows (as prefetches they wait while visible rows load: nothing finishes
+    // here), and sent once on screen.
+    let early = (300...307).filter { row in requestedAt[row].map { asked in asked < enteredAt[row]! } ?? false }
+    XCTAssertGreaterThanOrEqual(early.count, 6, "asked for before entering: \(early)")
+    for row in early {
+      XCTAssertGreaterThanOrEqual(foregroundAt[row] ?? -1, 0, "row \(row) ranked in the foreground before entering")
+    }
+    for row in 300...307 { XCTAssertNotNil(sentAt[row], "final screen row \(row)") }
+    // Rows on screen under 150 ms: no request. Rows on screen 400 ms or more: sent by their
+    // second frame on screen.
+    var swept = 0, stayed = 0
+    for (row, entered) in enteredAt where row >= 8 && row < 300 {
+      let frames = (leftAt[row] ?? frame) - entered
+      if frames * 16 < 150 {
+        XCTAssertEqual(sentAt[row] ?? 0, 0, "row \(row) on screen \(frames * 16) ms: sent during the fling")
+        swept += 1
+      } else if frames * 16 >= 400 {
+        XCTAssertLessThanOrEqual(sentAt[row] ?? .max, entered + 1, "row \(row) on screen \(frames * 16) ms")
+        stayed += 1
+      }
+    }
+    XCTAssertGreaterThan(swept, 200)
+    XCTAssertGreaterThanOrEqual(stayed, 4)
   }
 }

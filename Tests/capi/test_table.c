@@ -541,8 +541,12 @@ void test_table_prefetch_raised(const struct test_env *env) {
   struct capture blocker = {0};
   pxl_token bt = start_blocker(env, loader, queue, "raise-blocker", &blocker);
   CHECK_STATUS(host_show(&h, table, 40, 2, 1), PXL_OK); /* 40-41 visible, 42-45 prefetched */
-  /* One row per call: a whole screen per call would be a fling (no prefetch then). */
+  /* One row per call, a call every 150 ms: a slow scroll, each row on screen for 300 ms.
+   * A whole screen per call, or calls in quick succession (each row on screen for a
+   * fraction of the 50 ms speed window), would be a fling: no prefetch then. */
+  sleep_ms(150);
   CHECK_STATUS(host_show(&h, table, 41, 2, 1), PXL_OK); /* 42 raised, 46 prefetched */
+  sleep_ms(150);
   CHECK_STATUS(host_show(&h, table, 42, 2, 1), PXL_OK); /* 43 raised, 47 prefetched */
   pxl_table_stats stats = table_stats(table);
   CHECK_INT(stats.started, 8); /* 40..47, once each */

@@ -13,24 +13,32 @@ public final class ImageTable: @unchecked Sendable {
     /// most this many, and no more than the network has lately delivered complete images
     /// in `prefetchHorizonMilliseconds` (the loader's `networkThroughput`), at least one:
     /// prefetches beyond what the pipe can fill before the user gets there only take its
-    /// bandwidth from the rows on screen.
+    /// bandwidth from the rows on screen. Within that, the rows the scroll brings on
+    /// screen within the time visible rows' loads have lately taken (at least two): on a
+    /// network that loads a row in a frame, rows further ahead are bets that a stop or a
+    /// turn loses (see `planScroll`).
     public var prefetchRows = 8
     /// 0: always `prefetchRows`, whatever the network.
     public var prefetchHorizonMilliseconds = 500
     /// Rows just behind the visible ones that keep loading instead of being cancelled
-    /// (the user often scrolls back a little).
+    /// (the user often scrolls back a little), while visible rows have lately loaded
+    /// within `fastScrollMilliseconds`: there a row that just left finishes in a moment.
+    /// On a slower network it would take the screen's bandwidth for a row the user left
+    /// (and, preempted by a visible row, start over later), so it is cancelled.
     public var keepRows = 2
     public var visiblePriority: Int32 = 100
     public var prefetchPriority: Int32 = -100
     /// How long a row reached by a fling (or a jump) waits before its transfer starts: a
     /// couple of frames, about the time a fling takes to carry it off screen again.
     public var flingStartDelayMilliseconds = 20
-    /// A scroll is fast when, at the speed of the last `speedWindowMilliseconds`, a row
-    /// entering the screen would leave it within `fastScrollMilliseconds`, before its
-    /// image could arrive. Loading such a row only wastes bytes; fast scrolls are treated
-    /// as flings. `fastScrollMilliseconds` 0: only moves of a screen or more per call are
-    /// flings.
-    public var fastScrollMilliseconds = 40
+    /// A visible row that will leave the screen within `fastScrollMilliseconds` (predicted
+    /// from the speed of the last `speedWindowMilliseconds` and, once a fling slows down,
+    /// its slowdown: `ScrollMotion`) is passing: its image would flash for a few frames at
+    /// best (100 ms: six), and loading it mostly wastes bytes (a large image that is not
+    /// drawn before the row leaves costs its whole transfer). A scroll is fast when every
+    /// entering row is passing; fast scrolls are treated as flings.
+    /// `fastScrollMilliseconds` 0: only moves of a screen or more per call are flings.
+    public var fastScrollMilliseconds = 100
     /// Up to this, the threshold rises to the time the table's visible rows have lately
     /// taken to load (from their start to their result): a row that would leave before
     /// its image could arrive is not worth a request, and on a slow network a request cut
@@ -40,9 +48,11 @@ public final class ImageTable: @unchecked Sendable {
     public var measuredFastScrollCapMilliseconds = 400
     public var speedWindowMilliseconds = 50
     /// Prefetches wait while a visible row is still loading, so the screen gets the
-    /// connections, the server's turns and the decoders first; they start when the last
-    /// visible row has its result, or after this long at most (a visible row on a stalled
-    /// server must not stop prefetching for good).
+    /// connections, the bandwidth, the server's turns and the decoders first; they start
+    /// when the last visible row has its result, or once this long has passed since the
+    /// last `setVisible` (each call while a visible row loads holds them this long again;
+    /// a visible row on a stalled server ends with the engine's stall timeout, so it does
+    /// not stop prefetching for good).
     public var prefetchHoldMilliseconds = 1000
     /// Visible rows get previews of progressive JPEGs while they download (`onPreview`).
     public var previews = true
@@ -148,7 +158,8 @@ public final class ImageTable: @unchecked Sendable {
     var toStart: [(Int, ImageRequest, Bool)] = []  // row, request, visible
     var toRaise: [(UInt64, Int32)] = []
     var toConfirm: [UInt64] = []
-    var toPostpone: [UInt64] = []
+    var toPostpone: [(UInt64, Int)] = []
+    var toHoldAgain: [UInt64] = []
     lock.withLock {
       if closed { return }
       requested = (first, count, direction)
@@ -186,11 +197,11 @@ public final class ImageTable: @unchecked Sendable {
         case .loading(_, nil)?:
           continue  // being issued on another thread, with the priority it had then
         case .loading(_, let token?)?:
-          toRaise.append((token, configuration.visiblePriority))
+          toRaise.append((token, visiblePriority(row, plan)))
           // Still on screen a frame later: a fling's start delay is over for this row,
           // unless it is still passing (it is likely gone before its image could arrive).
           if passing {
-            toPostpone.append(token)
+            toPostpone.append((token, plan.passingDelay(row, minimum: configuration.flingStartDelayMilliseconds)))
           } else {
             toConfirm.append(token)
             if unconfirmedRows.remove(row) != nil { loadStartedAt[row] = clock() }
@@ -198,7 +209,7 @@ public final class ImageTable: @unchecked Sendable {
         case nil:
           guard let request = requestForRow(row) else { continue }
           var wanted = request
-          wanted.priority = configuration.visiblePriority
+          wanted.priority = visiblePriority(row, plan)
           if let image = loader.cachedImage(for: wanted) {
             rows[row] = .shown
             statistics.memoryHits += 1
@@ -206,7 +217,7 @@ public final class ImageTable: @unchecked Sendable {
             immediate.append((row, .success(image, .memory, httpStatus: 0)))
           } else {
             if passing {
-              wanted.startDelayMilliseconds = configuration.flingStartDelayMilliseconds
+              wanted.startDelayMilliseconds = plan.passingDelay(row, minimum: configuration.flingStartDelayMilliseconds)
               unconfirmedRows.insert(row)
             } else {
               loadStartedAt[row] = clock()
@@ -218,12 +229,23 @@ public final class ImageTable: @unchecked Sendable {
       // The screen first: while a visible row loads, prefetches wait (see
       // `prefetchHoldMilliseconds`); once none does, the waiting ones start.
       let screenLoading = !toStart.isEmpty || isLoadingAVisibleRow()
-      if !screenLoading { toConfirm += releaseHeldPrefetches() }
+      if !screenLoading {
+        toConfirm += releaseHeldPrefetches()
+      } else {
+        for row in heldPrefetchRows {
+          if case .loading(_, let token?)? = rows[row] { toHoldAgain.append(token) }
+        }
+      }
       // Nearest first: each row further away ranks one lower (among equal priorities the
       // engine would start the newest, that is the furthest).
+      // The rows a slowing fling will stop on are the next screen: they rank just below
+      // the visible rows (first when the hold ends), but wait for them like any prefetch:
+      // sent at once, they took a slow link's bandwidth from rows still on screen that
+      // were about to leave.
       for (distance, row) in ahead.enumerated() where rows[row] == nil {
         guard var request = requestForRow(row) else { continue }
-        request.priority = Self.add32(configuration.prefetchPriority, -distance)
+        request.priority = plan.landing.contains(row) ? Self.landingPriority(configuration.visiblePriority, distance)
+          : Self.add32(configuration.prefetchPriority, -distance)
         guard loader.cachedImage(for: request) == nil else { continue }
         if screenLoading && configuration.prefetchHoldMilliseconds > 0 {
           request.startDelayMilliseconds = configuration.prefetchHoldMilliseconds
@@ -231,17 +253,21 @@ public final class ImageTable: @unchecked Sendable {
         }
         toStart.append((row, request, false))
       }
-      // Rows that were visible and are now only kept or prefetched drop to low priority.
+      // Rows that were visible and are now only kept or prefetched drop to low priority;
+      // rows loading ahead take the rank of this call's plan (landing or not).
       for (distance, row) in (plan.keepAhead + Array(behind)).enumerated() {
         if case .loading(_, let token?)? = rows[row] {
-          toRaise.append((token, Self.add32(configuration.prefetchPriority, -distance)))
+          let priority = plan.landing.contains(row) ? Self.landingPriority(configuration.visiblePriority, distance)
+            : Self.add32(configuration.prefetchPriority, -distance)
+          toRaise.append((token, priority))
         }
       }
     }
     for token in toCancel { loader.cancel(token) }
     for (token, priority) in toRaise { loader.setPriority(token, priority) }
     for token in toConfirm { loader.startNow(token) }
-    for token in toPostpone { loader.postpone(token, milliseconds: configuration.flingStartDelayMilliseconds) }
+    for (token, milliseconds) in toPostpone { loader.postpone(token, milliseconds: milliseconds) }
+    for token in toHoldAgain { loader.postpone(token, milliseconds: configuration.prefetchHoldMilliseconds) }
     for (row, request, _) in toStart { start(row: row, request: request) }
     for (row, outcome) in immediate { onRow(row, outcome) }
   }
@@ -276,6 +302,9 @@ public final class ImageTable: @unchecked Sendable {
   private struct ScrollPlan {
     /// Rows to prefetch now, nearest (soonest on screen) first.
     var ahead: [Int] = []
+    /// Rows of `ahead` that the scroll will stop on (a slowing fling's final screen, as
+    /// predicted): ranked as visible rows are, after them.
+    var landing: Set<Int> = []
     /// Rows ahead whose loads, once started, go on: `ahead` and the configured window
     /// beyond it, so that a prediction that wavers from frame to frame does not cut and
     /// restart transfers (on a slow server each start costs a turn).
@@ -295,6 +324,17 @@ public final class ImageTable: @unchecked Sendable {
       if skipping { return true }
       guard let threshold, let prediction else { return false }
       return prediction.visit(of: row).leave < threshold
+    }
+
+    /// How long a passing row's transfer waits (at least `minimum` ms): until a frame after
+    /// the row is predicted to leave, when it is cancelled. A host calls `setVisible` only
+    /// when the screen moves, every few frames in a slow scroll: a shorter wait would end
+    /// between two calls and send the request after all.
+    func passingDelay(_ row: Int, minimum: Int) -> Int {
+      guard !skipping, let prediction else { return minimum }
+      let leave = prediction.visit(of: row).leave
+      guard leave.isFinite else { return minimum }
+      return max(minimum, Int((leave + ImageTable.frameSeconds) * 1000) + 1)
     }
   }
 
@@ -344,7 +384,7 @@ public final class ImageTable: @unchecked Sendable {
       return plan
     }
     let threshold = fastScrollThresholdMilliseconds / 1000
-    let speed = motion.slowingSpeed(at: now) ?? abs(velocity)
+    let speed = motion.slowingSpeed(at: now) ?? motion.steadySpeed ?? abs(velocity)
     let prediction = ScrollPrediction(first: visible.lowerBound, count: visible.count,
                                       velocity: direction > 0 ? speed : -speed, decay: motion.decay)
     plan.prediction = prediction
@@ -372,7 +412,10 @@ public final class ImageTable: @unchecked Sendable {
       if visit.enter > lead && (plan.ahead.count >= Self.minimumPrefetchRows || fast || prediction.decay != nil) {
         break
       }
-      if plan.threshold == nil || visit.leave - visit.enter >= threshold { plan.ahead.append(row) }
+      if plan.threshold == nil || visit.leave - visit.enter >= threshold {
+        plan.ahead.append(row)
+        if visit.leave == .infinity { plan.landing.insert(row) }
+      }
       row += step
     }
     plan.keepAhead = plan.ahead + (fast ? [] : fixedWindow.filter { !plan.ahead.contains($0) })
@@ -387,7 +430,7 @@ public final class ImageTable: @unchecked Sendable {
     return max(Double(configuration.fastScrollMilliseconds) / 1000, load / 1e9) + Self.frameSeconds
   }
 
-  private static let frameSeconds = 0.016
+  fileprivate static let frameSeconds = 0.016
   /// Rows prefetched however fast rows load, where the window allows: the next rows, so
   /// that a row entering the screen is drawn in the frame it enters.
   private static let minimumPrefetchRows = 2
@@ -444,10 +487,31 @@ public final class ImageTable: @unchecked Sendable {
   }
 
   private func keepRange(direction: Int) -> Range<Int> {
+    if let load = recentLoadNanoseconds, load > Double(configuration.fastScrollMilliseconds) * 1e6 { return 0..<0 }
     let n = configuration.keepRows
     if direction > 0 { return max(0, visible.lowerBound - n)..<visible.lowerBound }
     if direction < 0 { return visible.upperBound..<min(rowCount, Self.add(visible.upperBound, n)) }
     return 0..<0
+  }
+
+  /// A visible row's priority: while scrolling at a known speed, the row that leaves
+  /// first ranks highest (one above the next, up to `visiblePriority` + rows - 1 at the
+  /// leaving edge), so that when the screen's rows wait for connections, or share a slow
+  /// link, the rows about to leave go first and the rows that just came on screen, with
+  /// the longest time ahead of them, last (the engine would otherwise start the newest
+  /// first). Still, or with no speed yet (a first screen, a jump): all at
+  /// `visiblePriority`, none has a deadline. Called under the lock.
+  private func visiblePriority(_ row: Int, _ plan: ScrollPlan) -> Int32 {
+    guard let prediction = plan.prediction else { return configuration.visiblePriority }
+    if prediction.velocity > 0 { return Self.add32(configuration.visiblePriority, visible.upperBound - 1 - row) }
+    return Self.add32(configuration.visiblePriority, row - visible.lowerBound)
+  }
+
+  /// Below the visible rows, nearest first, and never below the foreground (an ordinary
+  /// load) unless the visible priority itself is lower.
+  private static func landingPriority(_ visible: Int32, _ distance: Int) -> Int32 {
+    let ranked = add32(visible, -1 - distance)
+    return visible > 0 ? max(ranked, 0) : ranked
   }
 
   private static func add32(_ a: Int32, _ b: Int) -> Int32 {

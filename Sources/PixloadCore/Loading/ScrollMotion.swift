@@ -83,10 +83,26 @@ struct ScrollMotion {
   }
 
   /// The speed (rows per second, unsigned) at `now` of a scroll that is slowing down, nil
-  /// when it is not (then `velocity` is the speed).
+  /// when it is not (then `steadySpeed` is the speed).
   func slowingSpeed(at now: UInt64) -> Double? {
     guard let decay, let slowing else { return nil }
     return slowing.rowsPerSecond * exp(-Double(now &- slowing.at) / 1e9 / decay)
+  }
+
+  /// The speed (rows per second, unsigned) between moves over the last deceleration
+  /// interval or two: exact where `velocity`, counting the rows within its short window,
+  /// rounds a row every other frame to one or two per window. Over the speed window at
+  /// least, as `velocity`: moves a host makes within one frame are one move. Nil before a
+  /// second move.
+  var steadySpeed: Double? {
+    guard let latest = moves.last,
+          let earliest = moves.first(where: { $0.at < latest.at && latest.at - $0.at <= 2 * decelerationInterval })
+    else { return nil }
+    // The rows moved after `earliest` took the time since it; within a speed window, the
+    // rows moved in the window took the window.
+    let span = max(latest.at - earliest.at, windowNanoseconds)
+    let rows = moves.reduce(0) { $0 + ($1.at > earliest.at || latest.at - $1.at < span ? abs($1.rows) : 0) }
+    return Double(rows) / (Double(span) / 1e9)
   }
 
   /// Compares the speed over the last `interval` (up to the latest move) with the speed
