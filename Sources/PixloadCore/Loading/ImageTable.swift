@@ -236,16 +236,12 @@ public final class ImageTable: @unchecked Sendable {
           if case .loading(_, let token?)? = rows[row] { toHoldAgain.append(token) }
         }
       }
-      // Nearest first: each row further away ranks one lower (among equal priorities the
-      // engine would start the newest, that is the furthest).
-      // The rows a slowing fling will stop on are the next screen: they rank just below
-      // the visible rows (first when the hold ends), but wait for them like any prefetch:
-      // sent at once, they took a slow link's bandwidth from rows still on screen that
-      // were about to leave.
+      // Prefetches wait for the screen like any prefetch, also the rows a slowing fling
+      // will stop on: sent at once, they took a slow link's bandwidth from rows still on
+      // screen that were about to leave.
       for (distance, row) in ahead.enumerated() where rows[row] == nil {
         guard var request = requestForRow(row) else { continue }
-        request.priority = plan.landing.contains(row) ? Self.landingPriority(configuration.visiblePriority, distance)
-          : Self.add32(configuration.prefetchPriority, -distance)
+        request.priority = aheadPriority(row, distance: distance, plan)
         guard loader.cachedImage(for: request) == nil else { continue }
         if screenLoading && configuration.prefetchHoldMilliseconds > 0 {
           request.startDelayMilliseconds = configuration.prefetchHoldMilliseconds
@@ -256,11 +252,7 @@ public final class ImageTable: @unchecked Sendable {
       // Rows that were visible and are now only kept or prefetched drop to low priority;
       // rows loading ahead take the rank of this call's plan (landing or not).
       for (distance, row) in (plan.keepAhead + Array(behind)).enumerated() {
-        if case .loading(_, let token?)? = rows[row] {
-          let priority = plan.landing.contains(row) ? Self.landingPriority(configuration.visiblePriority, distance)
-            : Self.add32(configuration.prefetchPriority, -distance)
-          toRaise.append((token, priority))
-        }
+        if case .loading(_, let token?)? = rows[row] { toRaise.append((token, aheadPriority(row, distance: distance, plan))) }
       }
     }
     for token in toCancel { loader.cancel(token) }
@@ -507,11 +499,16 @@ public final class ImageTable: @unchecked Sendable {
     return Self.add32(configuration.visiblePriority, row - visible.lowerBound)
   }
 
-  /// Below the visible rows, nearest first, and never below the foreground (an ordinary
-  /// load) unless the visible priority itself is lower.
-  private static func landingPriority(_ visible: Int32, _ distance: Int) -> Int32 {
-    let ranked = add32(visible, -1 - distance)
-    return visible > 0 ? max(ranked, 0) : ranked
+  /// The priority of a row off screen, `distance` places from it in the plan's order:
+  /// nearest first, each further one a rank lower (among equal priorities the engine would
+  /// start the newest, that is the furthest). Prefetched and kept rows rank from
+  /// `prefetchPriority` down; the rows a slowing fling will stop on are the next screen,
+  /// and rank from just below `visiblePriority` (never below an ordinary load, unless the
+  /// visible priority itself is lower).
+  private func aheadPriority(_ row: Int, distance: Int, _ plan: ScrollPlan) -> Int32 {
+    guard plan.landing.contains(row) else { return Self.add32(configuration.prefetchPriority, -distance) }
+    let ranked = Self.add32(configuration.visiblePriority, -1 - distance)
+    return configuration.visiblePriority > 0 ? max(ranked, 0) : ranked
   }
 
   private static func add32(_ a: Int32, _ b: Int) -> Int32 {
