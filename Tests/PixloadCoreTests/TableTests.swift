@@ -276,6 +276,57 @@ final class TableClockTests: XCTestCase {
     func advance(milliseconds: UInt64) { now += milliseconds * 1_000_000 }
   }
 
+  /// A table over a manual network, on the test's clock.
+  final class Rig {
+    let network = ManualDataLoader()
+    let loader: ImageLoader
+    let queue: CompletionQueue
+    let clock = Clock()
+    private(set) var table: ImageTable!
+    private(set) var delivered = 0
+
+    init(_ configuration: ImageTable.Configuration, rows: Int = 100) throws {
+      var loaderConfiguration = LoaderConfiguration()
+      loaderConfiguration.decodeThreads = 1
+      loader = try ImageLoader(configuration: loaderConfiguration, dataLoader: network, decoder: FakeDecoder())
+      queue = try CompletionQueue()
+      table = ImageTable(loader: loader, queue: queue, rowCount: rows, configuration: configuration,
+                         clock: { [clock] in clock.now },
+                         requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
+                         onRow: { [unowned self] _, _ in delivered += 1 })
+    }
+
+    /// Shows rows 0 ..< count at rest and, `milliseconds` later on the clock, finishes
+    /// their transfers and delivers them: the table's measure of the network.
+    func loadFirstScreen(count: Int, milliseconds: UInt64) {
+      table.setVisible(first: 0, count: count, direction: 0)
+      clock.advance(milliseconds: milliseconds)
+      for row in 0..<count {
+        guard let index = network.started.firstIndex(where: { $0.url == "http://h/\(row).jpg" }) else {
+          return XCTFail("row \(row) was not started")
+        }
+        network.finish(index)
+      }
+      let deadline = monotonicNanoseconds() + 5_000_000_000
+      while delivered < count && monotonicNanoseconds() < deadline {
+        _ = queue.wait(timeoutMilliseconds: 100)
+        _ = queue.dispatch(max: 0)
+      }
+      XCTAssertEqual(delivered, count)
+    }
+
+    /// The latest transfer for `row`.
+    func transfer(forRow row: Int) -> ManualDataLoader.Started? {
+      network.started.last { $0.url == "http://h/\(row).jpg" }
+    }
+
+    func close() {
+      table.close()
+      loader.close()
+      queue.close()
+    }
+  }
+
   /// Visible rows have lately taken 200 ms to load: a scroll that keeps a row on screen
   /// 100 ms is a fling for the table (its rows wait out a start delay, until a frame after
   /// they are predicted to leave, instead of sending requests that would be cut as they
@@ -286,194 +337,113 @@ final class TableClockTests: XCTestCase {
     // frame (16 ms), rounded up.
     for (loadMilliseconds, threshold, expectedDelay) in [(0 as UInt64, 40.0, 0 as UInt64), (200, 200, 117_000_000),
                                                          (2_000, 250, 117_000_000)] {
-      let network = ManualDataLoader()
-      var loaderConfiguration = LoaderConfiguration()
-      loaderConfiguration.decodeThreads = 1
-      let loader = try ImageLoader(configuration: loaderConfiguration, dataLoader: network, decoder: FakeDecoder())
-      let queue = try CompletionQueue()
-      let clock = Clock()
       var configuration = ImageTable.Configuration()
       configuration.prefetchRows = 0
       configuration.fastScrollMilliseconds = 40
       configuration.speedWindowMilliseconds = 50
       configuration.measuredFastScrollCapMilliseconds = 250
-      var delivered = 0
-      let table = ImageTable(loader: loader, queue: queue, rowCount: 100, configuration: configuration,
-                             clock: { clock.now },
-                             requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
-                             onRow: { _, _ in delivered += 1 })
-      table.setVisible(first: 0, count: 4, direction: 0)
-      XCTAssertEqual(network.started.count, 4)
+      let rig = try Rig(configuration)
       if loadMilliseconds > 0 {
-        clock.advance(milliseconds: loadMilliseconds)
-        for index in 0..<4 { network.finish(index) }
-        let deadline = monotonicNanoseconds() + 5_000_000_000
-        while delivered < 4 && monotonicNanoseconds() < deadline {
-          _ = queue.wait(timeoutMilliseconds: 100)
-          _ = queue.dispatch(max: 0)
-        }
-        XCTAssertEqual(delivered, 4)
+        rig.loadFirstScreen(count: 4, milliseconds: loadMilliseconds)
+      } else {
+        rig.table.setVisible(first: 0, count: 4, direction: 0)
       }
-      XCTAssertEqual(table.currentFastScrollMilliseconds, threshold, "loads of \(loadMilliseconds) ms")
+      XCTAssertEqual(rig.table.currentFastScrollMilliseconds, threshold, "loads of \(loadMilliseconds) ms")
       // One row per 25 ms: an entering row stays 100 ms.
-      clock.advance(milliseconds: 1_000)
-      table.setVisible(first: 1, count: 4, direction: 1)
-      clock.advance(milliseconds: 25)
-      table.setVisible(first: 2, count: 4, direction: 1)
-      let row5 = network.started.first { $0.url == "http://h/5.jpg" }
-      XCTAssertEqual(row5?.delay, expectedDelay, "loads of \(loadMilliseconds) ms")
-      table.close()
-      loader.close()
-      queue.close()
+      rig.clock.advance(milliseconds: 1_000)
+      rig.table.setVisible(first: 1, count: 4, direction: 1)
+      rig.clock.advance(milliseconds: 25)
+      rig.table.setVisible(first: 2, count: 4, direction: 1)
+      XCTAssertEqual(rig.transfer(forRow: 5)?.delay, expectedDelay, "loads of \(loadMilliseconds) ms")
+      rig.close()
     }
   }
-}
 
-extension TableClockTests {
   /// A row still loading when it scrolls off the top is kept (it finishes into the memory
   /// cache) where visible rows have lately loaded within the fast-scroll threshold
   /// (10 ms < 40 ms), and cancelled where they take longer (200 ms): there it would take
   /// the screen's bandwidth for a row the user left.
   func testARowBehindIsKeptOnlyWhereRowsLoadQuickly() throws {
     for (loadMilliseconds, kept) in [(10 as UInt64, true), (200, false)] {
-      let network = ManualDataLoader()
-      var loaderConfiguration = LoaderConfiguration()
-      loaderConfiguration.decodeThreads = 1
-      let loader = try ImageLoader(configuration: loaderConfiguration, dataLoader: network, decoder: FakeDecoder())
-      let queue = try CompletionQueue()
-      let clock = Clock()
       var configuration = ImageTable.Configuration()
       configuration.prefetchRows = 0
       configuration.keepRows = 2
       configuration.fastScrollMilliseconds = 40
-      var delivered = 0
-      let table = ImageTable(loader: loader, queue: queue, rowCount: 100, configuration: configuration,
-                             clock: { clock.now },
-                             requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
-                             onRow: { _, _ in delivered += 1 })
-      table.setVisible(first: 0, count: 4, direction: 0)
-      clock.advance(milliseconds: loadMilliseconds)
-      for index in 0..<4 { network.finish(index) }
-      let deadline = monotonicNanoseconds() + 5_000_000_000
-      while delivered < 4 && monotonicNanoseconds() < deadline {
-        _ = queue.wait(timeoutMilliseconds: 100)
-        _ = queue.dispatch(max: 0)
-      }
+      let rig = try Rig(configuration)
+      rig.loadFirstScreen(count: 4, milliseconds: loadMilliseconds)
       // A slow scroll, two rows a second: row 4 comes on screen, starts, and leaves at
       // the top while still loading.
       for first in [1, 3, 5] {
-        clock.advance(milliseconds: 1_000)
-        table.setVisible(first: first, count: 4, direction: 1)
+        rig.clock.advance(milliseconds: 1_000)
+        rig.table.setVisible(first: first, count: 4, direction: 1)
       }
-      let row4 = network.started.first { $0.url == "http://h/4.jpg" }!
+      let row4 = rig.transfer(forRow: 4)!
       XCTAssertEqual(row4.delay, 0)
-      XCTAssertEqual(network.cancelled.contains(row4.id), !kept, "loads of \(loadMilliseconds) ms")
-      table.close()
-      loader.close()
-      queue.close()
+      XCTAssertEqual(rig.network.cancelled.contains(row4.id), !kept, "loads of \(loadMilliseconds) ms")
+      rig.close()
     }
   }
-}
 
-extension TableClockTests {
   /// Scrolling at a known speed, the screen's rows rank by when they leave: the row at the
   /// leaving edge highest, the row just entering at the visible priority. With no speed
   /// yet (a first screen), all rank alike.
   func testWhileScrollingTheRowAboutToLeaveRanksFirst() throws {
-    let network = ManualDataLoader()
-    var loaderConfiguration = LoaderConfiguration()
-    loaderConfiguration.decodeThreads = 1
-    let loader = try ImageLoader(configuration: loaderConfiguration, dataLoader: network, decoder: FakeDecoder())
-    let queue = try CompletionQueue()
-    let clock = Clock()
     var configuration = ImageTable.Configuration()
     configuration.prefetchRows = 0
-    let table = ImageTable(loader: loader, queue: queue, rowCount: 100, configuration: configuration,
-                           clock: { clock.now },
-                           requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
-                           onRow: { _, _ in })
-    func priority(_ row: Int) -> Int32? {
-      network.started.last { $0.url == "http://h/\(row).jpg" }.flatMap { network.priority(of: $0.id) }
-    }
-    table.setVisible(first: 0, count: 4, direction: 1)
+    let rig = try Rig(configuration)
+    defer { rig.close() }
+    func priority(_ row: Int) -> Int32? { rig.transfer(forRow: row).flatMap { rig.network.priority(of: $0.id) } }
+    rig.table.setVisible(first: 0, count: 4, direction: 1)
     XCTAssertEqual((0...3).map(priority), [100, 100, 100, 100])
-    // A row every 100 ms: each row stays 400 ms, longer than the 40 ms threshold.
+    // A row every 100 ms: each row stays 400 ms, longer than the 100 ms threshold.
     for first in 1...3 {
-      clock.advance(milliseconds: 100)
-      table.setVisible(first: first, count: 4, direction: 1)
+      rig.clock.advance(milliseconds: 100)
+      rig.table.setVisible(first: first, count: 4, direction: 1)
     }
     XCTAssertEqual((3...6).map(priority), [103, 102, 101, 100])
-    clock.advance(milliseconds: 100)
-    table.setVisible(first: 2, count: 4, direction: -1)  // a turn: no speed yet that way
-    clock.advance(milliseconds: 100)
-    table.setVisible(first: 1, count: 4, direction: -1)
+    rig.clock.advance(milliseconds: 100)
+    rig.table.setVisible(first: 2, count: 4, direction: -1)  // a turn: no speed yet that way
+    rig.clock.advance(milliseconds: 100)
+    rig.table.setVisible(first: 1, count: 4, direction: -1)
     XCTAssertEqual((1...4).map(priority), [100, 101, 102, 103], "scrolling up, row 4 leaves first")
-    table.close()
-    loader.close()
-    queue.close()
   }
-}
 
-/// A slowing fling played frame by frame on the table's clock, as kinetic scrolling moves
-/// it (16 ms frames, the speed 4 % of the distance left, at most 10 rows and at least a
-/// quarter row a frame: bench/scroll.c's fling), on a network where visible rows have
-/// lately taken 200 ms to load. Nothing ever finishes during the fling: what the test
-/// reads is which transfers the table sent (started without a delay, or let go) and when.
-final class TableFlingTests: XCTestCase {
+  /// A slowing fling played frame by frame, as kinetic scrolling moves it (16 ms frames,
+  /// the speed 4 % of the distance left, at most 10 rows and at least a quarter row a
+  /// frame: bench/scroll.c's fling), on a network where visible rows have lately taken
+  /// 200 ms to load. Nothing finishes during the fling: what the test reads is which
+  /// transfers the table asked for, sent (started without a delay, or let go), and when.
   func testASlowingFlingSendsTheRowsItStopsOnAndNotTheRowsItSweepsPast() throws {
-    let network = ManualDataLoader()
-    var loaderConfiguration = LoaderConfiguration()
-    loaderConfiguration.decodeThreads = 1
-    let loader = try ImageLoader(configuration: loaderConfiguration, dataLoader: network, decoder: FakeDecoder())
-    let queue = try CompletionQueue()
-    defer {
-      loader.close()
-      queue.close()
-    }
-    let clock = TableClockTests.Clock()
     var configuration = ImageTable.Configuration()
     configuration.speedWindowMilliseconds = 50
-    var delivered = 0
-    let table = ImageTable(loader: loader, queue: queue, rowCount: 1000, configuration: configuration,
-                           clock: { clock.now },
-                           requestForRow: { ImageRequest(url: "http://h/\($0).jpg", targetWidth: 10, targetHeight: 10) },
-                           onRow: { _, _ in delivered += 1 })
-    defer { table.close() }
-    // The first screen loads in 200 ms: the table's measure of the network.
-    table.setVisible(first: 0, count: 8, direction: 0)
-    clock.advance(milliseconds: 200)
-    for index in 0..<8 { network.finish(index) }
-    let deadline = monotonicNanoseconds() + 5_000_000_000
-    while delivered < 8 && monotonicNanoseconds() < deadline {
-      _ = queue.wait(timeoutMilliseconds: 100)
-      _ = queue.dispatch(max: 0)
-    }
-    XCTAssertEqual(table.currentFastScrollMilliseconds, 200)
-    clock.advance(milliseconds: 1_000)
-
+    let rig = try Rig(configuration, rows: 1000)
+    defer { rig.close() }
+    rig.loadFirstScreen(count: 8, milliseconds: 200)
+    XCTAssertEqual(rig.table.currentFastScrollMilliseconds, 200)
+    rig.clock.advance(milliseconds: 1_000)
     func row(of started: ManualDataLoader.Started) -> Int { Int(started.url.dropFirst(9).dropLast(4))! }
     var sentAt: [Int: Int] = [:], enteredAt: [Int: Int] = [:], leftAt: [Int: Int] = [:]
     var requestedAt: [Int: Int] = [:], foregroundAt: [Int: Int] = [:]
     var position = 0.0, first = 0, frame = 0
     let target = 300.0
-    for started in network.started where started.delay == 0 || network.startedNow.contains(started.id) {
+    for started in rig.network.started where started.delay == 0 || rig.network.startedNow.contains(started.id) {
       sentAt[row(of: started)] = 0
     }
     while frame < 400 {
       frame += 1
-      clock.advance(milliseconds: 16)
+      rig.clock.advance(milliseconds: 16)
       let moving = position < target
       if moving { position = min(target, position + max(0.25, min(10, (target - position) * 0.04))) }
       let next = Int(position.rounded(.down))
       for row in max(first + 8, next)..<(next + 8) where enteredAt[row] == nil { enteredAt[row] = frame }
       for row in first..<min(next, first + 8) { leftAt[row] = frame }
       first = next
-      table.setVisible(first: first, count: 8, direction: moving ? 1 : 0)
-      let now = network.startedNow
-      for started in network.started {
+      rig.table.setVisible(first: first, count: 8, direction: moving ? 1 : 0)
+      let now = rig.network.startedNow
+      for started in rig.network.started {
         let row = row(of: started)
         if requestedAt[row] == nil { requestedAt[row] = frame }
-        if (network.priority(of: started.id) ?? -1) >= 0 && enteredAt[row] == nil { foregroundAt[row] = frame }
+        if (rig.network.priority(of: started.id) ?? -1) >= 0 && enteredAt[row] == nil { foregroundAt[row] = frame }
         if (started.delay == 0 || now.contains(started.id)) && sentAt[row] == nil { sentAt[row] = frame }
       }
     }
