@@ -1433,13 +1433,14 @@ impl TableConfig {
         TableConfig { raw }
     }
 
-    /// Rows ahead in the scroll direction that are prefetched.
+    /// At most this many rows ahead in the scroll direction are prefetched (fewer where
+    /// rows load faster than the scroll reaches them; see pixload.h).
     pub fn prefetch_rows(mut self, rows: u32) -> TableConfig {
         self.raw.prefetch_rows = clamp_i32(rows);
         self
     }
 
-    /// Rows just behind that keep loading.
+    /// Rows just behind that keep loading, where rows load within 100 ms.
     pub fn keep_rows(mut self, rows: u32) -> TableConfig {
         self.raw.keep_rows = clamp_i32(rows);
         self
