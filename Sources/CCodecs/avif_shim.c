@@ -455,14 +455,9 @@ pxl_codec_status pxl_avif_color(const uint8_t *data, size_t size, pxl_codec_colo
   avifDecoder *d = open_parsed(data, size, &st, msg, sizeof msg);
   if (d == NULL) return st;
   const avifImage *image = d->image;
-  if (image->icc.size > 0) {
-    color->icc = malloc(image->icc.size);
-    if (color->icc == NULL) {
-      avifDecoderDestroy(d);
-      return PXL_CODEC_NO_MEMORY;
-    }
-    memcpy(color->icc, image->icc.data, image->icc.size);
-    color->icc_size = image->icc.size;
+  if (pxl_codec_color_copy_icc(color, image->icc.data, image->icc.size) != PXL_CODEC_OK) {
+    avifDecoderDestroy(d);
+    return PXL_CODEC_NO_MEMORY;
   }
   /* The colr 'nclx' box, or, without one, the AV1 sequence header's colour description
    * (libavif reads it while parsing); 2 = unspecified. */

@@ -11,6 +11,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pxl_codecs.h"
 
@@ -69,6 +70,15 @@ void pxl_set_message(char *dst, size_t cap, const char *prefix, const char *text
    * interpreted as a format. */
   if (text == NULL || text[0] == '\0') dst[0] = '\0';
   else snprintf(dst, cap, "%s: %s", prefix, text);
+}
+
+pxl_codec_status pxl_codec_color_copy_icc(pxl_codec_color *color, const uint8_t *bytes, size_t size) {
+  if (size == 0) return PXL_CODEC_OK;
+  color->icc = malloc(size);
+  if (color->icc == NULL) return PXL_CODEC_NO_MEMORY;
+  memcpy(color->icc, bytes, size);
+  color->icc_size = size;
+  return PXL_CODEC_OK;
 }
 
 void pxl_codec_color_free(pxl_codec_color *color) {

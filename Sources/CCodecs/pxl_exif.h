@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pxl_codecs.h"
+
 /* Orientation (1..8) from a TIFF-structured EXIF block (starting at the "II"/"MM" byte
  * order mark, i.e. after JPEG's "Exif\0\0" prefix). Returns 1 when the block is
  * malformed, has no orientation tag, or the value is outside 1..8. Reads only
@@ -16,5 +18,9 @@ int32_t pxl_layout_channels(int32_t layout);
 
 /* Copies "<prefix>: <text>" into dst (capacity cap), always NUL-terminated when cap > 0. */
 void pxl_set_message(char *dst, size_t cap, const char *prefix, const char *text);
+
+/* Gives color a malloc'd copy of the ICC profile bytes[0, size) (nothing when size is 0).
+ * Returns PXL_CODEC_OK, or PXL_CODEC_NO_MEMORY with color->icc left NULL. */
+pxl_codec_status pxl_codec_color_copy_icc(pxl_codec_color *color, const uint8_t *bytes, size_t size);
 
 #endif

@@ -408,14 +408,7 @@ pxl_codec_status pxl_webp_color(const uint8_t *data, size_t size, pxl_codec_colo
   if (st != PXL_CODEC_OK) return st;
   WebPChunkIterator ci;
   if (WebPDemuxGetChunk(f.demux, "ICCP", 1, &ci)) {
-    if (ci.chunk.size > 0) {
-      color->icc = malloc(ci.chunk.size);
-      if (color->icc == NULL) st = PXL_CODEC_NO_MEMORY;
-      else {
-        memcpy(color->icc, ci.chunk.bytes, ci.chunk.size);
-        color->icc_size = ci.chunk.size;
-      }
-    }
+    st = pxl_codec_color_copy_icc(color, ci.chunk.bytes, ci.chunk.size);
     WebPDemuxReleaseChunkIterator(&ci);
   }
   WebPDemuxDelete(f.demux);
