@@ -28,13 +28,13 @@ final class ManualDataLoader: DataLoading, @unchecked Sendable {
   var cancelled: Set<TransferID> { lock.withLock { _cancelled } }
   func priority(of id: TransferID) -> Int32? { lock.withLock { _priorities[id] } }
 
-  func start(url: String, headers: [String], revalidating: (etag: String, lastModified: String)?,
+  func start(url: RequestURL, headers: [String], revalidating: (etag: String, lastModified: String)?,
              delay: UInt64, priority: Int32,
              progress: TransferProgress?,
              completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
     lock.withLock {
       nextID += 1
-      _started.append(Started(id: nextID, url: url, headers: headers, revalidating: revalidating, delay: delay,
+      _started.append(Started(id: nextID, url: url.text, headers: headers, revalidating: revalidating, delay: delay,
                               progress: progress, completion: completion))
       _priorities[nextID] = priority
       return nextID

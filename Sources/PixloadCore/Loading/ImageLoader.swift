@@ -172,7 +172,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
                    progress: ((UInt64, UInt64, UInt64) -> Void)? = nil,
                    preview: ((UInt64, Image) -> Void)? = nil,
                    handler: @escaping (UInt64, Outcome) -> Void) throws(LoadError) -> UInt64 {
-    try validate(request)
+    let url = try validate(request)
     let variant = request.variant
     lock.lock()
     if closed {
@@ -206,7 +206,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       queue.complete(delivery, with: .failure(LoadError(.notCached, "not in the memory cache (cache-only request, no disk cache)")))
       return token
     }
-    attach(pending, to: variant, request: request)
+    attach(pending, to: variant, request: request, url: url)
     lock.unlock()
     return token
   }
@@ -331,21 +331,22 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   // MARK: - Validation
 
-  private func validate(_ request: ImageRequest) throws(LoadError) {
+  private func validate(_ request: ImageRequest) throws(LoadError) -> RequestURL {
     if request.targetWidth < 0 || request.targetHeight < 0 {
       throw LoadError(.invalidArgument, "target size must not be negative")
     }
-    let scheme = try URLScheme.parse(request.url)
-    if !configuration.network.allowedSchemes.contains(scheme) {
-      throw LoadError(.schemeNotAllowed, "scheme '\(scheme)' is not allowed by this loader")
+    let url = try RequestURL(parsing: request.url)
+    if !configuration.network.allowedSchemes.contains(url.scheme) {
+      throw LoadError(.schemeNotAllowed, "scheme '\(url.scheme)' is not allowed by this loader")
     }
+    return url
   }
 
   // MARK: - Pipeline (lock held)
 
   /// Joins the request to the decode task for its variant, creating the decode task (and
   /// the download task it waits on) when it is the first requester.
-  private func attach(_ pending: PendingRequest, to variant: ImageVariant, request: ImageRequest) {
+  private func attach(_ pending: PendingRequest, to variant: ImageVariant, request: ImageRequest, url: RequestURL) {
     let decodeKey = DecodeKey(variant: variant, policy: request.cachePolicy)
     if let decode = decodes[decodeKey] {
       decode.requests[pending.token] = pending
@@ -366,7 +367,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     decode.priority = pending.priority
     pending.decode = decode
     decodes[decodeKey] = decode
-    let source = DownloadSource(url: request.url, headers: request.headers,
+    let source = DownloadSource(url: url, headers: request.headers,
                                 startDelayMilliseconds: request.startDelayMilliseconds)
     if let diskPool, request.cachePolicy != .reload, let descriptor = diskVariantDescriptor(variant) {
       // A decoded variant on disk needs neither the encoded bytes nor a decode: look for
@@ -758,7 +759,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         }
         // Keep the bytes on disk for next time, without delaying the decode; never what
         // the server marked no-store.
-        if let diskPool, download.url.prefix(4).lowercased() == "http", !response.caching.noStore, !response.endedEarly {
+        if let diskPool, download.url.isHTTP, !response.caching.noStore, !response.endedEarly {
           let key = download.key.cacheKey, bytes = data.bytes
           let digest = response.httpStatus == 304 ? download.stored.map(OriginDigest.init) ?? OriginDigest(bytes)
                                                   : OriginDigest(bytes)
@@ -872,7 +873,7 @@ private final class DecodeTask {
 
 /// Where the bytes of a decode come from, kept while the decode looks for its variant on disk.
 private struct DownloadSource {
-  let url: String
+  let url: RequestURL
   let headers: [String]
   var startDelayMilliseconds: Int
 }
@@ -913,7 +914,7 @@ private final class OriginDigest: @unchecked Sendable {
 /// it have the same cache key, so the same headers unless the caller gave one key).
 private final class DownloadTask {
   let key: DownloadKey
-  let url: String
+  let url: RequestURL
   let headers: [String]
   var decodes: [ImageVariant: DecodeTask] = [:]
   var priority: Int32 = 0
@@ -931,7 +932,7 @@ private final class DownloadTask {
   var lastPreviewAt: UInt64 = 0
   var previewScans = 0
 
-  init(key: DownloadKey, url: String, headers: [String]) {
+  init(key: DownloadKey, url: RequestURL, headers: [String]) {
     self.key = key
     self.url = url
     self.headers = headers

@@ -73,10 +73,9 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     curl_multi_cleanup(multi)
   }
 
-  public func start(url: String, headers: [String], revalidating: (etag: String, lastModified: String)?,
+  public func start(url: RequestURL, headers: [String], revalidating: (etag: String, lastModified: String)?,
                     delay: UInt64, priority: Int32, progress: TransferProgress?,
                     completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
-    let host = (try? URLScheme.host(of: url)) ?? ""
     var lines = configuration.headers + headers
     if let revalidating {
       if !revalidating.etag.isEmpty { lines.append("If-None-Match: \(revalidating.etag)") }
@@ -84,7 +83,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     }
     let id: TransferID = lock.withLock {
       nextID += 1
-      let transfer = Transfer(id: nextID, url: url, host: host, headers: lines,
+      let transfer = Transfer(id: nextID, url: url, headers: lines,
                               priority: priority, maxBodyBytes: configuration.maxBodyBytes,
                               progress: progress, completion: completion)
       transfer.conditional = revalidating != nil
@@ -325,7 +324,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     }
     transfer.easy = easy
     transfer.prepareAttempt()
-    let isHTTPS = transfer.url.prefix(8).lowercased() == "https://"
+    let isHTTPS = transfer.url.isHTTPS
     do throws(LoadError) {
       // Every option is checked: a transfer that lacks one of the safety rules (scheme
       // allow-lists, limits, TLS verification) fails instead of running without it.
@@ -333,7 +332,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
                              libcurlVersion: CurlOption.libcurlVersion) { $0.apply(to: easy) }
       let user = Unmanaged.passUnretained(transfer).toOpaque()
       let required: [(String, () -> CURLcode)] = [
-        ("CURLOPT_URL", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url) }),
+        ("CURLOPT_URL", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url.text) }),
         ("CURLOPT_ERRORBUFFER", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer) }),
         ("CURLOPT_WRITEFUNCTION", { pxl_curl_easy_setopt_write(easy, curlWriteCallback, user) }),
         ("CURLOPT_HEADERFUNCTION", { pxl_curl_easy_setopt_header(easy, curlHeaderCallback, user) }),
@@ -512,8 +511,8 @@ private let curlHeaderCallback: pxl_curl_header_fn = { data, size, count, user i
 
 private final class Transfer {
   let id: TransferID
-  let url: String
-  let host: String
+  let url: RequestURL
+  var host: String { url.host }
   var priority: Int32
   let maxBodyBytes: Int
   let progress: TransferProgress?
@@ -543,12 +542,11 @@ private final class Transfer {
   /// interval is applied again on its queue.
   static let progressGranularity: UInt64 = 20_000_000
 
-  init(id: TransferID, url: String, host: String, headers: [String], priority: Int32, maxBodyBytes: Int,
+  init(id: TransferID, url: RequestURL, headers: [String], priority: Int32, maxBodyBytes: Int,
        progress: TransferProgress?,
        completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) {
     self.id = id
     self.url = url
-    self.host = host
     self.priority = priority
     self.maxBodyBytes = maxBodyBytes
     self.progress = progress
@@ -645,9 +643,8 @@ private final class Transfer {
       return .failure(reason)
     }
     if code == CURLE_OK {
-      let isHTTP = url.prefix(4).lowercased() == "http"
       let notModified = conditional && httpStatus == 304
-      if isHTTP && !(200..<300).contains(httpStatus) && !notModified {
+      if url.isHTTP && !(200..<300).contains(httpStatus) && !notModified {
         return .failure(LoadError(.http, "HTTP status \(httpStatus)", httpStatus: httpStatus))
       }
       return .success(DownloadedData(bytes: body, httpStatus: httpStatus, caching: caching))

@@ -18,7 +18,7 @@ public protocol DataLoading: AnyObject, Sendable {
   /// `revalidating`: validators of a stored copy; the request is made conditional and a
   /// 304 completes successfully with no bytes. `delay`: nanoseconds before the transfer
   /// may start (a cancel before then costs nothing at all).
-  func start(url: String, headers: [String], revalidating: (etag: String, lastModified: String)?,
+  func start(url: RequestURL, headers: [String], revalidating: (etag: String, lastModified: String)?,
              delay: UInt64, priority: Int32,
              progress: TransferProgress?,
              completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID

@@ -6,7 +6,7 @@
 // Last-Modified; a status line starts over). Then the decisions drawn from the result are
 // taken at several clocks (`expiry(now:)`, what the disk entry would store), and the
 // values of Location, Retry-After, Date, Expires and Last-Modified go through the
-// library's URL checks (`URLScheme`, libcurl's URL parser) and date parser (`HTTPDate`,
+// library's URL checks (`RequestURL`, libcurl's URL parser) and date parser (`HTTPDate`,
 // libcurl's curl_getdate) the way a redirect target and a Retry-After date would.
 //
 // Status lines, Retry-After and Location are parsed by libcurl itself (CURLINFO_RESPONSE_CODE,
@@ -52,9 +52,9 @@ func fuzzOne(_ data: [UInt8]) -> String {
     case "location", "content-location":
       // Relative targets are resolved against the request's URL, as libcurl does.
       for candidate in [value, "http://127.0.0.1/dir/" + value] {
-        if let scheme = try? URLScheme.parse(candidate) {
-          precondition(!scheme.isEmpty && scheme == scheme.lowercased(), "scheme '\(scheme)'")
-          _ = try? URLScheme.host(of: candidate)
+        if let url = try? RequestURL(parsing: candidate) {
+          precondition(!url.scheme.isEmpty && url.scheme == url.scheme.lowercased(), "scheme '\(url.scheme)'")
+          precondition(url.host == url.host.lowercased(), "host '\(url.host)'")
           urls += 1
         }
       }

@@ -1,0 +1,56 @@
+import CCurl
+
+/// A URL parsed once, at intake, with libcurl's own parser (so what we accept is exactly
+/// what the engine fetches), and carried as a value to every stage after: nobody looks at
+/// a URL's text to learn its scheme or host again.
+public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
+  /// The URL as the parser normalised it (scheme lower-cased, `https:/host` spelled
+  /// `https://host/`): the text handed to libcurl, so the transfer fetches what was checked.
+  public let text: String
+  /// Lower case: "http", "https", "file", ...
+  public let scheme: String
+  /// Lower case; "" where the scheme has none (file://).
+  public let host: String
+
+  /// Parses `text`; throws `.malformedURL` for text libcurl cannot parse, a URL without a
+  /// scheme, or an http(s) URL without a host.
+  public init(parsing text: String) throws(LoadError) {
+    guard let handle = curl_url() else { throw LoadError(.noMemory, "out of memory parsing URL") }
+    defer { curl_url_cleanup(handle) }
+    let rc = curl_url_set(handle, CURLUPART_URL, text, 0)
+    if rc != CURLUE_OK {
+      throw LoadError(.malformedURL, "malformed URL '\(text.prefix(200))': \(String(cString: curl_url_strerror(rc)))")
+    }
+    guard let scheme = Self.part(handle, CURLUPART_SCHEME)?.lowercased() else {
+      throw LoadError(.malformedURL, "URL '\(text.prefix(200))' has no scheme")
+    }
+    let host = Self.part(handle, CURLUPART_HOST)?.lowercased() ?? ""
+    if (scheme == "http" || scheme == "https") && host.isEmpty {
+      throw LoadError(.malformedURL, "URL '\(text.prefix(200))' has no host")
+    }
+    self.scheme = scheme
+    self.host = host
+    self.text = Self.part(handle, CURLUPART_URL) ?? text
+  }
+
+  /// http or https: a transfer with an HTTP status and caching headers.
+  public var isHTTP: Bool { scheme == "http" || scheme == "https" }
+  public var isHTTPS: Bool { scheme == "https" }
+
+  public var description: String { text }
+
+  private static func part(_ handle: OpaquePointer, _ which: CURLUPart) -> String? {
+    var value: UnsafeMutablePointer<CChar>?
+    guard curl_url_get(handle, which, &value, 0) == CURLUE_OK, let value else { return nil }
+    defer { curl_free(value) }
+    return String(cString: value)
+  }
+}
+
+/// HTTP dates (Expires, Retry-After), through libcurl's parser.
+enum HTTPDate {
+  static func seconds(_ text: String) -> Int? {
+    let value = curl_getdate(text, nil)
+    return value < 0 ? nil : Int(value)
+  }
+}
