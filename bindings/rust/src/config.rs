@@ -1,0 +1,225 @@
+//! A loader's configuration, its URL schemes and its log closure.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::path::Path;
+use std::ptr::{self, NonNull};
+use std::time::Duration;
+
+use crate::callbacks::{call_user, free_deferred_loaders};
+use crate::convert::{c_string, clamp_i32, header_pointers, millis, path_string};
+use crate::{sys, version, version_compatible, version_num, Error, Loader};
+
+/// URL schemes a loader accepts ([`LoaderBuilder::allowed_schemes`]).
+pub mod scheme {
+    pub const HTTP: u32 = crate::sys::PXL_SCHEME_HTTP;
+    pub const HTTPS: u32 = crate::sys::PXL_SCHEME_HTTPS;
+    pub const FILE: u32 = crate::sys::PXL_SCHEME_FILE;
+}
+
+/// The severity of a library log line ([`LoaderBuilder::log`]); lower is more severe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Something failed that the library worked around.
+    Error,
+    /// Degraded: a disk cache turned off, an entry dropped.
+    Warning,
+    Info,
+}
+
+impl LogLevel {
+    /// A level above `PXL_LOG_INFO` (from a newer library) reads as `Info`.
+    pub fn from_raw(raw: i32) -> LogLevel {
+        match raw {
+            i32::MIN..=sys::PXL_LOG_ERROR => LogLevel::Error,
+            sys::PXL_LOG_WARNING => LogLevel::Warning,
+            _ => LogLevel::Info,
+        }
+    }
+
+    pub fn to_raw(self) -> i32 {
+        match self {
+            LogLevel::Error => sys::PXL_LOG_ERROR,
+            LogLevel::Warning => sys::PXL_LOG_WARNING,
+            LogLevel::Info => sys::PXL_LOG_INFO,
+        }
+    }
+}
+
+pub(crate) type LogFn = Box<dyn Fn(LogLevel, &str) + Send + Sync>;
+
+unsafe extern "C" fn on_log(level: i32, message: *const c_char, user_data: *mut c_void) {
+    // SAFETY: user_data is the loader's LogFn, freed only after pxl_loader_free returned
+    // ("never called after"); Fn + Sync, so calls on several threads at once are fine.
+    let log = unsafe { &*(user_data as *const LogFn) };
+    call_user("the log closure", || {
+        let text = if message.is_null() {
+            std::borrow::Cow::Borrowed("")
+        } else {
+            // SAFETY: a NUL-terminated line, borrowed for this call.
+            unsafe { CStr::from_ptr(message) }.to_string_lossy()
+        };
+        log(LogLevel::from_raw(level), &text)
+    });
+}
+
+/// A loader's configuration: a builder over `pxl_config`, defaults from the library.
+pub struct LoaderBuilder {
+    config: sys::pxl_config,
+    user_agent: Option<String>,
+    ca_file: Option<std::path::PathBuf>,
+    disk_cache_dir: Option<std::path::PathBuf>,
+    headers: Vec<String>,
+    log: Option<LogFn>,
+}
+
+macro_rules! config_setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty => |$c:ident, $v:ident| $body:expr;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $v: $ty) -> LoaderBuilder {
+                let $c = &mut self.config;
+                $body;
+                self
+            }
+        )*
+    };
+}
+
+impl LoaderBuilder {
+    pub fn new() -> LoaderBuilder {
+        let mut config = std::mem::MaybeUninit::<sys::pxl_config>::zeroed();
+        // SAFETY: fills all size_of::<pxl_config>() bytes, struct_size = that size (so the
+        // library reads every field we have; 0.1.0's pxl_config_init would set its own).
+        let config = unsafe {
+            let status = sys::pxl_config_init_size(config.as_mut_ptr(), std::mem::size_of::<sys::pxl_config>());
+            assert_eq!(status, sys::PXL_OK, "pxl_config_init_size refused sys::pxl_config");
+            config.assume_init()
+        };
+        LoaderBuilder { config, user_agent: None, ca_file: None, disk_cache_dir: None, headers: Vec::new(), log: None }
+    }
+
+    config_setters! {
+        /// Decoded-image cache budget; 0 disables the memory cache.
+        memory_cache_bytes: u64 => |c, v| c.memory_cache_bytes = v;
+        /// At most this many decoded images in memory.
+        memory_cache_count: u32 => |c, v| c.memory_cache_count = clamp_i32(v);
+        max_concurrent_downloads: u32 => |c, v| c.max_concurrent_downloads = clamp_i32(v);
+        max_downloads_per_host: u32 => |c, v| c.max_downloads_per_host = clamp_i32(v);
+        /// 0: one per CPU core.
+        decode_threads: u32 => |c, v| c.decode_threads = clamp_i32(v);
+        /// Zero: libcurl's own (300 s).
+        connect_timeout: Duration => |c, v| c.connect_timeout_ms = millis(v);
+        /// The whole transfer; zero: no limit.
+        timeout: Duration => |c, v| c.timeout_ms = millis(v);
+        /// No body bytes for this long fails the transfer; zero disables.
+        stall_timeout: Duration => |c, v| c.stall_timeout_ms = millis(v);
+        max_body_bytes: u64 => |c, v| c.max_body_bytes = v;
+        max_pixels: u64 => |c, v| c.max_pixels = v;
+        /// [`scheme`] bits.
+        allowed_schemes: u32 => |c, v| c.allowed_schemes = v;
+        max_redirects: u32 => |c, v| c.max_redirects = clamp_i32(v);
+        max_retries: u32 => |c, v| c.max_retries = clamp_i32(v);
+        retry_base_delay: Duration => |c, v| c.retry_base_delay_ms = millis(v);
+        retry_max_delay: Duration => |c, v| c.retry_max_delay_ms = millis(v);
+        /// Running transfers cancelled per second beyond which new ones wait; 0 disables.
+        cancel_storm_limit: u32 => |c, v| c.cancel_storm_limit = clamp_i32(v);
+        /// Disk cache of encoded bytes; 0 (default): none.
+        disk_cache_bytes: u64 => |c, v| c.disk_cache_bytes = v;
+        /// Zero: no age limit.
+        disk_cache_max_age: Duration => |c, v| c.disk_cache_max_age_s = v.as_secs().min(i64::MAX as u64) as i64;
+        /// Every stored copy is fresh until evicted, whatever the server said.
+        ignore_http_freshness: bool => |c, v| c.ignore_http_freshness = v as i32;
+        /// The most verbose level passed to the [`log`](LoaderBuilder::log) closure
+        /// (default [`LogLevel::Warning`]).
+        log_level: LogLevel => |c, v| c.log_level = v.to_raw();
+        /// Decoded thumbnails whose sides are both at most this are also kept in the disk
+        /// cache, so that a later start delivers them without decoding; default 256; 0: off.
+        disk_variant_max_side: u32 => |c, v| c.disk_variant_max_side = i64::from(v);
+    }
+
+    /// Receives the library's diagnostics (a disk cache directory it cannot use, a
+    /// corrupt cache entry dropped): a level and one line without a newline. Runs on the
+    /// library's threads, possibly several at once: keep it quick, and call no pixload
+    /// function from it. A panic is caught (see [`caught_panics`]). Dropped after the
+    /// loader is freed. Without it the library is silent.
+    ///
+    /// [`caught_panics`]: crate::caught_panics
+    pub fn log<F>(mut self, log: F) -> LoaderBuilder
+    where
+        F: Fn(LogLevel, &str) + Send + Sync + 'static,
+    {
+        self.log = Some(Box::new(log));
+        self
+    }
+
+    pub fn user_agent(mut self, agent: impl Into<String>) -> LoaderBuilder {
+        self.user_agent = Some(agent.into());
+        self
+    }
+
+    /// PEM file of the CAs that verify https servers (default: the system's).
+    pub fn ca_file(mut self, path: impl AsRef<Path>) -> LoaderBuilder {
+        self.ca_file = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    pub fn disk_cache_dir(mut self, path: impl AsRef<Path>) -> LoaderBuilder {
+        self.disk_cache_dir = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// A "Name: value" line sent with every request.
+    pub fn header(mut self, line: impl Into<String>) -> LoaderBuilder {
+        self.headers.push(line.into());
+        self
+    }
+
+    pub fn build(self) -> Result<Loader, Error> {
+        let num = version_num();
+        if !version_compatible(num) {
+            return Err(Error::invalid(format!(
+                "libpixload {} is loaded, but this crate needs {}.{}.x",
+                version(),
+                sys::PXL_VERSION_MAJOR,
+                sys::PXL_VERSION_MINOR
+            )));
+        }
+        let user_agent = self.user_agent.as_deref().map(|a| c_string("the user agent", a)).transpose()?;
+        let ca_file = self.ca_file.as_deref().map(|p| path_string("the CA file", p)).transpose()?;
+        let disk_cache_dir = self.disk_cache_dir.as_deref().map(|p| path_string("the disk cache directory", p)).transpose()?;
+        let headers = self.headers.iter().map(|h| c_string("a header line", h)).collect::<Result<Vec<_>, _>>()?;
+        let header_pointers = header_pointers(&headers);
+        let mut config = self.config;
+        config.user_agent = user_agent.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.ca_file = ca_file.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.disk_cache_dir = disk_cache_dir.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.headers = if headers.is_empty() { ptr::null() } else { header_pointers.as_ptr() };
+        // Owned by the Loader from here on (freed after pxl_loader_free).
+        let log = self.log.map_or(ptr::null_mut(), |f| Box::into_raw(Box::new(f)));
+        if !log.is_null() {
+            config.log = Some(on_log);
+            config.log_user_data = log as *mut c_void;
+        }
+        let mut raw = ptr::null_mut();
+        // SAFETY: the strings live until the call returns; the library copies them.
+        let status = unsafe { sys::pxl_loader_new(&config, &mut raw) };
+        match (status, NonNull::new(raw)) {
+            (sys::PXL_OK, Some(raw)) => Ok(Loader { raw, log }),
+            (status, _) => {
+                if !log.is_null() {
+                    // No loader: the library never calls it.
+                    let log = unsafe { Box::from_raw(log) };
+                    call_user("dropping the log closure", move || drop(log));
+                    free_deferred_loaders();
+                }
+                Err(Error::from_raw(if status == sys::PXL_OK { sys::PXL_E_NO_MEMORY } else { status }))
+            }
+        }
+    }
+}
+
+impl Default for LoaderBuilder {
+    fn default() -> Self {
+        LoaderBuilder::new()
+    }
+}
