@@ -747,7 +747,7 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
 }
 
 @c @implementation public func pxl_disk_cache_clear(_ loaderHandle: OpaquePointer?) {
-  loader(loaderHandle)?.disk?.removeAll()
+  loader(loaderHandle)?.diskTier?.removeAll()
 }
 
 @c @implementation public func pxl_cache_remove(_ loaderHandle: OpaquePointer?, _ key: UnsafePointer<CChar>?) -> pxl_status {

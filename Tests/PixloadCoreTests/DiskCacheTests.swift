@@ -445,7 +445,7 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(source(first.outcome), .network)
     XCTAssertEqual(first.stats.variantsStored, 1)
     XCTAssertEqual(first.stats.variantBytesStored, 150 * 150 * 4 + DiskCache.variantHeaderSize
-                   + DiskCache.variantKey(descriptor: "v\(ImageLoader.variantRendition) 150x150 mode=1 format=0 orient=1",
+                   + DiskCache.variantKey(descriptor: "v\(LocalDiskTier.variantRendition) 150x150 mode=1 format=0 orient=1",
                                                         cacheKey: "http://h/a.jpg").utf8.count)
     unlink(path(for: "http://h/a.jpg"))  // the original evicted
 

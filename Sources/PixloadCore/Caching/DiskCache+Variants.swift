@@ -56,13 +56,15 @@ extension DiskCache {
   static let variantHeaderSize = 88
   private static let variantChecksumOffset = 56
 
-  /// The key stored in a variant's entry: the descriptor (no line break) first, so that the
-  /// pair maps to one string whatever the cache key holds.
-  static func variantKey(descriptor: String, cacheKey: String) -> String { descriptor + "\n" + cacheKey }
+  /// The key stored in a variant's entry (`CacheKey.variantKey`): the descriptor (no line
+  /// break) first, so that the pair maps to one string whatever the cache key holds.
+  static func variantKey(descriptor: String, cacheKey: String) -> String {
+    CacheKey(cacheKey).variantKey(descriptor: descriptor)
+  }
 
   static func variantFileName(descriptor: String, cacheKey: String) -> String {
-    namePrefix(for: cacheKey) + hex(fnv1a(Array(variantKey(descriptor: descriptor, cacheKey: cacheKey).utf8),
-                                          seed: secondSeed))
+    namePrefix(for: cacheKey) + KeyHash.hex(KeyHash.fnv1a(Array(variantKey(descriptor: descriptor, cacheKey: cacheKey).utf8),
+                                                          seed: KeyHash.secondSeed))
   }
 
   /// Stores `image` as the variant `descriptor` of `cacheKey`, made from the bytes `origin`

@@ -399,32 +399,12 @@ public final class DiskCache: @unchecked Sendable {
 
   // MARK: - Encoding
 
-  /// 32 hex digits from two independent 64-bit hashes of the key.
-  static func fileName(for key: String) -> String {
-    let bytes = Array(key.utf8)
-    return namePrefix(for: key) + hex(fnv1a(bytes, seed: secondSeed))
-  }
+  /// 32 hex digits from two independent 64-bit hashes of the key (`KeyHash`).
+  static func fileName(for key: String) -> String { KeyHash.name(of: key) }
 
   /// The first 16 of the 32 hex digits: the same for a key's entry and all its variants,
   /// so that removing a key finds its variants by name.
-  static func namePrefix(for key: String) -> String {
-    hex(fnv1a(Array(key.utf8), seed: 0xcbf2_9ce4_8422_2325))
-  }
-
-  static let secondSeed: UInt64 = 0x84222325_cbf29ce4
-
-  static func fnv1a(_ bytes: [UInt8], seed: UInt64) -> UInt64 {
-    var hash = seed
-    for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-    return hash
-  }
-
-  static func hex(_ value: UInt64) -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out = [UInt8](repeating: 0, count: 16)
-    for i in 0..<16 { out[i] = digits[Int((value >> UInt64(60 - i * 4)) & 0xF)] }
-    return String(decoding: out, as: UTF8.self)
-  }
+  static func namePrefix(for key: String) -> String { KeyHash.prefix(of: key) }
 
   /// A fast 64-bit checksum (8 bytes at a time, multiply-xorshift mixing): it detects torn
   /// and damaged entries; it is not a defence against a deliberate forger.

@@ -69,11 +69,10 @@ public final class MemoryCache: @unchecked Sendable {
   }
 
   /// Drops every variant of one cache key, and of the keys requests with per-request
-  /// headers made from it (`ImageRequest.cacheKey`: the URL, a line break, a fingerprint).
+  /// headers made from it (`CacheKey.belongs(to:)`).
   public func removeAll(cacheKey: String) {
-    let credentialed = cacheKey + "\n"
     lock.withLock {
-      for (key, node) in entries where key.cacheKey == cacheKey || key.cacheKey.hasPrefix(credentialed) {
+      for (key, node) in entries where key.cacheKey.belongs(to: cacheKey) {
         unlink(node)
       }
     }

@@ -46,6 +46,13 @@ extension ImageDecoding {
       return end
     }
   }
+
+  /// The first `length` bytes of a progressive JPEG (a `previewPrefix` or `firstScansEnd`)
+  /// as a file of their own: with an EOI, libjpeg then shows the coefficients it has,
+  /// without a warning.
+  public func scansPrefix(_ data: [UInt8], length: Int) -> [UInt8] {
+    Array(data[0..<length]) + [0xFF, 0xD9]
+  }
 }
 
 /// The real decoder: JPEG through libjpeg-turbo, PNG through libpng, WebP through libwebp

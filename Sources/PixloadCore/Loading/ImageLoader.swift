@@ -2,116 +2,45 @@
 import Glibc
 #endif
 
-/// Settings of one loader. Defaults match `pxl_config_init`.
-public struct LoaderConfiguration: Sendable {
-  public var memoryCacheBytes = 64 << 20
-  public var memoryCacheCount = 1000
-  /// 0: one per core.
-  public var decodeThreads = 0
-  public var maxPixels: UInt64 = 100_000_000
-  /// The network engine's settings (limits, timeouts, retries, TLS, headers). The C API
-  /// sets the user agent "pixload/<version>" from the header's version.
-  public var network = EngineConfiguration()
-  /// Disk cache of encoded bytes; 0 bytes: none.
-  public var diskCacheBytes = 0
-  /// nil: `DiskCache.defaultDirectory`.
-  public var diskCacheDirectory: String?
-  /// Disk entries unused for this long are dropped; 0: no age limit. Default: 7 days.
-  public var diskCacheMaxAgeSeconds = 7 * 24 * 3600
-  /// Decoded variants whose width and height are both at most this are also kept in the
-  /// disk cache (requests whose non-zero target sides are at most this, and not 0x0, look
-  /// for one first), so that a warm start delivers thumbnails without decoding; 0: off.
-  public var diskVariantMaxSide = 256
-  /// Treat stored entries as fresh until evicted, whatever Cache-Control and Expires said
-  /// (what most image loaders do); false: stale entries are revalidated.
-  public var ignoresHTTPFreshness = false
-  /// Where diagnostics go (an unusable cache directory, a dropped corrupt entry); nil:
-  /// nowhere. A library never writes to stderr. Called on library threads.
-  public var log: (@Sendable (LogLevel, String) -> Void)?
-  /// The most verbose level passed to `log`.
-  public var logLevel = LogLevel.warning
-
-  public init() {}
-}
-
-/// Levels of the log callback. Raw values are the C API's PXL_LOG_*.
-public enum LogLevel: Int32, Sendable, Comparable {
-  case error = 0
-  case warning = 1
-  case info = 2
-
-  public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
-}
-
-/// What a loader did so far (a snapshot).
-public struct LoaderStatistics: Sendable, Equatable {
-  /// Requests accepted (prefetches included).
-  public var requests = 0
-  public var memoryHits = 0
-  public var diskHits = 0
-  /// Transfers that brought a body (retries not counted twice).
-  public var networkFetches = 0
-  /// Stale disk entries the server confirmed (HTTP 304).
-  public var revalidated = 0
-  /// Requests that joined work already under way instead of starting their own.
-  public var coalesced = 0
-  public var cancelled = 0
-  /// Requests that ended with an error other than CANCELLED.
-  public var failed = 0
-  public var bytesDownloaded = 0
-  /// Bytes not downloaded because a thumbnail's first scans were enough (the declared
-  /// length minus what arrived; transfers without a length count nothing).
-  public var bytesSaved = 0
-  /// Of `diskHits`: requests answered by a decoded variant from disk, with no decode.
-  public var variantHits = 0
-  /// Decoded variants this loader wrote to the disk cache, and their bytes.
-  public var variantsStored = 0
-  public var variantBytesStored = 0
-}
-
 /// The coordinator: accepts requests, merges duplicates into shared download and decode
-/// tasks, ranks them, cancels them when their last requester leaves, and hands each
-/// result to its request's completion queue.
+/// tasks (`LoaderTasks.swift`), ranks them, cancels them when their last requester leaves,
+/// and hands each result to its request's completion queue. It decides when, for whom and
+/// at which priority; the stages decide how: the disk tier (`DiskTier`: what the disk holds
+/// and whether it is fresh), fetching (`DataLoading`), decoding (`ImageDecoding`) and
+/// delivery (`CompletionQueue`).
 ///
 /// All bookkeeping happens under one lock and is cheap; downloading happens on the
-/// `DataLoading` engine's thread and decoding on a `PriorityWorkPool`, never under the
-/// lock. Lock order: loader, then queue, memory cache, pool or engine; never the reverse.
+/// engine's thread, disk work on the tier's and decoding on a `PriorityWorkPool`, never
+/// under the lock. Lock order: loader, then queue, memory cache, pool, tier or engine;
+/// never the reverse.
 public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   public let configuration: LoaderConfiguration
   public let memoryCache: MemoryCache
-  private let dataLoader: DataLoading
-  private let decoder: ImageDecoding
-  private let decodePool: PriorityWorkPool
+  /// nil: no disk cache.
+  public let diskTier: DiskTier?
+  let dataLoader: DataLoading
+  let decoder: ImageDecoding
+  let decodePool: PriorityWorkPool
   /// Where prefetches "deliver": it drops their results.
   private let prefetchSink: CompletionQueue
-  /// Disk lookups and writes: threads of their own, so a disk hit never waits behind
-  /// decoding or the network, and the host's thread never touches the disk.
-  private let diskPool: PriorityWorkPool?
-  /// Opened on the first disk job (on a disk thread).
-  private let lazyDiskCache: LazyDiskCache
-  private let freshness: HTTPFreshness
 
-  private let lock = Lock()
+  let lock = Lock()
   private var nextToken: UInt64 = 0
   private var closed = false
   /// Every accepted request whose handler has not started yet.
   private var requests: [UInt64: PendingRequest] = [:]
-  /// Work is merged only between requests that want the same bytes the same way: same
-  /// cache key (which covers per-request credentials) and same cache policy.
-  private var downloads: [DownloadKey: DownloadTask] = [:]
+  var downloads: [DownloadKey: DownloadTask] = [:]
   private var decodes: [DecodeKey: DecodeTask] = [:]
-  /// Decodes held back because every requester's queue was full of undrained images
-  /// (`CompletionQueue.isFull`), with their bytes; restarted by `queueDrained`.
-  private var heldDecodes: [ObjectIdentifier: (DecodeTask, DownloadedData, ImageSource)] = [:]
-  private var counters = LoaderStatistics()
+  var counters = LoaderStatistics()
 
   /// A snapshot of what this loader did so far.
   public var statistics: LoaderStatistics { lock.withLock { counters } }
 
-  /// Uses `dataLoader` for the network (a `CurlEngine` by default) and `decoder` for the
-  /// pixels; tests pass doubles to drive the pipeline deterministically.
+  /// Uses `dataLoader` for the network (a `CurlEngine` by default), `diskTier` for the disk
+  /// (a `LocalDiskTier` when `configuration.diskCacheBytes` > 0 by default) and `decoder`
+  /// for the pixels; tests pass doubles to drive the pipeline deterministically.
   public init(configuration: LoaderConfiguration = LoaderConfiguration(),
-              dataLoader: DataLoading? = nil,
+              dataLoader: DataLoading? = nil, diskTier: DiskTier? = nil,
               decoder: ImageDecoding = ImageDecoder()) throws(LoadError) {
     self.configuration = configuration
     self.memoryCache = MemoryCache(capacityBytes: configuration.memoryCacheBytes,
@@ -123,16 +52,18 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     // last in its init; if a later part fails, the earlier ones are shut down here.
     self.prefetchSink = try CompletionQueue(discardingResults: ())
     self.decoder = decoder
-    self.freshness = HTTPFreshness(ignoresServer: configuration.ignoresHTTPFreshness)
-    self.lazyDiskCache = LazyDiskCache(directory: configuration.diskCacheDirectory ?? DiskCache.defaultDirectory,
-                                       capacityBytes: configuration.diskCacheBytes,
-                                       maxAgeSeconds: configuration.diskCacheMaxAgeSeconds,
-                                       log: { [configuration] in ImageLoader.log(configuration, .warning, $0) })
     let threads = configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
     let decodePool = try PriorityWorkPool(threadCount: threads, name: "pxl-decode")
-    var diskPool: PriorityWorkPool?
+    var tier = diskTier
     do throws(LoadError) {
-      if configuration.diskCacheBytes > 0 { diskPool = try PriorityWorkPool(threadCount: 2, name: "pxl-disk") }
+      if tier == nil, configuration.diskCacheBytes > 0 {
+        tier = try LocalDiskTier(directory: configuration.diskCacheDirectory,
+                                 capacityBytes: configuration.diskCacheBytes,
+                                 maxAgeSeconds: configuration.diskCacheMaxAgeSeconds,
+                                 ignoresHTTPFreshness: configuration.ignoresHTTPFreshness,
+                                 variantMaxSide: configuration.diskVariantMaxSide,
+                                 log: { [configuration] in ImageLoader.log(configuration, .warning, $0) })
+      }
       if let dataLoader {
         self.dataLoader = dataLoader
       } else {
@@ -140,23 +71,15 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       }
     } catch {
       decodePool.shutdown()
-      diskPool?.shutdown()
+      tier?.shutdown()
       throw error
     }
     self.decodePool = decodePool
-    self.diskPool = diskPool
-    // Read the directory once, in the background: a large cache must not delay a first load.
-    _ = diskPool?.submit(priority: Int32.min) { [weak self] in self?.diskCache()?.rescan() }
+    self.diskTier = tier
   }
 
-  /// The disk cache, opened on first use on a disk thread; nil when unusable.
-  private func diskCache() -> DiskCache? { lazyDiskCache.cache() }
-
-  /// The disk cache for management calls (nil when disabled or unusable). Blocks on disk.
-  public var disk: DiskCache? { diskPool == nil ? nil : diskCache() }
-
   /// The disk cache's size as last seen, without touching the disk (0 before it opened).
-  public var diskCacheBytesSeen: Int { lazyDiskCache.bytesSeen }
+  public var diskCacheBytesSeen: Int { diskTier?.bytesSeen ?? 0 }
 
   deinit { close() }
 
@@ -199,14 +122,16 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       queue.complete(delivery, with: .success(image, .memory, httpStatus: 0))
       return token
     }
-    if request.cachePolicy == .cacheOnly && diskPool == nil {
+    if request.cachePolicy == .cacheOnly && diskTier == nil {
       // Offline and no disk cache: the memory miss above was the whole answer.
       counters.failed += 1
       lock.unlock()
       queue.complete(delivery, with: .failure(LoadError(.notCached, "not in the memory cache (cache-only request, no disk cache)")))
       return token
     }
-    attach(pending, to: variant, request: request, url: url)
+    attach(pending, to: DecodeKey(variant: variant, policy: request.cachePolicy),
+           source: DownloadSource(url: url, headers: request.headers,
+                                  startDelayMilliseconds: request.startDelayMilliseconds))
     lock.unlock()
     return token
   }
@@ -281,6 +206,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     return memoryCache.image(for: request.variant)
   }
 
+  /// Forgets one cache key: every decoded variant in memory and the disk entry (deleted on
+  /// a disk thread).
+  public func removeCached(cacheKey: String) {
+    memoryCache.removeAll(cacheKey: cacheKey)
+    diskTier?.remove(cacheKey)
+  }
+
   /// Cancels every request (each still gets its one CANCELLED result through its queue),
   /// stops and joins the library's threads and empties the memory cache. Idempotent.
   public func close() {
@@ -291,19 +223,18 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       // Break the task graph's back references so nothing outlives the loader.
       for download in downloads.values { download.decodes.removeAll() }
       for decode in decodes.values {
-        decode.download = nil
+        decode.phase = .idle
         decode.requests.removeAll()
       }
       for pending in all { pending.decode = nil }
       requests.removeAll()
       downloads.removeAll()
       decodes.removeAll()
-      heldDecodes.removeAll()
       return all.sorted { $0.token < $1.token }
     }
     dataLoader.shutdown()
     decodePool.shutdown()
-    diskPool?.shutdownAfterDraining()
+    diskTier?.shutdown()
     for pending in abandoned { pending.queue.cancel(pending.delivery) }
     memoryCache.removeAll()
   }
@@ -320,16 +251,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// the pool ranks them) unless all their other requesters' queues are still full.
   func queueDrained(_ queue: CompletionQueue) {
     lock.withLock {
-      for (key, (decode, data, source)) in heldDecodes
-      where decode.requests.values.contains(where: { $0.queue === queue }) {
-        heldDecodes.removeValue(forKey: key)
-        guard decodes[decode.key] === decode else { continue }
-        scheduleDecode(decode, data, source: source)
+      for decode in decodes.values {
+        guard case .held(let input) = decode.phase, decode.requests.values.contains(where: { $0.queue === queue })
+        else { continue }
+        scheduleDecode(decode, input)
       }
     }
   }
-
-  // MARK: - Validation
 
   private func validate(_ request: ImageRequest) throws(LoadError) -> RequestURL {
     if request.targetWidth < 0 || request.targetHeight < 0 {
@@ -342,54 +270,54 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     return url
   }
 
-  // MARK: - Pipeline (lock held)
+  // MARK: - The merge graph (lock held)
 
   /// Joins the request to the decode task for its variant, creating the decode task (and
   /// the download task it waits on) when it is the first requester.
-  private func attach(_ pending: PendingRequest, to variant: ImageVariant, request: ImageRequest, url: RequestURL) {
-    let decodeKey = DecodeKey(variant: variant, policy: request.cachePolicy)
-    if let decode = decodes[decodeKey] {
+  private func attach(_ pending: PendingRequest, to key: DecodeKey, source: DownloadSource) {
+    if let decode = decodes[key] {
       decode.requests[pending.token] = pending
       pending.decode = decode
       counters.coalesced += 1
       // A joiner can only raise the highest priority: no need to look at every requester
       // (k requests for one image would cost k^2).
       if pending.priority > decode.priority { rank(decode, at: pending.priority) }
-      if let download = decode.download {
-        startSooner(download, startDelayMilliseconds: request.startDelayMilliseconds)
-      } else if request.startDelayMilliseconds == 0 {
-        decode.waitingSource?.startDelayMilliseconds = 0
+      switch decode.phase {
+      case .waitingForBytes(let download):
+        startSooner(download, startDelayMilliseconds: source.startDelayMilliseconds)
+      case .lookingUpVariant(let job, var waiting) where source.startDelayMilliseconds == 0:
+        waiting.startDelayMilliseconds = 0
+        decode.phase = .lookingUpVariant(job, source: waiting)
+      default: break
       }
       return
     }
-    let decode = DecodeTask(key: decodeKey)
+    let decode = DecodeTask(key: key)
     decode.requests[pending.token] = pending
     decode.priority = pending.priority
     pending.decode = decode
-    decodes[decodeKey] = decode
-    let source = DownloadSource(url: url, headers: request.headers,
-                                startDelayMilliseconds: request.startDelayMilliseconds)
-    if let diskPool, request.cachePolicy != .reload, let descriptor = diskVariantDescriptor(variant) {
+    decodes[key] = decode
+    if let diskTier, key.policy != .reload, diskTier.keepsVariant(key.variant) {
       // A decoded variant on disk needs neither the encoded bytes nor a decode: look for
       // it first; the download joins in only on a miss.
-      decode.waitingSource = source
-      decode.variantJob = diskPool.submit(priority: decode.priority) { [weak self, weak decode] in
+      let job = diskTier.lookUpVariant(key.variant, policy: key.policy, priority: decode.priority) {
+        [weak self, weak decode] image in
         guard let self, let decode else { return }
-        self.variantLookupFinished(decode, self.diskCache()?.variant(descriptor: descriptor, cacheKey: variant.cacheKey))
+        self.variantLookupFinished(decode, image)
       }
+      decode.phase = .lookingUpVariant(job, source: source)
       return
     }
     attachDownload(decode, source)
   }
 
-  /// Lock held: joins a decode task to the download of its bytes, starting the download
-  /// (disk lookup, then network) when it is the first.
+  /// Joins a decode task to the download of its bytes, starting the download (disk lookup,
+  /// then network) when it is the first.
   private func attachDownload(_ decode: DecodeTask, _ source: DownloadSource) {
-    let variant = decode.variant
-    let downloadKey = DownloadKey(cacheKey: variant.cacheKey, policy: decode.key.policy)
+    let downloadKey = DownloadKey(cacheKey: decode.variant.cacheKey, policy: decode.key.policy)
     if let download = downloads[downloadKey] {
-      download.decodes[variant] = decode
-      decode.download = download
+      download.decodes[decode.variant] = decode
+      decode.phase = .waitingForBytes(download)
       counters.coalesced += 1
       rerank(download)
       startSooner(download, startDelayMilliseconds: source.startDelayMilliseconds)
@@ -397,34 +325,34 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     let download = DownloadTask(key: downloadKey, url: source.url, headers: source.headers)
     download.startDelayMilliseconds = source.startDelayMilliseconds
-    download.decodes[variant] = decode
+    download.decodes[decode.variant] = decode
     download.priority = decode.priority
-    decode.download = download
+    decode.phase = .waitingForBytes(download)
     downloads[downloadKey] = download
-    if let diskPool, decode.key.policy != .reload {
-      download.diskJob = diskPool.submit(priority: download.priority) { [weak self, weak download] in
+    if let diskTier, downloadKey.policy != .reload {
+      download.phase = .lookingUp(diskTier.lookUpOriginal(downloadKey.cacheKey, policy: downloadKey.policy,
+                                                          priority: download.priority) {
+        [weak self, weak download] answer in
         guard let self, let download else { return }
-        self.diskLookupFinished(download, self.diskCache()?.entry(for: download.key.cacheKey))
-      }
+        self.diskLookupFinished(download, answer)
+      })
     } else {
-      startTransfer(download)
+      startTransfer(download, revalidating: nil)
     }
   }
 
-  /// Lock held: a request that wants its bytes now joined a download whose start is held
-  /// (a table's prefetch or fling row): the hold belonged to the first requester, so the
-  /// transfer starts now instead of making the joiner wait it out.
+  /// A request that wants its bytes now joined a download whose start is held (a table's
+  /// prefetch or fling row): the hold belonged to the first requester, so the transfer
+  /// starts now instead of making the joiner wait it out.
   private func startSooner(_ download: DownloadTask, startDelayMilliseconds: Int) {
     guard startDelayMilliseconds == 0, download.startDelayMilliseconds > 0 else { return }
     download.startDelayMilliseconds = 0
     if let transfer = download.transfer { dataLoader.startNow(transfer) }
   }
 
-  /// Lock held. With `download.stored` set, the request is conditional on its validators.
-  private func startTransfer(_ download: DownloadTask) {
-    let validators = download.stored.map { ($0.metadata.etag, $0.metadata.lastModified) }
-    download.transfer = dataLoader.start(
-      url: download.url, headers: download.headers, revalidating: validators,
+  private func startTransfer(_ download: DownloadTask, revalidating stored: StoredOriginal?) {
+    let id = dataLoader.start(
+      url: download.url, headers: download.headers, revalidating: stored.map { ($0.etag, $0.lastModified) },
       delay: UInt64(download.startDelayMilliseconds) * 1_000_000, priority: download.priority,
       progress: { [weak self, weak download] received, expected, body in
         guard let self, let download else { return false }
@@ -434,83 +362,18 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         guard let self, let download else { return }
         self.downloadFinished(download, result)
       })
-  }
-
-  /// The name of `variant` among the decoded variants on disk, nil when it is not one the
-  /// loader keeps there (variants off, no target size, a side over the limit).
-  private func diskVariantDescriptor(_ variant: ImageVariant) -> String? {
-    let limit = configuration.diskVariantMaxSide
-    // Animations are not kept: a variant file holds one frame.
-    guard limit > 0, !variant.animates, variant.width > 0 || variant.height > 0, variant.width <= limit,
-          variant.height <= limit else {
-      return nil
-    }
-    return "v\(Self.variantRendition) \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "
-      + "orient=\(variant.appliesOrientation ? 1 : 0)" + (variant.managesColor ? "" : " nocolor")
-  }
-
-  /// The rendition of decoded variants kept on disk: raise it whenever decoding gives other
-  /// pixels for the same request (another resampler, a colour fix), so that thumbnails an
-  /// older library kept are not served by a newer one (they are never looked up again and
-  /// age out, least recently used).
-  /// 2: colour management (an ICC-tagged file's thumbnail is now converted to sRGB).
-  static let variantRendition = 2
-
-  /// The variant lookup answered: a fresh variant (or any, offline) is the result of every
-  /// requester, with no download and no decode; otherwise the decode waits for the bytes
-  /// as usual (a stale variant is made anew from its revalidated or refetched original).
-  private func variantLookupFinished(_ decode: DecodeTask, _ entry: VariantEntry?) {
-    var finished: [PendingRequest] = []
-    lock.withLock {
-      guard decodes[decode.key] === decode, decode.variantJob != nil, let source = decode.waitingSource else { return }
-      decode.variantJob = nil
-      decode.waitingSource = nil
-      if let entry, freshness.isFresh(entry.metadata) || decode.key.policy == .cacheOnly {
-        decodes.removeValue(forKey: decode.key)
-        counters.diskHits += 1
-        counters.variantHits += 1
-        finished = Array(decode.requests.values)
-        for pending in finished { pending.decode = nil }
-        if finished.contains(where: \.usesMemoryCache) { memoryCache.insert(entry.image, for: decode.variant) }
-      } else {
-        attachDownload(decode, source)
-      }
-    }
-    if let entry, !finished.isEmpty { complete(finished, with: .success(entry.image, .disk, httpStatus: 0)) }
-  }
-
-  /// The disk answered: decode its bytes, or go to the network (unless cache-only).
-  private func diskLookupFinished(_ download: DownloadTask, _ entry: DiskCache.Entry?) {
-    var failed: [PendingRequest] = []
-    lock.withLock {
-      guard downloads[download.key] === download else { return }
-      download.diskJob = nil
-      // Offline, a stale copy beats none.
-      if let entry, freshness.isFresh(entry) || download.key.policy == .cacheOnly {
-        counters.diskHits += 1
-        downloads.removeValue(forKey: download.key)
-        decodeAll(download, DownloadedData(bytes: entry.bytes, httpStatus: 0), source: .disk,
-                  keep: VariantKeeping(metadata: entry.metadata, origin: OriginDigest(entry)))
-      } else if let entry, !entry.metadata.etag.isEmpty || !entry.metadata.lastModified.isEmpty {
-        // Stale with validators: ask the server whether it changed (a 304 reuses the bytes).
-        download.stored = entry
-        startTransfer(download)
-      } else if download.key.policy == .cacheOnly {
-        failed = abandon(download)
-      } else {
-        startTransfer(download)
-      }
-    }
-    complete(failed, with: .failure(LoadError(.notCached, "not in the cache (cache-only request)")))
+    download.phase = .transferring(id, revalidating: stored)
   }
 
   /// Lock held: ends a download and every request waiting on it; returns those requests,
   /// whose results the caller posts after unlocking.
   private func abandon(_ download: DownloadTask) -> [PendingRequest] {
     if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
+    download.phase = .idle
     var failed: [PendingRequest] = []
     for decode in download.decodes.values {
       if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
+      decode.phase = .idle
       for pending in decode.requests.values {
         pending.decode = nil
         failed.append(pending)
@@ -520,59 +383,31 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     return failed
   }
 
-  /// Lock held: hands the bytes to one decode job per variant.
-  /// `keep`: what decoded variants stored on disk record of these bytes; nil: none is
-  /// stored (no-store, file://).
-  private func decodeAll(_ download: DownloadTask, _ data: DownloadedData, source: ImageSource,
-                         keep: VariantKeeping? = nil) {
-    for decode in download.decodes.values {
-      decode.download = nil
-      decode.keep = keep
-      scheduleDecode(decode, data, source: source)
-    }
+  /// Lock held: ends a decode task; returns its requests, whose results the caller posts
+  /// after unlocking.
+  private func finish(_ decode: DecodeTask) -> [PendingRequest] {
+    if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
+    decode.phase = .idle
+    let all = Array(decode.requests.values)
+    for pending in all { pending.decode = nil }
+    return all
+  }
+
+  /// Hands the bytes to one decode job per variant of the download.
+  private func decodeAll(_ download: DownloadTask, _ input: DecodeInput) {
+    download.phase = .idle
+    for decode in download.decodes.values { scheduleDecode(decode, input) }
     download.decodes.removeAll()
   }
 
-  /// Lock held: queues the decode on the pool. Cheapest first among equal priorities: the
-  /// encoded size stands for the decode's cost (entropy decoding and inflating dominate a
+  /// Queues the decode on the pool. Cheapest first among equal priorities: the encoded
+  /// size stands for the decode's cost (entropy decoding and inflating dominate a
   /// thumbnail's decode).
-  private func scheduleDecode(_ decode: DecodeTask, _ data: DownloadedData, source: ImageSource) {
-    decode.job = decodePool.submit(priority: decode.priority, cost: data.bytes.count) { [weak self, decode] in
-      self?.runDecode(decode, data, source: source)
-    }
-  }
-
-  /// Lock held: writes a decoded thumbnail to disk beside its original, on a disk thread,
-  /// when the loader keeps variants of its size.
-  private func storeVariant(_ image: Image, _ decode: DecodeTask, _ keep: VariantKeeping) {
-    let limit = configuration.diskVariantMaxSide
-    guard let diskPool, let descriptor = diskVariantDescriptor(decode.variant), image.width <= limit,
-          image.height <= limit else { return }
-    let cacheKey = decode.variant.cacheKey
-    _ = diskPool.submit(priority: Int32.min + 1) { [weak self] in
-      guard let self, let disk = self.diskCache() else { return }
-      let written = disk.storeVariant(image, descriptor: descriptor, cacheKey: cacheKey, metadata: keep.metadata,
-                                      origin: keep.origin.origin)
-      guard written > 0 else { return }
-      self.lock.withLock {
-        self.counters.variantsStored += 1
-        self.counters.variantBytesStored += written
-      }
-    }
-  }
-
-  private func complete(_ requests: [PendingRequest], with outcome: Outcome) {
-    if case .failure(let error) = outcome, error.status != .cancelled, !requests.isEmpty {
-      lock.withLock { counters.failed += requests.count }
-    }
-    for pending in requests { pending.queue.complete(pending.delivery, with: outcome) }
-  }
-
-  /// Forgets one cache key: every decoded variant in memory and the disk entry (deleted on
-  /// a disk thread).
-  public func removeCached(cacheKey: String) {
-    memoryCache.removeAll(cacheKey: cacheKey)
-    _ = diskPool?.submit(priority: Int32.max) { [weak self] in self?.diskCache()?.remove(cacheKey) }
+  private func scheduleDecode(_ decode: DecodeTask, _ input: DecodeInput) {
+    decode.phase = .queued(decodePool.submit(priority: decode.priority, cost: input.data.bytes.count) {
+      [weak self, decode] in
+      self?.runDecode(decode, input)
+    })
   }
 
   /// Removes a request from its decode task; the last requester leaving cancels the
@@ -592,24 +427,26 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       return
     }
     if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
-    if let job = decode.job { decodePool.cancel(job) }
-    decode.job = nil
-    if let job = decode.variantJob { diskPool?.cancel(job) }
-    decode.variantJob = nil
-    decode.waitingSource = nil
-    heldDecodes.removeValue(forKey: ObjectIdentifier(decode))
-    guard let download = decode.download else { return }
-    decode.download = nil
-    download.decodes.removeValue(forKey: decode.variant)
-    if !download.decodes.isEmpty {
-      rerank(download)
-      return
+    let phase = decode.phase
+    decode.phase = .idle
+    switch phase {
+    case .queued(let job): decodePool.cancel(job)
+    case .lookingUpVariant(let job, _): diskTier?.cancel(job)
+    case .waitingForBytes(let download):
+      download.decodes.removeValue(forKey: decode.variant)
+      if !download.decodes.isEmpty {
+        rerank(download)
+        return
+      }
+      if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
+      switch download.phase {
+      case .transferring(let transfer, _): dataLoader.cancel(transfer)
+      case .lookingUp(let job): diskTier?.cancel(job)
+      case .idle: break
+      }
+      download.phase = .idle
+    case .idle, .held: break
     }
-    if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
-    if let transfer = download.transfer { dataLoader.cancel(transfer) }
-    if let job = download.diskJob { diskPool?.cancel(job) }
-    download.transfer = nil
-    download.diskJob = nil
   }
 
   /// Merged work runs at the highest priority among its requesters.
@@ -621,109 +458,61 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   private func rank(_ decode: DecodeTask, at priority: Int32) {
     decode.priority = priority
-    if let job = decode.job { decodePool.setPriority(job, priority) }
-    if let job = decode.variantJob { diskPool?.setPriority(job, priority) }
-    if let download = decode.download { rerank(download) }
+    switch decode.phase {
+    case .queued(let job): decodePool.setPriority(job, priority)
+    case .lookingUpVariant(let job, _): diskTier?.setPriority(job, priority)
+    case .waitingForBytes(let download): rerank(download)
+    case .idle, .held: break
+    }
   }
 
   private func rerank(_ download: DownloadTask) {
     let priority = download.decodes.values.lazy.map(\.priority).max() ?? Int32.min
     guard priority != download.priority else { return }
     download.priority = priority
-    if let transfer = download.transfer { dataLoader.setPriority(transfer, priority) }
-    if let job = download.diskJob { diskPool?.setPriority(job, priority) }
-  }
-
-  // MARK: - Completions (library threads)
-
-  /// Returns true when the body so far is all the download's requesters need (see
-  /// `endsEarly`): the engine then ends the transfer with it.
-  private func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64,
-                                  body: [UInt8]) -> Bool {
-    if endsEarly(download, received: received, expected: expected, body: body) { return true }
-    var previewNow = false
-    let listeners: [PendingRequest] = lock.withLock {
-      guard downloads[download.key] === download else { return [] }
-      let requesters = download.decodes.values.flatMap(\.requests.values)
-      // One preview decode at a time per download, and none sooner than the shortest
-      // interval its requesters asked for: the queue drops what comes too soon anyway.
-      let previewers = requesters.filter(\.delivery.wantsPreview)
-      if !previewers.isEmpty, !download.previewing, download.previewScans < Self.previewScanLimit {
-        let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
-        let now = monotonicNanoseconds()
-        // The interval counts from the last preview made, not the last attempt: an attempt
-        // before the first scan was complete must not hold the first preview back.
-        if download.lastPreviewAt == 0 || now - download.lastPreviewAt >= interval {
-          download.previewing = true
-          previewNow = true
-        }
-      }
-      return requesters.filter(\.delivery.wantsProgress)
-    }
-    for pending in listeners {
-      pending.queue.progress(pending.delivery, received: received, expected: expected)
-    }
-    if previewNow {
-      _ = decodePool.submit(priority: download.priority) { [weak self, weak download] in
-        guard let self, let download else { return }
-        self.previewDownload(download, body)
-      }
-    }
-    return false
-  }
-
-  /// The early end of a thumbnail's transfer (pixload.h states the rule): when every
-  /// requester wants a thumbnail that a progressive JPEG's first scans decode exactly (1/8
-  /// scale), no disk cache would store the file and it is not a revalidation, the transfer
-  /// ends once those scans have arrived. Previews do not keep it going: the final image is
-  /// then ready as soon as a preview would be. The download leaves the table first, so a
-  /// request that comes later starts its own transfer.
-  private func endsEarly(_ download: DownloadTask, received: UInt64, expected: UInt64, body: [UInt8]) -> Bool {
-    guard diskPool == nil else { return false }
-    let variants: [ImageVariant]? = lock.withLock {
-      guard downloads[download.key] === download, download.stored == nil, !download.decodes.isEmpty
-      else { return nil }
-      return Array(download.decodes.keys)
-    }
-    guard let variants, let end = decoder.firstScansEnd(body, variants: variants) else { return false }
-    return lock.withLock {
-      // Unchanged meanwhile: still registered, no other variant joined.
-      guard downloads[download.key] === download, Set(download.decodes.keys) == Set(variants) else { return false }
-      downloads.removeValue(forKey: download.key)
-      download.endedEarly = end
-      if expected > received { counters.bytesSaved += Int(expected - received) }
-      return true
+    switch download.phase {
+    case .transferring(let transfer, _): dataLoader.setPriority(transfer, priority)
+    case .lookingUp(let job): diskTier?.setPriority(job, priority)
+    case .idle: break
     }
   }
 
-  /// A preview decode never runs for more scans than this (libjpeg's own scan limit).
-  static let previewScanLimit = 500
+  // MARK: - Stage answers (library threads)
 
-  /// Decodes the complete scans of a progressive JPEG received so far (`body`, a prefix of
-  /// the download) into each variant whose requesters want previews, and queues the
-  /// images to them. Baseline JPEGs and other formats get no preview: their rows arrive
-  /// top to bottom, and a half-drawn image is not what a list row should show.
-  private func previewDownload(_ download: DownloadTask, _ body: [UInt8]) {
-    defer { lock.withLock { download.previewing = false } }
-    guard let prefix = decoder.previewPrefix(body) else { return }
-    let targets: [(ImageVariant, [PendingRequest])] = lock.withLock {
-      guard downloads[download.key] === download, prefix.scans > download.previewScans else { return [] }
-      download.previewScans = prefix.scans
-      download.lastPreviewAt = monotonicNanoseconds()
-      return download.decodes.values.compactMap { decode in
-        let previewers = decode.requests.values.filter(\.delivery.wantsPreview)
-        return previewers.isEmpty ? nil : (decode.variant, Array(previewers))
+  /// The variant lookup answered: a servable variant is the result of every requester,
+  /// with no download and no decode; otherwise the decode waits for the bytes as usual.
+  private func variantLookupFinished(_ decode: DecodeTask, _ image: Image?) {
+    var finished: [PendingRequest] = []
+    lock.withLock {
+      guard decodes[decode.key] === decode, case .lookingUpVariant(_, let source) = decode.phase else { return }
+      guard let image else {
+        attachDownload(decode, source)
+        return
+      }
+      counters.diskHits += 1
+      counters.variantHits += 1
+      finished = finish(decode)
+      if finished.contains(where: \.usesMemoryCache) { memoryCache.insert(image, for: decode.variant) }
+    }
+    if let image, !finished.isEmpty { complete(finished, with: .success(image, .disk, httpStatus: 0)) }
+  }
+
+  /// The disk answered: decode its bytes, revalidate them, or go to the network.
+  private func diskLookupFinished(_ download: DownloadTask, _ answer: DiskAnswer) {
+    var failed: [PendingRequest] = []
+    lock.withLock {
+      guard downloads[download.key] === download else { return }
+      switch answer {
+      case .fresh(let bytes, let origin):
+        counters.diskHits += 1
+        downloads.removeValue(forKey: download.key)
+        decodeAll(download, DecodeInput(data: DownloadedData(bytes: bytes, httpStatus: 0), source: .disk, origin: origin))
+      case .revalidate(let stored): startTransfer(download, revalidating: stored)
+      case .miss: startTransfer(download, revalidating: nil)
+      case .notCached: failed = abandon(download)
       }
     }
-    guard !targets.isEmpty else { return }
-    var bytes = Array(body[0..<prefix.length])
-    bytes += [0xFF, 0xD9]  // EOI: libjpeg then shows the coefficients it has, without a warning
-    for (variant, previewers) in targets {
-      guard case .success(let image) = decoder.decode(bytes, variant: variant, maxPixels: configuration.maxPixels) else {
-        continue
-      }
-      for pending in previewers { pending.queue.preview(pending.delivery, image: image, scans: prefix.scans) }
-    }
+    complete(failed, with: .failure(LoadError(.notCached, "not in the cache (cache-only request)")))
   }
 
   private func downloadFinished(_ download: DownloadTask, _ result: Result<DownloadedData, LoadError>) {
@@ -733,49 +522,29 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       // A download cancelled while finishing is no longer registered: drop its result.
       // One that ended early left the table on purpose.
       guard downloads[download.key] === download || download.endedEarly > 0 else { return }
-      download.transfer = nil
+      let stored = download.revalidating
       switch result {
       case .failure(let error):
         failure = error
         failed = abandon(download)
-      case .success(let response):
+      case .success(var response):
         if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
-        var data = response
         if response.endedEarly, download.endedEarly > 0, download.endedEarly <= response.bytes.count {
-          // The first scans, and an EOI: what the thumbnails decode from.
-          data.bytes = Array(response.bytes[0..<download.endedEarly]) + [0xFF, 0xD9]
+          // The first scans, as a file: what the thumbnails decode from.
+          response.bytes = decoder.scansPrefix(response.bytes, length: download.endedEarly)
         }
-        var source = ImageSource.network
-        var metadata = HTTPFreshness.metadata(for: response.caching)
         counters.bytesDownloaded += response.bytes.count
         if response.httpStatus == 304 { counters.revalidated += 1 } else { counters.networkFetches += 1 }
-        if response.httpStatus == 304, let stored = download.stored {
-          // Not modified: the stored bytes are current again. Validators the 304 did not
-          // repeat are kept.
-          data.bytes = stored.bytes
-          source = .revalidated
-          if metadata.etag.isEmpty { metadata.etag = stored.metadata.etag }
-          if metadata.lastModified.isEmpty { metadata.lastModified = stored.metadata.lastModified }
-        }
-        // Keep the bytes on disk for next time, without delaying the decode; never what
-        // the server marked no-store.
-        if let diskPool, download.url.isHTTP, !response.caching.noStore, !response.endedEarly {
-          let key = download.key.cacheKey, bytes = data.bytes
-          let digest = response.httpStatus == 304 ? download.stored.map(OriginDigest.init) ?? OriginDigest(bytes)
-                                                  : OriginDigest(bytes)
-          decodeAll(download, data, source: source, keep: VariantKeeping(metadata: metadata, origin: digest))
-          _ = diskPool.submit(priority: Int32.min + 1) { [weak self] in
-            self?.diskCache()?.store(bytes, metadata: metadata, for: key, checksum: digest.origin.checksum)
-          }
-        } else {
-          decodeAll(download, data, source: source)
-        }
+        let received = diskTier?.received(response, for: download.key.cacheKey, url: download.url,
+                                          revalidating: stored)
+          ?? ReceivedBytes(data: response, source: .network, origin: nil)
+        decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
       }
     }
     if let failure { complete(failed, with: .failure(failure)) }
   }
 
-  private func runDecode(_ decode: DecodeTask, _ data: DownloadedData, source: ImageSource) {
+  private func runDecode(_ decode: DecodeTask, _ input: DecodeInput) {
     // A host that stopped draining: when every requester's queue is full of undrained
     // images, the decode (which would add another) waits with its bytes until one drains.
     enum Start { case run, held, abandoned }
@@ -787,163 +556,48 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       // Every queue is asked (each registers this loader to hear when it drains).
       let full = queues.values.map { $0.isFull(notifying: self) }
       guard !full.contains(false) else { return .run }
-      decode.job = nil
-      heldDecodes[ObjectIdentifier(decode)] = (decode, data, source)
+      decode.phase = .held(input)
       return .held
     }
     if start != .run { return }
-    let result = decoder.decode(data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
+    let result = decoder.decode(input.data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
     if case .success(let image) = result, let warning = image.warning {
       Self.log(configuration, .warning, "\(decode.variant.cacheKey): \(warning)")
     }
     let finished: [PendingRequest] = lock.withLock {
       guard decodes[decode.key] === decode else { return [] }
-      decodes.removeValue(forKey: decode.key)
-      decode.job = nil
-      let all = Array(decode.requests.values)
-      for pending in all { pending.decode = nil }
-      if case .success(let image) = result, all.contains(where: \.usesMemoryCache) {
-        memoryCache.insert(image, for: decode.variant)
+      let all = finish(decode)
+      if case .success(let image) = result, !all.isEmpty {
+        if all.contains(where: \.usesMemoryCache) { memoryCache.insert(image, for: decode.variant) }
+        if let origin = input.origin { storeVariant(image, decode.variant, origin) }
       }
-      if case .success(let image) = result, !all.isEmpty, let keep = decode.keep { storeVariant(image, decode, keep) }
       return all
     }
     let outcome: Outcome
     switch result {
-    case .success(let image): outcome = .success(image, source, httpStatus: data.httpStatus)
+    case .success(let image): outcome = .success(image, input.source, httpStatus: input.data.httpStatus)
     case .failure(var error):
-      if error.httpStatus == 0 { error.httpStatus = data.httpStatus }
+      if error.httpStatus == 0 { error.httpStatus = input.data.httpStatus }
       outcome = .failure(error)
     }
     complete(finished, with: outcome)
   }
-}
 
-// MARK: - Bookkeeping types (guarded by the loader's lock)
-
-private final class PendingRequest {
-  let token: UInt64
-  let delivery: Delivery
-  let queue: CompletionQueue
-  let usesMemoryCache: Bool
-  var priority: Int32
-  /// The decode task this request waits on; nil once it has a result or was detached.
-  var decode: DecodeTask?
-
-  init(token: UInt64, delivery: Delivery, queue: CompletionQueue, priority: Int32, usesMemoryCache: Bool) {
-    self.token = token
-    self.delivery = delivery
-    self.queue = queue
-    self.priority = priority
-    self.usesMemoryCache = usesMemoryCache
-  }
-}
-
-/// What a download is shared by: requests for the same bytes under the same cache policy.
-private struct DownloadKey: Hashable {
-  let cacheKey: String
-  let policy: ImageRequest.CachePolicy
-}
-
-/// What a decode is shared by: requests for the same variant under the same cache policy.
-private struct DecodeKey: Hashable {
-  let variant: ImageVariant
-  let policy: ImageRequest.CachePolicy
-}
-
-/// One decode of one variant, shared by every request for that variant.
-private final class DecodeTask {
-  let key: DecodeKey
-  var variant: ImageVariant { key.variant }
-  var requests: [UInt64: PendingRequest] = [:]
-  var priority: Int32 = 0
-  /// The download this decode waits on; nil once the bytes arrived.
-  var download: DownloadTask?
-  /// The queued decode job; nil before the bytes arrive and after it ran.
-  var job: PriorityWorkPool.Job?
-  /// The lookup of this variant on disk, before any download; `waitingSource` is what
-  /// starts the download if it misses.
-  var variantJob: PriorityWorkPool.Job?
-  var waitingSource: DownloadSource?
-  /// Set with the bytes: what a decoded variant stored on disk records of them.
-  var keep: VariantKeeping?
-
-  init(key: DecodeKey) { self.key = key }
-}
-
-/// Where the bytes of a decode come from, kept while the decode looks for its variant on disk.
-private struct DownloadSource {
-  let url: RequestURL
-  let headers: [String]
-  var startDelayMilliseconds: Int
-}
-
-/// What a decoded variant written to disk carries of its original: the response's metadata
-/// (its freshness follows the original's) and the bytes' identity.
-private struct VariantKeeping {
-  let metadata: DiskCache.Metadata
-  let origin: OriginDigest
-}
-
-/// The length and checksum of an original's bytes, the checksum computed once, on the
-/// first disk thread that needs it (the original's write or a variant's), never on the
-/// decode path.
-private final class OriginDigest: @unchecked Sendable {
-  private let bytes: [UInt8]
-  private let lock = Lock()
-  private var known: VariantOrigin?
-
-  init(_ bytes: [UInt8]) { self.bytes = bytes }
-  init(_ entry: DiskCache.Entry) {
-    bytes = []
-    known = VariantOrigin(length: UInt64(entry.bytes.count), checksum: entry.checksum)
-  }
-
-  var origin: VariantOrigin {
-    lock.withLock {
-      if let known { return known }
-      let computed = VariantOrigin(length: UInt64(bytes.count), checksum: DiskCache.checksum(bytes))
-      known = computed
-      return computed
+  /// Offers a decoded image to the disk tier as a variant of its original.
+  private func storeVariant(_ image: Image, _ variant: ImageVariant, _ origin: OriginalRecord) {
+    diskTier?.storeVariant(image, of: variant, origin: origin) { [weak self] written in
+      guard let self else { return }
+      self.lock.withLock {
+        self.counters.variantsStored += 1
+        self.counters.variantBytesStored += written
+      }
     }
   }
-}
 
-/// The bytes of one cache key (from disk or the network), shared by every decode that
-/// needs them. The request that starts it decides URL and headers (requests merged into
-/// it have the same cache key, so the same headers unless the caller gave one key).
-private final class DownloadTask {
-  let key: DownloadKey
-  let url: RequestURL
-  let headers: [String]
-  var decodes: [ImageVariant: DecodeTask] = [:]
-  var priority: Int32 = 0
-  var transfer: TransferID?
-  /// The disk lookup under way, before any transfer.
-  var diskJob: PriorityWorkPool.Job?
-  /// A stale stored copy being revalidated by the transfer.
-  var stored: DiskCache.Entry?
-  /// Set by the request that started it (a table during a fling).
-  var startDelayMilliseconds = 0
-  /// The length of the prefix its transfer ended with (see `endsEarly`); 0: none.
-  var endedEarly = 0
-  /// Previews: a decode under way, when the last began, the scan count of the last made.
-  var previewing = false
-  var lastPreviewAt: UInt64 = 0
-  var previewScans = 0
-
-  init(key: DownloadKey, url: RequestURL, headers: [String]) {
-    self.key = key
-    self.url = url
-    self.headers = headers
-  }
-}
-
-extension ImageLoader {
-  /// Library diagnostics (an unusable cache directory, a dropped corrupt entry): one line
-  /// to the host's log callback if it wants that level, never a failed load.
-  static func log(_ configuration: LoaderConfiguration, _ level: LogLevel, _ line: String) {
-    guard let sink = configuration.log, level <= configuration.logLevel else { return }
-    sink(level, line)
+  private func complete(_ requests: [PendingRequest], with outcome: Outcome) {
+    if case .failure(let error) = outcome, error.status != .cancelled, !requests.isEmpty {
+      lock.withLock { counters.failed += requests.count }
+    }
+    for pending in requests { pending.queue.complete(pending.delivery, with: outcome) }
   }
 }

@@ -35,13 +35,7 @@ public struct ImageRequest: Sendable {
   /// the URL; with per-request headers (credentials) and no caller's key, the URL plus a
   /// fingerprint of those headers, so that a response fetched with one user's
   /// Authorization or Cookie is never handed to a request that did not send the same.
-  public var cacheKey: String {
-    if let explicitCacheKey { return explicitCacheKey }
-    if headers.isEmpty { return url }
-    // A line break cannot be part of a URL (or of a header line): no request without
-    // headers can have this key.
-    return url + "\n" + DiskCache.fileName(for: headers.joined(separator: "\n"))
-  }
+  public var cacheKey: CacheKey { CacheKey(url: url, headers: headers, callersKey: explicitCacheKey) }
   public var targetWidth: Int
   public var targetHeight: Int
   public var mode: ScaleMode
@@ -104,7 +98,7 @@ public struct ImageRequest: Sendable {
 
 /// One decoded rendition of one source: the key of the memory cache and of decode merging.
 public struct ImageVariant: Hashable, Sendable {
-  public var cacheKey: String
+  public var cacheKey: CacheKey
   public var width: Int
   public var height: Int
   public var mode: ScaleMode

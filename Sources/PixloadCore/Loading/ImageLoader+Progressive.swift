@@ -1,0 +1,98 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The coordinator's part in progressive downloads: when a transfer's progress reaches its
+/// requesters, when a preview decode runs and for whom, and when a thumbnail's transfer
+/// may end early. What the bytes mean (scans, prefixes, the EOI that closes them) is the
+/// decoder's (`ImageDecoding.previewPrefix`, `firstScansEnd`, `scansPrefix`).
+extension ImageLoader {
+  /// Returns true when the body so far is all the download's requesters need (see
+  /// `endsEarly`): the engine then ends the transfer with it.
+  func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64,
+                                  body: [UInt8]) -> Bool {
+    if endsEarly(download, received: received, expected: expected, body: body) { return true }
+    var previewNow = false
+    let listeners: [PendingRequest] = lock.withLock {
+      guard downloads[download.key] === download else { return [] }
+      let requesters = download.decodes.values.flatMap(\.requests.values)
+      // One preview decode at a time per download, and none sooner than the shortest
+      // interval its requesters asked for: the queue drops what comes too soon anyway.
+      let previewers = requesters.filter(\.delivery.wantsPreview)
+      if !previewers.isEmpty, !download.previewing, download.previewScans < Self.previewScanLimit {
+        let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
+        let now = monotonicNanoseconds()
+        // The interval counts from the last preview made, not the last attempt: an attempt
+        // before the first scan was complete must not hold the first preview back.
+        if download.lastPreviewAt == 0 || now - download.lastPreviewAt >= interval {
+          download.previewing = true
+          previewNow = true
+        }
+      }
+      return requesters.filter(\.delivery.wantsProgress)
+    }
+    for pending in listeners {
+      pending.queue.progress(pending.delivery, received: received, expected: expected)
+    }
+    if previewNow {
+      _ = decodePool.submit(priority: download.priority) { [weak self, weak download] in
+        guard let self, let download else { return }
+        self.previewDownload(download, body)
+      }
+    }
+    return false
+  }
+
+  /// The early end of a thumbnail's transfer (pixload.h states the rule): when every
+  /// requester wants a thumbnail that a progressive JPEG's first scans decode exactly (1/8
+  /// scale), no disk cache would store the file and it is not a revalidation, the transfer
+  /// ends once those scans have arrived. Previews do not keep it going: the final image is
+  /// then ready as soon as a preview would be. The download leaves the table first, so a
+  /// request that comes later starts its own transfer.
+  private func endsEarly(_ download: DownloadTask, received: UInt64, expected: UInt64, body: [UInt8]) -> Bool {
+    guard diskTier == nil else { return false }
+    let variants: [ImageVariant]? = lock.withLock {
+      guard downloads[download.key] === download, download.revalidating == nil, !download.decodes.isEmpty
+      else { return nil }
+      return Array(download.decodes.keys)
+    }
+    guard let variants, let end = decoder.firstScansEnd(body, variants: variants) else { return false }
+    return lock.withLock {
+      // Unchanged meanwhile: still registered, no other variant joined.
+      guard downloads[download.key] === download, Set(download.decodes.keys) == Set(variants) else { return false }
+      downloads.removeValue(forKey: download.key)
+      download.endedEarly = end
+      if expected > received { counters.bytesSaved += Int(expected - received) }
+      return true
+    }
+  }
+
+  /// A preview decode never runs for more scans than this (libjpeg's own scan limit).
+  static let previewScanLimit = 500
+
+  /// Decodes the complete scans of a progressive JPEG received so far (`body`, a prefix of
+  /// the download) into each variant whose requesters want previews, and queues the
+  /// images to them. Baseline JPEGs and other formats get no preview: their rows arrive
+  /// top to bottom, and a half-drawn image is not what a list row should show.
+  private func previewDownload(_ download: DownloadTask, _ body: [UInt8]) {
+    defer { lock.withLock { download.previewing = false } }
+    guard let prefix = decoder.previewPrefix(body) else { return }
+    let targets: [(ImageVariant, [PendingRequest])] = lock.withLock {
+      guard downloads[download.key] === download, prefix.scans > download.previewScans else { return [] }
+      download.previewScans = prefix.scans
+      download.lastPreviewAt = monotonicNanoseconds()
+      return download.decodes.values.compactMap { decode in
+        let previewers = decode.requests.values.filter(\.delivery.wantsPreview)
+        return previewers.isEmpty ? nil : (decode.variant, Array(previewers))
+      }
+    }
+    guard !targets.isEmpty else { return }
+    let bytes = decoder.scansPrefix(body, length: prefix.length)
+    for (variant, previewers) in targets {
+      guard case .success(let image) = decoder.decode(bytes, variant: variant, maxPixels: configuration.maxPixels) else {
+        continue
+      }
+      for pending in previewers { pending.queue.preview(pending.delivery, image: image, scans: prefix.scans) }
+    }
+  }
+}

@@ -1,0 +1,75 @@
+/// Settings of one loader. Defaults match `pxl_config_init`.
+public struct LoaderConfiguration: Sendable {
+  public var memoryCacheBytes = 64 << 20
+  public var memoryCacheCount = 1000
+  /// 0: one per core.
+  public var decodeThreads = 0
+  public var maxPixels: UInt64 = 100_000_000
+  /// The network engine's settings (limits, timeouts, retries, TLS, headers). The C API
+  /// sets the user agent "pixload/<version>" from the header's version.
+  public var network = EngineConfiguration()
+  /// Disk cache of encoded bytes; 0 bytes: none.
+  public var diskCacheBytes = 0
+  /// nil: `DiskCache.defaultDirectory`.
+  public var diskCacheDirectory: String?
+  /// Disk entries unused for this long are dropped; 0: no age limit. Default: 7 days.
+  public var diskCacheMaxAgeSeconds = 7 * 24 * 3600
+  /// Decoded variants whose width and height are both at most this are also kept in the
+  /// disk cache (requests whose non-zero target sides are at most this, and not 0x0, look
+  /// for one first), so that a warm start delivers thumbnails without decoding; 0: off.
+  public var diskVariantMaxSide = 256
+  /// Treat stored entries as fresh until evicted, whatever Cache-Control and Expires said
+  /// (what most image loaders do); false: stale entries are revalidated.
+  public var ignoresHTTPFreshness = false
+  /// Where diagnostics go (an unusable cache directory, a dropped corrupt entry); nil:
+  /// nowhere. A library never writes to stderr. Called on library threads.
+  public var log: (@Sendable (LogLevel, String) -> Void)?
+  /// The most verbose level passed to `log`.
+  public var logLevel = LogLevel.warning
+
+  public init() {}
+}
+
+/// Levels of the log callback. Raw values are the C API's PXL_LOG_*.
+public enum LogLevel: Int32, Sendable, Comparable {
+  case error = 0
+  case warning = 1
+  case info = 2
+
+  public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// What a loader did so far (a snapshot).
+public struct LoaderStatistics: Sendable, Equatable {
+  /// Requests accepted (prefetches included).
+  public var requests = 0
+  public var memoryHits = 0
+  public var diskHits = 0
+  /// Transfers that brought a body (retries not counted twice).
+  public var networkFetches = 0
+  /// Stale disk entries the server confirmed (HTTP 304).
+  public var revalidated = 0
+  /// Requests that joined work already under way instead of starting their own.
+  public var coalesced = 0
+  public var cancelled = 0
+  /// Requests that ended with an error other than CANCELLED.
+  public var failed = 0
+  public var bytesDownloaded = 0
+  /// Bytes not downloaded because a thumbnail's first scans were enough (the declared
+  /// length minus what arrived; transfers without a length count nothing).
+  public var bytesSaved = 0
+  /// Of `diskHits`: requests answered by a decoded variant from disk, with no decode.
+  public var variantHits = 0
+  /// Decoded variants this loader wrote to the disk cache, and their bytes.
+  public var variantsStored = 0
+  public var variantBytesStored = 0
+}
+
+extension ImageLoader {
+  /// Library diagnostics (an unusable cache directory, a dropped corrupt entry): one line
+  /// to the host's log callback if it wants that level, never a failed load.
+  static func log(_ configuration: LoaderConfiguration, _ level: LogLevel, _ line: String) {
+    guard let sink = configuration.log, level <= configuration.logLevel else { return }
+    sink(level, line)
+  }
+}
