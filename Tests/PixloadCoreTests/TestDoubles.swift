@@ -126,3 +126,91 @@ extension CompletionQueue {
     return true
   }
 }
+
+/// A disk tier that answers only when the test says so: it records every lookup, cancel,
+/// store and received response, so the coordinator's disk rules are tested without a
+/// directory, a disk thread or a wait.
+final class ManualDiskTier: DiskTier, @unchecked Sendable {
+  struct VariantLookup {
+    let variant: ImageVariant
+    let policy: ImageRequest.CachePolicy
+    let job: DiskJob
+    let answer: @Sendable (Image?) -> Void
+  }
+  struct OriginalLookup {
+    let key: CacheKey
+    let policy: ImageRequest.CachePolicy
+    let job: DiskJob
+    let answer: @Sendable (DiskAnswer) -> Void
+  }
+
+  /// Variants with both sides at most this are kept; 0: none.
+  let variantMaxSide: Int
+  private let lock = Lock()
+  private var _variantLookups: [VariantLookup] = []
+  private var _originalLookups: [OriginalLookup] = []
+  private var _cancelled: [ObjectIdentifier] = []
+  private var _storedVariants: [ImageVariant] = []
+  private var _received: [(CacheKey, Int)] = []
+
+  init(variantMaxSide: Int = 0) { self.variantMaxSide = variantMaxSide }
+
+  var variantLookups: [VariantLookup] { lock.withLock { _variantLookups } }
+  var originalLookups: [OriginalLookup] { lock.withLock { _originalLookups } }
+  var storedVariants: [ImageVariant] { lock.withLock { _storedVariants } }
+  /// Each finished transfer handed to the tier: its key and HTTP status.
+  var received: [(CacheKey, Int)] { lock.withLock { _received } }
+  func wasCancelled(_ job: DiskJob) -> Bool { lock.withLock { _cancelled.contains(ObjectIdentifier(job)) } }
+
+  /// A stale stored original with these validators and bytes.
+  static func stored(_ bytes: [UInt8], etag: String) -> StoredOriginal {
+    var metadata = DiskCache.Metadata()
+    metadata.etag = etag
+    return StoredOriginal(etag: etag, lastModified: "", entry: DiskCache.Entry(bytes: bytes, metadata: metadata))
+  }
+
+  func keepsVariant(_ variant: ImageVariant) -> Bool {
+    variantMaxSide > 0 && variant.width > 0 && variant.width <= variantMaxSide && variant.height <= variantMaxSide
+  }
+
+  func lookUpVariant(_ variant: ImageVariant, policy: ImageRequest.CachePolicy, priority: Int32,
+                     answer: @escaping @Sendable (Image?) -> Void) -> DiskJob {
+    let job = DiskJob()
+    lock.withLock { _variantLookups.append(VariantLookup(variant: variant, policy: policy, job: job, answer: answer)) }
+    return job
+  }
+
+  func lookUpOriginal(_ key: CacheKey, policy: ImageRequest.CachePolicy, priority: Int32,
+                      answer: @escaping @Sendable (DiskAnswer) -> Void) -> DiskJob {
+    let job = DiskJob()
+    lock.withLock { _originalLookups.append(OriginalLookup(key: key, policy: policy, job: job, answer: answer)) }
+    return job
+  }
+
+  func setPriority(_ job: DiskJob, _ priority: Int32) {}
+  func cancel(_ job: DiskJob) { lock.withLock { _cancelled.append(ObjectIdentifier(job)) } }
+
+  func received(_ response: DownloadedData, for key: CacheKey, url: RequestURL,
+                revalidating stored: StoredOriginal?) -> ReceivedBytes {
+    lock.withLock { _received.append((key, response.httpStatus)) }
+    var data = response
+    var source = ImageSource.network
+    if response.httpStatus == 304, let stored {
+      data.bytes = stored.entry.bytes
+      source = .revalidated
+    }
+    return ReceivedBytes(data: data, source: source, origin: OriginalRecord(metadata: .init(), bytes: data.bytes))
+  }
+
+  func storeVariant(_ image: Image, of variant: ImageVariant, origin: OriginalRecord,
+                    stored: @escaping @Sendable (Int) -> Void) {
+    guard keepsVariant(variant) else { return }
+    lock.withLock { _storedVariants.append(variant) }
+    stored(image.byteCount)
+  }
+
+  func remove(_ key: String) {}
+  func removeAll() {}
+  var bytesSeen: Int { 0 }
+  func shutdown() {}
+}

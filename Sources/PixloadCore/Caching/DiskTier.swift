@@ -29,7 +29,8 @@ public protocol DiskTier: AnyObject, Sendable {
   func received(_ response: DownloadedData, for key: CacheKey, url: RequestURL,
                 revalidating: StoredOriginal?) -> ReceivedBytes
   /// Keeps `image`, decoded from the bytes `origin` describes, as the variant `variant`
-  /// when the tier keeps such variants; `stored(bytes written)` runs after a write.
+  /// when the tier keeps such variants; `stored(bytes written)` runs after a write, on a
+  /// tier thread or inside this call (the coordinator does not hold its lock here).
   func storeVariant(_ image: Image, of variant: ImageVariant, origin: OriginalRecord,
                     stored: @escaping @Sendable (Int) -> Void)
   /// Forgets `key` and the credentialed keys made from it, with their variants.

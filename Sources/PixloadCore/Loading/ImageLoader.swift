@@ -567,11 +567,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     let finished: [PendingRequest] = lock.withLock {
       guard decodes[decode.key] === decode else { return [] }
       let all = finish(decode)
-      if case .success(let image) = result, !all.isEmpty {
-        if all.contains(where: \.usesMemoryCache) { memoryCache.insert(image, for: decode.variant) }
-        if let origin = input.origin { storeVariant(image, decode.variant, origin) }
+      if case .success(let image) = result, all.contains(where: \.usesMemoryCache) {
+        memoryCache.insert(image, for: decode.variant)
       }
       return all
+    }
+    if case .success(let image) = result, !finished.isEmpty, let origin = input.origin {
+      storeVariant(image, decode.variant, origin)
     }
     let outcome: Outcome
     switch result {
@@ -583,7 +585,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     complete(finished, with: outcome)
   }
 
-  /// Offers a decoded image to the disk tier as a variant of its original.
+  /// Offers a decoded image to the disk tier as a variant of its original (not holding the
+  /// lock: a tier may report the write at once).
   private func storeVariant(_ image: Image, _ variant: ImageVariant, _ origin: OriginalRecord) {
     diskTier?.storeVariant(image, of: variant, origin: origin) { [weak self] written in
       guard let self else { return }
