@@ -16,7 +16,7 @@ public final class ImageTable: @unchecked Sendable {
     /// bandwidth from the rows on screen. Within that, the rows the scroll brings on
     /// screen within the time visible rows' loads have lately taken (at least two): on a
     /// network that loads a row in a frame, rows further ahead are bets that a stop or a
-    /// turn loses (see `planScroll`).
+    /// turn loses (see `ScrollPlanner`).
     public var prefetchRows = 8
     /// 0: always `prefetchRows`, whatever the network.
     public var prefetchHorizonMilliseconds = 500
@@ -78,16 +78,6 @@ public final class ImageTable: @unchecked Sendable {
   /// A preview for a visible row still loading: its result follows (see `ImageLoader.load`).
   public typealias PreviewHandler = (Int, Image) -> Void
 
-  private enum RowState {
-    /// A request is in flight; `visible` decides whether its result reaches the host.
-    /// `generation` names this start of the row: only results of this start count for it
-    /// (a previous start's CANCELLED result may still be queued). `token` is nil while
-    /// `start` issues the load: its result may arrive on another thread before it returns.
-    case loading(generation: UInt64, token: UInt64?)
-    /// The host has this row's result (or its error) while the row stays on screen.
-    case shown
-  }
-
   private let loader: ImageLoader
   private let queue: CompletionQueue
   private let configuration: Configuration
@@ -101,27 +91,16 @@ public final class ImageTable: @unchecked Sendable {
   /// What the host last asked for, before clipping to the rows that exist, so that rows
   /// appended later (`setRowCount`) fill a range that was declared visible.
   private var requested = (first: 0, count: 0, direction: 0)
-  /// The visible rows at the previous call: during a fling, only rows seen twice load.
-  private var previousVisible = 0..<0
-  /// The recent moves of the visible rows: the scroll's speed and where it stops.
-  private var motion: ScrollMotion
-  private var rows: [Int: RowState] = [:]
+  /// The scroll's history and what the table's rows lately took to load.
+  private var planner: ScrollPlanner
+  /// Every row the table tracks: loading, or shown while it stays on screen.
+  private var rows: [Int: TableRow] = [:]
   /// The last generation given to a start of a row.
   private var lastGeneration: UInt64 = 0
-  /// Prefetched rows whose transfers wait for the visible rows to finish loading.
-  private var heldPrefetchRows: Set<Int> = []
-  /// Visible rows started with a fling's start delay and not confirmed since: if they
-  /// leave the screen before that, they are cancelled even within the rows kept behind
-  /// (they were never worth a request; keeping them would send one when the delay ends).
-  private var unconfirmedRows: Set<Int> = []
   private var statistics = Statistics()
   private var closed = false
   /// Monotonic nanoseconds; tests pass their own clock.
   private let clock: () -> UInt64
-  /// When each visible row's transfer was asked to start now (not held by a fling), and
-  /// how long such loads have lately taken (an average weighing the latest a quarter).
-  private var loadStartedAt: [Int: UInt64] = [:]
-  private var recentLoadNanoseconds: Double?
 
   public init(loader: ImageLoader, queue: CompletionQueue, rowCount: Int = 0,
               configuration: Configuration = Configuration(),
@@ -133,7 +112,7 @@ public final class ImageTable: @unchecked Sendable {
     self.queue = queue
     self.rowCount = max(0, rowCount)
     self.configuration = configuration
-    motion = ScrollMotion(windowMilliseconds: configuration.speedWindowMilliseconds)
+    planner = ScrollPlanner(configuration: configuration)
     self.requestForRow = requestForRow
     self.onRow = onRow
     self.onPreview = configuration.previews ? onPreview : nil
@@ -152,10 +131,10 @@ public final class ImageTable: @unchecked Sendable {
   /// Tells the table what is on screen. `direction` > 0 when scrolling towards higher rows,
   /// < 0 towards lower ones, 0 when still (prefetch then looks both ways).
   public func setVisible(first: Int, count: Int, direction: Int) {
-    let prefetchLimit = prefetchWindow(loader.networkThroughput)
+    let prefetchLimit = planner.prefetchWindow(loader.networkThroughput)
     var immediate: [(Int, Outcome)] = []
     var toCancel: [UInt64] = []
-    var toStart: [(Int, ImageRequest, Bool)] = []  // row, request, visible
+    var toStart: [(row: Int, request: ImageRequest, record: TableRow)] = []
     var toRaise: [(UInt64, Int32)] = []
     var toConfirm: [UInt64] = []
     var toPostpone: [(UInt64, Int)] = []
@@ -164,65 +143,46 @@ public final class ImageTable: @unchecked Sendable {
       if closed { return }
       requested = (first, count, direction)
       let lower = max(0, min(first, rowCount))
-      let upper = max(lower, min(Self.add(first, max(0, count)), rowCount))
-      previousVisible = visible
+      let upper = max(lower, min(ScrollPlanner.add(first, max(0, count)), rowCount))
       visible = lower..<upper
-      let plan = planScroll(direction: direction, prefetchLimit: prefetchLimit)
-      let ahead = plan.ahead
-      let behind = plan.behind
-
-      for row in loadStartedAt.keys where !visible.contains(row) { loadStartedAt.removeValue(forKey: row) }
-      for (row, state) in rows where !visible.contains(row) {
-        switch state {
-        case .shown:
-          // Off screen, the host's slot may show another row now: when this row comes
-          // back it is delivered again (from memory).
-          rows.removeValue(forKey: row)
-        case .loading(_, let token):
-          // Loads of rows that left every window are cancelled (one still being issued by
-          // `start` on another thread is cancelled there, once it finds its row gone).
-          if unconfirmedRows.contains(row) || (!plan.keepAhead.contains(row) && !behind.contains(row)) {
-            if let token { toCancel.append(token) }
-            statistics.cancelled += 1
-            rows.removeValue(forKey: row)
-            heldPrefetchRows.remove(row)
-            unconfirmedRows.remove(row)
-          }
-        }
+      let now = clock()
+      let plan = planner.plan(visible: visible, rowCount: rowCount, direction: direction,
+                              prefetchLimit: prefetchLimit, rows: rows, now: now)
+      for row in plan.cancel {
+        // A load still being issued by `start` on another thread is cancelled there, once
+        // it finds its row gone.
+        if case .loading(_, let token?)? = rows.removeValue(forKey: row)?.phase { toCancel.append(token) }
+        statistics.cancelled += 1
       }
-      for row in visible {
-        let passing = plan.isPassing(row)
-        switch rows[row] {
-        case .shown?: continue
-        case .loading(_, nil)?:
-          continue  // being issued on another thread, with the priority it had then
-        case .loading(_, let token?)?:
-          toRaise.append((token, visiblePriority(row, plan)))
-          // Still on screen a frame later: a fling's start delay is over for this row,
-          // unless it is still passing (it is likely gone before its image could arrive).
-          if passing {
-            toPostpone.append((token, plan.passingDelay(row, minimum: configuration.flingStartDelayMilliseconds)))
+      for row in plan.forget { rows.removeValue(forKey: row) }
+      // A row that left is no longer timed: back on screen, its result would count the
+      // time it spent away.
+      for row in plan.keep { rows[row]?.startedAt = nil }
+      for (row, action) in plan.visible {
+        switch action {
+        case .raise(let priority, let postpone):
+          guard let record = rows[row], case .loading(_, let token?) = record.phase else { continue }
+          toRaise.append((token, priority))
+          if let postpone {
+            toPostpone.append((token, postpone))
           } else {
             toConfirm.append(token)
-            if unconfirmedRows.remove(row) != nil { loadStartedAt[row] = clock() }
+            if record.unconfirmed {
+              rows[row]?.unconfirmed = false
+              rows[row]?.startedAt = now
+            }
           }
-        case nil:
-          guard let request = requestForRow(row) else { continue }
-          var wanted = request
-          wanted.priority = visiblePriority(row, plan)
-          if let image = loader.cachedImage(for: wanted) {
-            rows[row] = .shown
+        case .load(let priority, let delay):
+          guard var request = requestForRow(row) else { continue }
+          request.priority = priority
+          if let image = loader.cachedImage(for: request) {
+            rows[row] = TableRow(phase: .shown)
             statistics.memoryHits += 1
             statistics.delivered += 1
             immediate.append((row, .success(image, .memory, httpStatus: 0)))
           } else {
-            if passing {
-              wanted.startDelayMilliseconds = plan.passingDelay(row, minimum: configuration.flingStartDelayMilliseconds)
-              unconfirmedRows.insert(row)
-            } else {
-              loadStartedAt[row] = clock()
-            }
-            toStart.append((row, wanted, true))
+            if let delay { request.startDelayMilliseconds = delay }
+            toStart.append((row, request, TableRow(unconfirmed: delay != nil, startedAt: delay == nil ? now : nil)))
           }
         }
       }
@@ -232,27 +192,20 @@ public final class ImageTable: @unchecked Sendable {
       if !screenLoading {
         toConfirm += releaseHeldPrefetches()
       } else {
-        for row in heldPrefetchRows {
-          if case .loading(_, let token?)? = rows[row] { toHoldAgain.append(token) }
+        for record in rows.values where record.held {
+          if case .loading(_, let token?) = record.phase { toHoldAgain.append(token) }
         }
       }
-      // Prefetches wait for the screen like any prefetch, also the rows a slowing fling
-      // will stop on: sent at once, they took a slow link's bandwidth from rows still on
-      // screen that were about to leave.
-      for (distance, row) in ahead.enumerated() where rows[row] == nil {
+      for (row, priority) in plan.prefetch {
         guard var request = requestForRow(row) else { continue }
-        request.priority = aheadPriority(row, distance: distance, plan)
+        request.priority = priority
         guard loader.cachedImage(for: request) == nil else { continue }
-        if screenLoading && configuration.prefetchHoldMilliseconds > 0 {
-          request.startDelayMilliseconds = configuration.prefetchHoldMilliseconds
-          heldPrefetchRows.insert(row)
-        }
-        toStart.append((row, request, false))
+        let held = screenLoading && configuration.prefetchHoldMilliseconds > 0
+        if held { request.startDelayMilliseconds = configuration.prefetchHoldMilliseconds }
+        toStart.append((row, request, TableRow(held: held)))
       }
-      // Rows that were visible and are now only kept or prefetched drop to low priority;
-      // rows loading ahead take the rank of this call's plan (landing or not).
-      for (distance, row) in (plan.keepAhead + Array(behind)).enumerated() {
-        if case .loading(_, let token?)? = rows[row] { toRaise.append((token, aheadPriority(row, distance: distance, plan))) }
+      for (row, priority) in plan.rerank {
+        if case .loading(_, let token?)? = rows[row]?.phase { toRaise.append((token, priority)) }
       }
     }
     for token in toCancel { loader.cancel(token) }
@@ -260,7 +213,7 @@ public final class ImageTable: @unchecked Sendable {
     for token in toConfirm { loader.startNow(token) }
     for (token, milliseconds) in toPostpone { loader.postpone(token, milliseconds: milliseconds) }
     for token in toHoldAgain { loader.postpone(token, milliseconds: configuration.prefetchHoldMilliseconds) }
-    for (row, request, _) in toStart { start(row: row, request: request) }
+    for start in toStart { self.start(row: start.row, request: start.request, record: start.record) }
     for (row, outcome) in immediate { onRow(row, outcome) }
   }
 
@@ -268,15 +221,13 @@ public final class ImageTable: @unchecked Sendable {
   public func cancelAll() {
     let tokens: [UInt64] = lock.withLock {
       var tokens: [UInt64] = []
-      for case .loading(_, let token) in rows.values {
+      for record in rows.values {
+        guard case .loading(_, let token) = record.phase else { continue }
         // A load still being issued is cancelled by `start`, which finds its row gone.
         if let token { tokens.append(token) }
         statistics.cancelled += 1
       }
       rows.removeAll()
-      heldPrefetchRows.removeAll()
-      unconfirmedRows.removeAll()
-      loadStartedAt.removeAll()
       return tokens
     }
     for token in tokens { loader.cancel(token) }
@@ -288,240 +239,30 @@ public final class ImageTable: @unchecked Sendable {
     cancelAll()
   }
 
-  // MARK: - Private
-
-  /// What one `setVisible` does around the screen, from where the scroll is going.
-  private struct ScrollPlan {
-    /// Rows to prefetch now, nearest (soonest on screen) first.
-    var ahead: [Int] = []
-    /// Rows of `ahead` that the scroll will stop on (a slowing fling's final screen, as
-    /// predicted): ranked as visible rows are, after them.
-    var landing: Set<Int> = []
-    /// Rows ahead whose loads, once started, go on: `ahead` and the configured window
-    /// beyond it, so that a prediction that wavers from frame to frame does not cut and
-    /// restart transfers (on a slow server each start costs a turn).
-    var keepAhead: [Int] = []
-    /// Rows behind that keep loading.
-    var behind: Range<Int> = 0..<0
-    /// The screen moved by a screen or more: nothing on it was there a frame ago.
-    var skipping = false
-    var prediction: ScrollPrediction?
-    /// Seconds a row must stay on screen to be worth a request now (nil: only skipping
-    /// screens pass rows by).
-    var threshold: Double?
-
-    /// A visible row that will have left before an image could arrive: its transfer waits
-    /// (a fling's start delay), to be cancelled if it leaves and confirmed if it stays.
-    func isPassing(_ row: Int) -> Bool {
-      if skipping { return true }
-      guard let threshold, let prediction else { return false }
-      return prediction.visit(of: row).leave < threshold
-    }
-
-    /// How long a passing row's transfer waits (at least `minimum` ms): until a frame after
-    /// the row is predicted to leave, when it is cancelled. A host calls `setVisible` only
-    /// when the screen moves, every few frames in a slow scroll: a shorter wait would end
-    /// between two calls and send the request after all.
-    func passingDelay(_ row: Int, minimum: Int) -> Int {
-      guard !skipping, let prediction else { return minimum }
-      let leave = prediction.visit(of: row).leave
-      guard leave.isFinite else { return minimum }
-      return max(minimum, Int((leave + ImageTable.frameSeconds) * 1000) + 1)
-    }
-  }
-
-  /// Records this call's move and plans the rows around the screen. A fling (the screen
-  /// moving a screen or more per call, or rows passing faster than they load) loads only
-  /// the rows that will stay long enough for their images to arrive, predicted from the
-  /// scroll's speed and, once it slows down, where it will stop (`ScrollMotion`): so the
-  /// rows where a fling comes to rest start before they are on screen, while the rows it
-  /// sweeps past cost no request. Prefetching reaches the rows that the scroll brings on
-  /// screen within the time a load has lately taken (`leadSeconds`), at least
-  /// `minimumPrefetchRows` and at most the prefetch window (`prefetchLimit`): on a fast
-  /// network a row ahead is loaded as it comes, on a slow one the window fills. Called
-  /// under the lock, after `visible` was updated.
-  private func planScroll(direction: Int, prefetchLimit: Int) -> ScrollPlan {
-    let now = clock()
-    let shift = visible.isEmpty || previousVisible.isEmpty ? 0 : visible.lowerBound - previousVisible.lowerBound
-    let moved = abs(shift)
-    let movedBefore = motion.rowsMoved(before: now)
-    let previousMoveAt = motion.previousMoveAt
-    // Several screens at once after less than a screen in the speed window is a jump (a
-    // scrollbar drag, "go to the end"), not a fling's frame: flings build up, and no
-    // further call follows a jump, so its rows load at once, and what moved before it
-    // says nothing about what follows.
-    let jumped = moved >= Self.jumpScreens * max(1, visible.count) && movedBefore < visible.count
-    // (The jump itself stays on record: a fling that follows at once is fast.)
-    if jumped { motion.reset() }
-    motion.record(rows: shift, at: now)
-    let fixedWindow = prefetchRows(direction: direction, limit: prefetchLimit)
-    var plan = ScrollPlan()
-    let restingCount = leadSeconds.map { lead in
-      min(prefetchLimit, max(Self.minimumPrefetchRows, Int((lead * Double(visible.count)).rounded(.up))))
-    } ?? prefetchLimit
-    let moving = direction != 0 && !jumped && !visible.isEmpty && (moved > 0 || movedBefore > 0)
-    let velocity = moving ? motion.velocity(at: now, previousMoveAt: previousMoveAt) : nil
-    guard moving, let velocity, velocity != 0 else {
-      // At rest, after a jump, or a first move (no speed yet): the rows a scroll of a
-      // screen a second would reach within the lead, ahead or on both sides.
-      plan.ahead = prefetchRows(direction: direction, limit: restingCount)
-      plan.keepAhead = fixedWindow
-      plan.behind = keepRange(direction: direction)
-      if moving && moved >= visible.count && !previousVisible.overlaps(visible) {
-        // A first move of a screen or more: a fling starting, or a page-down.
-        plan.skipping = true
-        plan.ahead = []
-        plan.keepAhead = []
-      }
-      return plan
-    }
-    let threshold = fastScrollThresholdMilliseconds / 1000
-    let speed = motion.slowingSpeed(at: now) ?? motion.steadySpeed ?? abs(velocity)
-    let prediction = ScrollPrediction(first: visible.lowerBound, count: visible.count,
-                                      velocity: direction > 0 ? speed : -speed, decay: motion.decay)
-    plan.prediction = prediction
-    plan.threshold = configuration.fastScrollMilliseconds > 0 ? threshold : nil
-    plan.skipping = moved >= visible.count && !previousVisible.overlaps(visible)
-    // Rows entering now would leave within the threshold: a fast scroll. Neither it nor a
-    // fling slowing down comes back to the rows behind it. (A single page-down after a
-    // pause is no fast scroll: its rows behind are kept.)
-    let fast = plan.threshold != nil && Double(visible.count) / abs(velocity) < threshold
-    plan.behind = fast || prediction.decay != nil ? 0..<0 : keepRange(direction: direction)
-    if plan.skipping && plan.threshold == nil { return plan }
-    // Ahead, soonest on screen first: rows that will stay long enough, entering within
-    // the lead.
-    let lead = leadSeconds ?? .infinity
-    let step = direction > 0 ? 1 : -1
-    var row = direction > 0 ? visible.upperBound : visible.lowerBound - 1
-    var scanned = 0
-    while plan.ahead.count < prefetchLimit, row >= 0, row < rowCount,
-          scanned < prefetchLimit + Self.jumpScreens * visible.count {
-      scanned += 1
-      let visit = prediction.visit(of: row)
-      if visit.enter == .infinity { break }
-      // Past the lead only for the minimum, and only in a steady scroll (not a fling's
-      // landing a second away).
-      if visit.enter > lead && (plan.ahead.count >= Self.minimumPrefetchRows || fast || prediction.decay != nil) {
-        break
-      }
-      if plan.threshold == nil || visit.leave - visit.enter >= threshold {
-        plan.ahead.append(row)
-        if visit.leave == .infinity { plan.landing.insert(row) }
-      }
-      row += step
-    }
-    plan.keepAhead = plan.ahead + (fast ? [] : fixedWindow.filter { !plan.ahead.contains($0) })
-    return plan
-  }
-
-  /// How far ahead (seconds) prefetching looks: the time visible rows' loads have lately
-  /// taken, at least the fixed fast-scroll threshold, plus a frame; nil before any load
-  /// was timed (then the whole prefetch window is used).
-  private var leadSeconds: Double? {
-    guard let load = recentLoadNanoseconds else { return nil }
-    return max(Double(configuration.fastScrollMilliseconds) / 1000, load / 1e9) + Self.frameSeconds
-  }
-
-  fileprivate static let frameSeconds = 0.016
-  /// Rows prefetched however fast rows load, where the window allows: the next rows, so
-  /// that a row entering the screen is drawn in the frame it enters.
-  private static let minimumPrefetchRows = 2
-
-  /// See `Configuration.measuredFastScrollCapMilliseconds`. Under the lock.
-  private var fastScrollThresholdMilliseconds: Double {
-    let fixed = Double(configuration.fastScrollMilliseconds)
-    guard let load = recentLoadNanoseconds, fixed > 0 else { return fixed }
-    return max(fixed, min(load / 1e6, Double(configuration.measuredFastScrollCapMilliseconds)))
-  }
-
   /// The threshold in force now, for tests.
-  var currentFastScrollMilliseconds: Double { lock.withLock { fastScrollThresholdMilliseconds } }
+  var currentFastScrollMilliseconds: Double { lock.withLock { planner.fastScrollThresholdMilliseconds } }
+
+  // MARK: - Private
 
   /// Whether a visible row is still waiting for its result. Called under the lock.
   private func isLoadingAVisibleRow() -> Bool {
-    visible.contains { if case .loading? = rows[$0] { return true } else { return false } }
+    visible.contains { if case .loading? = rows[$0]?.phase { return true } else { return false } }
   }
 
-  /// The tokens of held prefetches to start now, forgetting them. Rows whose token is not
-  /// known yet (their load is being issued on another thread) start when their hold ends.
-  /// Called under the lock.
+  /// The tokens of held prefetches to start now, no longer holding them. Rows whose token
+  /// is not known yet (their load is being issued on another thread) start when their hold
+  /// ends. Called under the lock.
   private func releaseHeldPrefetches() -> [UInt64] {
-    guard !heldPrefetchRows.isEmpty else { return [] }
-    defer { heldPrefetchRows.removeAll() }
-    return heldPrefetchRows.compactMap { row in
-      if case .loading(_, let token?)? = rows[row] { return token } else { return nil }
+    var tokens: [UInt64] = []
+    for (row, record) in rows where record.held {
+      rows[row]?.held = false
+      if case .loading(_, let token?) = record.phase { tokens.append(token) }
     }
+    return tokens
   }
 
-  /// A move of this many screens in one call, after less than a screen, is a jump rather
-  /// than a fling: no fling's first frame covers four screens.
-  private static let jumpScreens = 4
-
-  /// How many rows to prefetch when the network delivers `throughput` (see
-  /// `Configuration.prefetchRows`).
-  func prefetchWindow(_ throughput: Throughput?) -> Int {
-    let most = max(0, configuration.prefetchRows)
-    guard configuration.prefetchHorizonMilliseconds > 0, let throughput, most > 0 else { return most }
-    let fill = throughput.responsesPerSecond * Double(configuration.prefetchHorizonMilliseconds) / 1000
-    return fill >= Double(most) ? most : max(1, Int(fill.rounded(.up)))
-  }
-
-  /// Rows to prefetch, nearest first: ahead in the scroll direction, or when still, half
-  /// the window on each side of the visible rows (never the visible rows themselves).
-  private func prefetchRows(direction: Int, limit: Int) -> [Int] {
-    let n = limit
-    let below = visible.upperBound..<min(rowCount, Self.add(visible.upperBound, n))
-    let above = max(0, visible.lowerBound - n)..<visible.lowerBound
-    if direction > 0 { return Array(below) }
-    if direction < 0 { return Array(above.reversed()) }
-    let half = (n + 1) / 2
-    return Array(below.prefix(half)) + Array(above.suffix(n - half).reversed())
-  }
-
-  private func keepRange(direction: Int) -> Range<Int> {
-    if let load = recentLoadNanoseconds, load > Double(configuration.fastScrollMilliseconds) * 1e6 { return 0..<0 }
-    let n = configuration.keepRows
-    if direction > 0 { return max(0, visible.lowerBound - n)..<visible.lowerBound }
-    if direction < 0 { return visible.upperBound..<min(rowCount, Self.add(visible.upperBound, n)) }
-    return 0..<0
-  }
-
-  /// A visible row's priority: while scrolling at a known speed, the row that leaves
-  /// first ranks highest (one above the next, up to `visiblePriority` + rows - 1 at the
-  /// leaving edge), so that when the screen's rows wait for connections, or share a slow
-  /// link, the rows about to leave go first and the rows that just came on screen, with
-  /// the longest time ahead of them, last (the engine would otherwise start the newest
-  /// first). Still, or with no speed yet (a first screen, a jump): all at
-  /// `visiblePriority`, none has a deadline. Called under the lock.
-  private func visiblePriority(_ row: Int, _ plan: ScrollPlan) -> Int32 {
-    guard let prediction = plan.prediction else { return configuration.visiblePriority }
-    if prediction.velocity > 0 { return Self.add32(configuration.visiblePriority, visible.upperBound - 1 - row) }
-    return Self.add32(configuration.visiblePriority, row - visible.lowerBound)
-  }
-
-  /// The priority of a row off screen, `distance` places from it in the plan's order:
-  /// nearest first, each further one a rank lower (among equal priorities the engine would
-  /// start the newest, that is the furthest). Prefetched and kept rows rank from
-  /// `prefetchPriority` down; the rows a slowing fling will stop on are the next screen,
-  /// and rank from just below `visiblePriority` (never below an ordinary load, unless the
-  /// visible priority itself is lower).
-  private func aheadPriority(_ row: Int, distance: Int, _ plan: ScrollPlan) -> Int32 {
-    guard plan.landing.contains(row) else { return Self.add32(configuration.prefetchPriority, -distance) }
-    let ranked = Self.add32(configuration.visiblePriority, -1 - distance)
-    return configuration.visiblePriority > 0 ? max(ranked, 0) : ranked
-  }
-
-  private static func add32(_ a: Int32, _ b: Int) -> Int32 {
-    Int32(clamping: Int(a) + b)
-  }
-
-  /// Row arithmetic saturates: a host may pass any Int64.
-  private static func add(_ a: Int, _ b: Int) -> Int {
-    let (sum, overflow) = a.addingReportingOverflow(b)
-    return overflow ? (b > 0 ? Int.max : Int.min) : sum
-  }
-
-  private func start(row: Int, request: ImageRequest) {
+  /// Starts a row's load; `record` holds its marks (held, unconfirmed, when it started).
+  private func start(row: Int, request: ImageRequest, record: TableRow) {
     // The row may already have left (another thread) or been started: check and record
     // under the lock, load outside it (load may complete a memory hit through the queue).
     // The generation, recorded before the load is issued and captured by its handler, is
@@ -530,7 +271,9 @@ public final class ImageTable: @unchecked Sendable {
     let generation: UInt64? = lock.withLock {
       if closed || rows[row] != nil { return nil }
       lastGeneration += 1
-      rows[row] = .loading(generation: lastGeneration, token: nil)
+      var record = record
+      record.phase = .loading(generation: lastGeneration, token: nil)
+      rows[row] = record
       return lastGeneration
     }
     guard let generation else { return }
@@ -543,8 +286,8 @@ public final class ImageTable: @unchecked Sendable {
       }
       let stillWanted: Bool = lock.withLock {
         statistics.started += 1
-        guard case .loading(generation, nil)? = rows[row], !closed else { return false }
-        rows[row] = .loading(generation: generation, token: token)
+        guard case .loading(generation, nil)? = rows[row]?.phase, !closed else { return false }
+        rows[row]?.phase = .loading(generation: generation, token: token)
         return true
       }
       // Not recorded: the row left meanwhile, or the table closed (nobody else knows the
@@ -555,11 +298,9 @@ public final class ImageTable: @unchecked Sendable {
       // A refused request: a visible row shows the error (once, while it stays visible); a
       // prefetched one is forgotten, so it is tried again, and reported, when it shows.
       let report: Bool = lock.withLock {
-        guard case .loading(generation, nil)? = rows[row], !closed else { return false }
-        heldPrefetchRows.remove(row)
-        unconfirmedRows.remove(row)
+        guard case .loading(generation, nil)? = rows[row]?.phase, !closed else { return false }
         if visible.contains(row) {
-          rows[row] = .shown
+          rows[row] = TableRow(phase: .shown)
           statistics.failed += 1
           return true
         }
@@ -574,7 +315,7 @@ public final class ImageTable: @unchecked Sendable {
   /// loading: never over the row's final image, never for a row that left.
   private func previewed(row: Int, generation: UInt64, image: Image) {
     let show: Bool = lock.withLock {
-      guard !closed, case .loading(generation, _)? = rows[row] else { return false }
+      guard !closed, case .loading(generation, _)? = rows[row]?.phase else { return false }
       return visible.contains(row)
     }
     if show { onPreview?(row, image) }
@@ -586,30 +327,49 @@ public final class ImageTable: @unchecked Sendable {
     let deliver: Bool = lock.withLock {
       // Only this start's result counts (its token may not be recorded yet: the result
       // can come first, on another thread); an earlier start's is stale.
-      guard !closed, case .loading(generation, _)? = rows[row] else { return false }
-      unconfirmedRows.remove(row)
-      if outcome.isCancelled {
+      guard !closed, let record = rows[row], case .loading(generation, _) = record.phase else { return false }
+      // A prefetch (or a row kept behind) that finished: its image waits in the memory
+      // cache. A cancelled load: the row starts anew when it shows.
+      guard visible.contains(row), !outcome.isCancelled else {
         rows.removeValue(forKey: row)
-        heldPrefetchRows.remove(row)
         return false
       }
-      if visible.contains(row) {
-        rows[row] = .shown
-        if case .success = outcome { statistics.delivered += 1 } else { statistics.failed += 1 }
-        if let since = loadStartedAt.removeValue(forKey: row), case .success(_, let source, _) = outcome,
-           source != .memory {
-          let took = Double(clock() &- since)
-          recentLoadNanoseconds = recentLoadNanoseconds.map { $0 + (took - $0) / 4 } ?? took
-        }
-        // The screen is complete: the prefetches it held back go.
-        if !isLoadingAVisibleRow() { release = releaseHeldPrefetches() }
-        return true
+      rows[row] = TableRow(phase: .shown)
+      if case .success = outcome { statistics.delivered += 1 } else { statistics.failed += 1 }
+      if let since = record.startedAt, case .success(_, let source, _) = outcome, source != .memory {
+        planner.recordLoad(nanoseconds: Double(clock() &- since))
       }
-      // A prefetch (or a row kept behind) finished: its image waits in the memory cache.
-      rows.removeValue(forKey: row)
-      heldPrefetchRows.remove(row)
-      return false
+      // The screen is complete: the prefetches it held back go.
+      if !isLoadingAVisibleRow() { release = releaseHeldPrefetches() }
+      return true
     }
     if deliver { onRow(row, outcome) }
   }
+}
+
+/// What the table holds for a row it tracks, in one place: removing the row is removing
+/// this. The marks of a load (`held`, `unconfirmed`, `startedAt`) are cleared when the row
+/// is shown.
+struct TableRow {
+  enum Phase: Equatable {
+    /// A request is in flight; `visible` decides whether its result reaches the host.
+    /// `generation` names this start of the row: only results of this start count for it
+    /// (a previous start's CANCELLED result may still be queued). `token` is nil while
+    /// `start` issues the load: its result may arrive on another thread before it returns.
+    case loading(generation: UInt64, token: UInt64?)
+    /// The host has this row's result (or its error) while the row stays on screen.
+    case shown
+  }
+
+  /// Until `start` records the load: `.loading` of no generation yet.
+  var phase: Phase = .loading(generation: 0, token: nil)
+  /// A prefetch whose transfer waits for the visible rows to finish loading.
+  var held = false
+  /// A visible row started with a fling's start delay and not confirmed since: if it
+  /// leaves the screen before that, it is cancelled even within the rows kept behind (it
+  /// was never worth a request; kept, it would send one when the delay ends).
+  var unconfirmed = false
+  /// When this visible row's transfer was asked to start now (not held by a fling): its
+  /// result times the load (`ScrollPlanner.recordLoad`). Cleared when the row leaves.
+  var startedAt: UInt64?
 }
