@@ -373,7 +373,7 @@ bench-warm:
 BENCH_DECODE_REPS ?= 5
 bench-decode:
 	@scripts/deps.sh
-	@scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
+	@CODEC_LIBS="$(CODEC_LIBS)" scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
 
 # The cost of colour management (scripts/bench-color.sh): ImageDecoder's CPU per image on
 # the corpus photographs tagged Display P3 / Adobe RGB against the same files untagged, and
@@ -381,7 +381,7 @@ bench-decode:
 BENCH_COLOR_REPS ?= 5
 bench-color:
 	@scripts/deps.sh
-	@scripts/bench-color.sh $(STAGE) $(BENCH_COLOR_REPS)
+	@CODEC_LIBS="$(CODEC_LIBS)" scripts/bench-color.sh $(STAGE) $(BENCH_COLOR_REPS)
 
 clean:
 	rm -rf $(STAGE) $(DIST) $(RELEASE_SCRATCH) .build .build-tsan .build-asan .build-fuzz .build-bench \
