@@ -201,7 +201,8 @@ test-tsan:
 # from djpeg and Pillow (scripts/gen-conformance.py), so a fresh clone has a conformance
 # set; then ../shared/corpus where present (skipped, saying so, where absent). Then colour
 # management (Tests/codecs/color_test.c) against Pillow ImageCms on P3 / Adobe RGB / gray /
-# cHRM-tagged files made now (scripts/gen-color-fixtures.py).
+# cHRM- and gAMA-tagged files made now (scripts/gen-color-fixtures.py), and on PngSuite's
+# gAMA/cHRM files where ../shared/corpus is present.
 GEN_CONFORMANCE := $(STAGE)/conformance-gen
 test-codecs: deps
 	@mkdir -p $(STAGE)/tests
@@ -218,7 +219,7 @@ test-codecs: deps
 	  -ISources/CCodecs/include Tests/fuzz/gif/gif_fuzz.c Sources/CCodecs/*.c -o $(STAGE)/tests/gif-replay $(CODEC_LIBS)
 	$(STAGE)/tests/gif-replay Tests/fuzz-regressions/gif/*.gif Tests/fixtures/gif-suite/*.gif \
 	  $(GEN_CONFORMANCE)/generated-gif/*.gif >/dev/null
-	python3 scripts/gen-color-fixtures.py $(STAGE)/color-fixtures
+	CORPUS=$(CORPUS) python3 scripts/gen-color-fixtures.py $(STAGE)/color-fixtures
 	$(CC) -O2 $(WARN) -pthread -ISources/CCodecs/include Tests/codecs/color_test.c Sources/CCodecs/*.c \
 	  -o $(STAGE)/tests/color $(CODEC_LIBS)
 	$(STAGE)/tests/color $(STAGE)/color-fixtures
@@ -373,7 +374,7 @@ bench-warm:
 BENCH_DECODE_REPS ?= 5
 bench-decode:
 	@scripts/deps.sh
-	@scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
+	@CODEC_LIBS="$(CODEC_LIBS)" scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
 
 # The cost of colour management (scripts/bench-color.sh): ImageDecoder's CPU per image on
 # the corpus photographs tagged Display P3 / Adobe RGB against the same files untagged, and
@@ -381,7 +382,7 @@ bench-decode:
 BENCH_COLOR_REPS ?= 5
 bench-color:
 	@scripts/deps.sh
-	@scripts/bench-color.sh $(STAGE) $(BENCH_COLOR_REPS)
+	@CODEC_LIBS="$(CODEC_LIBS)" scripts/bench-color.sh $(STAGE) $(BENCH_COLOR_REPS)
 
 clean:
 	rm -rf $(STAGE) $(DIST) $(RELEASE_SCRATCH) .build .build-tsan .build-asan .build-fuzz .build-bench \

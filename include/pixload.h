@@ -231,9 +231,12 @@ typedef enum pxl_mode {
                                              converted to sRGB, relative colorimetric (untagged
                                              and sRGB files are left as they are). A profile
                                              that cannot be used (unreadable, CMYK, HDR PQ/HLG)
-                                             leaves the decoded values and logs a warning. The
-                                             two are different variants: cached and merged
-                                             separately. */
+                                             leaves the decoded values and logs a warning. A
+                                             PNG without iCCP or sRGB has its gAMA applied,
+                                             with or without cHRM, as browsers do (1/2.2 with
+                                             sRGB's cHRM or none is sRGB); this flag applies
+                                             neither. The two are different variants: cached
+                                             and merged separately. */
 /* Requests are merged only with requests of the same cache flags and headers (rule 5). */
 
 /* Schemes (pxl_config.allowed_schemes). */

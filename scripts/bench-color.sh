@@ -15,6 +15,7 @@ set -euo pipefail
 stage="${1:?usage: $0 STAGE [REPS]}" reps="${2:-${BENCH_COLOR_REPS:-5}}"
 corpus="${CORPUS:-../shared/corpus}"
 out="$stage/bench-color"
+codec_libs="${CODEC_LIBS:?set CODEC_LIBS (make bench-color does)}" # the libraries behind Sources/CCodecs
 mkdir -p "$out/files"
 [ -d "$corpus/realworld/photos" ] || { echo "bench-color: $corpus/realworld/photos is absent: skipped"; exit 0; }
 
@@ -55,6 +56,6 @@ fi
 echo "bench-color: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 .build-bench/release/pixload-bench-decode --color --reps "$reps" "$out/files/pairs.tsv"
 cc -O2 -std=c11 -ISources/CCodecs/include bench/color.c Sources/CCodecs/*.c -o "$out/color" \
-  -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2
+  $codec_libs
 echo "bench-color: where the conversion goes (bench/color.c), the tagged photographs:"
 "$out/color" "$reps" $(grep -v srgb "$out/files/pairs.tsv" | cut -f1 | grep '\.jpg$')

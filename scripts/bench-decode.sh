@@ -15,6 +15,9 @@ set -euo pipefail
 stage="${1:?usage: $0 STAGE DATA_DIR [REPS]}" data="${2:?}" reps="${3:-${BENCH_DECODE_REPS:-5}}"
 corpus="${CORPUS:-../shared/corpus}"
 out="$stage/bench-decode"
+# The libraries behind Sources/CCodecs, from the Makefile (CODEC_LIBS), for the C programs
+# linked here with every Sources/CCodecs/*.c.
+codec_libs="${CODEC_LIBS:?set CODEC_LIBS (make bench-decode does)}"
 
 scripts/photos.sh "$data" 300
 mkdir -p "$out"
@@ -111,7 +114,7 @@ echo "bench-decode: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg
 # against the full decode, same files, interleaved: the corpus's, the demo's web-size ones
 # and camera-size ones made from the 8 MP+ wallpapers (scripts/progressive-photos.sh).
 scripts/progressive-photos.sh "$out/progressive-photos"
-cc -O2 -std=c11 -ISources/CCodecs/include bench/first_scan.c Sources/CCodecs/*.c -o "$out/first_scan" -ljpeg -lpng -ldeflate -lz -lwebp -lwebpdemux -lgif -lavif -llcms2
+cc -O2 -std=c11 -ISources/CCodecs/include bench/first_scan.c Sources/CCodecs/*.c -o "$out/first_scan" $codec_libs
 for set in jpeg-conformance realworld corrupt; do
   [ -f "$corpus/$set/manifest.tsv" ] &&
     awk -F'\t' -v dir="$corpus/$set" 'NR > 1 && $2 == "jpeg" && $3 ~ /^ok/ { print dir "/" $1 }' "$corpus/$set/manifest.tsv"
@@ -125,7 +128,7 @@ sed "s|^|$out/progressive-photos/|" "$out/progressive-photos/index.txt" > "$out/
 # straight to it) against the full decode + area resampler that ImageDecoder uses, in CPU
 # time and in distance to the area average of the source image (bench/webp_scaling.c,
 # bench/webp_scaling_quality.py).
-cc -O2 -std=c11 -ISources/CCodecs/include bench/webp_scaling.c Sources/CCodecs/*.c -o "$out/webp_scaling" -ljpeg -lpng -lwebp -lwebpdemux -lgif -lavif -llcms2 -lm
+cc -O2 -std=c11 -ISources/CCodecs/include bench/webp_scaling.c Sources/CCodecs/*.c -o "$out/webp_scaling" $codec_libs -lm
 ls "$out"/webp/*-q80.webp > "$out/webp-lossy.txt"
 rm -rf "$out/webp-scaling" && mkdir -p "$out/webp-scaling"
 WEBP_SCALING_DUMP="$out/webp-scaling" "$out/webp_scaling" "$reps" $(cat "$out/webp-lossy.txt")

@@ -16,7 +16,10 @@ pixels: the conformance runner checks that).
 
 OUTDIR/manifest.tsv: file, expect (convert | same), layout source (rgba | gray), expected
 RGBA file (straight RGBA8 of the converted image; "-" for "same": the decode without colour
-management is the reference), then a note.
+management is the reference), then a note. A PNG that converts also has NAME.decoded.rgba,
+the decoded values (what colour management off keeps). With $CORPUS/pngsuite present
+(CORPUS: ../shared/corpus unless set), PngSuite's gAMA/cHRM files are rows too, by their
+absolute path (read where they are, not copied).
 """
 import ctypes
 import io
@@ -86,6 +89,7 @@ def srgb_curve():
 
 P3_PRIMARIES = [(0.680, 0.320), (0.265, 0.690), (0.150, 0.060)]
 ADOBE_PRIMARIES = [(0.64, 0.33), (0.21, 0.71), (0.15, 0.06)]
+SRGB_PRIMARIES = [(0.64, 0.33), (0.30, 0.60), (0.15, 0.06)]
 
 
 def profiles():
@@ -146,6 +150,52 @@ def png_with_chunks(img, chunks):
     return data[:ihdr_end] + b"".join(png_chunk(k, v) for k, v in chunks) + data[ihdr_end:]
 
 
+def png_color_chunks(data):
+    """IHDR's bit depth and colour type, and the colour chunks before IDAT, of a PNG."""
+    chunks, pos = {}, 8
+    while pos + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IDAT":
+            break
+        chunks[kind] = data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    return chunks
+
+
+def pngsuite_rows(corpus, expect, rows):
+    """PngSuite's gAMA and cHRM files of 8 bits or fewer (Pillow decodes them as libpng
+    does; colour types without tRNS), read where they are, with their expected pixels
+    made as for chrm-gama.png from the profile their chunks describe; gAMA 1/2.2 with
+    sRGB's cHRM or none is taken as sRGB (pxl_codecs.h): a "same" row."""
+    suite = os.path.join(corpus, "pngsuite")
+    if not os.path.isdir(suite):
+        print(f"gen-color-fixtures: {suite} is absent: its gAMA/cHRM rows skipped")
+        return
+    for name in sorted(os.listdir(suite)):
+        if not name.endswith(".png") or name.startswith("x"):  # x*: PngSuite's corrupt files
+            continue
+        path = os.path.abspath(os.path.join(suite, name))
+        with open(path, "rb") as f:
+            data = f.read()
+        c = png_color_chunks(data)
+        if b"gAMA" not in c and b"cHRM" not in c or b"iCCP" in c or b"sRGB" in c or b"tRNS" in c:
+            continue
+        if c[b"IHDR"][8] > 8:
+            continue
+        gama = struct.unpack(">I", c[b"gAMA"])[0] if b"gAMA" in c else 0
+        chrm = [v / 100000 for v in struct.unpack(">8I", c[b"cHRM"])] if b"cHRM" in c else None
+        srgb_chrm = [*D65, *(v for xy in SRGB_PRIMARIES for v in xy)]
+        if (chrm is None or all(abs(a - b) <= 0.005 for a, b in zip(chrm, srgb_chrm))) and \
+                (gama == 0 or 45000 <= gama <= 46000):
+            rows.append((path, "same", "rgba", "-", "PngSuite: gAMA 1/2.2, taken as sRGB"))
+            continue
+        white, primaries = (chrm[0:2], [chrm[2:4], chrm[4:6], chrm[6:8]]) if chrm else (D65, SRGB_PRIMARIES)
+        icc = rgb_profile(white, primaries, parametric(1, 100000 / gama) if gama else srgb_curve())
+        alpha = c[b"IHDR"][9] in (4, 6)
+        expect(name, data, icc, f"PngSuite: gAMA {gama}" + (" + cHRM" if chrm else " alone"), path=path,
+               mode="RGBA" if alpha else "RGB")
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -156,12 +206,20 @@ def main():
         with open(os.path.join(out, name), "wb") as f:
             f.write(data)
 
-    def expect(name, data, icc, note):
+    def expect(name, data, icc, note, path=None, mode=None):
+        """A "convert" row: name.rgba the conversion of what Pillow decodes (in mode when
+        given); for a PNG also name.decoded.rgba, the decoded values themselves, which
+        the shim's decode must give exactly (colour management off keeps them). path:
+        where the file is, when it is not written here (PngSuite)."""
         decoded = Image.open(io.BytesIO(data))
         decoded.load()
+        if mode is not None:
+            decoded = decoded.convert(mode)
         exp = convert(decoded, icc)
         write(name + ".rgba", exp.tobytes())
-        rows.append((name, "convert", "rgba", name + ".rgba", note))
+        if data[:4] == b"\x89PNG":
+            write(name + ".decoded.rgba", decoded.convert("RGBA").tobytes())
+        rows.append((path or name, "convert", "rgba", name + ".rgba", note))
 
     rgb = test_image(64, 48, False)
     rgba = test_image(64, 48, True)
@@ -206,13 +264,15 @@ def main():
         rows.append((name, "same", "rgba", "-", "no transform"))
     write("srgb-chunk.png", png_with_chunks(rgb, [(b"sRGB", b"\x00")]))
     rows.append(("srgb-chunk.png", "same", "rgba", "-", "sRGB chunk"))
-    srgb_chrm = [(0.3127, 0.3290), (0.64, 0.33), (0.30, 0.60), (0.15, 0.06)]
     write("srgb-chrm-gama.png", png_with_chunks(rgb, [
         (b"gAMA", struct.pack(">I", 45455)),
-        (b"cHRM", b"".join(struct.pack(">II", round(x * 100000), round(y * 100000)) for x, y in srgb_chrm))]))
+        (b"cHRM", b"".join(struct.pack(">II", round(x * 100000), round(y * 100000)) for x, y in [D65, *SRGB_PRIMARIES]))]))
     rows.append(("srgb-chrm-gama.png", "same", "rgba", "-", "gAMA 45455 + sRGB's cHRM: taken as sRGB (pxl_codecs.h)"))
-    write("gama-only.png", png_with_chunks(rgb, [(b"gAMA", struct.pack(">I", 100000))]))
-    rows.append(("gama-only.png", "same", "rgba", "-", "gAMA 1.0 alone is ignored (pxl_codecs.h)"))
+    # gAMA alone (1.0, as PngSuite writes it): sRGB's primaries with that curve.
+    data = png_with_chunks(rgb, [(b"gAMA", struct.pack(">I", 100000))])
+    write("gama-only.png", data)
+    expect("gama-only.png", data, rgb_profile(D65, SRGB_PRIMARIES, parametric(1, 1.0)), "PNG gAMA 1.0 alone")
+    pngsuite_rows(os.environ.get("CORPUS", "../shared/corpus"), expect, rows)
     # A broken profile: decodes, unconverted, with a message.
     broken = bytearray(prof["p3"])
     broken[36:40] = b"XXXX"  # the 'acsp' signature

@@ -137,10 +137,9 @@ static int source_key(const pxl_codec_color *c, uint8_t **key, size_t *size, con
     k.kind = 'N';
     k.numbers[0] = p;
     k.numbers[1] = t;
-  } else if (c->has_chrm) {
-    /* gAMA alone is not used: PngSuite's and many tools' files carry gAMA 1.0 or 1/2.2 by
-     * habit, not as a description of their pixels, and browsers disagree about it. cHRM
-     * says the writer meant colour. */
+  } else if (c->has_chrm || c->gamma > 0) {
+    /* cHRM and gAMA each apply, alone or together, as browsers apply them: cHRM alone has
+     * the sRGB curve, gAMA alone sRGB's primaries. */
     /* gAMA 45455 (1/2.2) with sRGB's cHRM or none is what libpng and most encoders write
      * for an sRGB image (the PNG spec asks writers of sRGB to add both for old readers):
      * taken as sRGB, so it costs nothing and looks like the untagged file. */

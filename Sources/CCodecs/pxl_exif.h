@@ -16,6 +16,9 @@ int pxl_exif_orientation(const uint8_t *tiff, size_t size);
 /* Bytes per pixel of a pxl_codec_layout (4, 4, 3, 1), 0 for an unknown one. */
 int32_t pxl_layout_channels(int32_t layout);
 
+/* A big-endian 16-bit field (JPEG marker segment lengths, frame sizes). */
+static inline uint32_t pxl_be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+
 /* Copies "<prefix>: <text>" into dst (capacity cap), always NUL-terminated when cap > 0. */
 void pxl_set_message(char *dst, size_t cap, const char *prefix, const char *text);
 

@@ -1,7 +1,8 @@
 /*
  * Colour management (color.c) and the JPEG/PNG colour readers, against the fixtures
  * scripts/gen-color-fixtures.py makes at test time (expected pixels from Pillow's ImageCms,
- * relative colorimetric to sRGB).
+ * relative colorimetric to sRGB), and PngSuite's gAMA/cHRM files where ../shared/corpus is
+ * present (the manifest lists them by path; absent, they are skipped, saying so).
  */
 // python3 scripts/gen-color-fixtures.py /tmp/colorfix
 // gcc -O2 -pthread -I Sources/CCodecs/include Tests/codecs/color_test.c Sources/CCodecs/*.c
@@ -28,9 +29,10 @@
 
 #include "check.h"
 
+/* name in dir, or name itself when it is absolute (the manifest's PngSuite rows). */
 static uint8_t *read_file(const char *dir, const char *name, size_t *size) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(path, sizeof path, "%s%s%s", name[0] == '/' ? "" : dir, name[0] == '/' ? "" : "/", name);
   FILE *f = fopen(path, "rb");
   if (f == NULL) return NULL;
   fseek(f, 0, SEEK_END);
@@ -134,6 +136,22 @@ static void check_layouts(const char *name, const uint8_t *data, size_t size, px
   free(o.pixels);
 }
 
+/* The manifest's rows: its own files by name, PngSuite's gAMA/cHRM files (when the
+ * corpus is present) by path. PngSuite's rows print a line each where they have cHRM, and
+ * one summary line for the gAMA-alone ones. For a PNG that converts, the decode itself
+ * (what colour management off gives) must be exactly the decoded values Pillow gives,
+ * gAMA and cHRM not applied. */
+typedef struct suite_summary {
+  int converted, same, worst;
+  int worst_to_decoded; /* how far the conversion moved the decoded values, at most */
+  char worst_name[64];
+} suite_summary;
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
 static void test_manifest(const char *dir) {
   size_t msize;
   char *manifest = (char *)read_file(dir, "manifest.tsv", &msize);
@@ -144,11 +162,15 @@ static void test_manifest(const char *dir) {
   manifest = realloc(manifest, msize + 1);
   manifest[msize] = '\0';
   int rows = 0;
+  suite_summary suite = {0};
   for (char *line = strtok(manifest, "\n"); line; line = strtok(NULL, "\n")) {
     if (line[0] == '#') continue;
-    char name[256], expect[32], source[32], expected[256];
-    if (sscanf(line, "%255[^\t]\t%31[^\t]\t%31[^\t]\t%255[^\t]", name, expect, source, expected) != 4) continue;
+    char name[512], expect[32], source[32], expected[256], note[128] = "";
+    if (sscanf(line, "%511[^\t]\t%31[^\t]\t%31[^\t]\t%255[^\t]\t%127[^\n]", name, expect, source, expected, note) < 4)
+      continue;
     rows++;
+    int in_suite = name[0] == '/';
+    suite.same += in_suite && strcmp(expect, "same") == 0;
     size_t size;
     uint8_t *data = read_file(dir, name, &size);
     CHECK(data != NULL, "%s: missing", name);
@@ -166,14 +188,35 @@ static void test_manifest(const char *dir) {
       uint8_t *want = read_file(dir, expected, &esize);
       size_t n = (size_t)o.width * o.height;
       CHECK(want != NULL && esize == n * 4, "%s: expected pixels", name);
+      char decoded_name[300];
+      snprintf(decoded_name, sizeof decoded_name, "%.*s.decoded.rgba", (int)strlen(expected) - 5, expected);
+      size_t dsize = 0;
+      uint8_t *decoded = is_png(data, size) ? read_file(dir, decoded_name, &dsize) : NULL;
+      if (is_png(data, size))
+        CHECK(decoded != NULL && dsize == n * 4 && memcmp(o.pixels, decoded, dsize) == 0,
+              "%s: the decode (colour management off) is not the decoded values", name);
       if (t && want && esize == n * 4) {
         CHECK(pxl_color_transform_apply(t, o.pixels, o.width, o.height, o.stride, PXL_CODEC_RGBA, 0, msg, sizeof msg),
               "%s: apply: %s", name, msg);
         int d = max_diff(o.pixels, want, n * 4);
-        printf("  %-16s converted: max difference to ImageCms %d (tolerance %d)\n", name, d, TOLERANCE);
+        int moved = decoded && dsize == n * 4 ? max_diff(o.pixels, decoded, n * 4) : -1;
+        if (!in_suite)
+          printf("  %-16s converted: max difference to ImageCms %d (tolerance %d)\n", name, d, TOLERANCE);
+        else if (strstr(note, "cHRM"))
+          printf("  %-16s converted (PngSuite, %s): max difference to ImageCms %d (tolerance %d), to the decoded values %d\n",
+                 base_name(name), note + strlen("PngSuite: "), d, TOLERANCE, moved);
+        if (in_suite) {
+          suite.converted++;
+          if (d > suite.worst || suite.worst_name[0] == '\0') {
+            suite.worst = d;
+            snprintf(suite.worst_name, sizeof suite.worst_name, "%.63s", base_name(name));
+          }
+          if (moved > suite.worst_to_decoded) suite.worst_to_decoded = moved;
+        }
         CHECK(d <= TOLERANCE, "%s: %d levels from ImageCms", name, d);
         check_layouts(name, data, size, t, o.pixels, o.width, o.height);
       }
+      free(decoded);
       free(want);
     } else if (strcmp(expect, "same") == 0) {
       CHECK(t == NULL && msg[0] == '\0', "%s: a transform for an untagged or sRGB file (%s)", name, msg);
@@ -188,7 +231,13 @@ static void test_manifest(const char *dir) {
     free(o.pixels);
     free(data);
   }
-  CHECK(rows >= 15, "only %d manifest rows", rows);
+  if (suite.converted + suite.same == 0)
+    printf("  PngSuite gAMA/cHRM rows skipped: the corpus is absent (gen-color-fixtures.py said where it looked)\n");
+  else
+    printf("  PngSuite gAMA/cHRM: %d converted (max difference to ImageCms %d, %s; up to %d levels from the decoded "
+           "values), %d gAMA 1/2.2 taken as sRGB\n",
+           suite.converted, suite.worst, suite.worst_name, suite.worst_to_decoded, suite.same);
+  CHECK(rows >= 16, "only %d manifest rows", rows);
   free(manifest);
 }
 

@@ -276,8 +276,8 @@ pxl_codec_status pxl_png_color(const uint8_t *data, size_t size, pxl_codec_color
  * Colour management (color.c, lcms2): pixels described by a pxl_codec_color to sRGB,
  * relative colorimetric, 8 bits per channel, alpha untouched.
  *  - Which source: the ICC profile if any; else `srgb`; else nclx primaries + transfer;
- *    else PNG cHRM with gAMA (cHRM alone: the sRGB curve; gAMA alone is ignored: PngSuite
- *    and many tools write it by habit, gAMA 1.0 on sRGB-looking pixels).
+ *    else PNG cHRM and gAMA (cHRM alone: the sRGB curve; gAMA alone: sRGB's primaries),
+ *    as browsers apply them.
  *  - Nothing to do (get returns NULL, message ""): no colour information; sRGB said
  *    outright; nclx 1/13 (2, unspecified, counts as 1 and 13); an ICC profile, or
  *    cHRM/gAMA, whose colorants and curves are within tolerance of sRGB (color.c);
