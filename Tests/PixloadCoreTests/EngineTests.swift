@@ -95,4 +95,67 @@ final class EngineTests: XCTestCase {
     loader.close()
     queue.close()
   }
+
+  /// A start delay ends on the engine's clock, not the system's: while the clock stands
+  /// the transfer waits, however many rounds the engine runs for others, and it starts once
+  /// the clock reaches the delay's end, not a nanosecond before.
+  func testAStartDelayEndsOnTheEnginesClock() throws {
+    let clock = ManualClock()
+    var configuration = EngineConfiguration()
+    configuration.allowedSchemes = ["file"]
+    // One slot: a due transfer (foreground) starts, and so finishes, before a background
+    // one that waits beside it.
+    configuration.maxConcurrentDownloads = 1
+    let engine = try CurlEngine(configuration: configuration, clock: { clock.now })
+    defer { engine.shutdown() }
+    let path = "/tmp/pixload-engine-clock-\(getpid()).txt"
+    let file = fopen(path, "w")!
+    fputs("body", file)
+    fclose(file)
+    defer { unlink(path) }
+    let url = try RequestURL(parsing: "file://" + path)
+    let completions = Completions()
+    func start(_ name: String, delay: UInt64 = 0, priority: Int32 = -1) {
+      _ = engine.start(url: url, headers: [], revalidating: nil, delay: delay, priority: priority, progress: nil,
+                       completion: completions.record(name))
+    }
+    let second: UInt64 = 1_000_000_000
+    start("delayed", delay: 10 * second, priority: 0)
+    // Each background transfer finishing shows the engine ran a round after the clock
+    // moved, in which the delayed one, were it due, would have started (and ended) first.
+    start("first")
+    XCTAssertNotNil(completions.wait(for: "first"))
+    XCTAssertFalse(completions.has("delayed"))
+    clock.advance(nanoseconds: 10 * second - 1)
+    start("second")
+    XCTAssertNotNil(completions.wait(for: "second"))
+    XCTAssertFalse(completions.has("delayed"), "started before its delay ended")
+    clock.advance(nanoseconds: 1)
+    start("third")
+    guard case .success(let data)? = completions.wait(for: "delayed") else {
+      return XCTFail("the delayed transfer did not start once its delay was over")
+    }
+    XCTAssertEqual(data.bytes, Array("body".utf8))
+  }
+}
+
+/// Completions of engine transfers by name, waited for on the lock's condition (no sleeps).
+final class Completions: @unchecked Sendable {
+  private let lock = Lock()
+  private var results: [String: Result<DownloadedData, LoadError>] = [:]
+
+  func record(_ name: String) -> @Sendable (Result<DownloadedData, LoadError>) -> Void {
+    { result in self.lock.withLock { self.results[name] = result; self.lock.broadcast() } }
+  }
+
+  func has(_ name: String) -> Bool { lock.withLock { results[name] != nil } }
+
+  /// `name`'s result, or nil when it has not come within `timeoutMilliseconds`.
+  func wait(for name: String, timeoutMilliseconds: UInt64 = 5000) -> Result<DownloadedData, LoadError>? {
+    let deadline = monotonicNanoseconds() + timeoutMilliseconds * 1_000_000
+    return lock.withLock {
+      while results[name] == nil && monotonicNanoseconds() < deadline { lock.wait(untilNanoseconds: deadline) }
+      return results[name]
+    }
+  }
 }

@@ -214,3 +214,13 @@ final class ManualDiskTier: DiskTier, @unchecked Sendable {
   var bytesSeen: Int { 0 }
   func shutdown() {}
 }
+
+/// A clock the test moves by hand (monotonic nanoseconds), readable from any thread: an
+/// engine reads it on its own.
+final class ManualClock: @unchecked Sendable {
+  private let lock = Lock()
+  private var nanoseconds: UInt64 = 1_000_000_000
+
+  var now: UInt64 { lock.withLock { nanoseconds } }
+  func advance(nanoseconds step: UInt64) { lock.withLock { nanoseconds += step } }
+}

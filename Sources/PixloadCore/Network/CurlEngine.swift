@@ -6,6 +6,10 @@ private let curlGlobalInit: Void = {
   _ = curl_global_init(Int(CURL_GLOBAL_ALL))
 }()
 
+/// Now in nanoseconds, from a monotonic clock (`CurlEngine.monotonicClock`); tests pass
+/// one they move by hand.
+public typealias EngineClock = @Sendable () -> UInt64
+
 /// The network engine: one thread drives a libcurl multi handle (`curl_multi_poll`, woken by
 /// `curl_multi_wakeup`), which reuses keep-alive connections and multiplexes HTTP/2.
 ///
@@ -23,9 +27,9 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private let lock = Lock()
   private var nextID: TransferID = 0
   /// Keyed by id, so that cancelling thousands (under the loader's lock) stays linear.
-  private var waiting = WaitingTransfers<Transfer>(starvationNanoseconds: CurlEngine.starvationNanoseconds)
+  private var waiting = WaitingTransfers<CurlTransfer>(starvationNanoseconds: CurlEngine.starvationNanoseconds)
   /// Transfers waiting out a start delay or a retry backoff.
-  private var backingOff = DelayedTransfers<Transfer>()
+  private var backingOff = DelayedTransfers<CurlTransfer>()
   private var cancelledWhileActive: Set<TransferID> = []
   /// Transfers started on the engine thread and not finished yet, with their priority now
   /// (a running background transfer may be preempted by a waiting foreground one).
@@ -36,8 +40,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var thread: WorkerThread?
 
   // Engine thread only.
-  private var active: [UnsafeMutableRawPointer: Transfer] = [:]
-  private var activeByID: [TransferID: Transfer] = [:]
+  private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+  private var activeByID: [TransferID: CurlTransfer] = [:]
   private var activePerHost: [String: Int] = [:]
   /// Sum of new connections opened, for tests and benchmarks that check reuse.
   private var connectionsOpened = 0
@@ -49,15 +53,23 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   /// tokens refill at `cancelStormLimit` per second up to that many; below one token no
   /// transfer starts. Plain loading never cancels, so it is never held back.
   private var stormTokens: Double
-  private var stormRefilledAt = monotonicNanoseconds()
+  private var stormRefilledAt: UInt64
+  /// Now, in nanoseconds: every time rule (start delays, backoffs, stalls, the storm budget,
+  /// busy time) reads this, never the system clock itself.
+  private let clock: EngineClock
 
-  public init(configuration: EngineConfiguration) throws(LoadError) {
+  /// The monotonic clock, the engine's unless a test passes its own.
+  public static let monotonicClock: EngineClock = { monotonicNanoseconds() }
+
+  public init(configuration: EngineConfiguration, clock: @escaping EngineClock = CurlEngine.monotonicClock) throws(LoadError) {
     _ = curlGlobalInit
     try Self.probeSafetyOptions(configuration)
     guard let multi = curl_multi_init() else { throw LoadError(.noMemory, "curl_multi_init failed") }
     self.multi = multi
     self.configuration = configuration
+    self.clock = clock
     stormTokens = Double(configuration.cancelStormLimit)
+    stormRefilledAt = clock()
     protocols = Self.allowedProtocols(configuration)
     // Keep as many idle connections as can be busy at once, so scrolling back and forth
     // reuses them instead of reconnecting.
@@ -83,15 +95,15 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     }
     let id: TransferID = lock.withLock {
       nextID += 1
-      let transfer = Transfer(id: nextID, url: url, headers: lines,
-                              priority: priority, maxBodyBytes: configuration.maxBodyBytes,
-                              progress: progress, completion: completion)
+      let transfer = CurlTransfer(id: nextID, url: url, headers: lines,
+                                  priority: priority, maxBodyBytes: configuration.maxBodyBytes, clock: clock,
+                                  progress: progress, completion: completion)
       transfer.conditional = revalidating != nil
       if delay > 0 {
         // Held like a retry backoff: cancellable without ever opening a connection.
-        backingOff.add(transfer, id: transfer.id, due: monotonicNanoseconds() + delay)
+        backingOff.add(transfer, id: transfer.id, due: clock() + delay)
       } else {
-        enqueue(transfer, at: monotonicNanoseconds())
+        enqueue(transfer, at: clock())
       }
       return nextID
     }
@@ -118,7 +130,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     let moved: Bool = lock.withLock {
       guard let transfer = backingOff.item(id), transfer.attempts == 0 else { return false }
       backingOff.remove(id)
-      enqueue(transfer, at: monotonicNanoseconds())
+      enqueue(transfer, at: clock())
       return true
     }
     if moved { curl_multi_wakeup(multi) }
@@ -127,7 +139,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   public func postpone(_ id: TransferID, nanoseconds: UInt64) {
     lock.withLock {
       guard let transfer = backingOff.item(id), transfer.attempts == 0 else { return }
-      backingOff.postpone(id, until: monotonicNanoseconds() + nanoseconds)
+      backingOff.postpone(id, until: clock() + nanoseconds)
     }
   }
 
@@ -184,7 +196,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   /// Engine thread: the busy time since the last record, for the meter.
   private func takeBusyTime() -> UInt64 {
-    let now = monotonicNanoseconds()
+    let now = clock()
     var busy = busyUnrecorded
     if let since = busySince {
       busy += now &- since
@@ -215,8 +227,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       }
       let stormWait = refillStormTokens()
       // Cancels first, so the slots they free are filled in this same round.
-      let now = monotonicNanoseconds()
-      let starts: [Transfer] = lock.withLock {
+      let now = clock()
+      let starts: [CurlTransfer] = lock.withLock {
         // Backoffs that are over go back to the waiting list, keeping their rank.
         for transfer in backingOff.takeDue(now: now) { enqueue(transfer, at: now) }
         // During a cancel storm (a fling through thousands of rows) new transfers wait:
@@ -248,7 +260,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       var timeout: Int32 = stormWait > 0 ? Int32(min(1000, stormWait / 1_000_000 + 1)) : 1000
       timeout = min(timeout, nextStallCheck)
       if let nextRetry {
-        let now = monotonicNanoseconds()
+        let now = clock()
         timeout = min(timeout, nextRetry <= now ? 0 : Int32(min(1000, (nextRetry - now + 999_999) / 1_000_000)))
       }
       _ = curl_multi_poll(multi, nil, 0, timeout, nil)
@@ -262,7 +274,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private func endStalledTransfers() -> Int32 {
     let limit = UInt64(configuration.stallTimeoutMilliseconds) * 1_000_000
     guard limit > 0, !active.isEmpty else { return 1000 }
-    let now = monotonicNanoseconds()
+    let now = clock()
     var next: UInt64 = 1_000_000_000
     for transfer in Array(active.values) {
       let quiet = now - transfer.lastActivity
@@ -281,7 +293,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private func refillStormTokens() -> UInt64 {
     let rate = Double(configuration.cancelStormLimit)
     guard rate > 0 else { return 0 }
-    let now = monotonicNanoseconds()
+    let now = clock()
     stormTokens = min(rate, stormTokens + rate * Double(now - stormRefilledAt) / 1e9)
     stormRefilledAt = now
     return stormTokens >= 1 ? 0 : UInt64((1 - stormTokens) / rate * 1e9)
@@ -289,7 +301,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   /// Lock held: puts a transfer on the waiting list. Its age (see takeStartable) counts
   /// from the first time it waited: a retry keeps its place among the starved.
-  private func enqueue(_ transfer: Transfer, at now: UInt64) {
+  private func enqueue(_ transfer: CurlTransfer, at now: UInt64) {
     let since = transfer.firstQueued ?? now
     transfer.firstQueued = since
     waiting.append(transfer, id: transfer.id, host: transfer.host, priority: transfer.priority, since: since)
@@ -302,11 +314,11 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   /// priority first, and among equals the newest (the row that just became visible), except
   /// that transfers waiting `starvationNanoseconds` or more go first, oldest first. Without
   /// that, newest-first starves the oldest requests for as long as new ones keep coming.
-  private func takeStartable() -> [Transfer] {
-    var started: [Transfer] = []
+  private func takeStartable() -> [CurlTransfer] {
+    var started: [CurlTransfer] = []
     var slots = configuration.maxConcurrentDownloads - active.count
     var perHost = activePerHost
-    let now = monotonicNanoseconds()
+    let now = clock()
     let perHostLimit = configuration.maxDownloadsPerHost
     while slots > 0, let transfer = waiting.takeNext(now: now, hasRoom: { perHost[$0, default: 0] < perHostLimit }) {
       perHost[transfer.host, default: 0] += 1
@@ -316,7 +328,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     return started
   }
 
-  private func begin(_ transfer: Transfer) {
+  private func begin(_ transfer: CurlTransfer) {
     guard let easy = curl_easy_init() else {
       lock.withLock { _ = runningPriorities.removeValue(forKey: transfer.id) }
       transfer.completion(.failure(LoadError(.noMemory, "curl_easy_init failed")))
@@ -330,23 +342,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       // allow-lists, limits, TLS verification) fails instead of running without it.
       try CurlOption.require(CurlOption.safety(configuration, protocols: protocols, isHTTPS: isHTTPS),
                              libcurlVersion: CurlOption.libcurlVersion) { $0.apply(to: easy) }
-      let user = Unmanaged.passUnretained(transfer).toOpaque()
-      let required: [(String, () -> CURLcode)] = [
-        ("CURLOPT_URL", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, transfer.url.text) }),
-        ("CURLOPT_ERRORBUFFER", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, transfer.errorBuffer) }),
-        ("CURLOPT_WRITEFUNCTION", { pxl_curl_easy_setopt_write(easy, curlWriteCallback, user) }),
-        ("CURLOPT_HEADERFUNCTION", { pxl_curl_easy_setopt_header(easy, curlHeaderCallback, user) }),
-        ("CURLOPT_USERAGENT", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, self.configuration.userAgent) }),
-        ("CURLOPT_HTTPHEADER", {
-          transfer.headerList.map { pxl_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, $0) } ?? CURLE_OK
-        }),
-      ]
-      for (name, setopt) in required {
-        let code = setopt()
-        if code != CURLE_OK {
-          throw LoadError(Transfer.status(for: code), "libcurl refused \(name): \(String(cString: curl_easy_strerror(code)))")
-        }
-      }
+      try transfer.setRequestOptions(on: easy, userAgent: configuration.userAgent)
     } catch {
       failBeforeStart(transfer, easy, error)
       return
@@ -367,15 +363,12 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     active[easy] = transfer
     activeByID[transfer.id] = transfer
     activePerHost[transfer.host, default: 0] += 1
-    if busySince == nil { busySince = monotonicNanoseconds() }
+    if busySince == nil { busySince = clock() }
   }
 
-  /// Removes a transfer from libcurl and reports it, or schedules its retry. `dropped`:
-  /// cancelled or shutting down, report nothing. A cancel can race this from another
-  /// thread, so whether it was cancelled is decided under the lock, with the retry.
   /// A transfer that could not be handed to libcurl ends with `error`, forgetting any
   /// cancel that raced its start.
-  private func failBeforeStart(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer, _ error: LoadError) {
+  private func failBeforeStart(_ transfer: CurlTransfer, _ easy: UnsafeMutableRawPointer, _ error: LoadError) {
     curl_easy_cleanup(easy)
     transfer.easy = nil
     lock.withLock {
@@ -386,7 +379,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   }
 
   /// Engine thread: takes a transfer out of libcurl and frees its slot.
-  private func detach(_ transfer: Transfer, _ easy: UnsafeMutableRawPointer) {
+  private func detach(_ transfer: CurlTransfer, _ easy: UnsafeMutableRawPointer) {
     _ = curl_multi_remove_handle(multi, easy)
     curl_easy_cleanup(easy)
     transfer.easy = nil
@@ -395,7 +388,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     activePerHost[transfer.host, default: 1] -= 1
     if activePerHost[transfer.host] == 0 { activePerHost.removeValue(forKey: transfer.host) }
     if active.isEmpty, let since = busySince {
-      busyUnrecorded += monotonicNanoseconds() &- since
+      busyUnrecorded += clock() &- since
       busySince = nil
     }
   }
@@ -407,7 +400,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   /// starts a foreground one, so it ends.
   private func preemptForForeground(now: UInt64) {
     for _ in 0...configuration.maxConcurrentDownloads {
-      let victim: Transfer? = lock.withLock {
+      let victim: CurlTransfer? = lock.withLock {
         guard let host = waiting.nextForegroundHost(now: now) else { return nil }
         let hostFull = activePerHost[host, default: 0] >= configuration.maxDownloadsPerHost
         let engineFull = active.count >= configuration.maxConcurrentDownloads
@@ -425,7 +418,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       let received = victim.body.count
       detach(victim, easy)
       let busy = takeBusyTime()
-      let starts: [Transfer] = lock.withLock {
+      let starts: [CurlTransfer] = lock.withLock {
         meter.record(bytes: received, complete: false, busyNanoseconds: busy)
         runningPriorities.removeValue(forKey: victim.id)
         // Cancelled meanwhile: it ends here, reporting nothing, as a cancelled one does.
@@ -442,234 +435,38 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     }
   }
 
-  private func finish(_ transfer: Transfer, dropped: Bool, code: CURLcode) {
+  /// Removes a transfer from libcurl and reports its outcome (`HTTPOutcome`), or schedules
+  /// its retry. `dropped`: cancelled or shutting down, report nothing. A cancel can race
+  /// this from another thread, so whether it was cancelled is decided under the lock, with
+  /// the retry.
+  private func finish(_ transfer: CurlTransfer, dropped: Bool, code: CURLcode) {
     guard let easy = transfer.easy else { return }
-    let httpStatus = pxl_curl_response_code(easy)
+    let attempt = transfer.finishedAttempt(code: code, httpStatus: pxl_curl_response_code(easy),
+                                           retryAfterSeconds: Int(pxl_curl_retry_after(easy)))
     let connects = pxl_curl_num_connects(easy)
-    let retryAfter = pxl_curl_retry_after(easy)
     detach(transfer, easy)
 
-    let outcome = dropped ? nil : transfer.outcome(code: code, httpStatus: httpStatus)
+    let outcome = dropped ? nil : HTTPOutcome(attempt, attemptsMade: transfer.attempts, configuration: configuration)
     var complete = false
     if case .success? = outcome { complete = true }
-    let received = transfer.body.count
     let busy = takeBusyTime()
-    var retryDelay: UInt64?
-    if case .failure(let error)? = outcome, transfer.isTransient(code: code, error: error),
-       transfer.attempts <= configuration.maxRetries {
-      retryDelay = backoffNanoseconds(attempt: transfer.attempts, retryAfterSeconds: Int(retryAfter))
-    }
     let report: Bool = lock.withLock {
-      meter.record(bytes: received, complete: complete, busyNanoseconds: busy)
+      meter.record(bytes: attempt.body.count, complete: complete, busyNanoseconds: busy)
       connectionsOpened += connects
       runningPriorities.removeValue(forKey: transfer.id)
       let cancelled = cancelledWhileActive.remove(transfer.id) != nil
       if dropped || cancelled || stopping { return false }
-      if let retryDelay {
-        backingOff.add(transfer, id: transfer.id, due: monotonicNanoseconds() + retryDelay)
+      if case .retry(_, let delay)? = outcome {
+        backingOff.add(transfer, id: transfer.id, due: clock() + delay)
         return false
       }
       return true
     }
-    if report, let outcome { transfer.completion(outcome) }
-  }
-
-  /// Exponential backoff with jitter (-50% to +50%), or the server's Retry-After when it
-  /// gave one; both capped by the configuration.
-  private func backoffNanoseconds(attempt: Int, retryAfterSeconds: Int) -> UInt64 {
-    let cap = Double(configuration.retryMaxDelayMilliseconds)
-    var milliseconds: Double
-    if retryAfterSeconds > 0 {
-      milliseconds = Double(retryAfterSeconds) * 1000
-    } else {
-      let base = Double(configuration.retryBaseDelayMilliseconds) * Double(1 << min(attempt - 1, 20))
-      milliseconds = base * Double.random(in: 0.5...1.5)
-    }
-    return UInt64(max(0, min(milliseconds, cap)) * 1_000_000)
-  }
-}
-
-/// libcurl's write callback: appends to the transfer's body, or returns 0 to abort it
-/// (HTTP error status, body over the limit).
-private let curlWriteCallback: pxl_curl_write_fn = { data, size, count, user in
-  let transfer = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-  return transfer.receive(data, size * count)
-}
-
-/// libcurl's header callback: collects the caching headers of the final response.
-private let curlHeaderCallback: pxl_curl_header_fn = { data, size, count, user in
-  let transfer = Unmanaged<Transfer>.fromOpaque(user!).takeUnretainedValue()
-  let length = size * count
-  if let data, length > 0 {
-    let line = data.withMemoryRebound(to: UInt8.self, capacity: length) {
-      String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
-    }
-    transfer.caching.take(headerLine: line)
-  }
-  return length
-}
-
-private final class Transfer {
-  let id: TransferID
-  let url: RequestURL
-  var host: String { url.host }
-  var priority: Int32
-  let maxBodyBytes: Int
-  let progress: TransferProgress?
-  let completion: @Sendable (Result<DownloadedData, LoadError>) -> Void
-  var easy: UnsafeMutableRawPointer?
-  var body: [UInt8] = []
-  var abortReason: LoadError?
-  let errorBuffer: UnsafeMutablePointer<CChar>
-  /// The request headers as libcurl wants them; freed with the transfer.
-  let headerList: UnsafeMutablePointer<curl_slist>?
-  /// Attempts started so far.
-  var attempts = 0
-  /// When it first joined the waiting list (after any start delay); engine lock.
-  var firstQueued: UInt64?
-  /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
-  var conditional = false
-  var caching = ResponseCaching()
-  /// When the attempt started or last received body bytes (the stall clock).
-  var lastActivity: UInt64 = 0
-  /// The progress listener ended the transfer with the body so far.
-  var endedEarly = false
-  /// The response's declared length (0 until known or when not declared).
-  private(set) var expectedLength: UInt64 = 0
-  private var lastProgress: UInt64 = 0
-
-  /// Progress reports from the network thread are throttled to this; each request's own
-  /// interval is applied again on its queue.
-  static let progressGranularity: UInt64 = 20_000_000
-
-  init(id: TransferID, url: RequestURL, headers: [String], priority: Int32, maxBodyBytes: Int,
-       progress: TransferProgress?,
-       completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) {
-    self.id = id
-    self.url = url
-    self.priority = priority
-    self.maxBodyBytes = maxBodyBytes
-    self.progress = progress
-    self.completion = completion
-    errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
-    errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
-    var list: UnsafeMutablePointer<curl_slist>?
-    for header in headers { list = curl_slist_append(list, header) ?? list }
-    headerList = list
-  }
-
-  deinit {
-    errorBuffer.deallocate()
-    curl_slist_free_all(headerList)
-  }
-
-  /// Resets what one attempt collects, before it starts.
-  func prepareAttempt() {
-    attempts += 1
-    lastActivity = monotonicNanoseconds()
-    caching = ResponseCaching()
-    body = []
-    abortReason = nil
-    endedEarly = false
-    expectedLength = 0
-    errorBuffer.pointee = 0
-  }
-
-  /// Failures worth another attempt: the connection broke (refused, reset, closed early,
-  /// truncated body) or the server said it is overloaded (5xx, 429). Never other 4xx.
-  func isTransient(code: CURLcode, error: LoadError) -> Bool {
-    if error.status == .http { return error.httpStatus >= 500 || error.httpStatus == 429 }
-    switch code {
-    case CURLE_COULDNT_CONNECT, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE,
-         CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM:
-      return true
-    default:
-      return false
-    }
-  }
-
-  func receive(_ data: UnsafeMutablePointer<CChar>?, _ length: Int) -> Int {
-    lastActivity = monotonicNanoseconds()
-    if body.isEmpty, let easy {
-      let status = pxl_curl_response_code(easy)
-      // An error page is not worth downloading: stop at its first byte.
-      if status >= 300 {
-        abortReason = LoadError(.http, "HTTP status \(status)", httpStatus: Int(status))
-        return 0
-      }
-      let declared = pxl_curl_content_length(easy)
-      if declared > 0 {
-        if declared > maxBodyBytes {
-          abortReason = LoadError(.bodyTooLarge, "body of \(declared) bytes exceeds the limit of \(maxBodyBytes)")
-          return 0
-        }
-        body.reserveCapacity(Int(declared))
-        expectedLength = UInt64(declared)
-      }
-    }
-    if body.count + length > maxBodyBytes {
-      abortReason = LoadError(.bodyTooLarge, "body exceeds the limit of \(maxBodyBytes) bytes")
-      return 0
-    }
-    if let data, length > 0 {
-      data.withMemoryRebound(to: UInt8.self, capacity: length) {
-        body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
-      }
-    }
-    if let progress {
-      let now = monotonicNanoseconds()
-      if now - lastProgress >= Self.progressGranularity {
-        lastProgress = now
-        if progress(UInt64(body.count), expectedLength, body) {
-          // The listener has what it needs: libcurl ends the transfer (a write error) and
-          // `outcome` reports the body so far as a success.
-          endedEarly = true
-          return 0
-        }
-      }
-    }
-    return length
-  }
-
-  func outcome(code: CURLcode, httpStatus: Int) -> Result<DownloadedData, LoadError> {
-    if endedEarly {
-      var data = DownloadedData(bytes: body, httpStatus: httpStatus, caching: caching)
-      data.endedEarly = true
-      return .success(data)
-    }
-    if var reason = abortReason {
-      // "The last HTTP status seen": a body cut for its size still came with a 200.
-      if reason.httpStatus == 0 { reason.httpStatus = httpStatus }
-      return .failure(reason)
-    }
-    if code == CURLE_OK {
-      let notModified = conditional && httpStatus == 304
-      if url.isHTTP && !(200..<300).contains(httpStatus) && !notModified {
-        return .failure(LoadError(.http, "HTTP status \(httpStatus)", httpStatus: httpStatus))
-      }
-      return .success(DownloadedData(bytes: body, httpStatus: httpStatus, caching: caching))
-    }
-    let detail = errorBuffer.pointee != 0 ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
-    return .failure(LoadError(Self.status(for: code), detail, httpStatus: httpStatus))
-  }
-
-  static func status(for code: CURLcode) -> Status {
-    switch code {
-    case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return .dns
-    case CURLE_COULDNT_CONNECT: return .connect
-    case CURLE_OPERATION_TIMEDOUT: return .timeout
-    case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
-         CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
-         CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ISSUER_ERROR,
-         CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_SHUTDOWN_FAILED:
-      return .tls
-    case CURLE_UNSUPPORTED_PROTOCOL: return .schemeNotAllowed
-    case CURLE_TOO_MANY_REDIRECTS: return .tooManyRedirects
-    case CURLE_URL_MALFORMAT: return .malformedURL
-    case CURLE_FILESIZE_EXCEEDED: return .bodyTooLarge
-    case CURLE_FILE_COULDNT_READ_FILE, CURLE_READ_ERROR: return .io
-    case CURLE_OUT_OF_MEMORY: return .noMemory
-    default: return .network
+    guard report else { return }
+    switch outcome {
+    case .success(let data)?: transfer.completion(.success(data))
+    case .failure(let error)?: transfer.completion(.failure(error))
+    case .retry?, nil: break
     }
   }
 }

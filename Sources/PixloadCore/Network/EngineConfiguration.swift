@@ -11,7 +11,7 @@ public struct EngineConfiguration: Sendable {
   /// A transfer that receives nothing for this long fails; 0 disables.
   public var stallTimeoutMilliseconds = 10_000
   public var maxRedirects = 5
-  /// Further attempts after a transient failure (see `Transfer.isTransient`).
+  /// Further attempts after a transient failure (see `HTTPOutcome.isTransient`).
   public var maxRetries = 2
   public var retryBaseDelayMilliseconds = 250
   /// Caps every backoff and a server's Retry-After.

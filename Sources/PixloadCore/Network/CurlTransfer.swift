@@ -1,0 +1,173 @@
+import CCurl
+
+/// One request through the engine, across its attempts: what libcurl is told (URL,
+/// headers, callbacks) and what an attempt collects (body, caching headers, progress, the
+/// stall clock). The engine owns it; its fields are touched on the engine thread, except
+/// `priority` and `firstQueued`, which are under the engine's lock.
+final class CurlTransfer {
+  let id: TransferID
+  let url: RequestURL
+  var host: String { url.host }
+  var priority: Int32
+  let maxBodyBytes: Int
+  let progress: TransferProgress?
+  let completion: @Sendable (Result<DownloadedData, LoadError>) -> Void
+  /// The engine's clock: the stall clock and progress throttling read it.
+  private let clock: EngineClock
+  var easy: UnsafeMutableRawPointer?
+  var body: [UInt8] = []
+  var abortReason: LoadError?
+  let errorBuffer: UnsafeMutablePointer<CChar>
+  /// The request headers as libcurl wants them; freed with the transfer.
+  let headerList: UnsafeMutablePointer<curl_slist>?
+  /// Attempts started so far.
+  var attempts = 0
+  /// When it first joined the waiting list (after any start delay); engine lock.
+  var firstQueued: UInt64?
+  /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
+  var conditional = false
+  var caching = ResponseCaching()
+  /// When the attempt started or last received body bytes (the stall clock).
+  var lastActivity: UInt64 = 0
+  /// The progress listener ended the transfer with the body so far.
+  var endedEarly = false
+  /// The response's declared length (0 until known or when not declared).
+  private(set) var expectedLength: UInt64 = 0
+  private var lastProgress: UInt64 = 0
+
+  /// Progress reports from the network thread are throttled to this; each request's own
+  /// interval is applied again on its queue.
+  static let progressGranularity: UInt64 = 20_000_000
+
+  init(id: TransferID, url: RequestURL, headers: [String], priority: Int32, maxBodyBytes: Int,
+       clock: @escaping EngineClock, progress: TransferProgress?,
+       completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) {
+    self.id = id
+    self.url = url
+    self.priority = priority
+    self.maxBodyBytes = maxBodyBytes
+    self.clock = clock
+    self.progress = progress
+    self.completion = completion
+    errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
+    errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
+    var list: UnsafeMutablePointer<curl_slist>?
+    for header in headers { list = curl_slist_append(list, header) ?? list }
+    headerList = list
+  }
+
+  deinit {
+    errorBuffer.deallocate()
+    curl_slist_free_all(headerList)
+  }
+
+  /// Resets what one attempt collects, before it starts.
+  func prepareAttempt() {
+    attempts += 1
+    lastActivity = clock()
+    caching = ResponseCaching()
+    body = []
+    abortReason = nil
+    endedEarly = false
+    expectedLength = 0
+    errorBuffer.pointee = 0
+  }
+
+  /// Sets what libcurl needs for this request on `easy`: the URL, the error buffer, the
+  /// body and header callbacks, the user agent and the request headers. The first option
+  /// refused throws (the safety options are the engine's, set before).
+  func setRequestOptions(on easy: UnsafeMutableRawPointer, userAgent: String) throws(LoadError) {
+    let user = Unmanaged.passUnretained(self).toOpaque()
+    let required: [(String, () -> CURLcode)] = [
+      ("CURLOPT_URL", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_URL, self.url.text) }),
+      ("CURLOPT_ERRORBUFFER", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_ERRORBUFFER, self.errorBuffer) }),
+      ("CURLOPT_WRITEFUNCTION", { pxl_curl_easy_setopt_write(easy, curlWriteCallback, user) }),
+      ("CURLOPT_HEADERFUNCTION", { pxl_curl_easy_setopt_header(easy, curlHeaderCallback, user) }),
+      ("CURLOPT_USERAGENT", { pxl_curl_easy_setopt_ptr(easy, CURLOPT_USERAGENT, userAgent) }),
+      ("CURLOPT_HTTPHEADER", {
+        self.headerList.map { pxl_curl_easy_setopt_ptr(easy, CURLOPT_HTTPHEADER, $0) } ?? CURLE_OK
+      }),
+    ]
+    for (name, setopt) in required {
+      let code = setopt()
+      if code != CURLE_OK {
+        throw LoadError(HTTPOutcome.status(for: code), "libcurl refused \(name): \(String(cString: curl_easy_strerror(code)))")
+      }
+    }
+  }
+
+  /// The attempt that just ended, as `HTTPOutcome` judges it: libcurl's `code`, the last
+  /// HTTP status and the server's Retry-After (read off the handle before it was cleaned up).
+  func finishedAttempt(code: CURLcode, httpStatus: Int, retryAfterSeconds: Int) -> FinishedAttempt {
+    FinishedAttempt(code: code, httpStatus: httpStatus, body: body, caching: caching, endedEarly: endedEarly,
+                    abortReason: abortReason, conditional: conditional, isHTTP: url.isHTTP,
+                    errorText: errorBuffer.pointee != 0 ? String(cString: errorBuffer) : "",
+                    retryAfterSeconds: retryAfterSeconds)
+  }
+
+  /// The write callback's work: appends to the body, or returns 0 to abort the attempt
+  /// (an HTTP error status at the first byte, a body over the limit, a progress listener
+  /// that has what it needs).
+  func receive(_ data: UnsafeMutablePointer<CChar>?, _ length: Int) -> Int {
+    lastActivity = clock()
+    if body.isEmpty, let easy {
+      let status = pxl_curl_response_code(easy)
+      // An error page is not worth downloading: stop at its first byte.
+      if status >= 300 {
+        abortReason = LoadError(.http, "HTTP status \(status)", httpStatus: Int(status))
+        return 0
+      }
+      let declared = pxl_curl_content_length(easy)
+      if declared > 0 {
+        if declared > maxBodyBytes {
+          abortReason = LoadError(.bodyTooLarge, "body of \(declared) bytes exceeds the limit of \(maxBodyBytes)")
+          return 0
+        }
+        body.reserveCapacity(Int(declared))
+        expectedLength = UInt64(declared)
+      }
+    }
+    if body.count + length > maxBodyBytes {
+      abortReason = LoadError(.bodyTooLarge, "body exceeds the limit of \(maxBodyBytes) bytes")
+      return 0
+    }
+    if let data, length > 0 {
+      data.withMemoryRebound(to: UInt8.self, capacity: length) {
+        body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
+      }
+    }
+    if let progress {
+      let now = clock()
+      if now - lastProgress >= Self.progressGranularity {
+        lastProgress = now
+        if progress(UInt64(body.count), expectedLength, body) {
+          // The listener has what it needs: libcurl ends the transfer (a write error) and
+          // the outcome reports the body so far as a success.
+          endedEarly = true
+          return 0
+        }
+      }
+    }
+    return length
+  }
+}
+
+/// libcurl's write callback: appends to the transfer's body, or returns 0 to abort it
+/// (HTTP error status, body over the limit).
+private let curlWriteCallback: pxl_curl_write_fn = { data, size, count, user in
+  let transfer = Unmanaged<CurlTransfer>.fromOpaque(user!).takeUnretainedValue()
+  return transfer.receive(data, size * count)
+}
+
+/// libcurl's header callback: collects the caching headers of the final response.
+private let curlHeaderCallback: pxl_curl_header_fn = { data, size, count, user in
+  let transfer = Unmanaged<CurlTransfer>.fromOpaque(user!).takeUnretainedValue()
+  let length = size * count
+  if let data, length > 0 {
+    let line = data.withMemoryRebound(to: UInt8.self, capacity: length) {
+      String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+    }
+    transfer.caching.take(headerLine: line)
+  }
+  return length
+}
