@@ -240,6 +240,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_fault_transfer_limits)     \
   X(test_fault_headers)             \
   X(test_fault_progress)            \
+  X(test_fault_progress_before_stall) \
   X(test_tls_http2_nginx)            \
   X(test_struct_sizes)              \
   X(test_log_callback)              \

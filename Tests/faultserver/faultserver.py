@@ -28,9 +28,11 @@ requests, and redirects carry it along.
   /drip/rate=BPS[/piece=B][/file=NAME][/chunked=1]
                                    the image at BPS bytes/s, B bytes at a time (default
                                    BPS/10), with Content-Length unless chunked=1
-  /stall/after=B[/hold=MS]         Content-Length of the whole image, B bytes of it, then
+  /stall/after=B[/hold=MS][/split=S]
+                                   Content-Length of the whole image, B bytes of it, then
                                    nothing until the client closes or MS pass (default
-                                   60000), then a close
+                                   60000), then a close. split=S: the B bytes go as S of
+                                   them, a 5 ms pause, then the rest
   /gate/at=B1,B2,...[/file=NAME]   Content-Length of the whole image, its first B1 bytes,
                                    then up to B2 once the test has released this request
                                    (GET /__release), and so on; the rest after the last
@@ -395,8 +397,12 @@ class Server:
     def route_stall(self, reply, params, query):
         data = self.image(params.get("file"))
         after = min(len(data) - 1, int(params.get("after", "1000")))
+        split = min(after, int(params.get("split", str(after))))
         reply.head(200, [("Content-Type", "image/jpeg"), ("Content-Length", str(len(data)))])
-        reply.body(data[:after])
+        reply.body(data[:split])
+        if split < after:
+            time.sleep(0.005)
+            reply.body(data[split:after])
         reply.hold(int(params.get("hold", "60000")))
         reply.keep_alive = False
 

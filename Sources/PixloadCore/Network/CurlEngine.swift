@@ -242,11 +242,12 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       // A finished transfer freed a slot: start the next one now. Waiting in poll instead
       // would sleep until some other socket stirs, or a full second when none is busy.
       if finishedAny { continue }
+      let nextReport = reportHeldProgress()
       // Wait for socket activity, a wakeup (new work), a timer libcurl asks for, or the end
       // of the next backoff.
       let nextRetry = lock.withLock { backingOff.nextDue() }
       var timeout: Int32 = stormWait > 0 ? Int32(min(1000, stormWait / 1_000_000 + 1)) : 1000
-      timeout = min(timeout, nextStallCheck)
+      timeout = min(timeout, nextStallCheck, nextReport)
       if let nextRetry {
         let now = monotonicNanoseconds()
         timeout = min(timeout, nextRetry <= now ? 0 : Int32(min(1000, (nextRetry - now + 999_999) / 1_000_000)))
@@ -254,6 +255,24 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       _ = curl_multi_poll(multi, nil, 0, timeout, nil)
     }
     for transfer in Array(active.values) { finish(transfer, dropped: true, code: CURLE_OK) }
+  }
+
+  /// Makes the progress reports the throttle held back once they are due (a listener may
+  /// end its transfer there, as from the write callback). Returns milliseconds until the
+  /// next one is (0 when a transfer ended: its slot is free for the next start).
+  private func reportHeldProgress() -> Int32 {
+    let now = monotonicNanoseconds()
+    var next: UInt64 = 1_000_000_000
+    for transfer in Array(active.values) {
+      guard let due = transfer.heldProgressDue(now: now) else { continue }
+      if due > 0 {
+        next = min(next, due)
+      } else if transfer.reportProgress() {
+        finish(transfer, dropped: false, code: CURLE_WRITE_ERROR)
+        next = 0
+      }
+    }
+    return Int32((next + 999_999) / 1_000_000)
   }
 
   /// Fails running transfers that received nothing for the stall timeout (libcurl's own
@@ -537,6 +556,10 @@ private final class Transfer {
   /// The response's declared length (0 until known or when not declared).
   private(set) var expectedLength: UInt64 = 0
   private var lastProgress: UInt64 = 0
+  /// Bytes arrived since the last report, held back by the throttle: the engine reports
+  /// them once it has passed (`heldProgressDue`), so the last bytes before the server pauses
+  /// (the scan a preview waits for) are not left unreported until more come.
+  private var progressHeld = false
 
   /// Progress reports from the network thread are throttled to this; each request's own
   /// interval is applied again on its queue.
@@ -571,6 +594,7 @@ private final class Transfer {
     body = []
     abortReason = nil
     endedEarly = false
+    progressHeld = false
     expectedLength = 0
     errorBuffer.pointee = 0
   }
@@ -616,19 +640,33 @@ private final class Transfer {
         body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
       }
     }
-    if let progress {
-      let now = monotonicNanoseconds()
-      if now - lastProgress >= Self.progressGranularity {
-        lastProgress = now
-        if progress(UInt64(body.count), expectedLength, body) {
-          // The listener has what it needs: libcurl ends the transfer (a write error) and
-          // `outcome` reports the body so far as a success.
-          endedEarly = true
-          return 0
-        }
+    if progress != nil {
+      if monotonicNanoseconds() - lastProgress < Self.progressGranularity {
+        progressHeld = true
+      } else if reportProgress() {
+        // The listener has what it needs: libcurl ends the transfer (a write error) and
+        // `outcome` reports the body so far as a success.
+        return 0
       }
     }
     return length
+  }
+
+  /// Engine thread: nanoseconds until the report the throttle held back is due, nil when
+  /// none is held.
+  func heldProgressDue(now: UInt64) -> UInt64? {
+    guard progressHeld else { return nil }
+    let due = lastProgress + Self.progressGranularity
+    return due > now ? due - now : 0
+  }
+
+  /// Reports the body so far; true (and `endedEarly`) when the listener ends the transfer.
+  func reportProgress() -> Bool {
+    guard let progress else { return false }
+    progressHeld = false
+    lastProgress = monotonicNanoseconds()
+    endedEarly = progress(UInt64(body.count), expectedLength, body)
+    return endedEarly
   }
 
   func outcome(code: CURLcode, httpStatus: Int) -> Result<DownloadedData, LoadError> {
