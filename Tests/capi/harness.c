@@ -218,19 +218,35 @@ static char *fault_get(const struct test_env *env, const char *target) {
   return buf;
 }
 
-int fault_stats(const struct test_env *env, const char *by, const char *value,
-                struct fault_stats *stats) {
-  memset(stats, 0, sizeof *stats);
-  char target[1400];
-  size_t n = (size_t)snprintf(target, sizeof target, "/__stats?%s=", by);
-  for (const unsigned char *p = (const unsigned char *)value; *p && n + 4 < sizeof target; p++) {
+/* "PATH?KEY=VALUE" into target, VALUE percent-encoded. */
+static void fault_control_target(char *target, size_t size, const char *path, const char *key,
+                                 const char *value) {
+  size_t n = (size_t)snprintf(target, size, "%s?%s=", path, key);
+  for (const unsigned char *p = (const unsigned char *)value; *p && n + 4 < size; p++) {
     if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
         *p == '-' || *p == '_' || *p == '.')
       target[n++] = (char)*p;
     else
-      n += (size_t)snprintf(target + n, sizeof target - n, "%%%02X", *p);
+      n += (size_t)snprintf(target + n, size - n, "%%%02X", *p);
   }
   target[n] = '\0';
+}
+
+int fault_release(const struct test_env *env, const char *uri) {
+  char target[1400];
+  fault_control_target(target, sizeof target, "/__release", "uri", uri);
+  char *body = fault_get(env, target);
+  int count = 0;
+  if (!body || sscanf(body, "released %d", &count) != 1) CHECKF(0, "the fault server did not answer %s", target);
+  free(body);
+  return count;
+}
+
+int fault_stats(const struct test_env *env, const char *by, const char *value,
+                struct fault_stats *stats) {
+  memset(stats, 0, sizeof *stats);
+  char target[1400];
+  fault_control_target(target, sizeof target, "/__stats", by, value);
   char *body = fault_get(env, target);
   if (!body) {
     CHECKF(0, "the fault server did not answer %s", target);

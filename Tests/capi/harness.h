@@ -113,6 +113,9 @@ int fault_stats(const struct test_env *env, const char *by, const char *value,
 /* Polls until at least min requests match (or timeout_ms passes); returns the count. */
 int fault_wait_requests(const struct test_env *env, const char *by, const char *value, int min,
                         int timeout_ms);
+/* Lets the /gate request with target uri send its next piece; returns the releases so far
+ * for it (0 and a failed check when the server did not answer). */
+int fault_release(const struct test_env *env, const char *uri);
 /* The value of header name (case-insensitive) in record into out; 0 if absent. */
 int fault_header(const struct fault_record *record, const char *name, char *out, size_t size);
 
@@ -237,6 +240,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_fault_transfer_limits)     \
   X(test_fault_headers)             \
   X(test_fault_progress)            \
+  X(test_fault_progress_before_stall) \
   X(test_tls_http2_nginx)            \
   X(test_struct_sizes)              \
   X(test_log_callback)              \

@@ -1099,6 +1099,38 @@ void test_fault_progress(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
+/* The bytes that came just before the server paused are reported during the pause, not
+ * when more come: here 10 KB, 5 ms later 10 KB more (inside the engine's 20 ms throttle),
+ * then nothing. A preview waits on that report for the scan those last bytes complete. */
+void test_fault_progress_before_stall(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  struct test_url url = fault_url(env, 0, "/stall/after=20000/split=10000/file=medium.jpg", "progress-stall");
+  struct progress_probe *probe = calloc(1, sizeof *probe);
+  probe->host = pthread_self();
+  pxl_request request;
+  request_for(&request, url.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.progress = on_progress;
+  request.progress_interval_ms = 0;
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, probe, &probe->token), PXL_OK);
+  double deadline = now_ms() + 3000.0 * env->slow_factor;
+  uint64_t received = 0;
+  while (received < 20000 && now_ms() < deadline) {
+    pxl_queue_wait(queue, 20);
+    pxl_queue_dispatch(queue, 0);
+    if (probe->calls > 0 && probe->calls <= 256) received = probe->received[probe->calls - 1];
+  }
+  CHECKF(received == 20000, "during the pause: %llu of the 20000 bytes sent reported (%d calls)",
+         (unsigned long long)received, probe->calls);
+  CHECK_STATUS(pxl_cancel(loader, probe->token), PXL_OK);
+  drain_until(env, queue, &probe->capture.calls, 1, 2000);
+  CHECK_STATUS(probe->capture.status, PXL_E_CANCELLED);
+  capture_reset(&probe->capture);
+  free(probe);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}
+
 /* ---- nginx over TLS and HTTP/2 ---- */
 
 struct tls_log_summary {

@@ -1,8 +1,8 @@
-/* Previews of progressive JPEGs (pxl_request.preview) over nginx's rate-limited /slow/
- * location (20 KB/s): several, each closer to the final image than the one before, all
- * on the queue's thread before the final callback; none after a cancel, none for a
- * baseline JPEG, none for a memory-cache hit; every requester merged into one download
- * gets its own. */
+/* Previews of progressive JPEGs (pxl_request.preview), served a scan at a time by the
+ * fault server's /gate (or at 20 KB/s by nginx's /slow/): one per scan, each closer to the
+ * final image than the one before, all on the queue's thread before the final callback;
+ * none after a cancel, none for a baseline JPEG, none for a memory-cache hit; every
+ * requester merged into one download gets its own. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -96,13 +96,58 @@ static void check_previews(const char *what, const struct preview_probe *p, int 
   if (n >= 2) CHECKF(last < first, "%s: the last preview (%.2f) is no closer than the first (%.2f)", what, last, first);
 }
 
+/* Where the fault server's /gate pauses a progressive JPEG: 2 bytes into each start-of-scan
+ * marker after the first, so that each piece completes one more scan (the marker after a
+ * scan is what shows it complete). "at=C1,C2,..." into at; returns the number of cuts. */
+static int scan_cuts(const struct test_env *env, const char *name, char *at, size_t size) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", env->fixture_dir, name);
+  FILE *f = fopen(path, "rb");
+  long length = fixture_bytes(env, name);
+  uint8_t *data = f && length > 0 ? malloc((size_t)length) : NULL;
+  int ok = data && fread(data, 1, (size_t)length, f) == (size_t)length;
+  if (f) fclose(f);
+  int cuts = 0, sos = 0;
+  size_t n = (size_t)snprintf(at, size, "at=");
+  /* FF DA is a marker wherever it appears: entropy-coded data stuffs every FF with 00. */
+  for (long i = 0; ok && i + 1 < length; i++) {
+    if (data[i] != 0xFF || data[i + 1] != 0xDA || sos++ == 0) continue;
+    n += (size_t)snprintf(at + n, size > n ? size - n : 0, "%s%ld", cuts ? "," : "", i + 2);
+    cuts++;
+  }
+  free(data);
+  CHECKF(ok && cuts >= 3, "%s: %d scans to pause between", name, cuts);
+  return cuts;
+}
+
+/* Waits up to 20 ms for the queue and dispatches it; cancels to_cancel at its first
+ * preview. */
+static void pump(pxl_queue *queue, pxl_loader *loader, struct preview_probe *to_cancel) {
+  pxl_queue_wait(queue, 20);
+  pxl_queue_dispatch(queue, 0);
+  if (!to_cancel->cancelled && to_cancel->calls >= 1) {
+    CHECK_STATUS(pxl_cancel(loader, to_cancel->token), PXL_OK);
+    to_cancel->cancelled = 1;
+  }
+}
+
+/* The progressive JPEG comes through the fault server's /gate one scan at a time: the test
+ * lets the next scan go only once both merged requests have had the preview of the last
+ * (and, for the one with an interval, once that interval has passed since its last
+ * preview ran). So every scan gets its preview, whatever the machine's load: none of it
+ * rides on how a rate-limited server happens to split its bursts. */
 void test_previews(const struct test_env *env) {
   pxl_loader *loader = new_loader(NULL);
   pxl_queue *queue = new_queue();
   enum { FIRST, MERGED, CANCELLED, BASELINE, N };
   struct preview_probe *probes = calloc(N, sizeof *probes);
-  struct test_url progressive = test_url(env, "/slow/" FIXTURE_PROGRESSIVE_JPG, "preview");
-  struct test_url cancelled = test_url(env, "/slow/" FIXTURE_PROGRESSIVE_JPG, "preview-cancel");
+  char at[512], path[640];
+  int cuts = scan_cuts(env, FIXTURE_PROGRESSIVE_JPG, at, sizeof at);
+  snprintf(path, sizeof path, "/gate/%s/file=" FIXTURE_PROGRESSIVE_JPG, at);
+  struct test_url progressive = fault_url(env, 0, path, "preview");
+  /* Its first scan, then held until the test goes away. */
+  snprintf(path, sizeof path, "/gate/%.*s/file=" FIXTURE_PROGRESSIVE_JPG, (int)strcspn(at, ","), at);
+  struct test_url cancelled = fault_url(env, 0, path, "preview-cancel");
   struct test_url baseline = test_url(env, "/slow/" FIXTURE_GRADIENT_JPG, "preview-baseline");
   const char *urls[N] = {progressive.url, progressive.url, cancelled.url, baseline.url};
   int intervals[N] = {100, 0, 0, 0};
@@ -117,22 +162,28 @@ void test_previews(const struct test_env *env) {
     CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &probes[i], &probes[i].token), PXL_OK);
   }
   double deadline = now_ms() + 20000.0 * env->slow_factor;
-  while (atomic_load(&done) < N && now_ms() < deadline) {
-    pxl_queue_wait(queue, 50);
-    pxl_queue_dispatch(queue, 0);
-    if (!probes[CANCELLED].cancelled && probes[CANCELLED].calls >= 1) {
-      CHECK_STATUS(pxl_cancel(loader, probes[CANCELLED].token), PXL_OK);
-      probes[CANCELLED].cancelled = 1;
-    }
+  for (int scan = 1; scan <= cuts && now_ms() < deadline; scan++) {
+    while ((probes[FIRST].calls < scan || probes[MERGED].calls < scan) && now_ms() < deadline)
+      pump(queue, loader, &probes[CANCELLED]);
+    CHECKF(probes[MERGED].calls == scan && probes[FIRST].calls == scan,
+           "after %d of %d scans: %d and %d previews (first, merged)", scan, cuts + 1, probes[FIRST].calls,
+           probes[MERGED].calls);
+    if (probes[FIRST].calls != scan || probes[MERGED].calls != scan) break;
+    /* The next preview may run once the first request's interval has passed. */
+    double due = probes[FIRST].at[scan - 1] + intervals[FIRST];
+    while (now_ms() < due) pump(queue, loader, &probes[CANCELLED]);
+    fault_release(env, progressive.uri);
   }
+  while (atomic_load(&done) < N && now_ms() < deadline) pump(queue, loader, &probes[CANCELLED]);
   CHECKF(atomic_load(&done) == N, "%d of %d previewed loads finished", atomic_load(&done), N);
   drain_for(queue, 400); /* previews that should not come have their chance to */
 
   CHECK_STATUS(probes[FIRST].capture.status, PXL_OK);
-  check_previews("first", &probes[FIRST], 100, 2);
+  check_previews("first", &probes[FIRST], 100, cuts);
   CHECK_STATUS(probes[MERGED].capture.status, PXL_OK);
-  check_previews("merged", &probes[MERGED], 0, 2);
-  CHECK_INT(log_count(env, progressive.uri), 1); /* one download for both */
+  check_previews("merged", &probes[MERGED], 0, cuts);
+  /* One download for both. */
+  CHECK_INT(fault_wait_requests(env, "uri", progressive.uri, 1, 0), 1);
   CHECK_STATUS(probes[CANCELLED].capture.status, PXL_E_CANCELLED);
   check_previews("cancelled", &probes[CANCELLED], 0, 1);
   CHECK_INT(probes[CANCELLED].calls, 1);

@@ -28,9 +28,16 @@ requests, and redirects carry it along.
   /drip/rate=BPS[/piece=B][/file=NAME][/chunked=1]
                                    the image at BPS bytes/s, B bytes at a time (default
                                    BPS/10), with Content-Length unless chunked=1
-  /stall/after=B[/hold=MS]         Content-Length of the whole image, B bytes of it, then
+  /stall/after=B[/hold=MS][/split=S]
+                                   Content-Length of the whole image, B bytes of it, then
                                    nothing until the client closes or MS pass (default
-                                   60000), then a close
+                                   60000), then a close. split=S: the B bytes go as S of
+                                   them, a 5 ms pause, then the rest
+  /gate/at=B1,B2,...[/file=NAME]   Content-Length of the whole image, its first B1 bytes,
+                                   then up to B2 once the test has released this request
+                                   (GET /__release), and so on; the rest after the last
+                                   release. Held until the client closes or the lifetime
+                                   ends: the test, not a clock, decides when bytes come
   /short/send=B                    Content-Length of the whole image, B bytes, then a clean
                                    close (FIN): a truncated body
   /reset/send=B                    the same, then a reset (RST): connection reset mid-body
@@ -75,6 +82,8 @@ Control (not counted):
         client went away first (a send failed, or EOF while the server held back).
   GET /__stats.json     everything, as JSON
   GET /__reset          forgets every request and counter
+  GET /__release?uri=U  lets the /gate request whose target is U send its next piece
+        (releases count: one given before the request arrives is kept for it)
 """
 import argparse
 import email.utils
@@ -136,6 +145,7 @@ class Stats:
             self.tls_connections = 0
             self.tls_failures = 0
             self.fail_counters = {}
+            self.releases = {}
 
     def connection(self, tls):
         with self.lock:
@@ -151,6 +161,16 @@ class Stats:
     def add(self, record):
         with self.lock:
             self.requests.append(record)
+
+    def release(self, uri):
+        """One more piece for the /gate request with target uri; returns the count."""
+        with self.lock:
+            self.releases[uri] = self.releases.get(uri, 0) + 1
+            return self.releases[uri]
+
+    def released(self, uri):
+        with self.lock:
+            return self.releases.get(uri, 0)
 
     def next_failure(self, uri):
         """How many requests for uri came before this one (per-URI counter)."""
@@ -269,7 +289,7 @@ class Server:
         method, target, headers = request
         split = urllib.parse.urlsplit(target)
         path, query = split.path, split.query
-        if path in ("/__stats", "/__stats.json", "/__reset"):
+        if path in ("/__stats", "/__stats.json", "/__reset", "/__release"):
             return self.control(conn, path, query)
         record = {"uri": target, "path": path, "query": query, "conn": conn_id, "tls": is_tls,
                   "at_ms": round(now_ms(), 3), "status": 0, "bytes": 0, "complete": False,
@@ -303,6 +323,9 @@ class Server:
         if path == "/__reset":
             self.stats.reset()
             body, kind = b"reset\n", "text/plain"
+        elif path == "/__release":
+            params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+            body, kind = f"released {self.stats.release(params.get('uri', ''))}\n".encode(), "text/plain"
         else:
             params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
             records, (connections, tls_connections, tls_failures) = self.stats.select(params)
@@ -374,10 +397,28 @@ class Server:
     def route_stall(self, reply, params, query):
         data = self.image(params.get("file"))
         after = min(len(data) - 1, int(params.get("after", "1000")))
+        split = min(after, int(params.get("split", str(after))))
         reply.head(200, [("Content-Type", "image/jpeg"), ("Content-Length", str(len(data)))])
-        reply.body(data[:after])
+        reply.body(data[:split])
+        if split < after:
+            time.sleep(0.005)
+            reply.body(data[split:after])
         reply.hold(int(params.get("hold", "60000")))
         reply.keep_alive = False
+
+    def route_gate(self, reply, params, query):
+        data = self.image(params.get("file"))
+        cuts = sorted(min(len(data), int(b)) for b in params.get("at", "").split(",") if b)
+        reply.head(200, [("Content-Type", "image/jpeg"), ("Content-Length", str(len(data)))])
+        sent = 0
+        for piece, cut in enumerate(cuts + [len(data)]):
+            # Piece n waits for the n-th release; the client going away ends the wait.
+            while piece > 0 and self.stats.released(reply.record["uri"]) < piece:
+                if reply.hold(20):
+                    return
+            reply.body(data[sent:cut])
+            sent = cut
+        reply.record["complete"] = True
 
     def partial(self, reply, params, reset):
         data = self.image(params.get("file"))

@@ -254,11 +254,12 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       // A finished transfer freed a slot: start the next one now. Waiting in poll instead
       // would sleep until some other socket stirs, or a full second when none is busy.
       if finishedAny { continue }
+      let nextReport = reportHeldProgress()
       // Wait for socket activity, a wakeup (new work), a timer libcurl asks for, or the end
       // of the next backoff.
       let nextRetry = lock.withLock { backingOff.nextDue() }
       var timeout: Int32 = stormWait > 0 ? Int32(min(1000, stormWait / 1_000_000 + 1)) : 1000
-      timeout = min(timeout, nextStallCheck)
+      timeout = min(timeout, nextStallCheck, nextReport)
       if let nextRetry {
         let now = clock()
         timeout = min(timeout, nextRetry <= now ? 0 : Int32(min(1000, (nextRetry - now + 999_999) / 1_000_000)))
@@ -266,6 +267,24 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       _ = curl_multi_poll(multi, nil, 0, timeout, nil)
     }
     for transfer in Array(active.values) { finish(transfer, dropped: true, code: CURLE_OK) }
+  }
+
+  /// Makes the progress reports the throttle held back once they are due (a listener may
+  /// end its transfer there, as from the write callback). Returns milliseconds until the
+  /// next one is (0 when a transfer ended: its slot is free for the next start).
+  private func reportHeldProgress() -> Int32 {
+    let now = clock()
+    var next: UInt64 = 1_000_000_000
+    for transfer in Array(active.values) {
+      guard let due = transfer.heldProgressDue(now: now) else { continue }
+      if due > 0 {
+        next = min(next, due)
+      } else if transfer.reportProgress() {
+        finish(transfer, dropped: false, code: CURLE_WRITE_ERROR)
+        next = 0
+      }
+    }
+    return Int32((next + 999_999) / 1_000_000)
   }
 
   /// Fails running transfers that received nothing for the stall timeout (libcurl's own

@@ -34,6 +34,10 @@ final class CurlTransfer {
   /// The response's declared length (0 until known or when not declared).
   private(set) var expectedLength: UInt64 = 0
   private var lastProgress: UInt64 = 0
+  /// Bytes arrived since the last report, held back by the throttle: the engine reports
+  /// them once it has passed (`heldProgressDue`), so the last bytes before the server pauses
+  /// (the scan a preview waits for) are not left unreported until more come.
+  private var progressHeld = false
 
   /// Progress reports from the network thread are throttled to this; each request's own
   /// interval is applied again on its queue.
@@ -69,6 +73,7 @@ final class CurlTransfer {
     body = []
     abortReason = nil
     endedEarly = false
+    progressHeld = false
     expectedLength = 0
     errorBuffer.pointee = 0
   }
@@ -136,19 +141,33 @@ final class CurlTransfer {
         body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
       }
     }
-    if let progress {
-      let now = clock()
-      if now - lastProgress >= Self.progressGranularity {
-        lastProgress = now
-        if progress(UInt64(body.count), expectedLength, body) {
-          // The listener has what it needs: libcurl ends the transfer (a write error) and
-          // the outcome reports the body so far as a success.
-          endedEarly = true
-          return 0
-        }
+    if progress != nil {
+      if clock() - lastProgress < Self.progressGranularity {
+        progressHeld = true
+      } else if reportProgress() {
+        // The listener has what it needs: libcurl ends the transfer (a write error) and
+        // the outcome reports the body so far as a success.
+        return 0
       }
     }
     return length
+  }
+
+  /// Engine thread: nanoseconds until the report the throttle held back is due, nil when
+  /// none is held.
+  func heldProgressDue(now: UInt64) -> UInt64? {
+    guard progressHeld else { return nil }
+    let due = lastProgress + Self.progressGranularity
+    return due > now ? due - now : 0
+  }
+
+  /// Reports the body so far; true (and `endedEarly`) when the listener ends the transfer.
+  func reportProgress() -> Bool {
+    guard let progress else { return false }
+    progressHeld = false
+    lastProgress = clock()
+    endedEarly = progress(UInt64(body.count), expectedLength, body)
+    return endedEarly
   }
 }
 
