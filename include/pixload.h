@@ -6,12 +6,34 @@
  *
  * Overview
  * --------
- * A pxl_loader downloads (libcurl), decodes (libjpeg-turbo, libpng) and caches images on
- * threads of its own. A pxl_queue belongs to the host: every callback of a request runs
- * on the thread that calls pxl_queue_dispatch() on the request's queue, never on a
- * library thread. The queue exposes a file descriptor that is readable while
- * completions are pending (or a wakeup is unconsumed), so any event loop (GLib, libuv,
- * asyncio, epoll, poll; level- or edge-triggered) can wait on it.
+ * A pxl_loader downloads images (libcurl: http and https, file:// when allowed), decodes
+ * and caches them on threads of its own. It decodes five formats, told apart by their
+ * magic bytes, never by URL or Content-Type: JPEG (libjpeg-turbo), PNG (libpng, with
+ * libdeflate for the image data of plain 8-bit files), WebP (libwebp), GIF (giflib) and
+ * AVIF (libavif). An image arrives in the size, fit (pxl_mode), pixel format (pxl_format)
+ * and EXIF orientation its request asks for, never scaled up. An animated GIF, WebP or
+ * AVIF sequence gives its first frame, or with PXL_FLAG_ANIMATE every frame ("Animated
+ * images"). Embedded colour is converted to sRGB (lcms2): ICC profiles, PNG cHRM/gAMA,
+ * AVIF nclx; PXL_FLAG_NO_COLOR_MANAGEMENT keeps the decoded values. A progressive JPEG
+ * gives previews as its scans arrive (pxl_request.preview, pxl_table_config.previews),
+ * and a small thumbnail of one is decoded from its first scans ("Thumbnails of
+ * progressive JPEGs").
+ *
+ * Decoded images are kept in a memory cache (pxl_lookup reads it synchronously). An
+ * optional disk cache (pxl_config.disk_cache_bytes) keeps the downloaded bytes, fresh or
+ * revalidated as HTTP says, and beside them decoded variants: thumbnails up to
+ * pxl_config.disk_variant_max_side, delivered by a later loader or another process with
+ * no decode. A pxl_table ("Tables") takes a scrolling list's visible rows and makes the
+ * requests itself: priorities, prefetch, cancellation of rows that left.
+ *
+ * A pxl_queue belongs to the host: every callback of a request runs on the thread that
+ * calls pxl_queue_dispatch() on the request's queue, never on a library thread. The
+ * queue exposes a file descriptor (pxl_queue_fd) that is readable while completions are
+ * pending (or a wakeup is unconsumed), so any event loop (GLib, libuv, asyncio, epoll,
+ * poll; level- or edge-triggered) can wait on it.
+ *
+ * Where this header describes how work is scheduled (priorities, tables, retries), the
+ * numbers that are tuning choices rather than promises live in docs/tuning.md.
  *
  * Rules every request obeys
  * -------------------------
@@ -84,15 +106,15 @@
  * ------
  * A queue nobody drains does not grow without limit: once the images waiting in it for
  * pxl_queue_dispatch() hold 64 MiB of pixels, decodes whose every requester's queue is
- * that full wait (with their encoded bytes) instead of adding more; they resume when
- * dispatching brings the queue under 32 MiB. No result is dropped. The images being
- * decoded at that moment (at most one per decode thread) may still arrive, so the bound
- * is 64 MiB plus that many images. A waiting request costs about 2 KiB of memory.
+ * that full wait (with their encoded bytes) instead of adding more; they resume once
+ * dispatching has brought the queue well below that. No result is dropped. The images
+ * being decoded at that moment (at most one per decode thread) may still arrive, so the
+ * bound is 64 MiB plus that many images. A waiting request costs a few KiB of memory.
  * Out of file descriptors, pxl_loader_new and pxl_queue_new fail with PXL_E_IO, and
  * loads already accepted end with an error (PXL_E_CONNECT), each with its one callback.
  * When no thread can be started, pxl_loader_new fails with PXL_E_NO_MEMORY.
  * A disk cache that cannot write (a full disk) keeps serving loads from the network and
- * logs one line a minute at most (through the log callback).
+ * logs the failure now and then, not once per image (through the log callback).
  */
 #ifndef PIXLOAD_H
 #define PIXLOAD_H
@@ -198,18 +220,19 @@ typedef enum pxl_mode {
 /* Request priorities: any int32_t, higher runs first. These are suggestions. Requests of
  * priority PXL_PRIORITY_NORMAL or more are foreground, lower ones (prefetches) background.
  * Waiting for a connection, a foreground request starts before any background one, except
- * that while foreground requests wait, one start in four goes to a background request that
- * has waited 5 s or more, if there is one. A foreground request waiting while background
- * transfers hold the connections it could use stops one of them that has less than half
- * its body and had not waited 5 s; that one waits again, keeping its age, and starts again
- * from its first byte. Within each of the two, the highest priority starts first and,
- * among equals, the newest (the row that just became visible), except that one waiting
- * 5 s or more starts before any of its own kind that has not, oldest first, whatever its
- * priority: a steady stream of new requests cannot keep an old one waiting for ever, and
- * a backlog of old prefetches takes no more than one start in four from visible rows.
- * Downloaded images of equal priority waiting for a decoder go smallest file first (a
- * screen of thumbnails is not held up behind one large PNG), except that one waiting
- * 250 ms or more goes first, oldest first, on up to half the decoder threads. */
+ * that while foreground requests wait, a fixed share of starts goes to a background
+ * request that has waited long, if there is one. A foreground request waiting while
+ * background transfers hold the connections it could use stops one of them that has
+ * received little of its body and had not waited long; that one waits again, keeping its
+ * age, and starts again from its first byte. Within each of the two, the highest priority
+ * starts first and, among equals, the newest (the row that just became visible), except
+ * that one that has waited long starts before any of its own kind that has not, oldest
+ * first, whatever its priority: a steady stream of new requests cannot keep an old one
+ * waiting for ever, and a backlog of old prefetches takes no more than that fixed share
+ * of starts from visible rows. Downloaded images of equal priority waiting for a decoder
+ * go smallest file first (a screen of thumbnails is not held up behind one large PNG),
+ * except that one that has waited long goes first, oldest first, on some of the decoder
+ * threads (never all). */
 #define PXL_PRIORITY_PREFETCH (-100)
 #define PXL_PRIORITY_NORMAL 0
 #define PXL_PRIORITY_VISIBLE 100
@@ -411,7 +434,7 @@ typedef struct pxl_config {
                                      never after another 4xx, a timeout, a TLS or DNS
                                      failure; default 2; 0 disables */
   int32_t retry_base_delay_ms;    /* backoff before the first retry, doubled for each later
-                                     one, with random jitter of -50% to +50%; default 250 */
+                                     one, with random jitter; default 250 */
   int32_t retry_max_delay_ms;     /* cap on every backoff and on a server's Retry-After
                                      (seconds or an HTTP date); default 10000 */
   const char *ca_file;            /* PEM file of the CAs that verify https servers; NULL
@@ -419,7 +442,8 @@ typedef struct pxl_config {
   const char *const *headers;     /* NULL-terminated list of "Name: value" header lines sent
                                      with every request (authorization, for example); NULL
                                      (default) for none; copied. A line without a colon or
-                                     with a CR or LF is PXL_E_INVALID_ARGUMENT. */
+                                     with a CR or LF, or more than 256 lines, is
+                                     PXL_E_INVALID_ARGUMENT. */
   int32_t cancel_storm_limit;     /* running transfers cancelled per second beyond which new
                                      transfers wait until the rate falls (a fling through
                                      thousands of rows opens a few connections, not
@@ -522,9 +546,10 @@ typedef struct pxl_loader pxl_loader;
  * the defaults; otherwise it must have been filled by pxl_config_init (struct_size).
  * On success *out receives the loader; on failure it is set to NULL (when out is not
  * NULL). Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL out, bad struct_size, a negative
- * value, a transfer limit, max_pixels or max_body_bytes of 0, unknown scheme bits, a
- * malformed header line), PXL_E_NO_MEMORY (an allocation failed, or a thread could not
- * be started: `ulimit -u`, a cgroup pids limit), PXL_E_IO (no file descriptor) or
+ * value, a transfer limit, max_pixels or max_body_bytes of 0, decode_threads over 256,
+ * max_retries over 100, unknown scheme bits, a malformed header line), PXL_E_NO_MEMORY
+ * (an allocation failed, or a thread could not be started: `ulimit -u`, a cgroup pids
+ * limit), PXL_E_IO (no file descriptor) or
  * PXL_E_UNSUPPORTED (the libcurl in use cannot set an option the safety rules rely on:
  * scheme allow-lists, limits, TLS verification; the loader never runs without them). A
  * failure leaves no thread of the loader running; past argument checks, what failed
@@ -780,7 +805,7 @@ PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_
  * a fling sweeps past faster than their images could arrive get no request, and once a
  * fling slows down the rows where it will stop start loading before they are on screen.
  * Prefetching reaches as far as the scroll gets within the time loads have lately taken:
- * a row or two ahead on a fast network, the whole prefetch window on a slow one. A row's
+ * a few rows ahead on a fast network, the whole prefetch window on a slow one. A row's
  * result reaches the host only while that row is visible: an image never lands in a slot
  * that now shows another row. Prefetches call nobody. Tables sharing a loader never touch
  * each other's requests.
@@ -856,21 +881,21 @@ PXL_API pxl_status pxl_table_new(pxl_loader *loader, pxl_queue *queue, const pxl
  * know the scroll's speed and, once a fling slows down (kinetic scrolling slows
  * exponentially), where it will stop; and it times its visible rows' loads.
  *  - A visible row that will leave the screen before its image could arrive and be seen
- *    (within the time visible rows have lately taken to load, at least 100 ms, at most
- *    400 ms), or any row during a move of a screen or more between two calls, is passed
- *    by: its transfer waits until the row leaves, when it is cancelled, so rows flung
- *    past cost no connection and no bytes; a row still on screen when the scroll stops
- *    or slows starts loading at once. A move of four screens or more from rest is a jump
- *    (a scrollbar drag, "go to the end"): its rows load at once.
+ *    (within the time visible rows have lately taken to load, within fixed bounds), or
+ *    any row during a move of a screen or more between two calls, is passed by: its
+ *    transfer waits until the row leaves, when it is cancelled, so rows flung past cost
+ *    no connection and no bytes; a row still on screen when the scroll stops or slows
+ *    starts loading at once. A move of several screens from rest is a jump (a scrollbar
+ *    drag, "go to the end"): its rows load at once.
  *  - Prefetching reaches the rows the scroll brings on screen within the time loads have
- *    lately taken (at least 2, at most prefetch_rows, and no more than the network has
- *    lately delivered in half a second). Rows a slowing fling will stop on are requested
- *    before they are on screen and ranked just below the visible rows.
+ *    lately taken (at most prefetch_rows, and no more than the network has lately been
+ *    delivering). Rows a slowing fling will stop on are requested before they are on
+ *    screen and ranked just below the visible rows.
  *  - While scrolling, the visible row that leaves first ranks highest (visible_priority).
- *  - Rows behind are kept (keep_rows) only where visible rows have lately loaded within
- *    100 ms, and never behind a fast or slowing fling.
+ *  - Rows behind are kept (keep_rows) only where visible rows have lately loaded quickly,
+ *    and never behind a fast or slowing fling.
  *  - The screen first: while a visible row is still loading, prefetches wait (each call
- *    holds them another second), so the visible rows get the connections, the bandwidth,
+ *    holds them a while longer), so the visible rows get the connections, the bandwidth,
  *    the server and the decoders; they start when the last visible row has its result. */
 /* Rows first .. first + count - 1 are visible (0 <= count <= 65536, else
  * PXL_E_INVALID_ARGUMENT); direction > 0 scrolls towards higher rows, < 0 towards lower

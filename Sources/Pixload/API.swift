@@ -4,7 +4,9 @@
 // This layer is deliberately thin and boring: it validates arguments, converts C structs
 // to PixloadCore types and back, and maps handles with Unmanaged (passRetained in *_new,
 // release in *_free, takeUnretainedValue elsewhere). Nothing Swift-specific (errors,
-// traps, existentials) crosses it.
+// traps, existentials) crosses it. Each field of pxl_config and pxl_table_config has one
+// entry ("Configuration fields") holding its default, its check and where it goes in the
+// core's configuration.
 import CPixload
 import PixloadCore
 #if canImport(Glibc)
@@ -259,48 +261,175 @@ private let tableStatsSize01 = end(\pxl_table_stats.failed)
   Int32(clamping: queue(handle)?.pendingCount ?? 0)
 }
 
+// MARK: - Configuration fields
+
+/// One field (or group of fields) of a config struct the host fills, all in one place: its
+/// default, which the *_config_init functions write (taken from the core's configuration,
+/// so the two cannot disagree), and what pxl_loader_new or pxl_table_create does with the
+/// caller's value: check it (false: PXL_E_INVALID_ARGUMENT) and carry it into the core's
+/// configuration. A caller's struct is applied field by field onto the core's defaults;
+/// on the first refusal the half-built configuration is dropped.
+private struct ConfigField<CStruct, Core> {
+  let setDefault: (inout CStruct, Core) -> Void
+  let apply: (CStruct, inout Core) -> Bool
+}
+
+extension ConfigField {
+  /// A number the core holds in its own integer type.
+  static func number<CValue: BinaryInteger, CoreValue: BinaryInteger>(
+    _ field: WritableKeyPath<CStruct, CValue>, _ core: WritableKeyPath<Core, CoreValue>,
+    valid: @escaping (CValue) -> Bool = { _ in true }
+  ) -> ConfigField {
+    ConfigField(setDefault: { c, defaults in c[keyPath: field] = CValue(defaults[keyPath: core]) },
+                apply: { c, configuration in
+                  guard valid(c[keyPath: field]) else { return false }
+                  configuration[keyPath: core] = CoreValue(c[keyPath: field])
+                  return true
+                })
+  }
+
+  /// An int32_t that is 0 or not: false or true.
+  static func flag(_ field: WritableKeyPath<CStruct, Int32>, _ core: WritableKeyPath<Core, Bool>) -> ConfigField {
+    ConfigField(setDefault: { c, defaults in c[keyPath: field] = defaults[keyPath: core] ? 1 : 0 },
+                apply: { c, configuration in
+                  configuration[keyPath: core] = c[keyPath: field] != 0
+                  return true
+                })
+  }
+
+  /// A string, copied; NULL (the default) for the core's nil.
+  static func string(_ field: WritableKeyPath<CStruct, UnsafePointer<CChar>?>,
+                     _ core: WritableKeyPath<Core, String?>) -> ConfigField {
+    ConfigField(setDefault: { c, _ in c[keyPath: field] = nil },
+                apply: { c, configuration in
+                  configuration[keyPath: core] = c[keyPath: field].map { String(cString: $0) }
+                  return true
+                })
+  }
+}
+
+/// The struct with every field's default (struct_size: this library's size).
+private func defaults<CStruct, Core>(_ fields: [ConfigField<CStruct, Core>], empty: CStruct, core: Core) -> CStruct {
+  var c = empty
+  withUnsafeMutableBytes(of: &c) { $0.storeBytes(of: MemoryLayout<CStruct>.stride, as: Int.self) }
+  for field in fields { field.setDefault(&c, core) }
+  return c
+}
+
+/// The caller's struct applied onto `configuration`; false when a field is refused.
+private func apply<CStruct, Core>(_ fields: [ConfigField<CStruct, Core>], _ c: CStruct,
+                                  to configuration: inout Core) -> Bool {
+  fields.allSatisfy { $0.apply(c, &configuration) }
+}
+
+private let allSchemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE)
+private let schemeNames: [(bit: UInt32, name: String)] = [(UInt32(PXL_SCHEME_HTTP), "http"), (UInt32(PXL_SCHEME_HTTPS), "https"),
+                                                          (UInt32(PXL_SCHEME_FILE), "file")]
+
+/// pxl_config, in the header's order: what pxl_config_init fills and pxl_loader_new checks
+/// and maps onto LoaderConfiguration.
+private let loaderConfigFields: [ConfigField<pxl_config, LoaderConfiguration>] = [
+  .number(\.memory_cache_bytes, \.memoryCacheBytes, valid: { $0 <= UInt64(Int.max) }),
+  .number(\.max_concurrent_downloads, \.network.maxConcurrentDownloads, valid: { $0 > 0 }),
+  .number(\.max_downloads_per_host, \.network.maxDownloadsPerHost, valid: { $0 > 0 }),
+  .number(\.decode_threads, \.decodeThreads, valid: { $0 >= 0 && $0 <= 256 }),
+  .number(\.connect_timeout_ms, \.network.connectTimeoutMilliseconds, valid: { $0 >= 0 }),
+  .number(\.timeout_ms, \.network.timeoutMilliseconds, valid: { $0 >= 0 }),
+  .number(\.max_body_bytes, \.network.maxBodyBytes, valid: { $0 > 0 && $0 <= UInt64(Int.max) }),
+  .number(\.max_pixels, \.maxPixels, valid: { $0 > 0 }),
+  // allowed_schemes: PXL_SCHEME_* bits; the default is the header's (HTTP | HTTPS), as
+  // the core's default set.
+  ConfigField(setDefault: { c, _ in c.allowed_schemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS) },
+              apply: { c, configuration in
+                guard c.allowed_schemes & ~allSchemes == 0 else { return false }
+                configuration.network.allowedSchemes = Set(schemeNames.filter { c.allowed_schemes & $0.bit != 0 }
+                                                             .map(\.name))
+                return true
+              }),
+  // user_agent: NULL keeps the "pixload/<version>" pxl_loader_new starts from.
+  ConfigField(setDefault: { c, _ in c.user_agent = nil },
+              apply: { c, configuration in
+                if let agent = c.user_agent { configuration.network.userAgent = String(cString: agent) }
+                return true
+              }),
+  .number(\.stall_timeout_ms, \.network.stallTimeoutMilliseconds, valid: { $0 >= 0 }),
+  .number(\.max_redirects, \.network.maxRedirects, valid: { $0 >= 0 }),
+  .number(\.max_retries, \.network.maxRetries, valid: { $0 >= 0 && $0 <= 100 }),
+  .number(\.retry_base_delay_ms, \.network.retryBaseDelayMilliseconds, valid: { $0 >= 0 }),
+  .number(\.retry_max_delay_ms, \.network.retryMaxDelayMilliseconds, valid: { $0 >= 0 }),
+  .string(\.ca_file, \.network.caFile),
+  // headers: checked and copied as a request's are (headerLines).
+  ConfigField(setDefault: { c, _ in c.headers = nil },
+              apply: { c, configuration in
+                guard let headers = headerLines(c.headers) else { return false }
+                configuration.network.headers = headers
+                return true
+              }),
+  .number(\.cancel_storm_limit, \.network.cancelStormLimit, valid: { $0 >= 0 }),
+  // disk_cache_bytes: any size; more than the address space is as good as no limit.
+  ConfigField(setDefault: { c, defaults in c.disk_cache_bytes = UInt64(defaults.diskCacheBytes) },
+              apply: { c, configuration in
+                configuration.diskCacheBytes = Int(clamping: c.disk_cache_bytes)
+                return true
+              }),
+  .flag(\.ignore_http_freshness, \.ignoresHTTPFreshness),
+  .number(\.memory_cache_count, \.memoryCacheCount, valid: { $0 >= 0 }),
+  .string(\.disk_cache_dir, \.diskCacheDirectory),
+  .number(\.disk_cache_max_age_s, \.diskCacheMaxAgeSeconds, valid: { $0 >= 0 }),
+  // log, log_user_data and log_level (0.2.0): one group. The level is clamped to the known
+  // ones and used only with a callback.
+  ConfigField(setDefault: { c, defaults in
+                c.log = nil
+                c.log_user_data = nil
+                c.log_level = defaults.logLevel.rawValue
+              },
+              apply: { c, configuration in
+                guard let logLevel = LogLevel(rawValue: min(max(c.log_level, 0), LogLevel.info.rawValue)) else {
+                  return false
+                }
+                if let log = c.log {
+                  // The pointer travels as a bit pattern: the host promised log_user_data is
+                  // usable from any thread.
+                  let userData = UInt(bitPattern: c.log_user_data)
+                  configuration.log = { level, line in
+                    line.withCString { log(level.rawValue, $0, UnsafeMutableRawPointer(bitPattern: userData)) }
+                  }
+                  configuration.logLevel = logLevel
+                }
+                return true
+              }),
+  // disk_variant_max_side (0.3.0): larger than any image max_pixels lets through is the
+  // same as no limit.
+  ConfigField(setDefault: { c, defaults in c.disk_variant_max_side = Int64(defaults.diskVariantMaxSide) },
+              apply: { c, configuration in
+                guard c.disk_variant_max_side >= 0 else { return false }
+                configuration.diskVariantMaxSide = Int(min(c.disk_variant_max_side, 1 << 30))
+                return true
+              }),
+]
+
+/// pxl_table_config, in the header's order: what pxl_table_config_init fills and
+/// pxl_table_create checks and maps onto ImageTable.Configuration.
+private let tableConfigFields: [ConfigField<pxl_table_config, ImageTable.Configuration>] = [
+  .number(\.prefetch_rows, \.prefetchRows, valid: { $0 >= 0 }),
+  .number(\.keep_rows, \.keepRows, valid: { $0 >= 0 }),
+  .number(\.visible_priority, \.visiblePriority),
+  .number(\.prefetch_priority, \.prefetchPriority),
+  .flag(\.previews, \.previews),
+]
+
 // MARK: - Loader
 
 @c @implementation public func pxl_config_init_size(_ config: UnsafeMutablePointer<pxl_config>?, _ size: Int) -> pxl_status {
   initGrowableStruct(config, size: size, defaults: defaultConfig(), knownEnds: configVersions)
 }
 
-@c @implementation public func pxl_config_init(_ config: UnsafeMutablePointer<pxl_config>?) {
-  _ = pxl_config_init_size(config, sizeOf01(pxl_config.self, configVersions))
+private func defaultConfig() -> pxl_config {
+  defaults(loaderConfigFields, empty: pxl_config(), core: LoaderConfiguration())
 }
 
-private func defaultConfig() -> pxl_config {
-  let defaults = LoaderConfiguration()
-  var c = pxl_config()
-  c.struct_size = MemoryLayout<pxl_config>.stride
-  c.memory_cache_bytes = UInt64(defaults.memoryCacheBytes)
-  c.max_concurrent_downloads = Int32(defaults.network.maxConcurrentDownloads)
-  c.max_downloads_per_host = Int32(defaults.network.maxDownloadsPerHost)
-  c.decode_threads = Int32(defaults.decodeThreads)
-  c.connect_timeout_ms = Int32(defaults.network.connectTimeoutMilliseconds)
-  c.timeout_ms = Int32(defaults.network.timeoutMilliseconds)
-  c.max_body_bytes = UInt64(defaults.network.maxBodyBytes)
-  c.max_pixels = defaults.maxPixels
-  c.allowed_schemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS)
-  c.user_agent = nil
-  c.stall_timeout_ms = Int32(defaults.network.stallTimeoutMilliseconds)
-  c.max_redirects = Int32(defaults.network.maxRedirects)
-  c.max_retries = Int32(defaults.network.maxRetries)
-  c.retry_base_delay_ms = Int32(defaults.network.retryBaseDelayMilliseconds)
-  c.retry_max_delay_ms = Int32(defaults.network.retryMaxDelayMilliseconds)
-  c.ca_file = nil
-  c.headers = nil
-  c.cancel_storm_limit = Int32(defaults.network.cancelStormLimit)
-  c.disk_cache_bytes = UInt64(defaults.diskCacheBytes)
-  c.disk_cache_dir = nil
-  c.ignore_http_freshness = defaults.ignoresHTTPFreshness ? 1 : 0
-  c.memory_cache_count = Int32(defaults.memoryCacheCount)
-  c.disk_cache_max_age_s = Int64(defaults.diskCacheMaxAgeSeconds)
-  c.log = nil
-  c.log_user_data = nil
-  c.log_level = defaults.logLevel.rawValue
-  c.disk_variant_max_side = Int64(defaults.diskVariantMaxSide)
-  return c
+@c @implementation public func pxl_config_init(_ config: UnsafeMutablePointer<pxl_config>?) {
+  _ = pxl_config_init_size(config, sizeOf01(pxl_config.self, configVersions))
 }
 
 @c @implementation public func pxl_loader_new(_ config: UnsafePointer<pxl_config>?,
@@ -311,55 +440,8 @@ private func defaultConfig() -> pxl_config {
   configuration.network.userAgent = versionUserAgent
   if let config {
     guard let c = readGrowableStruct(config, defaults: defaultConfig(), knownEnds: configVersions),
-          c.max_concurrent_downloads > 0, c.max_downloads_per_host > 0, c.decode_threads >= 0,
-          c.decode_threads <= 256, c.connect_timeout_ms >= 0, c.timeout_ms >= 0,
-          c.max_pixels > 0, c.max_body_bytes > 0,
-          c.memory_cache_bytes <= UInt64(Int.max), c.max_body_bytes <= UInt64(Int.max),
-          c.allowed_schemes & ~UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE) == 0,
-          c.stall_timeout_ms >= 0, c.max_redirects >= 0, c.max_retries >= 0, c.max_retries <= 100,
-          c.retry_base_delay_ms >= 0, c.retry_max_delay_ms >= 0, c.cancel_storm_limit >= 0,
-          c.memory_cache_count >= 0, c.disk_cache_max_age_s >= 0, c.disk_variant_max_side >= 0,
-          let logLevel = LogLevel(rawValue: min(max(c.log_level, 0), LogLevel.info.rawValue)),
-          let headers = headerLines(c.headers)
+          apply(loaderConfigFields, c, to: &configuration)
     else { return PXL_E_INVALID_ARGUMENT }
-    configuration.memoryCacheBytes = Int(c.memory_cache_bytes)
-    configuration.network.maxConcurrentDownloads = Int(c.max_concurrent_downloads)
-    configuration.network.maxDownloadsPerHost = Int(c.max_downloads_per_host)
-    configuration.decodeThreads = Int(c.decode_threads)
-    configuration.network.connectTimeoutMilliseconds = Int(c.connect_timeout_ms)
-    configuration.network.timeoutMilliseconds = Int(c.timeout_ms)
-    configuration.network.maxBodyBytes = Int(c.max_body_bytes)
-    configuration.maxPixels = c.max_pixels
-    var schemes: Set<String> = []
-    if c.allowed_schemes & UInt32(PXL_SCHEME_HTTP) != 0 { schemes.insert("http") }
-    if c.allowed_schemes & UInt32(PXL_SCHEME_HTTPS) != 0 { schemes.insert("https") }
-    if c.allowed_schemes & UInt32(PXL_SCHEME_FILE) != 0 { schemes.insert("file") }
-    configuration.network.allowedSchemes = schemes
-    if let agent = c.user_agent { configuration.network.userAgent = String(cString: agent) }
-    configuration.network.stallTimeoutMilliseconds = Int(c.stall_timeout_ms)
-    configuration.network.maxRedirects = Int(c.max_redirects)
-    configuration.network.maxRetries = Int(c.max_retries)
-    configuration.network.retryBaseDelayMilliseconds = Int(c.retry_base_delay_ms)
-    configuration.network.retryMaxDelayMilliseconds = Int(c.retry_max_delay_ms)
-    configuration.network.caFile = c.ca_file.map { String(cString: $0) }
-    configuration.network.headers = headers
-    configuration.network.cancelStormLimit = Int(c.cancel_storm_limit)
-    configuration.diskCacheBytes = Int(clamping: c.disk_cache_bytes)
-    configuration.diskCacheDirectory = c.disk_cache_dir.map { String(cString: $0) }
-    configuration.ignoresHTTPFreshness = c.ignore_http_freshness != 0
-    configuration.memoryCacheCount = Int(c.memory_cache_count)
-    configuration.diskCacheMaxAgeSeconds = Int(c.disk_cache_max_age_s)
-    // Larger than any image max_pixels lets through is the same as no limit.
-    configuration.diskVariantMaxSide = Int(min(c.disk_variant_max_side, 1 << 30))
-    if let log = c.log {
-      // The pointer travels as a bit pattern: the host promised log_user_data is usable
-      // from any thread.
-      let userData = UInt(bitPattern: c.log_user_data)
-      configuration.log = { level, line in
-        line.withCString { log(level.rawValue, $0, UnsafeMutableRawPointer(bitPattern: userData)) }
-      }
-      configuration.logLevel = logLevel
-    }
   }
   do {
     let created = try ImageLoader(configuration: configuration)
@@ -625,15 +707,7 @@ private let maximumVisibleRows: Int32 = 65_536
 }
 
 private func defaultTableConfig() -> pxl_table_config {
-  let defaults = ImageTable.Configuration()
-  var c = pxl_table_config()
-  c.struct_size = MemoryLayout<pxl_table_config>.stride
-  c.prefetch_rows = Int32(defaults.prefetchRows)
-  c.keep_rows = Int32(defaults.keepRows)
-  c.visible_priority = defaults.visiblePriority
-  c.prefetch_priority = defaults.prefetchPriority
-  c.previews = defaults.previews ? 1 : 0
-  return c
+  defaults(tableConfigFields, empty: pxl_table_config(), core: ImageTable.Configuration())
 }
 
 @c @implementation public func pxl_table_create(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?,
@@ -670,14 +744,9 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
   var configuration = ImageTable.Configuration()
   if let config {
     guard let c = readGrowableStruct(config, defaults: defaultTableConfig(), knownEnds: tableConfigVersions),
-          c.prefetch_rows >= 0, c.keep_rows >= 0 else {
+          apply(tableConfigFields, c, to: &configuration) else {
       return PXL_E_INVALID_ARGUMENT
     }
-    configuration.prefetchRows = Int(c.prefetch_rows)
-    configuration.keepRows = Int(c.keep_rows)
-    configuration.visiblePriority = c.visible_priority
-    configuration.prefetchPriority = c.prefetch_priority
-    configuration.previews = c.previews != 0
   }
   let created = ImageTable(loader: loader, queue: queue, rowCount: Int(rowCount), configuration: configuration,
                            requestForRow: provider, onRow: handler, onPreview: preview)
