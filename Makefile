@@ -26,6 +26,10 @@
 #   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
 #   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
 #   make gtk-demo   the GTK 4 example on your display
+#   make docs       build/docs/index.html: the C reference rendered from pixload.h (an
+#                   undocumented declaration fails it), the Python API (pdoc, from PyPI in
+#                   build/docs-venv), a guide per host and a cookbook (docs/guide/); every
+#                   internal link checked
 #   make install    PREFIX=/usr/local DESTDIR= MANDIR=PREFIX/share/man (zstd's lib/Makefile
 #                   is the model): library, header, pixload.pc, the CMake package
 #                   (LIBDIR/cmake/pixload), the client, its man page
@@ -182,6 +186,13 @@ DEB_MAINTAINER ?= The pixload authors <pixload@example.org>
 deb: all
 	@DEB_MAINTAINER='$(DEB_MAINTAINER)' scripts/build-deb.sh $(STAGE) $(DIST)
 
+# --- documentation -------------------------------------------------------------------
+
+# scripts/build-docs.sh; pdoc imports the Python package, which loads build/lib's library.
+.PHONY: docs
+docs: lib
+	@scripts/build-docs.sh $(STAGE)
+
 # --- demo ----------------------------------------------------------------------------
 
 DEMO_DATA   := $(STAGE)/demo-data
@@ -203,7 +214,8 @@ gtk-demo:
 test:
 	@scripts/deps.sh test
 	@$(SUBMAKE) test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache \
-	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion test-wheel test-deb
+	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion test-wheel test-deb \
+	  docs
 
 test-swift:
 	$(SWIFT) test
