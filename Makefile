@@ -26,8 +26,13 @@
 #   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
 #   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
 #   make gtk-demo   the GTK 4 example on your display
+#   make docs       build/docs/index.html: the C reference rendered from pixload.h (an
+#                   undocumented declaration fails it), the Python API (pdoc, from PyPI in
+#                   build/docs-venv), a guide per host and a cookbook (docs/guide/); every
+#                   internal link checked
 #   make install    PREFIX=/usr/local DESTDIR= MANDIR=PREFIX/share/man (zstd's lib/Makefile
-#                   is the model): library, header, pixload.pc, the client, its man page
+#                   is the model): library, header, pixload.pc, the CMake package
+#                   (LIBDIR/cmake/pixload), the client, its man page
 #   make uninstall  removes exactly what install wrote
 #   make wheel      dist/pixload-VERSION-py3-none-manylinux_*.whl: the Python bindings with
 #                   libpixload.so.0 and, grafted by auditwheel, libcurl (and what it pulls
@@ -46,6 +51,8 @@ LIBDIR      ?= $(PREFIX)/lib
 INCLUDEDIR  ?= $(PREFIX)/include
 BINDIR      ?= $(PREFIX)/bin
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# find_package(pixload CONFIG) looks in LIBDIR/cmake/pixload, among other places.
+CMAKEDIR    ?= $(LIBDIR)/cmake/pixload
 MANDIR      ?= $(PREFIX)/share/man
 DESTDIR     ?=
 # The installed client finds the library in LIBDIR, which the dynamic loader may not
@@ -142,6 +149,16 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	  -e 's|@VERSION@|$(VERSION)|' build-aux/pixload.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc
 	chmod 644 $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc
+	install -d $(DESTDIR)$(CMAKEDIR)
+	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOVERSION@|$(SOVERSION)|g' -e 's|@CMAKEDIR@|$(CMAKEDIR)|g' \
+	  -e "s|@REL_LIBDIR@|$$(realpath -m -s --relative-to='$(CMAKEDIR)' '$(LIBDIR)')|" \
+	  -e "s|@REL_INCLUDEDIR@|$$(realpath -m -s --relative-to='$(CMAKEDIR)' '$(INCLUDEDIR)')|" \
+	  build-aux/pixloadConfig.cmake.in > $(DESTDIR)$(CMAKEDIR)/pixloadConfig.cmake
+	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@VERSION_MAJOR@|$(word 1,$(subst ., ,$(VERSION)))|g' \
+	  -e 's|@VERSION_MINOR@|$(word 2,$(subst ., ,$(VERSION)))|g' \
+	  -e "s|@SIZEOF_VOID_P@|$$(echo __SIZEOF_POINTER__ | $(CC) -E -P -)|g" \
+	  build-aux/pixloadConfigVersion.cmake.in > $(DESTDIR)$(CMAKEDIR)/pixloadConfigVersion.cmake
+	chmod 644 $(DESTDIR)$(CMAKEDIR)/pixloadConfig.cmake $(DESTDIR)$(CMAKEDIR)/pixloadConfigVersion.cmake
 	sed -e 's|@VERSION@|$(VERSION)|' docs/pixload.1.in > $(DESTDIR)$(MANDIR)/man1/pixload.1
 	chmod 644 $(DESTDIR)$(MANDIR)/man1/pixload.1
 	$(CC) $(CFLAGS) $(WARN) -I$(DESTDIR)$(INCLUDEDIR) tools/pixload.c -o $(DESTDIR)$(BINDIR)/pixload \
@@ -151,6 +168,9 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
 	rm -f $(DESTDIR)$(INCLUDEDIR)/pixload.h $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc $(DESTDIR)$(BINDIR)/pixload
 	rm -f $(DESTDIR)$(MANDIR)/man1/pixload.1
+	rm -f $(DESTDIR)$(CMAKEDIR)/pixloadConfig.cmake $(DESTDIR)$(CMAKEDIR)/pixloadConfigVersion.cmake
+	@# The package's own folder goes when empty; the cmake/ above it may be another's.
+	-@rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null || true
 
 # --- packages ------------------------------------------------------------------------
 
@@ -165,6 +185,13 @@ wheel: lib
 DEB_MAINTAINER ?= The pixload authors <pixload@example.org>
 deb: all
 	@DEB_MAINTAINER='$(DEB_MAINTAINER)' scripts/build-deb.sh $(STAGE) $(DIST)
+
+# --- documentation -------------------------------------------------------------------
+
+# scripts/build-docs.sh; pdoc imports the Python package, which loads build/lib's library.
+.PHONY: docs
+docs: lib
+	@scripts/build-docs.sh $(STAGE)
 
 # --- demo ----------------------------------------------------------------------------
 
@@ -187,7 +214,8 @@ gtk-demo:
 test:
 	@scripts/deps.sh test
 	@$(SUBMAKE) test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache \
-	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion test-wheel test-deb
+	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion test-wheel test-deb \
+	  docs
 
 test-swift:
 	$(SWIFT) test
@@ -296,7 +324,8 @@ check-valgrind:
 	scripts/check-valgrind.sh $(STAGE) $(CORPUS)
 
 # What ships: self-contained .so with a SONAME and only pxl_* exported; install and
-# uninstall to a DESTDIR are exact; a program outside the tree builds with pkg-config.
+# uninstall to a DESTDIR are exact; a program outside the tree builds with pkg-config, and
+# examples/c with CMake (find_package, also from a moved prefix) and with Meson.
 check-dist: all
 	@scripts/check-dist.sh $(STAGE)
 
@@ -307,7 +336,7 @@ test-wheel: wheel
 	@Tests/packaging/wheel.sh $(DIST)
 
 # The three .debs installed with apt-get on this system (root or sudo): hello.c builds with
-# pkg-config and runs, the client runs, purge leaves nothing behind and /usr/local as it was.
+# pkg-config, CMake and Meson and runs, the client runs, purge leaves nothing behind and /usr/local as it was.
 test-deb: deb
 	@Tests/packaging/deb.sh $(DIST)
 

@@ -136,6 +136,7 @@ extern "C" {
  * Version
  * ------------------------------------------------------------------------------- */
 
+/* The version of this header, MAJOR.MINOR.PATCH; PXL_VERSION_STRING spells it. */
 #define PXL_VERSION_MAJOR 0
 #define PXL_VERSION_MINOR 4
 #define PXL_VERSION_PATCH 0
@@ -157,6 +158,7 @@ PXL_API uint32_t pxl_version_num(void);
  * renumbered.
  * ------------------------------------------------------------------------------- */
 
+/* What a call, or a request's callback, reports: PXL_OK or the reason it failed. */
 typedef enum pxl_status {
   PXL_OK = 0,                    /*  0: success */
   PXL_E_INVALID_ARGUMENT = 1,    /*  1: a NULL handle, a bad struct_size, a value out of range */
@@ -193,6 +195,8 @@ PXL_API const char *pxl_status_string(pxl_status status);
  * Pixel formats and sizing
  * ------------------------------------------------------------------------------- */
 
+/* The layout of an image's pixels (pxl_request.format, pxl_image_format()): 8 bits per
+ * channel, rows pxl_image_stride() bytes apart. */
 typedef enum pxl_format {
   PXL_FORMAT_RGBA8 = 0,          /* 4 bytes R,G,B,A; straight (non-premultiplied) alpha */
   PXL_FORMAT_RGBA8_PREMUL = 1,   /* 4 bytes R,G,B,A; colour premultiplied by alpha */
@@ -281,6 +285,8 @@ typedef enum pxl_source {
  * Images: immutable, reference-counted pixels.
  * ------------------------------------------------------------------------------- */
 
+/* A decoded image: its pixels, sizes and frames. Handed to callbacks borrowed; kept with
+ * pxl_image_retain(). */
 typedef struct pxl_image pxl_image;
 
 /* Adds a reference and returns image. NULL gives NULL. Any thread. Since 0.1.0. */
@@ -348,6 +354,8 @@ PXL_API const uint8_t *pxl_image_frame_pixels(const pxl_image *image, int32_t in
  * Completion queues
  * ------------------------------------------------------------------------------- */
 
+/* Holds a request's results until the host runs its callbacks with pxl_queue_dispatch(),
+ * woken through pxl_queue_fd(). */
 typedef struct pxl_queue pxl_queue;
 
 /* Creates a queue. *out receives it (or NULL on failure). Returns PXL_OK,
@@ -410,6 +418,8 @@ PXL_API int32_t pxl_queue_pending(const pxl_queue *queue);
  * function. Never called after pxl_loader_free() returns. */
 typedef void (*pxl_log_callback)(int32_t level, const char *message, void *user_data);
 
+/* A loader's settings for pxl_loader_new(): pxl_config_init() fills the defaults given
+ * with each field. */
 typedef struct pxl_config {
   size_t struct_size;             /* sizeof(pxl_config); set by pxl_config_init */
   uint64_t memory_cache_bytes;    /* decoded-image cache budget; default 64 MiB; 0 disables */
@@ -540,6 +550,7 @@ PXL_API void pxl_config_init(pxl_config *config);
  * Loader
  * ------------------------------------------------------------------------------- */
 
+/* Downloads, decodes and caches images on threads of its own. */
 typedef struct pxl_loader pxl_loader;
 
 /* Creates a loader with its network thread and decode threads. config may be NULL for
@@ -606,7 +617,7 @@ typedef struct pxl_request {
                             that started it). pxl_cache_remove() takes this key. */
   int32_t width;         /* target size, >= 0 (see pxl_mode); 0 and 0 (default): the
                             original size */
-  int32_t height;
+  int32_t height;        /* target height, >= 0 (see width) */
   int32_t mode;          /* pxl_mode; default PXL_MODE_FIT */
   int32_t format;        /* pxl_format; default PXL_FORMAT_RGBA8 */
   int32_t priority;      /* default PXL_PRIORITY_NORMAL; higher runs first */
@@ -811,6 +822,7 @@ PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_
  * each other's requests.
  * ------------------------------------------------------------------------------- */
 
+/* The images of a scrolling list, loaded as the section above says. */
 typedef struct pxl_table pxl_table;
 
 /* Fills *request (already set up by pxl_request_init) for row and returns 1, or returns 0
@@ -828,6 +840,8 @@ typedef int (*pxl_table_request_fn)(int64_t row, pxl_request *request, void *use
  * Never for a row that is not visible at that moment; never CANCELLED. */
 typedef void (*pxl_table_row_fn)(int64_t row, const pxl_result *result, void *user_data);
 
+/* A table's settings for pxl_table_new(): pxl_table_config_init() fills the defaults given
+ * with each field. */
 typedef struct pxl_table_config {
   size_t struct_size;        /* sizeof(pxl_table_config); set by pxl_table_config_init */
   int32_t prefetch_rows;     /* at most this many rows ahead in the scroll direction

@@ -5,7 +5,7 @@
 # LIBDIR=/usr/lib/MULTIARCH` into STAGE/deb/root (the install recipe is the one list of
 # what ships):
 #   libpixload0     the library under its SONAME, with shlibs and an ldconfig trigger
-#   libpixload-dev  pixload.h, the libpixload.so link, pixload.pc
+#   libpixload-dev  pixload.h, the libpixload.so link, pixload.pc, the CMake package
 #   pixload-tools   the pixload client and its man page
 # Version: the header's PXL_VERSION_STRING (a native package: no Debian revision).
 # Depends: dpkg-shlibdeps over the ELF files (pixload-tools finds libpixload0 through its
@@ -63,7 +63,8 @@ take() {  # take PACKAGE PATH...: move installed paths into the package's tree
   done
 }
 take libpixload0 "$libdir/libpixload.so.$version" "$libdir/libpixload.so.0"
-take libpixload-dev /usr/include/pixload.h "$libdir/libpixload.so" "$libdir/pkgconfig/pixload.pc"
+take libpixload-dev /usr/include/pixload.h "$libdir/libpixload.so" "$libdir/pkgconfig/pixload.pc" \
+  "$libdir/cmake/pixload/pixloadConfig.cmake" "$libdir/cmake/pixload/pixloadConfigVersion.cmake"
 take pixload-tools /usr/bin/pixload /usr/share/man/man1/pixload.1
 left=$(cd "$destdir" && find . \( -type f -o -type l \))
 [ -z "$left" ] || { echo "build-deb.sh: installed but in no package: $left" >&2; exit 1; }
@@ -150,8 +151,9 @@ control libpixload-dev libdevel same \
   "asynchronous image loading and caching - development files" \
   "$about
 .
-This package contains the header pixload.h, the libpixload.so link and
-pixload.pc for pkg-config."
+This package contains the header pixload.h, the libpixload.so link,
+pixload.pc for pkg-config (and Meson) and the CMake package for
+find_package(pixload), with its imported target pixload::pixload."
 control pixload-tools graphics "" "$tools_depends" \
   "asynchronous image loading and caching - command-line client" \
   "$about

@@ -8,7 +8,11 @@
 #  - `make install DESTDIR=...` writes exactly the expected files and `make uninstall`
 #    removes exactly those;
 #  - a program outside the tree builds with `cc app.c $(pkg-config --cflags --libs pixload)`
-#    against an installed copy and loads an image;
+#    against an installed copy and loads an image; examples/c/hello.c builds with CMake
+#    (find_package(pixload CONFIG REQUIRED)) and with Meson (dependency('pixload')) and
+#    runs; the CMake package is relocatable (found and working from a DESTDIR copy) and
+#    accepts exactly the versions pixload.h's rule allows
+#    (Tests/packaging/example-builds.sh);
 #  - the installed client creates --out-dir, reports file:// loads as `file`, and its
 #    man page renders;
 #  - `make` and `make install` install no packages: with libcurl's .pc hidden
@@ -18,6 +22,7 @@
 set -uo pipefail
 stage="${1:?usage: $0 STAGE}"
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/Tests/packaging/example-builds.sh"
 # The one source of the version: the header.
 version=$(sed -n 's/^#define PXL_VERSION_STRING "\(.*\)"$/\1/p' "$root/include/pixload.h")
 so="$stage/lib/libpixload.so.$version"
@@ -45,6 +50,8 @@ trap 'rm -rf "$work"' EXIT
 make --no-print-directory -s install DESTDIR="$work/dest" PREFIX=/opt/pixload >/dev/null
 expected="/opt/pixload/bin/pixload
 /opt/pixload/include/pixload.h
+/opt/pixload/lib/cmake/pixload/pixloadConfig.cmake
+/opt/pixload/lib/cmake/pixload/pixloadConfigVersion.cmake
 /opt/pixload/lib/libpixload.so
 /opt/pixload/lib/libpixload.so.0
 /opt/pixload/lib/libpixload.so.$version
@@ -53,14 +60,9 @@ expected="/opt/pixload/bin/pixload
 actual=$(cd "$work/dest" && find . \( -type f -o -type l \) | sed 's|^\.||' | sort)
 check "install writes exactly the expected files" test "$actual" = "$expected"
 check "soname links" test "$(readlink "$work/dest/opt/pixload/lib/libpixload.so.0")" = libpixload.so.$version
-make --no-print-directory -s uninstall DESTDIR="$work/dest" PREFIX=/opt/pixload >/dev/null
-check "uninstall removes exactly those" test -z "$(cd "$work/dest" && find . \( -type f -o -type l \))"
-
-# A program outside the tree, built with pkg-config against an installed copy.
-prefix="$work/prefix"
-make --no-print-directory -s install PREFIX="$prefix" >/dev/null
+# Installed for /opt/pixload, found where it is: the CMake package computes its paths from
+# its own location (pixload.pc names /opt/pixload and could not).
 mkdir -p "$work/app"
-cp examples/c/hello.c "$work/app/app.c"
 python3 - "$work/app/tiny.png" <<'PY'
 import struct, sys, zlib
 def chunk(kind, data):
@@ -71,6 +73,17 @@ png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 
     + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 open(sys.argv[1], "wb").write(png)
 PY
+check "CMake: hello.c builds against the package moved to a DESTDIR" build_hello_cmake "$work/cmake-moved" "$work/dest/opt/pixload"
+check "CMake: that hello runs with the moved library" \
+  hello_runs "$work/cmake-moved/hello" "file://$work/app/tiny.png" "$work/dest/opt/pixload/lib"
+make --no-print-directory -s uninstall DESTDIR="$work/dest" PREFIX=/opt/pixload >/dev/null
+check "uninstall removes exactly those" test -z "$(cd "$work/dest" && find . \( -type f -o -type l \))"
+check "uninstall removes the CMake package's folder" test ! -e "$work/dest/opt/pixload/lib/cmake/pixload"
+
+# A program outside the tree, built with pkg-config against an installed copy.
+prefix="$work/prefix"
+make --no-print-directory -s install PREFIX="$prefix" >/dev/null
+cp examples/c/hello.c "$work/app/app.c"
 build_app() {
   (cd "$work/app" && PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
     cc app.c $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs pixload) -o app)
@@ -83,6 +96,12 @@ run_app() {
   [[ "$out" == *"30x30 (source 40x30)"* ]]
 }
 check "the installed program loads an image" run_app
+check "CMake: find_package(pixload CONFIG REQUIRED) builds examples/c" build_hello_cmake "$work/cmake" "$prefix"
+check "CMake: hello runs" hello_runs "$work/cmake/hello" "file://$work/app/tiny.png" "$prefix/lib"
+check "Meson: dependency('pixload') builds examples/c" build_hello_meson "$work/meson" "$prefix"
+check "Meson: hello runs" hello_runs "$work/meson/hello" "file://$work/app/tiny.png" "$prefix/lib"
+check "CMake: pixloadConfigVersion.cmake follows pixload.h's versioning rule" \
+  cmake_version_rule "$work/cmake-rule" "$prefix" "$version"
 man_page() {  # the installed page renders, names the version, and documents --out-dir
   local text
   text=$(MANWIDTH=80 man -l "$prefix/share/man/man1/pixload.1" 2>&1) || return 1

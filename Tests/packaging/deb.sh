@@ -3,13 +3,15 @@
 #
 # The three .debs `make deb` wrote into DIST, on this system: `apt-get install ./...deb`,
 # then `pkg-config --cflags --libs pixload` builds examples/c/hello.c, which loads an image
-# through file://, `pixload version` runs, and `apt-get purge` leaves none of their files
+# through file://, so do CMake's find_package(pixload CONFIG REQUIRED) and Meson's
+# dependency('pixload') (Tests/packaging/example-builds.sh), `pixload version` runs, and `apt-get purge` leaves none of their files
 # behind, /usr/local untouched. Needs root (or sudo). Refuses to run when one of the
 # packages is already installed: it would purge someone's copy. Ends with
 # "N passed, N failed".
 set -uo pipefail
 dist="${1:?usage: $0 DIST}"
 root=$(cd "$(dirname "$0")/../.." && pwd)
+source "$root/Tests/packaging/example-builds.sh"
 version=$(sed -n 's/^#define PXL_VERSION_STRING "\(.*\)"$/\1/p' "$root/include/pixload.h")
 arch=$(dpkg --print-architecture)
 passed=0 failed=0
@@ -60,6 +62,14 @@ out=$(cd "$work" && env -u LD_LIBRARY_PATH ./hello "file://$root/docs/gtk-screen
 check "hello loads a file:// image: $out" bash -c "[[ '$out' == loaded* ]]"
 check "hello uses the packaged library" \
   bash -c "env -u LD_LIBRARY_PATH ldd '$work/hello' | grep -Eq 'libpixload.so.0 => (/usr)?/lib/[^ ]*/libpixload.so.0 '"
+# The packaged CMake and Meson paths, with no prefix given: the system's libdir.
+sys_libdir=$(dirname "$(grep -m1 '/libpixload.so.0$' "$work/files")")
+check "CMake: find_package(pixload CONFIG REQUIRED) builds examples/c" build_hello_cmake "$work/cmake"
+check "CMake: hello runs with the packaged library" \
+  hello_runs "$work/cmake/hello" "file://$root/docs/gtk-screenshot.png" "$sys_libdir"
+check "Meson: dependency('pixload') builds examples/c" build_hello_meson "$work/meson"
+check "Meson: hello runs with the packaged library" \
+  hello_runs "$work/meson/hello" "file://$root/docs/gtk-screenshot.png" "$sys_libdir"
 out=$(env -u LD_LIBRARY_PATH /usr/bin/pixload version 2>&1)
 check "pixload version: $out" bash -c "[[ '$out' == *'$version'* ]]"
 check "man page installed" test -f /usr/share/man/man1/pixload.1.gz
