@@ -90,7 +90,8 @@ class CallClock:
         self.started = 0
         self.host_ns = 0           # inside the current outer call, in our callbacks
         self.calls = 0
-        self.longest = (0, 0, "-")  # ns, host ns, name
+        self.longest = (0, 0, "-", 0)  # ns, host ns, name, when (ns after the clock was made)
+        self.created = time.perf_counter_ns()
         self.frame_ns = self.frame_host_ns = 0
         self.frames = []           # (ns in pixload calls, of which in our callbacks) per frame
         self.recording = False
@@ -111,7 +112,7 @@ class CallClock:
                 self.frame_ns += took
                 self.frame_host_ns += self.host_ns
                 if took > self.longest[0]:
-                    self.longest = (took, self.host_ns, name)
+                    self.longest = (took, self.host_ns, name, self.started - self.created)
 
     def host_callback(self, started_ns):
         if self.depth > 0:
@@ -475,9 +476,9 @@ class Script:
                   % (len(frames), percentile(frames, 0.5) / 1e6, percentile(frames, 0.99) / 1e6, frames[-1] / 1e6))
             print("  without our on_row callbacks: median %.3f ms, p99 %.3f ms, max %.3f ms"
                   % (percentile(own, 0.5) / 1e6, percentile(own, 0.99) / 1e6, own[-1] / 1e6))
-        took, host, name = clock.longest
-        print("longest pixload call on the Qt thread: %.3f ms (%s; %.3f ms of it in our callbacks), %d calls"
-              % (took / 1e6, name, host / 1e6, clock.calls))
+        took, host, name, at = clock.longest
+        print("longest pixload call on the Qt thread: %.3f ms (%s, %.0f ms after the app started; %.3f ms of it "
+              "in our callbacks), %d calls" % (took / 1e6, name, at / 1e6, host / 1e6, clock.calls))
         stats = gallery.table.stats()
         print("table: %d started, %d cancelled, %d memory hits, %d delivered"
               % (stats.started, stats.cancelled, stats.memory_hits, stats.delivered))
