@@ -20,7 +20,7 @@ from ._core import (
     URLError, pending_callbacks, status_string, version,
 )
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 __all__ = [
     "BINDINGS_VERSION_NUM", "Format", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
