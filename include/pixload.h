@@ -361,9 +361,10 @@ PXL_API const uint8_t *pxl_image_frame_pixels(const pxl_image *image, int32_t in
  *    file that lacks only its final EOI marker counts too: libjpeg cannot tell it from
  *    a cut.
  *  - GIF: the file, or a shown frame's LZW data, ends before the frame's last row; the
- *    rows after are transparent. An animation (PXL_FLAG_ANIMATE) is also incomplete
- *    when the file ends between frames (its last frames are missing). A still decode
- *    reads only the first frame: data missing after it does not mark it.
+ *    rows after are transparent. An animated result (PXL_FLAG_ANIMATE, two frames or
+ *    more) is also incomplete when the file ends between frames (frames may be
+ *    missing; one that lacks only its trailer byte counts too). A still result reads
+ *    only the first frame: data missing after it does not mark it.
  *  - PNG, WebP, AVIF: libpng, libwebp and libavif refuse such data; the request fails
  *    with PXL_E_CORRUPT_IMAGE.
  * Data that is wrong rather than short (an invalid LZW code, a bad palette index, a
