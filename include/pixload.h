@@ -350,6 +350,40 @@ PXL_API int32_t pxl_image_frame_duration_ms(const pxl_image *image, int32_t inde
  * is held. Any thread. Since 0.4.0. */
 PXL_API const uint8_t *pxl_image_frame_pixels(const pxl_image *image, int32_t index);
 
+/* Images whose data ended early
+ * -----------------------------
+ * One rule for every format. An image whose data ends before its last pixel (a file cut
+ * short on the server or on disk; also a JPEG scan's or a GIF frame's compressed data
+ * that stops early) is delivered only where its decoder fills in the rest, and is then
+ * marked incomplete (pxl_result.incomplete, pxl_image_incomplete):
+ *  - JPEG: libjpeg's "Premature end of JPEG file" or "premature end of data segment";
+ *    the missing blocks are libjpeg's (gray, or a progressive file's earlier scans). A
+ *    file that lacks only its final EOI marker counts too: libjpeg cannot tell it from
+ *    a cut.
+ *  - GIF: the file, or a shown frame's LZW data, ends before the frame's last row; the
+ *    rows after are transparent. An animated result (PXL_FLAG_ANIMATE, two frames or
+ *    more) is also incomplete when the file ends between frames (frames may be
+ *    missing; one that lacks only its trailer byte counts too). A still result reads
+ *    only the first frame: data missing after it does not mark it.
+ *  - PNG, WebP, AVIF: libpng, libwebp and libavif refuse such data; the request fails
+ *    with PXL_E_CORRUPT_IMAGE.
+ * Data that is wrong rather than short (an invalid LZW code, a bad palette index, a
+ * corrupt Huffman code) does not mark an image incomplete.
+ * An incomplete image is never stored as a disk-cache variant (pxl_config
+ * .disk_variant_max_side): every later load decodes it again from the original. It is
+ * kept in the memory cache and served from it like any other image: a memory hit does
+ * not go back to the network for a complete copy (the bytes were the server's whole
+ * answer, and asking again would most likely get them again). Any later decode of the
+ * same variant replaces it there: a complete one as soon as one arrives (a
+ * PXL_FLAG_RELOAD load, or a load after it left the memory cache and the server's
+ * image changed). Progressive previews (pxl_request.preview) are built from complete
+ * scans and are never incomplete; neither is a thumbnail whose transfer the loader
+ * ended early (its pixels are the whole file's). */
+
+/* 1 when the image's data ended early and the decoder filled in the rest (see above),
+ * else 0; 0 for NULL. Any thread. Since 0.5.0. */
+PXL_API int32_t pxl_image_incomplete(const pxl_image *image);
+
 /* ---------------------------------------------------------------------------------
  * Completion queues
  * ------------------------------------------------------------------------------- */
@@ -671,6 +705,10 @@ typedef struct pxl_result {
   /* Since 0.3.0 (check struct_size before reading). */
   int32_t preview;       /* 1: a table row's preview (pxl_table_config.previews): the row is
                             still loading and its final call follows; 0 otherwise */
+  /* Since 0.5.0 (check struct_size before reading). */
+  int32_t incomplete;    /* 1: the image's data ended early and its decoder filled in the
+                            rest ("Images whose data ended early"); as
+                            pxl_image_incomplete(image). 0 otherwise and on failure */
 } pxl_result;
 
 /* Called exactly once per accepted request, on the thread draining its queue. */

@@ -35,6 +35,7 @@
 #include <getopt.h>
 #include <png.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,8 @@ static const char usage_text[] =
     "\n"
     "One line per URL, in the order given: STATUS WxH SOURCE MS URL, where SOURCE is\n"
     "memory, disk, revalidated, network, file (file:// URLs) or none; then a summary.\n"
+    "STATUS \"OK incomplete\": the file ended early and its decoder filled in the rest\n"
+    "(a cut JPEG or GIF; a cut PNG, WebP or AVIF fails with CORRUPT_IMAGE).\n"
     "With more than 20 URLs and stderr a terminal, a progress line is shown there.\n"
     "Premultiplied formats are un-premultiplied when written as PNG (PNG alpha is\n"
     "straight), and written as they are in raw files.\n"
@@ -320,6 +323,7 @@ struct job {
   int32_t http_status;
   pxl_source source;
   int32_t width, height;
+  int incomplete; /* pxl_result.incomplete: printed "OK incomplete" */
   double ms;
   char *message; /* NULL when empty */
   int write_failed;
@@ -352,6 +356,8 @@ static void on_loaded(pxl_token token, const pxl_result *result, void *user_data
   if (!image) return;
   job->width = pxl_image_width(image);
   job->height = pxl_image_height(image);
+  job->incomplete = result->struct_size >= offsetof(pxl_result, incomplete) + sizeof result->incomplete &&
+                    result->incomplete;
 
   struct run *run = job->run;
   char *path = NULL;
@@ -607,7 +613,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
 static void print_job(const struct job *job) {
   char size[32] = "-";
   if (job->status == PXL_OK) snprintf(size, sizeof size, "%dx%d", job->width, job->height);
-  printf("%-18s %-10s %-7s %8.1f ms  %s", status_name(job->status), size,
+  printf("%-18s %-10s %-7s %8.1f ms  %s", job->incomplete ? "OK incomplete" : status_name(job->status), size,
          source_name(job->source, job->url), job->ms, job->url);
   if (job->status != PXL_OK) {
     printf("  (%s", job->message ? job->message : pxl_status_string(job->status));

@@ -35,7 +35,10 @@
  *    own tools and browsers show for a truncated last frame. If that happens before a
  *    single row of the FIRST frame was decoded, the file is corrupt (there is nothing
  *    to show). A file that ends between frames (no trailer) ends the animation there,
- *    with a warning, when the decode reads that far.
+ *    with a warning, when the decode reads that far. When the data ended (the file, or
+ *    a shown frame's LZW data before its last row; for the frames decode also a file
+ *    that ends between frames) out->incomplete is 1; an invalid code or index is a
+ *    corrupt frame, not an early end, and leaves it 0.
  *  - pxl_gif_decode and pxl_gif_decode_rows read only as far as the end of the first
  *    frame: what comes after it (later frames, a missing trailer) does not change their
  *    result or their warnings.
@@ -105,6 +108,7 @@ typedef struct gif_walk {
   int32_t gce_disposal, gce_transparent, gce_delay; /* the pending GCE */
   uint64_t work;                /* LZW pixels decoded so far */
   int32_t warnings;
+  int32_t data_ended;           /* a shown frame's rows, or the file between frames, ended early */
   char message[256];            /* the error, or the last warning */
   uint8_t **icc;                /* when non-NULL: collect the first ICCRGBG1012 profile here */
   size_t *icc_size;
@@ -261,6 +265,7 @@ static int walk_next(gif_walk *w, gif_frame *f) {
       }
     }
     if (broken) {
+      if (w->gif->Error == D_GIF_ERR_READ_FAILED) w->data_ended = 1;
       if (w->frames > 0) {
         char text[200];
         snprintf(text, sizeof text, "%s after frame %d", broken, w->frames);
@@ -335,6 +340,8 @@ static int32_t walk_decode_image(gif_walk *w, const gif_frame *f, gif_line_fn li
     for (int32_t y = y0; y < (f->interlace ? f->height : needed); y += dy) {
       if (DGifGetLine(w->gif, w->line, f->width) == GIF_ERROR) {
         int e = w->gif->Error;
+        /* The file, or the frame's LZW data, ended: the rows after are the canvas's. */
+        if (e == D_GIF_ERR_READ_FAILED || e == D_GIF_ERR_EOF_TOO_SOON) w->data_ended = 1;
         snprintf(w->message, sizeof w->message, "frame %d: %s at row %d", w->frames,
                  e == D_GIF_ERR_READ_FAILED ? "data ends" : gif_error_text(e), y);
         return -done - 1;
@@ -535,6 +542,7 @@ pxl_codec_status pxl_gif_decode(const uint8_t *data, size_t size, int32_t layout
       out->stride = c->stride;
       out->has_alpha = channels == 4 && (f.transparent >= 0 || !covers_canvas(&w, &f) || !complete);
       out->warnings = w.warnings;
+      out->incomplete = w.data_ended;
     }
   }
   free(c);
@@ -645,6 +653,7 @@ pxl_codec_status pxl_gif_decode_rows(const uint8_t *data, size_t size, int32_t l
       out->stride = w.width * channels;
       out->has_alpha = channels == 4 && (f.transparent >= 0 || !covers_canvas(&w, &f) || !complete);
       out->warnings = w.warnings;
+      out->incomplete = w.data_ended;
     }
   }
   if (c) free(c->pixels);
@@ -732,6 +741,7 @@ pxl_codec_status pxl_gif_decode_frames(const uint8_t *data, size_t size, uint64_
     out->stride = w.width * 4;
     out->has_alpha = has_alpha;
     out->warnings = w.warnings;
+    out->incomplete = w.data_ended;
     snprintf(out->message, sizeof out->message, "%s", w.warnings ? w.message : "");
   } else {
     fail(out, w.message[0] ? w.message : "cannot decode");

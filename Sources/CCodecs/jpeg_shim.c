@@ -27,6 +27,7 @@ typedef struct jpeg_guard {
   struct jpeg_progress_mgr progress;
   jmp_buf jmp;
   int32_t warnings;
+  int data_ended; /* JWRN_JPEG_EOF or JWRN_HIT_MARKER: libjpeg filled in what the data lacked */
   int fatal_code; /* libjpeg msg_code of the error, or FATAL_SCAN_LIMIT */
   char fatal[JMSG_LENGTH_MAX];
   char last_warning[JMSG_LENGTH_MAX];
@@ -69,6 +70,9 @@ static void on_emit_message(j_common_ptr cinfo, int msg_level) {
   if (msg_level >= 0) return;
   jpeg_guard *g = (jpeg_guard *)cinfo->err;
   if (g->warnings < INT32_MAX) g->warnings++;
+  /* The file ended (the source manager then feeds a fake EOI) or a scan's data did (a
+   * marker where entropy-coded data was needed): the rest is libjpeg's filling. */
+  if (cinfo->err->msg_code == JWRN_JPEG_EOF || cinfo->err->msg_code == JWRN_HIT_MARKER) g->data_ended = 1;
   cinfo->err->num_warnings++;
   (*cinfo->err->format_message)(cinfo, g->last_warning);
 }
@@ -518,6 +522,7 @@ static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int d
   if (st == PXL_CODEC_OK) {
     out->pixels = job->pixels;
     out->warnings = job->guard.warnings;
+    out->incomplete = job->guard.data_ended;
   } else {
     /* Nothing half-filled leaks out: a failed decode reports only the message and the
      * warnings seen before the error. */

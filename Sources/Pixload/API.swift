@@ -213,6 +213,10 @@ private let tableStatsSize01 = end(\pxl_table_stats.failed)
   Int32(clamping: image(handle)?.loopCount ?? 0)
 }
 
+@c @implementation public func pxl_image_incomplete(_ handle: OpaquePointer?) -> Int32 {
+  image(handle)?.isIncomplete == true ? 1 : 0
+}
+
 @c @implementation public func pxl_image_frame_duration_ms(_ handle: OpaquePointer?, _ index: Int32) -> Int32 {
   guard let image = image(handle), index >= 0, Int(index) < image.frameCount else { return -1 }
   return Int32(clamping: image.frameDurations[Int(index)])
@@ -581,6 +585,7 @@ private func withResult(_ outcome: Outcome, preview: Bool = false, _ body: (Unsa
     result.image = handle(image)
     result.http_status = Int32(clamping: httpStatus)
     result.source = pxl_source(rawValue: UInt32(source.rawValue))
+    result.incomplete = image.isIncomplete ? 1 : 0
     message = ""
     message.withCString { text in
       result.message = text

@@ -326,7 +326,10 @@ void capture_callback(pxl_token token, const pxl_result *result, void *user_data
          "success with message \"%s\"", result->message);
   if (result->status != PXL_OK && result->message) CHECKF(result->message[0] != '\0',
          "status %d with an empty message", (int)result->status);
+  CHECKF(result->incomplete == pxl_image_incomplete(result->image), "incomplete %d, pxl_image_incomplete %d",
+         (int)result->incomplete, (int)pxl_image_incomplete(result->image));
   if (call != 1) return;
+  c->incomplete = result->incomplete;
   c->token = token;
   c->status = result->status;
   c->http_status = result->http_status;

@@ -10,6 +10,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "pixload.h"
 
@@ -131,6 +132,7 @@ struct capture {
   int32_t http_status;
   pxl_source source;
   char message[256];
+  int32_t incomplete;  /* pxl_result.incomplete */
   pxl_image *image;    /* retained by the callback; release with capture_reset */
   int order;           /* 1-based position among the callbacks of a capture_seq */
   int phase;           /* the value of *phase_source when the callback ran */
@@ -162,6 +164,16 @@ void request_for(pxl_request *request, const char *url, int32_t width, int32_t h
  * the status of pxl_load. */
 pxl_status load_and_wait(const struct test_env *env, pxl_loader *loader, pxl_queue *queue,
                          const pxl_request *request, struct capture *capture);
+
+/* ---- GIFs written by the tests (test_animation.c) ---- */
+
+/* Starts env->fixture_dir/name: a w x h canvas, a global table of 16 entries (red,
+ * green, blue, white, then black), a NETSCAPE2.0 loop count. NULL if it cannot be made. */
+FILE *gif_start(const struct test_env *env, const char *name, int w, int h, int loop);
+/* One image: GCE (disposal, delay in 1/100 s, transparent index or -1), descriptor, LZW
+ * data (minimum code size 4, a Clear every 13 literals) in sub-blocks. End with 0x3b. */
+void gif_put_frame(FILE *f, int left, int top, int w, int h, const uint8_t *indices, int disposal, int delay,
+                   int transparent);
 
 /* The bytes of pixel (x, y) of image. */
 const uint8_t *pixel_at(const pxl_image *image, int x, int y);
@@ -249,7 +261,12 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_early_end) \
   X(test_disk_variants) \
   X(test_animated_gif) \
-  X(test_animation_memory_bound)
+  X(test_animation_memory_bound)    \
+  X(test_truncated_jpeg)            \
+  X(test_truncated_gif)             \
+  X(test_truncated_png_webp_avif)   \
+  X(test_incomplete_not_on_disk)    \
+  X(test_incomplete_replaced_in_memory)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

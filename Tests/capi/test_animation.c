@@ -32,7 +32,7 @@ static void put_code(struct bits *b, unsigned code, int width) {
 
 /* One image: GCE (disposal, delay in 1/100 s, transparent index or -1), descriptor,
  * LZW data with minimum code size 4 (Clear every 13 literals), in sub-blocks. */
-static void put_frame(FILE *f, int left, int top, int w, int h, const uint8_t *indices, int disposal, int delay,
+void gif_put_frame(FILE *f, int left, int top, int w, int h, const uint8_t *indices, int disposal, int delay,
                       int transparent) {
   uint8_t gce[8] = {0x21, 0xf9, 4, (uint8_t)(disposal << 2 | (transparent >= 0)), (uint8_t)delay,
                     (uint8_t)(delay >> 8), (uint8_t)(transparent >= 0 ? transparent : 0), 0};
@@ -57,7 +57,7 @@ static void put_frame(FILE *f, int left, int top, int w, int h, const uint8_t *i
   fputc(0, f);
 }
 
-static FILE *start_gif(const struct test_env *env, const char *name, int w, int h, int loop) {
+FILE *gif_start(const struct test_env *env, const char *name, int w, int h, int loop) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s", env->fixture_dir, name);
   FILE *f = fopen(path, "wb");
@@ -86,16 +86,16 @@ static int expected_index(int frame, int x, int y) {
 }
 
 static void write_animation(const struct test_env *env) {
-  FILE *f = start_gif(env, "anim.gif", AW, AH, 2);
+  FILE *f = gif_start(env, "anim.gif", AW, AH, 2);
   if (!f) return;
   uint8_t red[AW * AH], green[6], checker[16], white[1] = {3};
   memset(red, 0, sizeof red);
   memset(green, 1, sizeof green);
   for (int i = 0; i < 16; i++) checker[i] = ((i % 4) + (i / 4)) % 2 == 0 ? 2 : 5; /* 5: transparent */
-  put_frame(f, 0, 0, AW, AH, red, 1, 10, -1);
-  put_frame(f, 2, 1, 3, 2, green, 1, 20, -1);
-  put_frame(f, 0, 0, 4, 4, checker, 3, 30, 5);
-  put_frame(f, 7, 5, 1, 1, white, 0, 0, -1);
+  gif_put_frame(f, 0, 0, AW, AH, red, 1, 10, -1);
+  gif_put_frame(f, 2, 1, 3, 2, green, 1, 20, -1);
+  gif_put_frame(f, 0, 0, 4, 4, checker, 3, 30, 5);
+  gif_put_frame(f, 7, 5, 1, 1, white, 0, 0, -1);
   fputc(0x3b, f);
   fclose(f);
 }
@@ -202,11 +202,11 @@ void test_animated_gif(const struct test_env *env) {
  * one-pixel frames is 144 MB at full size: delivered as its first frame alone, which
  * pxl_image_source_frame_count tells. A 100x100 thumbnail of it animates. */
 void test_animation_memory_bound(const struct test_env *env) {
-  FILE *f = start_gif(env, "anim-big.gif", 2000, 2000, 0);
+  FILE *f = gif_start(env, "anim-big.gif", 2000, 2000, 0);
   if (f) {
     for (int i = 0; i < 9; i++) {
       uint8_t px[1] = {(uint8_t)(i % 4)};
-      put_frame(f, i, i, 1, 1, px, 1, 5, -1);
+      gif_put_frame(f, i, i, 1, 1, px, 1, 5, -1);
     }
     fputc(0x3b, f);
     fclose(f);

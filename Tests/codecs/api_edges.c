@@ -152,7 +152,7 @@ static void test_arguments(const uint8_t *jpg, size_t jn, const uint8_t *png, si
 }
 
 /* Every prefix of a valid file: never a crash; success only with a warning (libjpeg
- * pads truncated data) or for the complete file. */
+ * pads truncated data) and marked incomplete, or for the complete file, not marked. */
 static void test_truncations(const uint8_t *d, size_t n, int is_png) {
   int bad = 0, ok_count = 0;
   for (size_t len = 0; len <= n; len++) {
@@ -163,6 +163,7 @@ static void test_truncations(const uint8_t *d, size_t n, int is_png) {
     if (st == PXL_CODEC_OK) {
       ok_count++;
       if (len < n && o.warnings == 0 && is_png) bad++; /* PNG must never accept a truncated file */
+      if (o.incomplete != (len < n)) bad++;
     } else if (o.pixels != NULL || !terminated(o.message, sizeof o.message) || o.message[0] == '\0') {
       bad++;
     }

@@ -83,6 +83,12 @@ typedef struct pxl_codec_output {
   int32_t has_alpha;
   int32_t warnings;          /* number of warnings the library recovered from (not errors) */
   char message[256];         /* on failure: what was wrong, e.g. "JPEG: Bogus Huffman table definition"; on success: the last warning or "" */
+  int32_t incomplete;        /* on success, 1: the image's data ended before its last pixel and the decoder filled the
+                                rest (JPEG: libjpeg's "Premature end of JPEG file" or "premature end of data segment",
+                                its missing blocks gray or smoothed; GIF: the file or a shown frame's LZW data ended,
+                                the rest of the frame transparent, for an animation also a file that ends between
+                                frames). PNG, WebP and AVIF never set it: their decoders refuse data that ends early
+                                (PXL_CODEC_CORRUPT). Always a warning too. */
 } pxl_codec_output;
 
 /* The most progressive-JPEG scans a decode accepts. Each scan re-walks the whole

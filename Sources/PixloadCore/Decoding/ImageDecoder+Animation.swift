@@ -10,9 +10,14 @@ import Glibc
 /// same ColorStep, oriented last. So frame 0 of an animated result has the same pixels as
 /// the still result of the same request.
 extension ImageDecoder {
-  /// Stamps the source's frame count on a decoded image (before anyone else sees it).
-  static func counted(_ result: Result<Image, LoadError>, _ info: pxl_codec_info) -> Result<Image, LoadError> {
-    if case .success(let image) = result { image.sourceFrameCount = Int(max(1, info.frame_count)) }
+  /// Stamps the source's frame count, and whether its data ended early, on a decoded
+  /// image (before anyone else sees it).
+  static func counted(_ result: Result<Image, LoadError>, _ info: pxl_codec_info,
+                      incomplete: Bool = false) -> Result<Image, LoadError> {
+    if case .success(let image) = result {
+      image.sourceFrameCount = Int(max(1, info.frame_count))
+      image.isIncomplete = incomplete
+    }
     return result
   }
 
@@ -49,6 +54,7 @@ extension ImageDecoder {
                       loopCount: Int(info.loop_count))
     collector.frames = []
     image.sourceFrameCount = Int(info.frame_count)
+    image.isIncomplete = output.incomplete != 0
     return .success(image)
   }
 }

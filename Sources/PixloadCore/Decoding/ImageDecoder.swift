@@ -195,9 +195,9 @@ public struct ImageDecoder: ImageDecoding {
         || !decodedCrop.isWhole(width: decodedWidth, height: decodedHeight) {
       // A thumbnail: rows stream from the decoder into the resampler, so neither the
       // full-size nor the DCT-scaled bitmap is ever built.
-      return Self.counted(decodeResampled(bytes, kind: kind, info: info, scale: scale, decodedWidth: decodedWidth,
-                                          decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, color: color,
-                                          format: variant.format, orientation: orientation, maxPixels: maxPixels), info)
+      return decodeResampled(bytes, kind: kind, info: info, scale: scale, decodedWidth: decodedWidth,
+                             decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, color: color,
+                             format: variant.format, orientation: orientation, maxPixels: maxPixels)
     }
     var output = pxl_codec_output()
     let decodeStatus: pxl_codec_status
@@ -221,7 +221,7 @@ public struct ImageDecoder: ImageDecoding {
     }
     return Self.counted(Self.finish(pixels, width: width, height: height, channels: channels,
                                     orientation: orientation, format: variant.format, plan: plan, warning: warning),
-                        info)
+                        info, incomplete: output.incomplete != 0)
   }
 
   /// Turns the stored-orientation output upright and wraps it (taking `pixels`).
@@ -286,9 +286,10 @@ public struct ImageDecoder: ImageDecoding {
     // conversions as output pixels instead of decoded ones (bench/color.c measures both).
     let (converted, warning) = color.apply(pixels, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
                                            premultiplied: hasAlpha && format.isPremultiplied)
-    return Self.finish(converted, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
-                       channels: format.bytesPerPixel, orientation: orientation, format: format, plan: plan,
-                       warning: warning)
+    return Self.counted(Self.finish(converted, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
+                                    channels: format.bytesPerPixel, orientation: orientation, format: format,
+                                    plan: plan, warning: warning),
+                        info, incomplete: output.incomplete != 0)
   }
 
   static func layout(for format: PixelFormat) -> pxl_codec_layout {

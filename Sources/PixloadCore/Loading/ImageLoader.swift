@@ -572,7 +572,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       }
       return all
     }
-    if case .success(let image) = result, !finished.isEmpty, let origin = input.origin {
+    // An incomplete image (its data ended early) stays out of the disk tier: a variant
+    // hit would hand it on without the flag's cause ever being looked at again.
+    if case .success(let image) = result, !image.isIncomplete, !finished.isEmpty, let origin = input.origin {
       storeVariant(image, decode.variant, origin)
     }
     let outcome: Outcome

@@ -33,6 +33,10 @@ public final class Image: @unchecked Sendable {
   /// the first frame was asked for, or when the animation was over `Animation.maxBytes`
   /// and only its first frame was kept. Set by the decoder before the image is shared.
   public internal(set) var sourceFrameCount = 1
+  /// The source's data ended before its last pixel and the decoder filled in the rest
+  /// (JPEG's gray blocks, GIF's transparent rows): pixload.h, "Images whose data ended
+  /// early". Never stored as a disk variant. Set by the decoder before the image is shared.
+  public internal(set) var isIncomplete = false
 
   public var frameCount: Int { 1 + laterFrames.count }
   /// Bytes of every frame: what the image costs in the memory cache.

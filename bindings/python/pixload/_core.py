@@ -327,7 +327,7 @@ class Image:
 
     __slots__ = ("_ref", "width", "height", "stride", "format", "original_width",
                  "original_height", "frame_count", "source_frame_count", "loop_count",
-                 "__weakref__")
+                 "incomplete", "__weakref__")
 
     def __init__(self, _ptr):
         """Takes over one reference to a pxl_image (internal: images come from loads)."""
@@ -342,6 +342,9 @@ class Image:
         self.frame_count = lib.pxl_image_frame_count(_ptr)
         self.source_frame_count = lib.pxl_image_source_frame_count(_ptr)
         self.loop_count = lib.pxl_image_loop_count(_ptr)  # 0: forever
+        # The data ended early and the decoder filled in the rest (pixload.h, "Images
+        # whose data ended early"): a cut JPEG's or GIF's.
+        self.incomplete = bool(lib.pxl_image_incomplete(_ptr))
 
     @classmethod
     def _retained(cls, borrowed_ptr):
@@ -512,12 +515,15 @@ class Result:
     """What a load's callback receives: `image` (an Image, owned by you) when `ok`, else
     `error` (a PixloadError, RequestCancelled for a cancellation)."""
 
-    __slots__ = ("token", "status", "http_status", "source", "message", "image", "preview")
+    __slots__ = ("token", "status", "http_status", "source", "message", "image", "preview", "incomplete")
 
-    def __init__(self, token, status, http_status, source, message, image, preview=False):
+    def __init__(self, token, status, http_status, source, message, image, preview=False, incomplete=False):
         self.token = token
         # A table row's preview (Table(previews=True)): the row's final result follows.
         self.preview = preview
+        # The image's data ended early and its decoder filled in the rest (a cut JPEG or
+        # GIF; pixload.h, "Images whose data ended early"); also image.incomplete.
+        self.incomplete = incomplete
         try:
             self.status = Status(status)
         except ValueError:
@@ -557,7 +563,8 @@ def _result_from_c(token, result_p):
     image = Image._retained(r.image) if r.image else None
     message = r.message.decode("utf-8", "replace") if r.message else ""
     preview = r.struct_size >= _ffi.pxl_result.preview.offset + 4 and bool(r.preview)
-    return Result(token, r.status, r.http_status, r.source, message, image, preview)
+    incomplete = r.struct_size >= _ffi.pxl_result.incomplete.offset + 4 and bool(r.incomplete)
+    return Result(token, r.status, r.http_status, r.source, message, image, preview, incomplete)
 
 
 _Pending = collections.namedtuple("_Pending", "callback progress preview")

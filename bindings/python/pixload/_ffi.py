@@ -187,6 +187,8 @@ class pxl_result(ctypes.Structure):
         ("message", ctypes.c_char_p),
         # Since 0.3.0: read only when struct_size covers it.
         ("preview", ctypes.c_int32),
+        # Since 0.5.0: likewise.
+        ("incomplete", ctypes.c_int32),
     ]
 
 
@@ -247,6 +249,7 @@ _FUNCTIONS = {
     "pxl_image_frame_count": (ctypes.c_int32, [image_p]),
     "pxl_image_source_frame_count": (ctypes.c_int32, [image_p]),
     "pxl_image_loop_count": (ctypes.c_int32, [image_p]),
+    "pxl_image_incomplete": (ctypes.c_int32, [image_p]),
     "pxl_image_frame_duration_ms": (ctypes.c_int32, [image_p, ctypes.c_int32]),
     "pxl_image_frame_pixels": (ctypes.c_void_p, [image_p, ctypes.c_int32]),
     "pxl_queue_new": (c_status, [ctypes.POINTER(queue_p)]),

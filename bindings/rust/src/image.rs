@@ -144,6 +144,13 @@ impl Image {
         unsafe { sys::pxl_image_loop_count(self.raw.as_ptr()) as u32 }
     }
 
+    /// The source's data ended early and its decoder filled in the rest (a cut JPEG's
+    /// gray blocks, a cut GIF's transparent rows): pixload.h, "Images whose data ended
+    /// early". A cut PNG, WebP or AVIF fails instead.
+    pub fn is_incomplete(&self) -> bool {
+        unsafe { sys::pxl_image_incomplete(self.raw.as_ptr()) != 0 }
+    }
+
     /// Frame `index`'s duration in milliseconds as the file says it; None out of range.
     pub fn frame_duration_ms(&self, index: u32) -> Option<u32> {
         let ms = unsafe { sys::pxl_image_frame_duration_ms(self.raw.as_ptr(), index.min(i32::MAX as u32) as i32) };

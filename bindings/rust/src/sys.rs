@@ -188,6 +188,8 @@ pub struct pxl_result {
     pub message: *const c_char,
     // Since 0.3.0: read only when struct_size covers it.
     pub preview: i32,
+    // Since 0.5.0: likewise.
+    pub incomplete: i32,
 }
 
 pub type pxl_callback =
@@ -273,6 +275,7 @@ extern "C" {
     pub fn pxl_image_frame_count(image: *const pxl_image) -> i32;
     pub fn pxl_image_source_frame_count(image: *const pxl_image) -> i32;
     pub fn pxl_image_loop_count(image: *const pxl_image) -> i32;
+    pub fn pxl_image_incomplete(image: *const pxl_image) -> i32;
     pub fn pxl_image_frame_duration_ms(image: *const pxl_image, index: i32) -> i32;
     pub fn pxl_image_frame_pixels(image: *const pxl_image, index: i32) -> *const u8;
 

@@ -895,3 +895,21 @@ fn animated_gif_frames() {
     assert_eq!((still.frame_count(), still.source_frame_count()), (1, 4));
     assert_eq!(still.pixels(), animated.pixels());
 }
+
+#[test]
+fn a_cut_gif_is_incomplete_and_a_cut_png_fails() {
+    let server = server();
+    let gif = std::fs::read(repo_root().join("Tests/fixtures/gif-suite/large-codes.gif")).unwrap();
+    std::fs::write(server.www.join("rs-cut.gif"), &gif[..gif.len() / 2]).unwrap();
+    std::fs::write(server.www.join("rs-whole.gif"), &gif).unwrap();
+    let png = std::fs::read(server.www.join("alpha.png")).unwrap();
+    std::fs::write(server.www.join("rs-cut.png"), &png[..png.len() * 2 / 3]).unwrap();
+    let loader = Loader::new().unwrap();
+    let queue = Queue::new().unwrap();
+    let cut = load_one(&loader, &queue, &Request::new(server.url("rs-cut.gif", "incomplete"))).unwrap();
+    assert!(cut.is_incomplete());
+    let whole = load_one(&loader, &queue, &Request::new(server.url("rs-whole.gif", "incomplete"))).unwrap();
+    assert!(!whole.is_incomplete());
+    let error = load_one(&loader, &queue, &Request::new(server.url("rs-cut.png", "incomplete"))).unwrap_err();
+    assert_eq!(error.status(), Status::CorruptImage);
+}

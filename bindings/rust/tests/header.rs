@@ -89,7 +89,7 @@ fn rust_side() -> (
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
             progress, progress_interval_ms, preview, preview_interval_ms,
         }
-        pxl_result { struct_size, status, image, http_status, source, message, preview }
+        pxl_result { struct_size, status, image, http_status, source, message, preview, incomplete }
         pxl_stats {
             struct_size, requests, memory_hits, disk_hits, network_fetches, revalidated, coalesced,
             cancelled, failed, bytes_downloaded, memory_bytes, memory_count, disk_bytes, bytes_saved,
