@@ -16,31 +16,49 @@ extension ImageLoader {
     let listeners: [PendingRequest] = lock.withLock {
       guard downloads[download.key] === download else { return [] }
       let requesters = download.decodes.values.flatMap(\.requests.values)
-      // One preview decode at a time per download, and none sooner than the shortest
-      // interval its requesters asked for: the queue drops what comes too soon anyway.
-      let previewers = requesters.filter(\.delivery.wantsPreview)
-      if !previewers.isEmpty, !download.previewing, download.previewScans < Self.previewScanLimit {
-        let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
-        let now = monotonicNanoseconds()
-        // The interval counts from the last preview made, not the last attempt: an attempt
-        // before the first scan was complete must not hold the first preview back.
-        if download.lastPreviewAt == 0 || now - download.lastPreviewAt >= interval {
-          download.previewing = true
-          previewNow = true
-        }
+      if download.previewing {
+        // One preview decode at a time per download: the newest body waits for the one
+        // under way, so the scans it completes are not lost if the server pauses now.
+        if requesters.contains(where: \.delivery.wantsPreview) { download.previewPending = body }
+      } else {
+        previewNow = previewIsDue(download)
       }
       return requesters.filter(\.delivery.wantsProgress)
     }
     for pending in listeners {
       pending.queue.progress(pending.delivery, received: received, expected: expected)
     }
-    if previewNow {
-      _ = decodePool.submit(priority: download.priority) { [weak self, weak download] in
-        guard let self, let download else { return }
-        self.previewDownload(download, body)
-      }
-    }
+    if previewNow { submitPreview(download, body) }
     return false
+  }
+
+  /// Lock held: whether a preview decode starts now (then marked under way): someone wants
+  /// previews, the scan limit is not reached, and the shortest interval its requesters asked
+  /// for has passed since the last preview made (the queue drops what comes sooner anyway;
+  /// counting from the last attempt would let one before the first complete scan hold the
+  /// first preview back).
+  private func previewIsDue(_ download: DownloadTask) -> Bool {
+    let previewers = download.decodes.values.flatMap(\.requests.values).filter(\.delivery.wantsPreview)
+    guard !previewers.isEmpty, download.previewScans < Self.previewScanLimit else { return false }
+    let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
+    guard download.lastPreviewAt == 0 || monotonicNanoseconds() - download.lastPreviewAt >= interval else { return false }
+    download.previewing = true
+    return true
+  }
+
+  private func submitPreview(_ download: DownloadTask, _ body: [UInt8]) {
+    _ = decodePool.submit(priority: download.priority) { [weak self, weak download] in
+      guard let self, let download else { return }
+      self.previewDownload(download, body)
+      // A body that arrived during the decode is previewed next, if still due.
+      let next: [UInt8]? = self.lock.withLock {
+        download.previewing = false
+        guard let pending = download.previewPending else { return nil }
+        download.previewPending = nil
+        return self.downloads[download.key] === download && self.previewIsDue(download) ? pending : nil
+      }
+      if let next { self.submitPreview(download, next) }
+    }
   }
 
   /// The early end of a thumbnail's transfer (pixload.h states the rule): when every
@@ -75,7 +93,6 @@ extension ImageLoader {
   /// images to them. Baseline JPEGs and other formats get no preview: their rows arrive
   /// top to bottom, and a half-drawn image is not what a list row should show.
   private func previewDownload(_ download: DownloadTask, _ body: [UInt8]) {
-    defer { lock.withLock { download.previewing = false } }
     guard let prefix = decoder.previewPrefix(body) else { return }
     let targets: [(ImageVariant, [PendingRequest])] = lock.withLock {
       guard downloads[download.key] === download, prefix.scans > download.previewScans else { return [] }

@@ -102,8 +102,10 @@ final class DownloadTask {
   var startDelayMilliseconds = 0
   /// The length of the prefix its transfer ended with (see `ImageLoader.endsEarly`); 0: none.
   var endedEarly = 0
-  /// Previews: a decode under way, when the last began, the scan count of the last made.
+  /// Previews: a decode under way, the newest body that came during it, when the last
+  /// began, the scan count of the last made.
   var previewing = false
+  var previewPending: [UInt8]?
   var lastPreviewAt: UInt64 = 0
   var previewScans = 0
 
