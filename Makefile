@@ -233,12 +233,17 @@ gtk-demo:
 
 test:
 	@scripts/deps.sh test
-	@$(SUBMAKE) test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache \
+	@$(SUBMAKE) test-swift test-tsan test-codecs test-modules test-c test-abi test-cli-conformance test-disk-cache \
 	  check-dist test-python test-rust test-gtk test-qt test-sanitizers test-soak test-exhaustion test-wheel test-deb \
 	  docs
 
 test-swift:
 	$(SWIFT) test
+
+# The codec modules against heif-convert, djxl and rsvg-convert on files made at run time,
+# their limits, and each module hidden in turn (Tests/modules/conformance.py).
+test-modules: all
+	python3 Tests/modules/conformance.py $(STAGE)
 
 # The core's threads under ThreadSanitizer (its own scratch folder: other flags; shared
 # with scripts/check-sanitizer.sh tsan, so the same dynamically linked Swift runtime).
