@@ -111,8 +111,7 @@ static pxl_status jxl_run(const uint8_t *data, size_t size, struct jxl_job *job,
       drawn++;
       if (!job->frames) break;
       uint64_t ms = info.animation.tps_numerator ? (uint64_t)duration * 1000 * info.animation.tps_denominator / info.animation.tps_numerator : 0;
-      job->target->duration_ms = (int32_t)(ms > 0x7fffffff ? 0x7fffffff : ms);
-      if (job->target->frame_done(job->target)) break;
+      if (job->target->frame_done(job->target->library, (int32_t)(ms > 0x7fffffff ? 0x7fffffff : ms))) break;
     }
   }
   JxlDecoderDestroy(dec);

@@ -1002,7 +1002,8 @@ PXL_API void pxl_table_free(pxl_table *table);
 typedef struct pxl_codec_header {
   size_t struct_size;       /* set by the library: the fields it knows */
   uint32_t flags;           /* in: PXL_CODEC_KEEP_ORIENTATION */
-  int32_t width, height;    /* the image's size in the orientation decode writes, >= 1 */
+  int32_t width;            /* the image's size in the orientation decode writes, >= 1 */
+  int32_t height;
   int32_t frame_count;      /* frames of an animation (>= 1); more than 1 needs decode_frames */
   int32_t loop_count;       /* how often an animation plays; 0: forever */
   int32_t orientation;      /* EXIF 1..8 the library applies to the decoded pixels (unless the
@@ -1014,24 +1015,39 @@ typedef struct pxl_codec_header {
   int32_t cicp_matrix;
 } pxl_codec_header;
 
+/* decode_frames: called by the codec as target->frame_done(target->library,
+ * duration_ms) after drawing each frame (the whole canvas) into target->pixels; a
+ * non-zero return says stop (the library has enough, or is over its bound): return
+ * PXL_OK then. */
+typedef int32_t (*pxl_codec_frame_done_fn)(void *library, int32_t duration_ms);
+
 /* Where decode and decode_frames write: a buffer of height rows of stride bytes, RGBA8,
  * allocated by the library and zeroed. Valid only during the call. */
 typedef struct pxl_codec_target {
   size_t struct_size;       /* set by the library */
   uint32_t flags;           /* in: PXL_CODEC_KEEP_ORIENTATION, PXL_CODEC_PARTIAL */
-  int32_t width, height;    /* in: the size to draw: the header's, or what choose_size chose */
+  int32_t width;            /* in: the size to draw: the header's, or what choose_size chose */
+  int32_t height;
   uint8_t *pixels;          /* in: the buffer */
   size_t stride;            /* in: bytes per row (>= 4 * width) */
   const volatile int32_t *cancel; /* in: non-zero once nobody wants the result (the loader is
                                being freed): a long decode may poll it and return
                                PXL_E_CANCELLED */
-  int32_t duration_ms;      /* out (decode_frames): the frame just drawn's duration */
-  /* decode_frames: call after drawing each frame (the whole canvas) into pixels; a
-   * non-zero return says stop (the library has enough, or is over its bound): return
-   * PXL_OK then. */
-  int32_t (*frame_done)(struct pxl_codec_target *target);
-  void *library;            /* the library's; do not touch */
+  pxl_codec_frame_done_fn frame_done; /* in (decode_frames): call it after each frame */
+  void *library;            /* in: frame_done's first argument; do not touch */
 } pxl_codec_target;
+
+/* The functions of a codec (pxl_codec below says which are required and what each does). */
+typedef int32_t (*pxl_codec_sniff_fn)(const uint8_t *data, size_t size, void *user_data);
+typedef pxl_status (*pxl_codec_read_header_fn)(const uint8_t *data, size_t size, pxl_codec_header *header,
+                                               char *message, size_t message_cap, void *user_data);
+typedef pxl_status (*pxl_codec_read_icc_fn)(const uint8_t *data, size_t size, uint8_t *icc, size_t icc_size,
+                                            void *user_data);
+typedef pxl_status (*pxl_codec_choose_size_fn)(const uint8_t *data, size_t size, uint32_t flags, int32_t *width,
+                                               int32_t *height, void *user_data);
+typedef pxl_status (*pxl_codec_decode_fn)(const uint8_t *data, size_t size, pxl_codec_target *target, char *message,
+                                          size_t message_cap, void *user_data);
+typedef void (*pxl_codec_destroy_fn)(void *user_data);
 
 /* A codec, as pxl_loader_add_codec() takes it. Initialise with pxl_codec_init(). Every
  * function gets the codec's user_data last. A function returns PXL_OK, or
@@ -1051,32 +1067,28 @@ typedef struct pxl_codec {
   /* Required. Whether the file is this codec's, from its first size bytes (at most
    * PXL_CODEC_SNIFF_BYTES, less for a short file): 1 takes it, 0 leaves it to the next
    * codec. Must be cheap and must not keep the pointer. */
-  int32_t (*sniff)(const uint8_t *data, size_t size, void *user_data);
+  pxl_codec_sniff_fn sniff;
   /* Required. The header: size, frames, orientation, alpha, colour. Cheap: no pixels. */
-  pxl_status (*read_header)(const uint8_t *data, size_t size, pxl_codec_header *header, char *message,
-                            size_t message_cap, void *user_data);
+  pxl_codec_read_header_fn read_header;
   /* Optional (needed when read_header sets icc_size): copies the ICC profile, icc_size
    * bytes, into icc. */
-  pxl_status (*read_icc)(const uint8_t *data, size_t size, uint8_t *icc, size_t icc_size, void *user_data);
+  pxl_codec_read_icc_fn read_icc;
   /* Optional: the library would like the whole image at *width x *height (never more than
    * the header's size); the codec sets the size it will draw instead: exactly that (a
    * vector format), something larger that is cheaper than the full size (an embedded
    * thumbnail), or the header's size. The library resamples whatever it gets. Without it
    * decode always draws the header's size. */
-  pxl_status (*choose_size)(const uint8_t *data, size_t size, uint32_t flags, int32_t *width, int32_t *height,
-                            void *user_data);
+  pxl_codec_choose_size_fn choose_size;
   /* Required. Draws the first (or only) frame, whole, at target->width x height. */
-  pxl_status (*decode)(const uint8_t *data, size_t size, pxl_codec_target *target, char *message,
-                       size_t message_cap, void *user_data);
+  pxl_codec_decode_fn decode;
   /* Optional: every frame of an animation in order, each composited on the canvas (the
    * header's size) and handed over with target->frame_done. Without it an animation
    * gives its first frame (decode). */
-  pxl_status (*decode_frames)(const uint8_t *data, size_t size, pxl_codec_target *target, char *message,
-                              size_t message_cap, void *user_data);
+  pxl_codec_decode_fn decode_frames;
   /* Optional: called once, with user_data, after the codec's last call: when it was
    * removed and no decode uses it any more, or when its loader is freed (before
    * pxl_loader_free returns), or when pxl_loader_add_codec fails. */
-  void (*destroy)(void *user_data);
+  pxl_codec_destroy_fn destroy;
 } pxl_codec;
 
 /* The most leading bytes sniff is given. */

@@ -186,10 +186,10 @@ private final class CCodec: ExternalCodec, @unchecked Sendable {
       let sink = FrameSink(frameDone)
       var t = self.target(target)
       t.library = Unmanaged.passUnretained(sink).toOpaque()
-      t.frame_done = { target in
-        guard let target, let library = target.pointee.library else { return 1 }
+      t.frame_done = { library, duration in
+        guard let library else { return 1 }
         let sink = Unmanaged<FrameSink>.fromOpaque(library).takeUnretainedValue()
-        return sink.done(Int(target.pointee.duration_ms)) ? 0 : 1
+        return sink.done(Int(duration)) ? 0 : 1
       }
       return withExtendedLifetime(sink) {
         call { decodeFrames(bytes.baseAddress, bytes.count, &t, $0, $1, c.user_data) }

@@ -189,8 +189,7 @@ static pxl_status qoi_frames(const uint8_t *data, size_t size, pxl_codec_target 
     /* Frame i: red channel + 10 * i. */
     for (int y = 0; y < t->height; y++)
       for (int x = 0; x < t->width; x++) t->pixels[y * t->stride + x * 4] += (uint8_t)(10 * i);
-    t->duration_ms = 40 + i;
-    if (t->frame_done(t)) break;
+    if (t->frame_done(t->library, 40 + i)) break;
   }
   return PXL_OK;
 }

@@ -37,17 +37,15 @@ class pxl_codec_header(ctypes.Structure):
     ]
 
 
+frame_done_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+
+
 class pxl_codec_target(ctypes.Structure):
-    pass
-
-
-frame_done_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(pxl_codec_target))
-pxl_codec_target._fields_ = [
-    ("struct_size", ctypes.c_size_t), ("flags", ctypes.c_uint32), ("width", ctypes.c_int32),
-    ("height", ctypes.c_int32), ("pixels", ctypes.c_void_p), ("stride", ctypes.c_size_t),
-    ("cancel", ctypes.POINTER(ctypes.c_int32)), ("duration_ms", ctypes.c_int32), ("frame_done", frame_done_fn),
-    ("library", ctypes.c_void_p),
-]
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t), ("flags", ctypes.c_uint32), ("width", ctypes.c_int32),
+        ("height", ctypes.c_int32), ("pixels", ctypes.c_void_p), ("stride", ctypes.c_size_t),
+        ("cancel", ctypes.POINTER(ctypes.c_int32)), ("frame_done", frame_done_fn), ("library", ctypes.c_void_p),
+    ]
 
 sniff_fn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 header_fn = ctypes.CFUNCTYPE(c_status, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(pxl_codec_header),
