@@ -89,14 +89,14 @@ RELEASE_FLAGS = -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test check-build-deps lib cli demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
+.PHONY: all deps deps-test check-build-deps lib cli modules test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-color bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp install uninstall clean \
   wheel deb test-wheel test-deb
 
-all: lib cli
+all: lib cli modules
 
 # A target a user runs for a result installs its packages first, then runs the rest in a
 # sub-make, so the packages are there before anything builds, also under make -j.
@@ -137,12 +137,30 @@ cli: lib
 	$(CC) $(CFLAGS) $(WARN) -Iinclude tools/pixload.c -o $(STAGE)/bin/pixload \
 	  -L$(STAGE)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lpixload -lpng
 
+# The codec modules (codecs/*.c, pixload.h "Codec modules"): shared objects of their own
+# on the public interface, beside the library in lib/pixload/codecs, where a loader finds
+# them. libpixload.so.0's dependencies do not change; each module brings its library.
+MODULE_DIR  := $(STAGE)/lib/pixload/codecs
+MODULE_PKGS := heif:libheif jxl:libjxl svg:librsvg-2.0
+MODULES     := $(foreach m,$(MODULE_PKGS),$(MODULE_DIR)/libpixload-$(firstword $(subst :, ,$(m))).so)
+
+modules: $(MODULES)
+
+$(MODULE_DIR)/libpixload-%.so: codecs/%.c codecs/common.h include/pixload.h | lib
+	@mkdir -p $(MODULE_DIR)
+	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude \
+	  $$(pkg-config --cflags $(word 2,$(subst :, ,$(filter $*:%,$(MODULE_PKGS))))) $< -o $@ \
+	  -L$(STAGE)/lib -lpixload $$(pkg-config --libs $(word 2,$(subst :, ,$(filter $*:%,$(MODULE_PKGS))))) \
+	  -Wl,-z,defs
+
 # --- install -------------------------------------------------------------------------
 
 install: all
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(PKGCONFIGDIR) \
 	  $(DESTDIR)$(MANDIR)/man1
 	install -m 755 $(STAGE)/lib/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_REAL)
+	install -d $(DESTDIR)$(LIBDIR)/pixload/codecs
+	install -m 644 $(MODULES) $(DESTDIR)$(LIBDIR)/pixload/codecs/
 	ln -sf $(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
 	install -m 644 include/pixload.h $(DESTDIR)$(INCLUDEDIR)/pixload.h
@@ -168,6 +186,8 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
 	rm -f $(DESTDIR)$(INCLUDEDIR)/pixload.h $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc $(DESTDIR)$(BINDIR)/pixload
 	rm -f $(DESTDIR)$(MANDIR)/man1/pixload.1
+	rm -f $(patsubst $(MODULE_DIR)/%,$(DESTDIR)$(LIBDIR)/pixload/codecs/%,$(MODULES))
+	-@rmdir $(DESTDIR)$(LIBDIR)/pixload/codecs $(DESTDIR)$(LIBDIR)/pixload 2>/dev/null || true
 	rm -f $(DESTDIR)$(CMAKEDIR)/pixloadConfig.cmake $(DESTDIR)$(CMAKEDIR)/pixloadConfigVersion.cmake
 	@# The package's own folder goes when empty; the cmake/ above it may be another's.
 	-@rmdir $(DESTDIR)$(CMAKEDIR) 2>/dev/null || true
@@ -213,12 +233,17 @@ gtk-demo:
 
 test:
 	@scripts/deps.sh test
-	@$(SUBMAKE) test-swift test-tsan test-codecs test-c test-abi test-cli-conformance test-disk-cache \
+	@$(SUBMAKE) test-swift test-tsan test-codecs test-modules test-c test-abi test-cli-conformance test-disk-cache \
 	  check-dist test-python test-rust test-gtk test-qt test-sanitizers test-soak test-exhaustion test-wheel test-deb \
 	  docs
 
 test-swift:
 	$(SWIFT) test
+
+# The codec modules against heif-convert, djxl and rsvg-convert on files made at run time,
+# their limits, and each module hidden in turn (Tests/modules/conformance.py).
+test-modules: all
+	python3 Tests/modules/conformance.py $(STAGE)
 
 # The core's threads under ThreadSanitizer (its own scratch folder: other flags; shared
 # with scripts/check-sanitizer.sh tsan, so the same dynamically linked Swift runtime).

@@ -552,6 +552,10 @@ typedef struct pxl_config {
                                      made from other bytes than the original now stored (a
                                      reload, a changed image) is dropped when read.
                                      pxl_cache_remove() removes a key's thumbnails too. */
+  const char *codec_modules;      /* Since 0.5.0. Which codec modules pxl_loader_new loads
+                                     ("Codec modules"): NULL (default) every one found; ""
+                                     none; "heif,jxl" exactly those (each must load).
+                                     Copied */
 } pxl_config;
 
 /* The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
@@ -994,6 +998,190 @@ PXL_API pxl_status pxl_table_get_stats(pxl_table *table, pxl_table_stats *stats)
  * (call it on the queue's thread, or while no other thread dispatches the queue). NULL is
  * a no-op. Tables and their loader may be freed in any order. Since 0.1.0. */
 PXL_API void pxl_table_free(pxl_table *table);
+
+/* ---------------------------------------------------------------------------------
+ * Codecs
+ *
+ * A format pixload does not decode itself joins a loader as a codec: a few functions
+ * over bytes in and pixels out. The built-in formats are sniffed first, then the
+ * registered codecs in the order they were added; the first whose sniff takes the bytes
+ * decodes them. Their pixels then go the way every decoded image goes: max_pixels and
+ * the animation bound on the declared size before any buffer exists, orientation,
+ * colour management (the ICC profile or nclx/CICP the codec reports), resize to the
+ * request (pxl_mode, never up), both caches. The codec never sees the loader: it gets
+ * the whole encoded file, a buffer the library allocated, and answers with a status, so
+ * the same functions could run in a separate, sandboxed process.
+ *
+ * The three formats pixload ships apart from its core (HEIC, JPEG XL, SVG) are modules
+ * built on this interface ("Codec modules" below). A file of one of them when its module
+ * is not loaded fails with PXL_E_UNSUPPORTED_IMAGE, the message naming the package that
+ * brings it ("HEIC image, and no HEIC codec is loaded (install libpixload-heif)").
+ *
+ * Every codec function may run on any decode thread, several at once (on different
+ * files): it must be thread-safe. Since 0.5.0.
+ * ------------------------------------------------------------------------------- */
+
+/* Bits of pxl_codec.flags. */
+#define PXL_CODEC_PREMULTIPLIED 0x1u  /* decode writes premultiplied alpha (else straight) */
+#define PXL_CODEC_PROGRESSIVE 0x2u    /* decode accepts a prefix of the file (PXL_CODEC_PARTIAL)
+                                          and draws what it has: previews while downloading */
+
+/* Bits of pxl_codec_header.flags and pxl_codec_target.flags, set by the library. */
+#define PXL_CODEC_KEEP_ORIENTATION 0x1u /* the request has PXL_FLAG_IGNORE_ORIENTATION: a
+                                            codec that orients while decoding (HEIF irot/imir)
+                                            must not; one that reports an EXIF orientation
+                                            does nothing special (the library skips it) */
+#define PXL_CODEC_PARTIAL 0x2u          /* the data is a prefix of a file still arriving
+                                            (PXL_CODEC_PROGRESSIVE only): draw what it holds,
+                                            or return PXL_E_NOT_FOUND when it holds nothing yet */
+
+/* What read_header reports. The library zeroes it, sets struct_size and flags and the
+ * defaults (frame_count 1, orientation 1, has_alpha 1); the codec sets what it knows. */
+typedef struct pxl_codec_header {
+  size_t struct_size;       /* set by the library: the fields it knows */
+  uint32_t flags;           /* in: PXL_CODEC_KEEP_ORIENTATION */
+  int32_t width;            /* the image's size in the orientation decode writes, >= 1 */
+  int32_t height;
+  int32_t frame_count;      /* frames of an animation (>= 1); more than 1 needs decode_frames */
+  int32_t loop_count;       /* how often an animation plays; 0: forever */
+  int32_t orientation;      /* EXIF 1..8 the library applies to the decoded pixels (unless the
+                               request says PXL_FLAG_IGNORE_ORIENTATION); 1: none */
+  int32_t has_alpha;        /* 0: every pixel opaque (lets the library skip alpha work) */
+  size_t icc_size;          /* bytes of an embedded ICC profile; read_icc then gives them */
+  int32_t cicp_primaries;   /* ITU-T H.273 colour primaries, transfer and matrix (nclx), */
+  int32_t cicp_transfer;    /* when there is no ICC profile; 0: not given */
+  int32_t cicp_matrix;
+} pxl_codec_header;
+
+/* decode_frames: called by the codec as target->frame_done(target->library,
+ * duration_ms) after drawing each frame (the whole canvas) into target->pixels; a
+ * non-zero return says stop (the library has enough, or is over its bound): return
+ * PXL_OK then. */
+typedef int32_t (*pxl_codec_frame_done_fn)(void *library, int32_t duration_ms);
+
+/* Where decode and decode_frames write: a buffer of height rows of stride bytes, RGBA8,
+ * allocated by the library and zeroed. Valid only during the call. */
+typedef struct pxl_codec_target {
+  size_t struct_size;       /* set by the library */
+  uint32_t flags;           /* in: PXL_CODEC_KEEP_ORIENTATION, PXL_CODEC_PARTIAL */
+  int32_t width;            /* in: the size to draw: the header's, or what choose_size chose */
+  int32_t height;
+  uint8_t *pixels;          /* in: the buffer */
+  size_t stride;            /* in: bytes per row (>= 4 * width) */
+  const volatile int32_t *cancel; /* in: non-zero once nobody wants the result (the loader is
+                               being freed): a long decode may poll it and return
+                               PXL_E_CANCELLED */
+  pxl_codec_frame_done_fn frame_done; /* in (decode_frames): call it after each frame */
+  void *library;            /* in: frame_done's first argument; do not touch */
+} pxl_codec_target;
+
+/* The functions of a codec (pxl_codec below says which are required and what each does). */
+typedef int32_t (*pxl_codec_sniff_fn)(const uint8_t *data, size_t size, void *user_data);
+typedef pxl_status (*pxl_codec_read_header_fn)(const uint8_t *data, size_t size, pxl_codec_header *header,
+                                               char *message, size_t message_cap, void *user_data);
+typedef pxl_status (*pxl_codec_read_icc_fn)(const uint8_t *data, size_t size, uint8_t *icc, size_t icc_size,
+                                            void *user_data);
+typedef pxl_status (*pxl_codec_choose_size_fn)(const uint8_t *data, size_t size, uint32_t flags, int32_t *width,
+                                               int32_t *height, void *user_data);
+typedef pxl_status (*pxl_codec_decode_fn)(const uint8_t *data, size_t size, pxl_codec_target *target, char *message,
+                                          size_t message_cap, void *user_data);
+typedef void (*pxl_codec_destroy_fn)(void *user_data);
+
+/* A codec, as pxl_loader_add_codec() takes it. Initialise with pxl_codec_init(). Every
+ * function gets the codec's user_data last. A function returns PXL_OK, or
+ * PXL_E_CORRUPT_IMAGE (the request fails with that status and "<id>: <message>"),
+ * PXL_E_UNSUPPORTED_IMAGE (a valid file of a kind the codec cannot decode),
+ * PXL_E_NO_MEMORY or PXL_E_CANCELLED; message (message_cap bytes, NUL-terminate it)
+ * says what went wrong. */
+typedef struct pxl_codec {
+  size_t struct_size;       /* set by pxl_codec_init */
+  const char *id;           /* short name, [a-z0-9_-], 1..31 characters ("qoi"); copied. Also
+                               the name pxl_loader_formats() lists and that removes it */
+  const char *version;      /* the decoder's version ("1.2.0", a module "0.5.0 libheif 1.15.1");
+                               copied. Part of the disk cache key of decoded thumbnails, so a
+                               new decoder never serves a thumbnail the old one made */
+  uint32_t flags;           /* PXL_CODEC_* bits above */
+  void *user_data;
+  /* Required. Whether the file is this codec's, from its first size bytes (at most
+   * PXL_CODEC_SNIFF_BYTES, less for a short file): 1 takes it, 0 leaves it to the next
+   * codec. Must be cheap and must not keep the pointer. */
+  pxl_codec_sniff_fn sniff;
+  /* Required. The header: size, frames, orientation, alpha, colour. Cheap: no pixels. */
+  pxl_codec_read_header_fn read_header;
+  /* Optional (needed when read_header sets icc_size): copies the ICC profile, icc_size
+   * bytes, into icc. */
+  pxl_codec_read_icc_fn read_icc;
+  /* Optional: the library would like the whole image at *width x *height (never more than
+   * the header's size); the codec sets the size it will draw instead: exactly that (a
+   * vector format), something larger that is cheaper than the full size (an embedded
+   * thumbnail), or the header's size. The library resamples whatever it gets. Without it
+   * decode always draws the header's size. */
+  pxl_codec_choose_size_fn choose_size;
+  /* Required. Draws the first (or only) frame, whole, at target->width x height. */
+  pxl_codec_decode_fn decode;
+  /* Optional: every frame of an animation in order, each composited on the canvas (the
+   * header's size) and handed over with target->frame_done. Without it an animation
+   * gives its first frame (decode). */
+  pxl_codec_decode_fn decode_frames;
+  /* Optional: called once, with user_data, after the codec's last call: when it was
+   * removed and no decode uses it any more, or when its loader is freed (before
+   * pxl_loader_free returns), or when pxl_loader_add_codec fails. */
+  pxl_codec_destroy_fn destroy;
+} pxl_codec;
+
+/* The most leading bytes sniff is given. */
+#define PXL_CODEC_SNIFF_BYTES 4096
+
+/* Fills *codec with zeros and struct_size = size. Returns PXL_OK or
+ * PXL_E_INVALID_ARGUMENT (NULL, a size below pxl_codec's first). Since 0.5.0. */
+PXL_API pxl_status pxl_codec_init_size(pxl_codec *codec, size_t size);
+#define pxl_codec_init(codec) pxl_codec_init_size((codec), sizeof *(codec))
+
+/* Registers a codec with a loader, after the built-in formats and the codecs added
+ * before. The struct and its strings are copied. Returns PXL_OK, PXL_E_INVALID_ARGUMENT
+ * (NULL, a bad struct_size, a missing required function, an id not of the form above or
+ * already registered) or PXL_E_LOADER_CLOSED. On failure destroy(user_data) has been
+ * called. Requests made from now on may use it (a decode already under way does not).
+ * Any thread. Since 0.5.0. */
+PXL_API pxl_status pxl_loader_add_codec(pxl_loader *loader, const pxl_codec *codec);
+
+/* Unregisters the codec named id: requests made from now on no longer use it; decodes
+ * under way finish with it, and destroy(user_data) runs after the last of them (on the
+ * thread that ends it, possibly this one). Returns PXL_OK, PXL_E_INVALID_ARGUMENT or
+ * PXL_E_NOT_FOUND. Any thread. Since 0.5.0. */
+PXL_API pxl_status pxl_loader_remove_codec(pxl_loader *loader, const char *id);
+
+/* The short names of the formats the loader decodes, space separated, built-in first
+ * ("jpeg png webp gif avif"), then each registered codec's id in order ("... heic jxl
+ * svg qoi"), written to buffer (NUL-terminated, truncated to capacity). Returns the
+ * length of the whole list (as snprintf): call with capacity 0 to size the buffer.
+ * Any thread. Since 0.5.0. */
+PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capacity);
+
+/* ---------------------------------------------------------------------------------
+ * Codec modules
+ *
+ * A codec module is a shared object named libpixload-<name>.so exporting
+ *
+ *     pxl_status pxl_codec_module_register(pxl_loader *loader);
+ *
+ * which adds its codecs with pxl_loader_add_codec() (a module's version says its own
+ * and its decoding library's versions). pxl_loader_new loads the modules it finds, in
+ * the order of their file names, from the first of:
+ *   - pxl_config.codec_modules: NULL (the default) searches as below; "" loads none;
+ *     otherwise a comma-separated list of module names ("heif,jxl") loaded from the
+ *     directories below, each of which must be found;
+ *   - the environment variable PIXLOAD_CODEC_PATH (a colon-separated list of
+ *     directories; read with secure_getenv, so not in setuid programs);
+ *   - the directory pixload/codecs beside the library itself ($libdir/pixload/codecs).
+ * A module that cannot be loaded or registered is skipped and logged (PXL_LOG_WARNING);
+ * a listed one that cannot fails pxl_loader_new with PXL_E_UNSUPPORTED. Modules are
+ * loaded once per process and never unloaded. pixload ships libpixload-heif (HEIC/HEIF,
+ * libheif), libpixload-jxl (JPEG XL, libjxl) and libpixload-svg (SVG, librsvg).
+ * ------------------------------------------------------------------------------- */
+
+/* What a module exports. Since 0.5.0. */
+typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
 
 #ifdef __cplusplus
 }

@@ -15,11 +15,13 @@ command -v "${CC:-cc}" >/dev/null 2>&1 || missing+=(gcc)
 if command -v pkg-config >/dev/null 2>&1; then
   # module name, Debian package (the same as scripts/deps.sh installs)
   for pair in libcurl:libcurl4-openssl-dev libjpeg:libjpeg62-turbo-dev libpng:libpng-dev libdeflate:libdeflate-dev zlib:zlib1g-dev \
-      libwebp:libwebp-dev libwebpdemux:libwebp-dev libavif:libavif-dev lcms2:liblcms2-dev; do
+      libwebp:libwebp-dev libwebpdemux:libwebp-dev libavif:libavif-dev lcms2:liblcms2-dev \
+      libheif:libheif-dev libjxl:libjxl-dev librsvg-2.0:librsvg2-dev; do
     pkg-config --exists "${pair%%:*}" || missing+=("${pair#*:}")
   done
 else
-  missing+=(pkg-config libcurl4-openssl-dev libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libavif-dev liblcms2-dev)
+  missing+=(pkg-config libcurl4-openssl-dev libjpeg62-turbo-dev libpng-dev libdeflate-dev libwebp-dev libavif-dev liblcms2-dev
+            libheif-dev libjxl-dev librsvg2-dev)
 fi
 # giflib ships no pkg-config file in Debian 12: look for its header.
 echo '#include <gif_lib.h>' | "${CC:-cc}" -E -x c - >/dev/null 2>&1 || missing+=(libgif-dev)

@@ -33,6 +33,12 @@ APT_PKGS=(
   libgif-dev               # GIF decoding
   libavif-dev              # AVIF decoding (libavif with dav1d/aom, as Debian builds it)
   liblcms2-dev             # colour management: embedded profiles to sRGB
+  libheif-dev              # the codec modules (codecs/*.c), each its own shared object:
+  libjxl-dev               #   libpixload-heif (libheif 1.15 + libde265), libpixload-jxl
+  librsvg2-dev             #   (libjxl 0.7), libpixload-svg (librsvg 2.54, cairo)
+  libheif-examples         # heif-enc/heif-convert: HEIC fixtures and their reference pixels
+  libjxl-tools             # cjxl/djxl: JPEG XL fixtures and their reference pixels
+  librsvg2-bin             # rsvg-convert: the SVG fixtures' reference pixels
   libjpeg-turbo-progs      # cjpeg/djpeg: make test-codecs generates JPEG fixtures and their
                            # expected pixels with them (scripts/gen-conformance.py)
   pkg-config               # locating the three libraries above

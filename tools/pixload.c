@@ -711,6 +711,14 @@ int main(int argc, char **argv) {
   if (argc < 2) return usage_error(NULL, NULL);
   if (strcmp(argv[1], "version") == 0 && argc == 2) {
     printf("%s\n", pxl_version());
+    /* The formats a default loader decodes: the built-in ones and the codec modules found. */
+    pxl_loader *loader = NULL;
+    if (pxl_loader_new(NULL, &loader) == PXL_OK) {
+      char formats[512];
+      pxl_loader_formats(loader, formats, sizeof formats);
+      printf("formats: %s\n", formats);
+      pxl_loader_free(loader);
+    }
     return 0;
   }
   if (strcmp(argv[1], "fetch") == 0) return fetch(argc - 1, argv + 1);

@@ -1,7 +1,9 @@
 #define _GNU_SOURCE
 #include "pxl_support.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <sched.h>
 #include <sys/eventfd.h>
 #include <string.h>
@@ -25,3 +27,16 @@ void pxl_set_thread_name(const char *name) {
 }
 
 int pxl_eventfd_new(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+const char *pxl_secure_getenv(const char *name) { return secure_getenv(name); }
+
+int pxl_own_directory(char *buffer, unsigned long capacity) {
+  Dl_info info;
+  if (dladdr((void *)&pxl_own_directory, &info) == 0 || info.dli_fname == NULL) return -1;
+  const char *slash = strrchr(info.dli_fname, '/');
+  size_t length = slash ? (size_t)(slash - info.dli_fname) : 1;
+  if (length + 1 > capacity) return -1;
+  if (slash) memcpy(buffer, info.dli_fname, length); else buffer[0] = '.';
+  buffer[length] = 0;
+  return 0;
+}

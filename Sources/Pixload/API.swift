@@ -15,7 +15,7 @@ import Glibc
 
 // MARK: - Handles
 
-@inline(__always) private func loader(_ handle: OpaquePointer?) -> ImageLoader? {
+@inline(__always) func loader(_ handle: OpaquePointer?) -> ImageLoader? {
   handle.map { Unmanaged<ImageLoader>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
@@ -82,7 +82,7 @@ private let statusCStrings: [UnsafePointer<CChar>] = Status.allCases.sorted { $0
 /// whole versions are copied, so a 0.1.0 struct's tail padding is never read as a newer
 /// field. Bytes past this library's struct must be zero. Fields not copied keep `defaults`.
 /// Returns nil (PXL_E_INVALID_ARGUMENT) for a size out of range or a non-zero unknown tail.
-private func readGrowableStruct<T>(_ pointer: UnsafePointer<T>, defaults: T, knownEnds: [Int]) -> T? {
+func readGrowableStruct<T>(_ pointer: UnsafePointer<T>, defaults: T, knownEnds: [Int]) -> T? {
   let raw = UnsafeRawPointer(pointer)
   let declaredSize = raw.loadUnaligned(as: Int.self)
   guard let minimumSize = knownEnds.first, declaredSize >= minimumSize else { return nil }
@@ -103,7 +103,7 @@ private func readGrowableStruct<T>(_ pointer: UnsafePointer<T>, defaults: T, kno
 
 /// An *_init_size function: the defaults into the caller's `size` bytes (from 0.1.0's size
 /// up), a zeroed tail past this library's struct, struct_size = size.
-private func initGrowableStruct<T>(_ pointer: UnsafeMutablePointer<T>?, size: Int, defaults: T,
+func initGrowableStruct<T>(_ pointer: UnsafeMutablePointer<T>?, size: Int, defaults: T,
                                    knownEnds: [Int]) -> pxl_status {
   guard let pointer, let minimumSize = knownEnds.first, size >= minimumSize, size <= 1 << 16 else {
     return PXL_E_INVALID_ARGUMENT
@@ -139,12 +139,12 @@ private func writeGrowableStruct<T>(_ value: T, to pointer: UnsafeMutablePointer
 }
 
 /// The end of a struct's field: a released version's size.
-private func end<T, F>(_ field: KeyPath<T, F>) -> Int {
+func end<T, F>(_ field: KeyPath<T, F>) -> Int {
   MemoryLayout<T>.offset(of: field)! + MemoryLayout<F>.size
 }
 
 private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level),
-                              end(\pxl_config.disk_variant_max_side)]
+                              end(\pxl_config.disk_variant_max_side), end(\pxl_config.codec_modules)]
 private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_request.preview_interval_ms)]
 private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority), end(\pxl_table_config.previews)]
 private let statsSize01 = end(\pxl_stats.disk_bytes)
@@ -410,6 +410,8 @@ private let loaderConfigFields: [ConfigField<pxl_config, LoaderConfiguration>] =
                 configuration.diskVariantMaxSide = Int(min(c.disk_variant_max_side, 1 << 30))
                 return true
               }),
+  // codec_modules (0.5.0): API+Codecs.swift loads them.
+  .string(\.codec_modules, \.codecModules),
 ]
 
 /// pxl_table_config, in the header's order: what pxl_table_config_init fills and
@@ -449,7 +451,13 @@ private func defaultConfig() -> pxl_config {
   }
   do {
     let created = try ImageLoader(configuration: configuration)
-    out.pointee = retainedHandle(created)
+    let handle = retainedHandle(created)
+    let status = registerCodecModules(created, handle)
+    guard status == PXL_OK else {
+      pxl_loader_free(handle)
+      return status
+    }
+    out.pointee = handle
     return PXL_OK
   } catch {
     // The status says what kind of failure; the log line says which (a thread that could

@@ -266,7 +266,10 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_truncated_gif)             \
   X(test_truncated_png_webp_avif)   \
   X(test_incomplete_not_on_disk)    \
-  X(test_incomplete_replaced_in_memory)
+  X(test_incomplete_replaced_in_memory) \
+  X(test_codec_qoi)                 \
+  X(test_codec_disk_variants)       \
+  X(test_codec_module_missing)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

@@ -43,8 +43,8 @@ rm -rf "$src/pixload/__pycache__"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pytest
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$src"
 # Optional: the tests that need them are skipped without.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pillow ||
-  echo "run_tests.sh: numpy/Pillow not installed; their tests will be skipped" >&2
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pillow qoi ||
+  echo "run_tests.sh: numpy/Pillow/qoi not installed; their tests will be skipped" >&2
 
 # From the tests directory, so that `import pixload` is the installed package, not the
 # source next to it.

@@ -11,4 +11,13 @@ void pxl_set_thread_name(const char *name);
 /* A non-blocking, close-on-exec eventfd with counter 0, or -1 with errno set. */
 int pxl_eventfd_new(void);
 
+/* getenv, except in a program running with privileges it did not start with (setuid,
+ * file capabilities): then NULL, as glibc's secure_getenv. */
+const char *pxl_secure_getenv(const char *name);
+
+/* The directory of the shared object holding this code (libpixload.so.0's, or the
+ * program's when linked statically), written to buffer; 0 on success, -1 when unknown
+ * or longer than capacity. */
+int pxl_own_directory(char *buffer, unsigned long capacity);
+
 #endif

@@ -22,6 +22,12 @@ final class ColorConversion {
     let status = read(bytes.baseAddress, bytes.count, &color)
     // A file whose colour chunks cannot be read still decodes (or fails) on its own terms.
     guard status == PXL_CODEC_OK else { return (nil, nil) }
+    return forColor(&color)
+  }
+
+  /// The conversion for the colour information `color` describes (a registered codec's
+  /// ICC profile or nclx), or nil as `forFile`.
+  static func forColor(_ color: inout pxl_codec_color) -> (ColorConversion?, warning: String?) {
     var message = [CChar](repeating: 0, count: 256)
     guard let transform = pxl_color_transform_get(&color, &message, message.count) else {
       let text = String(cString: message)

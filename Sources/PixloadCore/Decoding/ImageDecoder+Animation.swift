@@ -43,25 +43,19 @@ extension ImageDecoder {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
       return .failure(error(status, kind: kind, message: text))
     }
-    if collector.overBound { return nil }
-    if let failure = collector.failure { return .failure(failure) }
-    guard !collector.frames.isEmpty else { return .failure(error(PXL_CODEC_CORRUPT, kind: kind, message: "no frame")) }
-    let pixels = collector.frames.removeFirst()
-    let image = Image(width: plan.outputWidth, height: plan.outputHeight,
-                      stride: plan.outputWidth * format.bytesPerPixel, format: format,
-                      originalWidth: plan.displayWidth, originalHeight: plan.displayHeight, takingPixels: pixels,
-                      warning: collector.warning, laterFrames: collector.frames, frameDurations: collector.durations,
-                      loopCount: Int(info.loop_count))
-    collector.frames = []
-    image.sourceFrameCount = Int(info.frame_count)
-    image.isIncomplete = output.incomplete != 0
-    return .success(image)
+    let result = collector.animation(loopCount: Int(info.loop_count), sourceFrameCount: Int(info.frame_count),
+                                     noFrame: error(PXL_CODEC_CORRUPT, kind: kind, message: "no frame"))
+    if case .success(let image)? = result { image.isIncomplete = output.incomplete != 0 }
+    return result
   }
 }
 
-/// Receives the composited frames of one decode and renders each for the plan.
-private final class FrameCollector {
+/// Receives the composited frames of one decode and renders each for the plan (also a
+/// registered codec's still, which arrives as a canvas too).
+final class FrameCollector {
   let plan: SizePlan
+  /// The plan's crop in the canvas's pixels (a codec may draw at another size).
+  let crop: PixelRect
   let color: ColorStep
   let format: PixelFormat
   let orientation: Orientation
@@ -80,7 +74,8 @@ private final class FrameCollector {
   private var row: [UInt8] = []
 
   init(plan: SizePlan, color: ColorStep, format: PixelFormat, orientation: Orientation, canvasWidth: Int,
-       canvasHeight: Int, sourceHasAlpha: Bool, frameBytes: Int) {
+       canvasHeight: Int, sourceHasAlpha: Bool, frameBytes: Int, crop: PixelRect? = nil) {
+    self.crop = crop ?? plan.storedCrop
     self.color = color
     self.canvasWidth = canvasWidth
     self.canvasHeight = canvasHeight
@@ -93,6 +88,22 @@ private final class FrameCollector {
   }
 
   deinit { frames.forEach { free($0) } }
+
+  /// The frames collected as one animated image (taking them); nil when over the bound
+  /// (deliver the first frame as a still instead).
+  func animation(loopCount: Int, sourceFrameCount: Int, noFrame: LoadError) -> Result<Image, LoadError>? {
+    if overBound { return nil }
+    if let failure { return .failure(failure) }
+    guard !frames.isEmpty else { return .failure(noFrame) }
+    let pixels = frames.removeFirst()
+    let image = Image(width: plan.outputWidth, height: plan.outputHeight,
+                      stride: plan.outputWidth * format.bytesPerPixel, format: format,
+                      originalWidth: plan.displayWidth, originalHeight: plan.displayHeight, takingPixels: pixels,
+                      warning: warning, laterFrames: frames, frameDurations: durations, loopCount: loopCount)
+    frames = []
+    image.sourceFrameCount = sourceFrameCount
+    return .success(image)
+  }
 
   static let frameFunction: pxl_codec_frame_fn = { user, _, rgba, stride, duration in
     let collector = Unmanaged<FrameCollector>.fromOpaque(user!).takeUnretainedValue()
@@ -143,12 +154,12 @@ private final class FrameCollector {
   /// As ImageDecoder.decode does a still: decoded in the colour step's layout (RGB for a
   /// GRAY result of an RGB-tagged file), converted, then premultiplied; a thumbnail
   /// resampled first and converted on its own pixels.
-  private func render(_ rgba: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int) -> UnsafeMutablePointer<UInt8>? {
+  func render(_ rgba: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int) -> UnsafeMutablePointer<UInt8>? {
     let channels = color.decodeChannels
     let outWidth = plan.storedOutputWidth, outHeight = plan.storedOutputHeight
     var pixels: UnsafeMutablePointer<UInt8>
     var frameWarning: String?
-    if outWidth == width && outHeight == height && plan.storedCrop.isWhole(width: width, height: height) {
+    if outWidth == width && outHeight == height && crop.isWhole(width: width, height: height) {
       guard let whole = malloc(max(1, width * height * channels))?.assumingMemoryBound(to: UInt8.self) else {
         return nil
       }
@@ -157,7 +168,7 @@ private final class FrameCollector {
       if format.bytesPerPixel == 4 && format.isPremultiplied { PixelOps.premultiply(pixels, count: width * height) }
     } else {
       guard let resampler = AreaResampler(sourceWidth: width, sourceHeight: height, channels: channels,
-                                          crop: plan.storedCrop, outputWidth: outWidth, outputHeight: outHeight,
+                                          crop: crop, outputWidth: outWidth, outputHeight: outHeight,
                                           premultiply: premultipliedAveraging) else { return nil }
       if row.count < width * channels { row = [UInt8](repeating: 0, count: width * channels) }
       row.withUnsafeMutableBufferPointer { buffer in

@@ -63,9 +63,16 @@ extension ImageDecoding {
 /// resample brings it to the exact size, and EXIF orientation is applied last, on the
 /// small image.
 public struct ImageDecoder: ImageDecoding {
-  public init() {}
+  /// The codecs registered with the loader, tried after the built-in formats
+  /// (ImageDecoder+Codecs.swift); nil: none.
+  let codecs: CodecTable?
+
+  public init(codecs: CodecTable? = nil) { self.codecs = codecs }
 
   public enum Kind: CaseIterable { case jpeg, png, webp, avif, gif }
+
+  /// The short names of the built-in formats, in pxl_loader_formats' order.
+  public static let builtInFormats = ["jpeg", "png", "webp", "gif", "avif"]
 
   /// The format by magic bytes, or nil.
   public static func sniff(_ data: [UInt8]) -> Kind? {
@@ -147,7 +154,7 @@ public struct ImageDecoder: ImageDecoding {
 
   public func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
     guard let kind = Self.sniff(data) else {
-      return .failure(LoadError(.notAnImage, Self.describeNonImage(data)))
+      return decodeWithCodec(data, variant: variant, maxPixels: maxPixels)
     }
     return data.withUnsafeBufferPointer { bytes in
       decode(bytes, kind: kind, variant: variant, maxPixels: maxPixels)
@@ -313,10 +320,10 @@ public struct ImageDecoder: ImageDecoding {
   }
 
   /// A short, useful description of a body that is not an image (often an HTML error page).
-  static func describeNonImage(_ data: [UInt8]) -> String {
+  static func describeNonImage(_ data: [UInt8], codecs: [String] = []) -> String {
     if data.isEmpty { return "empty body is not an image" }
     let head = data.prefix(32).map { (0x20..<0x7F).contains($0) ? Character(UnicodeScalar($0)) : "." }
-    let formats = Kind.allCases.map { codec($0).name }.joined(separator: ", ")
+    let formats = (Kind.allCases.map { codec($0).name } + codecs).joined(separator: ", ")
     return "body is none of \(formats) (\(data.count) bytes, starts with \"\(String(head))\")"
   }
 }

@@ -20,6 +20,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   public let diskTier: DiskTier?
   let dataLoader: DataLoading
   let decoder: ImageDecoding
+  /// The codecs registered with this loader (pxl_loader_add_codec), which the default
+  /// decoder tries after the built-in formats.
+  public let codecs = CodecTable()
   let decodePool: PriorityWorkPool
   /// Where prefetches "deliver": it drops their results.
   private let prefetchSink: CompletionQueue
@@ -41,7 +44,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// for the pixels; tests pass doubles to drive the pipeline deterministically.
   public init(configuration: LoaderConfiguration = LoaderConfiguration(),
               dataLoader: DataLoading? = nil, diskTier: DiskTier? = nil,
-              decoder: ImageDecoding = ImageDecoder()) throws(LoadError) {
+              decoder: ImageDecoding? = nil) throws(LoadError) {
     self.configuration = configuration
     self.memoryCache = MemoryCache(capacityBytes: configuration.memoryCacheBytes,
                                    capacityCount: configuration.memoryCacheCount)
@@ -51,7 +54,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     // pools, each of which cleans up after itself, then the engine, whose thread starts
     // last in its init; if a later part fails, the earlier ones are shut down here.
     self.prefetchSink = try CompletionQueue(discardingResults: ())
-    self.decoder = decoder
+    self.decoder = decoder ?? ImageDecoder(codecs: codecs)
     let threads = configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
     let decodePool = try PriorityWorkPool(threadCount: threads, name: "pxl-decode")
     var tier = diskTier
@@ -78,6 +81,14 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     self.diskTier = tier
   }
 
+  /// The variant `request` asks for from this loader: its registered codecs are part of
+  /// the key, so pixels another decoder made are never served for it.
+  func variant(of request: ImageRequest) -> ImageVariant {
+    var variant = request.variant
+    variant.codecs = codecs.signature
+    return variant
+  }
+
   /// The disk cache's size as last seen, without touching the disk (0 before it opened).
   public var diskCacheBytesSeen: Int { diskTier?.bytesSeen ?? 0 }
 
@@ -96,7 +107,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
                    preview: ((UInt64, Image) -> Void)? = nil,
                    handler: @escaping (UInt64, Outcome) -> Void) throws(LoadError) -> UInt64 {
     let url = try validate(request)
-    let variant = request.variant
+    let variant = self.variant(of: request)
     lock.lock()
     if closed {
       lock.unlock()
@@ -203,7 +214,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// The memory-cached image `request` would produce, if any. Never blocks on work.
   public func cachedImage(for request: ImageRequest) -> Image? {
     guard request.usesMemoryCache else { return nil }
-    return memoryCache.image(for: request.variant)
+    return memoryCache.image(for: variant(of: request))
   }
 
   /// Forgets one cache key: every decoded variant in memory and the disk entry (deleted on
@@ -233,7 +244,10 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       return all.sorted { $0.token < $1.token }
     }
     dataLoader.shutdown()
+    codecs.cancelAll()
     decodePool.shutdown()
+    // No decode runs any more: every codec's destroy, before the host's free returns.
+    codecs.close()
     diskTier?.shutdown()
     for pending in abandoned { pending.queue.cancel(pending.delivery) }
     memoryCache.removeAll()

@@ -26,6 +26,9 @@ public struct LoaderConfiguration: Sendable {
   public var log: (@Sendable (LogLevel, String) -> Void)?
   /// The most verbose level passed to `log`.
   public var logLevel = LogLevel.warning
+  /// Which codec modules a loader made through the C API loads (`CodecModules`): nil every
+  /// one found, "" none, "heif,jxl" exactly those.
+  public var codecModules: String?
 
   public init() {}
 }
@@ -68,7 +71,7 @@ public struct LoaderStatistics: Sendable, Equatable {
 extension ImageLoader {
   /// Library diagnostics (an unusable cache directory, a dropped corrupt entry): one line
   /// to the host's log callback if it wants that level, never a failed load.
-  static func log(_ configuration: LoaderConfiguration, _ level: LogLevel, _ line: String) {
+  public static func log(_ configuration: LoaderConfiguration, _ level: LogLevel, _ line: String) {
     guard let sink = configuration.log, level <= configuration.logLevel else { return }
     sink(level, line)
   }

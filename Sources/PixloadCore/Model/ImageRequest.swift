@@ -108,4 +108,7 @@ public struct ImageVariant: Hashable, Sendable {
   public var animates = false
   /// Converted to sRGB (the default), or the decoded values: two different renditions.
   public var managesColor = true
+  /// The loader's registered codecs ("id@version,..."; `CodecTable.signature`): another
+  /// decoder may give other pixels. "" for none.
+  public var codecs = ""
 }

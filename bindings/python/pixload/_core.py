@@ -920,7 +920,7 @@ class Loader(_Handle):
                 value = _as_schemes(value)
             elif name == "headers":
                 value = _header_array(value, keep)
-            elif name in ("user_agent", "ca_file", "disk_cache_dir"):
+            elif name in ("user_agent", "ca_file", "disk_cache_dir", "codec_modules"):
                 value = _encode(value)
                 keep.append(value)
             setattr(cfg, name, value)
@@ -929,6 +929,22 @@ class Loader(_Handle):
         self._own(out.value, _loader_free(log_trampoline))
         self._tables = weakref.WeakSet()
         self._loop_queues = weakref.WeakKeyDictionary()  # asyncio loop -> its Queue
+
+    def add_codec(self, codec):
+        """Registers a pixload.Codec (pixload._codecs): its format is decoded after the
+        built-in ones and the codecs added before."""
+        from . import _codecs
+        _codecs.add_codec(self._handle(), codec)
+
+    def remove_codec(self, codec_id):
+        """Unregisters the codec named codec_id (NotFoundError if there is none)."""
+        from . import _codecs
+        _codecs.remove_codec(self._handle(), codec_id)
+
+    def formats(self):
+        """The short names of the formats this loader decodes: ["jpeg", ..., "heic", "jxl", "svg"]."""
+        from . import _codecs
+        return _codecs.formats(self._handle())
 
     def close(self):
         """Frees the loader: every request in flight ends CANCELLED (delivered at its

@@ -150,6 +150,8 @@ class pxl_config(ctypes.Structure):
         ("log_level", ctypes.c_int32),
         # Since 0.3.0.
         ("disk_variant_max_side", ctypes.c_int64),
+        # Since 0.5.0.
+        ("codec_modules", ctypes.c_char_p),
     ]
 
 
@@ -310,7 +312,7 @@ def init_struct(struct, into=None):
 # have been written. A field added to the header but not here, or a field of the wrong
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
-    "pxl_config": ("disk_variant_max_side", 256),
+    "pxl_config": ("codec_modules", None),
     "pxl_request": ("preview_interval_ms", 250),
     "pxl_table_config": ("previews", 1),
 }

@@ -137,6 +137,8 @@ pub struct pxl_config {
     pub log_level: i32,
     // Since 0.3.0.
     pub disk_variant_max_side: i64,
+    // Since 0.5.0.
+    pub codec_modules: *const c_char,
 }
 
 // The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
@@ -256,6 +258,72 @@ pub struct pxl_table_stats {
     pub failed: u64,
 }
 
+// Codecs (since 0.5.0).
+pub const PXL_CODEC_PREMULTIPLIED: u32 = 0x1;
+pub const PXL_CODEC_PROGRESSIVE: u32 = 0x2;
+pub const PXL_CODEC_KEEP_ORIENTATION: u32 = 0x1;
+pub const PXL_CODEC_PARTIAL: u32 = 0x2;
+pub const PXL_CODEC_SNIFF_BYTES: u32 = 4096;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_codec_header {
+    pub struct_size: usize,
+    pub flags: u32,
+    pub width: i32,
+    pub height: i32,
+    pub frame_count: i32,
+    pub loop_count: i32,
+    pub orientation: i32,
+    pub has_alpha: i32,
+    pub icc_size: usize,
+    pub cicp_primaries: i32,
+    pub cicp_transfer: i32,
+    pub cicp_matrix: i32,
+}
+
+pub type pxl_codec_frame_done_fn = Option<unsafe extern "C" fn(library: *mut c_void, duration_ms: i32) -> i32>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_codec_target {
+    pub struct_size: usize,
+    pub flags: u32,
+    pub width: i32,
+    pub height: i32,
+    pub pixels: *mut u8,
+    pub stride: usize,
+    pub cancel: *const i32,
+    pub frame_done: pxl_codec_frame_done_fn,
+    pub library: *mut c_void,
+}
+
+pub type pxl_codec_sniff_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, user_data: *mut c_void) -> i32>;
+pub type pxl_codec_read_header_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, header: *mut pxl_codec_header, message: *mut c_char, message_cap: usize, user_data: *mut c_void) -> pxl_status>;
+pub type pxl_codec_read_icc_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, icc: *mut u8, icc_size: usize, user_data: *mut c_void) -> pxl_status>;
+pub type pxl_codec_choose_size_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, flags: u32, width: *mut i32, height: *mut i32, user_data: *mut c_void) -> pxl_status>;
+pub type pxl_codec_decode_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, target: *mut pxl_codec_target, message: *mut c_char, message_cap: usize, user_data: *mut c_void) -> pxl_status>;
+pub type pxl_codec_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_codec {
+    pub struct_size: usize,
+    pub id: *const c_char,
+    pub version: *const c_char,
+    pub flags: u32,
+    pub user_data: *mut c_void,
+    pub sniff: pxl_codec_sniff_fn,
+    pub read_header: pxl_codec_read_header_fn,
+    pub read_icc: pxl_codec_read_icc_fn,
+    pub choose_size: pxl_codec_choose_size_fn,
+    pub decode: pxl_codec_decode_fn,
+    pub decode_frames: pxl_codec_decode_fn,
+    pub destroy: pxl_codec_destroy_fn,
+}
+
+pub type pxl_codec_module_register_fn = Option<unsafe extern "C" fn(loader: *mut pxl_loader) -> pxl_status>;
+
 extern "C" {
     pub fn pxl_version() -> *const c_char;
     pub fn pxl_version_num() -> u32;
@@ -364,4 +432,8 @@ extern "C" {
     pub fn pxl_table_cancel_all(table: *mut pxl_table);
     pub fn pxl_table_get_stats(table: *mut pxl_table, stats: *mut pxl_table_stats) -> pxl_status;
     pub fn pxl_table_free(table: *mut pxl_table);
+    pub fn pxl_codec_init_size(codec: *mut pxl_codec, size: usize) -> pxl_status;
+    pub fn pxl_loader_add_codec(loader: *mut pxl_loader, codec: *const pxl_codec) -> pxl_status;
+    pub fn pxl_loader_remove_codec(loader: *mut pxl_loader, id: *const c_char) -> pxl_status;
+    pub fn pxl_loader_formats(loader: *mut pxl_loader, buffer: *mut c_char, capacity: usize) -> usize;
 }

@@ -83,7 +83,7 @@ fn rust_side() -> (
             allowed_schemes, user_agent, stall_timeout_ms, max_redirects, max_retries,
             retry_base_delay_ms, retry_max_delay_ms, ca_file, headers, cancel_storm_limit,
             disk_cache_bytes, ignore_http_freshness, memory_cache_count, disk_cache_dir,
-            disk_cache_max_age_s, log, log_user_data, log_level, disk_variant_max_side,
+            disk_cache_max_age_s, log, log_user_data, log_level, disk_variant_max_side, codec_modules,
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
@@ -97,6 +97,15 @@ fn rust_side() -> (
         }
         pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority, previews }
         pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed }
+        pxl_codec_header {
+            struct_size, flags, width, height, frame_count, loop_count, orientation, has_alpha, icc_size,
+            cicp_primaries, cicp_transfer, cicp_matrix,
+        }
+        pxl_codec_target { struct_size, flags, width, height, pixels, stride, cancel, frame_done, library }
+        pxl_codec {
+            struct_size, id, version, flags, user_data, sniff, read_header, read_icc, choose_size, decode,
+            decode_frames, destroy,
+        }
     };
     let constants = rust_constants![
         PXL_VERSION_MAJOR, PXL_VERSION_MINOR, PXL_VERSION_PATCH, PXL_VERSION_NUM,
@@ -116,6 +125,8 @@ fn rust_side() -> (
         PXL_LOG_ERROR, PXL_LOG_WARNING, PXL_LOG_INFO,
         PXL_CONFIG_SIZE_0_1, PXL_REQUEST_SIZE_0_1, PXL_TABLE_CONFIG_SIZE_0_1, PXL_STATS_SIZE_0_1,
         PXL_TABLE_STATS_SIZE_0_1, PXL_CONFIG_SIZE_0_2,
+        PXL_CODEC_PREMULTIPLIED, PXL_CODEC_PROGRESSIVE, PXL_CODEC_KEEP_ORIENTATION, PXL_CODEC_PARTIAL,
+        PXL_CODEC_SNIFF_BYTES,
     ];
     let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source];
     (structs, fields, order, constants, enums)
@@ -144,7 +155,8 @@ fn squash(text: &str) -> String {
 
 /// A C type as the Rust declaration must spell it.
 fn c_type_to_rust(c: &str) -> String {
-    let spaced = c.replace('*', " * ");
+    // volatile (pxl_codec_target.cancel) has no Rust spelling: a plain pointer.
+    let spaced = c.replace('*', " * ").replace("volatile", " ");
     let tokens: Vec<&str> = spaced.split_whitespace().collect();
     let first_star = tokens.iter().position(|t| *t == "*").unwrap_or(tokens.len());
     let base_const = tokens[..first_star].contains(&"const");

@@ -1,0 +1,201 @@
+// The C API of registered codecs and codec modules (pixload.h, "Codecs", "Codec
+// modules"): a host's pxl_codec becomes a PixloadCore `ExternalCodec` (`CCodec`) that
+// calls its functions; modules register theirs through the same pxl_loader_add_codec.
+import CPixload
+import PixloadCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private let codecVersions = [end(\pxl_codec.destroy)]
+private let messageCapacity = 256
+
+@c @implementation public func pxl_codec_init_size(_ codec: UnsafeMutablePointer<pxl_codec>?, _ size: Int) -> pxl_status {
+  var empty = pxl_codec()
+  empty.struct_size = MemoryLayout<pxl_codec>.stride
+  return initGrowableStruct(codec, size: size, defaults: empty, knownEnds: codecVersions)
+}
+
+@c @implementation public func pxl_loader_add_codec(_ handle: OpaquePointer?, _ codec: UnsafePointer<pxl_codec>?) -> pxl_status {
+  guard let codec else { return PXL_E_INVALID_ARGUMENT }
+  // destroy is called on every failure once the struct could be read.
+  guard let c = readGrowableStruct(codec, defaults: pxl_codec(), knownEnds: codecVersions) else {
+    return PXL_E_INVALID_ARGUMENT
+  }
+  guard let loader = loader(handle), c.id != nil, c.version != nil, c.sniff != nil, c.read_header != nil,
+        c.decode != nil else {
+    c.destroy?(c.user_data)
+    return PXL_E_INVALID_ARGUMENT
+  }
+  let registered = CCodec(c)
+  do {
+    try loader.codecs.add(registered)
+    return PXL_OK
+  } catch {
+    registered.destroy()
+    return pxl_status(rawValue: UInt32(error.status.rawValue))
+  }
+}
+
+@c @implementation public func pxl_loader_remove_codec(_ handle: OpaquePointer?, _ id: UnsafePointer<CChar>?) -> pxl_status {
+  guard let loader = loader(handle), let id else { return PXL_E_INVALID_ARGUMENT }
+  return loader.codecs.remove(String(cString: id)) ? PXL_OK : PXL_E_NOT_FOUND
+}
+
+@c @implementation public func pxl_loader_formats(_ handle: OpaquePointer?, _ buffer: UnsafeMutablePointer<CChar>?,
+                                                  _ capacity: Int) -> Int {
+  let ids = ImageDecoder.builtInFormats + (loader(handle)?.codecs.ids ?? [])
+  let text = Array(ids.joined(separator: " ").utf8)
+  if let buffer, capacity > 0 {
+    let copied = min(text.count, capacity - 1)
+    text.withUnsafeBufferPointer { UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress!, byteCount: copied) }
+    buffer[copied] = 0
+  }
+  return text.count
+}
+
+/// pxl_loader_new's last step: the codec modules pxl_config.codec_modules selects, each
+/// registering itself through pxl_loader_add_codec on `handle`. A listed module that fails
+/// fails the loader (PXL_E_UNSUPPORTED); a found one is skipped with a warning.
+func registerCodecModules(_ loader: ImageLoader, _ handle: OpaquePointer) -> pxl_status {
+  let configuration = loader.configuration
+  let required = configuration.codecModules != nil
+  do {
+    let (modules, skipped) = try CodecModules.open(selection: configuration.codecModules)
+    for line in skipped { ImageLoader.log(configuration, .warning, "pixload: \(line)") }
+    for module in modules {
+      let register = unsafeBitCast(module.register, to: pxl_codec_module_register_fn.self)
+      let status = register(handle)
+      if status != PXL_OK {
+        let line = "pixload: codec module \(module.path) failed to register: \(String(cString: pxl_status_string(status)))"
+        if required {
+          ImageLoader.log(configuration, .error, line)
+          return PXL_E_UNSUPPORTED
+        }
+        ImageLoader.log(configuration, .warning, line)
+      }
+    }
+    return PXL_OK
+  } catch {
+    ImageLoader.log(configuration, .error, "pixload: pxl_loader_new: \(error.message)")
+    return pxl_status(rawValue: UInt32(error.status.rawValue))
+  }
+}
+
+/// A host's (or module's) pxl_codec as the decode stage calls it.
+private final class CCodec: ExternalCodec, @unchecked Sendable {
+  let id: String
+  let version: String
+  /// The caller's struct, its strings no longer used (copied into id and version).
+  private let c: pxl_codec
+
+  init(_ c: pxl_codec) {
+    id = String(cString: c.id)
+    version = String(cString: c.version)
+    self.c = c
+  }
+
+  var writesPremultiplied: Bool { c.flags & UInt32(PXL_CODEC_PREMULTIPLIED) != 0 }
+  var isProgressive: Bool { c.flags & UInt32(PXL_CODEC_PROGRESSIVE) != 0 }
+  var decodesFrames: Bool { c.decode_frames != nil }
+
+  private func flags(keepOrientation: Bool, partial: Bool = false) -> UInt32 {
+    (keepOrientation ? UInt32(PXL_CODEC_KEEP_ORIENTATION) : 0) | (partial ? UInt32(PXL_CODEC_PARTIAL) : 0)
+  }
+
+  /// Calls `body` with a message buffer; the failure it reports, nil for PXL_OK.
+  private func call(_ body: (UnsafeMutablePointer<CChar>, Int) -> pxl_status) -> CodecFailure? {
+    var message = [CChar](repeating: 0, count: messageCapacity)
+    let status = message.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }
+    guard status != PXL_OK else { return nil }
+    message[messageCapacity - 1] = 0
+    return CodecFailure(Status(rawValue: Int32(bitPattern: status.rawValue)) ?? .corruptImage, String(cString: message))
+  }
+
+  func sniff(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    c.sniff!(bytes.baseAddress, bytes.count, c.user_data) != 0
+  }
+
+  func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure> {
+    var h = pxl_codec_header()
+    h.struct_size = MemoryLayout<pxl_codec_header>.stride
+    h.flags = flags(keepOrientation: keepOrientation)
+    h.frame_count = 1
+    h.orientation = 1
+    h.has_alpha = 1
+    if let failure = call({ c.read_header!(bytes.baseAddress, bytes.count, &h, $0, $1, c.user_data) }) {
+      return .failure(failure)
+    }
+    var header = CodecHeader()
+    header.width = Int(h.width)
+    header.height = Int(h.height)
+    header.frameCount = Int(h.frame_count)
+    header.loopCount = Int(max(0, h.loop_count))
+    header.orientation = Int(h.orientation)
+    header.hasAlpha = h.has_alpha != 0
+    header.iccSize = c.read_icc == nil ? 0 : Int(clamping: h.icc_size)
+    header.cicpPrimaries = h.cicp_primaries
+    header.cicpTransfer = h.cicp_transfer
+    header.cicpMatrix = h.cicp_matrix
+    return .success(header)
+  }
+
+  func readICC(_ bytes: UnsafeBufferPointer<UInt8>, size: Int) -> [UInt8]? {
+    guard let read = c.read_icc else { return nil }
+    var icc = [UInt8](repeating: 0, count: size)
+    let status = icc.withUnsafeMutableBufferPointer { read(bytes.baseAddress, bytes.count, $0.baseAddress, size, c.user_data) }
+    return status == PXL_OK ? icc : nil
+  }
+
+  func chooseSize(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool, width: Int,
+                  height: Int) -> (width: Int, height: Int)? {
+    guard let choose = c.choose_size else { return nil }
+    var w = Int32(width), h = Int32(height)
+    guard choose(bytes.baseAddress, bytes.count, flags(keepOrientation: keepOrientation), &w, &h, c.user_data) == PXL_OK
+    else { return nil }
+    return (Int(w), Int(h))
+  }
+
+  private func target(_ target: CodecTarget) -> pxl_codec_target {
+    var t = pxl_codec_target()
+    t.struct_size = MemoryLayout<pxl_codec_target>.stride
+    t.flags = flags(keepOrientation: target.keepOrientation, partial: target.partial)
+    t.width = Int32(target.width)
+    t.height = Int32(target.height)
+    t.pixels = target.pixels
+    t.stride = target.stride
+    t.cancel = target.cancel
+    return t
+  }
+
+  func decode(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget) -> CodecFailure? {
+    var t = self.target(target)
+    return call { c.decode!(bytes.baseAddress, bytes.count, &t, $0, $1, c.user_data) }
+  }
+
+  /// What frame_done reaches through pxl_codec_target.library.
+  private final class FrameSink {
+    let done: (Int) -> Bool
+    init(_ done: @escaping (Int) -> Bool) { self.done = done }
+  }
+
+  func decodeFrames(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget,
+                    frameDone: (Int) -> Bool) -> CodecFailure? {
+    guard let decodeFrames = c.decode_frames else { return CodecFailure(.unsupportedImage, "no frames") }
+    return withoutActuallyEscaping(frameDone) { frameDone in
+      let sink = FrameSink(frameDone)
+      var t = self.target(target)
+      t.library = Unmanaged.passUnretained(sink).toOpaque()
+      t.frame_done = { library, duration in
+        guard let library else { return 1 }
+        let sink = Unmanaged<FrameSink>.fromOpaque(library).takeUnretainedValue()
+        return sink.done(Int(duration)) ? 0 : 1
+      }
+      return withExtendedLifetime(sink) {
+        call { decodeFrames(bytes.baseAddress, bytes.count, &t, $0, $1, c.user_data) }
+      }
+    }
+  }
+
+  func destroy() { c.destroy?(c.user_data) }
+}

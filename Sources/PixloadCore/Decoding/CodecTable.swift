@@ -1,0 +1,221 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A decoder for a format the built-in shims do not know, registered with a loader (in C:
+/// pxl_loader_add_codec; pixload.h, "Codecs"). Bytes in, pixels out: it never sees the
+/// loader. Every function may run on any decode thread, several at once.
+public protocol ExternalCodec: AnyObject, Sendable {
+  /// The short name ("qoi", "heic"): what the format list shows and what removes it.
+  var id: String { get }
+  /// The decoder's version: part of the disk key of the thumbnails it made.
+  var version: String { get }
+  /// decode writes premultiplied alpha (else straight).
+  var writesPremultiplied: Bool { get }
+  /// decode accepts a prefix of the file (`CodecTarget.partial`) for previews.
+  var isProgressive: Bool { get }
+  /// decodeFrames gives every frame of an animation; false: the first frame only.
+  var decodesFrames: Bool { get }
+  func sniff(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool
+  func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure>
+  /// The ICC profile of `size` bytes the header announced; nil when it cannot be read.
+  func readICC(_ bytes: UnsafeBufferPointer<UInt8>, size: Int) -> [UInt8]?
+  /// The size the codec draws when asked for the whole image at `width` x `height`; nil:
+  /// the header's size.
+  func chooseSize(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool, width: Int,
+                  height: Int) -> (width: Int, height: Int)?
+  /// Draws the first frame into `target`; nil on success.
+  func decode(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget) -> CodecFailure?
+  /// Every frame into `target` in turn, `frameDone(duration)` after each (false: stop).
+  func decodeFrames(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget,
+                    frameDone: (Int) -> Bool) -> CodecFailure?
+  /// The last call: the host's destroy(user_data).
+  func destroy()
+}
+
+/// What a codec's header reader reports (pxl_codec_header).
+public struct CodecHeader: Sendable {
+  public var width = 0, height = 0
+  public var frameCount = 1, loopCount = 0
+  public var orientation = 1
+  public var hasAlpha = true
+  public var iccSize = 0
+  public var cicpPrimaries: Int32 = 0, cicpTransfer: Int32 = 0, cicpMatrix: Int32 = 0
+  public init() {}
+}
+
+/// A codec function's failure: the status it returned and its message.
+public struct CodecFailure: Error, Sendable {
+  public var status: Status
+  public var message: String
+  public init(_ status: Status, _ message: String) {
+    self.status = status
+    self.message = message
+  }
+}
+
+/// The buffer a codec draws into (pxl_codec_target): RGBA8, `stride` bytes per row, zeroed.
+public struct CodecTarget {
+  public let pixels: UnsafeMutablePointer<UInt8>
+  public let width: Int, height: Int, stride: Int
+  public let keepOrientation: Bool
+  /// The bytes are a prefix of a file still arriving (a preview).
+  public let partial: Bool
+  /// Non-zero once nobody wants the result (the loader is closing).
+  public let cancel: UnsafePointer<Int32>
+}
+
+/// A loader's registered codecs, in order, for the decode stage: the built-in sniffers
+/// come first (`ImageDecoder.sniff`), then these. A codec removed while decodes use it is
+/// destroyed after the last of them; `close` (after the decode threads are joined)
+/// destroys the rest, so no codec function runs once the loader is gone.
+public final class CodecTable: @unchecked Sendable {
+  final class Entry {
+    let codec: ExternalCodec
+    var users = 0
+    var removed = false
+    var destroyed = false
+    init(_ codec: ExternalCodec) { self.codec = codec }
+  }
+
+  private let lock = Lock()
+  private var entries: [Entry] = []
+  private var closed = false
+  /// The cancel flags of the decodes under way (each a heap Int32 the decode owns).
+  private var cancelFlags: Set<UnsafeMutablePointer<Int32>> = []
+  private var cancelling = false
+  /// Cached `signature`.
+  private var signatureText = ""
+
+  public init() {}
+
+  /// Whether `id` is a codec's name: 1..31 of [a-z0-9_-].
+  public static func isValidID(_ id: String) -> Bool {
+    let bytes = Array(id.utf8)
+    return (1...31).contains(bytes.count) && bytes.allSatisfy {
+      (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5F || $0 == 0x2D
+    }
+  }
+
+  /// Adds `codec` last. Throws invalidArgument (bad or taken id, the name of a built-in
+  /// format) or loaderClosed; the caller then destroys it.
+  public func add(_ codec: ExternalCodec) throws(LoadError) {
+    guard Self.isValidID(codec.id), !ImageDecoder.builtInFormats.contains(codec.id) else {
+      throw LoadError(.invalidArgument, "codec id \"\(codec.id)\" is not of the form [a-z0-9_-]{1,31} or is built in")
+    }
+    let refusal: LoadError? = lock.withLock {
+      if closed { return LoadError(.loaderClosed, "the loader is closed") }
+      if entries.contains(where: { $0.codec.id == codec.id }) {
+        return LoadError(.invalidArgument, "a codec \"\(codec.id)\" is already registered")
+      }
+      entries.append(Entry(codec))
+      updateSignature()
+      return nil
+    }
+    if let refusal { throw refusal }
+  }
+
+  /// Removes the codec named `id`; false when there is none.
+  public func remove(_ id: String) -> Bool {
+    let removed: Entry? = lock.withLock {
+      guard let index = entries.firstIndex(where: { $0.codec.id == id }) else { return nil }
+      let entry = entries.remove(at: index)
+      entry.removed = true
+      updateSignature()
+      return entry
+    }
+    guard let removed else { return false }
+    // Not in use: destroyed now; otherwise by the last decode using it (`release`).
+    if claimDestroy(removed) { removed.codec.destroy() }
+    return true
+  }
+
+  /// The registered codecs' ids, in order.
+  public var ids: [String] { lock.withLock { entries.map(\.codec.id) } }
+
+  public var isEmpty: Bool { lock.withLock { entries.isEmpty } }
+
+  /// What the registered codecs are, as part of a variant's key (`ImageVariant.codecs`):
+  /// "id@version" in order, comma separated; "" for none.
+  public var signature: String { lock.withLock { signatureText } }
+
+  private func updateSignature() {
+    // Commas and line breaks separate the key's parts: a version cannot bring its own.
+    signatureText = entries.map { entry in
+      entry.codec.id + "@" + String(entry.codec.version.map { $0 == "," || $0.isNewline ? "_" : $0 })
+    }.joined(separator: ",")
+  }
+
+  /// The first codec that takes `bytes`, in use until `release`d; nil for none. Sniffs
+  /// outside the lock, over the first PXL_CODEC_SNIFF_BYTES.
+  func acquire(for bytes: UnsafeBufferPointer<UInt8>) -> Entry? {
+    let candidates: [Entry] = lock.withLock {
+      if closed || bytes.isEmpty { return [] }
+      for entry in entries { entry.users += 1 }
+      return entries
+    }
+    let head = UnsafeBufferPointer(rebasing: bytes[0..<min(bytes.count, Self.sniffBytes)])
+    var found: Entry?
+    for entry in candidates where found == nil && entry.codec.sniff(head) { found = entry }
+    for entry in candidates where entry !== found { release(entry) }
+    return found
+  }
+
+  /// Bytes sniff is given at most (pixload.h: PXL_CODEC_SNIFF_BYTES).
+  static let sniffBytes = 4096
+
+  func release(_ entry: Entry) {
+    lock.withLock { entry.users -= 1 }
+    if claimDestroy(entry) { entry.codec.destroy() }
+  }
+
+  /// Whether the caller is the one to destroy `entry`: removed, unused, not yet destroyed.
+  private func claimDestroy(_ entry: Entry) -> Bool {
+    lock.withLock {
+      guard entry.removed, entry.users == 0, !entry.destroyed else { return false }
+      entry.destroyed = true
+      return true
+    }
+  }
+
+  /// A cancel flag for one decode, raised by `cancelAll` (already raised when closing).
+  func makeCancelFlag() -> UnsafeMutablePointer<Int32> {
+    let flag = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+    lock.withLock {
+      flag.initialize(to: cancelling ? 1 : 0)
+      cancelFlags.insert(flag)
+    }
+    return flag
+  }
+
+  func dropCancelFlag(_ flag: UnsafeMutablePointer<Int32>) {
+    lock.withLock { _ = cancelFlags.remove(flag) }
+    flag.deallocate()
+  }
+
+  /// Raises every decode's cancel flag, and those of decodes that start later: the loader
+  /// is closing.
+  public func cancelAll() {
+    lock.withLock {
+      cancelling = true
+      // A plain store: the codec reads it through a volatile pointer, and a late read
+      // only costs it a little more work.
+      for flag in cancelFlags { flag.pointee = 1 }
+    }
+  }
+
+  /// After the decode threads are joined: no codec is used again; each is destroyed now,
+  /// or by its last user should one still run.
+  public func close() {
+    let idle: [Entry] = lock.withLock {
+      closed = true
+      cancelling = true
+      let all = entries
+      entries.removeAll()
+      updateSignature()
+      for entry in all { entry.removed = true }
+      return all
+    }
+    for entry in idle where claimDestroy(entry) { entry.codec.destroy() }
+  }
+}

@@ -1,0 +1,277 @@
+import CCodecs
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Registered codecs (`CodecTable`, pixload.h "Codecs") in the decode stage. A codec
+/// draws RGBA8 into a buffer this file allocates, at the header's size or the size its
+/// choose_size picked; from there its pixels take the path of an animation's canvas
+/// (`FrameCollector`): layout, resample over the plan's crop, colour, premultiplication,
+/// orientation. The declared size meets max_pixels, and the frame count the animation
+/// bound, before any buffer exists.
+extension ImageDecoder {
+  /// A body none of the built-in formats takes: the first registered codec that takes it
+  /// decodes it; else a format we know by sight but whose module is not loaded is
+  /// PXL_E_UNSUPPORTED_IMAGE, and anything else is not an image.
+  func decodeWithCodec(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64,
+                       partial: Bool = false) -> Result<Image, LoadError> {
+    data.withUnsafeBufferPointer { bytes in
+      guard let codecs, let entry = codecs.acquire(for: bytes) else {
+        if let missing = Self.unloadedFormat(bytes) {
+          return .failure(LoadError(.unsupportedImage, "\(missing.name) image, and no \(missing.name) codec is loaded "
+                                      + "(install \(missing.package))"))
+        }
+        return .failure(LoadError(.notAnImage, Self.describeNonImage(data, codecs: codecs?.ids ?? [])))
+      }
+      defer { codecs.release(entry) }
+      let cancel = codecs.makeCancelFlag()
+      defer { codecs.dropCancelFlag(cancel) }
+      return Self.decode(bytes, codec: entry.codec, variant: variant, maxPixels: maxPixels, cancel: cancel,
+                         partial: partial)
+    }
+  }
+
+  /// Whether a registered codec that decodes prefixes takes `data` (previews).
+  func codecDecodesPrefixes(_ data: [UInt8]) -> Bool {
+    guard let codecs, Self.sniff(data) == nil else { return false }
+    return data.withUnsafeBufferPointer { bytes in
+      guard let entry = codecs.acquire(for: bytes) else { return false }
+      defer { codecs.release(entry) }
+      return entry.codec.isProgressive
+    }
+  }
+
+  static func error(_ failure: CodecFailure, codec: ExternalCodec) -> LoadError {
+    let message = "\(codec.id): " + (failure.message.isEmpty ? failure.status.description : failure.message)
+    switch failure.status {
+    case .unsupportedImage, .noMemory, .cancelled, .tooManyPixels, .notFound: return LoadError(failure.status, message)
+    default: return LoadError(.corruptImage, message)
+    }
+  }
+
+  private static func decode(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec, variant: ImageVariant,
+                             maxPixels: UInt64, cancel: UnsafePointer<Int32>,
+                             partial: Bool) -> Result<Image, LoadError> {
+    let keepOrientation = !variant.appliesOrientation
+    let header: CodecHeader
+    switch codec.readHeader(bytes, keepOrientation: keepOrientation) {
+    case .failure(let failure): return .failure(error(failure, codec: codec))
+    case .success(let read): header = read
+    }
+    guard header.width > 0, header.height > 0, header.frameCount >= 1, (1...8).contains(header.orientation) else {
+      return .failure(LoadError(.corruptImage, "\(codec.id): the header says \(header.width)x\(header.height), "
+                                  + "\(header.frameCount) frames, orientation \(header.orientation)"))
+    }
+    if UInt64(header.width) * UInt64(header.height) > maxPixels {
+      return .failure(LoadError(.tooManyPixels,
+                                "\(codec.id): \(header.width)x\(header.height) exceeds the limit of \(maxPixels) pixels"))
+    }
+    let orientation = variant.appliesOrientation ? Orientation(exif: header.orientation) : .up
+    let plan = SizePlan(sourceWidth: header.width, sourceHeight: header.height, orientation: orientation,
+                        targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
+    let (conversion, colorWarning) = variant.managesColor ? colorConversion(bytes, codec: codec, header: header)
+                                                          : (nil, nil)
+    let color = ColorStep(conversion: conversion, warning: colorWarning, format: variant.format)
+    let target = Target(cancel: cancel, keepOrientation: keepOrientation, partial: partial)
+
+    if variant.animates && header.frameCount > 1 && codec.decodesFrames && !partial {
+      let frameBytes = plan.outputWidth * plan.outputHeight * variant.format.bytesPerPixel
+      // Over the bound by the declared count: the first frame, as a still, without a frame built.
+      if header.frameCount <= Animation.maxBytes / max(1, frameBytes),
+         let animated = decodeFrames(bytes, codec: codec, header: header, plan: plan, color: color,
+                                     format: variant.format, orientation: orientation, frameBytes: frameBytes,
+                                     target: target) {
+        return animated
+      }
+    }
+
+    // The size to draw: the whole image at the scale that takes the plan's crop to the
+    // output size, if the codec draws at other sizes and that is smaller; never less than
+    // asked (the resampler only shrinks), never more than the header's size.
+    let crop = plan.storedCrop
+    var width = header.width, height = header.height
+    let wantWidth = min(width, max(1, Int((Double(width) * Double(plan.storedOutputWidth) / crop.width).rounded(.up))))
+    let wantHeight = min(height,
+                         max(1, Int((Double(height) * Double(plan.storedOutputHeight) / crop.height).rounded(.up))))
+    if wantWidth < width || wantHeight < height,
+       let chosen = codec.chooseSize(bytes, keepOrientation: keepOrientation, width: wantWidth, height: wantHeight),
+       chosen.width >= wantWidth, chosen.height >= wantHeight, chosen.width <= width, chosen.height <= height {
+      (width, height) = chosen
+    }
+    let canvas: UnsafeMutablePointer<UInt8>
+    switch target.draw(bytes, codec: codec, width: width, height: height, hasAlpha: header.hasAlpha) {
+    case .failure(let failure): return .failure(failure)
+    case .success(let drawn): canvas = drawn
+    }
+    defer { free(canvas) }
+    let collector = FrameCollector(plan: plan, color: color, format: variant.format, orientation: orientation,
+                                   canvasWidth: width, canvasHeight: height, sourceHasAlpha: header.hasAlpha,
+                                   frameBytes: 0, crop: crop.scaled(x: Double(width) / Double(header.width),
+                                                                    y: Double(height) / Double(header.height)))
+    guard let pixels = collector.render(canvas, stride: width * 4, width: width, height: height) else {
+      return .failure(LoadError(.noMemory, "out of memory rendering a \(codec.id) image"))
+    }
+    let image = Image(width: plan.outputWidth, height: plan.outputHeight,
+                      stride: plan.outputWidth * variant.format.bytesPerPixel, format: variant.format,
+                      originalWidth: plan.displayWidth, originalHeight: plan.displayHeight, takingPixels: pixels,
+                      warning: collector.warning)
+    image.sourceFrameCount = header.frameCount
+    return .success(image)
+  }
+
+  /// Every frame through the collector, or nil to deliver the first as a still (over the
+  /// bound while decoding).
+  private static func decodeFrames(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec, header: CodecHeader,
+                                   plan: SizePlan, color: ColorStep, format: PixelFormat, orientation: Orientation,
+                                   frameBytes: Int, target: Target) -> Result<Image, LoadError>? {
+    let width = header.width, height = header.height
+    guard let canvas = calloc(width * height, 4)?.assumingMemoryBound(to: UInt8.self) else {
+      return .failure(LoadError(.noMemory, "out of memory for a \(codec.id) canvas"))
+    }
+    defer { free(canvas) }
+    // A premultiplying codec keeps compositing on its canvas: each frame is made straight
+    // in a copy.
+    let straight = codec.writesPremultiplied && header.hasAlpha
+      ? calloc(width * height, 4)?.assumingMemoryBound(to: UInt8.self) : nil
+    defer { free(straight) }
+    if codec.writesPremultiplied && header.hasAlpha && straight == nil {
+      return .failure(LoadError(.noMemory, "out of memory for a \(codec.id) canvas"))
+    }
+    let collector = FrameCollector(plan: plan, color: color, format: format, orientation: orientation,
+                                   canvasWidth: width, canvasHeight: height, sourceHasAlpha: header.hasAlpha,
+                                   frameBytes: frameBytes)
+    let codecTarget = CodecTarget(pixels: canvas, width: width, height: height, stride: width * 4,
+                                  keepOrientation: target.keepOrientation, partial: false, cancel: target.cancel)
+    let failure = codec.decodeFrames(bytes, into: codecTarget) { duration in
+      var frame = UnsafePointer(canvas)
+      if let straight {
+        straight.update(from: canvas, count: width * height * 4)
+        PixelOps.unpremultiply(straight, count: width * height)
+        frame = UnsafePointer(straight)
+      }
+      return collector.add(frame, stride: width * 4, width: width, height: height, duration: duration)
+    }
+    if let failure, !collector.overBound { return .failure(error(failure, codec: codec)) }
+    return collector.animation(loopCount: header.loopCount, sourceFrameCount: header.frameCount,
+                               noFrame: LoadError(.corruptImage, "\(codec.id): no frame"))
+  }
+
+  /// How one decode calls its codec's decode.
+  private struct Target {
+    let cancel: UnsafePointer<Int32>
+    let keepOrientation: Bool
+    let partial: Bool
+
+    /// The codec's first frame at width x height, straight RGBA8, tightly packed (the
+    /// caller frees it).
+    func draw(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec, width: Int, height: Int,
+              hasAlpha: Bool) -> Result<UnsafeMutablePointer<UInt8>, LoadError> {
+      guard let canvas = calloc(width * height, 4)?.assumingMemoryBound(to: UInt8.self) else {
+        return .failure(LoadError(.noMemory, "out of memory for a \(width)x\(height) \(codec.id) image"))
+      }
+      let target = CodecTarget(pixels: canvas, width: width, height: height, stride: width * 4,
+                               keepOrientation: keepOrientation, partial: partial, cancel: cancel)
+      if let failure = codec.decode(bytes, into: target) {
+        free(canvas)
+        return .failure(ImageDecoder.error(failure, codec: codec))
+      }
+      if codec.writesPremultiplied && hasAlpha { PixelOps.unpremultiply(canvas, count: width * height) }
+      return .success(canvas)
+    }
+  }
+
+  /// The colour conversion for what the codec's header reports: its ICC profile, else its
+  /// nclx code points.
+  private static func colorConversion(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec,
+                                      header: CodecHeader) -> (ColorConversion?, warning: String?) {
+    var color = pxl_codec_color()
+    defer { pxl_codec_color_free(&color) }
+    if header.iccSize > 0, header.iccSize <= Int(PXL_ICC_MAX_BYTES),
+       let icc = codec.readICC(bytes, size: header.iccSize), icc.count == header.iccSize,
+       let copy = malloc(icc.count)?.assumingMemoryBound(to: UInt8.self) {
+      copy.update(from: icc, count: icc.count)
+      color.icc = copy
+      color.icc_size = icc.count
+    }
+    color.cicp_primaries = header.cicpPrimaries
+    color.cicp_transfer = header.cicpTransfer
+    color.cicp_matrix = header.cicpMatrix
+    if color.icc == nil && header.cicpPrimaries == 0 && header.cicpTransfer == 0 { return (nil, nil) }
+    return ColorConversion.forColor(&color)
+  }
+
+  // MARK: - Formats known by sight
+
+  /// A format pixload ships a codec module for, told by its first bytes, when no codec
+  /// took it: its name and the package that brings the module.
+  static func unloadedFormat(_ bytes: UnsafeBufferPointer<UInt8>) -> (name: String, package: String)? {
+    if hasBrand(bytes, ["heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1"]) {
+      return ("HEIC", "libpixload-heif")
+    }
+    if isJXL(bytes) { return ("JPEG XL", "libpixload-jxl") }
+    if isSVG(bytes) { return ("SVG", "libpixload-svg") }
+    return nil
+  }
+
+  /// ISO-BMFF whose leading ftyp box names one of `brands` (major or compatible).
+  static func hasBrand(_ bytes: UnsafeBufferPointer<UInt8>, _ brands: [String]) -> Bool {
+    guard bytes.count >= 16, bytes[4..<8].elementsEqual("ftyp".utf8) else { return false }
+    let boxSize = Int(bytes[0]) << 24 | Int(bytes[1]) << 16 | Int(bytes[2]) << 8 | Int(bytes[3])
+    guard boxSize >= 16 else { return false }
+    let end = min(boxSize, bytes.count)
+    func isBrand(at i: Int) -> Bool { brands.contains { bytes[i..<i + 4].elementsEqual($0.utf8) } }
+    if isBrand(at: 8) { return true }
+    var i = 16
+    while i + 4 <= end {
+      if isBrand(at: i) { return true }
+      i += 4
+    }
+    return false
+  }
+
+  /// A JPEG XL codestream (FF 0A) or container (the 12-byte JXL signature box).
+  static func isJXL(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    if bytes.count >= 2 && bytes[0] == 0xFF && bytes[1] == 0x0A { return true }
+    let box: [UInt8] = [0, 0, 0, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A]
+    return bytes.count >= 12 && bytes[0..<12].elementsEqual(box)
+  }
+
+  /// Text that starts, after an optional BOM, XML declaration, comments and doctype, with
+  /// an `<svg` element, within the first 4096 bytes (gzip-compressed SVG is not taken).
+  /// The same rule as libpixload-svg's sniff (codecs/svg.c).
+  static func isSVG(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    let text = bytes[0..<min(bytes.count, 4096)]
+    var i = text.startIndex
+    if text.count >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF { i = 3 }
+    func starts(_ prefix: String) -> Bool {
+      let p = Array(prefix.utf8)
+      return i + p.count <= text.endIndex && text[i..<i + p.count].elementsEqual(p)
+    }
+    func skip(past terminator: String) -> Bool {
+      let t = Array(terminator.utf8)
+      while i + t.count <= text.endIndex {
+        if text[i..<i + t.count].elementsEqual(t) { i += t.count; return true }
+        i += 1
+      }
+      return false
+    }
+    while i < text.endIndex {
+      let byte = text[i]
+      if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D { i += 1; continue }
+      if starts("<?xml") { guard skip(past: "?>") else { return false }; continue }
+      if starts("<!--") { guard skip(past: "-->") else { return false }; continue }
+      if starts("<!DOCTYPE") {
+        // An internal subset ([...]) may hold '>' of its own.
+        var j = i
+        while j < text.endIndex && text[j] != 0x5B && text[j] != 0x3E { j += 1 }
+        if j < text.endIndex && text[j] == 0x5B { guard skip(past: "]") else { return false } }
+        guard skip(past: ">") else { return false }
+        continue
+      }
+      guard starts("<svg"), i + 4 < text.endIndex else { return false }
+      let next = text[i + 4]
+      return next == 0x20 || next == 0x09 || next == 0x0A || next == 0x0D || next == 0x3E || next == 0x2F
+    }
+    return false
+  }
+}

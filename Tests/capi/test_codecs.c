@@ -1,0 +1,526 @@
+/*
+ * Registered codecs (pixload.h, "Codecs") proven with a format pixload does not ship:
+ * QOI (https://qoiformat.org/qoi-specification.pdf), encoded and decoded here, from the
+ * spec. Its files are written into the served directory at test time from alpha.png's
+ * formula, so the codec's output at every size and pixel format must equal the built-in
+ * PNG decoder's output of alpha.png (same pixels in, same resize, colour and format path
+ * out). Also: registration rules, destroy exactly once (remove, failed add, loader free),
+ * max_pixels before any buffer, codec errors, orientation, choose_size, frames, the
+ * format list, the disk variant key changing with the codec's version, and the
+ * "install libpixload-X" error for a known format without its module.
+ */
+#define _DEFAULT_SOURCE
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixtures.h"
+#include "harness.h"
+
+/* ---- QOI, from the specification ---- */
+
+#define QOI_OP_INDEX 0x00
+#define QOI_OP_DIFF 0x40
+#define QOI_OP_LUMA 0x80
+#define QOI_OP_RUN 0xc0
+#define QOI_OP_RGB 0xfe
+#define QOI_OP_RGBA 0xff
+#define QOI_HASH(p) (((p)[0] * 3 + (p)[1] * 5 + (p)[2] * 7 + (p)[3] * 11) % 64)
+
+static void put32(uint8_t *out, size_t *n, uint32_t v) {
+  out[(*n)++] = (uint8_t)(v >> 24); out[(*n)++] = (uint8_t)(v >> 16);
+  out[(*n)++] = (uint8_t)(v >> 8); out[(*n)++] = (uint8_t)v;
+}
+
+/* The spec's encoder (every op); returns a malloc'd file and its size. */
+static uint8_t *qoi_encode(const uint8_t *rgba, uint32_t w, uint32_t h, size_t *size) {
+  uint8_t *out = malloc(14 + (size_t)w * h * 5 + 8);
+  size_t n = 0;
+  memcpy(out, "qoif", 4); n = 4;
+  put32(out, &n, w); put32(out, &n, h);
+  out[n++] = 4; out[n++] = 0;
+  uint8_t index[64][4] = {{0}}, prev[4] = {0, 0, 0, 255};
+  int run = 0;
+  size_t count = (size_t)w * h;
+  for (size_t i = 0; i < count; i++) {
+    const uint8_t *px = rgba + i * 4;
+    if (memcmp(px, prev, 4) == 0) {
+      run++;
+      if (run == 62 || i == count - 1) { out[n++] = (uint8_t)(QOI_OP_RUN | (run - 1)); run = 0; }
+      continue;
+    }
+    if (run > 0) { out[n++] = (uint8_t)(QOI_OP_RUN | (run - 1)); run = 0; }
+    int h6 = QOI_HASH(px);
+    if (memcmp(index[h6], px, 4) == 0) {
+      out[n++] = (uint8_t)(QOI_OP_INDEX | h6);
+    } else {
+      memcpy(index[h6], px, 4);
+      if (px[3] == prev[3]) {
+        int8_t vr = (int8_t)(px[0] - prev[0]), vg = (int8_t)(px[1] - prev[1]), vb = (int8_t)(px[2] - prev[2]);
+        int8_t vgr = (int8_t)(vr - vg), vgb = (int8_t)(vb - vg);
+        if (vr > -3 && vr < 2 && vg > -3 && vg < 2 && vb > -3 && vb < 2) {
+          out[n++] = (uint8_t)(QOI_OP_DIFF | (vr + 2) << 4 | (vg + 2) << 2 | (vb + 2));
+        } else if (vgr > -9 && vgr < 8 && vg > -33 && vg < 32 && vgb > -9 && vgb < 8) {
+          out[n++] = (uint8_t)(QOI_OP_LUMA | (vg + 32));
+          out[n++] = (uint8_t)((vgr + 8) << 4 | (vgb + 8));
+        } else {
+          out[n++] = QOI_OP_RGB; out[n++] = px[0]; out[n++] = px[1]; out[n++] = px[2];
+        }
+      } else {
+        out[n++] = QOI_OP_RGBA; memcpy(out + n, px, 4); n += 4;
+      }
+    }
+    memcpy(prev, px, 4);
+  }
+  static const uint8_t end[8] = {0, 0, 0, 0, 0, 0, 0, 1};
+  memcpy(out + n, end, 8); n += 8;
+  *size = n;
+  return out;
+}
+
+static uint32_t get32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The spec's decoder into rows of stride bytes; 0 on success, -1 for a truncated file. */
+static int qoi_decode(const uint8_t *data, size_t size, uint32_t w, uint32_t h, uint8_t *pixels, size_t stride,
+                      const volatile int32_t *cancel) {
+  uint8_t index[64][4] = {{0}}, px[4] = {0, 0, 0, 255};
+  size_t p = 14, end = size >= 8 ? size - 8 : 0;
+  int run = 0;
+  for (uint32_t y = 0; y < h; y++) {
+    if (cancel && *cancel) return -2;
+    for (uint32_t x = 0; x < w; x++) {
+      if (run > 0) {
+        run--;
+      } else {
+        if (p >= end) return -1;
+        uint8_t b1 = data[p++];
+        if (b1 == QOI_OP_RGB) {
+          if (p + 3 > end) return -1;
+          px[0] = data[p++]; px[1] = data[p++]; px[2] = data[p++];
+        } else if (b1 == QOI_OP_RGBA) {
+          if (p + 4 > end) return -1;
+          px[0] = data[p++]; px[1] = data[p++]; px[2] = data[p++]; px[3] = data[p++];
+        } else if ((b1 & 0xc0) == QOI_OP_INDEX) {
+          memcpy(px, index[b1], 4);
+        } else if ((b1 & 0xc0) == QOI_OP_DIFF) {
+          px[0] += ((b1 >> 4) & 3) - 2; px[1] += ((b1 >> 2) & 3) - 2; px[2] += (b1 & 3) - 2;
+        } else if ((b1 & 0xc0) == QOI_OP_LUMA) {
+          if (p >= end) return -1;
+          uint8_t b2 = data[p++];
+          int vg = (b1 & 0x3f) - 32;
+          px[0] += vg - 8 + ((b2 >> 4) & 0x0f); px[1] += vg; px[2] += vg - 8 + (b2 & 0x0f);
+        } else {
+          run = b1 & 0x3f;
+        }
+        memcpy(index[QOI_HASH(px)], px, 4);
+      }
+      memcpy(pixels + y * stride + x * 4, px, 4);
+    }
+  }
+  return 0;
+}
+
+/* ---- the codec ---- */
+
+struct qoi_state {
+  atomic_int headers, decodes, frames_decodes, chosen, destroyed;
+  int32_t orientation;    /* reported by read_header */
+  int32_t frame_count;    /* > 1: decode_frames gives this many, frame i shifted by i */
+  int choose;             /* choose_size draws what it is asked */
+  int32_t asked_w, asked_h;
+};
+
+static int32_t qoi_sniff(const uint8_t *data, size_t size, void *user_data) {
+  (void)user_data;
+  return size >= 14 && memcmp(data, "qoif", 4) == 0;
+}
+
+static pxl_status qoi_header(const uint8_t *data, size_t size, pxl_codec_header *header, char *message, size_t cap,
+                             void *user_data) {
+  struct qoi_state *s = user_data;
+  atomic_fetch_add(&s->headers, 1);
+  if (size < 22) { snprintf(message, cap, "%zu bytes is too short", size); return PXL_E_CORRUPT_IMAGE; }
+  uint32_t w = get32(data + 4), h = get32(data + 8);
+  if (w == 0 || h == 0 || w > 0x7fffffff || h > 0x7fffffff) { snprintf(message, cap, "bad size"); return PXL_E_CORRUPT_IMAGE; }
+  header->width = (int32_t)w;
+  header->height = (int32_t)h;
+  header->has_alpha = data[12] == 4;
+  header->orientation = s->orientation ? s->orientation : 1;
+  header->frame_count = s->frame_count ? s->frame_count : 1;
+  return PXL_OK;
+}
+
+/* Draws the QOI at target's size: the file's, or (choose_size) nearest-neighbour. */
+static pxl_status qoi_draw(const uint8_t *data, size_t size, pxl_codec_target *t, char *message, size_t cap) {
+  uint32_t w = get32(data + 4), h = get32(data + 8);
+  uint8_t *full = t->pixels;
+  size_t stride = t->stride;
+  int scaled = (uint32_t)t->width != w || (uint32_t)t->height != h;
+  if (scaled) { full = malloc((size_t)w * h * 4); stride = (size_t)w * 4; }
+  int r = qoi_decode(data, size, w, h, full, stride, t->cancel);
+  if (r == 0 && scaled) {
+    for (int y = 0; y < t->height; y++)
+      for (int x = 0; x < t->width; x++)
+        memcpy(t->pixels + y * t->stride + x * 4, full + ((size_t)y * h / t->height) * stride + ((size_t)x * w / t->width) * 4, 4);
+  }
+  if (scaled) free(full);
+  if (r == -2) return PXL_E_CANCELLED;
+  if (r != 0) { snprintf(message, cap, "truncated"); return PXL_E_CORRUPT_IMAGE; }
+  return PXL_OK;
+}
+
+static pxl_status qoi_decode_fn(const uint8_t *data, size_t size, pxl_codec_target *t, char *message, size_t cap,
+                                void *user_data) {
+  struct qoi_state *s = user_data;
+  atomic_fetch_add(&s->decodes, 1);
+  return qoi_draw(data, size, t, message, cap);
+}
+
+static pxl_status qoi_frames(const uint8_t *data, size_t size, pxl_codec_target *t, char *message, size_t cap,
+                             void *user_data) {
+  struct qoi_state *s = user_data;
+  atomic_fetch_add(&s->frames_decodes, 1);
+  for (int i = 0; i < s->frame_count; i++) {
+    pxl_status st = qoi_draw(data, size, t, message, cap);
+    if (st != PXL_OK) return st;
+    /* Frame i: red channel + 10 * i. */
+    for (int y = 0; y < t->height; y++)
+      for (int x = 0; x < t->width; x++) t->pixels[y * t->stride + x * 4] += (uint8_t)(10 * i);
+    if (t->frame_done(t->library, 40 + i)) break;
+  }
+  return PXL_OK;
+}
+
+static pxl_status qoi_choose(const uint8_t *data, size_t size, uint32_t flags, int32_t *w, int32_t *h, void *user_data) {
+  (void)data; (void)size; (void)flags;
+  struct qoi_state *s = user_data;
+  atomic_fetch_add(&s->chosen, 1);
+  s->asked_w = *w;
+  s->asked_h = *h;
+  return PXL_OK; /* exactly what was asked */
+}
+
+static void qoi_destroy(void *user_data) {
+  struct qoi_state *s = user_data;
+  atomic_fetch_add(&s->destroyed, 1);
+}
+
+static pxl_codec qoi_codec(struct qoi_state *s, const char *version) {
+  pxl_codec c;
+  pxl_codec_init(&c);
+  c.id = "qoi";
+  c.version = version;
+  c.user_data = s;
+  c.sniff = qoi_sniff;
+  c.read_header = qoi_header;
+  c.decode = qoi_decode_fn;
+  c.destroy = qoi_destroy;
+  if (s->frame_count > 1) c.decode_frames = qoi_frames;
+  if (s->choose) c.choose_size = qoi_choose;
+  return c;
+}
+
+/* Writes bytes to the served directory as name. */
+static void write_fixture(const struct test_env *env, const char *name, const uint8_t *bytes, size_t size) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", env->fixture_dir, name);
+  FILE *f = fopen(path, "wb");
+  CHECKF(f != NULL, "cannot write %s", path);
+  if (!f) return;
+  fwrite(bytes, 1, size, f);
+  fclose(f);
+}
+
+/* alpha.png's pixels as QOI, written as alpha.qoi; also a truncated copy and a huge one. */
+static void write_qoi_fixtures(const struct test_env *env) {
+  uint8_t *rgba = malloc(FIXTURE_ALPHA_W * FIXTURE_ALPHA_H * 4);
+  for (int y = 0; y < FIXTURE_ALPHA_H; y++)
+    for (int x = 0; x < FIXTURE_ALPHA_W; x++) fixture_alpha_pixel(x, y, rgba + (y * FIXTURE_ALPHA_W + x) * 4);
+  size_t size = 0;
+  uint8_t *qoi = qoi_encode(rgba, FIXTURE_ALPHA_W, FIXTURE_ALPHA_H, &size);
+  write_fixture(env, "alpha.qoi", qoi, size);
+  write_fixture(env, "truncated.qoi", qoi, size / 2);
+  /* 100000 x 100000 declared, a few bytes of data. */
+  uint8_t huge[22] = {'q', 'o', 'i', 'f', 0, 1, 0x86, 0xa0, 0, 1, 0x86, 0xa0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  write_fixture(env, "huge.qoi", huge, sizeof huge);
+  free(qoi);
+  free(rgba);
+}
+
+/* Loads url at w x h mode format; the image (retained) or NULL, status in *status. */
+static pxl_image *load(const struct test_env *env, pxl_loader *loader, pxl_queue *queue, const char *url, int w, int h,
+                       pxl_mode mode, pxl_format format, uint32_t flags, pxl_status *status, char *message,
+                       pxl_source *source) {
+  pxl_request request;
+  request_for(&request, url, w, h, mode, format);
+  request.flags |= flags;
+  struct capture got;
+  memset(&got, 0, sizeof got);
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &got), PXL_OK);
+  *status = got.status;
+  if (message) snprintf(message, 256, "%s", got.message);
+  if (source) *source = got.source;
+  pxl_image *image = got.image ? pxl_image_retain(got.image) : NULL;
+  capture_reset(&got);
+  return image;
+}
+
+/* Number of bytes that differ between two images of the same size and format. */
+static long differing(const pxl_image *a, const pxl_image *b) {
+  if (pxl_image_width(a) != pxl_image_width(b) || pxl_image_height(a) != pxl_image_height(b)) return -1;
+  long bad = 0;
+  int row = pxl_image_width(a) * pxl_format_bytes_per_pixel(pxl_image_format(a));
+  for (int y = 0; y < pxl_image_height(a); y++) {
+    const uint8_t *pa = pxl_image_pixels(a) + (size_t)y * pxl_image_stride(a);
+    const uint8_t *pb = pxl_image_pixels(b) + (size_t)y * pxl_image_stride(b);
+    for (int i = 0; i < row; i++) bad += pa[i] != pb[i];
+  }
+  return bad;
+}
+
+void test_codec_qoi(const struct test_env *env) {
+  write_qoi_fixtures(env);
+  struct test_url qoi = test_url(env, "/alpha.qoi", "codec-qoi");
+  struct test_url png = test_url(env, "/" FIXTURE_ALPHA_PNG, "codec-qoi-png");
+  struct test_url truncated = test_url(env, "/truncated.qoi", "codec-qoi");
+  struct test_url huge = test_url(env, "/huge.qoi", "codec-qoi");
+  pxl_config config;
+  pxl_config_init(&config);
+  config.codec_modules = ""; /* none: this test is about the interface */
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  pxl_status status;
+  char message[256];
+  pxl_source source;
+
+  char formats[128];
+  CHECK_INT(pxl_loader_formats(loader, formats, sizeof formats), strlen("jpeg png webp gif avif"));
+  CHECKF(strcmp(formats, "jpeg png webp gif avif") == 0, "formats: %s", formats);
+
+  /* Before registration: not an image. */
+  pxl_image *image = load(env, loader, queue, qoi.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECK_STATUS(status, PXL_E_NOT_AN_IMAGE);
+  CHECK(image == NULL);
+
+  /* Refusals: each calls destroy once. */
+  struct qoi_state bad = {0};
+  pxl_codec c = qoi_codec(&bad, "1");
+  CHECK_STATUS(pxl_loader_add_codec(NULL, &c), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_codec(loader, NULL), PXL_E_INVALID_ARGUMENT);
+  c.id = "QOI";
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
+  c.id = "png";
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
+  c.id = "qoi";
+  c.decode = NULL;
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
+  c = qoi_codec(&bad, "1");
+  c.struct_size = 8;
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
+  CHECK_INT(atomic_load(&bad.destroyed), 4); /* NULL loader, bad id twice, no decode (not the unreadable struct) */
+  CHECK_STATUS(pxl_codec_init_size(NULL, sizeof c), PXL_E_INVALID_ARGUMENT);
+
+  struct qoi_state s = {0};
+  c = qoi_codec(&s, "1.0");
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
+  struct qoi_state twice = {0};
+  pxl_codec c2 = qoi_codec(&twice, "2");
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c2), PXL_E_INVALID_ARGUMENT); /* the id is taken */
+  CHECK_INT(atomic_load(&twice.destroyed), 1);
+  size_t needed = pxl_loader_formats(loader, NULL, 0);
+  CHECK_INT(needed, strlen("jpeg png webp gif avif qoi"));
+  pxl_loader_formats(loader, formats, sizeof formats);
+  CHECKF(strcmp(formats, "jpeg png webp gif avif qoi") == 0, "formats: %s", formats);
+  char small[6];
+  CHECK_INT(pxl_loader_formats(loader, small, sizeof small), needed);
+  CHECKF(strcmp(small, "jpeg ") == 0, "truncated formats: '%s'", small);
+
+  /* Every size, mode and format: the QOI's output equals alpha.png's. */
+  static const struct { int w, h; pxl_mode mode; } sizes[] = {
+      {0, 0, PXL_MODE_FIT}, {64, 64, PXL_MODE_FIT}, {40, 40, PXL_MODE_FILL}, {150, 0, PXL_MODE_FIT}, {33, 71, PXL_MODE_FILL}};
+  static const pxl_format fmts[] = {PXL_FORMAT_RGBA8, PXL_FORMAT_RGBA8_PREMUL, PXL_FORMAT_BGRA8_PREMUL,
+                                    PXL_FORMAT_RGB8, PXL_FORMAT_GRAY8};
+  int compared = 0;
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+    for (size_t f = 0; f < sizeof fmts / sizeof fmts[0]; f++) {
+      pxl_image *a = load(env, loader, queue, qoi.url, sizes[i].w, sizes[i].h, sizes[i].mode, fmts[f], 0, &status, message, NULL);
+      CHECKF(status == PXL_OK, "qoi %dx%d format %d: %d %s", sizes[i].w, sizes[i].h, fmts[f], status, message);
+      pxl_image *b = load(env, loader, queue, png.url, sizes[i].w, sizes[i].h, sizes[i].mode, fmts[f], 0, &status, message, NULL);
+      CHECK_STATUS(status, PXL_OK);
+      if (a && b) {
+        long d = differing(a, b);
+        CHECKF(d == 0, "qoi vs png at %dx%d mode %d format %d: %ld bytes differ (%dx%d vs %dx%d)", sizes[i].w, sizes[i].h,
+               sizes[i].mode, fmts[f], d, pxl_image_width(a), pxl_image_height(a), pxl_image_width(b), pxl_image_height(b));
+        CHECK_INT(pxl_image_original_width(a), FIXTURE_ALPHA_W);
+        compared++;
+      }
+      pxl_image_release(a);
+      pxl_image_release(b);
+    }
+  CHECK_INT(compared, 25);
+  int decodes = atomic_load(&s.decodes);
+  /* The memory cache holds a QOI result like any other. */
+  image = load(env, loader, queue, qoi.url, 64, 64, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, &source);
+  CHECK_STATUS(status, PXL_OK);
+  CHECK_INT(source, PXL_SOURCE_MEMORY);
+  CHECK_INT(atomic_load(&s.decodes), decodes);
+  pxl_image_release(image);
+
+  /* Codec errors: corrupt with the codec's message; max_pixels before read past the header. */
+  image = load(env, loader, queue, truncated.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECK_STATUS(status, PXL_E_CORRUPT_IMAGE);
+  CHECKF(strstr(message, "qoi: truncated") != NULL, "message: %s", message);
+  decodes = atomic_load(&s.decodes);
+  image = load(env, loader, queue, huge.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECK_STATUS(status, PXL_E_TOO_MANY_PIXELS);
+  CHECK_INT(atomic_load(&s.decodes), decodes);
+
+  /* Removal: the format is gone (and the memory cache's result, made by the codec, is
+   * not served for the loader without it); destroy once. */
+  CHECK_STATUS(pxl_loader_remove_codec(loader, "qoi"), PXL_OK);
+  CHECK_INT(atomic_load(&s.destroyed), 1);
+  CHECK_STATUS(pxl_loader_remove_codec(loader, "qoi"), PXL_E_NOT_FOUND);
+  CHECK_STATUS(pxl_loader_remove_codec(loader, NULL), PXL_E_INVALID_ARGUMENT);
+  image = load(env, loader, queue, qoi.url, 64, 64, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECK_STATUS(status, PXL_E_NOT_AN_IMAGE);
+
+  /* Orientation 6 reported by the header: applied (axes swap), or not with the flag. */
+  struct qoi_state oriented = {.orientation = 6};
+  c = qoi_codec(&oriented, "1.0");
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
+  struct test_url qoi2 = test_url(env, "/alpha.qoi", "codec-qoi-oriented");
+  image = load(env, loader, queue, qoi2.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECK_STATUS(status, PXL_OK);
+  if (image) {
+    CHECK_INT(pxl_image_width(image), FIXTURE_ALPHA_H);
+    CHECK_INT(pxl_image_height(image), FIXTURE_ALPHA_W);
+    /* Rotated 90 clockwise: display (x, y) is stored (y, H - 1 - x). */
+    unsigned char want[4];
+    fixture_alpha_pixel(7, FIXTURE_ALPHA_H - 1 - 5, want);
+    CHECKF(memcmp(pixel_at(image, 5, 7), want, 4) == 0, "rotated pixel");
+  }
+  pxl_image_release(image);
+  image = load(env, loader, queue, qoi2.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, PXL_FLAG_IGNORE_ORIENTATION, &status,
+               message, NULL);
+  CHECK_STATUS(status, PXL_OK);
+  if (image) CHECK_INT(pxl_image_width(image), FIXTURE_ALPHA_W);
+  pxl_image_release(image);
+  CHECK_STATUS(pxl_loader_remove_codec(loader, "qoi"), PXL_OK);
+
+  /* choose_size: asked for the whole image at the thumbnail's scale, drawn at that size. */
+  struct qoi_state chooser = {.choose = 1};
+  c = qoi_codec(&chooser, "1.0");
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
+  struct test_url qoi3 = test_url(env, "/alpha.qoi", "codec-qoi-choose");
+  image = load(env, loader, queue, qoi3.url, 30, 30, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECK_STATUS(status, PXL_OK);
+  CHECK_INT(atomic_load(&chooser.chosen), 1);
+  CHECK_INT(chooser.asked_w, 30);
+  CHECK_INT(chooser.asked_h, 20);
+  if (image) { CHECK_INT(pxl_image_width(image), 30); CHECK_INT(pxl_image_height(image), 20); }
+  pxl_image_release(image);
+  CHECK_STATUS(pxl_loader_remove_codec(loader, "qoi"), PXL_OK);
+
+  /* Frames: PXL_FLAG_ANIMATE gives each, resized; without it the first (decode). */
+  struct qoi_state animated = {.frame_count = 3};
+  c = qoi_codec(&animated, "1.0");
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
+  struct test_url qoi4 = test_url(env, "/alpha.qoi", "codec-qoi-frames");
+  image = load(env, loader, queue, qoi4.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, PXL_FLAG_ANIMATE, &status, message, NULL);
+  CHECK_STATUS(status, PXL_OK);
+  if (image) {
+    CHECK_INT(pxl_image_frame_count(image), 3);
+    CHECK_INT(pxl_image_source_frame_count(image), 3);
+    CHECK_INT(pxl_image_frame_duration_ms(image, 2), 42);
+    unsigned char want[4];
+    fixture_alpha_pixel(100, 50, want);
+    const uint8_t *f2 = pxl_image_frame_pixels(image, 2) + 50 * pxl_image_stride(image) + 100 * 4;
+    CHECKF(f2[0] == (uint8_t)(want[0] + 20) && f2[1] == want[1], "frame 2 pixel %d,%d", f2[0], f2[1]);
+  }
+  pxl_image_release(image);
+  CHECK_INT(atomic_load(&animated.frames_decodes), 1);
+  image = load(env, loader, queue, qoi4.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECK_STATUS(status, PXL_OK);
+  if (image) CHECK_INT(pxl_image_frame_count(image), 1);
+  pxl_image_release(image);
+
+  /* Freeing the loader destroys the codec still registered, before it returns. */
+  pxl_loader_free(loader);
+  CHECK_INT(atomic_load(&animated.destroyed), 1);
+  CHECK_INT(atomic_load(&oriented.destroyed), 1);
+  CHECK_INT(atomic_load(&chooser.destroyed), 1);
+  pxl_queue_free(queue);
+}
+
+/* A thumbnail a codec made is kept on disk under a key naming the codec's version: a
+ * loader with the same version is served from disk, one with another decodes anew. */
+void test_codec_disk_variants(const struct test_env *env) {
+  write_qoi_fixtures(env);
+  char directory[] = "/tmp/pxl-codec-variants.XXXXXX";
+  CHECK(mkdtemp(directory) != NULL);
+  struct test_url u = test_url(env, "/alpha.qoi", "codec-disk");
+  static const char *versions[] = {"1.0", "1.0", "2.0"};
+  static const int decoded[] = {1, 0, 1};
+  for (int round = 0; round < 3; round++) {
+    pxl_config config;
+    pxl_config_init(&config);
+    config.codec_modules = "";
+    config.disk_cache_bytes = 8 << 20;
+    config.disk_cache_dir = directory;
+    pxl_loader *loader = new_loader(&config);
+    pxl_queue *queue = new_queue();
+    struct qoi_state s = {0};
+    pxl_codec c = qoi_codec(&s, versions[round]);
+    CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
+    pxl_status status;
+    char message[256];
+    pxl_image *image = load(env, loader, queue, u.url, 48, 48, PXL_MODE_FILL, PXL_FORMAT_RGBA8_PREMUL, 0, &status, message, NULL);
+    CHECKF(status == PXL_OK, "round %d: %s", round, message);
+    CHECKF(atomic_load(&s.decodes) == decoded[round], "round %d (version %s): %d decodes, want %d", round, versions[round],
+           atomic_load(&s.decodes), decoded[round]);
+    pxl_image_release(image);
+    /* Let the disk tier write the variant before the next loader looks (free drains it). */
+    pxl_loader_free(loader);
+    pxl_queue_free(queue);
+  }
+  char command[128];
+  snprintf(command, sizeof command, "rm -rf %s", directory);
+  CHECK(system(command) == 0);
+}
+
+/* A format pixload ships a module for, without the module: unsupported, naming the
+ * package. */
+void test_codec_module_missing(const struct test_env *env) {
+  static const struct { const char *name; const char *package; const char *bytes; size_t size; } files[] = {
+      {"missing.svg", "libpixload-svg", "\xef\xbb\xbf<?xml version=\"1.0\"?>\n<!-- c -->\n<!DOCTYPE svg>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\"/>", 0},
+      {"missing.jxl", "libpixload-jxl", "\xff\x0a\x00\x01\x02\x03\x04\x05", 8},
+      {"missing.heic", "libpixload-heif", "\x00\x00\x00\x18" "ftypheic\x00\x00\x00\x00mif1heic", 24},
+  };
+  pxl_config config;
+  pxl_config_init(&config);
+  config.codec_modules = "";
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    write_fixture(env, files[i].name, (const uint8_t *)files[i].bytes, files[i].size ? files[i].size : strlen(files[i].bytes));
+    char path[64];
+    snprintf(path, sizeof path, "/%s", files[i].name);
+    struct test_url u = test_url(env, path, "codec-missing");
+    pxl_status status;
+    char message[256];
+    pxl_image *image = load(env, loader, queue, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+    CHECKF(status == PXL_E_UNSUPPORTED_IMAGE, "%s: %d %s", files[i].name, status, message);
+    CHECKF(strstr(message, files[i].package) != NULL, "%s: message %s", files[i].name, message);
+    pxl_image_release(image);
+  }
+  /* A listed module that is not there fails the loader. */
+  config.codec_modules = "nosuchformat";
+  pxl_loader *none = NULL;
+  CHECK_STATUS(pxl_loader_new(&config, &none), PXL_E_UNSUPPORTED);
+  CHECK(none == NULL);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Tests/modules/conformance.py BUILD_DIR: the codec modules against their formats'
+reference tools, through the installed-style build (BUILD_DIR/bin/pixload, modules in
+BUILD_DIR/lib/pixload/codecs).
+
+A set generated at run time per format (Pillow draws the sources; heif-enc, cjxl and an
+SVG writer here encode them), expected pixels from the format's reference decoder
+(heif-convert, djxl, rsvg-convert at the same size), pixload's output through the CLI
+(`pixload fetch --out x.png`, RGBA8 at full size, no colour management: the tools apply
+none). Then: corrupt and truncated files refused cleanly (an error status, no crash);
+HEIC thumbnails from the embedded thumbnail; SVG external references load nothing (a
+file that exists, a local server counting requests); hostile SVGs refused before
+rendering, with the time taken; each module hidden in turn (PIXLOAD_CODEC_PATH) gives
+"unsupported image ... install libpixload-X". Prints one line per check and
+"N passed, N failed" last; exits 1 on a failure.
+"""
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from PIL import Image
+
+build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
+pixload = os.path.join(build, "bin", "pixload")
+modules = os.path.join(build, "lib", "pixload", "codecs")
+work = tempfile.mkdtemp(prefix="pxl-modules.")
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+    print(("ok    " if ok else "FAIL  ") + what, flush=True)
+
+
+def run(*args, env=None):
+    return subprocess.run(list(args), capture_output=True, text=True, env=env)
+
+
+def fetch(path, *options, env=None):
+    """pixload's RGBA8 of path (file://) as a Pillow image, or (None, its output line)."""
+    out = os.path.join(work, "out.png")
+    if os.path.exists(out):
+        os.remove(out)
+    r = run(pixload, "fetch", "--allow-file", "--no-disk-cache", "--no-color-management", *options,
+            "file://" + path, "--out", out, env=env)
+    if r.returncode != 0 or not os.path.exists(out):
+        return None, (r.stdout + r.stderr).strip().splitlines()[0] if (r.stdout + r.stderr).strip() else ""
+    return Image.open(out).convert("RGBA"), ""
+
+
+def max_difference(a, b, alpha_only_where_transparent=True):
+    if a.size != b.size:
+        return 999
+    worst = 0
+    da, db = a.tobytes(), b.tobytes()
+    for i in range(0, len(da), 4):
+        if alpha_only_where_transparent and da[i + 3] == 0 and db[i + 3] == 0:
+            continue
+        worst = max(worst, max(abs(da[i + k] - db[i + k]) for k in range(4)))
+    return worst
+
+
+def sources():
+    """(name, Pillow image) drawn here: gradients, alpha, odd sizes."""
+    out = []
+    for w, h, alpha in [(97, 61, True), (64, 64, False), (1, 1, False), (300, 17, True), (33, 200, True)]:
+        im = Image.new("RGBA", (w, h))
+        px = im.load()
+        for y in range(h):
+            for x in range(w):
+                a = 255 if not alpha else (x * 255 // max(1, w - 1))
+                px[x, y] = (x * 255 // max(1, w - 1), y * 255 // max(1, h - 1), (x * 7 + y * 3) % 256, a)
+        out.append((f"g{w}x{h}{'a' if alpha else ''}", im))
+    return out
+
+
+counts = {"heic": 0, "jxl": 0, "svg": 0}
+
+# --- JPEG XL: cjxl (lossless and lossy), reference djxl --------------------------------
+for name, im in sources():
+    src = os.path.join(work, name + ".png")
+    im.save(src)
+    for mode, flags in [("lossless", ["-d", "0"]), ("lossy", ["-d", "1.5"])]:
+        jxl = os.path.join(work, f"{name}-{mode}.jxl")
+        ref = os.path.join(work, f"{name}-{mode}.ref.png")
+        r1 = run("cjxl", src, jxl, *flags)
+        r2 = run("djxl", jxl, ref)
+        if r1.returncode or r2.returncode:
+            check(False, f"jxl {name} {mode}: tools failed {r1.stderr[-200:]} {r2.stderr[-200:]}")
+            continue
+        got, why = fetch(jxl)
+        want = Image.open(ref).convert("RGBA")
+        d = max_difference(got, want) if got else 999
+        # djxl writes 8-bit PNG from the same libjxl decode: exact.
+        check(d == 0, f"jxl {name} {mode}: max difference {d} against djxl {why}")
+        counts["jxl"] += 1
+
+# An animation: three frames (cjxl from an APNG made by Pillow).
+frames = [Image.new("RGBA", (40, 30), (i * 80, 255 - i * 80, 40, 255)) for i in range(3)]
+apng = os.path.join(work, "anim.png")
+frames[0].save(apng, save_all=True, append_images=frames[1:], duration=[100, 200, 300], loop=0)
+anim = os.path.join(work, "anim.jxl")
+r = run("cjxl", apng, anim, "-d", "0")
+if r.returncode == 0:
+    got, why = fetch(anim)
+    check(got is not None and got.getpixel((5, 5))[:3] == (0, 255, 40), f"jxl animation: first frame as a still {why}")
+    counts["jxl"] += 1
+else:
+    check(False, "cjxl could not encode an APNG: " + r.stderr[-200:])
+
+# --- HEIC: heif-enc (lossy and lossless), reference heif-convert ----------------------
+for name, im in sources():
+    if im.size[0] < 8 or im.size[1] < 8:
+        continue  # x265 refuses images smaller than its CTU minimum
+    src = os.path.join(work, name + ".png")
+    for mode, flags in [("lossy", ["-q", "80"]), ("lossless", ["-L"])]:
+        heic = os.path.join(work, f"{name}-{mode}.heic")
+        ref = os.path.join(work, f"{name}-{mode}.ref.png")
+        r1 = run("heif-enc", *flags, src, "-o", heic)
+        r2 = run("heif-convert", heic, ref)
+        if r1.returncode or r2.returncode:
+            check(False, f"heic {name} {mode}: tools failed {r1.stdout[-200:]}{r1.stderr[-200:]} {r2.stderr[-200:]}")
+            continue
+        got, why = fetch(heic)
+        want = Image.open(ref).convert("RGBA")
+        d = max_difference(got, want) if got else 999
+        check(d == 0, f"heic {name} {mode}: max difference {d} against heif-convert {why}")
+        counts["heic"] += 1
+
+# A phone-style HEIC with an embedded thumbnail: a 150x150 request is served from it.
+big = Image.new("RGB", (1600, 1200))
+bp = big.load()
+for y in range(0, 1200):
+    for x in range(0, 1600):
+        bp[x, y] = (x * 255 // 1599, y * 255 // 1199, 90)
+bigsrc = os.path.join(work, "big.png")
+big.save(bigsrc)
+thumbed = os.path.join(work, "thumbed.heic")
+r = run("heif-enc", "-q", "70", "-t", "320", bigsrc, "-o", thumbed)
+if r.returncode == 0:
+    t0 = time.process_time()
+    got, why = fetch(thumbed, "--size", "150x150")
+    check(got is not None and got.size == (150, 113), f"heic thumbnail 150x150 fit: {got.size if got else why}")
+    counts["heic"] += 1
+    full, why = fetch(thumbed)
+    check(full is not None and full.size == (1600, 1200), f"heic full size beside its thumbnail: {full.size if full else why}")
+
+    def cpu_ms(*options):
+        r = run(pixload, "fetch", "--allow-file", "--no-disk-cache", *options, "file://" + thumbed)
+        return float(r.stdout.strip().splitlines()[-1].split(",")[-1].split("ms")[0])
+
+    thumb_cpu = min(cpu_ms("--size", "150x150") for _ in range(3))
+    full_cpu = min(cpu_ms("--size", "800x800") for _ in range(3))
+    check(thumb_cpu <= 0.2 * full_cpu,
+          f"heic 150x150 from the embedded thumbnail: {thumb_cpu:.1f} ms CPU, a decode of the whole "
+          f"image {full_cpu:.1f} ms ({thumb_cpu / full_cpu:.2f}x, at most 0.2x)")
+else:
+    check(False, "heif-enc -t failed: " + r.stdout[-200:])
+
+# --- SVG: written here, reference rsvg-convert at the same size -----------------------
+svgs = {
+    "shapes": '<svg xmlns="http://www.w3.org/2000/svg" width="120" height="80"><rect width="60" height="80" fill="#c03020"/>'
+              '<circle cx="90" cy="40" r="25" fill="#2040c0" fill-opacity="0.6"/></svg>',
+    "viewbox-only": '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 50 25"><path d="M0 0L50 25L0 25z" fill="green"/></svg>',
+    "gradient": '<?xml version="1.0" encoding="UTF-8"?>\n<!-- a comment -->\n<svg xmlns="http://www.w3.org/2000/svg" '
+                'width="64" height="64"><defs><linearGradient id="g"><stop offset="0" stop-color="red"/>'
+                '<stop offset="1" stop-color="blue" stop-opacity="0.2"/></linearGradient></defs>'
+                '<rect width="64" height="64" fill="url(#g)"/></svg>',
+    "text-free-stroke": '<svg xmlns="http://www.w3.org/2000/svg" width="90" height="45"><polyline points="0,0 45,45 90,0" '
+                        'stroke="black" stroke-width="5" fill="none"/></svg>',
+}
+for name, text in svgs.items():
+    path = os.path.join(work, name + ".svg")
+    with open(path, "w") as f:
+        f.write(text)
+    # 60x60: a size every document here reaches in whole pixels on both axes (a FIT that
+    # rounds one side draws at an aspect a fraction of a pixel off rsvg-convert's stretch).
+    for size in [None, (60, 60)]:
+        options = ["--size", f"{size[0]}x{size[1]}"] if size else []
+        got, why = fetch(path, *options)
+        if got is None:
+            check(False, f"svg {name} {size}: {why}")
+            continue
+        ref = os.path.join(work, name + ".ref.png")
+        r = run("rsvg-convert", "-w", str(got.size[0]), "-h", str(got.size[1]), path, "-o", ref)
+        want = Image.open(ref).convert("RGBA")
+        d = max_difference(got, want)
+        # rsvg-convert unpremultiplies cairo's pixels with its own rounding; pixload with its
+        # own: at most 1 apart on partly transparent pixels.
+        check(d <= 1, f"svg {name} at {got.size[0]}x{got.size[1]}: max difference {d} against rsvg-convert")
+        counts["svg"] += 1
+
+# No external resources: a file that exists, and a local server that counts requests.
+hits = []
+
+
+class Counter(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        hits.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "image/png")
+        self.end_headers()
+        self.wfile.write(open(os.path.join(work, "g64x64.png"), "rb").read())
+
+    def log_message(self, *args):
+        pass
+
+
+server = http.server.HTTPServer(("127.0.0.1", 0), Counter)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+port = server.server_address[1]
+red = Image.new("RGBA", (20, 20), (255, 0, 0, 255))
+red.save(os.path.join(work, "red.png"))
+external = (f'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="20" height="20">'
+            f'<image href="file://{work}/red.png" width="20" height="20"/>'
+            f'<image href="red.png" width="20" height="20"/>'
+            f'<image xlink:href="http://127.0.0.1:{port}/x.png" width="20" height="20"/>'
+            f'<use href="http://127.0.0.1:{port}/y.svg#a"/></svg>')
+path = os.path.join(work, "external.svg")
+with open(path, "w") as f:
+    f.write(external)
+got, why = fetch(path)
+check(got is not None and got.getpixel((10, 10))[3] == 0,
+      f"svg external references load nothing from disk: pixel {got.getpixel((10, 10)) if got else why}")
+time.sleep(0.2)
+check(hits == [], f"svg external references load nothing from the network: {hits}")
+server.shutdown()
+
+# Hostile SVGs: refused before rendering (limits in codecs/svg.c), time measured.
+hostile = {
+    "deep": '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">' + "<g>" * 5000 + "</g>" * 5000 + "</svg>",
+    "many": '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">' + '<rect width="1" height="1"/>' * 50000 + "</svg>",
+    "entities": '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+                '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]><svg xmlns="http://www.w3.org/2000/svg" width="10" '
+                'height="10"><text>&c;&c;&c;</text></svg>',
+    "huge-filter": '<svg xmlns="http://www.w3.org/2000/svg" width="2000" height="2000"><filter id="f" x="-10" y="-10" '
+                   'width="20" height="20"><feGaussianBlur stdDeviation="500"/></filter>'
+                   '<rect width="2000" height="2000" filter="url(#f)"/></svg>',
+}
+for name, text in hostile.items():
+    path = os.path.join(work, f"hostile-{name}.svg")
+    with open(path, "w") as f:
+        f.write(text)
+    t0 = time.monotonic()
+    got, why = fetch(path, "--size", "256x256")
+    elapsed = time.monotonic() - t0
+    refused = got is None
+    ok = (refused and name != "huge-filter") or (name == "huge-filter" and elapsed < 10)
+    check(ok, f"hostile svg {name}: {'refused (' + why + ')' if refused else 'rendered'} in {elapsed * 1000:.0f} ms")
+
+# --- corrupt and truncated files refused cleanly --------------------------------------
+for fmt, path in [("jxl", os.path.join(work, "g97x61a-lossy.jxl")), ("heic", os.path.join(work, "g97x61a-lossy.heic")),
+                  ("svg", os.path.join(work, "shapes.svg"))]:
+    data = open(path, "rb").read()
+    for kind, body in [("truncated", data[: len(data) // 2]), ("corrupt", data[:32] + bytes((b * 7 + 13) % 256 for b in data[32:]))]:
+        bad = os.path.join(work, f"bad.{fmt}")
+        with open(bad, "wb") as f:
+            f.write(body)
+        got, why = fetch(bad)
+        r = run(pixload, "fetch", "--allow-file", "--no-disk-cache", "file://" + bad)
+        crashed = r.returncode < 0 or r.returncode > 1
+        check(got is None and not crashed and ("CORRUPT" in r.stdout or "UNSUPPORTED" in r.stdout or "corrupt" in r.stdout),
+              f"{fmt} {kind}: refused ({r.stdout.strip().splitlines()[0] if r.stdout.strip() else r.returncode})")
+
+# --- a module missing: hidden by PIXLOAD_CODEC_PATH ------------------------------------
+for module, fmt, sample in [("heif", "heic", "g97x61a-lossy.heic"), ("jxl", "jxl", "g97x61a-lossy.jxl"),
+                            ("svg", "svg", "shapes.svg")]:
+    partial = os.path.join(work, "codecs-without-" + module)
+    os.makedirs(partial, exist_ok=True)
+    for other in os.listdir(modules):
+        if other != f"libpixload-{module}.so":
+            shutil.copy(os.path.join(modules, other), partial)
+    env = dict(os.environ, PIXLOAD_CODEC_PATH=partial)
+    r = run(pixload, "fetch", "--allow-file", "--no-disk-cache", "file://" + os.path.join(work, sample), env=env)
+    check(f"install libpixload-{module}" in r.stdout + r.stderr and "UNSUPPORTED" in r.stdout.upper(),
+          f"without libpixload-{module}: {(r.stdout.strip().splitlines() or [''])[0]}")
+    v = run(pixload, "version", env=env)
+    check(fmt not in v.stdout.split("formats:")[1].split(), f"version without {module}: {v.stdout.strip().splitlines()[-1]}")
+
+print(f"conformance: heic {counts['heic']}, jxl {counts['jxl']}, svg {counts['svg']} files matched their reference")
+shutil.rmtree(work, ignore_errors=True)
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)

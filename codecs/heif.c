@@ -1,0 +1,220 @@
+/*
+ * libpixload-heif: HEIC/HEIF stills through libheif 1.15 (libde265), as a pixload codec
+ * module. (libheif 1.15 has no image-sequence API: the primary image only.)
+ *
+ * - Sniffed by the ftyp box's brands (heic heix heim heis hevc hevx mif1 msf1), after the
+ *   library's own AVIF check, so an AVIF (mif1 + avif) never reaches it.
+ * - Orientation: irot/imir as libheif applies them while decoding; an EXIF orientation
+ *   inside the file is not applied on top (the header says 1). PXL_CODEC_KEEP_ORIENTATION
+ *   (PXL_FLAG_IGNORE_ORIENTATION) decodes with ignore_transformations and reports the
+ *   stored (ispe) size.
+ * - RGBA8 straight (heif_chroma_interleaved_RGBA: 10-bit is reduced to 8 by libheif),
+ *   alpha from the alpha auxiliary image; the ICC profile (prof/rICC) or nclx code points
+ *   to the library's colour stage.
+ * - Thumbnails: choose_size picks the smallest embedded thumbnail (thmb) that covers the
+ *   size asked, and decode then decodes that thumbnail instead of the primary image; the
+ *   library resamples it. Without one that covers it: the full image.
+ */
+#include <stdlib.h>
+
+#include <libheif/heif.h>
+
+#include "common.h"
+
+static int has_brand(const uint8_t *data, size_t size, const char *brand) {
+  if (size < 16 || memcmp(data + 4, "ftyp", 4) != 0) return 0;
+  size_t box = (size_t)data[0] << 24 | (size_t)data[1] << 16 | (size_t)data[2] << 8 | data[3];
+  if (box < 16) return 0;
+  size_t end = box < size ? box : size;
+  if (memcmp(data + 8, brand, 4) == 0) return 1;
+  for (size_t i = 16; i + 4 <= end; i += 4)
+    if (memcmp(data + i, brand, 4) == 0) return 1;
+  return 0;
+}
+
+static int32_t heif_sniff(const uint8_t *data, size_t size, void *user_data) {
+  (void)user_data;
+  static const char *brands[] = {"heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1"};
+  for (size_t i = 0; i < sizeof brands / sizeof brands[0]; i++)
+    if (has_brand(data, size, brands[i])) return 1;
+  return 0;
+}
+
+/* The file's context and primary image; 0 on success. */
+struct heif_file {
+  struct heif_context *context;
+  struct heif_image_handle *primary;
+};
+
+static pxl_status open_heif(const uint8_t *data, size_t size, struct heif_file *file, char *message, size_t cap) {
+  file->context = heif_context_alloc();
+  file->primary = NULL;
+  if (!file->context) return PXL_E_NO_MEMORY;
+  struct heif_error error = heif_context_read_from_memory_without_copy(file->context, data, size, NULL);
+  if (error.code == heif_error_Ok) error = heif_context_get_primary_image_handle(file->context, &file->primary);
+  if (error.code != heif_error_Ok) {
+    heif_context_free(file->context);
+    file->context = NULL;
+    pxl_status status = error.code == heif_error_Unsupported_feature || error.code == heif_error_Unsupported_filetype
+                            ? PXL_E_UNSUPPORTED_IMAGE : PXL_E_CORRUPT_IMAGE;
+    return pxl_module_fail(status, message, cap, "libheif: %s", error.message);
+  }
+  return PXL_OK;
+}
+
+static void close_heif(struct heif_file *file) {
+  if (file->primary) heif_image_handle_release(file->primary);
+  if (file->context) heif_context_free(file->context);
+}
+
+/* The size an image handle decodes to. */
+static void handle_size(const struct heif_image_handle *handle, uint32_t flags, int32_t *w, int32_t *h) {
+  if (flags & PXL_CODEC_KEEP_ORIENTATION) {
+    *w = heif_image_handle_get_ispe_width(handle);
+    *h = heif_image_handle_get_ispe_height(handle);
+  } else {
+    *w = heif_image_handle_get_width(handle);
+    *h = heif_image_handle_get_height(handle);
+  }
+}
+
+static pxl_status heif_header(const uint8_t *data, size_t size, pxl_codec_header *header, char *message, size_t cap,
+                              void *user_data) {
+  (void)user_data;
+  struct heif_file file;
+  pxl_status status = open_heif(data, size, &file, message, cap);
+  if (status != PXL_OK) return status;
+  handle_size(file.primary, header->flags, &header->width, &header->height);
+  header->has_alpha = heif_image_handle_has_alpha_channel(file.primary) != 0;
+  enum heif_color_profile_type type = heif_image_handle_get_color_profile_type(file.primary);
+  if (type == heif_color_profile_type_prof || type == heif_color_profile_type_rICC) {
+    header->icc_size = heif_image_handle_get_raw_color_profile_size(file.primary);
+  } else {
+    struct heif_color_profile_nclx *nclx = NULL;
+    if (heif_image_handle_get_nclx_color_profile(file.primary, &nclx).code == heif_error_Ok && nclx) {
+      header->cicp_primaries = (int32_t)nclx->color_primaries;
+      header->cicp_transfer = (int32_t)nclx->transfer_characteristics;
+      header->cicp_matrix = (int32_t)nclx->matrix_coefficients;
+      heif_nclx_color_profile_free(nclx);
+    }
+  }
+  close_heif(&file);
+  return PXL_OK;
+}
+
+static pxl_status heif_icc(const uint8_t *data, size_t size, uint8_t *icc, size_t icc_size, void *user_data) {
+  (void)user_data;
+  char message[64];
+  struct heif_file file;
+  pxl_status status = open_heif(data, size, &file, message, sizeof message);
+  if (status != PXL_OK) return status;
+  if (heif_image_handle_get_raw_color_profile_size(file.primary) != icc_size ||
+      heif_image_handle_get_raw_color_profile(file.primary, icc).code != heif_error_Ok)
+    status = PXL_E_CORRUPT_IMAGE;
+  close_heif(&file);
+  return status;
+}
+
+/* The smallest thumbnail at least want_w x want_h (in the decode's orientation), retained;
+ * NULL when none covers it. */
+static struct heif_image_handle *covering_thumbnail(const struct heif_image_handle *primary, uint32_t flags,
+                                                    int32_t want_w, int32_t want_h, int32_t *w, int32_t *h) {
+  int count = heif_image_handle_get_number_of_thumbnails(primary);
+  if (count <= 0) return NULL;
+  heif_item_id ids[16];
+  count = heif_image_handle_get_list_of_thumbnail_IDs(primary, ids, count < 16 ? count : 16);
+  struct heif_image_handle *best = NULL;
+  for (int i = 0; i < count; i++) {
+    struct heif_image_handle *thumb = NULL;
+    if (heif_image_handle_get_thumbnail(primary, ids[i], &thumb).code != heif_error_Ok) continue;
+    int32_t tw, th;
+    handle_size(thumb, flags, &tw, &th);
+    if (tw >= want_w && th >= want_h && (!best || (int64_t)tw * th < (int64_t)*w * *h)) {
+      if (best) heif_image_handle_release(best);
+      best = thumb;
+      *w = tw;
+      *h = th;
+    } else {
+      heif_image_handle_release(thumb);
+    }
+  }
+  return best;
+}
+
+static pxl_status heif_choose(const uint8_t *data, size_t size, uint32_t flags, int32_t *w, int32_t *h, void *user_data) {
+  (void)user_data;
+  char message[64];
+  struct heif_file file;
+  pxl_status status = open_heif(data, size, &file, message, sizeof message);
+  if (status != PXL_OK) return status;
+  int32_t tw = 0, th = 0;
+  struct heif_image_handle *thumb = covering_thumbnail(file.primary, flags, *w, *h, &tw, &th);
+  if (thumb) {
+    *w = tw;
+    *h = th;
+    heif_image_handle_release(thumb);
+  } else {
+    handle_size(file.primary, flags, w, h);
+  }
+  close_heif(&file);
+  return PXL_OK;
+}
+
+static pxl_status heif_decode_fn(const uint8_t *data, size_t size, pxl_codec_target *target, char *message, size_t cap,
+                                 void *user_data) {
+  (void)user_data;
+  struct heif_file file;
+  pxl_status status = open_heif(data, size, &file, message, cap);
+  if (status != PXL_OK) return status;
+  struct heif_image_handle *handle = file.primary;
+  int32_t w, h;
+  handle_size(handle, target->flags, &w, &h);
+  struct heif_image_handle *thumb = NULL;
+  if (w != target->width || h != target->height) {
+    thumb = covering_thumbnail(file.primary, target->flags, target->width, target->height, &w, &h);
+    if (!thumb || w != target->width || h != target->height) {
+      if (thumb) heif_image_handle_release(thumb);
+      close_heif(&file);
+      return pxl_module_fail(PXL_E_UNSUPPORTED_IMAGE, message, cap, "no thumbnail of %dx%d", target->width, target->height);
+    }
+    handle = thumb;
+  }
+  struct heif_decoding_options *options = heif_decoding_options_alloc();
+  options->ignore_transformations = (target->flags & PXL_CODEC_KEEP_ORIENTATION) != 0;
+  struct heif_image *image = NULL;
+  struct heif_error error = heif_decode_image(handle, &image, heif_colorspace_RGB, heif_chroma_interleaved_RGBA, options);
+  heif_decoding_options_free(options);
+  if (error.code != heif_error_Ok) {
+    status = pxl_module_fail(error.code == heif_error_Memory_allocation_error ? PXL_E_NO_MEMORY : PXL_E_CORRUPT_IMAGE,
+                             message, cap, "libheif: %s", error.message);
+  } else {
+    int stride = 0;
+    const uint8_t *plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride);
+    if (!plane || heif_image_get_width(image, heif_channel_interleaved) != target->width ||
+        heif_image_get_height(image, heif_channel_interleaved) != target->height) {
+      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "libheif: decoded another size than it declared");
+    } else {
+      for (int32_t y = 0; y < target->height; y++)
+        memcpy(target->pixels + (size_t)y * target->stride, plane + (size_t)y * stride, (size_t)target->width * 4);
+    }
+    heif_image_release(image);
+  }
+  if (thumb) heif_image_handle_release(thumb);
+  close_heif(&file);
+  return status;
+}
+
+PXL_MODULE_EXPORT pxl_status pxl_codec_module_register(pxl_loader *loader) {
+  static char version[64];
+  snprintf(version, sizeof version, "%s libheif %s", PXL_VERSION_STRING, heif_get_version());
+  pxl_codec codec;
+  pxl_codec_init(&codec);
+  codec.id = "heic";
+  codec.version = version;
+  codec.sniff = heif_sniff;
+  codec.read_header = heif_header;
+  codec.read_icc = heif_icc;
+  codec.choose_size = heif_choose;
+  codec.decode = heif_decode_fn;
+  return pxl_loader_add_codec(loader, &codec);
+}

@@ -1,0 +1,166 @@
+/*
+ * libpixload-jxl: JPEG XL through libjxl 0.7, as a pixload codec module.
+ *
+ * - Sniffed by the codestream signature (FF 0A) or the container's signature box.
+ * - Pixels as stored (JxlDecoderSetKeepOrientation): the header reports the codestream's
+ *   orientation and the library applies it (or not, for PXL_FLAG_IGNORE_ORIENTATION).
+ * - RGBA8, straight alpha (libjxl unpremultiplies a premultiplied image); the colour
+ *   profile of the pixel data (JXL_COLOR_PROFILE_TARGET_DATA) goes to the library's
+ *   colour stage as ICC.
+ * - Animation: every displayed frame, coalesced on the canvas, its duration from the
+ *   ticks per second; loop count from the animation header.
+ * - Progressive: a prefix of a file still arriving (PXL_CODEC_PARTIAL) is flushed with
+ *   JxlDecoderFlushImage once libjxl has a pass to show (PXL_E_NOT_FOUND before that).
+ */
+#include <stdlib.h>
+
+#include <jxl/decode.h>
+
+#include "common.h"
+
+static int32_t jxl_sniff(const uint8_t *data, size_t size, void *user_data) {
+  (void)user_data;
+  JxlSignature signature = JxlSignatureCheck(data, size);
+  return signature == JXL_SIG_CODESTREAM || signature == JXL_SIG_CONTAINER;
+}
+
+/* What one pass over the file wants. */
+struct jxl_job {
+  pxl_codec_header *header;   /* fill the header (and count frames) */
+  uint8_t *icc;               /* copy the ICC profile here */
+  size_t icc_size;
+  pxl_codec_target *target;   /* draw the first frame, or every frame */
+  int frames;
+};
+
+static const JxlPixelFormat rgba8 = {4, JXL_TYPE_UINT8, JXL_NATIVE_ENDIAN, 0};
+
+static pxl_status jxl_run(const uint8_t *data, size_t size, struct jxl_job *job, char *message, size_t cap) {
+  JxlDecoder *dec = JxlDecoderCreate(NULL);
+  if (!dec) return PXL_E_NO_MEMORY;
+  int events = JXL_DEC_BASIC_INFO;
+  if (job->header || job->icc) events |= JXL_DEC_COLOR_ENCODING;
+  if (job->header) events |= JXL_DEC_FRAME;
+  if (job->target) events |= JXL_DEC_FULL_IMAGE | JXL_DEC_FRAME;
+  int partial = job->target && (job->target->flags & PXL_CODEC_PARTIAL);
+  pxl_status status = PXL_OK;
+  if (JxlDecoderSubscribeEvents(dec, events) != JXL_DEC_SUCCESS || JxlDecoderSetKeepOrientation(dec, JXL_TRUE) != JXL_DEC_SUCCESS ||
+      JxlDecoderSetUnpremultiplyAlpha(dec, JXL_TRUE) != JXL_DEC_SUCCESS ||
+      JxlDecoderSetInput(dec, data, size) != JXL_DEC_SUCCESS) {
+    JxlDecoderDestroy(dec);
+    return pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "cannot set up the decoder");
+  }
+  if (!partial) JxlDecoderCloseInput(dec);
+  JxlBasicInfo info;
+  memset(&info, 0, sizeof info);
+  int frames = 0, drawn = 0;
+  uint32_t duration = 0;
+  for (;;) {
+    JxlDecoderStatus s = JxlDecoderProcessInput(dec);
+    if (s == JXL_DEC_ERROR) { status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "libjxl: decoding failed"); break; }
+    if (s == JXL_DEC_NEED_MORE_INPUT) {
+      if (partial && drawn == 0 && JxlDecoderFlushImage(dec) == JXL_DEC_SUCCESS) { drawn = 1; break; }
+      if (partial) { status = PXL_E_NOT_FOUND; break; }
+      /* Counting frames only: a file cut after its first frame still says it. */
+      if (job->header && !job->target && frames > 0) break;
+      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "libjxl: truncated file");
+      break;
+    }
+    if (s == JXL_DEC_SUCCESS) break;
+    if (s == JXL_DEC_BASIC_INFO) {
+      if (JxlDecoderGetBasicInfo(dec, &info) != JXL_DEC_SUCCESS) { status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "libjxl: no basic info"); break; }
+      if (job->header) {
+        job->header->width = (int32_t)info.xsize;
+        job->header->height = (int32_t)info.ysize;
+        job->header->orientation = (int32_t)info.orientation;
+        job->header->has_alpha = info.alpha_bits != 0;
+        job->header->loop_count = info.have_animation ? (int32_t)info.animation.num_loops : 0;
+        if (info.xsize > 0x7fffffff || info.ysize > 0x7fffffff) { status = PXL_E_TOO_MANY_PIXELS; break; }
+      }
+      if (job->target && ((uint32_t)job->target->width != info.xsize || (uint32_t)job->target->height != info.ysize)) {
+        status = pxl_module_fail(PXL_E_UNSUPPORTED_IMAGE, message, cap, "asked for another size");
+        break;
+      }
+    } else if (s == JXL_DEC_COLOR_ENCODING) {
+      size_t icc_size = 0;
+      if (JxlDecoderGetICCProfileSize(dec, &rgba8, JXL_COLOR_PROFILE_TARGET_DATA, &icc_size) == JXL_DEC_SUCCESS) {
+        if (job->header) job->header->icc_size = icc_size;
+        if (job->icc) {
+          if (icc_size != job->icc_size ||
+              JxlDecoderGetColorAsICCProfile(dec, &rgba8, JXL_COLOR_PROFILE_TARGET_DATA, job->icc, icc_size) != JXL_DEC_SUCCESS)
+            status = PXL_E_CORRUPT_IMAGE;
+          break;
+        }
+      }
+    } else if (s == JXL_DEC_FRAME) {
+      JxlFrameHeader frame;
+      if (JxlDecoderGetFrameHeader(dec, &frame) == JXL_DEC_SUCCESS) duration = frame.duration;
+      frames++;
+      if (job->header && !job->target) {
+        job->header->frame_count = frames;
+        if (!info.have_animation || frame.is_last) break;
+        continue;
+      }
+    } else if (s == JXL_DEC_NEED_IMAGE_OUT_BUFFER) {
+      if (*job->target->cancel) { status = PXL_E_CANCELLED; break; }
+      if (JxlDecoderSetImageOutBuffer(dec, &rgba8, job->target->pixels, job->target->stride * job->target->height) != JXL_DEC_SUCCESS) {
+        status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "libjxl: refused the buffer");
+        break;
+      }
+    } else if (s == JXL_DEC_FULL_IMAGE) {
+      drawn++;
+      if (!job->frames) break;
+      uint64_t ms = info.animation.tps_numerator ? (uint64_t)duration * 1000 * info.animation.tps_denominator / info.animation.tps_numerator : 0;
+      if (job->target->frame_done(job->target->library, (int32_t)(ms > 0x7fffffff ? 0x7fffffff : ms))) break;
+    }
+  }
+  JxlDecoderDestroy(dec);
+  if (status == PXL_OK && job->target && drawn == 0)
+    status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "libjxl: no frame");
+  return status;
+}
+
+static pxl_status jxl_header(const uint8_t *data, size_t size, pxl_codec_header *header, char *message, size_t cap,
+                             void *user_data) {
+  (void)user_data;
+  struct jxl_job job = {.header = header};
+  return jxl_run(data, size, &job, message, cap);
+}
+
+static pxl_status jxl_icc(const uint8_t *data, size_t size, uint8_t *icc, size_t icc_size, void *user_data) {
+  (void)user_data;
+  char message[64];
+  struct jxl_job job = {.icc = icc, .icc_size = icc_size};
+  return jxl_run(data, size, &job, message, sizeof message);
+}
+
+static pxl_status jxl_decode(const uint8_t *data, size_t size, pxl_codec_target *target, char *message, size_t cap,
+                             void *user_data) {
+  (void)user_data;
+  struct jxl_job job = {.target = target};
+  return jxl_run(data, size, &job, message, cap);
+}
+
+static pxl_status jxl_frames(const uint8_t *data, size_t size, pxl_codec_target *target, char *message, size_t cap,
+                             void *user_data) {
+  (void)user_data;
+  struct jxl_job job = {.target = target, .frames = 1};
+  return jxl_run(data, size, &job, message, cap);
+}
+
+PXL_MODULE_EXPORT pxl_status pxl_codec_module_register(pxl_loader *loader) {
+  static char version[64];
+  uint32_t v = JxlDecoderVersion();
+  snprintf(version, sizeof version, "%s libjxl %u.%u.%u", PXL_VERSION_STRING, v / 1000000, v / 1000 % 1000, v % 1000);
+  pxl_codec codec;
+  pxl_codec_init(&codec);
+  codec.id = "jxl";
+  codec.version = version;
+  codec.flags = PXL_CODEC_PROGRESSIVE;
+  codec.sniff = jxl_sniff;
+  codec.read_header = jxl_header;
+  codec.read_icc = jxl_icc;
+  codec.decode = jxl_decode;
+  codec.decode_frames = jxl_frames;
+  return pxl_loader_add_codec(loader, &codec);
+}
