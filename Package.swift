@@ -26,7 +26,10 @@ let package = Package(
     // The idiomatic Swift core: loading pipeline, network, decoding, caches. No C-API types.
     // Linux calls Swift's Glibc module does not expose (they need _GNU_SOURCE).
     .target(name: "CSupport"),
-    .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport"]),
+    // The built-in image processors (circle, rounded corners, blur...) on premultiplied
+    // RGBA8, in C for speed; only libm.
+    .target(name: "CProcessing"),
+    .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport", "CProcessing"]),
     // The C API: thin @c @implementation functions over PixloadCore. Every build of
     // libpixload.so carries the Swift runtime (no libswift* in NEEDED), the debug one that
     // `swift build` and `swift test` leave in .build too; the sanitizer builds

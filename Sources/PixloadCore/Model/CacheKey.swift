@@ -6,6 +6,9 @@
 ///     key          = caller's key | url | url "\n" fingerprint(headers joined by "\n")
 ///     variant key  = descriptor "\n" key                       (a decoded variant on disk)
 ///     descriptor   = "v" rendition " " W "x" H " mode=" m " format=" f " orient=" 0|1 [" nocolor"]
+///                    [" process=" chain]
+///     chain        = "[" step *(";" step) "]"      (ImageProcessor.canonical: kind(params),
+///                                                    a custom id percent-escaped)
 ///
 /// A line break cannot be part of a URL or of a header line, so no request without
 /// per-request headers shares a key with one that sent credentials.
@@ -44,5 +47,6 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Expressible
   public static func variantDescriptor(_ variant: ImageVariant, rendition: Int) -> String {
     "v\(rendition) \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "
       + "orient=\(variant.appliesOrientation ? 1 : 0)" + (variant.managesColor ? "" : " nocolor")
+      + (variant.processors.isEmpty ? "" : " process=" + ImageProcessor.canonical(variant.processors))
   }
 }

@@ -61,6 +61,9 @@ public struct ImageRequest: Sendable {
   /// Convert an embedded colour profile (ICC, PNG cHRM/gAMA, AVIF nclx) to sRGB; false keeps
   /// the decoded values (PXL_FLAG_NO_COLOR_MANAGEMENT). Part of the variant.
   public var managesColor = true
+  /// Processors applied after the resize and orientation, in order (ImageProcessor). Part
+  /// of the variant.
+  public var processors: [ImageProcessor] = []
 
   public enum CachePolicy: Sendable {
     /// Memory, then disk, then network.
@@ -92,7 +95,7 @@ public struct ImageRequest: Sendable {
   public var variant: ImageVariant {
     ImageVariant(cacheKey: cacheKey, width: targetWidth, height: targetHeight, mode: mode,
                  format: format, appliesOrientation: appliesOrientation, animates: animates,
-                 managesColor: managesColor)
+                 managesColor: managesColor, processors: processors)
   }
 }
 
@@ -108,4 +111,6 @@ public struct ImageVariant: Hashable, Sendable {
   public var animates = false
   /// Converted to sRGB (the default), or the decoded values: two different renditions.
   public var managesColor = true
+  /// The processor chain applied to the decoded pixels (empty: none).
+  public var processors: [ImageProcessor] = []
 }
