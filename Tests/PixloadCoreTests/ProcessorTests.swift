@@ -360,21 +360,37 @@ final class ProcessorLoaderTests: XCTestCase {
     XCTAssertEqual(recorder.status(token), .cancelled)
   }
 
-  func testTheRegistryReleasesAProcessorWhenUnregisteredAndUnused() throws {
-    final class Witness: @unchecked Sendable {
-      let released: () -> Void
-      init(_ released: @escaping () -> Void) { self.released = released }
-      deinit { released() }
-    }
-    var releasedCount = 0
-    do {
-      let witness = Witness { releasedCount += 1 }
-      loader.customProcessors.add(CustomProcessor(id: "w", version: 1) { _ in withExtendedLifetime(witness) { nil } })
-    }
-    XCTAssertNotNil(loader.customProcessors.processor("w"))
-    XCTAssertEqual(releasedCount, 0)
-    XCTAssertTrue(loader.customProcessors.remove("w"))
-    XCTAssertEqual(releasedCount, 1)
-    XCTAssertFalse(loader.customProcessors.remove("w"))
+  func testUnregisteringRetiresAfterTheRunningCallAndFailsWhatHasNotRunYet() throws {
+    var retired = 0
+    let entered = DispatchSemaphore(value: 0)
+    let slow = CustomProcessor(id: "slow", version: 1, process: { frame in
+      entered.signal()
+      while !frame.cancel.isRaised { usleep(200) }
+      return .cancelled
+    }, onRetired: { retired += 1 })
+    loader.customProcessors.add(slow)
+    let running = try load([.custom(slow)])
+    network.finish(0, bytes: [UInt8](repeating: 1, count: 255))
+    XCTAssertEqual(entered.wait(timeout: .now() + 5), .success)
+    XCTAssertTrue(loader.customProcessors.remove("slow"), "raises the running call's flag")
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 1))
+    XCTAssertEqual(recorder.status(running), .cancelled)
+    XCTAssertEqual(retired, 1, "retired once the call returned")
+    XCTAssertFalse(loader.customProcessors.remove("slow"))
+    // A request holding the retired processor fails without calling it.
+    let late = try load([.custom(slow), .grayscale])
+    network.finish(1, bytes: [UInt8](repeating: 1, count: 255))
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 2))
+    XCTAssertEqual(recorder.status(late), .cancelled)
+    XCTAssertEqual(retired, 1)
+  }
+
+  func testClosingTheLoaderRetiresItsProcessors() throws {
+    var retired = 0
+    loader.customProcessors.add(CustomProcessor(id: "a", version: 1, process: { _ in nil }, onRetired: { retired += 1 }))
+    loader.customProcessors.add(CustomProcessor(id: "a", version: 2, process: { _ in nil }, onRetired: { retired += 10 }))
+    XCTAssertEqual(retired, 1, "replacing retires the old version")
+    loader.close()
+    XCTAssertEqual(retired, 11)
   }
 }

@@ -1,3 +1,4 @@
+import CProcessing
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -162,19 +163,62 @@ public enum ImageProcessor: Hashable, Sendable {
   }
 }
 
-/// A processor the host registered (pxl_loader_add_processor). Equal, and merged, by id and
-/// version: the implementation is whatever was registered under them when a request was
-/// accepted; requests already accepted keep it after an unregistration.
+/// A processor the host registered (pxl_loader_add_processor). Equal, and merged and
+/// cached, by id and version. Requests resolve it when accepted; once it is retired
+/// (unregistered, replaced, or its loader closed) a request that has not run it yet fails
+/// with CANCELLED, one running it sees its cancel flag raised, and `onRetired` (the C
+/// API's destroy callback) runs once no call is running: never during or after one.
 public final class CustomProcessor: Hashable, @unchecked Sendable {
   public let id: String
   public let version: UInt32
-  /// Processes one frame on a decode thread; returns nil on success, or the request's error.
-  public let process: (ProcessingFrame) -> LoadError?
+  private let lock = Lock()
+  private var process: ((ProcessingFrame) -> LoadError?)?
+  private var onRetired: (() -> Void)?
+  private var running: [ObjectIdentifier: CancelFlag] = [:]
+  private var runningCount = 0
 
-  public init(id: String, version: UInt32, process: @escaping (ProcessingFrame) -> LoadError?) {
+  public init(id: String, version: UInt32, process: @escaping (ProcessingFrame) -> LoadError?,
+              onRetired: (() -> Void)? = nil) {
     self.id = id
     self.version = version
     self.process = process
+    self.onRetired = onRetired
+  }
+
+  deinit { onRetired?() }
+
+  /// Runs the processor on one frame (a decode thread); its error, or CANCELLED once retired.
+  func run(_ frame: ProcessingFrame) -> LoadError? {
+    let process: ((ProcessingFrame) -> LoadError?)? = lock.withLock {
+      guard let process = self.process else { return nil }
+      runningCount += 1
+      running[ObjectIdentifier(frame.cancel), default: frame.cancel] = frame.cancel
+      return process
+    }
+    guard let process else { return LoadError(.cancelled, "custom processor '\(id)' was unregistered") }
+    let error = process(frame)
+    let retired: (() -> Void)? = lock.withLock {
+      runningCount -= 1
+      if runningCount == 0 { running.removeAll() }
+      guard self.process == nil, runningCount == 0 else { return nil }
+      defer { onRetired = nil }
+      return onRetired
+    }
+    retired?()
+    return error
+  }
+
+  /// No new call starts; calls under way see their flags raised. `onRetired` runs now, or
+  /// when the last call under way returns.
+  public func retire() {
+    let retired: (() -> Void)? = lock.withLock {
+      process = nil
+      for flag in running.values { flag.raise() }
+      guard runningCount == 0 else { return nil }
+      defer { onRetired = nil }
+      return onRetired
+    }
+    retired?()
   }
 
   public static func == (a: CustomProcessor, b: CustomProcessor) -> Bool { a.id == b.id && a.version == b.version }
@@ -195,6 +239,10 @@ public final class CancelFlag: @unchecked Sendable {
   }
 
   deinit { pointer.deallocate() }
+
+  /// Sets the flag (an atomic store, as C code polling it reads it).
+  public func raise() { pxl_process_flag_set(pointer) }
+  public var isRaised: Bool { pxl_process_flag_get(pointer) != 0 }
 }
 
 /// One frame handed to a custom processor: premultiplied RGBA8, tightly packed, its own

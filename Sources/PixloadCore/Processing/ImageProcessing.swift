@@ -87,7 +87,7 @@ public enum ImageProcessing {
   }
 
   /// Raises a cancel flag (a custom processor polling it stops early).
-  public static func raise(_ flag: CancelFlag) { pxl_process_flag_set(flag.pointer) }
+  public static func raise(_ flag: CancelFlag) { flag.raise() }
 
   /// The frame's pixels copied into a tightly packed buffer of its own.
   private static func copy(_ image: Image, frame: Int) -> UnsafeMutablePointer<UInt8>? {
@@ -187,7 +187,7 @@ public enum ImageProcessing {
       case .custom(let custom):
         let frameBuffer = ProcessingFrame(pixels: input, width: width, height: height, frameIndex: frame,
                                           frameCount: image.frameCount, cancel: cancel, maxPixels: maxPixels)
-        if let error = custom.process(frameBuffer) {
+        if let error = custom.run(frameBuffer) {
           frameBuffer.discard()
           return .failure(error)
         }
