@@ -249,7 +249,10 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_early_end) \
   X(test_disk_variants) \
   X(test_animated_gif) \
-  X(test_animation_memory_bound)
+  X(test_animation_memory_bound) \
+  X(test_processors_builtin) \
+  X(test_processors_invalid) \
+  X(test_processors_custom)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

@@ -4,16 +4,21 @@
 public final class ProcessorRegistry: @unchecked Sendable {
   private let lock = Lock()
   private var processors: [String: CustomProcessor] = [:]
+  private var closed = false
 
   public init() {}
 
-  /// Adds `processor`, replacing (and retiring) one of the same id.
-  public func add(_ processor: CustomProcessor) {
-    let replaced: CustomProcessor? = lock.withLock {
+  /// Adds `processor`, replacing (and retiring) one of the same id. False once the loader
+  /// closed: then `processor` is retired at once.
+  @discardableResult
+  public func add(_ processor: CustomProcessor) -> Bool {
+    let (added, replaced): (Bool, CustomProcessor?) = lock.withLock {
+      if closed { return (false, processor) }
       defer { processors[processor.id] = processor }
-      return processors[processor.id]
+      return (true, processors[processor.id])
     }
     replaced?.retire()
+    return added
   }
 
   /// Removes and retires the processor `id`; false when none is registered.
@@ -29,6 +34,7 @@ public final class ProcessorRegistry: @unchecked Sendable {
   /// Retires every registration (the loader closed).
   func removeAll() {
     let all: [String: CustomProcessor] = lock.withLock {
+      closed = true
       defer { processors.removeAll() }
       return processors
     }
