@@ -155,3 +155,22 @@ def test_custom_processors(server, loader, queue):
             break
         threading.Event().wait(0.01)
     assert seen == [True]
+
+
+def test_cli_process_and_the_disk_cache_across_processes(server, cli, tmp_path):
+    import subprocess
+
+    url = server.url("gradient.jpg", case="py-cli")
+    args = [cli, "fetch", "--cache-dir", str(tmp_path / "cache"), "--size", "96x96", "--mode", "fill",
+            "--process", "round:1/2/3/4:2:#ff0000ff,blur:2", url]
+    first = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert " 96x96 " in first.stdout and "network" in first.stdout
+    second = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 0 and "disk" in second.stdout, second.stdout  # the processed variant
+    other = subprocess.run(args[:-3] + ["--process", "round:1/2/3/4:2:#ff0000ff,blur:3", url],
+                           capture_output=True, text=True, timeout=60)
+    assert other.returncode == 0 and " 96x96 " in other.stdout
+    for bad in ("round", "circle:2", "blur:x", "rotate:45", "crop:1:2:3", "tint:red", "gray,", "flip:h:v"):
+        run = subprocess.run([cli, "fetch", "--process", bad, url], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2, (bad, run.stderr)
