@@ -999,9 +999,9 @@ PXL_API void pxl_table_free(pxl_table *table);
 
 typedef enum pxl_processor_kind {
   PXL_PROCESS_CIRCLE = 1, /* the centred min(w, h) square cut to its disc; optional border */
-  PXL_PROCESS_ROUND = 2,  /* rounded corners: radius[0..3] = top-left, top-right,
-                             bottom-right, bottom-left (output pixels; the same value four
-                             times for one radius); optional border */
+  PXL_PROCESS_ROUND = 2,  /* rounded corners: radius_tl, radius_tr, radius_br, radius_bl
+                             (output pixels; the same value four times for one radius);
+                             optional border */
   PXL_PROCESS_BLUR = 3,   /* Gaussian blur of sigma output pixels (0: none), edges extended;
                              its cost does not grow with sigma */
   PXL_PROCESS_CROP = 4,   /* the rectangle x, y, width, height of the image as it is at this
@@ -1019,11 +1019,16 @@ typedef struct pxl_processor {
   int32_t kind;          /* pxl_processor_kind */
   uint32_t color;        /* 0xRRGGBBAA, straight alpha: the border (CIRCLE, ROUND; used when
                             border_width > 0) or the tint (TINT) */
-  double radius[4];      /* ROUND: corner radii, >= 0 */
+  double radius_tl;      /* ROUND: corner radii, >= 0: top-left, */
+  double radius_tr;      /* top-right, */
+  double radius_br;      /* bottom-right, */
+  double radius_bl;      /* bottom-left */
   double border_width;   /* CIRCLE, ROUND: >= 0; 0 for none */
   double sigma;          /* BLUR: 0 ... PXL_MAX_BLUR_SIGMA */
-  int32_t x, y;          /* CROP: origin, >= 0 */
-  int32_t width, height; /* CROP: size, > 0 */
+  int32_t x;             /* CROP: origin, >= 0 */
+  int32_t y;
+  int32_t width;         /* CROP: size, > 0 */
+  int32_t height;
   int32_t degrees;       /* ROTATE: 90, 180 or 270 */
   int32_t vertical;      /* FLIP: 0 or 1 */
   const char *id;        /* CUSTOM: a registered id; copied */
@@ -1035,12 +1040,15 @@ typedef struct pxl_processor_frame {
   uint8_t *pixels;               /* premultiplied RGBA8, the frame's own copy: change it in
                                     place, or write the buffer pxl_processor_frame_resize
                                     gives (this field then points to it) */
-  int32_t width, height, stride; /* of pixels (stride = width * 4) */
+  int32_t width;                 /* of pixels */
+  int32_t height;
+  int32_t stride;                /* width * 4 */
   int32_t frame_index;           /* 0 for a still image */
   int32_t frame_count;           /* 1 for a still image */
   const uint8_t *input;          /* the input pixels, readable until the call returns, also
                                     after a resize (input_width x input_height) */
-  int32_t input_width, input_height;
+  int32_t input_width;
+  int32_t input_height;
   const volatile int32_t *cancelled; /* becomes non-zero when no request needs the result
                                     any more (cancelled, unregistered, loader freed): poll
                                     it in long work and return PXL_E_CANCELLED */
@@ -1054,6 +1062,9 @@ typedef struct pxl_processor_frame {
  * be thread safe. It must not call back into the loader. */
 typedef pxl_status (*pxl_processor_callback)(pxl_processor_frame *frame, char *message, size_t message_size,
                                              void *user_data);
+
+/* Called once with a custom processor's user_data when its registration is retired. */
+typedef void (*pxl_processor_destroy_fn)(void *user_data);
 
 /* Gives the frame a new, zeroed output buffer of width x height (premultiplied RGBA8,
  * stride width * 4): frame->pixels, width, height and stride describe it; the input stays
@@ -1072,7 +1083,7 @@ PXL_API uint8_t *pxl_processor_frame_resize(pxl_processor_frame *frame, int32_t 
  * a bad id; then destroy is not called) or PXL_E_LOADER_CLOSED. Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_loader_add_processor(pxl_loader *loader, const char *id, uint32_t version,
                                             pxl_processor_callback process, void *user_data,
-                                            void (*destroy)(void *user_data));
+                                            pxl_processor_destroy_fn destroy);
 
 /* Retires the processor id: later requests naming it fail with PXL_E_INVALID_ARGUMENT;
  * accepted requests that have not run it yet end with PXL_E_CANCELLED, a call under way

@@ -532,14 +532,15 @@ static int parse_step(const char *text, const char *end, pxl_processor *p) {
     if (round) {
       if (count < 2) return -1;
       const char *r = field[1];
+      double *radius[4] = {&p->radius_tl, &p->radius_tr, &p->radius_br, &p->radius_bl};
       for (int i = 0; i < 4; i++) {
         const char *slash = memchr(r, '/', (size_t)(field_end[1] - r));
         const char *stop = slash ? slash : field_end[1];
-        if ((p->radius[i] = spec_number(r, stop)) < 0) return -1;
+        if ((*radius[i] = spec_number(r, stop)) < 0) return -1;
         if (!slash) {
           if (i == 3) break;
           if (i != 0) return -1; /* one radius or four */
-          p->radius[1] = p->radius[2] = p->radius[3] = p->radius[0];
+          p->radius_tr = p->radius_br = p->radius_bl = p->radius_tl;
           break;
         }
         if (i == 3) return -1;

@@ -28,8 +28,8 @@ func processorChain(_ steps: UnsafePointer<pxl_processor>?, count: Int, _ loader
     switch step.kind {
     case Int32(PXL_PROCESS_CIRCLE.rawValue): processor = .circle(border: border)
     case Int32(PXL_PROCESS_ROUND.rawValue):
-      processor = .roundedCorners(radii: .init(topLeft: step.radius.0, topRight: step.radius.1,
-                                               bottomRight: step.radius.2, bottomLeft: step.radius.3), border: border)
+      processor = .roundedCorners(radii: .init(topLeft: step.radius_tl, topRight: step.radius_tr,
+                                               bottomRight: step.radius_br, bottomLeft: step.radius_bl), border: border)
     case Int32(PXL_PROCESS_BLUR.rawValue): processor = .blur(sigma: step.sigma)
     case Int32(PXL_PROCESS_CROP.rawValue):
       processor = .crop(x: Int(step.x), y: Int(step.y), width: Int(step.width), height: Int(step.height))
@@ -81,7 +81,7 @@ private final class FrameContext {
 @c @implementation public func pxl_loader_add_processor(_ loaderHandle: OpaquePointer?, _ id: UnsafePointer<CChar>?,
                                                         _ version: UInt32, _ process: pxl_processor_callback?,
                                                         _ userData: UnsafeMutableRawPointer?,
-                                                        _ destroy: (@convention(c) (UnsafeMutableRawPointer?) -> Void)?)
+                                                        _ destroy: pxl_processor_destroy_fn?)
   -> pxl_status {
   guard let loader = loader(loaderHandle), let id, let process else { return PXL_E_INVALID_ARGUMENT }
   let name = String(cString: id)

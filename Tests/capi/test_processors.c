@@ -61,7 +61,7 @@ void test_processors_builtin(const struct test_env *env) {
   /* Premultiplied alpha input: rounded corners keep the PNG's alpha inside. */
   struct test_url a = test_url(env, "/" FIXTURE_ALPHA_PNG, "processors-alpha");
   pxl_processor round = step(PXL_PROCESS_ROUND);
-  for (int i = 0; i < 4; i++) round.radius[i] = 20;
+  round.radius_tl = round.radius_tr = round.radius_br = round.radius_bl = 20;
   request_for(&request, a.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
   request.processors = &round;
   request.processor_count = 1;
@@ -136,7 +136,7 @@ void test_processors_invalid(const struct test_env *env) {
     chain[1] = step(PXL_PROCESS_GRAY);
     const char *what = cases[i].what;
     if (!strcmp(what, "sigma")) chain[1] = step(PXL_PROCESS_BLUR), chain[1].sigma = PXL_MAX_BLUR_SIGMA + 1;
-    if (!strcmp(what, "radius")) chain[1] = step(PXL_PROCESS_ROUND), chain[1].radius[2] = -1;
+    if (!strcmp(what, "radius")) chain[1] = step(PXL_PROCESS_ROUND), chain[1].radius_br = -1;
     if (!strcmp(what, "rotate")) chain[1] = step(PXL_PROCESS_ROTATE), chain[1].degrees = 45;
     if (!strcmp(what, "kind")) chain[1] = step((pxl_processor_kind)99);
     if (!strcmp(what, "custom")) chain[1] = step(PXL_PROCESS_CUSTOM), chain[1].id = "nobody";

@@ -20,7 +20,10 @@ class pxl_processor(ctypes.Structure):
     _fields_ = [
         ("kind", ctypes.c_int32),
         ("color", ctypes.c_uint32),
-        ("radius", ctypes.c_double * 4),
+        ("radius_tl", ctypes.c_double),
+        ("radius_tr", ctypes.c_double),
+        ("radius_br", ctypes.c_double),
+        ("radius_bl", ctypes.c_double),
         ("border_width", ctypes.c_double),
         ("sigma", ctypes.c_double),
         ("x", ctypes.c_int32),
@@ -120,8 +123,7 @@ class RoundedCorners(Processor):
 
     def _fill(self, step, keep, loader):
         step.kind = ROUND
-        for i, r in enumerate(self.radius):
-            step.radius[i] = float(r)
+        step.radius_tl, step.radius_tr, step.radius_br, step.radius_bl = (float(r) for r in self.radius)
         step.border_width, step.color = _border(self.border)
 
 
