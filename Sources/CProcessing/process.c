@@ -63,9 +63,77 @@ double pxl_process_coverage(double x0, double y0, double left, double top, doubl
 
 static inline uint8_t scale8(uint8_t v, double c) { return (uint8_t)(v * c + 0.5); }
 
+/* One corner's effect on the pixel row [y, y + 1]: with the corner's centre (cx, cy) and
+ * radius r, the distances from cy to the nearest and farthest points of the row within
+ * the corner's square, the half-widths of the arc there (sNear >= sFar). */
+static void corner_row(double y, double cy, double r, int top, double *sNear, double *sFar) {
+  double y0 = y, y1 = y + 1;
+  double nearY, farY;
+  if (top) { /* the square is y < cy */
+    nearY = cy - (y1 < cy ? y1 : cy);
+    farY = cy - y0;
+  } else {   /* y > cy */
+    nearY = (y0 > cy ? y0 : cy) - cy;
+    farY = y1 - cy;
+  }
+  *sNear = nearY < r ? sqrt(r * r - nearY * nearY) : 0;
+  *sFar = farY < r ? sqrt(r * r - farY * farY) : 0;
+}
+
+static inline int32_t clampi(double v, int32_t hi) { return v < 0 ? 0 : v > hi ? hi : (int32_t)v; }
+
+/* Without a border: per row, the spans wholly outside (cleared), wholly inside (kept)
+ * and crossed by an arc (exact coverage) from each corner's arc, so only edge pixels pay
+ * for the coverage integral. */
+static void round_no_border(uint8_t *pixels, int32_t width, int32_t height, const double radii[4]) {
+  double bw = width, bh = height;
+  const double eps = 1e-9;
+  for (int32_t y = 0; y < height; y++) {
+    uint8_t *row = pixels + (size_t)y * width * 4;
+    /* [0, a) outside, [a, b) exact, [b, c) inside, [c, d) exact, [d, W) outside. */
+    double a = 0, b = 0, c = bw, d = bw;
+    double sNear, sFar;
+    for (int corner = 0; corner < 4; corner++) {
+      double r = radii[corner];
+      if (r <= 0) continue;
+      int top = corner < 2, left = corner == 0 || corner == 3;
+      if (top ? !(y < r) : !(y + 1 > bh - r)) continue;
+      corner_row(y, top ? r : bh - r, r, top, &sNear, &sFar);
+      if (left) {
+        double cx = r;
+        if (floor(cx - sNear - eps) > a) a = floor(cx - sNear - eps);
+        if (ceil(cx - sFar + eps) > b) b = ceil(cx - sFar + eps);
+      } else {
+        double cx = bw - r;
+        if (ceil(cx + sNear + eps) < d) d = ceil(cx + sNear + eps);
+        if (floor(cx + sFar - eps) < c) c = floor(cx + sFar - eps);
+      }
+    }
+    int32_t ia = clampi(a, width), ib = clampi(b, width), ic = clampi(c, width), id = clampi(d, width);
+    if (ib < ia) ib = ia;
+    if (id < ic) ic = id;
+    if (ib > ic) ib = ic = id; /* the arcs' spans meet: exact coverage all the way */
+    if (ia > 0) memset(row, 0, (size_t)ia * 4);
+    if (id < width) memset(row + (size_t)id * 4, 0, (size_t)(width - id) * 4);
+    for (int32_t span = 0; span < 2; span++) {
+      int32_t from = span ? ic : ia, to = span ? id : ib;
+      for (int32_t x = from; x < to; x++) {
+        double co = pxl_process_coverage(x, y, 0, 0, bw, bh, radii);
+        if (co >= 1) continue;
+        uint8_t *p = row + (size_t)x * 4;
+        for (int ch = 0; ch < 4; ch++) p[ch] = scale8(p[ch], co);
+      }
+    }
+  }
+}
+
 void pxl_process_round(uint8_t *pixels, int32_t width, int32_t height, const double radii[4], double border,
                        const uint8_t border_color[4]) {
   if (width <= 0 || height <= 0) return;
+  if (border <= 0) {
+    round_no_border(pixels, width, height, radii);
+    return;
+  }
   double inner[4];
   for (int i = 0; i < 4; i++) inner[i] = radii[i] > border ? radii[i] - border : 0;
   int edge = (int)ceil(border);

@@ -107,6 +107,14 @@ public enum ImageProcessing {
   private static func applyFrame(_ step: Step, image: Image, frame: Int, cancel: CancelFlag, maxPixels: UInt64)
     -> Result<(pixels: UnsafeMutablePointer<UInt8>, width: Int, height: Int), LoadError> {
     let width = image.width, height = image.height
+    if case .convert(let format) = step, format != .rgba8Premultiplied, image.stride == width * 4,
+       let source = image.framePixels(frame) {
+      // Read straight from the shared image: no copy of its pixels.
+      guard let out = malloc(max(width * height * format.bytesPerPixel, 1))?.assumingMemoryBound(to: UInt8.self)
+      else { return .failure(outOfMemory) }
+      pxl_process_convert(source.assumingMemoryBound(to: UInt8.self), width * height, format.rawValue, out)
+      return .success((out, width, height))
+    }
     guard let input = copy(image, frame: frame) else { return .failure(outOfMemory) }
     let w32 = Int32(width), h32 = Int32(height)
     func region(_ x: Int, _ y: Int, _ w: Int, _ h: Int) -> UnsafeMutablePointer<UInt8>? {
