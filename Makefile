@@ -383,6 +383,7 @@ bench:
 	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
 	@$(SUBMAKE) bench-network
 	@$(SUBMAKE) bench-decode
+	@$(SUBMAKE) bench-processors
 	@$(SUBMAKE) bench-color
 	@$(SUBMAKE) bench-cancel
 	@$(SUBMAKE) bench-warm
@@ -536,3 +537,11 @@ $(addprefix fuzz-,$(FUZZ_TARGETS)): fuzz-%:
 	$(FUZZ_SCRATCH)/release/pixload-fuzz-$* -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=4096 \
 	  -timeout=10 -print_final_stats=1 -dict=Tests/fuzz/$*.dict -artifact_prefix=$(FUZZ_DIR)/$*-artifacts/ \
 	  $(FUZZ_DIR)/$*-corpus $(fuzz_seeds_$*) Tests/fuzz-regressions/$*
+
+# Processors: a 150x150 thumbnail's CPU plain, with round:12 and with circle; a 1024x768
+# blur at sigma 2 and 40 against Pillow's GaussianBlur (bench/processors.py).
+bench-processors:
+	@scripts/deps.sh python
+	@$(SUBMAKE) all
+	@bindings/python/run_tests.sh $(STAGE)/lib --collect-only -q >/dev/null
+	PIXLOAD_LIBRARY=$(CURDIR)/$(STAGE)/lib/libpixload.so.0 build/python-venv/bin/python bench/processors.py

@@ -26,10 +26,13 @@ let package = Package(
     // The idiomatic Swift core: loading pipeline, network, decoding, caches. No C-API types.
     // Linux calls Swift's Glibc module does not expose (they need _GNU_SOURCE).
     .target(name: "CSupport"),
+    // The built-in image processors (circle, rounded corners, blur...) on premultiplied
+    // RGBA8, in C for speed; only libm.
+    .target(name: "CProcessing"),
     // Each folder's README.md says what it owns and may import (not a resource).
-    .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport"],
+    .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport", "CProcessing"],
             exclude: ["Caching/README.md", "Decoding/README.md", "Internal/README.md", "Loading/README.md",
-                      "Model/README.md", "Network/README.md"]),
+                      "Model/README.md", "Network/README.md", "Processing/README.md"]),
     // The C API: thin @c @implementation functions over PixloadCore. Every build of
     // libpixload.so carries the Swift runtime (no libswift* in NEEDED), the debug one that
     // `swift build` and `swift test` leave in .build too; the sanitizer builds

@@ -684,6 +684,11 @@ typedef struct pxl_request {
                             decode of the scans so far, on a decoder thread. */
   int32_t preview_interval_ms; /* at most one preview per request per interval; default 250;
                             0: one per scan received */
+  /* Since 0.5.0. */
+  const struct pxl_processor *processors; /* the processor chain (see "Processors"):
+                            processor_count steps applied in order; NULL (default) for none;
+                            copied. Part of the memory and disk cache keys. */
+  size_t processor_count; /* steps in processors, at most PXL_MAX_PROCESSORS; default 0 */
 } pxl_request;
 
 /* Fills *request with the defaults above (url NULL) as pxl_config_init_size does: size
@@ -1182,6 +1187,136 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
 
 /* What a module exports. Since 0.5.0. */
 typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
+
+/* ---------------------------------------------------------------------------------
+ * Processors (Since 0.5.0)
+ *
+ * A request's processor chain (pxl_request.processors) changes its pixels after the
+ * resize (pxl_mode) and EXIF orientation: each step in order, on the decoder threads, on
+ * premultiplied RGBA8, then the conversion into the requested pxl_format (pixels outside
+ * a circle or corner are transparent: in RGB8 and GRAY8, which have no alpha, they are
+ * black). Steps may change the size: CIRCLE gives the centred min(w, h) square, ROTATE by
+ * 90 or 270 swaps the sides, CROP gives its rectangle, a custom processor what it asks
+ * for (at most max_pixels). The image's original_width/height stay the source's.
+ *
+ * Every parameter, and a custom processor's id and version, is part of the request's
+ * memory-cache key (pxl_lookup with the same chain finds it) and of its decoded variant
+ * on disk (pxl_config.disk_variant_max_side; it follows its original's freshness). The
+ * memory cache holds final results only. Requests for one URL, size, mode and flags whose
+ * chains share a prefix share the work of that prefix: [round 12] and [round 12, blur 4]
+ * requested together decode once and round once. Animated images (PXL_FLAG_ANIMATE) are
+ * processed frame by frame and stay animated; previews pass through the chain.
+ *
+ * Shapes: edges are anti-aliased by exact pixel coverage (an edge pixel keeps the
+ * fraction of its area inside the shape, within 1/32; pixels wholly inside keep their
+ * values); a radius over half the shorter side is clamped to it; a border is drawn
+ * inside the shape, over the image.
+ *
+ * A step wrong whatever the image (a negative radius, border or crop origin, a crop size
+ * of 0, a sigma over PXL_MAX_BLUR_SIGMA, a rotation other than 90/180/270, an unknown
+ * kind, an unregistered custom id, more than PXL_MAX_PROCESSORS steps) fails pxl_load,
+ * pxl_lookup, pxl_prefetch and tables with PXL_E_INVALID_ARGUMENT before any work; the
+ * message naming the step goes to pxl_config.log (PXL_LOG_ERROR). A crop outside the image
+ * as it turns out is that request's result: PXL_E_INVALID_ARGUMENT with a message.
+ * ------------------------------------------------------------------------------- */
+
+#define PXL_MAX_PROCESSORS 16   /* steps in one chain */
+#define PXL_MAX_BLUR_SIGMA 250  /* the largest blur sigma, in pixels */
+
+typedef enum pxl_processor_kind {
+  PXL_PROCESS_CIRCLE = 1, /* the centred min(w, h) square cut to its disc; optional border */
+  PXL_PROCESS_ROUND = 2,  /* rounded corners: radius_tl, radius_tr, radius_br, radius_bl
+                             (output pixels; the same value four times for one radius);
+                             optional border */
+  PXL_PROCESS_BLUR = 3,   /* Gaussian blur of sigma output pixels (0: none), edges extended;
+                             its cost does not grow with sigma */
+  PXL_PROCESS_CROP = 4,   /* the rectangle x, y, width, height of the image as it is at this
+                             step */
+  PXL_PROCESS_ROTATE = 5, /* clockwise by degrees: 90, 180 or 270 */
+  PXL_PROCESS_FLIP = 6,   /* vertical 0: mirror left-right; 1: top-bottom */
+  PXL_PROCESS_GRAY = 7,   /* luma with PXL_FORMAT_GRAY8's weights (BT.601); alpha kept */
+  PXL_PROCESS_TINT = 8,   /* color composited source-atop: covers the pixels, keeps alpha */
+  PXL_PROCESS_CUSTOM = 9  /* the processor registered under id (pxl_loader_add_processor) */
+} pxl_processor_kind;
+
+/* One step of a chain. Fixed layout (later versions add kinds, not fields): fields a kind
+ * does not use are ignored; zero the struct first (memset or `= {0}`). */
+typedef struct pxl_processor {
+  int32_t kind;          /* pxl_processor_kind */
+  uint32_t color;        /* 0xRRGGBBAA, straight alpha: the border (CIRCLE, ROUND; used when
+                            border_width > 0) or the tint (TINT) */
+  double radius_tl;      /* ROUND: corner radii, >= 0: top-left, */
+  double radius_tr;      /* top-right, */
+  double radius_br;      /* bottom-right, */
+  double radius_bl;      /* bottom-left */
+  double border_width;   /* CIRCLE, ROUND: >= 0; 0 for none */
+  double sigma;          /* BLUR: 0 ... PXL_MAX_BLUR_SIGMA */
+  int32_t x;             /* CROP: origin, >= 0 */
+  int32_t y;
+  int32_t width;         /* CROP: size, > 0 */
+  int32_t height;
+  int32_t degrees;       /* ROTATE: 90, 180 or 270 */
+  int32_t vertical;      /* FLIP: 0 or 1 */
+  const char *id;        /* CUSTOM: a registered id; copied */
+} pxl_processor;
+
+/* One frame handed to a custom processor, on a decoder thread. */
+typedef struct pxl_processor_frame {
+  size_t struct_size;            /* sizeof(pxl_processor_frame) of the library */
+  uint8_t *pixels;               /* premultiplied RGBA8, the frame's own copy: change it in
+                                    place, or write the buffer pxl_processor_frame_resize
+                                    gives (this field then points to it) */
+  int32_t width;                 /* of pixels */
+  int32_t height;
+  int32_t stride;                /* width * 4 */
+  int32_t frame_index;           /* 0 for a still image */
+  int32_t frame_count;           /* 1 for a still image */
+  const uint8_t *input;          /* the input pixels, readable until the call returns, also
+                                    after a resize (input_width x input_height) */
+  int32_t input_width;
+  int32_t input_height;
+  const volatile int32_t *cancelled; /* becomes non-zero when no request needs the result
+                                    any more (cancelled, unregistered, loader freed): poll
+                                    it in long work and return PXL_E_CANCELLED */
+  void *internal;                /* the library's */
+} pxl_processor_frame;
+
+/* A custom processor: processes frame in place (or into a resized output) and returns
+ * PXL_OK, or any other status, which becomes the result of the requests that need this
+ * step (with message, NUL-terminated, at most message_size bytes, when the callback
+ * writes one). May run on several decoder threads at once, for different images: it must
+ * be thread safe. It must not call back into the loader. */
+typedef pxl_status (*pxl_processor_callback)(pxl_processor_frame *frame, char *message, size_t message_size,
+                                             void *user_data);
+
+/* Called once with a custom processor's user_data when its registration is retired. */
+typedef void (*pxl_processor_destroy_fn)(void *user_data);
+
+/* Gives the frame a new, zeroed output buffer of width x height (premultiplied RGBA8,
+ * stride width * 4): frame->pixels, width, height and stride describe it; the input stays
+ * at frame->input. Returns the buffer, or NULL (width or height < 1, more than the
+ * loader's max_pixels, out of memory: the frame is unchanged). Only inside the callback,
+ * on its frame. Since 0.5.0. */
+PXL_API uint8_t *pxl_processor_frame_resize(pxl_processor_frame *frame, int32_t width, int32_t height);
+
+/* Registers a custom processor under id (1 to 256 bytes, any text; copied), named by
+ * requests with PXL_PROCESS_CUSTOM. version is part of the cache keys: register a new
+ * version when its output changes. Registering an id again replaces the registration
+ * (the old one is retired as by pxl_loader_remove_processor). destroy (optional) is
+ * called with user_data exactly once, when the registration is retired and no call of it
+ * is running: never while or after a callback runs, and at the latest inside
+ * pxl_loader_free. Returns PXL_OK or PXL_E_INVALID_ARGUMENT (NULL loader, id or process;
+ * a bad id; then destroy is not called) or PXL_E_LOADER_CLOSED. Any thread. Since 0.5.0. */
+PXL_API pxl_status pxl_loader_add_processor(pxl_loader *loader, const char *id, uint32_t version,
+                                            pxl_processor_callback process, void *user_data,
+                                            pxl_processor_destroy_fn destroy);
+
+/* Retires the processor id: later requests naming it fail with PXL_E_INVALID_ARGUMENT;
+ * accepted requests that have not run it yet end with PXL_E_CANCELLED, a call under way
+ * sees frame->cancelled raised; destroy runs once no call is running (maybe on a decoder
+ * thread). Returns PXL_OK, PXL_E_NOT_FOUND or PXL_E_INVALID_ARGUMENT. Any thread, not from
+ * the processor's own callback. Since 0.5.0. */
+PXL_API pxl_status pxl_loader_remove_processor(pxl_loader *loader, const char *id);
 
 #ifdef __cplusplus
 }

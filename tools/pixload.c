@@ -80,6 +80,11 @@ static const char usage_text[] =
     "                        DIR and its parents are created when missing\n"
     "  --animate             every frame of an animated image (GIF); with --out-dir,\n"
     "                        frame N > 0 goes to DIR/NNNN-NAME.fNNN.png beside frame 0\n"
+    "  --process SPEC        processors applied in order, comma-separated: circle,\n"
+    "                        circle:BORDER_W:#RRGGBBAA, round:R or round:TL/TR/BR/BL\n"
+    "                        (optionally :BORDER_W:#RRGGBBAA), blur:SIGMA (<= 250),\n"
+    "                        crop:X:Y:W:H, rotate:90|180|270, flip:h|v, gray,\n"
+    "                        tint:#RRGGBBAA (e.g. --process round:12,blur:4)\n"
     "  --quiet               print only the summary line (and no progress line)\n"
     "\n"
     "One line per URL, in the order given: STATUS WxH SOURCE MS URL, where SOURCE is\n"
@@ -397,6 +402,7 @@ struct fetch_options {
   size_t url_capacity;
   const char **headers; /* --header lines (pointing into argv), NULL-terminated */
   size_t header_count;
+  pxl_processor processors[PXL_MAX_PROCESSORS]; /* --process, pointed to by request */
 };
 
 /* The library never writes to stderr; a command-line client does, for its user. */
@@ -485,13 +491,136 @@ static int parse_format(const char *s, int32_t *out) {
   return -1;
 }
 
+/* A non-negative finite number that is all of text (up to end), or -1. */
+static double spec_number(const char *text, const char *end) {
+  char buf[64], *stop;
+  size_t n = (size_t)(end - text);
+  if (n == 0 || n >= sizeof buf) return -1;
+  memcpy(buf, text, n);
+  buf[n] = 0;
+  double v = strtod(buf, &stop);
+  return *stop == 0 && v >= 0 && v < 1e7 ? v : -1;
+}
+
+/* "#RRGGBBAA" (exactly) into 0xRRGGBBAA; 0 on success. */
+static int spec_color(const char *text, const char *end, uint32_t *out) {
+  if (end - text != 9 || text[0] != '#') return -1;
+  uint32_t v = 0;
+  for (const char *p = text + 1; p < end; p++) {
+    int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+          : *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v << 4 | (uint32_t)d;
+  }
+  *out = v;
+  return 0;
+}
+
+/* One --process step, "kind[:arg]..." (text up to end), into *p; 0 on success. The
+ * grammar is in usage_text and man pixload. */
+static int parse_step(const char *text, const char *end, pxl_processor *p) {
+  const char *field[6];
+  const char *field_end[6];
+  int count = 0;
+  for (const char *f = text; count < 6;) {
+    const char *colon = memchr(f, ':', (size_t)(end - f));
+    field[count] = f;
+    field_end[count++] = colon ? colon : end;
+    if (!colon) break;
+    f = colon + 1;
+    if (count == 6) return -1;
+  }
+#define IS(i, word) (field_end[i] - field[i] == (long)strlen(word) && !strncmp(field[i], word, strlen(word)))
+  memset(p, 0, sizeof *p);
+  if ((IS(0, "circle") || IS(0, "round")) && (count == 1 || count == 2 || count == 3 || count == 4)) {
+    int round = IS(0, "round"), first_border = round ? 2 : 1;
+    p->kind = round ? PXL_PROCESS_ROUND : PXL_PROCESS_CIRCLE;
+    if (round) {
+      if (count < 2) return -1;
+      const char *r = field[1];
+      double *radius[4] = {&p->radius_tl, &p->radius_tr, &p->radius_br, &p->radius_bl};
+      for (int i = 0; i < 4; i++) {
+        const char *slash = memchr(r, '/', (size_t)(field_end[1] - r));
+        const char *stop = slash ? slash : field_end[1];
+        if ((*radius[i] = spec_number(r, stop)) < 0) return -1;
+        if (!slash) {
+          if (i == 3) break;
+          if (i != 0) return -1; /* one radius or four */
+          p->radius_tr = p->radius_br = p->radius_bl = p->radius_tl;
+          break;
+        }
+        if (i == 3) return -1;
+        r = slash + 1;
+      }
+    }
+    if (count == first_border + 2) {
+      if ((p->border_width = spec_number(field[first_border], field_end[first_border])) < 0) return -1;
+      if (spec_color(field[first_border + 1], field_end[first_border + 1], &p->color)) return -1;
+    } else if (count != first_border) {
+      return -1;
+    }
+    return 0;
+  }
+  if (IS(0, "blur") && count == 2) {
+    p->kind = PXL_PROCESS_BLUR;
+    p->sigma = spec_number(field[1], field_end[1]);
+    return p->sigma < 0 || p->sigma > PXL_MAX_BLUR_SIGMA ? -1 : 0;
+  }
+  if (IS(0, "crop") && count == 5) {
+    double v[4];
+    for (int i = 0; i < 4; i++) {
+      if ((v[i] = spec_number(field[i + 1], field_end[i + 1])) < 0 || v[i] != (int32_t)v[i]) return -1;
+    }
+    p->kind = PXL_PROCESS_CROP;
+    p->x = (int32_t)v[0], p->y = (int32_t)v[1], p->width = (int32_t)v[2], p->height = (int32_t)v[3];
+    return p->width > 0 && p->height > 0 ? 0 : -1;
+  }
+  if (IS(0, "rotate") && count == 2) {
+    p->kind = PXL_PROCESS_ROTATE;
+    p->degrees = IS(1, "90") ? 90 : IS(1, "180") ? 180 : IS(1, "270") ? 270 : 0;
+    return p->degrees ? 0 : -1;
+  }
+  if (IS(0, "flip") && count == 2 && (IS(1, "h") || IS(1, "v"))) {
+    p->kind = PXL_PROCESS_FLIP;
+    p->vertical = IS(1, "v");
+    return 0;
+  }
+  if (IS(0, "gray") && count == 1) {
+    p->kind = PXL_PROCESS_GRAY;
+    return 0;
+  }
+  if (IS(0, "tint") && count == 2) {
+    p->kind = PXL_PROCESS_TINT;
+    return spec_color(field[1], field_end[1], &p->color);
+  }
+#undef IS
+  return -1;
+}
+
+/* --process SPEC: comma-separated steps into o->processors; 0 on success. */
+static int parse_process(const char *spec, struct fetch_options *o) {
+  size_t count = 0;
+  const char *step = spec;
+  for (;;) {
+    const char *comma = strchr(step, ',');
+    const char *end = comma ? comma : step + strlen(step);
+    if (count == PXL_MAX_PROCESSORS || parse_step(step, end, &o->processors[count])) return -1;
+    count++;
+    if (!comma) break;
+    step = comma + 1;
+  }
+  o->request.processors = o->processors;
+  o->request.processor_count = count;
+  return 0;
+}
+
 /* Returns 0, or the exit status of a usage error (2). */
 static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
   enum { OPT_SIZE = 256, OPT_MODE, OPT_FORMAT, OPT_NO_ORIENTATION, OPT_ALLOW_FILE,
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
          OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
-         OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT };
+         OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT, OPT_PROCESS };
   static const struct option long_options[] = {
       {"size", required_argument, NULL, OPT_SIZE},
       {"mode", required_argument, NULL, OPT_MODE},
@@ -517,6 +646,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"cache-only", no_argument, NULL, OPT_CACHE_ONLY},
       {"reload", no_argument, NULL, OPT_RELOAD},
       {"animate", no_argument, NULL, OPT_ANIMATE},
+      {"process", required_argument, NULL, OPT_PROCESS},
       {NULL, 0, NULL, 0}};
   pxl_config_init(&o->config);
   pxl_request_init(&o->request);
@@ -593,6 +723,9 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       case OPT_CACHE_ONLY: o->request.flags |= PXL_FLAG_CACHE_ONLY; break;
       case OPT_RELOAD: o->request.flags |= PXL_FLAG_RELOAD; break;
       case OPT_ANIMATE: o->request.flags |= PXL_FLAG_ANIMATE; break;
+      case OPT_PROCESS:
+        if (parse_process(optarg, o)) return usage_error("malformed --process '%s' (see man pixload)", optarg);
+        break;
       case OPT_OUT: o->out_file = optarg; break;
       case OPT_OUT_DIR: o->out_dir = optarg; break;
       case OPT_QUIET: o->quiet = 1; break;

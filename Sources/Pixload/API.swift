@@ -45,7 +45,7 @@ private func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closi
   unmanaged.release()
 }
 
-@inline(__always) private func cStatus(_ status: Status) -> pxl_status {
+@inline(__always) func cStatus(_ status: Status) -> pxl_status {
   pxl_status(rawValue: UInt32(status.rawValue))
 }
 
@@ -145,7 +145,8 @@ func end<T, F>(_ field: KeyPath<T, F>) -> Int {
 
 private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level),
                               end(\pxl_config.disk_variant_max_side), end(\pxl_config.codec_modules)]
-private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_request.preview_interval_ms)]
+private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_request.preview_interval_ms),
+                               end(\pxl_request.processor_count)]
 private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority), end(\pxl_table_config.previews)]
 private let statsSize01 = end(\pxl_stats.disk_bytes)
 private let tableStatsSize01 = end(\pxl_table_stats.failed)
@@ -497,6 +498,8 @@ private func defaultRequest() -> pxl_request {
   r.progress_interval_ms = 100
   r.preview = nil
   r.preview_interval_ms = 250
+  r.processors = nil
+  r.processor_count = 0
   return r
 }
 
@@ -516,9 +519,9 @@ private func headerLines(_ list: UnsafePointer<UnsafePointer<CChar>?>?) -> [Stri
 }
 
 /// Converts a C request, or nil when an argument is wrong.
-private func imageRequest(_ request: UnsafePointer<pxl_request>?) -> ImageRequest? {
+private func imageRequest(_ request: UnsafePointer<pxl_request>?, _ loader: ImageLoader) -> ImageRequest? {
   guard let request, let r = readRequest(request) else { return nil }
-  return imageRequest(r)
+  return imageRequest(r, loader)
 }
 
 /// The caller's request as this library's struct, read only up to its struct_size.
@@ -526,7 +529,8 @@ private func readRequest(_ request: UnsafePointer<pxl_request>) -> pxl_request? 
   readGrowableStruct(request, defaults: defaultRequest(), knownEnds: requestVersions)
 }
 
-private func imageRequest(_ r: pxl_request) -> ImageRequest? {
+/// `loader` resolves custom processors and hears what is wrong with a chain.
+private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) -> ImageRequest? {
   guard let url = r.url, r.width >= 0, r.height >= 0,
         let mode = ScaleMode(rawValue: r.mode), let format = PixelFormat(rawValue: r.format),
         r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
@@ -545,6 +549,8 @@ private func imageRequest(_ r: pxl_request) -> ImageRequest? {
   if r.flags & UInt32(PXL_FLAG_CACHE_ONLY) != 0 { converted.cachePolicy = .cacheOnly }
   converted.animates = r.flags & UInt32(PXL_FLAG_ANIMATE) != 0
   converted.managesColor = r.flags & UInt32(PXL_FLAG_NO_COLOR_MANAGEMENT) == 0
+  guard let chain = processorChain(r.processors, count: r.processor_count, loader) else { return nil }
+  converted.processors = chain
   return converted
 }
 
@@ -553,7 +559,7 @@ private func imageRequest(_ r: pxl_request) -> ImageRequest? {
                                         _ userData: UnsafeMutableRawPointer?,
                                         _ tokenOut: UnsafeMutablePointer<pxl_token>?) -> pxl_status {
   guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let callback,
-        let request, let cRequest = readRequest(request), let parsed = imageRequest(cRequest) else {
+        let request, let cRequest = readRequest(request), let parsed = imageRequest(cRequest, loader) else {
     return PXL_E_INVALID_ARGUMENT
   }
   let handler: (UInt64, Outcome) -> Void = { token, outcome in
@@ -627,7 +633,7 @@ private func withResult(_ outcome: Outcome, preview: Bool = false, _ body: (Unsa
 @c @implementation public func pxl_lookup(_ loaderHandle: OpaquePointer?, _ request: UnsafePointer<pxl_request>?,
                                           _ imageOut: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
   imageOut?.pointee = nil
-  guard let loader = loader(loaderHandle), let imageOut, let request = imageRequest(request) else {
+  guard let loader = loader(loaderHandle), let imageOut, let request = imageRequest(request, loader) else {
     return PXL_E_INVALID_ARGUMENT
   }
   guard let found = loader.cachedImage(for: request) else { return PXL_E_NOT_FOUND }
@@ -668,7 +674,7 @@ private func withResult(_ outcome: Outcome, preview: Bool = false, _ body: (Unsa
     var token: pxl_token = 0
     let element = (UnsafeRawPointer(requests!) + index * stride).assumingMemoryBound(to: pxl_request.self)
     if stride >= requestVersions[0], stride <= 1 << 16,
-       UnsafeRawPointer(element).loadUnaligned(as: Int.self) == stride, let request = imageRequest(element) {
+       UnsafeRawPointer(element).loadUnaligned(as: Int.self) == stride, let request = imageRequest(element, loader) {
       do {
         token = try loader.prefetch(request)
       } catch {
@@ -693,7 +699,7 @@ private func withResult(_ outcome: Outcome, preview: Bool = false, _ body: (Unsa
     loader.cancel(slot.pointee)
     slot.pointee = 0
   }
-  guard queueHandle != nil, callback != nil, let parsed = imageRequest(request) else { return PXL_E_INVALID_ARGUMENT }
+  guard queueHandle != nil, callback != nil, let parsed = imageRequest(request, loader) else { return PXL_E_INVALID_ARGUMENT }
   if let cached = loader.cachedImage(for: parsed) {
     imageNow.pointee = retainedHandle(cached)
     return PXL_OK
@@ -734,7 +740,8 @@ private func defaultTableConfig() -> pxl_table_config {
   let provider: ImageTable.RequestProvider = { row in
     var request = defaultRequest()
     guard requestFunction(Int64(row), &request, userData) != 0 else { return nil }
-    return withUnsafePointer(to: &request) { imageRequest($0) }
+    guard let owner = loader(loaderHandle) else { return nil }
+    return withUnsafePointer(to: &request) { imageRequest($0, owner) }
   }
   let handler: ImageTable.RowHandler = { row, outcome in
     withResult(outcome) { result in rowFunction(Int64(row), result, userData) }
@@ -779,7 +786,8 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
   let provider: ImageTable.RequestProvider = { row in
     var request = defaultRequest()
     guard requestFunction(userData, Int64(row), &request) != 0 else { return nil }
-    return withUnsafePointer(to: &request) { imageRequest($0) }
+    guard let owner = loader(loaderHandle) else { return nil }
+    return withUnsafePointer(to: &request) { imageRequest($0, owner) }
   }
   let handler: ImageTable.RowHandler = { row, outcome in
     withResult(outcome) { result in rowFunction(userData, Int64(row), result) }

@@ -269,7 +269,10 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_incomplete_replaced_in_memory) \
   X(test_codec_qoi)                 \
   X(test_codec_disk_variants)       \
-  X(test_codec_module_missing)
+  X(test_codec_module_missing) \
+  X(test_processors_builtin)        \
+  X(test_processors_invalid)        \
+  X(test_processors_custom)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

@@ -15,7 +15,7 @@ extension ImageLoader {
     var previewNow = false
     let listeners: [PendingRequest] = lock.withLock {
       guard downloads[download.key] === download else { return [] }
-      let requesters = download.decodes.values.flatMap(\.requests.values)
+      let requesters = download.decodes.values.flatMap { requestsBelow($0) }
       if download.previewing {
         // One preview decode at a time per download: the newest body waits for the one
         // under way, so the scans it completes are not lost if the server pauses now.
@@ -38,7 +38,7 @@ extension ImageLoader {
   /// counting from the last attempt would let one before the first complete scan hold the
   /// first preview back).
   private func previewIsDue(_ download: DownloadTask) -> Bool {
-    let previewers = download.decodes.values.flatMap(\.requests.values).filter(\.delivery.wantsPreview)
+    let previewers = download.decodes.values.flatMap { requestsBelow($0) }.filter(\.delivery.wantsPreview)
     guard !previewers.isEmpty, download.previewScans < Self.previewScanLimit else { return false }
     let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
     guard download.lastPreviewAt == 0 || monotonicNanoseconds() - download.lastPreviewAt >= interval else { return false }
@@ -98,17 +98,25 @@ extension ImageLoader {
       guard downloads[download.key] === download, prefix.scans > download.previewScans else { return [] }
       download.previewScans = prefix.scans
       download.lastPreviewAt = monotonicNanoseconds()
-      return download.decodes.values.compactMap { decode in
-        let previewers = decode.requests.values.filter(\.delivery.wantsPreview)
-        return previewers.isEmpty ? nil : (decode.variant, Array(previewers))
-      }
+      return download.decodes.values.flatMap { tasksBelow($0, \.delivery.wantsPreview) }
     }
     guard !targets.isEmpty else { return }
     let bytes = decoder.scansPrefix(body, length: prefix.length)
+    // A processed variant's preview passes through its chain (a circular avatar's preview
+    // is circular); one decode per decoded variant.
+    var decoded: [ImageVariant: Image] = [:]
     for (variant, previewers) in targets {
-      guard case .success(let image) = decoder.decode(bytes, variant: variant, maxPixels: configuration.maxPixels) else {
-        continue
+      let (root, steps) = ImageProcessing.lineage(of: variant)
+      guard let rootImage = decoded[root] ?? (try? decoder.decode(bytes, variant: root, maxPixels: configuration.maxPixels).get())
+      else { continue }
+      decoded[root] = rootImage
+      // A step that fails (a crop outside this image) gives no preview; the final result
+      // reports the error.
+      let processed = steps.reduce(Optional(rootImage)) { image, step in
+        image.flatMap { try? ImageProcessing.apply(step, to: $0, cancel: CancelFlag(),
+                                                   maxPixels: configuration.maxPixels).get() }
       }
+      guard let image = processed else { continue }
       for pending in previewers { pending.queue.preview(pending.delivery, image: image, scans: prefix.scans) }
     }
   }

@@ -33,7 +33,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// Every accepted request whose handler has not started yet.
   private var requests: [UInt64: PendingRequest] = [:]
   var downloads: [DownloadKey: DownloadTask] = [:]
-  private var decodes: [DecodeKey: DecodeTask] = [:]
+  var decodes: [DecodeKey: DecodeTask] = [:]
+  /// The custom processors requests may name (pxl_loader_add_processor).
+  public let customProcessors = ProcessorRegistry()
   var counters = LoaderStatistics()
 
   /// A snapshot of what this loader did so far.
@@ -236,6 +238,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       for decode in decodes.values {
         decode.phase = .idle
         decode.requests.removeAll()
+        decode.children.removeAll()
+        // A custom processor under way sees its flag and returns before the join below.
+        if let flag = decode.cancel { ImageProcessing.raise(flag) }
       }
       for pending in all { pending.decode = nil }
       requests.removeAll()
@@ -249,6 +254,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     // No decode runs any more: every codec's destroy, before the host's free returns.
     codecs.close()
     diskTier?.shutdown()
+    // Every processor call has returned (the pool is joined): the registrations go, and
+    // with the last reference to each, its destroy callback.
+    customProcessors.removeAll()
     for pending in abandoned { pending.queue.cancel(pending.delivery) }
     memoryCache.removeAll()
   }
@@ -277,6 +285,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if request.targetWidth < 0 || request.targetHeight < 0 {
       throw LoadError(.invalidArgument, "target size must not be negative")
     }
+    if let error = ImageProcessor.validate(request.processors) { throw error }
     let url = try RequestURL(parsing: request.url)
     if !configuration.network.allowedSchemes.contains(url.scheme) {
       throw LoadError(.schemeNotAllowed, "scheme '\(url.scheme)' is not allowed by this loader")
@@ -296,14 +305,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       // A joiner can only raise the highest priority: no need to look at every requester
       // (k requests for one image would cost k^2).
       if pending.priority > decode.priority { rank(decode, at: pending.priority) }
-      switch decode.phase {
-      case .waitingForBytes(let download):
-        startSooner(download, startDelayMilliseconds: source.startDelayMilliseconds)
-      case .lookingUpVariant(let job, var waiting) where source.startDelayMilliseconds == 0:
-        waiting.startDelayMilliseconds = 0
-        decode.phase = .lookingUpVariant(job, source: waiting)
-      default: break
-      }
+      hurry(decode, source)
       return
     }
     let decode = DecodeTask(key: key)
@@ -311,6 +313,26 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     decode.priority = pending.priority
     pending.decode = decode
     decodes[key] = decode
+    start(decode, source)
+  }
+
+  /// A requester that wants its bytes now joined `decode`: the start delay of the first
+  /// one no longer holds (up to the download, through the variants it is processed from).
+  func hurry(_ decode: DecodeTask, _ source: DownloadSource) {
+    switch decode.phase {
+    case .waitingForBytes(let download):
+      startSooner(download, startDelayMilliseconds: source.startDelayMilliseconds)
+    case .lookingUpVariant(let job, var waiting) where source.startDelayMilliseconds == 0:
+      waiting.startDelayMilliseconds = 0
+      decode.phase = .lookingUpVariant(job, source: waiting)
+    case .waitingForParent(let parent): hurry(parent, source)
+    default: break
+    }
+  }
+
+  /// Starts a new task: the decoded variant on disk, else its input (`attachInput`).
+  func start(_ decode: DecodeTask, _ source: DownloadSource) {
+    let key = decode.key
     if let diskTier, key.policy != .reload, diskTier.keepsVariant(key.variant) {
       // A decoded variant on disk needs neither the encoded bytes nor a decode: look for
       // it first; the download joins in only on a miss.
@@ -322,7 +344,17 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       decode.phase = .lookingUpVariant(job, source: source)
       return
     }
-    attachDownload(decode, source)
+    attachInput(decode, source)
+  }
+
+  /// Joins a task to what it is made from: the image of its parent variant when it is a
+  /// processed one (`attachParent`), else the download of its bytes.
+  private func attachInput(_ decode: DecodeTask, _ source: DownloadSource) {
+    if let (parent, _) = ImageProcessing.parent(of: decode.variant) {
+      attachParent(decode, parent, source)
+    } else {
+      attachDownload(decode, source)
+    }
   }
 
   /// Joins a decode task to the download of its bytes, starting the download (disk lookup,
@@ -384,22 +416,30 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   private func abandon(_ download: DownloadTask) -> [PendingRequest] {
     if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
     download.phase = .idle
-    var failed: [PendingRequest] = []
-    for decode in download.decodes.values {
-      if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
-      decode.phase = .idle
-      for pending in decode.requests.values {
-        pending.decode = nil
-        failed.append(pending)
-      }
-    }
+    let failed = download.decodes.values.flatMap { abandon($0) }
     download.decodes.removeAll()
+    return failed
+  }
+
+  /// Lock held: ends a task and the tasks processed from it; returns their requests.
+  func abandon(_ decode: DecodeTask) -> [PendingRequest] {
+    if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
+    decode.phase = .idle
+    var failed: [PendingRequest] = []
+    for pending in decode.requests.values {
+      pending.decode = nil
+      failed.append(pending)
+    }
+    decode.requests.removeAll()
+    let children = decode.children.values
+    decode.children.removeAll()
+    for child in children where decodes[child.key] === child { failed += abandon(child) }
     return failed
   }
 
   /// Lock held: ends a decode task; returns its requests, whose results the caller posts
   /// after unlocking.
-  private func finish(_ decode: DecodeTask) -> [PendingRequest] {
+  func finish(_ decode: DecodeTask) -> [PendingRequest] {
     if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
     decode.phase = .idle
     let all = Array(decode.requests.values)
@@ -430,20 +470,31 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     guard let decode = pending.decode else { return }
     pending.decode = nil
     decode.requests.removeValue(forKey: pending.token)
-    if !decode.requests.isEmpty {
+    if !decode.isUnused {
       // The shared priority falls only if no one left is at it. Re-ranking scans every
       // requester, so doing it on each leave made cancelling n sharers quadratic; this
       // check stops at the first requester at the top, usually the first one looked at.
       let priority = decode.priority
-      if pending.priority >= priority && !decode.requests.values.contains(where: { $0.priority >= priority }) {
+      if pending.priority >= priority && !decode.requests.values.contains(where: { $0.priority >= priority })
+          && !decode.children.values.contains(where: { $0.priority >= priority }) {
         rerank(decode)
       }
       return
     }
+    release(decode)
+  }
+
+  /// Lock held: stops a task nobody needs any more (no request, no child), and what it
+  /// waits on when it was the last to.
+  func release(_ decode: DecodeTask) {
     if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
     let phase = decode.phase
     decode.phase = .idle
+    if let flag = decode.cancel { ImageProcessing.raise(flag) }
     switch phase {
+    case .waitingForParent(let parent):
+      parent.children.removeValue(forKey: decode.key)
+      if parent.isUnused { release(parent) } else { rerank(parent) }
     case .queued(let job): decodePool.cancel(job)
     case .lookingUpVariant(let job, _): diskTier?.cancel(job)
     case .waitingForBytes(let download):
@@ -464,15 +515,17 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   }
 
   /// Merged work runs at the highest priority among its requesters.
-  private func rerank(_ decode: DecodeTask) {
-    let priority = decode.requests.values.lazy.map(\.priority).max() ?? Int32.min
+  func rerank(_ decode: DecodeTask) {
+    let priority = max(decode.requests.values.lazy.map(\.priority).max() ?? Int32.min,
+                       decode.children.values.lazy.map(\.priority).max() ?? Int32.min)
     guard priority != decode.priority else { return }
     rank(decode, at: priority)
   }
 
-  private func rank(_ decode: DecodeTask, at priority: Int32) {
+  func rank(_ decode: DecodeTask, at priority: Int32) {
     decode.priority = priority
     switch decode.phase {
+    case .waitingForParent(let parent): if priority > parent.priority { rank(parent, at: priority) } else { rerank(parent) }
     case .queued(let job): decodePool.setPriority(job, priority)
     case .lookingUpVariant(let job, _): diskTier?.setPriority(job, priority)
     case .waitingForBytes(let download): rerank(download)
@@ -496,19 +549,18 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// The variant lookup answered: a servable variant is the result of every requester,
   /// with no download and no decode; otherwise the decode waits for the bytes as usual.
   private func variantLookupFinished(_ decode: DecodeTask, _ image: Image?) {
-    var finished: [PendingRequest] = []
-    lock.withLock {
-      guard decodes[decode.key] === decode, case .lookingUpVariant(_, let source) = decode.phase else { return }
+    let input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .disk, origin: nil)
+    let done: TaskResults? = lock.withLock {
+      guard decodes[decode.key] === decode, case .lookingUpVariant(_, let source) = decode.phase else { return nil }
       guard let image else {
-        attachDownload(decode, source)
-        return
+        attachInput(decode, source)
+        return nil
       }
       counters.diskHits += 1
       counters.variantHits += 1
-      finished = finish(decode)
-      if finished.contains(where: \.usesMemoryCache) { memoryCache.insert(image, for: decode.variant) }
+      return finishLocked(decode, .success(image), input)
     }
-    if let image, !finished.isEmpty { complete(finished, with: .success(image, .disk, httpStatus: 0)) }
+    if let done { report(done, decode, input) }
   }
 
   /// The disk answered: decode its bytes, revalidate them, or go to the network.
@@ -564,12 +616,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     enum Start { case run, held, abandoned }
     let start: Start = lock.withLock {
       // Every requester left while the job waited: nothing to decode for.
-      guard decodes[decode.key] === decode, !decode.requests.isEmpty else { return .abandoned }
+      guard decodes[decode.key] === decode, !decode.isUnused else { return .abandoned }
       var queues: [ObjectIdentifier: CompletionQueue] = [:]
       for pending in decode.requests.values { queues[ObjectIdentifier(pending.queue)] = pending.queue }
-      // Every queue is asked (each registers this loader to hear when it drains).
+      // Every queue is asked (each registers this loader to hear when it drains). A decode
+      // only processed variants wait for is not held (their requesters' queues decide).
       let full = queues.values.map { $0.isFull(notifying: self) }
-      guard !full.contains(false) else { return .run }
+      guard !queues.isEmpty, !full.contains(false) else { return .run }
       decode.phase = .held(input)
       return .held
     }
@@ -578,27 +631,51 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if case .success(let image) = result, let warning = image.warning {
       Self.log(configuration, .warning, "\(decode.variant.cacheKey): \(warning)")
     }
-    let finished: [PendingRequest] = lock.withLock {
-      guard decodes[decode.key] === decode else { return [] }
-      let all = finish(decode)
-      if case .success(let image) = result, all.contains(where: \.usesMemoryCache) {
-        memoryCache.insert(image, for: decode.variant)
-      }
-      return all
+    let done: TaskResults? = lock.withLock {
+      counters.decodes += 1
+      return finishLocked(decode, result, input)
     }
+    if let done { report(done, decode, input) }
+  }
+
+  /// What a finished task hands out once the lock is released: its result to its own
+  /// requests, and the failure of the tasks below it to theirs.
+  struct TaskResults {
+    let result: Result<Image, LoadError>
+    let finished: [PendingRequest]
+    let failedBelow: [PendingRequest]
+  }
+
+  /// Lock held: ends a task with its image or error: its requests (returned), the memory
+  /// cache, and the tasks processed from it (queued, or failed with it). nil when the task
+  /// was dropped meanwhile.
+  func finishLocked(_ decode: DecodeTask, _ result: Result<Image, LoadError>, _ input: DecodeInput) -> TaskResults? {
+    guard decodes[decode.key] === decode else { return nil }
+    let finished = finish(decode)
+    if case .success(let image) = result, finished.contains(where: \.usesMemoryCache) {
+      memoryCache.insert(image, for: decode.variant)
+    }
+    let failedBelow = handOn(decode, result, input)
+    return TaskResults(result: result, finished: finished, failedBelow: failedBelow)
+  }
+
+  /// Not holding the lock: stores a finished task's image as a disk variant and posts the
+  /// results `finishLocked` collected.
+  func report(_ done: TaskResults, _ decode: DecodeTask, _ input: DecodeInput) {
     // An incomplete image (its data ended early) stays out of the disk tier: a variant
     // hit would hand it on without the flag's cause ever being looked at again.
-    if case .success(let image) = result, !image.isIncomplete, !finished.isEmpty, let origin = input.origin {
+    if case .success(let image) = done.result, !image.isIncomplete, !done.finished.isEmpty, let origin = input.origin {
       storeVariant(image, decode.variant, origin)
     }
     let outcome: Outcome
-    switch result {
+    switch done.result {
     case .success(let image): outcome = .success(image, input.source, httpStatus: input.data.httpStatus)
     case .failure(var error):
       if error.httpStatus == 0 { error.httpStatus = input.data.httpStatus }
       outcome = .failure(error)
     }
-    complete(finished, with: outcome)
+    complete(done.finished, with: outcome)
+    if case .failure = outcome { complete(done.failedBelow, with: outcome) }
   }
 
   /// Offers a decoded image to the disk tier as a variant of its original (not holding the
@@ -613,7 +690,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
   }
 
-  private func complete(_ requests: [PendingRequest], with outcome: Outcome) {
+  func complete(_ requests: [PendingRequest], with outcome: Outcome) {
     if case .failure(let error) = outcome, error.status != .cancelled, !requests.isEmpty {
       lock.withLock { counters.failed += requests.count }
     }

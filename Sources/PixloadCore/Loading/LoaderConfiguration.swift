@@ -66,6 +66,10 @@ public struct LoaderStatistics: Sendable, Equatable {
   /// Decoded variants this loader wrote to the disk cache, and their bytes.
   public var variantsStored = 0
   public var variantBytesStored = 0
+  /// Decodes run (each merged decode counted once), and processor steps run (each merged
+  /// step once; the final conversion into a format not counted).
+  public var decodes = 0
+  public var processorRuns = 0
 }
 
 extension ImageLoader {

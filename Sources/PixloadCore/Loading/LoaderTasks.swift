@@ -63,6 +63,9 @@ final class DecodeTask {
     /// Held back with its bytes: every requester's queue is full of undrained images
     /// (`CompletionQueue.isFull`); scheduled again when one drains.
     case held(DecodeInput)
+    /// A processed variant waiting for the image of the variant it is made from
+    /// (`ImageProcessing.parent`): the task of that variant lists it in `children`.
+    case waitingForParent(DecodeTask)
   }
 
   let key: DecodeKey
@@ -70,8 +73,15 @@ final class DecodeTask {
   var requests: [UInt64: PendingRequest] = [:]
   var priority: Int32 = 0
   var phase = Phase.idle
+  /// The tasks of the variants processed from this one's image (one step each): a task
+  /// lives while it has requests or children.
+  var children: [DecodeKey: DecodeTask] = [:]
+  /// Raised when a processing step under way is no longer wanted.
+  var cancel: CancelFlag?
 
   init(key: DecodeKey) { self.key = key }
+
+  var isUnused: Bool { requests.isEmpty && children.isEmpty }
 
   var download: DownloadTask? {
     if case .waitingForBytes(let download) = phase { return download }

@@ -6,7 +6,9 @@
 ///     key          = caller's key | url | url "\n" fingerprint(headers joined by "\n")
 ///     variant key  = descriptor "\n" key                       (a decoded variant on disk)
 ///     descriptor   = "v" rendition " " W "x" H " mode=" m " format=" f " orient=" 0|1 [" nocolor"]
-///                    [" codecs=" id "@" version *("," id "@" version)]
+///                    [" codecs=" id "@" version *("," id "@" version)] [" process=" chain]
+///     chain        = "[" step *(";" step) "]"      (ImageProcessor.canonical: kind(params),
+///                                                    a custom id percent-escaped)
 ///
 /// The codecs part names the codecs registered with the loader (modules included, their
 /// versions saying the module's and its library's), so that a thumbnail an older decoder
@@ -50,5 +52,6 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Expressible
     "v\(rendition) \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "
       + "orient=\(variant.appliesOrientation ? 1 : 0)" + (variant.managesColor ? "" : " nocolor")
       + (variant.codecs.isEmpty ? "" : " codecs=" + variant.codecs)
+      + (variant.processors.isEmpty ? "" : " process=" + ImageProcessor.canonical(variant.processors))
   }
 }

@@ -61,6 +61,9 @@ public struct ImageRequest: Sendable {
   /// Convert an embedded colour profile (ICC, PNG cHRM/gAMA, AVIF nclx) to sRGB; false keeps
   /// the decoded values (PXL_FLAG_NO_COLOR_MANAGEMENT). Part of the variant.
   public var managesColor = true
+  /// Processors applied after the resize and orientation, in order (ImageProcessor). Part
+  /// of the variant.
+  public var processors: [ImageProcessor] = []
 
   public enum CachePolicy: Sendable {
     /// Memory, then disk, then network.
@@ -92,7 +95,7 @@ public struct ImageRequest: Sendable {
   public var variant: ImageVariant {
     ImageVariant(cacheKey: cacheKey, width: targetWidth, height: targetHeight, mode: mode,
                  format: format, appliesOrientation: appliesOrientation, animates: animates,
-                 managesColor: managesColor)
+                 managesColor: managesColor, processors: processors)
   }
 }
 
@@ -111,4 +114,6 @@ public struct ImageVariant: Hashable, Sendable {
   /// The loader's registered codecs ("id@version,..."; `CodecTable.signature`): another
   /// decoder may give other pixels. "" for none.
   public var codecs = ""
+  /// The processor chain applied to the decoded pixels (empty: none).
+  public var processors: [ImageProcessor] = []
 }

@@ -21,6 +21,10 @@ from ._core import (
     URLError, pending_callbacks, status_string, version,
 )
 
+from ._processors import (
+    Blur, Circle, Crop, Custom, Flip, Grayscale, Processor, Rotate, RoundedCorners, Tint,
+)
+
 __version__ = "0.5.0"
 
 __all__ = [
@@ -30,4 +34,5 @@ __all__ = [
     "PRIORITY_VISIBLE", "PixloadError", "PixloadTimeoutError", "Queue", "Request",
     "RequestCancelled", "Result", "Scheme", "Slot", "Source", "Stats", "Status", "Table",
     "TableStats", "URLError", "library_origin", "pending_callbacks", "status_string", "version",
+    "Processor", "Circle", "RoundedCorners", "Blur", "Crop", "Rotate", "Flip", "Grayscale", "Tint", "Custom",
 ]

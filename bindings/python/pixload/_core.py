@@ -24,7 +24,7 @@ import threading
 import time
 import weakref
 
-from . import _ffi
+from . import _ffi, _processors
 from ._ffi import lib
 
 
@@ -657,13 +657,13 @@ def _header_array(lines, keep):
 
 _REQUEST_OPTIONS = frozenset((
     "size", "width", "height", "mode", "format", "priority", "cache_key", "headers",
-    "progress_interval_ms", "preview_interval_ms", *_FLAGS,
+    "progress_interval_ms", "preview_interval_ms", "process", *_FLAGS,
 ))
 
 
 def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.FIT,
                   format=Format.RGBA8, priority=PRIORITY_NORMAL, cache_key=None, headers=None,
-                  progress_interval_ms=None, preview_interval_ms=None, **flags):
+                  progress_interval_ms=None, preview_interval_ms=None, process=None, _loader=None, **flags):
     """Fills a pxl_request that pxl_request_init_size set up. Every byte string it points to
     is appended to keep: the caller holds keep until the C call has copied them."""
     unknown = set(flags) - set(_FLAGS)
@@ -695,11 +695,13 @@ def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.
         req.progress_interval_ms = progress_interval_ms
     if preview_interval_ms is not None:
         req.preview_interval_ms = preview_interval_ms
+    if process:
+        _processors.fill(req, process, keep, _loader)
 
 
-def _new_request(url, keep, options):
+def _new_request(url, keep, options, loader=None):
     req = _ffi.init_struct(_ffi.pxl_request)
-    _fill_request(req, url, keep, **options)
+    _fill_request(req, url, keep, _loader=loader, **options)
     return req
 
 
@@ -980,7 +982,7 @@ class Loader(_Handle):
         preview_interval_ms. Returns a Request; raises PixloadError (and calls nobody)
         when the library refuses the request."""
         keep = []
-        req = _new_request(url, keep, request)
+        req = _new_request(url, keep, request, self)
         if progress is not None:
             req.progress = _on_progress
         if preview is not None:
@@ -1016,7 +1018,7 @@ class Loader(_Handle):
         """The memory cache's image for this request, or None. Never blocks on disk or
         network."""
         keep = []
-        req = _new_request(url, keep, request)
+        req = _new_request(url, keep, request, self)
         out = ctypes.c_void_p()
         status = lib.pxl_lookup(self._handle(), ctypes.byref(req), ctypes.byref(out))
         if status == Status.OK:
@@ -1040,7 +1042,7 @@ class Loader(_Handle):
             else:
                 url = item
             _ffi.init_struct(_ffi.pxl_request, array[i])
-            _fill_request(array[i], url, keep, **options)
+            _fill_request(array[i], url, keep, _loader=self, **options)
         tokens = (_ffi.c_token * len(items))()
         status = lib.pxl_prefetch(self._handle(), array, len(items), tokens)
         if status == Status.INVALID_ARGUMENT and not any(tokens):
@@ -1052,7 +1054,7 @@ class Loader(_Handle):
         hit is returned at once as an Image (and callback is not called); otherwise None
         is returned and callback(result) runs later, exactly once."""
         keep = []
-        req = _new_request(url, keep, request)
+        req = _new_request(url, keep, request, self)
         if progress is not None:
             req.progress = _on_progress
         loader_ptr, queue_ptr = self._handle(), queue._handle()
@@ -1235,7 +1237,7 @@ class Table(_Handle):
         # Off unless asked: on_row then also receives previews (result.preview True).
         config.previews = 1 if previews else 0
         key = next(_ids)
-        _tables[key] = _TableEntry(request_for_row, on_row, request)
+        _tables[key] = _TableEntry(request_for_row, on_row, dict(request, _loader=loader))
         out = ctypes.c_void_p()
         status = lib.pxl_table_create(loader._handle(), queue._handle(), ctypes.byref(config), row_count,
                                    _on_table_request, _on_table_row, key, ctypes.byref(out))

@@ -176,6 +176,9 @@ class pxl_request(ctypes.Structure):
         # Since 0.3.0.
         ("preview", preview_callback),
         ("preview_interval_ms", ctypes.c_int32),
+        # Since 0.5.0 (pxl_processor: _processors.py).
+        ("processors", ctypes.c_void_p),
+        ("processor_count", ctypes.c_size_t),
     ]
 
 
@@ -292,6 +295,11 @@ _FUNCTIONS = {
     "pxl_table_cancel_all": (None, [table_p]),
     "pxl_table_get_stats": (c_status, [table_p, ctypes.POINTER(pxl_table_stats)]),
     "pxl_table_free": (None, [table_p]),
+    # Since 0.5.0 (the types are _processors.py's; declared here with void pointers).
+    "pxl_processor_frame_resize": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32]),
+    "pxl_loader_add_processor": (c_status, [loader_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p,
+                                            ctypes.c_void_p, ctypes.c_void_p]),
+    "pxl_loader_remove_processor": (c_status, [loader_p, ctypes.c_char_p]),
 }
 
 
@@ -313,7 +321,7 @@ def init_struct(struct, into=None):
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
     "pxl_config": ("codec_modules", None),
-    "pxl_request": ("preview_interval_ms", 250),
+    "pxl_request": ("processor_count", 0),
     "pxl_table_config": ("previews", 1),
 }
 

@@ -7,7 +7,7 @@ use std::ptr;
 use std::time::Duration;
 
 use crate::convert::{c_string, clamp_i32, header_pointers, millis};
-use crate::{sys, Error, Format};
+use crate::{sys, Error, Format, Processor};
 
 /// How an image is fitted to a request's target size (see `pxl_mode` in the header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -63,6 +63,7 @@ pub struct Request {
     flags: u32,
     headers: Vec<String>,
     progress_interval_ms: i32,
+    processors: Vec<Processor>,
 }
 
 /// A request's C strings, alive while its pxl_request is in use.
@@ -72,6 +73,8 @@ pub(crate) struct RawRequest {
     _cache_key: Option<CString>,
     _headers: Vec<CString>,
     _header_pointers: Vec<*const c_char>,
+    _processors: Vec<sys::pxl_processor>,
+    _processor_ids: Vec<CString>,
 }
 
 impl Request {
@@ -88,6 +91,7 @@ impl Request {
             flags: defaults.flags,
             headers: Vec::new(),
             progress_interval_ms: defaults.progress_interval_ms,
+            processors: Vec::new(),
         }
     }
 
@@ -184,6 +188,63 @@ impl Request {
         self
     }
 
+    /// Appends a processor step (see [`Processor`]); the builder methods below name each.
+    pub fn process(mut self, step: Processor) -> Request {
+        self.processors.push(step);
+        self
+    }
+
+    /// A circular crop (the centred min(w, h) square), with an optional border
+    /// (width, 0xRRGGBBAA) drawn inside it.
+    pub fn circle(self, border: Option<(f64, u32)>) -> Request {
+        self.process(Processor::Circle { border })
+    }
+
+    /// Rounded corners of `radius` output pixels.
+    pub fn rounded_corners(self, radius: f64) -> Request {
+        self.process(Processor::RoundedCorners { radii: [radius; 4], border: None })
+    }
+
+    /// Rounded corners: top-left, top-right, bottom-right, bottom-left, with an optional border.
+    pub fn rounded_corners_each(self, radii: [f64; 4], border: Option<(f64, u32)>) -> Request {
+        self.process(Processor::RoundedCorners { radii, border })
+    }
+
+    /// A Gaussian blur of `sigma` output pixels (0 ..= 250).
+    pub fn blur(self, sigma: f64) -> Request {
+        self.process(Processor::Blur { sigma })
+    }
+
+    /// The rectangle of the image as it is at this step.
+    pub fn crop(self, x: i32, y: i32, width: i32, height: i32) -> Request {
+        self.process(Processor::Crop { x, y, width, height })
+    }
+
+    /// Clockwise by 90, 180 or 270 degrees.
+    pub fn rotate(self, degrees: i32) -> Request {
+        self.process(Processor::Rotate { degrees })
+    }
+
+    /// Mirror left-right (`vertical` false) or top-bottom.
+    pub fn flip(self, vertical: bool) -> Request {
+        self.process(Processor::Flip { vertical })
+    }
+
+    pub fn grayscale(self) -> Request {
+        self.process(Processor::Grayscale)
+    }
+
+    /// 0xRRGGBBAA composited source-atop.
+    pub fn tint(self, color: u32) -> Request {
+        self.process(Processor::Tint { color })
+    }
+
+    /// A custom processor registered with the loader under `id` (through
+    /// `sys::pxl_loader_add_processor`).
+    pub fn custom(self, id: impl Into<String>) -> Request {
+        self.process(Processor::Custom { id: id.into() })
+    }
+
     pub(crate) fn to_raw(&self) -> Result<RawRequest, Error> {
         let url = c_string("the URL", &self.url)?;
         let cache_key = self.cache_key.as_deref().map(|k| c_string("the cache key", k)).transpose()?;
@@ -194,7 +255,20 @@ impl Request {
         raw.url = url.as_ptr();
         raw.cache_key = cache_key.as_ref().map_or(ptr::null(), |k| k.as_ptr());
         raw.headers = if headers.is_empty() { ptr::null() } else { header_pointers.as_ptr() };
-        Ok(RawRequest { raw, _url: url, _cache_key: cache_key, _headers: headers, _header_pointers: header_pointers })
+        let mut processor_ids = Vec::new();
+        let processors =
+            self.processors.iter().map(|p| p.to_raw(&mut processor_ids)).collect::<Result<Vec<_>, _>>()?;
+        raw.processors = if processors.is_empty() { ptr::null() } else { processors.as_ptr() };
+        raw.processor_count = processors.len();
+        Ok(RawRequest {
+            raw,
+            _url: url,
+            _cache_key: cache_key,
+            _headers: headers,
+            _header_pointers: header_pointers,
+            _processors: processors,
+            _processor_ids: processor_ids,
+        })
     }
 
     /// The non-string fields. Values beyond i32 pass as i32::MAX: the library then

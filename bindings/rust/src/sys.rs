@@ -177,6 +177,9 @@ pub struct pxl_request {
     // Since 0.3.0.
     pub preview: pxl_preview_callback,
     pub preview_interval_ms: i32,
+    // Since 0.5.0.
+    pub processors: *const pxl_processor,
+    pub processor_count: usize,
 }
 
 #[repr(C)]
@@ -436,4 +439,72 @@ extern "C" {
     pub fn pxl_loader_add_codec(loader: *mut pxl_loader, codec: *const pxl_codec) -> pxl_status;
     pub fn pxl_loader_remove_codec(loader: *mut pxl_loader, id: *const c_char) -> pxl_status;
     pub fn pxl_loader_formats(loader: *mut pxl_loader, buffer: *mut c_char, capacity: usize) -> usize;
+}
+
+// Processors (since 0.5.0)
+pub const PXL_MAX_PROCESSORS: usize = 16;
+pub const PXL_MAX_BLUR_SIGMA: u32 = 250;
+
+pub type pxl_processor_kind = c_uint;
+pub const PXL_PROCESS_CIRCLE: pxl_processor_kind = 1;
+pub const PXL_PROCESS_ROUND: pxl_processor_kind = 2;
+pub const PXL_PROCESS_BLUR: pxl_processor_kind = 3;
+pub const PXL_PROCESS_CROP: pxl_processor_kind = 4;
+pub const PXL_PROCESS_ROTATE: pxl_processor_kind = 5;
+pub const PXL_PROCESS_FLIP: pxl_processor_kind = 6;
+pub const PXL_PROCESS_GRAY: pxl_processor_kind = 7;
+pub const PXL_PROCESS_TINT: pxl_processor_kind = 8;
+pub const PXL_PROCESS_CUSTOM: pxl_processor_kind = 9;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_processor {
+    pub kind: i32,
+    pub color: u32,
+    pub radius_tl: f64,
+    pub radius_tr: f64,
+    pub radius_br: f64,
+    pub radius_bl: f64,
+    pub border_width: f64,
+    pub sigma: f64,
+    pub x: i32,
+    pub y: i32,
+    pub width: i32,
+    pub height: i32,
+    pub degrees: i32,
+    pub vertical: i32,
+    pub id: *const c_char,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_processor_frame {
+    pub struct_size: usize,
+    pub pixels: *mut u8,
+    pub width: i32,
+    pub height: i32,
+    pub stride: i32,
+    pub frame_index: i32,
+    pub frame_count: i32,
+    pub input: *const u8,
+    pub input_width: i32,
+    pub input_height: i32,
+    pub cancelled: *const i32,
+    pub internal: *mut c_void,
+}
+
+pub type pxl_processor_callback = Option<unsafe extern "C" fn(frame: *mut pxl_processor_frame, message: *mut c_char, message_size: usize, user_data: *mut c_void) -> pxl_status>;
+pub type pxl_processor_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+extern "C" {
+    pub fn pxl_processor_frame_resize(frame: *mut pxl_processor_frame, width: i32, height: i32) -> *mut u8;
+    pub fn pxl_loader_add_processor(
+        loader: *mut pxl_loader,
+        id: *const c_char,
+        version: u32,
+        process: pxl_processor_callback,
+        user_data: *mut c_void,
+        destroy: pxl_processor_destroy_fn,
+    ) -> pxl_status;
+    pub fn pxl_loader_remove_processor(loader: *mut pxl_loader, id: *const c_char) -> pxl_status;
 }

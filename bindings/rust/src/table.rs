@@ -98,6 +98,8 @@ unsafe extern "C" fn on_table_request(row: i64, request: *mut sys::pxl_request, 
     let request = unsafe { &mut *request };
     wanted.fill(request);
     request.url = raw.raw.url;
+    request.processors = raw.raw.processors;
+    request.processor_count = raw.raw.processor_count;
     request.cache_key = raw.raw.cache_key;
     request.headers = raw.raw.headers;
     // The header says the strings need only live until this returns, but libpixload

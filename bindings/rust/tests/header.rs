@@ -87,7 +87,7 @@ fn rust_side() -> (
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
-            progress, progress_interval_ms, preview, preview_interval_ms,
+            progress, progress_interval_ms, preview, preview_interval_ms, processors, processor_count,
         }
         pxl_result { struct_size, status, image, http_status, source, message, preview, incomplete }
         pxl_stats {
@@ -105,6 +105,14 @@ fn rust_side() -> (
         pxl_codec {
             struct_size, id, version, flags, user_data, sniff, read_header, read_icc, choose_size, decode,
             decode_frames, destroy,
+        }
+        pxl_processor {
+            kind, color, radius_tl, radius_tr, radius_br, radius_bl, border_width, sigma, x, y, width,
+            height, degrees, vertical, id,
+        }
+        pxl_processor_frame {
+            struct_size, pixels, width, height, stride, frame_index, frame_count, input, input_width,
+            input_height, cancelled, internal,
         }
     };
     let constants = rust_constants![
@@ -127,8 +135,11 @@ fn rust_side() -> (
         PXL_TABLE_STATS_SIZE_0_1, PXL_CONFIG_SIZE_0_2,
         PXL_CODEC_PREMULTIPLIED, PXL_CODEC_PROGRESSIVE, PXL_CODEC_KEEP_ORIENTATION, PXL_CODEC_PARTIAL,
         PXL_CODEC_SNIFF_BYTES,
+        PXL_MAX_PROCESSORS, PXL_MAX_BLUR_SIGMA, PXL_PROCESS_CIRCLE, PXL_PROCESS_ROUND, PXL_PROCESS_BLUR,
+        PXL_PROCESS_CROP, PXL_PROCESS_ROTATE, PXL_PROCESS_FLIP, PXL_PROCESS_GRAY, PXL_PROCESS_TINT,
+        PXL_PROCESS_CUSTOM,
     ];
-    let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source];
+    let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source, pxl_processor_kind];
     (structs, fields, order, constants, enums)
 }
 
@@ -160,7 +171,9 @@ fn c_type_to_rust(c: &str) -> String {
     let tokens: Vec<&str> = spaced.split_whitespace().collect();
     let first_star = tokens.iter().position(|t| *t == "*").unwrap_or(tokens.len());
     let base_const = tokens[..first_star].contains(&"const");
-    let base: Vec<&str> = tokens[..first_star].iter().copied().filter(|t| *t != "const").collect();
+    // "volatile" and an elaborated "struct" change nothing a Rust declaration spells.
+    let base: Vec<&str> =
+        tokens[..first_star].iter().copied().filter(|t| !matches!(*t, "const" | "volatile" | "struct")).collect();
     assert_eq!(base.len(), 1, "unexpected C type '{c}'");
     let mut levels = Vec::new(); // whether each pointer is itself const
     let mut i = first_star;
@@ -181,6 +194,7 @@ fn c_type_to_rust(c: &str) -> String {
         "uint64_t" => "u64",
         "uint8_t" => "u8",
         "size_t" => "usize",
+        "double" => "f64",
         other => other,
     }
     .to_string();

@@ -1,0 +1,459 @@
+/* The built-in processors (pxl_process.h). Premultiplied RGBA8 throughout, so scaling a
+ * pixel by its coverage, blurring and compositing are plain per-channel arithmetic. */
+#include "pxl_process.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Exact coverage of a pixel by a rounded rectangle -------------------------------- */
+
+/* The integral of sqrt(r^2 - t^2) from 0 to u (0 <= u <= r). */
+static double arc_integral(double u, double r) {
+  double s = r * r - u * u;
+  double q = u / r;
+  if (q > 1) q = 1;
+  return 0.5 * (u * sqrt(s > 0 ? s : 0) + r * r * asin(q));
+}
+
+/* The area of [u0, u1] x [v0, v1] (all within [0, r]) inside the disc u^2 + v^2 <= r^2. */
+static double quarter_disc_area(double u0, double u1, double v0, double v1, double r) {
+  double ua = v1 < r ? sqrt(r * r - v1 * v1) : 0; /* up to ua the arc is above v1 */
+  double ub = v0 < r ? sqrt(r * r - v0 * v0) : 0; /* from ub on it is below v0 */
+  double area = 0;
+  double full = (ua < u1 ? ua : u1) - u0;
+  if (full > 0) area += (v1 - v0) * full;
+  double a = u0 > ua ? u0 : ua, b = u1 < ub ? u1 : ub;
+  if (b > a) area += arc_integral(b, r) - arc_integral(a, r) - v0 * (b - a);
+  return area;
+}
+
+/* The area of the pixel, in a corner's coordinates (u, v: distances from the corner's
+ * centre towards the corner, pixel [u0, u1] x [v0, v1]), outside the corner's arc but
+ * inside its r x r square. */
+static double corner_cut(double u0, double u1, double v0, double v1, double r) {
+  if (r <= 0) return 0;
+  if (u0 < 0) u0 = 0;
+  if (v0 < 0) v0 = 0;
+  if (u1 > r) u1 = r;
+  if (v1 > r) v1 = r;
+  if (u1 <= u0 || v1 <= v0) return 0;
+  if (u1 * u1 + v1 * v1 <= r * r) return 0;                    /* wholly inside the arc */
+  double rect = (u1 - u0) * (v1 - v0);
+  if (u0 * u0 + v0 * v0 >= r * r) return rect;                 /* wholly outside */
+  return rect - quarter_disc_area(u0, u1, v0, v1, r);
+}
+
+double pxl_process_coverage(double x0, double y0, double left, double top, double right, double bottom,
+                            const double radii[4]) {
+  double x1 = x0 + 1, y1 = y0 + 1;
+  double w = (x1 < right ? x1 : right) - (x0 > left ? x0 : left);
+  double h = (y1 < bottom ? y1 : bottom) - (y0 > top ? y0 : top);
+  if (w <= 0 || h <= 0) return 0;
+  double area = w * h;
+  double r;
+  /* Top-left: centre (left + r, top + r); u grows leftwards, v upwards. */
+  if ((r = radii[0]) > 0) area -= corner_cut(left + r - x1, left + r - x0, top + r - y1, top + r - y0, r);
+  if ((r = radii[1]) > 0) area -= corner_cut(x0 - (right - r), x1 - (right - r), top + r - y1, top + r - y0, r);
+  if ((r = radii[2]) > 0)
+    area -= corner_cut(x0 - (right - r), x1 - (right - r), y0 - (bottom - r), y1 - (bottom - r), r);
+  if ((r = radii[3]) > 0) area -= corner_cut(left + r - x1, left + r - x0, y0 - (bottom - r), y1 - (bottom - r), r);
+  return area < 0 ? 0 : area > 1 ? 1 : area;
+}
+
+static inline uint8_t scale8(uint8_t v, double c) { return (uint8_t)(v * c + 0.5); }
+
+/* One corner's effect on the pixel row [y, y + 1]: with the corner's centre (cx, cy) and
+ * radius r, the distances from cy to the nearest and farthest points of the row within
+ * the corner's square, the half-widths of the arc there (sNear >= sFar). */
+static void corner_row(double y, double cy, double r, int top, double *sNear, double *sFar) {
+  double y0 = y, y1 = y + 1;
+  double nearY, farY;
+  if (top) { /* the square is y < cy */
+    nearY = cy - (y1 < cy ? y1 : cy);
+    farY = cy - y0;
+  } else {   /* y > cy */
+    nearY = (y0 > cy ? y0 : cy) - cy;
+    farY = y1 - cy;
+  }
+  *sNear = nearY < r ? sqrt(r * r - nearY * nearY) : 0;
+  *sFar = farY < r ? sqrt(r * r - farY * farY) : 0;
+}
+
+static inline int32_t clampi(double v, int32_t hi) { return v < 0 ? 0 : v > hi ? hi : (int32_t)v; }
+
+/* Without a border: per row, the spans wholly outside (cleared), wholly inside (kept)
+ * and crossed by an arc (exact coverage) from each corner's arc, so only edge pixels pay
+ * for the coverage integral. */
+static void round_no_border(uint8_t *pixels, int32_t width, int32_t height, const double radii[4]) {
+  double bw = width, bh = height;
+  const double eps = 1e-9;
+  for (int32_t y = 0; y < height; y++) {
+    uint8_t *row = pixels + (size_t)y * width * 4;
+    /* [0, a) outside, [a, b) exact, [b, c) inside, [c, d) exact, [d, W) outside. */
+    double a = 0, b = 0, c = bw, d = bw;
+    double sNear, sFar;
+    for (int corner = 0; corner < 4; corner++) {
+      double r = radii[corner];
+      if (r <= 0) continue;
+      int top = corner < 2, left = corner == 0 || corner == 3;
+      if (top ? !(y < r) : !(y + 1 > bh - r)) continue;
+      corner_row(y, top ? r : bh - r, r, top, &sNear, &sFar);
+      if (left) {
+        double cx = r;
+        if (floor(cx - sNear - eps) > a) a = floor(cx - sNear - eps);
+        if (ceil(cx - sFar + eps) > b) b = ceil(cx - sFar + eps);
+      } else {
+        double cx = bw - r;
+        if (ceil(cx + sNear + eps) < d) d = ceil(cx + sNear + eps);
+        if (floor(cx + sFar - eps) < c) c = floor(cx + sFar - eps);
+      }
+    }
+    int32_t ia = clampi(a, width), ib = clampi(b, width), ic = clampi(c, width), id = clampi(d, width);
+    if (ib < ia) ib = ia;
+    if (id < ic) ic = id;
+    if (ib > ic) ib = ic = id; /* the arcs' spans meet: exact coverage all the way */
+    if (ia > 0) memset(row, 0, (size_t)ia * 4);
+    if (id < width) memset(row + (size_t)id * 4, 0, (size_t)(width - id) * 4);
+    for (int32_t span = 0; span < 2; span++) {
+      int32_t from = span ? ic : ia, to = span ? id : ib;
+      for (int32_t x = from; x < to; x++) {
+        double co = pxl_process_coverage(x, y, 0, 0, bw, bh, radii);
+        if (co >= 1) continue;
+        uint8_t *p = row + (size_t)x * 4;
+        for (int ch = 0; ch < 4; ch++) p[ch] = scale8(p[ch], co);
+      }
+    }
+  }
+}
+
+void pxl_process_round(uint8_t *pixels, int32_t width, int32_t height, const double radii[4], double border,
+                       const uint8_t border_color[4]) {
+  if (width <= 0 || height <= 0) return;
+  if (border <= 0) {
+    round_no_border(pixels, width, height, radii);
+    return;
+  }
+  double inner[4];
+  for (int i = 0; i < 4; i++) inner[i] = radii[i] > border ? radii[i] - border : 0;
+  int edge = (int)ceil(border);
+  double bw = (double)width, bh = (double)height;
+  double ba = border_color[3] / 255.0;
+  for (int32_t y = 0; y < height; y++) {
+    uint8_t *row = pixels + (size_t)y * width * 4;
+    /* The columns this row needs: the band of each side (border, and the corners' squares
+     * the row crosses); the whole row inside the top and bottom border. */
+    int32_t left = edge, right = edge;
+    if (y < radii[0]) left = left > (int)ceil(radii[0]) ? left : (int)ceil(radii[0]);
+    if (y + 1 > bh - radii[3]) left = left > (int)ceil(radii[3]) ? left : (int)ceil(radii[3]);
+    if (y < radii[1]) right = right > (int)ceil(radii[1]) ? right : (int)ceil(radii[1]);
+    if (y + 1 > bh - radii[2]) right = right > (int)ceil(radii[2]) ? right : (int)ceil(radii[2]);
+    int32_t rightStart = width - right;
+    if (y < edge || y >= height - edge || left >= rightStart) {
+      left = width;
+      rightStart = width;
+    }
+    for (int32_t x = 0; x < width; x++) {
+      if (x == left && rightStart > left) {
+        x = rightStart;
+        if (x >= width) break;
+      }
+      double co = pxl_process_coverage(x, y, 0, 0, bw, bh, radii);
+      double ci = border > 0 ? pxl_process_coverage(x, y, border, border, bw - border, bh - border, inner) : co;
+      if (co >= 1 && ci >= 1) continue;
+      uint8_t *p = row + (size_t)x * 4;
+      if (border <= 0) {
+        if (co <= 0) {
+          memset(p, 0, 4);
+        } else {
+          for (int c = 0; c < 4; c++) p[c] = scale8(p[c], co);
+        }
+        continue;
+      }
+      double ring = co - ci;
+      if (ring < 0) ring = 0;
+      for (int c = 0; c < 4; c++) {
+        double v = p[c] * ci + (border_color[c] + p[c] * (1 - ba)) * ring;
+        p[c] = (uint8_t)(v > 255 ? 255 : v + 0.5);
+      }
+    }
+  }
+}
+
+/* ---- Blur ------------------------------------------------------------------------------ */
+
+/* Extended box filters (Gwosdek, Grewenig, Bruhn and Weickert, "Theoretical foundations of
+ * Gaussian convolution by extended box filtering", 2011): a box of radius r whose two
+ * outer taps weigh alpha in [0, 1), chosen so that n passes have exactly the variance
+ * sigma^2. Pillow's GaussianBlur is the same construction. */
+typedef struct {
+  int radius;
+  float alpha; /* the outer taps' weight */
+  float scale; /* 1 / (2r + 1 + 2 alpha) */
+} ext_box;
+
+static ext_box ext_box_for(double sigma, int passes) {
+  double v = sigma * sigma / passes;
+  int r = (int)floor((sqrt(12 * v + 1) - 1) / 2);
+  if (r < 0) r = 0;
+  while ((r + 1) * (r + 2) / 3.0 <= v) r++; /* rounding: the largest r whose plain box fits */
+  while (r > 0 && r * (r + 1) / 3.0 > v) r--;
+  double alpha = (2 * r + 1) * (v - r * (r + 1) / 3.0) / (2 * ((r + 1) * (r + 1) - v));
+  ext_box box = {r, (float)alpha, (float)(1 / (2 * r + 1 + 2 * alpha))};
+  return box;
+}
+
+/* One extended box pass over `count` samples `step` floats apart (4 channels each), edges
+ * extended: a running sum, so its cost does not depend on the radius. */
+static void box_pass(const float *in, float *out, int32_t count, size_t step, ext_box box) {
+  int radius = box.radius;
+  float sum[4];
+  const float *first = in, *last = in + (size_t)(count - 1) * step;
+#define AT(i) ((i) < 0 ? first : (i) >= count ? last : in + (size_t)(i) * step)
+  for (int c = 0; c < 4; c++) sum[c] = first[c] * (radius + 1);
+  for (int k = 1; k <= radius; k++) {
+    const float *p = AT(k);
+    for (int c = 0; c < 4; c++) sum[c] += p[c];
+  }
+  for (int32_t i = 0; i < count; i++) {
+    float *o = out + (size_t)i * step;
+    const float *lo = AT(i - radius - 1), *hi = AT(i + radius + 1), *drop = AT(i - radius);
+    for (int c = 0; c < 4; c++) {
+      o[c] = (sum[c] + box.alpha * (lo[c] + hi[c])) * box.scale;
+      sum[c] += hi[c] - drop[c];
+    }
+  }
+#undef AT
+}
+
+/* The same down the rows of a strip of `floats` floats per row, all columns at once: a
+ * running sum per column (what vectorises). */
+static void box_pass_rows(const float *in, float *out, int32_t rows, size_t floats, ext_box box, float *sum) {
+  int radius = box.radius;
+  const float *first = in, *last = in + (size_t)(rows - 1) * floats;
+#define ROW(i) ((i) < 0 ? first : (i) >= rows ? last : in + (size_t)(i) * floats)
+  for (size_t i = 0; i < floats; i++) sum[i] = first[i] * (radius + 1);
+  for (int k = 1; k <= radius; k++) {
+    const float *p = ROW(k);
+    for (size_t i = 0; i < floats; i++) sum[i] += p[i];
+  }
+  for (int32_t y = 0; y < rows; y++) {
+    float *o = out + (size_t)y * floats;
+    const float *lo = ROW(y - radius - 1), *hi = ROW(y + radius + 1), *drop = ROW(y - radius);
+    for (size_t i = 0; i < floats; i++) {
+      o[i] = (sum[i] + box.alpha * (lo[i] + hi[i])) * box.scale;
+      sum[i] += hi[i] - drop[i];
+    }
+  }
+#undef ROW
+}
+
+/* One direct convolution pass with a normalised kernel of radius `radius`, edges extended,
+ * over `count` samples `step` floats apart, `width` floats each. */
+static void kernel_pass(const float *in, float *out, int32_t count, size_t step, size_t width, const float *kernel,
+                        int radius) {
+  for (int32_t i = 0; i < count; i++) {
+    float *o = out + (size_t)i * step;
+    for (size_t c = 0; c < width; c++) o[c] = 0;
+    for (int k = -radius; k <= radius; k++) {
+      int32_t j = i + k;
+      j = j < 0 ? 0 : j >= count ? count - 1 : j;
+      const float *p = in + (size_t)j * step;
+      float w = kernel[k + radius];
+      for (size_t c = 0; c < width; c++) o[c] += p[c] * w;
+    }
+  }
+}
+
+#define PASSES 3
+#define STRIP 64 /* columns per vertical strip: a strip of every row fits in cache */
+#define DIRECT_BELOW 2.0
+
+int pxl_process_blur(uint8_t *pixels, int32_t width, int32_t height, double sigma) {
+  if (!(sigma > 0) || width <= 0 || height <= 0) return 0;
+  int direct = sigma < DIRECT_BELOW;
+  ext_box box = {0, 0, 1};
+  float kernel[2 * 6 + 1];
+  int kradius = 0;
+  if (direct) {
+    kradius = (int)ceil(3 * sigma);
+    float total = 0;
+    for (int k = -kradius; k <= kradius; k++) total += kernel[k + kradius] = (float)exp(-(k * k) / (2 * sigma * sigma));
+    for (int k = 0; k <= 2 * kradius; k++) kernel[k] /= total;
+  } else {
+    box = ext_box_for(sigma, PASSES);
+  }
+  size_t rowFloats = (size_t)width * 4;
+  size_t strip = (size_t)height * 4 * STRIP;
+  size_t scratch = rowFloats > strip ? rowFloats : strip;
+  float *image = malloc(rowFloats * height * sizeof(float));
+  float *a = malloc(scratch * sizeof(float));
+  float *b = malloc(scratch * sizeof(float));
+  float *sum = malloc(rowFloats * sizeof(float) + 4 * STRIP * sizeof(float));
+  if (!image || !a || !b || !sum) {
+    free(image), free(a), free(b), free(sum);
+    return -1;
+  }
+  /* Rows: into floats, the passes, into the float image. */
+  for (int32_t y = 0; y < height; y++) {
+    const uint8_t *src = pixels + (size_t)y * rowFloats;
+    for (size_t i = 0; i < rowFloats; i++) a[i] = src[i];
+    float *dst = image + (size_t)y * rowFloats;
+    if (direct) {
+      kernel_pass(a, dst, width, 4, 4, kernel, kradius);
+    } else {
+      float *in = a, *out = b;
+      for (int pass = 0; pass < PASSES; pass++) {
+        if (pass == PASSES - 1) out = dst;
+        box_pass(in, out, width, 4, box);
+        float *t = in;
+        in = out;
+        out = t;
+      }
+    }
+  }
+  /* Columns, a strip at a time: the strip's rows copied out, then the passes down it. */
+  for (int32_t x0 = 0; x0 < width; x0 += STRIP) {
+    int32_t cols = width - x0 < STRIP ? width - x0 : STRIP;
+    size_t floats = (size_t)cols * 4;
+    for (int32_t y = 0; y < height; y++) {
+      memcpy(a + y * floats, image + (size_t)y * rowFloats + (size_t)x0 * 4, floats * sizeof(float));
+    }
+    float *result = b;
+    if (direct) {
+      kernel_pass(a, b, height, floats, floats, kernel, kradius);
+    } else {
+      float *in = a, *out = b;
+      for (int pass = 0; pass < PASSES; pass++) {
+        box_pass_rows(in, out, height, floats, box, sum);
+        result = out;
+        float *t = in;
+        in = out;
+        out = t;
+      }
+    }
+    for (int32_t y = 0; y < height; y++) {
+      uint8_t *dst = pixels + (size_t)y * rowFloats + (size_t)x0 * 4;
+      const float *s = result + y * floats;
+      for (size_t i = 0; i < floats; i += 4) {
+        float alpha = s[i + 3] + 0.5f;
+        uint8_t al = (uint8_t)(alpha < 0 ? 0 : alpha > 255 ? 255 : alpha);
+        for (int c = 0; c < 3; c++) {
+          float v = s[i + c] + 0.5f;
+          uint8_t u = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+          dst[i + c] = u > al ? al : u; /* premultiplied: never above alpha */
+        }
+        dst[i + 3] = al;
+      }
+    }
+  }
+  free(image), free(a), free(b), free(sum);
+  return 0;
+}
+
+/* ---- Geometry and colour ----------------------------------------------------------------- */
+
+void pxl_process_crop(const uint8_t *src, int32_t src_width, int32_t x, int32_t y, int32_t w, int32_t h,
+                      uint8_t *dst) {
+  for (int32_t row = 0; row < h; row++) {
+    memcpy(dst + (size_t)row * w * 4, src + ((size_t)(y + row) * src_width + x) * 4, (size_t)w * 4);
+  }
+}
+
+void pxl_process_rotate(const uint8_t *src, int32_t width, int32_t height, int32_t quarter_turns, uint8_t *dst) {
+  const uint32_t *s = (const uint32_t *)src;
+  uint32_t *d = (uint32_t *)dst;
+  for (int32_t y = 0; y < height; y++) {
+    for (int32_t x = 0; x < width; x++) {
+      uint32_t p = s[(size_t)y * width + x];
+      switch (quarter_turns) {
+      case 1: d[(size_t)x * height + (height - 1 - y)] = p; break;
+      case 2: d[(size_t)(height - 1 - y) * width + (width - 1 - x)] = p; break;
+      default: d[(size_t)(width - 1 - x) * height + y] = p; break;
+      }
+    }
+  }
+}
+
+void pxl_process_flip(uint8_t *pixels, int32_t width, int32_t height, int32_t vertical) {
+  uint32_t *p = (uint32_t *)pixels;
+  if (vertical) {
+    for (int32_t y = 0; y < height / 2; y++) {
+      uint32_t *top = p + (size_t)y * width, *bottom = p + (size_t)(height - 1 - y) * width;
+      for (int32_t x = 0; x < width; x++) {
+        uint32_t t = top[x];
+        top[x] = bottom[x];
+        bottom[x] = t;
+      }
+    }
+    return;
+  }
+  for (int32_t y = 0; y < height; y++) {
+    uint32_t *row = p + (size_t)y * width;
+    for (int32_t x = 0; x < width / 2; x++) {
+      uint32_t t = row[x];
+      row[x] = row[width - 1 - x];
+      row[width - 1 - x] = t;
+    }
+  }
+}
+
+/* libjpeg's BT.601 integer luma, as the shims' GRAY layout. Linear, so it applies to
+ * premultiplied values as they are. */
+static inline uint8_t luma(uint32_t r, uint32_t g, uint32_t b) {
+  return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 32768u) >> 16);
+}
+
+void pxl_process_gray(uint8_t *pixels, size_t count) {
+  for (size_t i = 0; i < count; i++, pixels += 4) {
+    uint8_t y = luma(pixels[0], pixels[1], pixels[2]);
+    pixels[0] = pixels[1] = pixels[2] = y;
+  }
+}
+
+void pxl_process_tint(uint8_t *pixels, size_t count, const uint8_t color[4]) {
+  uint32_t ca = color[3];
+  for (size_t i = 0; i < count; i++, pixels += 4) {
+    uint32_t a = pixels[3];
+    /* source-atop, premultiplied: colour * dst alpha + dst * (1 - colour alpha). */
+    for (int c = 0; c < 3; c++) {
+      uint32_t v = (color[c] * ca * a + 127 * 255) / (255 * 255) + (pixels[c] * (255 - ca) + 127) / 255;
+      pixels[c] = (uint8_t)(v > a ? a : v);
+    }
+  }
+}
+
+static inline uint8_t unpremultiply(uint32_t c, uint32_t a) {
+  if (a == 255) return (uint8_t)c;
+  if (a == 0) return 0;
+  uint32_t v = (c * 255 + a / 2) / a;
+  return (uint8_t)(v > 255 ? 255 : v);
+}
+
+void pxl_process_convert(const uint8_t *src, size_t count, int32_t format, uint8_t *dst) {
+  for (size_t i = 0; i < count; i++, src += 4) {
+    uint32_t a = src[3];
+    switch (format) {
+    case 0:
+      for (int c = 0; c < 3; c++) dst[c] = unpremultiply(src[c], a);
+      dst[3] = (uint8_t)a;
+      dst += 4;
+      break;
+    case 2:
+      dst[0] = src[2], dst[1] = src[1], dst[2] = src[0], dst[3] = (uint8_t)a;
+      dst += 4;
+      break;
+    case 3:
+      for (int c = 0; c < 3; c++) dst[c] = unpremultiply(src[c], a);
+      dst += 3;
+      break;
+    case 4:
+      *dst++ = luma(unpremultiply(src[0], a), unpremultiply(src[1], a), unpremultiply(src[2], a));
+      break;
+    default:
+      memcpy(dst, src, 4);
+      dst += 4;
+      break;
+    }
+  }
+}

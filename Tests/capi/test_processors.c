@@ -1,0 +1,329 @@
+/*
+ * Processors through the C API (pixload.h, "Processors"): built-ins on a served JPEG and
+ * PNG, the chain in the memory-cache key, merged work counted by a custom processor's own
+ * calls, bad chains refused before any work with a log line naming the step, and custom
+ * processors that fail, resize, are cancelled through their flag, unregistered, or
+ * outlive their loader, each request ending with one callback and destroy called once.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixtures.h"
+#include "harness.h"
+
+static pxl_processor step(pxl_processor_kind kind) {
+  pxl_processor p;
+  memset(&p, 0, sizeof p);
+  p.kind = kind;
+  return p;
+}
+
+void test_processors_builtin(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/" FIXTURE_GRADIENT_JPG, "processors-builtin");
+  pxl_processor chain[2] = {step(PXL_PROCESS_CIRCLE), step(PXL_PROCESS_ROTATE)};
+  chain[0].border_width = 2;
+  chain[0].color = 0xffffffffu;
+  chain[1].degrees = 90;
+  pxl_request request;
+  request_for(&request, u.url, 120, 80, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  request.processors = chain;
+  request.processor_count = 2;
+  struct capture c = {0};
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &c), PXL_OK);
+  CHECK_STATUS(c.status, PXL_OK);
+  if (c.image) {
+    CHECK_INT(pxl_image_width(c.image), 80); /* the centred 80x80 square */
+    CHECK_INT(pxl_image_height(c.image), 80);
+    CHECK_INT(pixel_at(c.image, 0, 0)[3], 0);        /* outside the disc */
+    CHECK_INT(pixel_at(c.image, 40, 40)[3], 255);    /* inside */
+    const uint8_t *border = pixel_at(c.image, 40, 0); /* the white border at the top */
+    CHECKF(border[0] == 255 && border[1] == 255 && border[2] == 255, "border %d %d %d", border[0], border[1],
+           border[2]);
+    /* Rotated clockwise: the gradient's red (rising left to right) now rises top to bottom. */
+    CHECKF(pixel_at(c.image, 40, 70)[0] > pixel_at(c.image, 40, 10)[0] + 40, "rotated red %d -> %d",
+           pixel_at(c.image, 40, 10)[0], pixel_at(c.image, 40, 70)[0]);
+  }
+  /* The chain is part of the memory key. */
+  pxl_image *found = NULL;
+  CHECK_STATUS(pxl_lookup(loader, &request, &found), PXL_OK);
+  CHECK(found != NULL && found == c.image);
+  pxl_image_release(found);
+  chain[1].degrees = 180;
+  CHECK_STATUS(pxl_lookup(loader, &request, &found), PXL_E_NOT_FOUND);
+  request.processor_count = 0;
+  CHECK_STATUS(pxl_lookup(loader, &request, &found), PXL_E_NOT_FOUND);
+  capture_reset(&c);
+
+  /* Premultiplied alpha input: rounded corners keep the PNG's alpha inside. */
+  struct test_url a = test_url(env, "/" FIXTURE_ALPHA_PNG, "processors-alpha");
+  pxl_processor round = step(PXL_PROCESS_ROUND);
+  round.radius_tl = round.radius_tr = round.radius_br = round.radius_bl = 20;
+  request_for(&request, a.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.processors = &round;
+  request.processor_count = 1;
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &c), PXL_OK);
+  CHECK_STATUS(c.status, PXL_OK);
+  if (c.image) {
+    unsigned char want[4];
+    fixture_alpha_pixel(150, 100, want);
+    const uint8_t *mid = pixel_at(c.image, 150, 100);
+    CHECKF(abs(mid[0] - want[0]) <= 2 && abs(mid[3] - want[3]) <= 1, "inside kept: %d/%d vs %d/%d", mid[0], mid[3],
+           want[0], want[3]);
+    CHECK_INT(pixel_at(c.image, 299, 0)[3], 0); /* the opaque column's corner cut away */
+  }
+  capture_reset(&c);
+
+  /* A crop outside the image as it turns out: an error result, not a crash. */
+  pxl_processor crop = step(PXL_PROCESS_CROP);
+  crop.x = 250, crop.y = 0, crop.width = 100, crop.height = 10;
+  request.processors = &crop;
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &c), PXL_OK);
+  CHECK_STATUS(c.status, PXL_E_INVALID_ARGUMENT);
+  CHECKF(strstr(c.message, "crop") != NULL, "message: %s", c.message);
+  capture_reset(&c);
+  pxl_queue_free(queue);
+  pxl_loader_free(loader);
+}
+
+struct log_lines {
+  pthread_mutex_t lock;
+  char last[512];
+  int count;
+};
+
+static void keep_log(int32_t level, const char *message, void *user_data) {
+  (void)level;
+  struct log_lines *log = user_data;
+  pthread_mutex_lock(&log->lock);
+  snprintf(log->last, sizeof log->last, "%s", message);
+  log->count++;
+  pthread_mutex_unlock(&log->lock);
+}
+
+static pxl_status ok_processor(pxl_processor_frame *frame, char *message, size_t size, void *user_data) {
+  (void)frame, (void)message, (void)size;
+  atomic_fetch_add((atomic_int *)user_data, 1);
+  return PXL_OK;
+}
+
+void test_processors_invalid(const struct test_env *env) {
+  struct log_lines log = {PTHREAD_MUTEX_INITIALIZER, "", 0};
+  pxl_config config;
+  pxl_config_init(&config);
+  config.log = keep_log;
+  config.log_user_data = &log;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/" FIXTURE_GRADIENT_JPG, "processors-invalid");
+  pxl_request request;
+  request_for(&request, u.url, 32, 32, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  struct capture c = {0};
+  pxl_processor chain[PXL_MAX_PROCESSORS + 1];
+  for (int i = 0; i <= PXL_MAX_PROCESSORS; i++) chain[i] = step(PXL_PROCESS_GRAY);
+  request.processors = chain;
+
+  struct { const char *what; const char *words; } cases[] = {
+      {"sigma", "processor 1 (blur)"}, {"radius", "processor 1 (round)"}, {"rotate", "processor 1 (rotate)"},
+      {"kind", "unknown kind"},        {"custom", "no processor 'nobody'"}, {"long", "exceeds the limit"},
+      {"crop", "processor 1 (crop)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    request.processor_count = 2;
+    chain[1] = step(PXL_PROCESS_GRAY);
+    const char *what = cases[i].what;
+    if (!strcmp(what, "sigma")) chain[1] = step(PXL_PROCESS_BLUR), chain[1].sigma = PXL_MAX_BLUR_SIGMA + 1;
+    if (!strcmp(what, "radius")) chain[1] = step(PXL_PROCESS_ROUND), chain[1].radius_br = -1;
+    if (!strcmp(what, "rotate")) chain[1] = step(PXL_PROCESS_ROTATE), chain[1].degrees = 45;
+    if (!strcmp(what, "kind")) chain[1] = step((pxl_processor_kind)99);
+    if (!strcmp(what, "custom")) chain[1] = step(PXL_PROCESS_CUSTOM), chain[1].id = "nobody";
+    if (!strcmp(what, "long")) request.processor_count = PXL_MAX_PROCESSORS + 1;
+    if (!strcmp(what, "crop")) chain[1] = step(PXL_PROCESS_CROP), chain[1].x = -1, chain[1].width = 4, chain[1].height = 4;
+    int before = log.count;
+    CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &c, NULL), PXL_E_INVALID_ARGUMENT);
+    pxl_image *img = NULL;
+    CHECK_STATUS(pxl_lookup(loader, &request, &img), PXL_E_INVALID_ARGUMENT);
+    pthread_mutex_lock(&log.lock);
+    CHECKF(log.count > before && strstr(log.last, cases[i].words) != NULL, "%s: log \"%s\"", what, log.last);
+    pthread_mutex_unlock(&log.lock);
+  }
+  CHECK_INT(drain_for(queue, 100), 0); /* no callback for a refused request */
+  CHECK_INT(log_count(env, u.uri), 0);  /* and no request reached the server */
+
+  /* Registration arguments. */
+  atomic_int calls = 0;
+  CHECK_STATUS(pxl_loader_add_processor(NULL, "x", 1, ok_processor, &calls, NULL), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, NULL, 1, ok_processor, &calls, NULL), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, "", 1, ok_processor, &calls, NULL), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, "x", 1, NULL, &calls, NULL), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_remove_processor(loader, "x"), PXL_E_NOT_FOUND);
+  CHECK_STATUS(pxl_loader_remove_processor(NULL, "x"), PXL_E_INVALID_ARGUMENT);
+  pxl_queue_free(queue);
+  pxl_loader_free(loader);
+}
+
+/* ---- custom processors ---- */
+
+struct custom_state {
+  atomic_int calls;
+  atomic_int destroyed;
+  atomic_int saw_cancel;
+  atomic_int entered;
+  int mode; /* 0 invert, 1 fail, 2 resize to 10x5, 3 wait for the cancel flag */
+};
+
+static pxl_status custom_processor(pxl_processor_frame *frame, char *message, size_t size, void *user_data) {
+  struct custom_state *state = user_data;
+  atomic_fetch_add(&state->calls, 1);
+  atomic_store(&state->entered, 1);
+  switch (state->mode) {
+  case 1:
+    snprintf(message, size, "no faces in this %dx%d image", frame->width, frame->height);
+    return PXL_E_UNSUPPORTED_IMAGE;
+  case 2: {
+    uint8_t *out = pxl_processor_frame_resize(frame, 10, 5);
+    if (!out || frame->width != 10 || frame->stride != 40 || frame->pixels != out) return PXL_E_NO_MEMORY;
+    for (int i = 0; i < 10 * 5; i++) memcpy(out + i * 4, frame->input, 4); /* the input's first pixel */
+    CHECK(pxl_processor_frame_resize(frame, 0, 5) == NULL);
+    return PXL_OK;
+  }
+  case 3: {
+    double start = now_ms();
+    while (!*frame->cancelled && now_ms() - start < 10000) sleep_ms(1);
+    if (*frame->cancelled) atomic_store(&state->saw_cancel, 1);
+    return PXL_E_CANCELLED;
+  }
+  default:
+    for (int32_t y = 0; y < frame->height; y++) {
+      uint8_t *row = frame->pixels + (size_t)y * frame->stride;
+      for (int32_t x = 0; x < frame->width * 4; x += 4) {
+        for (int k = 0; k < 3; k++) row[x + k] = (uint8_t)(row[x + 3] - row[x + k]); /* premultiplied invert */
+      }
+    }
+    return PXL_OK;
+  }
+}
+
+static void destroy_state(void *user_data) { atomic_fetch_add(&((struct custom_state *)user_data)->destroyed, 1); }
+
+void test_processors_custom(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  struct custom_state invert = {0}, failing = {0}, resize = {0};
+  failing.mode = 1;
+  resize.mode = 2;
+  CHECK_STATUS(pxl_loader_add_processor(loader, "invert", 1, custom_processor, &invert, destroy_state), PXL_OK);
+  CHECK_STATUS(pxl_loader_add_processor(loader, "fail", 1, custom_processor, &failing, destroy_state), PXL_OK);
+  CHECK_STATUS(pxl_loader_add_processor(loader, "resize", 1, custom_processor, &resize, destroy_state), PXL_OK);
+
+  /* Merged per prefix: [invert], [invert, gray] and [invert, blur 2] together run invert once. */
+  struct test_url u = test_url(env, "/" FIXTURE_GRADIENT_JPG, "processors-merged");
+  pxl_processor chains[3][2];
+  pxl_request requests[3];
+  struct capture captures[3];
+  memset(captures, 0, sizeof captures);
+  atomic_int done = 0;
+  for (int i = 0; i < 3; i++) {
+    chains[i][0] = step(PXL_PROCESS_CUSTOM);
+    chains[i][0].id = "invert";
+    chains[i][1] = step(i == 1 ? PXL_PROCESS_GRAY : PXL_PROCESS_BLUR);
+    chains[i][1].sigma = 2;
+    request_for(&requests[i], u.url, 64, 48, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+    requests[i].processors = chains[i];
+    requests[i].processor_count = i == 0 ? 1 : 2;
+    captures[i].seq = &done;
+    CHECK_STATUS(pxl_load(loader, &requests[i], queue, capture_callback, &captures[i], NULL), PXL_OK);
+  }
+  int all = 1;
+  for (int i = 0; i < 3; i++) all &= drain_until(env, queue, &captures[i].calls, 1, 10000);
+  CHECK(all);
+  CHECK_INT(atomic_load(&invert.calls), 1);
+  CHECK_INT(log_count(env, u.uri), 1);
+  if (captures[0].image) {
+    /* The gradient's top-left is dark: inverted, bright. */
+    CHECKF(pixel_at(captures[0].image, 0, 0)[0] > 200, "inverted %d", pixel_at(captures[0].image, 0, 0)[0]);
+  }
+  for (int i = 0; i < 3; i++) {
+    CHECK_STATUS(captures[i].status, PXL_OK);
+    capture_reset(&captures[i]);
+  }
+
+  /* A failing processor: its status and message are the request's. */
+  pxl_processor one = step(PXL_PROCESS_CUSTOM);
+  one.id = "fail";
+  pxl_request request;
+  request_for(&request, u.url, 64, 48, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.processors = &one;
+  request.processor_count = 1;
+  struct capture c = {0};
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &c), PXL_OK);
+  CHECK_STATUS(c.status, PXL_E_UNSUPPORTED_IMAGE);
+  CHECKF(strcmp(c.message, "no faces in this 64x48 image") == 0, "message: %s", c.message);
+  CHECK_INT(atomic_load(&c.calls), 1);
+  capture_reset(&c);
+
+  /* A new size, asked of the library. */
+  one.id = "resize";
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &c), PXL_OK);
+  CHECK_STATUS(c.status, PXL_OK);
+  if (c.image) {
+    CHECK_INT(pxl_image_width(c.image), 10);
+    CHECK_INT(pxl_image_height(c.image), 5);
+  }
+  capture_reset(&c);
+
+  /* Unregistered: destroy once, later requests refused. */
+  CHECK_STATUS(pxl_loader_remove_processor(loader, "fail"), PXL_OK);
+  CHECK_INT(atomic_load(&failing.destroyed), 1);
+  one.id = "fail";
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &c, NULL), PXL_E_INVALID_ARGUMENT);
+
+  /* Cancelled through its flag while it runs. */
+  struct custom_state slow = {0};
+  slow.mode = 3;
+  CHECK_STATUS(pxl_loader_add_processor(loader, "slow", 1, custom_processor, &slow, destroy_state), PXL_OK);
+  one.id = "slow";
+  pxl_token token = 0;
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &c, &token), PXL_OK);
+  double start = now_ms();
+  while (!atomic_load(&slow.entered) && now_ms() - start < 10000 * env->slow_factor) sleep_ms(1);
+  CHECK(atomic_load(&slow.entered));
+  CHECK_STATUS(pxl_cancel(loader, token), PXL_OK);
+  CHECK(drain_until(env, queue, &c.calls, 1, 10000));
+  CHECK_STATUS(c.status, PXL_E_CANCELLED);
+  start = now_ms();
+  while (!atomic_load(&slow.saw_cancel) && now_ms() - start < 10000 * env->slow_factor) sleep_ms(1);
+  CHECK(atomic_load(&slow.saw_cancel));
+  CHECK_INT(drain_for(queue, 50), 0);
+  CHECK_INT(atomic_load(&c.calls), 1);
+  capture_reset(&c);
+
+  /* The loader freed while a processor runs: the call sees its flag and returns before
+   * pxl_loader_free does; every destroy has run by then; the request's one callback is
+   * CANCELLED. */
+  struct custom_state last = {0};
+  last.mode = 3;
+  CHECK_STATUS(pxl_loader_add_processor(loader, "last", 1, custom_processor, &last, destroy_state), PXL_OK);
+  one.id = "last";
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &c, NULL), PXL_OK);
+  start = now_ms();
+  while (!atomic_load(&last.entered) && now_ms() - start < 10000 * env->slow_factor) sleep_ms(1);
+  CHECK(atomic_load(&last.entered));
+  pxl_loader_free(loader);
+  CHECK(atomic_load(&last.saw_cancel));
+  int calls_at_free = atomic_load(&last.calls);
+  CHECK_INT(atomic_load(&last.destroyed), 1);
+  CHECK_INT(atomic_load(&slow.destroyed), 1);
+  CHECK_INT(atomic_load(&invert.destroyed), 1);
+  CHECK_INT(atomic_load(&resize.destroyed), 1);
+  CHECK_INT(atomic_load(&failing.destroyed), 1);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_E_CANCELLED);
+  CHECK_INT(drain_for(queue, 50), 0);
+  CHECK_INT(atomic_load(&last.calls), calls_at_free);
+  capture_reset(&c);
+  pxl_queue_free(queue);
+}

@@ -1,0 +1,67 @@
+"""make bench-processors: the cost of processors, in one run.
+
+1. 150x150 FILL thumbnails of a 1024x768 JPEG (file://, no caches, one at a time): process
+   CPU per thumbnail plain, with round:12 and with circle (the target: at most 3 % more).
+2. Blur of a 1024x768 RGBA image: pixload's Blur(2) and Blur(40) (a 1024x768 request with
+   and without the blur; the difference is the blur) against Pillow's GaussianBlur at the
+   same sigma on the same pixels (the target: sigma 2 and 40 within 1.3x, not slower than
+   Pillow).
+Usage: python bench/processors.py [rounds]"""
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+from PIL import Image as PILImage, ImageFilter
+
+import pixload
+
+rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+rng = np.random.default_rng(1)
+# A photo-like 1024x768: smooth gradients plus noise (JPEG of ordinary size).
+y, x = np.mgrid[0:768, 0:1024]
+photo = np.stack([x * 255 // 1023, y * 255 // 767, (x + y) * 255 // 1790], axis=2).astype(np.int16)
+photo = np.clip(photo + rng.normal(0, 12, photo.shape), 0, 255).astype(np.uint8)
+folder = tempfile.mkdtemp()
+path = os.path.join(folder, "photo.jpg")
+PILImage.fromarray(photo).save(path, quality=85)
+url = "file://" + path
+
+
+def cpu_per_image(loader, n, **request):
+    loader.fetch_sync(url, skip_memory_cache=True, **request)  # warm
+    best = None
+    for _ in range(3):
+        start = time.process_time()
+        for _ in range(n):
+            loader.fetch_sync(url, skip_memory_cache=True, **request)
+        spent = (time.process_time() - start) / n * 1000
+        best = spent if best is None else min(best, spent)
+    return best
+
+
+with pixload.Loader(allowed_schemes=pixload.Scheme.FILE | pixload.Scheme.HTTP, decode_threads=1) as loader:
+    thumb = dict(size=(150, 150), mode="fill")
+    plain = cpu_per_image(loader, rounds, **thumb)
+    rounded = cpu_per_image(loader, rounds, process=[pixload.RoundedCorners(12)], **thumb)
+    circle = cpu_per_image(loader, rounds, process=[pixload.Circle()], **thumb)
+    print(f"150x150 thumbnail CPU: plain {plain:.3f} ms, round:12 {rounded:.3f} ms ({(rounded / plain - 1) * 100:+.1f} %), "
+          f"circle {circle:.3f} ms ({(circle / plain - 1) * 100:+.1f} %)")
+    n = max(5, rounds // 20)
+    whole = cpu_per_image(loader, n, format="rgba8-premul")
+    blur = {s: cpu_per_image(loader, n, format="rgba8-premul", process=[pixload.Blur(s)]) - whole for s in (2, 40)}
+
+rgba = PILImage.fromarray(np.dstack([photo, np.full(photo.shape[:2], 255, np.uint8)]), "RGBA")
+pillow = {}
+for s in (2, 40):
+    best = None
+    for _ in range(5):
+        start = time.process_time()
+        rgba.filter(ImageFilter.GaussianBlur(s))
+        spent = (time.process_time() - start) * 1000
+        best = spent if best is None else min(best, spent)
+    pillow[s] = best
+print(f"1024x768 blur CPU: pixload sigma 2 {blur[2]:.1f} ms, sigma 40 {blur[40]:.1f} ms "
+      f"(ratio {max(blur.values()) / min(blur.values()):.2f}); Pillow GaussianBlur sigma 2 {pillow[2]:.1f} ms, "
+      f"sigma 40 {pillow[40]:.1f} ms")
