@@ -150,6 +150,10 @@ class pxl_config(ctypes.Structure):
         ("log_level", ctypes.c_int32),
         # Since 0.3.0.
         ("disk_variant_max_side", ctypes.c_int64),
+        # Since 0.5.0.
+        ("ca_path", ctypes.c_char_p),
+        ("proxy", ctypes.c_char_p),
+        ("tls_min_version", ctypes.c_int32),
     ]
 
 
@@ -200,6 +204,8 @@ class pxl_stats(ctypes.Structure):
             "bytes_saved",  # since 0.3.0
             # Since 0.3.0.
             "variant_hits", "variants_stored", "variant_bytes_stored",
+            # Since 0.5.0.
+            "tls_handshakes", "tls_resumed",
         )
     ]
 
@@ -307,7 +313,7 @@ def init_struct(struct, into=None):
 # have been written. A field added to the header but not here, or a field of the wrong
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
-    "pxl_config": ("disk_variant_max_side", 256),
+    "pxl_config": ("tls_min_version", 12),
     "pxl_request": ("preview_interval_ms", 250),
     "pxl_table_config": ("previews", 1),
 }

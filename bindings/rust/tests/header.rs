@@ -83,7 +83,8 @@ fn rust_side() -> (
             allowed_schemes, user_agent, stall_timeout_ms, max_redirects, max_retries,
             retry_base_delay_ms, retry_max_delay_ms, ca_file, headers, cancel_storm_limit,
             disk_cache_bytes, ignore_http_freshness, memory_cache_count, disk_cache_dir,
-            disk_cache_max_age_s, log, log_user_data, log_level, disk_variant_max_side,
+            disk_cache_max_age_s, log, log_user_data, log_level, disk_variant_max_side, ca_path, proxy,
+            tls_min_version,
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
@@ -93,7 +94,7 @@ fn rust_side() -> (
         pxl_stats {
             struct_size, requests, memory_hits, disk_hits, network_fetches, revalidated, coalesced,
             cancelled, failed, bytes_downloaded, memory_bytes, memory_count, disk_bytes, bytes_saved,
-            variant_hits, variants_stored, variant_bytes_stored,
+            variant_hits, variants_stored, variant_bytes_stored, tls_handshakes, tls_resumed,
         }
         pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority, previews }
         pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed }
