@@ -470,9 +470,20 @@ typedef struct pxl_config {
   int32_t stall_timeout_ms;       /* fail with PXL_E_TIMEOUT when a transfer receives no body
                                      bytes for this long (counted from its start, then from
                                      the last bytes); default 10000; 0 disables */
-  int32_t max_redirects;          /* redirects followed per transfer; default 5; more is
-                                     PXL_E_TOO_MANY_REDIRECTS. A redirect never leaves http(s)
-                                     and never goes from https to http (PXL_E_SCHEME_NOT_ALLOWED). */
+  int32_t max_redirects;          /* redirects followed per transfer; default 5; more, or a
+                                     redirect back to a URL the transfer already asked for
+                                     (a loop), is PXL_E_TOO_MANY_REDIRECTS. Every hop is
+                                     checked: a redirect never leaves http(s) (nor the
+                                     schemes of allowed_schemes), and once a transfer is on
+                                     https (its URL, or any hop) it never goes to http
+                                     (PXL_E_SCHEME_NOT_ALLOWED). A relative Location is
+                                     resolved against the URL that answered with it. 301,
+                                     302, 303, 307 and 308 are followed, all with a GET.
+                                     The request's own headers (pxl_request.headers), and the
+                                     Authorization, Cookie and Proxy-Authorization lines of
+                                     headers below, go only to the URL's host and port (or
+                                     that host's https on 443 for an http URL on 80); the
+                                     other lines of headers go to every hop. */
   int32_t max_retries;            /* further attempts after a transient failure (connection
                                      refused or reset, a truncated body, HTTP 5xx, HTTP 429);
                                      never after another 4xx, a timeout, a TLS or DNS
@@ -481,8 +492,14 @@ typedef struct pxl_config {
                                      one, with random jitter; default 250 */
   int32_t retry_max_delay_ms;     /* cap on every backoff and on a server's Retry-After
                                      (seconds or an HTTP date); default 10000 */
-  const char *ca_file;            /* PEM file of the CAs that verify https servers; NULL
-                                     (default): the system's. Verification is always on. */
+  const char *ca_file;            /* PEM file of the CAs that verify https servers: with it
+                                     (or ca_path, 0.5.0) only those CAs are trusted, never
+                                     the system's store (before 0.5.0 the file was added to
+                                     libcurl's built-in CA directory). NULL (default, with
+                                     ca_path NULL): the system's. A file that does not exist
+                                     or cannot be read fails pxl_loader_new with
+                                     PXL_E_INVALID_ARGUMENT and a log line naming it.
+                                     Verification is always on. */
   const char *const *headers;     /* NULL-terminated list of "Name: value" header lines sent
                                      with every request (authorization, for example); NULL
                                      (default) for none; copied. A line without a colon or
@@ -556,7 +573,29 @@ typedef struct pxl_config {
                                      ("Codec modules"): NULL (default) every one found; ""
                                      none; "heif,jxl" exactly those (each must load).
                                      Copied */
+  const char *ca_path;            /* Since 0.5.0. A directory of PEM CA certificates named by their subject
+                                     hash (as `openssl rehash DIR` or c_rehash names them):
+                                     trusted with ca_file, if any, and like it, instead of
+                                     the system's store. NULL (default): none. A directory
+                                     that does not exist or cannot be read fails
+                                     pxl_loader_new like a bad ca_file. Copied. */
+  const char *proxy;              /* NULL (default): the proxy the environment names, as
+                                     libcurl reads it: http_proxy for http URLs, https_proxy
+                                     (or HTTPS_PROXY) for https ones, else ALL_PROXY (or
+                                     all_proxy), except for the hosts in no_proxy (or
+                                     NO_PROXY); HTTP_PROXY in capitals is ignored. "": no
+                                     proxy, whatever the environment says. Else the proxy's
+                                     URL ("http://proxy.example:3128", "socks5h://..."),
+                                     used for every transfer. Copied. */
+  int32_t tls_min_version;        /* the oldest TLS version an https server may speak:
+                                     PXL_TLS_1_2 (default) or PXL_TLS_1_3; any other value
+                                     is PXL_E_INVALID_ARGUMENT. An older server fails with
+                                     PXL_E_TLS. */
 } pxl_config;
+
+/* pxl_config.tls_min_version values. Since 0.5.0. */
+#define PXL_TLS_1_2 12
+#define PXL_TLS_1_3 13
 
 /* The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
  * struct_size the library accepts. A new version's fields start at or after the previous
@@ -810,6 +849,13 @@ typedef struct pxl_stats {
                                 (pxl_config.disk_variant_max_side), with no decode */
   uint64_t variants_stored;  /* decoded thumbnails this loader wrote to the disk cache */
   uint64_t variant_bytes_stored; /* their bytes on disk (pixels and a small header) */
+  /* Since 0.5.0. */
+  uint64_t tls_handshakes;   /* TLS handshakes of the https connections this loader opened
+                                (a reused connection makes none) */
+  uint64_t tls_resumed;      /* of those, the ones that resumed a session an earlier
+                                connection to the server got, instead of a full handshake
+                                (the loader shares its TLS sessions between transfers);
+                                counted with libcurl on OpenSSL, 0 with other TLS backends */
 } pxl_stats;
 
 /* Fills *stats: set stats->struct_size to sizeof(pxl_stats) first (any size from

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/nginx.sh start ROOT_DIR PORT STATE_DIR [TLS_PORT CERT KEY]
+# scripts/nginx.sh start ROOT_DIR PORT STATE_DIR [TLS_PORT CERT KEY [RECONNECT_PORT]]
 # scripts/nginx.sh stop STATE_DIR
 #
 # A private nginx for tests, the demo and the benchmarks: serves ROOT_DIR on
@@ -20,8 +20,16 @@
 # With TLS_PORT, CERT and KEY (PEM files) it also serves ROOT_DIR over https with HTTP/2
 # on 127.0.0.1:TLS_PORT, logging to STATE_DIR/access-tls.log "$request_uri $status
 # $body_bytes_sent $connection $server_protocol", so tests can check that many requests
-# shared one multiplexed connection. (Debian's nginx has the ssl and http_v2 modules;
-# nginx-light is the same binary.)
+# shared one multiplexed connection; TLS 1.2 only. (Debian's nginx has the ssl and
+# http_v2 modules; nginx-light is the same binary.)
+#
+# With RECONNECT_PORT as well, it serves ROOT_DIR over https (HTTP/1.1, TLS 1.2 and 1.3,
+# a session cache) on
+# 127.0.0.1:RECONNECT_PORT with one request per connection (keepalive_requests 1), so that
+# every request is a new TLS handshake, logging to STATE_DIR/access-tls-reconnect.log
+# "$request_uri $status $connection $ssl_session_reused $ssl_protocol" ("r": the handshake
+# resumed a session, "."; a full one): what TLS session resumption saves, counted at the
+# server.
 set -euo pipefail
 
 NGINX=/usr/sbin/nginx
@@ -51,7 +59,7 @@ start() {
   [[ "$2" =~ ^[0-9]+$ ]] || die "PORT '$2' is not a number"
   root=$(cd "$1" && pwd); port="$2"
   mkdir -p "$3/tmp"; state=$(cd "$3" && pwd)
-  if [ $# -eq 6 ]; then
+  if [ $# -ge 6 ]; then
     [[ "$4" =~ ^[0-9]+$ ]] || die "TLS_PORT '$4' is not a number"
     [ -r "$5" ] && [ -r "$6" ] || die "cannot read CERT '$5' or KEY '$6'"
     local cert key
@@ -62,7 +70,27 @@ start() {
         listen 127.0.0.1:$4 ssl http2;
         ssl_certificate     $cert;
         ssl_certificate_key $key;
+        # TLS 1.2 only (nginx 1.22's default, said so that a newer nginx keeps it): the
+        # reconnecting server below speaks 1.3, so tls_min_version 1.3 has one to refuse.
+        ssl_protocols TLSv1.2;
         access_log $state/access-tls.log pxl_tls;
+        root $root;
+        location / { }
+    }"
+  fi
+  if [ $# -eq 7 ]; then
+    [[ "$7" =~ ^[0-9]+$ ]] || die "RECONNECT_PORT '$7' is not a number"
+    tls_server="$tls_server
+    server {
+        listen 127.0.0.1:$7 ssl;
+        ssl_certificate     $cert;
+        ssl_certificate_key $key;
+        # TLS 1.3 as well as 1.2 (nginx 1.22's default is up to 1.2), and a session
+        # cache besides the default tickets: what a server that resumes sessions has.
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:pxl_reconnect:1m;
+        keepalive_requests 1;
+        access_log $state/access-tls-reconnect.log pxl_reconnect;
         root $root;
         location / { }
     }"
@@ -99,6 +127,7 @@ http {
 
     log_format pxl '\$request_uri \$status \$body_bytes_sent \$connection';
     log_format pxl_tls '\$request_uri \$status \$body_bytes_sent \$connection \$server_protocol';
+    log_format pxl_reconnect '\$request_uri \$status \$connection \$ssl_session_reused \$ssl_protocol';
     access_log $state/access.log pxl;   # unbuffered: a line per request, at once
 
     sendfile on;
@@ -153,8 +182,9 @@ EOF
 }
 
 case "${1:-}" in
-  start) [ $# -eq 4 ] || [ $# -eq 7 ] || die "usage: $0 start ROOT_DIR PORT STATE_DIR [TLS_PORT CERT KEY]"
+  start) [ $# -eq 4 ] || [ $# -eq 7 ] || [ $# -eq 8 ] ||
+           die "usage: $0 start ROOT_DIR PORT STATE_DIR [TLS_PORT CERT KEY [RECONNECT_PORT]]"
          shift; start "$@" ;;
   stop)  [ $# -eq 2 ] || die "usage: $0 stop STATE_DIR"; [ -d "$2" ] || exit 0; stop "$(cd "$2" && pwd)" ;;
-  *) die "usage: $0 start ROOT_DIR PORT STATE_DIR [TLS_PORT CERT KEY] | stop STATE_DIR" ;;
+  *) die "usage: $0 start ROOT_DIR PORT STATE_DIR [TLS_PORT CERT KEY [RECONNECT_PORT]] | stop STATE_DIR" ;;
 esac

@@ -62,6 +62,11 @@ static const char usage_text[] =
     "  --concurrency N       transfers at once over all hosts (default 8)\n"
     "  --per-host N          transfers at once per host (default 6)\n"
     "  --header LINE         send LINE ('Name: value') with every request; repeatable\n"
+    "  --ca-file FILE        trust only the CAs in FILE (PEM) for https, not the system's\n"
+    "  --ca-path DIR         trust only the CAs in DIR (hashed names, openssl rehash),\n"
+    "                        with those of --ca-file if given\n"
+    "  --proxy URL           transfers go through the proxy URL; '' for none (default:\n"
+    "                        http_proxy, https_proxy, ALL_PROXY, no_proxy)\n"
     "  --timeout-ms N        whole-transfer timeout in ms (default 30000)\n"
     "  --retries N           further attempts after a transient failure (default 2)\n"
     "  --cache-dir DIR       disk cache directory (default $XDG_CACHE_HOME/pixload,\n"
@@ -620,7 +625,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
          OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
-         OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT, OPT_PROCESS };
+         OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT, OPT_PROCESS, OPT_CA_FILE, OPT_CA_PATH, OPT_PROXY };
   static const struct option long_options[] = {
       {"size", required_argument, NULL, OPT_SIZE},
       {"mode", required_argument, NULL, OPT_MODE},
@@ -647,6 +652,9 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"reload", no_argument, NULL, OPT_RELOAD},
       {"animate", no_argument, NULL, OPT_ANIMATE},
       {"process", required_argument, NULL, OPT_PROCESS},
+      {"ca-file", required_argument, NULL, OPT_CA_FILE},
+      {"ca-path", required_argument, NULL, OPT_CA_PATH},
+      {"proxy", required_argument, NULL, OPT_PROXY},
       {NULL, 0, NULL, 0}};
   pxl_config_init(&o->config);
   pxl_request_init(&o->request);
@@ -726,6 +734,10 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       case OPT_PROCESS:
         if (parse_process(optarg, o)) return usage_error("malformed --process '%s' (see man pixload)", optarg);
         break;
+      /* Checked by pxl_loader_new, whose log line names a file it cannot read. */
+      case OPT_CA_FILE: o->config.ca_file = optarg; break;
+      case OPT_CA_PATH: o->config.ca_path = optarg; break;
+      case OPT_PROXY: o->config.proxy = optarg; break;
       case OPT_OUT: o->out_file = optarg; break;
       case OPT_OUT_DIR: o->out_dir = optarg; break;
       case OPT_QUIET: o->quiet = 1; break;

@@ -144,7 +144,7 @@ func end<T, F>(_ field: KeyPath<T, F>) -> Int {
 }
 
 private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level),
-                              end(\pxl_config.disk_variant_max_side), end(\pxl_config.codec_modules)]
+                              end(\pxl_config.disk_variant_max_side), end(\pxl_config.tls_min_version)]
 private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_request.preview_interval_ms),
                                end(\pxl_request.processor_count)]
 private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority), end(\pxl_table_config.previews)]
@@ -413,6 +413,16 @@ private let loaderConfigFields: [ConfigField<pxl_config, LoaderConfiguration>] =
               }),
   // codec_modules (0.5.0): API+Codecs.swift loads them.
   .string(\.codec_modules, \.codecModules),
+  // 0.5.0: ca_path, proxy, tls_min_version. Whether ca_file and ca_path can be read is
+  // checked once all fields are in (unreadableTrustStore), so that the log line goes out.
+  .string(\.ca_path, \.network.caPath),
+  .string(\.proxy, \.network.proxy),
+  ConfigField(setDefault: { c, defaults in c.tls_min_version = defaults.network.tlsMinVersion.rawValue },
+              apply: { c, configuration in
+                guard let version = TLSVersion(rawValue: c.tls_min_version) else { return false }
+                configuration.network.tlsMinVersion = version
+                return true
+              }),
 ]
 
 /// pxl_table_config, in the header's order: what pxl_table_config_init fills and
@@ -449,6 +459,10 @@ private func defaultConfig() -> pxl_config {
     guard let c = readGrowableStruct(config, defaults: defaultConfig(), knownEnds: configVersions),
           apply(loaderConfigFields, c, to: &configuration)
     else { return PXL_E_INVALID_ARGUMENT }
+    if let problem = unreadableTrustStore(configuration.network) {
+      configuration.log?(.error, "pixload: pxl_loader_new: \(problem)")
+      return PXL_E_INVALID_ARGUMENT
+    }
   }
   do {
     let created = try ImageLoader(configuration: configuration)
@@ -867,6 +881,9 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
   filled.variant_hits = UInt64(s.variantHits)
   filled.variants_stored = UInt64(s.variantsStored)
   filled.variant_bytes_stored = UInt64(s.variantBytesStored)
+  let tls = loader.tlsHandshakes
+  filled.tls_handshakes = UInt64(tls.handshakes)
+  filled.tls_resumed = UInt64(tls.resumed)
   return writeGrowableStruct(filled, to: stats, minimumSize: statsSize01) ? PXL_OK : PXL_E_INVALID_ARGUMENT
 }
 

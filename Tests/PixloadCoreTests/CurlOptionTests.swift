@@ -9,11 +9,11 @@ final class CurlOptionTests: XCTestCase {
   func testAMissingSafetyOptionIsAClearError() {
     var configuration = EngineConfiguration()
     configuration.caFile = "/etc/ssl/certs/ca-certificates.crt"
-    let options = CurlOption.safety(configuration, protocols: "http,https", isHTTPS: true)
+    let options = CurlOption.safety(configuration, protocols: "http,https")
     XCTAssertEqual(Set(options.map(\.name)), [
-      "CURLOPT_NOSIGNAL", "CURLOPT_PROTOCOLS_STR", "CURLOPT_REDIR_PROTOCOLS_STR", "CURLOPT_FOLLOWLOCATION",
-      "CURLOPT_MAXREDIRS", "CURLOPT_CONNECTTIMEOUT_MS", "CURLOPT_TIMEOUT_MS", "CURLOPT_MAXFILESIZE_LARGE",
-      "CURLOPT_SSL_VERIFYPEER", "CURLOPT_SSL_VERIFYHOST", "CURLOPT_CAINFO",
+      "CURLOPT_NOSIGNAL", "CURLOPT_PROTOCOLS_STR", "CURLOPT_FOLLOWLOCATION",
+      "CURLOPT_CONNECTTIMEOUT_MS", "CURLOPT_TIMEOUT_MS", "CURLOPT_MAXFILESIZE_LARGE",
+      "CURLOPT_SSL_VERIFYPEER", "CURLOPT_SSL_VERIFYHOST", "CURLOPT_SSLVERSION", "CURLOPT_CAINFO", "CURLOPT_CAPATH",
     ])
     var tried: [String] = []
     XCTAssertThrowsError(try CurlOption.require(options, libcurlVersion: "7.74.0") { option in
@@ -28,9 +28,9 @@ final class CurlOptionTests: XCTestCase {
 
     // Refused for another reason (a bad value): still an error, with libcurl's words.
     XCTAssertThrowsError(try CurlOption.require(options, libcurlVersion: "8.0.0") { option in
-      option.id == CURLOPT_REDIR_PROTOCOLS_STR ? CURLE_BAD_FUNCTION_ARGUMENT : CURLE_OK
+      option.id == CURLOPT_SSLVERSION ? CURLE_BAD_FUNCTION_ARGUMENT : CURLE_OK
     }) { error in
-      XCTAssertTrue((error as! LoadError).message.hasPrefix("libcurl 8.0.0 refused CURLOPT_REDIR_PROTOCOLS_STR: "))
+      XCTAssertTrue((error as! LoadError).message.hasPrefix("libcurl 8.0.0 refused CURLOPT_SSLVERSION: "))
     }
   }
 

@@ -14,7 +14,8 @@ final class HTTPOutcomeTests: XCTestCase {
   }()
 
   private func judge(_ attempt: FinishedAttempt, attemptsMade: Int = 1, jitter: Double = 1) -> HTTPOutcome {
-    HTTPOutcome(attempt, attemptsMade: attemptsMade, configuration: configuration, jitter: { jitter })
+    HTTPOutcome(attempt, attemptsMade: attemptsMade, chain: RedirectChain(try! RequestURL(parsing: "http://example.com/a.jpg")),
+                configuration: configuration, jitter: { jitter })
   }
 
   private func failure(_ outcome: HTTPOutcome) -> LoadError? {

@@ -464,6 +464,9 @@ static void parse_options(struct test_env *env, int argc, char **argv) {
       {"--other-ca-file=", offsetof(struct test_env, other_ca_file)},
       {"--tls-url=", offsetof(struct test_env, tls_url)},
       {"--tls-log=", offsetof(struct test_env, tls_access_log)},
+      {"--tls-reconnect-url=", offsetof(struct test_env, tls_reconnect_url)},
+      {"--tls-reconnect-log=", offsetof(struct test_env, tls_reconnect_log)},
+      {"--ca-dir=", offsetof(struct test_env, ca_dir)},
   };
   for (int i = 4; i < argc; i++) {
     if (strncmp(argv[i], "--", 2) != 0) continue;
@@ -483,6 +486,7 @@ static void parse_options(struct test_env *env, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  if (argc >= 2 && strcmp(argv[1], "--ca-probe") == 0) return tls_ca_probe_main(argc, argv);
   if (argc < 4) {
     fprintf(stderr, "usage: %s BASE_URL ACCESS_LOG FIXTURE_DIR [--option=VALUE...] [TEST_NAME...]\n",
             argv[0]);
@@ -491,7 +495,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   struct test_env env = {.base_url = argv[1], .access_log = argv[2], .fixture_dir = argv[3],
                          .refused_port = find_refused_port(), .run_id = (long)getpid(),
-                         .slow_factor = 1};
+                         .slow_factor = 1, .self = argv[0]};
   parse_options(&env, argc, argv);
   const char *slow = getenv("PXL_TEST_SLOW_FACTOR");
   if (slow && atoi(slow) > 1) env.slow_factor = atoi(slow);

@@ -32,7 +32,20 @@ struct test_env {
   const char *tls_url;        /* --tls-url: nginx over https + HTTP/2, serving fixture_dir */
   const char *tls_access_log; /* --tls-log: its log, "$request_uri $status $body_bytes_sent
                                  $connection $server_protocol" */
+  const char *tls_reconnect_url; /* --tls-reconnect-url: nginx over https, one request per
+                                    connection (every request a new TLS handshake) */
+  const char *tls_reconnect_log; /* --tls-reconnect-log: its log, "$request_uri $status
+                                    $connection $ssl_session_reused $ssl_protocol" */
+  const char *ca_dir;         /* --ca-dir: the test CA as a hashed directory (ca_path) with
+                                 a ca-certificates.crt: a system store that trusts it */
+  const char *self;           /* argv[0]: the test program, for tests that run a probe of
+                                 it in another process (test_tls.c) */
 };
+
+/* Run as "PROGRAM --ca-probe URL CA_FILE": loads URL with a loader whose ca_file is
+ * CA_FILE ("-": none) and exits with the pxl_status of the load (test_tls.c runs it in a
+ * mount namespace where the system's CA directory is another). */
+int tls_ca_probe_main(int argc, char **argv);
 
 /* ---- checks ---- */
 
@@ -272,7 +285,15 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_codec_module_missing) \
   X(test_processors_builtin)        \
   X(test_processors_invalid)        \
-  X(test_processors_custom)
+  X(test_processors_custom) \
+  X(test_tls_odd_https_spelling)    \
+  X(test_tls_redirect_chain)        \
+  X(test_tls_redirect_credentials)  \
+  X(test_tls_ca_file_replaces_system_store) \
+  X(test_tls_ca_path_and_bad_trust_files) \
+  X(test_tls_min_version)           \
+  X(test_tls_session_resumption)    \
+  X(test_proxy_setting)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

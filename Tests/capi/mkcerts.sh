@@ -7,6 +7,9 @@
 #   ca.pem                 a self-signed test CA (what config.ca_file names)
 #   server.pem server.key  a certificate for 127.0.0.1 and localhost, signed by that CA
 #   other-ca.pem           an unrelated CA, which must not verify server.pem
+#   cadir/                 ca.pem under its subject-hash name (openssl rehash), for
+#                          pxl_config.ca_path, and as ca-certificates.crt: a stand-in for
+#                          the system's store (/etc/ssl/certs) that trusts the test CA
 #
 # P-256 keys: generated in milliseconds, and every TLS stack here speaks them.
 set -euo pipefail
@@ -29,3 +32,7 @@ ca_ext=(-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,k
 } 2>"$dir/openssl.log" || { cat "$dir/openssl.log" >&2; exit 1; }
 chmod 600 ./*.key
 openssl verify -CAfile ca.pem server.pem >/dev/null
+mkdir -p cadir
+cp ca.pem cadir/ca-certificates.crt
+cp ca.pem "cadir/$(openssl x509 -hash -noout -in ca.pem).0"
+openssl verify -CApath cadir -no-CAfile server.pem >/dev/null

@@ -5,6 +5,8 @@
 # serves the fixtures with a private nginx on 127.0.0.1 (http, and https + HTTP/2 with a
 # throwaway CA made by mkcerts.sh; ports from scripts/free-port.sh), starts the fault-injecting server
 # (Tests/faultserver, ports of the kernel's choice, http and https) and runs the tests.
+# nginx also serves https with one request per connection (a new TLS handshake each),
+# for the session-resumption test.
 # The last line of output is "N passed, N failed"; the exit status is non-zero on any
 # failure.
 #
@@ -33,7 +35,7 @@ here="$root/Tests/capi"
 abs() { case "$1" in /*) echo "$1" ;; *) echo "$root/$1" ;; esac; }
 libdir=$(abs "${PXL_LIBDIR:-.build-release/release}")
 incdir=$(abs "${PXL_INCLUDEDIR:-include}")
-{ read -r free_port; read -r free_tls_port; } < <("$root/scripts/free-port.sh" 2)
+{ read -r free_port; read -r free_tls_port; read -r reconnect_port; } < <("$root/scripts/free-port.sh" 3)
 port="${PXL_TEST_PORT:-$free_port}"
 tls_port="${PXL_TEST_TLS_PORT:-$free_tls_port}"
 
@@ -76,7 +78,7 @@ gcc "${cflags[@]}" "$here/mkfixtures_avif.c" -lavif -o "$work/mkfixtures_avif"
 "$work/mkfixtures_avif" "$work/www"
 "$here/mkcerts.sh" "$work/pki"
 "$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx" \
-  "$tls_port" "$work/pki/server.pem" "$work/pki/server.key"
+  "$tls_port" "$work/pki/server.pem" "$work/pki/server.key" "$reconnect_port"
 
 # The fault server prints "faultserver ready http=PORT https=PORT pid=PID" once it listens,
 # and exits by itself after --lifetime seconds should this script be killed outright
@@ -110,7 +112,9 @@ fi
 "${runner[@]}" "$work/capi_tests" "http://127.0.0.1:$port" "$work/nginx/access.log" "$work/www" \
   --fault-url="http://127.0.0.1:$fault_port" --fault-tls-url="https://127.0.0.1:$fault_tls_port" \
   --ca-file="$work/pki/ca.pem" --other-ca-file="$work/pki/other-ca.pem" \
-  --tls-url="https://127.0.0.1:$tls_port" --tls-log="$work/nginx/access-tls.log" "$@" &
+  --tls-url="https://127.0.0.1:$tls_port" --tls-log="$work/nginx/access-tls.log" \
+  --tls-reconnect-url="https://127.0.0.1:$reconnect_port" \
+  --tls-reconnect-log="$work/nginx/access-tls-reconnect.log" --ca-dir="$work/pki/cadir" "$@" &
 test_pid=$!
 status=0
 wait "$test_pid" || status=$?

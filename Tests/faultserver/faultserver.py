@@ -55,6 +55,10 @@ requests, and redirects carry it along.
   /to-http                         302 to http://127.0.0.1:HTTP_PORT/image (a downgrade
                                    when asked over https)
   /to-https                        302 to https://127.0.0.1:TLS_PORT/image
+  /go/to=LOCATION[/code=C]         C (default 302) to LOCATION (percent-encoded in the path:
+                                   any URL, absolute or relative), with this request's
+                                   query appended; chains of any shape (http -> https ->
+                                   http, another host name) are made of these
   /grow[/total=B]                  chunked, no Content-Length: the image's first bytes, then
                                    filler, as fast as the client takes it, until B bytes
                                    (default 64 MiB) or the client goes away
@@ -480,6 +484,12 @@ class Server:
 
     def route_to_https(self, reply, params, query):
         self.redirect(reply, f"https://127.0.0.1:{self.tls_port}/image" + (f"?{query}" if query else ""))
+
+    def route_go(self, reply, params, query):
+        location = params.get("to", "/image")
+        if query:
+            location += ("&" if "?" in location else "?") + query
+        self.redirect(reply, location, int(params.get("code", "302")))
 
     def route_grow(self, reply, params, query):
         total = int(params.get("total", str(64 << 20)))

@@ -23,4 +23,16 @@ long pxl_curl_num_connects(CURL *easy);
 /* The server's Retry-After in seconds (libcurl parses both forms), -1 when absent. */
 curl_off_t pxl_curl_retry_after(CURL *easy);
 
+/* A share object for TLS sessions (CURL_LOCK_DATA_SSL_SESSION) with a mutex per kind of
+ * data; *locks receives their state, for pxl_curl_share_free. NULL when out of memory or
+ * refused. */
+CURLSH *pxl_curl_share_new(void **locks);
+void pxl_curl_share_free(CURLSH *share, void *locks);
+
+/* The TLS handshake of the connection the transfer opened, while it runs (a header
+ * callback): 0 full, 1 resumed a session, 2 a handshake whose kind is unknown (a TLS
+ * backend other than OpenSSL); -1 when the transfer opened no TLS connection (it reused
+ * one, or it is not TLS). */
+int pxl_curl_tls_handshake(CURL *easy);
+
 #endif

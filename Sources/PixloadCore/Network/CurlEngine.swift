@@ -22,6 +22,8 @@ public typealias EngineClock = @Sendable () -> UInt64
 public final class CurlEngine: DataLoading, @unchecked Sendable {
   private let configuration: EngineConfiguration
   private let multi: UnsafeMutableRawPointer
+  /// TLS sessions, for every easy handle: a reconnection resumes.
+  private let sessions: TLSSessionShare
   private let protocols: String
 
   private let lock = Lock()
@@ -45,6 +47,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var activePerHost: [String: Int] = [:]
   /// Sum of new connections opened, for tests and benchmarks that check reuse.
   private var connectionsOpened = 0
+  /// TLS handshakes of those connections (lock).
+  private var handshakes = TLSHandshakeCounts()
   /// Busy time (some transfer running) for the throughput meter: since when the current
   /// busy stretch runs, and busy time not yet recorded.
   private var busySince: UInt64?
@@ -64,6 +68,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   public init(configuration: EngineConfiguration, clock: @escaping EngineClock = CurlEngine.monotonicClock) throws(LoadError) {
     _ = curlGlobalInit
     try Self.probeSafetyOptions(configuration)
+    sessions = try TLSSessionShare()
     guard let multi = curl_multi_init() else { throw LoadError(.noMemory, "curl_multi_init failed") }
     self.multi = multi
     self.configuration = configuration
@@ -88,14 +93,16 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   public func start(url: RequestURL, headers: [String], revalidating: (etag: String, lastModified: String)?,
                     delay: UInt64, priority: Int32, progress: TransferProgress?,
                     completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) -> TransferID {
-    var lines = configuration.headers + headers
+    var request = TransferRequest(loaderHeaders: configuration.headers, requestHeaders: headers)
     if let revalidating {
-      if !revalidating.etag.isEmpty { lines.append("If-None-Match: \(revalidating.etag)") }
-      if !revalidating.lastModified.isEmpty { lines.append("If-Modified-Since: \(revalidating.lastModified)") }
+      if !revalidating.etag.isEmpty { request.validatorHeaders.append("If-None-Match: \(revalidating.etag)") }
+      if !revalidating.lastModified.isEmpty {
+        request.validatorHeaders.append("If-Modified-Since: \(revalidating.lastModified)")
+      }
     }
     let id: TransferID = lock.withLock {
       nextID += 1
-      let transfer = CurlTransfer(id: nextID, url: url, headers: lines,
+      let transfer = CurlTransfer(id: nextID, url: url, request: request,
                                   priority: priority, maxBodyBytes: configuration.maxBodyBytes, clock: clock,
                                   progress: progress, completion: completion)
       transfer.conditional = revalidating != nil
@@ -180,14 +187,15 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     let protocols = allowedProtocols(configuration)
     // The error's message names the option and libcurl's version; pxl_loader_new passes
     // it to the host's log callback.
-    for isHTTPS in [false, true] {
-      let options = CurlOption.safety(configuration, protocols: protocols.isEmpty ? "http" : protocols, isHTTPS: isHTTPS)
-      try CurlOption.require(options, libcurlVersion: CurlOption.libcurlVersion) { $0.apply(to: easy) }
-    }
+    let options = CurlOption.safety(configuration, protocols: protocols.isEmpty ? "http" : protocols)
+    try CurlOption.require(options, libcurlVersion: CurlOption.libcurlVersion) { $0.apply(to: easy) }
   }
 
   /// New connections opened so far (each transfer that could not reuse one adds one).
   public var connectionCount: Int { lock.withLock { connectionsOpened } }
+
+  /// TLS handshakes of the connections opened so far, and how many resumed a session.
+  public var tlsHandshakes: TLSHandshakeCounts { lock.withLock { handshakes } }
 
   /// Background transfers stopped so far to free a slot for a foreground one.
   public var preemptionCount: Int { lock.withLock { preempted } }
@@ -359,9 +367,13 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     do throws(LoadError) {
       // Every option is checked: a transfer that lacks one of the safety rules (scheme
       // allow-lists, limits, TLS verification) fails instead of running without it.
-      try CurlOption.require(CurlOption.safety(configuration, protocols: protocols, isHTTPS: isHTTPS),
+      try CurlOption.require(CurlOption.safety(configuration, protocols: protocols),
                              libcurlVersion: CurlOption.libcurlVersion) { $0.apply(to: easy) }
       try transfer.setRequestOptions(on: easy, userAgent: configuration.userAgent)
+      let shared = pxl_curl_easy_setopt_ptr(easy, CURLOPT_SHARE, sessions.handle)
+      if shared != CURLE_OK {
+        throw LoadError(.network, "libcurl refused CURLOPT_SHARE: \(String(cString: curl_easy_strerror(shared)))")
+      }
     } catch {
       failBeforeStart(transfer, easy, error)
       return
@@ -439,6 +451,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       let busy = takeBusyTime()
       let starts: [CurlTransfer] = lock.withLock {
         meter.record(bytes: received, complete: false, busyNanoseconds: busy)
+        handshakes.add(victim.handshake)
         runningPriorities.removeValue(forKey: victim.id)
         // Cancelled meanwhile: it ends here, reporting nothing, as a cancelled one does.
         if cancelledWhileActive.remove(victim.id) == nil && !stopping {
@@ -465,27 +478,36 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     let connects = pxl_curl_num_connects(easy)
     detach(transfer, easy)
 
-    let outcome = dropped ? nil : HTTPOutcome(attempt, attemptsMade: transfer.attempts, configuration: configuration)
+    let outcome = dropped ? nil : HTTPOutcome(attempt, attemptsMade: transfer.attempts, chain: transfer.chain,
+                                              configuration: configuration)
     var complete = false
     if case .success? = outcome { complete = true }
     let busy = takeBusyTime()
     let report: Bool = lock.withLock {
       meter.record(bytes: attempt.body.count, complete: complete, busyNanoseconds: busy)
       connectionsOpened += connects
+      handshakes.add(transfer.handshake)
       runningPriorities.removeValue(forKey: transfer.id)
       let cancelled = cancelledWhileActive.remove(transfer.id) != nil
       if dropped || cancelled || stopping { return false }
-      if case .retry(_, let delay)? = outcome {
+      switch outcome {
+      case .retry(_, let delay)?:
         backingOff.add(transfer, id: transfer.id, due: clock() + delay)
         return false
+      case .follow(let target)?:
+        // The next hop waits for a slot on its host like any transfer, keeping its age.
+        transfer.follow(target)
+        enqueue(transfer, at: clock())
+        return false
+      default:
+        return true
       }
-      return true
     }
     guard report else { return }
     switch outcome {
     case .success(let data)?: transfer.completion(.success(data))
     case .failure(let error)?: transfer.completion(.failure(error))
-    case .retry?, nil: break
+    case .retry?, .follow?, nil: break
     }
   }
 }

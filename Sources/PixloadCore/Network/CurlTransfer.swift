@@ -1,13 +1,18 @@
 import CCurl
 
-/// One request through the engine, across its attempts: what libcurl is told (URL,
-/// headers, callbacks) and what an attempt collects (body, caching headers, progress, the
-/// stall clock). The engine owns it; its fields are touched on the engine thread, except
-/// `priority` and `firstQueued`, which are under the engine's lock.
+/// One request through the engine, across its hops (redirects) and attempts: what libcurl
+/// is told (URL, headers, callbacks) and what an attempt collects (body, caching headers,
+/// progress, the stall clock). The engine owns it; its fields are touched on the engine
+/// thread, except `priority`, `firstQueued` and (while it waits) `host`, which are under the
+/// engine's lock.
 final class CurlTransfer {
   let id: TransferID
-  let url: RequestURL
+  /// The redirects followed so far; `url` is the hop's URL.
+  private(set) var chain: RedirectChain
+  var url: RequestURL { chain.current }
   var host: String { url.host }
+  /// Its headers, hop by hop (`TransferRequest.headers(for:origin:)`).
+  let request: TransferRequest
   var priority: Int32
   let maxBodyBytes: Int
   let progress: TransferProgress?
@@ -18,8 +23,16 @@ final class CurlTransfer {
   var body: [UInt8] = []
   var abortReason: LoadError?
   let errorBuffer: UnsafeMutablePointer<CChar>
-  /// The request headers as libcurl wants them; freed with the transfer.
-  let headerList: UnsafeMutablePointer<curl_slist>?
+  /// The hop's request headers as libcurl wants them; remade for each hop, freed with the
+  /// transfer.
+  private var headerList: UnsafeMutablePointer<curl_slist>?
+  /// The Location of the hop's last response, nil when it had none.
+  var location: String?
+  /// Whether the hop's TLS handshake was looked at (`noteHandshake`), and what it was: a
+  /// new connection's full or resumed handshake; nil when it reused a connection or was
+  /// not TLS.
+  private var handshakeSeen = false
+  private(set) var handshake: TLSHandshake?
   /// Attempts started so far.
   var attempts = 0
   /// When it first joined the waiting list (after any start delay); engine lock.
@@ -31,6 +44,8 @@ final class CurlTransfer {
   var lastActivity: UInt64 = 0
   /// The progress listener ended the transfer with the body so far.
   var endedEarly = false
+  /// Body bytes of a redirect response, dropped.
+  private var redirectBodyBytes = 0
   /// The response's declared length (0 until known or when not declared).
   private(set) var expectedLength: UInt64 = 0
   private var lastProgress: UInt64 = 0
@@ -43,11 +58,12 @@ final class CurlTransfer {
   /// interval is applied again on its queue.
   static let progressGranularity: UInt64 = 20_000_000
 
-  init(id: TransferID, url: RequestURL, headers: [String], priority: Int32, maxBodyBytes: Int,
+  init(id: TransferID, url: RequestURL, request: TransferRequest, priority: Int32, maxBodyBytes: Int,
        clock: @escaping EngineClock, progress: TransferProgress?,
        completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) {
     self.id = id
-    self.url = url
+    chain = RedirectChain(url)
+    self.request = request
     self.priority = priority
     self.maxBodyBytes = maxBodyBytes
     self.clock = clock
@@ -55,9 +71,6 @@ final class CurlTransfer {
     self.completion = completion
     errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
     errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
-    var list: UnsafeMutablePointer<curl_slist>?
-    for header in headers { list = curl_slist_append(list, header) ?? list }
-    headerList = list
   }
 
   deinit {
@@ -65,12 +78,28 @@ final class CurlTransfer {
     curl_slist_free_all(headerList)
   }
 
-  /// Resets what one attempt collects, before it starts.
+  /// Moves the transfer to a redirect's target (`RedirectChain.next`): its next attempt
+  /// asks for it, with the headers that hop gets, and it has its own retries.
+  func follow(_ target: RequestURL) {
+    chain.follow(target)
+    attempts = 0
+  }
+
+  /// Resets what one attempt collects, before it starts, and makes the hop's headers.
   func prepareAttempt() {
     attempts += 1
+    curl_slist_free_all(headerList)
+    headerList = nil
+    for header in request.headers(for: url, origin: chain.origin) {
+      headerList = curl_slist_append(headerList, header) ?? headerList
+    }
+    location = nil
+    handshakeSeen = false
+    handshake = nil
     lastActivity = clock()
     caching = ResponseCaching()
     body = []
+    redirectBodyBytes = 0
     abortReason = nil
     endedEarly = false
     progressHeld = false
@@ -107,7 +136,7 @@ final class CurlTransfer {
     FinishedAttempt(code: code, httpStatus: httpStatus, body: body, caching: caching, endedEarly: endedEarly,
                     abortReason: abortReason, conditional: conditional, isHTTP: url.isHTTP,
                     errorText: errorBuffer.pointee != 0 ? String(cString: errorBuffer) : "",
-                    retryAfterSeconds: retryAfterSeconds)
+                    retryAfterSeconds: retryAfterSeconds, location: location)
   }
 
   /// The write callback's work: appends to the body, or returns 0 to abort the attempt
@@ -117,6 +146,16 @@ final class CurlTransfer {
     lastActivity = clock()
     if body.isEmpty, let easy {
       let status = pxl_curl_response_code(easy)
+      // A redirect's own body (a line of HTML) is read and dropped, so that its connection
+      // stays open for the next hop; the engine follows the Location.
+      if location != nil && RedirectChain.redirectStatuses.contains(Int(status)) {
+        redirectBodyBytes += length
+        if redirectBodyBytes > maxBodyBytes {
+          abortReason = LoadError(.bodyTooLarge, "redirect body exceeds the limit of \(maxBodyBytes) bytes")
+          return 0
+        }
+        return length
+      }
       // An error page is not worth downloading: stop at its first byte.
       if status >= 300 {
         abortReason = LoadError(.http, "HTTP status \(status)", httpStatus: Int(status))
@@ -161,6 +200,23 @@ final class CurlTransfer {
     return due > now ? due - now : 0
   }
 
+  /// The header callback's work: the caching headers and the Location of the last
+  /// response (a status line starts a new one), and, at the first line, what TLS
+  /// handshake the hop's connection made.
+  func receive(headerLine line: String) {
+    if !handshakeSeen, let easy {
+      handshakeSeen = true
+      handshake = TLSHandshake(pxl_curl_tls_handshake(easy))
+    }
+    caching.take(headerLine: line)
+    if line.hasPrefix("HTTP/") {
+      location = nil
+    } else if line.count > 9, line.prefix(9).lowercased() == "location:" {
+      let value = line.dropFirst(9).trimmingCharacters(in: " \t\r\n")
+      location = value.isEmpty ? nil : value
+    }
+  }
+
   /// Reports the body so far; true (and `endedEarly`) when the listener ends the transfer.
   func reportProgress() -> Bool {
     guard let progress else { return false }
@@ -178,7 +234,7 @@ private let curlWriteCallback: pxl_curl_write_fn = { data, size, count, user in
   return transfer.receive(data, size * count)
 }
 
-/// libcurl's header callback: collects the caching headers of the final response.
+/// libcurl's header callback: collects the caching headers and Location of the response.
 private let curlHeaderCallback: pxl_curl_header_fn = { data, size, count, user in
   let transfer = Unmanaged<CurlTransfer>.fromOpaque(user!).takeUnretainedValue()
   let length = size * count
@@ -186,7 +242,7 @@ private let curlHeaderCallback: pxl_curl_header_fn = { data, size, count, user i
     let line = data.withMemoryRebound(to: UInt8.self, capacity: length) {
       String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
     }
-    transfer.caching.take(headerLine: line)
+    transfer.receive(headerLine: line)
   }
   return length
 }

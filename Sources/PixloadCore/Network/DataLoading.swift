@@ -34,10 +34,13 @@ public protocol DataLoading: AnyObject, Sendable {
   func shutdown()
   /// What the network has delivered lately; nil until it has measured enough.
   var throughput: Throughput? { get }
+  /// TLS handshakes of the connections opened so far.
+  var tlsHandshakes: TLSHandshakeCounts { get }
 }
 
 extension DataLoading {
   public var throughput: Throughput? { nil }
+  public var tlsHandshakes: TLSHandshakeCounts { TLSHandshakeCounts() }
 }
 
 /// A complete response body.

@@ -16,8 +16,16 @@ public struct EngineConfiguration: Sendable {
   public var retryBaseDelayMilliseconds = 250
   /// Caps every backoff and a server's Retry-After.
   public var retryMaxDelayMilliseconds = 10_000
-  /// PEM file of the CAs that verify https servers; nil: the system's.
+  /// PEM file of the CAs that verify https servers, and a directory of them (hashed names,
+  /// as `openssl rehash` makes): with either, only those are trusted; with neither, the
+  /// system's.
   public var caFile: String?
+  public var caPath: String?
+  /// The lowest TLS version accepted.
+  public var tlsMinVersion = TLSVersion.v1_2
+  /// nil: libcurl's proxy environment (http_proxy, https_proxy, ALL_PROXY, no_proxy);
+  /// "": no proxy whatever the environment; else the proxy's URL.
+  public var proxy: String?
   /// "Name: value" lines sent with every request.
   public var headers: [String] = []
   /// Running transfers cancelled per second (averaged over a second) beyond which new
@@ -26,4 +34,10 @@ public struct EngineConfiguration: Sendable {
   public var cancelStormLimit = 16
 
   public init() {}
+}
+
+/// TLS versions a loader may require at least. Raw values are pxl_config.tls_min_version's.
+public enum TLSVersion: Int32, Sendable {
+  case v1_2 = 12
+  case v1_3 = 13
 }

@@ -22,22 +22,36 @@ struct FinishedAttempt {
   var errorText = ""
   /// The server's Retry-After in seconds; 0 when it gave none.
   var retryAfterSeconds = 0
+  /// The last response's Location header, as sent; nil when it had none.
+  var location: String?
 }
 
-/// How an attempt ends for the request: a success, an error to report, or a transient
-/// failure that gets another attempt after a backoff.
+/// How an attempt ends for the request: a success, an error to report, a transient
+/// failure that gets another attempt after a backoff, or a redirect to follow.
 enum HTTPOutcome {
   case success(DownloadedData)
   case failure(LoadError)
+  /// A redirect that `RedirectChain` allows: the transfer's next hop asks for this URL.
+  case follow(RequestURL)
   /// Worth another attempt (`isTransient`, attempts left): the engine holds the transfer
   /// this long, then starts it again.
   case retry(LoadError, afterNanoseconds: UInt64)
 
-  /// Judges `attempt`, the `attemptsMade`th (1 for the first): its result, and whether a
-  /// failure is retried under `configuration`'s limits. `jitter` draws the backoff's
-  /// factor, in 0.5...1.5.
-  init(_ attempt: FinishedAttempt, attemptsMade: Int, configuration: EngineConfiguration,
+  /// Judges `attempt`, the `attemptsMade`th (1 for the first) of the hop `chain` is at:
+  /// a redirect (301, 302, 303, 307, 308 with a Location) is followed or refused by the
+  /// chain's rules; otherwise its result, and whether a failure is retried under
+  /// `configuration`'s limits. `jitter` draws the backoff's factor, in 0.5...1.5.
+  init(_ attempt: FinishedAttempt, attemptsMade: Int, chain: RedirectChain, configuration: EngineConfiguration,
        jitter: () -> Double = { Double.random(in: 0.5...1.5) }) {
+    if attempt.code == CURLE_OK, attempt.abortReason == nil, !attempt.endedEarly, attempt.isHTTP,
+       let location = attempt.location, RedirectChain.redirectStatuses.contains(attempt.httpStatus) {
+      switch chain.next(status: attempt.httpStatus, location: location, maxRedirects: configuration.maxRedirects,
+                        allowedSchemes: configuration.allowedSchemes) {
+      case .success(let target): self = .follow(target)
+      case .failure(let error): self = .failure(error)
+      }
+      return
+    }
     switch Self.result(of: attempt) {
     case .success(let data):
       self = .success(data)

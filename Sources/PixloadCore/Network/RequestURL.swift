@@ -11,12 +11,28 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
   public let scheme: String
   /// Lower case; "" where the scheme has none (file://).
   public let host: String
+  /// The port the URL names, else its scheme's default (80, 443); 0 when it has none (file://).
+  public let port: Int
 
   /// Parses `text`; throws `.malformedURL` for text libcurl cannot parse, a URL without a
   /// scheme, or an http(s) URL without a host.
   public init(parsing text: String) throws(LoadError) {
+    try self.init(parsing: text, against: nil)
+  }
+
+  /// A redirect's Location, relative or absolute, resolved against this URL (RFC 3986, by
+  /// libcurl's URL API: the base set first, then the reference); throws `.malformedURL`
+  /// as `init(parsing:)` does.
+  public func resolving(_ location: String) throws(LoadError) -> RequestURL {
+    try RequestURL(parsing: location, against: self)
+  }
+
+  private init(parsing text: String, against base: RequestURL?) throws(LoadError) {
     guard let handle = curl_url() else { throw LoadError(.noMemory, "out of memory parsing URL") }
     defer { curl_url_cleanup(handle) }
+    if let base, curl_url_set(handle, CURLUPART_URL, base.text, 0) != CURLUE_OK {
+      throw LoadError(.malformedURL, "malformed URL '\(base.text.prefix(200))'")
+    }
     let rc = curl_url_set(handle, CURLUPART_URL, text, 0)
     if rc != CURLUE_OK {
       throw LoadError(.malformedURL, "malformed URL '\(text.prefix(200))': \(String(cString: curl_url_strerror(rc)))")
@@ -30,6 +46,7 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
     }
     self.scheme = scheme
     self.host = host
+    port = Self.part(handle, CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)).flatMap { Int($0) } ?? 0
     self.text = Self.part(handle, CURLUPART_URL) ?? text
   }
 
@@ -39,9 +56,9 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
 
   public var description: String { text }
 
-  private static func part(_ handle: OpaquePointer, _ which: CURLUPart) -> String? {
+  private static func part(_ handle: OpaquePointer, _ which: CURLUPart, flags: UInt32 = 0) -> String? {
     var value: UnsafeMutablePointer<CChar>?
-    guard curl_url_get(handle, which, &value, 0) == CURLUE_OK, let value else { return nil }
+    guard curl_url_get(handle, which, &value, flags) == CURLUE_OK, let value else { return nil }
     defer { curl_free(value) }
     return String(cString: value)
   }

@@ -840,6 +840,18 @@ class Queue(_Handle):
 _CONFIG_FIELDS = {name for name, _ in _ffi.pxl_config._fields_} - {"struct_size", "log_user_data"}
 
 
+def _as_tls_version(value):
+    """tls_min_version: "1.2" / "1.3" (or 1.2, 1.3), or the header's number (12, 13)."""
+    names = {"1.2": 12, "1.3": 13}
+    if isinstance(value, float):
+        value = f"{value:.1f}"
+    if isinstance(value, str):
+        if value not in names:
+            raise ValueError(f"tls_min_version must be '1.2' or '1.3', not {value!r}")
+        return names[value]
+    return int(value)
+
+
 def _as_schemes(value):
     if isinstance(value, int):
         return int(value)
@@ -889,7 +901,10 @@ class Loader(_Handle):
     """A pxl_loader: network, decoders and caches. Keyword arguments are pxl_config
     fields (memory_cache_bytes=..., max_concurrent_downloads=..., allowed_schemes=
     {"http", "https", "file"} or Scheme bits, headers=[...] or {...}, disk_cache_dir=...,
-    user_agent=..., ...); anything not given keeps the library's default.
+    user_agent=..., ca_file= / ca_path= (only those CAs are trusted, not the system's),
+    proxy= (a URL; "" for none; default: the environment's http_proxy, https_proxy,
+    ALL_PROXY, no_proxy), tls_min_version="1.2" (default) or "1.3", ...); anything not
+    given keeps the library's default.
 
     log=callable(level, message) receives the library's diagnostics (a disk cache
     directory it cannot use, a corrupt cache entry dropped): a LogLevel and one line of
@@ -922,7 +937,9 @@ class Loader(_Handle):
                 value = _as_schemes(value)
             elif name == "headers":
                 value = _header_array(value, keep)
-            elif name in ("user_agent", "ca_file", "disk_cache_dir", "codec_modules"):
+            elif name == "tls_min_version":
+                value = _as_tls_version(value)
+            elif name in ("user_agent", "ca_file", "ca_path", "proxy", "disk_cache_dir", "codec_modules"):
                 value = _encode(value)
                 keep.append(value)
             setattr(cfg, name, value)

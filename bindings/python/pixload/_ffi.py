@@ -152,6 +152,9 @@ class pxl_config(ctypes.Structure):
         ("disk_variant_max_side", ctypes.c_int64),
         # Since 0.5.0.
         ("codec_modules", ctypes.c_char_p),
+        ("ca_path", ctypes.c_char_p),
+        ("proxy", ctypes.c_char_p),
+        ("tls_min_version", ctypes.c_int32),
     ]
 
 
@@ -207,6 +210,8 @@ class pxl_stats(ctypes.Structure):
             "bytes_saved",  # since 0.3.0
             # Since 0.3.0.
             "variant_hits", "variants_stored", "variant_bytes_stored",
+            # Since 0.5.0.
+            "tls_handshakes", "tls_resumed",
         )
     ]
 
@@ -320,7 +325,7 @@ def init_struct(struct, into=None):
 # have been written. A field added to the header but not here, or a field of the wrong
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
-    "pxl_config": ("codec_modules", None),
+    "pxl_config": ("tls_min_version", 12),
     "pxl_request": ("processor_count", 0),
     "pxl_table_config": ("previews", 1),
 }

@@ -278,3 +278,25 @@ def test_no_color_management_keeps_the_decoded_values(server, loader):
     assert converted.tobytes() != kept.tobytes()
     assert loader.lookup(url, size=(64, 48), format="rgb8", no_color_management=True).tobytes() == kept.tobytes()
     assert loader.lookup(url, size=(64, 48), format="rgb8").tobytes() == converted.tobytes()
+
+
+def test_tls_and_proxy_keywords(server, tmp_path):
+    """0.5.0's ca_path, proxy and tls_min_version go through; a CA file that cannot be
+    read fails the loader, as pxl_loader_new says; the TLS counters are in stats()."""
+    for bad in ({"tls_min_version": "1.1"}, {"tls_min_version": 11}):
+        with pytest.raises((ValueError, pixload.InvalidArgumentError)):
+            pixload.Loader(**bad)
+    with pytest.raises(pixload.InvalidArgumentError):
+        pixload.Loader(ca_file=str(tmp_path / "missing.pem"))
+    with pytest.raises(pixload.InvalidArgumentError):
+        pixload.Loader(ca_path=str(tmp_path / "missing-dir"))
+    url = server.url("gradient.jpg", case="tls-keywords")
+    # proxy="" ignores whatever proxy the environment names; tls_min_version for http is moot.
+    with pixload.Loader(proxy="", ca_path=str(tmp_path), tls_min_version="1.3", max_retries=0) as loader:
+        assert loader.fetch_sync(url, size=(40, 40)).size == (40, 30)
+        stats = loader.stats()
+        assert stats.tls_handshakes == 0 and stats.tls_resumed == 0  # plain http
+    # A proxy that refuses: the load fails to connect (the proxy, not the server).
+    with pixload.Loader(proxy="http://127.0.0.1:1", max_retries=0) as loader:
+        with pytest.raises(pixload.PixloadError):
+            loader.fetch_sync(server.url("gradient.jpg", case="tls-keywords-proxy"))

@@ -62,11 +62,21 @@ unsafe extern "C" fn on_log(level: i32, message: *const c_char, user_data: *mut 
     });
 }
 
+/// The oldest TLS version a loader accepts (`pxl_config.tls_min_version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum TlsVersion {
+    V1_2 = sys::PXL_TLS_1_2,
+    V1_3 = sys::PXL_TLS_1_3,
+}
+
 /// A loader's configuration: a builder over `pxl_config`, defaults from the library.
 pub struct LoaderBuilder {
     config: sys::pxl_config,
     user_agent: Option<String>,
     ca_file: Option<std::path::PathBuf>,
+    ca_path: Option<std::path::PathBuf>,
+    proxy: Option<String>,
     disk_cache_dir: Option<std::path::PathBuf>,
     headers: Vec<String>,
     log: Option<LogFn>,
@@ -95,7 +105,16 @@ impl LoaderBuilder {
             assert_eq!(status, sys::PXL_OK, "pxl_config_init_size refused sys::pxl_config");
             config.assume_init()
         };
-        LoaderBuilder { config, user_agent: None, ca_file: None, disk_cache_dir: None, headers: Vec::new(), log: None }
+        LoaderBuilder {
+            config,
+            user_agent: None,
+            ca_file: None,
+            ca_path: None,
+            proxy: None,
+            disk_cache_dir: None,
+            headers: Vec::new(),
+            log: None,
+        }
     }
 
     config_setters! {
@@ -135,6 +154,8 @@ impl LoaderBuilder {
         /// Decoded thumbnails whose sides are both at most this are also kept in the disk
         /// cache, so that a later start delivers them without decoding; default 256; 0: off.
         disk_variant_max_side: u32 => |c, v| c.disk_variant_max_side = i64::from(v);
+        /// The oldest TLS version an https server may speak (default [`TlsVersion::V1_2`]).
+        tls_min_version: TlsVersion => |c, v| c.tls_min_version = v as i32;
     }
 
     /// Receives the library's diagnostics (a disk cache directory it cannot use, a
@@ -157,9 +178,28 @@ impl LoaderBuilder {
         self
     }
 
-    /// PEM file of the CAs that verify https servers (default: the system's).
+    /// PEM file of the CAs that verify https servers: with it (or [`ca_path`]) only those
+    /// are trusted, never the system's store (default: the system's). A file that cannot
+    /// be read fails [`build`](LoaderBuilder::build).
+    ///
+    /// [`ca_path`]: LoaderBuilder::ca_path
     pub fn ca_file(mut self, path: impl AsRef<Path>) -> LoaderBuilder {
         self.ca_file = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// A directory of CA certificates named by their subject hash (`openssl rehash`),
+    /// trusted with [`ca_file`](LoaderBuilder::ca_file) instead of the system's store.
+    pub fn ca_path(mut self, path: impl AsRef<Path>) -> LoaderBuilder {
+        self.ca_path = Some(path.as_ref().to_path_buf());
+        self
+    }
+
+    /// Every transfer goes through the proxy at this URL; "" means no proxy whatever the
+    /// environment says. Default: the environment's (`http_proxy`, `https_proxy`,
+    /// `ALL_PROXY`, `no_proxy`), as libcurl reads it.
+    pub fn proxy(mut self, url: impl Into<String>) -> LoaderBuilder {
+        self.proxy = Some(url.into());
         self
     }
 
@@ -186,12 +226,16 @@ impl LoaderBuilder {
         }
         let user_agent = self.user_agent.as_deref().map(|a| c_string("the user agent", a)).transpose()?;
         let ca_file = self.ca_file.as_deref().map(|p| path_string("the CA file", p)).transpose()?;
+        let ca_path = self.ca_path.as_deref().map(|p| path_string("the CA directory", p)).transpose()?;
+        let proxy = self.proxy.as_deref().map(|p| c_string("the proxy", p)).transpose()?;
         let disk_cache_dir = self.disk_cache_dir.as_deref().map(|p| path_string("the disk cache directory", p)).transpose()?;
         let headers = self.headers.iter().map(|h| c_string("a header line", h)).collect::<Result<Vec<_>, _>>()?;
         let header_pointers = header_pointers(&headers);
         let mut config = self.config;
         config.user_agent = user_agent.as_ref().map_or(ptr::null(), |s| s.as_ptr());
         config.ca_file = ca_file.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.ca_path = ca_path.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.proxy = proxy.as_ref().map_or(ptr::null(), |s| s.as_ptr());
         config.disk_cache_dir = disk_cache_dir.as_ref().map_or(ptr::null(), |s| s.as_ptr());
         config.headers = if headers.is_empty() { ptr::null() } else { header_pointers.as_ptr() };
         // Owned by the Loader from here on (freed after pxl_loader_free).

@@ -42,7 +42,7 @@ mod table;
 mod version;
 
 pub use callbacks::caught_panics;
-pub use config::{scheme, LoaderBuilder, LogLevel};
+pub use config::{scheme, LoaderBuilder, LogLevel, TlsVersion};
 pub use error::{Error, Status};
 pub use image::{Format, Image};
 pub use loader::{Loader, Stats};

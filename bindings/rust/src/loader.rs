@@ -32,6 +32,10 @@ pub struct Stats {
     /// Decoded thumbnails this loader wrote to the disk cache, and their bytes.
     pub variants_stored: u64,
     pub variant_bytes_stored: u64,
+    /// TLS handshakes of the https connections this loader opened (0.5.0).
+    pub tls_handshakes: u64,
+    /// Of those, the ones that resumed an earlier connection's session.
+    pub tls_resumed: u64,
 }
 
 /// Downloads, decodes and caches images on threads of its own. Usable from any thread
@@ -246,6 +250,8 @@ impl Loader {
             variant_hits: s.variant_hits,
             variants_stored: s.variants_stored,
             variant_bytes_stored: s.variant_bytes_stored,
+            tls_handshakes: s.tls_handshakes,
+            tls_resumed: s.tls_resumed,
         }
     }
 }

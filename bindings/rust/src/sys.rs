@@ -139,7 +139,14 @@ pub struct pxl_config {
     pub disk_variant_max_side: i64,
     // Since 0.5.0.
     pub codec_modules: *const c_char,
+    pub ca_path: *const c_char,
+    pub proxy: *const c_char,
+    pub tls_min_version: i32,
 }
+
+// pxl_config.tls_min_version values. Since 0.5.0.
+pub const PXL_TLS_1_2: i32 = 12;
+pub const PXL_TLS_1_3: i32 = 13;
 
 // The sizes of the structs in 0.1.0 (up to the end of their last field): the smallest
 // struct_size the library accepts.
@@ -222,6 +229,9 @@ pub struct pxl_stats {
     pub variant_hits: u64,
     pub variants_stored: u64,
     pub variant_bytes_stored: u64,
+    // Since 0.5.0.
+    pub tls_handshakes: u64,
+    pub tls_resumed: u64,
 }
 
 // user_data last since 0.2.0.

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use pixload::{Error, Format, Image, Loader, Mode, Queue, Request, Slot, Status, Table, TableConfig};
+use pixload::{Error, Format, Image, Loader, Mode, Queue, Request, Slot, Status, Table, TableConfig, TlsVersion};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -742,6 +742,8 @@ fn init_size_fills_exactly_our_structs() {
     assert!(config.log.is_none() && config.log_user_data.is_null());
     assert_eq!(config.disk_cache_max_age_s, 604_800);
     assert_eq!(config.disk_variant_max_side, 256);
+    assert_eq!(config.tls_min_version, sys::PXL_TLS_1_2);
+    assert!(config.ca_path.is_null() && config.proxy.is_null());
     assert_eq!(config.memory_cache_bytes, 64 << 20);
     let request = init(sys::pxl_request_init_size);
     assert_eq!(request.progress_interval_ms, 100);
@@ -912,4 +914,17 @@ fn a_cut_gif_is_incomplete_and_a_cut_png_fails() {
     assert!(!whole.is_incomplete());
     let error = load_one(&loader, &queue, &Request::new(server.url("rs-cut.png", "incomplete"))).unwrap_err();
     assert_eq!(error.status(), Status::CorruptImage);
+/// 0.5.0's trust and proxy settings reach the library: a CA file or directory that cannot
+/// be read fails the build; proxy "" and a minimum TLS version load over http; the TLS
+/// counters are in the stats.
+#[test]
+fn tls_and_proxy_settings() {
+    let missing = std::path::Path::new("/nonexistent/pixload-rust-ca.pem");
+    let err = Loader::builder().ca_file(missing).build().err().expect("an unreadable ca_file is refused");
+    assert_eq!(err.status(), Status::InvalidArgument);
+    let err = Loader::builder().ca_path("/nonexistent/pixload-rust-certs").build().err().expect("refused");
+    assert_eq!(err.status(), Status::InvalidArgument);
+    let loader = Loader::builder().proxy("").tls_min_version(TlsVersion::V1_3).max_retries(0).build().unwrap();
+    let stats = loader.stats();
+    assert_eq!((stats.tls_handshakes, stats.tls_resumed), (0, 0));
 }

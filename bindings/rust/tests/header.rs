@@ -84,6 +84,7 @@ fn rust_side() -> (
             retry_base_delay_ms, retry_max_delay_ms, ca_file, headers, cancel_storm_limit,
             disk_cache_bytes, ignore_http_freshness, memory_cache_count, disk_cache_dir,
             disk_cache_max_age_s, log, log_user_data, log_level, disk_variant_max_side, codec_modules,
+            ca_path, proxy, tls_min_version,
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
@@ -93,7 +94,7 @@ fn rust_side() -> (
         pxl_stats {
             struct_size, requests, memory_hits, disk_hits, network_fetches, revalidated, coalesced,
             cancelled, failed, bytes_downloaded, memory_bytes, memory_count, disk_bytes, bytes_saved,
-            variant_hits, variants_stored, variant_bytes_stored,
+            variant_hits, variants_stored, variant_bytes_stored, tls_handshakes, tls_resumed,
         }
         pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority, previews }
         pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed }
@@ -130,7 +131,7 @@ fn rust_side() -> (
         PXL_FLAG_NO_COLOR_MANAGEMENT,
         PXL_SCHEME_HTTP, PXL_SCHEME_HTTPS, PXL_SCHEME_FILE,
         PXL_SOURCE_NONE, PXL_SOURCE_MEMORY, PXL_SOURCE_NETWORK, PXL_SOURCE_DISK, PXL_SOURCE_REVALIDATED,
-        PXL_LOG_ERROR, PXL_LOG_WARNING, PXL_LOG_INFO,
+        PXL_LOG_ERROR, PXL_LOG_WARNING, PXL_LOG_INFO, PXL_TLS_1_2, PXL_TLS_1_3,
         PXL_CONFIG_SIZE_0_1, PXL_REQUEST_SIZE_0_1, PXL_TABLE_CONFIG_SIZE_0_1, PXL_STATS_SIZE_0_1,
         PXL_TABLE_STATS_SIZE_0_1, PXL_CONFIG_SIZE_0_2,
         PXL_CODEC_PREMULTIPLIED, PXL_CODEC_PROGRESSIVE, PXL_CODEC_KEEP_ORIENTATION, PXL_CODEC_PARTIAL,
