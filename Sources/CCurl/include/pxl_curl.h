@@ -23,4 +23,12 @@ long pxl_curl_num_connects(CURL *easy);
 /* The server's Retry-After in seconds (libcurl parses both forms), -1 when absent. */
 curl_off_t pxl_curl_retry_after(CURL *easy);
 
+/* What a transfer measured (Since 0.5.0): libcurl's cumulative times in microseconds
+ * (CURLINFO_NAMELOOKUP/CONNECT/APPCONNECT/STARTTRANSFER/TOTAL_TIME_T, 0 where unknown) into
+ * times[0..5), and its HTTP version (CURLINFO_HTTP_VERSION: 10, 11, 20, 30; 0 none) and
+ * redirect count. */
+void pxl_curl_times(CURL *easy, int64_t times[5]);
+long pxl_curl_http_version(CURL *easy);
+long pxl_curl_redirect_count(CURL *easy);
+
 #endif

@@ -11,6 +11,8 @@ final class PendingRequest {
   var priority: Int32
   /// The decode task this request waits on; nil once it has a result or was detached.
   var decode: DecodeTask?
+  /// It joined a decode or download another request started (request metrics).
+  var joined = false
 
   init(token: UInt64, delivery: Delivery, queue: CompletionQueue, priority: Int32, usesMemoryCache: Bool) {
     self.token = token
@@ -47,6 +49,8 @@ struct DecodeInput {
   let data: DownloadedData
   let source: ImageSource
   let origin: OriginalRecord?
+  /// What fetching the bytes cost (the download's request metrics).
+  var metrics = RequestMetrics()
 }
 
 /// One decode of one variant, shared by every request for that variant.
@@ -70,6 +74,10 @@ final class DecodeTask {
   var requests: [UInt64: PendingRequest] = [:]
   var priority: Int32 = 0
   var phase = Phase.idle
+  /// Its own stages' figures (the variant lookup); the download's come with its input.
+  var metrics = RequestMetrics()
+  /// When the stage under way began (monotonic nanoseconds; request metrics).
+  var stageStartedAt: UInt64 = 0
 
   init(key: DecodeKey) { self.key = key }
 
@@ -106,6 +114,9 @@ final class DownloadTask {
   var previewing = false
   var lastPreviewAt: UInt64 = 0
   var previewScans = 0
+  /// What its stages measured so far, and when the disk lookup under way began.
+  var metrics = RequestMetrics()
+  var stageStartedAt: UInt64 = 0
 
   init(key: DownloadKey, url: RequestURL, headers: [String]) {
     self.key = key
