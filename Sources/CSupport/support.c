@@ -25,3 +25,10 @@ void pxl_set_thread_name(const char *name) {
 }
 
 int pxl_eventfd_new(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+/* The innermost callback's metrics record on this thread (see API+Metrics.swift). */
+static __thread void *current_result_record;
+
+void *pxl_current_result_record(void) { return current_result_record; }
+
+void pxl_set_current_result_record(void *record) { current_result_record = record; }

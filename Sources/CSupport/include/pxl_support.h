@@ -11,4 +11,9 @@ void pxl_set_thread_name(const char *name);
 /* A non-blocking, close-on-exec eventfd with counter 0, or -1 with errno set. */
 int pxl_eventfd_new(void);
 
+/* A per-thread pointer: the record of the result whose callback runs now (request
+ * metrics), NULL outside callbacks. */
+void *pxl_current_result_record(void);
+void pxl_set_current_result_record(void *record);
+
 #endif

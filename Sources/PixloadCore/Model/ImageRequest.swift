@@ -61,6 +61,9 @@ public struct ImageRequest: Sendable {
   /// Convert an embedded colour profile (ICC, PNG cHRM/gAMA, AVIF nclx) to sRGB; false keeps
   /// the decoded values (PXL_FLAG_NO_COLOR_MANAGEMENT). Part of the variant.
   public var managesColor = true
+  /// A placeholder a table draws for the row at once, before its image (not part of the
+  /// variant: it changes nothing the loader produces).
+  public var placeholder: Placeholder?
 
   public enum CachePolicy: Sendable {
     /// Memory, then disk, then network.
