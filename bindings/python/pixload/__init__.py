@@ -19,6 +19,8 @@ from ._core import (
     Request, RequestCancelled, Result, Scheme, Slot, Source, Stats, Status, Table, TableStats,
     URLError, pending_callbacks, status_string, version,
 )
+from ._metrics import Metrics, Tier
+from ._placeholders import Placeholder, PlaceholderKind, encode_blurhash, encode_thumbhash
 
 __version__ = "0.5.0"
 
@@ -29,4 +31,5 @@ __all__ = [
     "PRIORITY_VISIBLE", "PixloadError", "PixloadTimeoutError", "Queue", "Request",
     "RequestCancelled", "Result", "Scheme", "Slot", "Source", "Stats", "Status", "Table",
     "TableStats", "URLError", "library_origin", "pending_callbacks", "status_string", "version",
+    "Metrics", "Tier", "Placeholder", "PlaceholderKind", "encode_blurhash", "encode_thumbhash",
 ]

@@ -24,6 +24,7 @@ import threading
 import time
 import weakref
 
+from ._metrics import metrics_from_c
 from . import _ffi
 from ._ffi import lib
 
@@ -512,12 +513,19 @@ class Result:
     """What a load's callback receives: `image` (an Image, owned by you) when `ok`, else
     `error` (a PixloadError, RequestCancelled for a cancellation)."""
 
-    __slots__ = ("token", "status", "http_status", "source", "message", "image", "preview")
+    __slots__ = ("token", "status", "http_status", "source", "message", "image", "preview", "placeholder",
+                 "metrics")
 
-    def __init__(self, token, status, http_status, source, message, image, preview=False):
+    def __init__(self, token, status, http_status, source, message, image, preview=False, placeholder=False,
+                 metrics=None):
         self.token = token
         # A table row's preview (Table(previews=True)): the row's final result follows.
         self.preview = preview
+        # A table row's placeholder (its request's placeholder=), drawn before its image.
+        self.placeholder = placeholder
+        # What the request cost (a pixload.Metrics) on a final result; None on previews
+        # and placeholders.
+        self.metrics = metrics
         try:
             self.status = Status(status)
         except ValueError:
@@ -556,8 +564,9 @@ def _result_from_c(token, result_p):
     r = result_p.contents
     image = Image._retained(r.image) if r.image else None
     message = r.message.decode("utf-8", "replace") if r.message else ""
-    preview = r.struct_size >= _ffi.pxl_result.preview.offset + 4 and bool(r.preview)
-    return Result(token, r.status, r.http_status, r.source, message, image, preview)
+    flag = r.preview if r.struct_size >= _ffi.pxl_result.preview.offset + 4 else 0
+    metrics = None if flag else metrics_from_c(result_p)
+    return Result(token, r.status, r.http_status, r.source, message, image, flag == 1, flag == 2, metrics)
 
 
 _Pending = collections.namedtuple("_Pending", "callback progress preview")
@@ -650,13 +659,13 @@ def _header_array(lines, keep):
 
 _REQUEST_OPTIONS = frozenset((
     "size", "width", "height", "mode", "format", "priority", "cache_key", "headers",
-    "progress_interval_ms", "preview_interval_ms", *_FLAGS,
+    "progress_interval_ms", "preview_interval_ms", "placeholder", *_FLAGS,
 ))
 
 
 def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.FIT,
                   format=Format.RGBA8, priority=PRIORITY_NORMAL, cache_key=None, headers=None,
-                  progress_interval_ms=None, preview_interval_ms=None, **flags):
+                  progress_interval_ms=None, preview_interval_ms=None, placeholder=None, **flags):
     """Fills a pxl_request that pxl_request_init_size set up. Every byte string it points to
     is appended to keep: the caller holds keep until the C call has copied them."""
     unknown = set(flags) - set(_FLAGS)
@@ -688,6 +697,11 @@ def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.
         req.progress_interval_ms = progress_interval_ms
     if preview_interval_ms is not None:
         req.preview_interval_ms = preview_interval_ms
+    if placeholder is not None:  # a Placeholder; tables draw it (pxl_load ignores it)
+        keep.append(placeholder.data)
+        req.placeholder_kind = int(placeholder.kind)
+        req.placeholder = ctypes.cast(ctypes.c_char_p(placeholder.data), ctypes.c_void_p)
+        req.placeholder_length = len(placeholder.data)
 
 
 def _new_request(url, keep, options):
