@@ -87,7 +87,13 @@ fn rust_side() -> (
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
-            progress, progress_interval_ms, preview, preview_interval_ms,
+            progress, progress_interval_ms, preview, preview_interval_ms, placeholder_kind, placeholder,
+            placeholder_length,
+        }
+        pxl_metrics {
+            struct_size, tier, joined, slot_wait_us, dns_us, connect_us, tls_us, first_byte_us, transfer_us,
+            disk_read_us, decode_us, process_us, queue_wait_us, bytes_received, http_status, http_version,
+            redirects, connection_reused, decoded_bytes, delivered_bytes,
         }
         pxl_result { struct_size, status, image, http_status, source, message, preview }
         pxl_stats {
@@ -116,8 +122,12 @@ fn rust_side() -> (
         PXL_LOG_ERROR, PXL_LOG_WARNING, PXL_LOG_INFO,
         PXL_CONFIG_SIZE_0_1, PXL_REQUEST_SIZE_0_1, PXL_TABLE_CONFIG_SIZE_0_1, PXL_STATS_SIZE_0_1,
         PXL_TABLE_STATS_SIZE_0_1, PXL_CONFIG_SIZE_0_2,
+        PXL_PREVIEW_PLACEHOLDER, PXL_METRICS_SIZE_0_5, PXL_PLACEHOLDER_MAX_SIDE, PXL_PLACEHOLDER_MAX_BYTES,
+        PXL_TIER_NONE, PXL_TIER_MEMORY, PXL_TIER_DISK_VARIANT, PXL_TIER_DISK, PXL_TIER_REVALIDATED,
+        PXL_TIER_NETWORK, PXL_TIER_FILE, PXL_TIER_DATA, PXL_TIER_FETCHER,
+        PXL_PLACEHOLDER_NONE, PXL_PLACEHOLDER_BLURHASH, PXL_PLACEHOLDER_THUMBHASH,
     ];
-    let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source];
+    let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source, pxl_tier, pxl_placeholder_kind];
     (structs, fields, order, constants, enums)
 }
 
@@ -168,6 +178,7 @@ fn c_type_to_rust(c: &str) -> String {
         "int64_t" => "i64",
         "uint64_t" => "u64",
         "uint8_t" => "u8",
+        "double" => "f64",
         "size_t" => "usize",
         other => other,
     }
