@@ -249,7 +249,9 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_early_end) \
   X(test_disk_variants) \
   X(test_animated_gif) \
-  X(test_animation_memory_bound)
+  X(test_animation_memory_bound) \
+  X(test_metrics_tiers) \
+  X(test_placeholder_api)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)
