@@ -214,28 +214,34 @@ enum BlurHash {
     }
     // cos(pi * x * i / w), the reference's basis (no half-pixel shift).
     var cosX = [Float](repeating: 0, count: width * nx)
-    for x in 0..<width { for i in 0..<nx { cosX[x * nx + i] = Float(cos(Double.pi * Double(x * i) / Double(width))) } }
+    for x in 0..<width { for i in 0..<nx { cosX[x * nx + i] = cosf(Float.pi * Float(x * i) / Float(width)) } }
     var row = [Float](repeating: 0, count: nx * 3)
     let steps = Float(linearSteps)
     toSRGB.withUnsafeBufferPointer { lut in
-      for y in 0..<height {
-        // The row's colour per horizontal component: sum over j of cos(pi*y*j/h) * c[i,j].
-        for k in 0..<(nx * 3) { row[k] = 0 }
-        for j in 0..<ny {
-          let f = Float(cos(Double.pi * Double(y * j) / Double(height)))
-          for k in 0..<(nx * 3) { row[k] += f * colors[j * nx * 3 + k] }
-        }
-        for x in 0..<width {
-          var r: Float = 0, g: Float = 0, b: Float = 0
-          for i in 0..<nx {
-            let f = cosX[x * nx + i]
-            r += f * row[i * 3]; g += f * row[i * 3 + 1]; b += f * row[i * 3 + 2]
+      colors.withUnsafeBufferPointer { colors in
+        cosX.withUnsafeBufferPointer { cosX in
+          row.withUnsafeMutableBufferPointer { row in
+            for y in 0..<height {
+              // The row's colour per horizontal component: sum over j of cos(pi*y*j/h) * c[i,j].
+              for k in 0..<(nx * 3) { row[k] = 0 }
+              for j in 0..<ny {
+                let f = cosf(Float.pi * Float(y * j) / Float(height))
+                for k in 0..<(nx * 3) { row[k] += f * colors[j * nx * 3 + k] }
+              }
+              for x in 0..<width {
+                var r: Float = 0, g: Float = 0, b: Float = 0
+                for i in 0..<nx {
+                  let f = cosX[x * nx + i]
+                  r += f * row[i * 3]; g += f * row[i * 3 + 1]; b += f * row[i * 3 + 2]
+                }
+                let p = pixels + (y * width + x) * 4
+                p[0] = lut[Int(max(0, min(1, r)) * steps + 0.5)]
+                p[1] = lut[Int(max(0, min(1, g)) * steps + 0.5)]
+                p[2] = lut[Int(max(0, min(1, b)) * steps + 0.5)]
+                p[3] = 255
+              }
+            }
           }
-          let p = pixels + (y * width + x) * 4
-          p[0] = lut[Int(max(0, min(1, r)) * steps + 0.5)]
-          p[1] = lut[Int(max(0, min(1, g)) * steps + 0.5)]
-          p[2] = lut[Int(max(0, min(1, b)) * steps + 0.5)]
-          p[3] = 255
         }
       }
     }
@@ -353,47 +359,67 @@ enum ThumbHash {
 
   static func decode(_ hash: [UInt8], width: Int, height: Int, into pixels: UnsafeMutablePointer<UInt8>) throws(LoadError) {
     let header = try Header(hash)
+    // Each channel's AC terms as a dense ny x nx grid (0 outside its triangle and at the
+    // DC), so a row's sum over cy is taken once per row, not per pixel: separable.
+    let nx = max(header.lx, header.hasAlpha ? 5 : 3), ny = max(header.ly, header.hasAlpha ? 5 : 3)
+    var grids = [Float](repeating: 0, count: 4 * nx * ny)  // l, p, q, a
     var acIndex = 0
-    func channel(_ nx: Int, _ ny: Int, _ scale: Float) -> [(cx: Int, cy: Int, f: Float)] {
-      var ac: [(Int, Int, Float)] = []
-      for cy in 0..<ny {
-        for cx in (cy == 0 ? 1 : 0)..<nx where cx * ny < nx * (ny - cy) {
+    func channel(_ index: Int, _ cnx: Int, _ cny: Int, _ scale: Float) {
+      for cy in 0..<cny {
+        for cx in (cy == 0 ? 1 : 0)..<cnx where cx * cny < cnx * (cny - cy) {
           let nibble = (hash[header.acStart + (acIndex >> 1)] >> ((acIndex & 1) << 2)) & 15
           acIndex += 1
-          ac.append((cx, cy, (Float(nibble) / 7.5 - 1) * scale))
+          grids[index * nx * ny + cy * nx + cx] = (Float(nibble) / 7.5 - 1) * scale
         }
       }
-      return ac
     }
-    let l = channel(header.lx, header.ly, header.lScale)
-    let p = channel(3, 3, header.pScale * 1.25)
-    let q = channel(3, 3, header.qScale * 1.25)
-    let a = header.hasAlpha ? channel(5, 5, header.aScale) : []
-    let nx = max(header.lx, header.hasAlpha ? 5 : 3), ny = max(header.ly, header.hasAlpha ? 5 : 3)
+    channel(0, header.lx, header.ly, header.lScale)
+    channel(1, 3, 3, header.pScale * 1.25)
+    channel(2, 3, 3, header.qScale * 1.25)
+    if header.hasAlpha { channel(3, 5, 5, header.aScale) }
+    let channels = header.hasAlpha ? 4 : 3
     var fx = [Float](repeating: 0, count: width * nx)
-    var fy = [Float](repeating: 0, count: height * ny)
-    for x in 0..<width { for c in 0..<nx { fx[x * nx + c] = Float(cos(Double.pi / Double(width) * (Double(x) + 0.5) * Double(c))) } }
-    // Doubled, as the reference's fy2.
-    for y in 0..<height { for c in 0..<ny { fy[y * ny + c] = 2 * Float(cos(Double.pi / Double(height) * (Double(y) + 0.5) * Double(c))) } }
-    for y in 0..<height {
-      for x in 0..<width {
-        var vl = header.lDC, vp = header.pDC, vq = header.qDC, va = header.aDC
-        for term in l { vl += term.f * fx[x * nx + term.cx] * fy[y * ny + term.cy] }
-        for index in 0..<p.count {
-          let f = fx[x * nx + p[index].cx] * fy[y * ny + p[index].cy]
-          vp += p[index].f * f
-          vq += q[index].f * f
+    var fy = [Float](repeating: 0, count: ny)
+    for x in 0..<width { for c in 0..<nx { fx[x * nx + c] = cosf(Float.pi / Float(width) * (Float(x) + 0.5) * Float(c)) } }
+    var row = [Float](repeating: 0, count: 4 * nx)
+    let dc: (Float, Float, Float, Float) = (header.lDC, header.pDC, header.qDC, header.aDC)
+    grids.withUnsafeBufferPointer { grid in
+      fx.withUnsafeBufferPointer { fx in
+        row.withUnsafeMutableBufferPointer { row in
+          fy.withUnsafeMutableBufferPointer { fy in
+            for y in 0..<height {
+              // Doubled, as the reference's fy2.
+              for c in 0..<ny { fy[c] = 2 * cosf(Float.pi / Float(height) * (Float(y) + 0.5) * Float(c)) }
+              for k in 0..<channels {
+                for cx in 0..<nx {
+                  var sum: Float = 0
+                  for cy in 0..<ny { sum += grid[k * nx * ny + cy * nx + cx] * fy[cy] }
+                  row[k * nx + cx] = sum
+                }
+              }
+              for x in 0..<width {
+                var vl = dc.0, vp = dc.1, vq = dc.2, va = dc.3
+                let f = x * nx
+                for cx in 0..<nx {
+                  let basis = fx[f + cx]
+                  vl += row[cx] * basis
+                  vp += row[nx + cx] * basis
+                  vq += row[2 * nx + cx] * basis
+                  if channels == 4 { va += row[3 * nx + cx] * basis }
+                }
+                let b = vl - 2 / 3 * vp
+                let r = (3 * vl - b + vq) / 2
+                let g = r - vq
+                let o = pixels + (y * width + x) * 4
+                // The reference stores into a Uint8Array: truncation.
+                o[0] = UInt8(max(0, 255 * min(1, r)))
+                o[1] = UInt8(max(0, 255 * min(1, g)))
+                o[2] = UInt8(max(0, 255 * min(1, b)))
+                o[3] = UInt8(max(0, 255 * min(1, va)))
+              }
+            }
+          }
         }
-        for term in a { va += term.f * fx[x * nx + term.cx] * fy[y * ny + term.cy] }
-        let b = vl - 2 / 3 * vp
-        let r = (3 * vl - b + vq) / 2
-        let g = r - vq
-        let o = pixels + (y * width + x) * 4
-        // The reference stores into a Uint8Array: truncation.
-        o[0] = UInt8(max(0, 255 * min(1, r)))
-        o[1] = UInt8(max(0, 255 * min(1, g)))
-        o[2] = UInt8(max(0, 255 * min(1, b)))
-        o[3] = UInt8(max(0, 255 * min(1, va)))
       }
     }
   }
