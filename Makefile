@@ -92,7 +92,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli modules test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-color bench-cancel bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -417,6 +417,14 @@ bench-network:
 	@scripts/deps.sh
 	@$(SUBMAKE) all
 	@bench/network.sh $(STAGE)
+
+# pxl_placeholder_decode's time on the caller's thread (BlurHash and ThumbHash, 32x32 and
+# 256x256) and pxl_placeholder_encode's on 100x100: medians (bench/placeholder.c).
+bench-placeholder:
+	@$(SUBMAKE) all
+	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/placeholder.c -o $(STAGE)/bench-placeholder \
+	  -L$(STAGE)/lib -lpixload -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
+	$(STAGE)/bench-placeholder
 
 # pxl_cancel_all over N requests waiting for a connection (distinct URLs, then all one
 # shared URL): wall and CPU ms, min of BENCH_CANCEL_RUNS rounds (cancelling must stay

@@ -23,7 +23,8 @@ and the 8-16 MP set of scripts/camera-photos.sh, both served by a private nginx 
     the 8th callback
 
 --before OLD_BUILD_DIR (a build/ of another commit, with bin/pixload and lib/) adds
-that build to the same interleaved runs, as a "before" column.
+that build to the same interleaved runs, as a "before" column (its Python runs use
+OLD_BUILD_DIR/../bindings/python when that exists).
 """
 import argparse
 import os
@@ -70,7 +71,11 @@ def main():
     fetch = ["fetch", "--quiet", "--concurrency", n, *SIZE, "--mode", "fill"]
     tools = {}  # name -> (command, env)
     for build, (cli, libdir) in builds.items():
-        env = dict(os.environ, PYTHONPATH=os.path.join(here, "..", "bindings", "python"),
+        # The before build's own bindings when its tree has them (newer bindings may call
+        # functions an older library lacks).
+        own = os.path.join(libdir, "..", "..", "bindings", "python")
+        bindings = own if build == "before" and os.path.isdir(own) else os.path.join(here, "..", "bindings", "python")
+        env = dict(os.environ, PYTHONPATH=bindings,
                    PIXLOAD_LIBRARY=os.path.join(libdir, "libpixload.so.0"))
         cache = os.path.join(scratch, "cache-" + build)
         tools[f"web {build}"] = ([cli, *fetch, "--no-disk-cache", "--urls", args.web_urls], None)

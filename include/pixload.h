@@ -728,6 +728,14 @@ typedef struct pxl_request {
                             processor_count steps applied in order; NULL (default) for none;
                             copied. Part of the memory and disk cache keys. */
   size_t processor_count; /* steps in processors, at most PXL_MAX_PROCESSORS; default 0 */
+  /* Since 0.5.0 (placeholders). */
+  int32_t placeholder_kind; /* pxl_placeholder_kind; default PXL_PLACEHOLDER_NONE. Read by
+                            tables only: a row whose request carries one gets it drawn at
+                            once (see pxl_table_row_fn); pxl_load ignores it (one callback
+                            per request: its host decodes the hash itself) */
+  const void *placeholder;  /* the hash: a BlurHash's text (not NUL-terminated) or a
+                            ThumbHash's raw bytes; copied; default NULL */
+  size_t placeholder_length; /* its bytes; default 0 */
 } pxl_request;
 
 /* Fills *request with the defaults above (url NULL) as pxl_config_init_size does: size
@@ -752,12 +760,17 @@ typedef struct pxl_result {
   const char *message;   /* never NULL: "" on success, else what went wrong, in English */
   /* Since 0.3.0 (check struct_size before reading). */
   int32_t preview;       /* 1: a table row's preview (pxl_table_config.previews): the row is
-                            still loading and its final call follows; 0 otherwise */
+                            still loading and its final call follows; 0 otherwise.
+                            Since 0.5.0 also PXL_PREVIEW_PLACEHOLDER (2): a table row's
+                            placeholder (see pxl_table_row_fn), its final call follows too */
   /* Since 0.5.0 (check struct_size before reading). */
   int32_t incomplete;    /* 1: the image's data ended early and its decoder filled in the
                             rest ("Images whose data ended early"); as
                             pxl_image_incomplete(image). 0 otherwise and on failure */
 } pxl_result;
+
+/* pxl_result.preview of a table row's placeholder. Since 0.5.0. */
+#define PXL_PREVIEW_PLACEHOLDER 2
 
 /* Called exactly once per accepted request, on the thread draining its queue. */
 typedef void (*pxl_callback)(pxl_token token, const pxl_result *result, void *user_data);
@@ -930,7 +943,15 @@ typedef int (*pxl_table_request_fn)(int64_t row, pxl_request *request, void *use
 /* A visible row's result: result->status PXL_OK with an image (borrowed, as in
  * pxl_callback), or an error. Runs on the thread draining the table's queue, or inside
  * pxl_table_set_visible for rows the memory cache already holds (no placeholder flash).
- * Never for a row that is not visible at that moment; never CANCELLED. */
+ * Never for a row that is not visible at that moment; never CANCELLED.
+ * Since 0.5.0: a row whose request carries a placeholder (pxl_request.placeholder_kind)
+ * and that is not in the memory cache first gets it, decoded, inside the
+ * pxl_table_set_visible (or pxl_table_set_row_count) call that makes it visible, with
+ * result->preview PXL_PREVIEW_PLACEHOLDER (source PXL_SOURCE_NONE, the image RGBA8
+ * straight, 32 pixels on its longer side with the request's width/height ratio when it
+ * gives both, else the hash's own); never after the row's image. A malformed hash gives
+ * no call (the loader's log says why). Tables made through 0.1.0's pxl_table_new get
+ * none. */
 typedef void (*pxl_table_row_fn)(int64_t row, const pxl_result *result, void *user_data);
 
 /* A table's settings for pxl_table_new(): pxl_table_config_init() fills the defaults given
@@ -1363,6 +1384,111 @@ PXL_API pxl_status pxl_loader_add_processor(pxl_loader *loader, const char *id, 
  * thread). Returns PXL_OK, PXL_E_NOT_FOUND or PXL_E_INVALID_ARGUMENT. Any thread, not from
  * the processor's own callback. Since 0.5.0. */
 PXL_API pxl_status pxl_loader_remove_processor(pxl_loader *loader, const char *id);
+
+/* ---------------------------------------------------------------------------------
+ * Request metrics (Since 0.5.0): what each request cost, stage by stage.
+ *
+ * Every final result (pxl_callback, and a table's row_fn for a row's result) has a
+ * pxl_metrics, read with pxl_result_metrics() inside that callback. A request that failed
+ * or was cancelled has what was measured up to then; 0 is "not reached" or "not
+ * measured". Requests merged into shared work (joined) report that work's figures. Times
+ * are microseconds; the network's are libcurl's (CURLINFO_*_TIME_T) as phases, one after
+ * the other. Filling them costs a few clock reads per request; nothing is copied unless
+ * the host asks.
+ * ------------------------------------------------------------------------------- */
+
+/* Which tier answered (pxl_metrics.tier). pxl_result.source keeps its meaning; this one
+ * tells disk variants, disk originals, files and 304s apart. Since 0.5.0. */
+typedef enum pxl_tier {
+  PXL_TIER_NONE = 0,         /* none answered (an error before any did, a cancel) */
+  PXL_TIER_MEMORY = 1,       /* the memory cache */
+  PXL_TIER_DISK_VARIANT = 2, /* a decoded thumbnail the disk cache kept: no decode */
+  PXL_TIER_DISK = 3,         /* the disk cache's encoded original, decoded */
+  PXL_TIER_REVALIDATED = 4,  /* the disk cache's original after a 304 Not Modified */
+  PXL_TIER_NETWORK = 5,      /* downloaded over http(s) */
+  PXL_TIER_FILE = 6,         /* read from a file:// URL */
+  PXL_TIER_DATA = 7,         /* a data: URL (reserved for a later release) */
+  PXL_TIER_FETCHER = 8       /* a host's fetcher (reserved for a later release) */
+} pxl_tier;
+
+/* What one request cost. Filled by pxl_result_metrics; a growable struct (fields are added
+ * at the end): set struct_size to sizeof(pxl_metrics) first. Since 0.5.0. */
+typedef struct pxl_metrics {
+  size_t struct_size;          /* set by the caller; on return, the bytes filled */
+  int32_t tier;                /* pxl_tier */
+  int32_t joined;              /* 1: it joined a download or decode another request started */
+  uint64_t slot_wait_us;       /* waiting for a network slot (overall, per host), after any
+                                  start delay, over all attempts */
+  uint64_t dns_us;             /* name lookup */
+  uint64_t connect_us;         /* TCP connect */
+  uint64_t tls_us;             /* TLS handshake */
+  uint64_t first_byte_us;      /* from the request sent to the response's first byte */
+  uint64_t transfer_us;        /* from the first byte to the last */
+  uint64_t disk_read_us;       /* the disk cache's lookups, from asking to the answer */
+  uint64_t decode_us;          /* decoding (on a decoder thread) */
+  uint64_t process_us;         /* processors (0 without any) */
+  uint64_t queue_wait_us;      /* from the result posted to its queue to the callback */
+  uint64_t bytes_received;     /* body bytes received over the network (0 for a 304) */
+  int32_t http_status;         /* the last HTTP status seen, 0 if none */
+  int32_t http_version;        /* 10, 11, 20, 30 for HTTP/1.0, 1.1, 2, 3; 0 if none */
+  int32_t redirects;           /* redirects followed */
+  int32_t connection_reused;   /* 1: the transfer reused an open connection */
+  uint64_t decoded_bytes;      /* pixel bytes this request's decode produced (0: none ran) */
+  uint64_t delivered_bytes;    /* pixel bytes of the image delivered (0: none) */
+} pxl_metrics;
+
+#define PXL_METRICS_SIZE_0_5 (offsetof(pxl_metrics, delivered_bytes) + sizeof(uint64_t))
+
+/* Copies the metrics of the request whose final callback received result into *metrics
+ * (set metrics->struct_size first; from PXL_METRICS_SIZE_0_5 up). Valid only inside that
+ * callback, on its thread, with the result pointer it was given (not a copy). Returns
+ * PXL_OK; PXL_E_NOT_FOUND for a result that has none (a preview or placeholder, a copy,
+ * a callback that returned); PXL_E_INVALID_ARGUMENT for NULL or a bad struct_size. Since
+ * 0.5.0. */
+PXL_API pxl_status pxl_result_metrics(const pxl_result *result, pxl_metrics *metrics);
+
+/* ---------------------------------------------------------------------------------
+ * Placeholders (Since 0.5.0): BlurHash and ThumbHash, the tiny images a server sends
+ * with an image's URL to draw before it arrives. Synchronous, on the caller's thread,
+ * any thread: a 32x32 decode takes microseconds.
+ * ------------------------------------------------------------------------------- */
+
+typedef enum pxl_placeholder_kind {
+  PXL_PLACEHOLDER_NONE = 0,
+  PXL_PLACEHOLDER_BLURHASH = 1,  /* bytes: the BlurHash text (ASCII, base 83) */
+  PXL_PLACEHOLDER_THUMBHASH = 2  /* bytes: the ThumbHash's raw bytes (not base64) */
+} pxl_placeholder_kind;
+
+/* The largest placeholder decoded, each way; and the most bytes an encoding takes (a
+ * BlurHash of 9x9 components is 166 characters). Since 0.5.0. */
+#define PXL_PLACEHOLDER_MAX_SIDE 256
+#define PXL_PLACEHOLDER_MAX_BYTES 166
+
+/* Decodes a placeholder into a new width x height PXL_FORMAT_RGBA8 (straight alpha) image
+ * (1..PXL_PLACEHOLDER_MAX_SIDE each way) in *image_out (release it). Returns PXL_OK;
+ * PXL_E_CORRUPT_IMAGE for a malformed hash (wrong length, characters outside base 83,
+ * values out of range); PXL_E_INVALID_ARGUMENT for an unknown kind, NULL bytes or
+ * image_out, or a size out of range. *image_out is NULL on an error. Any thread.
+ * Since 0.5.0. */
+PXL_API pxl_status pxl_placeholder_decode(int32_t kind, const void *bytes, size_t length,
+                                          int32_t width, int32_t height, pxl_image **image_out);
+
+/* The width / height ratio the hash records, to pick a decode size: a ThumbHash's
+ * (approximate, as its reference gives it); 1 for a BlurHash, which records none. Returns
+ * PXL_OK, PXL_E_CORRUPT_IMAGE or PXL_E_INVALID_ARGUMENT as pxl_placeholder_decode. Any
+ * thread. Since 0.5.0. */
+PXL_API pxl_status pxl_placeholder_aspect_ratio(int32_t kind, const void *bytes, size_t length,
+                                                double *ratio_out);
+
+/* Encodes an image (any format; its first frame; read from a copy scaled to fit 100x100)
+ * into out (capacity bytes; PXL_PLACEHOLDER_MAX_BYTES + 1 always suffice): a BlurHash of
+ * components_x x components_y (1..9 each; 4 and 3 are usual), NUL-terminated text, or a
+ * ThumbHash's raw bytes (components ignored). *length_out receives the bytes written (no
+ * NUL). Returns PXL_OK, or PXL_E_INVALID_ARGUMENT (NULL, unknown kind, components out of
+ * range, capacity too small). Any thread. Since 0.5.0. */
+PXL_API pxl_status pxl_placeholder_encode(int32_t kind, const pxl_image *image, int32_t components_x,
+                                          int32_t components_y, uint8_t *out, size_t capacity,
+                                          size_t *length_out);
 
 #ifdef __cplusplus
 }

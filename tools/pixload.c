@@ -3,6 +3,7 @@
  *
  *   pixload version
  *   pixload fetch [options] URL...
+ *   pixload hash --blurhash|--thumbhash [options] URL...
  *
  * fetch loads every URL through one loader and one queue, all at once, drains the
  * queue on this thread, and prints one line per URL in the order given:
@@ -24,6 +25,10 @@
  *
  * --out-dir creates its directory, parents included. While more than PROGRESS_MIN_URLS
  * load and stderr is a terminal, one line there counts what has finished.
+ *
+ * fetch --metrics prints one JSON object per URL instead (the request's pxl_metrics; see
+ * print_metrics), and the summary on stderr, so that stdout pipes into jq. hash prints one
+ * placeholder per URL: the BlurHash (4x3 components) or the ThumbHash in base64.
  *
  * Exit status: 0 if every URL loaded (and was written), 1 otherwise, 2 on a usage error.
  * The manual: docs/pixload.1 (`man pixload` once installed).
@@ -50,6 +55,7 @@
 static const char usage_text[] =
     "usage: pixload version\n"
     "       pixload fetch [options] URL...\n"
+    "       pixload hash --blurhash|--thumbhash [options] URL...\n"
     "\n"
     "fetch options:\n"
     "  --size WxH            target size (default: the original size)\n"
@@ -91,6 +97,12 @@ static const char usage_text[] =
     "                        crop:X:Y:W:H, rotate:90|180|270, flip:h|v, gray,\n"
     "                        tint:#RRGGBBAA (e.g. --process round:12,blur:4)\n"
     "  --quiet               print only the summary line (and no progress line)\n"
+    "  --metrics             one JSON object per URL on stdout (what it cost: tier,\n"
+    "                        joined, *_us times, *_bytes sizes) instead of the text\n"
+    "                        line; the summary goes to stderr\n"
+    "\n"
+    "hash prints one line per URL: --blurhash its BlurHash (4x3 components), or\n"
+    "--thumbhash its ThumbHash in base64; it takes fetch's options (not --out*).\n"
     "\n"
     "One line per URL, in the order given: STATUS WxH SOURCE MS URL, where SOURCE is\n"
     "memory, disk, revalidated, network, file (file:// URLs) or none; then a summary.\n"
@@ -337,6 +349,10 @@ struct job {
   double ms;
   char *message; /* NULL when empty */
   int write_failed;
+  pxl_metrics metrics; /* --metrics */
+  int has_metrics;
+  uint8_t hash[PXL_PLACEHOLDER_MAX_BYTES + 1]; /* hash */
+  size_t hash_length;
 };
 
 struct run {
@@ -345,6 +361,7 @@ struct run {
   size_t failed; /* of those finished: not loaded, or not written */
   const char *out_file; /* --out */
   const char *out_dir;  /* --out-dir */
+  int32_t hash_kind;    /* hash: a pxl_placeholder_kind */
 };
 
 static void finish_job(struct job *job, pxl_status status, const char *message) {
@@ -362,6 +379,8 @@ static void on_loaded(pxl_token token, const pxl_result *result, void *user_data
   finish_job(job, result->status, result->message);
   job->http_status = result->http_status;
   job->source = result->source;
+  job->metrics.struct_size = sizeof job->metrics;
+  job->has_metrics = pxl_result_metrics(result, &job->metrics) == PXL_OK;
   const pxl_image *image = result->image; /* borrowed: used only inside this callback */
   if (!image) return;
   job->width = pxl_image_width(image);
@@ -370,6 +389,17 @@ static void on_loaded(pxl_token token, const pxl_result *result, void *user_data
                     result->incomplete;
 
   struct run *run = job->run;
+  if (run->hash_kind) {
+    pxl_status s = pxl_placeholder_encode(run->hash_kind, image, 4, 3, job->hash, sizeof job->hash,
+                                          &job->hash_length);
+    if (s != PXL_OK) {
+      progress_clear();
+      fprintf(stderr, "pixload: cannot encode %s: %s\n", job->url, pxl_status_string(s));
+      job->write_failed = 1;
+      run->failed++;
+    }
+    return;
+  }
   char *path = NULL;
   if (run->out_file) path = strdup(run->out_file);
   else if (run->out_dir) path = output_name(run->out_dir, job->index, job->url);
@@ -402,6 +432,8 @@ struct fetch_options {
   const char *out_file;
   const char *out_dir;
   int quiet;
+  int metrics;       /* --metrics */
+  int32_t hash_kind; /* hash: --blurhash or --thumbhash */
   char **urls;
   size_t url_count;
   size_t url_capacity;
@@ -625,7 +657,8 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
          OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
-         OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT, OPT_PROCESS, OPT_CA_FILE, OPT_CA_PATH, OPT_PROXY };
+         OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT, OPT_PROCESS, OPT_CA_FILE, OPT_CA_PATH, OPT_PROXY, OPT_METRICS,
+         OPT_BLURHASH, OPT_THUMBHASH };
   static const struct option long_options[] = {
       {"size", required_argument, NULL, OPT_SIZE},
       {"mode", required_argument, NULL, OPT_MODE},
@@ -655,6 +688,9 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"ca-file", required_argument, NULL, OPT_CA_FILE},
       {"ca-path", required_argument, NULL, OPT_CA_PATH},
       {"proxy", required_argument, NULL, OPT_PROXY},
+      {"metrics", no_argument, NULL, OPT_METRICS},
+      {"blurhash", no_argument, NULL, OPT_BLURHASH},
+      {"thumbhash", no_argument, NULL, OPT_THUMBHASH},
       {NULL, 0, NULL, 0}};
   pxl_config_init(&o->config);
   pxl_request_init(&o->request);
@@ -741,6 +777,9 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       case OPT_OUT: o->out_file = optarg; break;
       case OPT_OUT_DIR: o->out_dir = optarg; break;
       case OPT_QUIET: o->quiet = 1; break;
+      case OPT_METRICS: o->metrics = 1; break;
+      case OPT_BLURHASH: o->hash_kind = PXL_PLACEHOLDER_BLURHASH; break;
+      case OPT_THUMBHASH: o->hash_kind = PXL_PLACEHOLDER_THUMBHASH; break;
       case OPT_HELP: fputs(usage_text, stdout); exit(0);
       default:
         return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
@@ -749,10 +788,81 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
   for (int i = optind; i < argc; i++) {
     if (add_url(o, argv[i]) != 0) return usage_error("%s", "out of memory");
   }
-  if (o->url_count == 0) return usage_error("%s", "fetch needs at least one URL");
+  if (o->url_count == 0) return usage_error("%s", "at least one URL is needed");
   if (o->out_file && o->out_dir) return usage_error("%s", "--out and --out-dir exclude each other");
   if (o->out_file && o->url_count != 1) return usage_error("%s", "--out takes exactly one URL; use --out-dir");
   return 0;
+}
+
+/* A JSON string: the URL as given, escaped. */
+static void print_json_string(const char *s) {
+  putchar('"');
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') printf("\\%c", *p);
+    else if (*p < 0x20) printf("\\u%04x", *p);
+    else putchar(*p);
+  }
+  putchar('"');
+}
+
+static const char *tier_name(int32_t tier) {
+  static const char *const names[] = {"none", "memory", "disk_variant", "disk", "revalidated",
+                                      "network", "file", "data", "fetcher"};
+  return tier >= 0 && (size_t)tier < sizeof names / sizeof names[0] ? names[tier] : "none";
+}
+
+/* --metrics: one object per URL, one line each (jq reads the stream). Times end in _us,
+ * sizes in _bytes; total_us is from the run's start to the callback. No header value
+ * appears (neither the request's nor the response's). */
+static void print_metrics(const struct job *job) {
+  const pxl_metrics *m = &job->metrics;
+  pxl_metrics none = {0};
+  if (!job->has_metrics) m = &none;
+  printf("{\"url\":");
+  print_json_string(job->url);
+  printf(",\"status\":\"%s\",\"http_status\":%d,\"tier\":\"%s\",\"joined\":%s", status_name(job->status),
+         job->http_status, tier_name(m->tier), m->joined ? "true" : "false");
+  printf(",\"width\":%d,\"height\":%d", job->status == PXL_OK ? job->width : 0,
+         job->status == PXL_OK ? job->height : 0);
+  printf(",\"http_version\":\"%s\",\"redirects\":%d,\"connection_reused\":%s",
+         m->http_version == 10 ? "1.0" : m->http_version == 11 ? "1.1" : m->http_version == 20 ? "2"
+         : m->http_version == 30 ? "3" : "", m->redirects, m->connection_reused ? "true" : "false");
+  printf(",\"slot_wait_us\":%llu,\"dns_us\":%llu,\"connect_us\":%llu,\"tls_us\":%llu,"
+         "\"first_byte_us\":%llu,\"transfer_us\":%llu,\"disk_read_us\":%llu,\"decode_us\":%llu,"
+         "\"process_us\":%llu,\"queue_wait_us\":%llu,\"total_us\":%llu",
+         (unsigned long long)m->slot_wait_us, (unsigned long long)m->dns_us,
+         (unsigned long long)m->connect_us, (unsigned long long)m->tls_us,
+         (unsigned long long)m->first_byte_us, (unsigned long long)m->transfer_us,
+         (unsigned long long)m->disk_read_us, (unsigned long long)m->decode_us,
+         (unsigned long long)m->process_us, (unsigned long long)m->queue_wait_us,
+         (unsigned long long)(job->ms * 1000.0));
+  printf(",\"received_bytes\":%llu,\"decoded_bytes\":%llu,\"delivered_bytes\":%llu",
+         (unsigned long long)m->bytes_received, (unsigned long long)m->decoded_bytes,
+         (unsigned long long)m->delivered_bytes);
+  if (job->status != PXL_OK) {
+    printf(",\"error\":");
+    print_json_string(job->message ? job->message : pxl_status_string(job->status));
+  }
+  printf("}\n");
+}
+
+/* hash: the BlurHash text, or the ThumbHash in standard base64 with padding. */
+static void print_hash(const struct job *job, int32_t kind) {
+  if (kind == PXL_PLACEHOLDER_BLURHASH) {
+    printf("%.*s\n", (int)job->hash_length, (const char *)job->hash);
+    return;
+  }
+  static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  for (size_t i = 0; i < job->hash_length; i += 3) {
+    uint32_t v = (uint32_t)job->hash[i] << 16;
+    if (i + 1 < job->hash_length) v |= (uint32_t)job->hash[i + 1] << 8;
+    if (i + 2 < job->hash_length) v |= job->hash[i + 2];
+    putchar(alphabet[v >> 18]);
+    putchar(alphabet[(v >> 12) & 63]);
+    putchar(i + 1 < job->hash_length ? alphabet[(v >> 6) & 63] : '=');
+    putchar(i + 2 < job->hash_length ? alphabet[v & 63] : '=');
+  }
+  putchar('\n');
 }
 
 static void print_job(const struct job *job) {
@@ -769,10 +879,21 @@ static void print_job(const struct job *job) {
   printf("\n");
 }
 
-static int fetch(int argc, char **argv) {
+static int fetch(int argc, char **argv, int hash) {
   struct fetch_options o = {0};
   int rc = parse_fetch_options(argc, argv, &o);
   if (rc) goto out_options;
+  if (!hash && o.hash_kind) {
+    rc = usage_error("%s", "--blurhash and --thumbhash are hash's options");
+    goto out_options;
+  }
+  if (hash && (!o.hash_kind || o.out_file || o.out_dir || o.metrics)) {
+    rc = usage_error("%s", "hash wants --blurhash or --thumbhash, and no --out, --out-dir or --metrics");
+    goto out_options;
+  }
+  /* The encoders read at most 100x100: a smaller decode costs less (a ThumbHash keeps the
+   * aspect ratio of what it reads). */
+  if (hash && o.request.width == 0 && o.request.height == 0) o.request.width = o.request.height = 100;
 
   if (o.out_dir) {
     const char *error = make_dirs(o.out_dir);
@@ -804,7 +925,7 @@ static int fetch(int argc, char **argv) {
     rc = 1;
     goto out_handles;
   }
-  struct run run = {0, 0, 0, o.out_file, o.out_dir};
+  struct run run = {0, 0, 0, o.out_file, o.out_dir, o.hash_kind};
   progress_on = !o.quiet && o.url_count > PROGRESS_MIN_URLS && isatty(STDERR_FILENO);
   double cpu_start = cpu_ms();
   run.start_ms = now_ms();
@@ -834,9 +955,18 @@ static int fetch(int argc, char **argv) {
   for (size_t i = 0; i < o.url_count; i++) {
     if (jobs[i].ms > wall_ms) wall_ms = jobs[i].ms;
     if (jobs[i].status == PXL_OK && !jobs[i].write_failed) loaded++;
-    if (!o.quiet) print_job(&jobs[i]);
+    if (hash) {
+      if (jobs[i].status == PXL_OK && !jobs[i].write_failed) print_hash(&jobs[i], o.hash_kind);
+      else if (jobs[i].status != PXL_OK)
+        fprintf(stderr, "pixload: %s: %s\n", jobs[i].url,
+                jobs[i].message ? jobs[i].message : pxl_status_string(jobs[i].status));
+    } else if (o.metrics) {
+      print_metrics(&jobs[i]);
+    } else if (!o.quiet) {
+      print_job(&jobs[i]);
+    }
   }
-  printf("%zu loaded, %zu failed, %.1f images/s, %.3f ms CPU/image\n", loaded,
+  if (!hash) fprintf(o.metrics ? stderr : stdout, "%zu loaded, %zu failed, %.1f images/s, %.3f ms CPU/image\n", loaded,
          o.url_count - loaded, wall_ms > 0 ? (double)loaded * 1000.0 / wall_ms : 0.0,
          cpu / (double)o.url_count);
   rc = loaded == o.url_count ? 0 : 1;
@@ -866,7 +996,8 @@ int main(int argc, char **argv) {
     }
     return 0;
   }
-  if (strcmp(argv[1], "fetch") == 0) return fetch(argc - 1, argv + 1);
+  if (strcmp(argv[1], "fetch") == 0) return fetch(argc - 1, argv + 1, 0);
+  if (strcmp(argv[1], "hash") == 0) return fetch(argc - 1, argv + 1, 1);
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
     fputs(usage_text, stdout);
     return 0;

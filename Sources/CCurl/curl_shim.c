@@ -133,3 +133,27 @@ int pxl_curl_tls_handshake(CURL *easy) {
   if (!session_reused) return 2;
   return session_reused(info->internals) ? 1 : 0;
 }
+
+void pxl_curl_times(CURL *easy, int64_t times[5]) {
+  static const CURLINFO infos[5] = {CURLINFO_NAMELOOKUP_TIME_T, CURLINFO_CONNECT_TIME_T, CURLINFO_APPCONNECT_TIME_T,
+                                    CURLINFO_STARTTRANSFER_TIME_T, CURLINFO_TOTAL_TIME_T};
+  for (int i = 0; i < 5; i++) {
+    curl_off_t value = 0;
+    times[i] = curl_easy_getinfo(easy, infos[i], &value) == CURLE_OK ? (int64_t)value : 0;
+  }
+}
+
+long pxl_curl_http_version(CURL *easy) {
+  long version = 0;
+  if (curl_easy_getinfo(easy, CURLINFO_HTTP_VERSION, &version) != CURLE_OK) return 0;
+  switch (version) {
+  case CURL_HTTP_VERSION_1_0: return 10;
+  case CURL_HTTP_VERSION_1_1: return 11;
+  case CURL_HTTP_VERSION_2_0: return 20;
+#ifdef CURL_HTTP_VERSION_3
+  case CURL_HTTP_VERSION_3: return 30;
+#endif
+  default: return 0;
+  }
+}
+

@@ -40,3 +40,10 @@ int pxl_own_directory(char *buffer, unsigned long capacity) {
   buffer[length] = 0;
   return 0;
 }
+
+/* The innermost callback's metrics record on this thread (see API+Metrics.swift). */
+static __thread void *current_result_record;
+
+void *pxl_current_result_record(void) { return current_result_record; }
+
+void pxl_set_current_result_record(void *record) { current_result_record = record; }

@@ -23,7 +23,7 @@ import Glibc
   handle.map { Unmanaged<CompletionQueue>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
-@inline(__always) private func image(_ handle: OpaquePointer?) -> Image? {
+@inline(__always) func image(_ handle: OpaquePointer?) -> Image? {
   handle.map { Unmanaged<Image>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
@@ -32,7 +32,7 @@ import Glibc
 }
 
 /// A handle that owns a reference: what *_new and pxl_lookup hand out.
-@inline(__always) private func retainedHandle(_ object: AnyObject) -> OpaquePointer {
+@inline(__always) func retainedHandle(_ object: AnyObject) -> OpaquePointer {
   OpaquePointer(Unmanaged.passRetained(object).toOpaque())
 }
 
@@ -127,7 +127,7 @@ private func sizeOf01<T>(_ type: T.Type, _ knownEnds: [Int]) -> Int {
 /// Fills a struct the library writes (stats): the caller's struct_size from `minimumSize`
 /// up; the fields both know are copied, the rest of the caller's struct is zeroed, and
 /// struct_size becomes the bytes filled.
-private func writeGrowableStruct<T>(_ value: T, to pointer: UnsafeMutablePointer<T>, minimumSize: Int) -> Bool {
+func writeGrowableStruct<T>(_ value: T, to pointer: UnsafeMutablePointer<T>, minimumSize: Int) -> Bool {
   let raw = UnsafeMutableRawPointer(pointer)
   let declaredSize = raw.loadUnaligned(as: Int.self)
   guard declaredSize >= minimumSize, declaredSize <= 1 << 16 else { return false }
@@ -146,7 +146,7 @@ func end<T, F>(_ field: KeyPath<T, F>) -> Int {
 private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level),
                               end(\pxl_config.disk_variant_max_side), end(\pxl_config.tls_min_version)]
 private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_request.preview_interval_ms),
-                               end(\pxl_request.processor_count)]
+                               end(\pxl_request.placeholder_length)]
 private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority), end(\pxl_table_config.previews)]
 private let statsSize01 = end(\pxl_stats.disk_bytes)
 private let tableStatsSize01 = end(\pxl_table_stats.failed)
@@ -565,6 +565,7 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) -> ImageReque
   converted.managesColor = r.flags & UInt32(PXL_FLAG_NO_COLOR_MANAGEMENT) == 0
   guard let chain = processorChain(r.processors, count: r.processor_count, loader) else { return nil }
   converted.processors = chain
+  guard readPlaceholder(r, into: &converted) else { return nil }
   return converted
 }
 
@@ -576,8 +577,8 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) -> ImageReque
         let request, let cRequest = readRequest(request), let parsed = imageRequest(cRequest, loader) else {
     return PXL_E_INVALID_ARGUMENT
   }
-  let handler: (UInt64, Outcome) -> Void = { token, outcome in
-    deliver(token, outcome, callback, userData)
+  let handler: (UInt64, Outcome, RequestMetrics) -> Void = { token, outcome, metrics in
+    withResult(outcome, metrics: metrics) { callback(token, $0, userData) }
   }
   let progress: ((UInt64, UInt64, UInt64) -> Void)? = cRequest.progress.map { report in
     { token, received, expected in report(token, received, expected, userData) }
@@ -586,7 +587,7 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) -> ImageReque
     { token, image in withExtendedLifetime(image) { show(token, handle(image), userData) } }
   }
   do {
-    let token = try loader.load(parsed, queue: queue, progress: progress, preview: preview, handler: handler)
+    let token = try loader.load(parsed, queue: queue, progress: progress, preview: preview, completion: handler)
     tokenOut?.pointee = token
     return PXL_OK
   } catch {
@@ -594,18 +595,18 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) -> ImageReque
   }
 }
 
-/// Runs the host's callback with a pxl_result whose image and message are borrowed for
-/// the duration of the call.
-private func deliver(_ token: UInt64, _ outcome: Outcome, _ callback: pxl_callback,
-                     _ userData: UnsafeMutableRawPointer?) {
-  withResult(outcome) { callback(token, $0, userData) }
+/// Calls `body` with a pxl_result for `outcome`; its image and message live for the call,
+/// and so do its `metrics` for pxl_result_metrics (a final result's; none for previews).
+private func withResult(_ outcome: Outcome, preview: Int32 = 0, metrics: RequestMetrics? = nil,
+                        _ body: (UnsafePointer<pxl_result>) -> Void) {
+  guard let metrics else { return withPlainResult(outcome, preview: preview, body) }
+  withPlainResult(outcome, preview: preview) { result in ResultRecord.with(result, metrics) { body(result) } }
 }
 
-/// Calls `body` with a pxl_result for `outcome`; its image and message live for the call.
-private func withResult(_ outcome: Outcome, preview: Bool = false, _ body: (UnsafePointer<pxl_result>) -> Void) {
+private func withPlainResult(_ outcome: Outcome, preview: Int32, _ body: (UnsafePointer<pxl_result>) -> Void) {
   var result = pxl_result()
   result.struct_size = MemoryLayout<pxl_result>.stride
-  result.preview = preview ? 1 : 0
+  result.preview = preview
   let message: String
   switch outcome {
   case .success(let image, let source, let httpStatus):
@@ -757,20 +758,25 @@ private func defaultTableConfig() -> pxl_table_config {
     guard let owner = loader(loaderHandle) else { return nil }
     return withUnsafePointer(to: &request) { imageRequest($0, owner) }
   }
-  let handler: ImageTable.RowHandler = { row, outcome in
-    withResult(outcome) { result in rowFunction(Int64(row), result, userData) }
+  let handler: ImageTable.MeasuredRowHandler = { row, outcome, metrics in
+    withResult(outcome, metrics: metrics) { result in rowFunction(Int64(row), result, userData) }
   }
   let preview: ImageTable.PreviewHandler = { row, image in
-    withResult(.success(image, .network, httpStatus: 0), preview: true) { result in rowFunction(Int64(row), result, userData) }
+    withResult(.success(image, .network, httpStatus: 0), preview: 1) { result in rowFunction(Int64(row), result, userData) }
   }
-  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, preview, out)
+  let placeholder: ImageTable.PlaceholderHandler = { row, image in
+    withResult(.success(image, .none, httpStatus: 0), preview: PXL_PREVIEW_PLACEHOLDER) { result in
+      rowFunction(Int64(row), result, userData)
+    }
+  }
+  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, preview, placeholder, out)
 }
 
 /// What pxl_table_create and 0.1.0's pxl_table_new share once the callbacks are wrapped.
 private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePointer?,
                        _ config: UnsafePointer<pxl_table_config>?, _ rowCount: Int64,
-                       _ provider: @escaping ImageTable.RequestProvider, _ handler: @escaping ImageTable.RowHandler,
-                       _ preview: ImageTable.PreviewHandler?,
+                       _ provider: @escaping ImageTable.RequestProvider, _ handler: @escaping ImageTable.MeasuredRowHandler,
+                       _ preview: ImageTable.PreviewHandler?, _ placeholder: ImageTable.PlaceholderHandler?,
                        _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
   guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let out, rowCount >= 0 else {
     return PXL_E_INVALID_ARGUMENT
@@ -783,7 +789,8 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
     }
   }
   let created = ImageTable(loader: loader, queue: queue, rowCount: Int(rowCount), configuration: configuration,
-                           requestForRow: provider, onRow: handler, onPreview: preview)
+                           requestForRow: provider, onMeasuredRow: handler, onPreview: preview,
+                           onPlaceholder: placeholder)
   out.pointee = retainedHandle(created)
   return PXL_OK
 }
@@ -803,11 +810,11 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
     guard let owner = loader(loaderHandle) else { return nil }
     return withUnsafePointer(to: &request) { imageRequest($0, owner) }
   }
-  let handler: ImageTable.RowHandler = { row, outcome in
+  let handler: ImageTable.MeasuredRowHandler = { row, outcome, _ in
     withResult(outcome) { result in rowFunction(userData, Int64(row), result) }
   }
-  // A 0.1.0 program expects one row call per load: no previews.
-  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, nil, out)
+  // A 0.1.0 program expects one row call per load: no previews, no placeholders.
+  return makeTable(loaderHandle, queueHandle, config, rowCount, provider, handler, nil, nil, out)
 }
 
 @c @implementation public func pxl_table_set_visible(_ handle: OpaquePointer?, _ first: Int64, _ count: Int32,

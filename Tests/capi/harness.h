@@ -293,7 +293,9 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_tls_ca_path_and_bad_trust_files) \
   X(test_tls_min_version)           \
   X(test_tls_session_resumption)    \
-  X(test_proxy_setting)
+  X(test_proxy_setting) \
+  X(test_metrics_tiers)             \
+  X(test_placeholder_api)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

@@ -2,7 +2,8 @@
 # bindings/python/run_tests.sh [LIBDIR] [PYTEST_ARGS...]
 #
 # Installs the Python bindings (from this directory, as `pip install ./bindings/python`
-# does) into a private venv with pytest, numpy and Pillow, and runs their tests against a
+# does) into a private venv with pytest, numpy and Pillow (and the blurhash and thumbhash
+# packages, the placeholders' references), and runs their tests against a
 # private nginx. With LIBDIR (e.g. build/lib), PIXLOAD_LIBRARY points at
 # LIBDIR/libpixload.so.0; without it the package finds the library itself (a system
 # install). The last line is pytest's summary ("N passed in S s"); the exit status is
@@ -45,6 +46,9 @@ rm -rf "$src/pixload/__pycache__"
 # Optional: the tests that need them are skipped without.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy pillow qoi ||
   echo "run_tests.sh: numpy/Pillow/qoi not installed; their tests will be skipped" >&2
+# The independent placeholder implementations test_placeholders.py compares with.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check blurhash==1.1.5 thumbhash==0.1.2 ||
+  echo "run_tests.sh: blurhash/thumbhash not installed; test_placeholders.py will be skipped" >&2
 
 # From the tests directory, so that `import pixload` is the installed package, not the
 # source next to it.

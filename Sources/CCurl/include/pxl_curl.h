@@ -35,4 +35,11 @@ void pxl_curl_share_free(CURLSH *share, void *locks);
  * one, or it is not TLS). */
 int pxl_curl_tls_handshake(CURL *easy);
 
+/* What a transfer's last hop measured (Since 0.5.0): libcurl's cumulative times in
+ * microseconds (CURLINFO_NAMELOOKUP/CONNECT/APPCONNECT/STARTTRANSFER/TOTAL_TIME_T, 0 where
+ * unknown) into times[0..5), and its HTTP version (CURLINFO_HTTP_VERSION: 10, 11, 20, 30;
+ * 0 none). */
+void pxl_curl_times(CURL *easy, int64_t times[5]);
+long pxl_curl_http_version(CURL *easy);
+
 #endif

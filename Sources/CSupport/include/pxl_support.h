@@ -20,4 +20,9 @@ const char *pxl_secure_getenv(const char *name);
  * or longer than capacity. */
 int pxl_own_directory(char *buffer, unsigned long capacity);
 
+/* A per-thread pointer: the record of the result whose callback runs now (request
+ * metrics), NULL outside callbacks. */
+void *pxl_current_result_record(void);
+void pxl_set_current_result_record(void *record);
+
 #endif

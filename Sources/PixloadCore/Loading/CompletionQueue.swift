@@ -12,7 +12,8 @@ final class Delivery: @unchecked Sendable {
   enum State { case waiting, queued, delivered }
 
   let token: UInt64
-  let handler: (UInt64, Outcome) -> Void
+  /// The final callback: the outcome and what the request cost (`RequestMetrics`).
+  let handler: (UInt64, Outcome, RequestMetrics) -> Void
   /// Download progress (token, received, expected), rate-limited to `progressInterval`.
   let progressHandler: ((UInt64, UInt64, UInt64) -> Void)?
   let progressInterval: UInt64
@@ -29,6 +30,9 @@ final class Delivery: @unchecked Sendable {
   // Guarded by the queue's lock.
   var state = State.waiting
   var outcome: Outcome?
+  /// What the stages measured, and when the result was posted (0: not yet).
+  var metrics = RequestMetrics()
+  var postedAt: UInt64 = 0
   var progressValue: (received: UInt64, expected: UInt64) = (0, 0)
   var progressQueued = false
   var lastProgressAt: UInt64 = 0
@@ -41,14 +45,24 @@ final class Delivery: @unchecked Sendable {
   init(token: UInt64, owner: (any DeliveryOwner)?,
        progressHandler: ((UInt64, UInt64, UInt64) -> Void)? = nil, progressIntervalMilliseconds: Int = 100,
        previewHandler: ((UInt64, Image) -> Void)? = nil, previewIntervalMilliseconds: Int = 250,
-       handler: @escaping (UInt64, Outcome) -> Void) {
+       completion: @escaping (UInt64, Outcome, RequestMetrics) -> Void) {
     self.token = token
     self.owner = owner
-    self.handler = handler
+    self.handler = completion
     self.progressHandler = progressHandler
     self.progressInterval = UInt64(max(0, progressIntervalMilliseconds)) * 1_000_000
     self.previewHandler = previewHandler
     self.previewInterval = UInt64(max(0, previewIntervalMilliseconds)) * 1_000_000
+  }
+
+  /// A delivery whose handler does not look at the metrics.
+  convenience init(token: UInt64, owner: (any DeliveryOwner)?,
+                   progressHandler: ((UInt64, UInt64, UInt64) -> Void)? = nil, progressIntervalMilliseconds: Int = 100,
+                   previewHandler: ((UInt64, Image) -> Void)? = nil, previewIntervalMilliseconds: Int = 250,
+                   handler: @escaping (UInt64, Outcome) -> Void) {
+    self.init(token: token, owner: owner, progressHandler: progressHandler,
+              progressIntervalMilliseconds: progressIntervalMilliseconds, previewHandler: previewHandler,
+              previewIntervalMilliseconds: previewIntervalMilliseconds) { token, outcome, _ in handler(token, outcome) }
   }
 }
 
@@ -87,7 +101,7 @@ public final class CompletionQueue: @unchecked Sendable {
 
   /// What `dispatch` runs for an entry, taken under the lock and run without it.
   private enum Action {
-    case result(Delivery, Outcome)
+    case result(Delivery, Outcome, RequestMetrics)
     case progress(Delivery, UInt64, UInt64)
     case preview(Delivery, Image?)
   }
@@ -177,15 +191,19 @@ public final class CompletionQueue: @unchecked Sendable {
     }
   }
 
-  /// Queues the request's result unless it already has one (a cancel came first).
-  func complete(_ delivery: Delivery, with outcome: Outcome) {
+  /// Queues the request's result unless it already has one (a cancel came first), with
+  /// what the stages measured of it.
+  func complete(_ delivery: Delivery, with outcome: Outcome, metrics: RequestMetrics = RequestMetrics()) {
     if discardsResults {
       _ = discard(delivery)
       return
     }
+    let now = monotonicNanoseconds()
     lock.withLock {
       guard delivery.state == .waiting, !closed else { return }
       delivery.outcome = outcome
+      delivery.metrics = metrics
+      delivery.postedAt = now
       undrainedImageBytes += Self.imageBytes(outcome)
       delivery.state = .queued
       appendReady(.result(delivery))
@@ -225,9 +243,11 @@ public final class CompletionQueue: @unchecked Sendable {
 
   /// Turns the request's result into a cancellation if its handler has not started.
   /// Returns false when it already ran (or is running).
+  /// `measured`: what the stages had measured of it (a result already queued keeps its own).
   @discardableResult
-  func cancel(_ delivery: Delivery) -> Bool {
+  func cancel(_ delivery: Delivery, measured: RequestMetrics? = nil) -> Bool {
     if discardsResults { return discard(delivery) }
+    let now = monotonicNanoseconds()
     return lock.withLock {
       switch delivery.state {
       case .delivered:
@@ -240,6 +260,8 @@ public final class CompletionQueue: @unchecked Sendable {
       case .waiting:
         if closed { return false }
         delivery.outcome = .failure(.cancelled)
+        if let measured { delivery.metrics = measured }
+        delivery.postedAt = now
         delivery.previewImage = nil  // a queued preview no longer runs
         delivery.state = .queued
         appendReady(.result(delivery))
@@ -279,7 +301,11 @@ public final class CompletionQueue: @unchecked Sendable {
             drainListeners.removeAll()
           }
           defer { delivery.outcome = nil }
-          return .result(delivery, delivery.outcome!)
+          let outcome = delivery.outcome!
+          var metrics = delivery.metrics
+          metrics.queueWaitMicroseconds = microseconds(from: delivery.postedAt, to: monotonicNanoseconds())
+          if case .success(let image, _, _) = outcome { metrics.deliveredBytes = UInt64(image.totalByteCount) }
+          return .result(delivery, outcome, metrics)
         case .progress(let delivery):
           delivery.progressQueued = false
           delivery.lastProgressAt = monotonicNanoseconds()
@@ -297,9 +323,9 @@ public final class CompletionQueue: @unchecked Sendable {
       // A result is queued behind the reports and previews that came before it, so none
       // of them runs after the final callback.
       switch next {
-      case .result(let delivery, let outcome):
+      case .result(let delivery, let outcome, let metrics):
         delivery.owner?.deliveryFinished(delivery)
-        delivery.handler(delivery.token, outcome)
+        delivery.handler(delivery.token, outcome, metrics)
       case .progress(let delivery, let received, let expected):
         delivery.progressHandler?(delivery.token, received, expected)
       case .preview(let delivery, let image):
@@ -361,7 +387,7 @@ public final class CompletionQueue: @unchecked Sendable {
     }
     for delivery in abandoned {
       delivery.owner?.deliveryFinished(delivery)
-      delivery.handler(delivery.token, .failure(.cancelled))
+      delivery.handler(delivery.token, .failure(.cancelled), RequestMetrics())
     }
   }
 

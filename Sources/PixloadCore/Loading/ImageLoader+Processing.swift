@@ -11,8 +11,9 @@ extension ImageLoader {
   func attachParent(_ decode: DecodeTask, _ parentVariant: ImageVariant, _ source: DownloadSource) {
     let key = DecodeKey(variant: parentVariant, policy: decode.key.policy)
     if key.policy != .reload, let image = memoryCache.image(for: parentVariant) {
-      scheduleProcessing(decode, image, DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .memory,
-                                                    origin: nil))
+      var input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .memory, origin: nil)
+      input.metrics.tier = .memory
+      scheduleProcessing(decode, image, input)
       return
     }
     decode.phase = .waitingForParent(decodes[key] ?? DecodeTask(key: key))
@@ -57,13 +58,16 @@ extension ImageLoader {
   private func runProcessing(_ decode: DecodeTask, _ image: Image, _ input: DecodeInput, _ flag: CancelFlag) {
     let wanted = lock.withLock { decodes[decode.key] === decode && !decode.isUnused }
     guard wanted, let (_, step) = ImageProcessing.parent(of: decode.variant) else { return }
+    let started = monotonicNanoseconds()
     let result = ImageProcessing.apply(step, to: image, cancel: flag, maxPixels: configuration.maxPixels)
+    var measured = input
+    measured.metrics.processMicroseconds += microseconds(from: started, to: monotonicNanoseconds())
     let done: TaskResults? = lock.withLock {
       if case .process = step { counters.processorRuns += 1 }
       if decode.cancel === flag { decode.cancel = nil }
-      return finishLocked(decode, result, input)
+      return finishLocked(decode, result, measured)
     }
-    if let done { report(done, decode, input) }
+    if let done { report(done, decode, measured) }
   }
 
   /// Every request waiting on `decode`, directly or through the tasks processed from it.

@@ -108,6 +108,15 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
                    progress: ((UInt64, UInt64, UInt64) -> Void)? = nil,
                    preview: ((UInt64, Image) -> Void)? = nil,
                    handler: @escaping (UInt64, Outcome) -> Void) throws(LoadError) -> UInt64 {
+    try load(request, queue: queue, progress: progress, preview: preview) { token, outcome, _ in handler(token, outcome) }
+  }
+
+  /// As `load(_:queue:progress:preview:handler:)`, the handler also getting what the
+  /// request cost (`RequestMetrics`).
+  public func load(_ request: ImageRequest, queue: CompletionQueue,
+                   progress: ((UInt64, UInt64, UInt64) -> Void)? = nil,
+                   preview: ((UInt64, Image) -> Void)? = nil,
+                   completion handler: @escaping (UInt64, Outcome, RequestMetrics) -> Void) throws(LoadError) -> UInt64 {
     let url = try validate(request)
     let variant = self.variant(of: request)
     lock.lock()
@@ -120,7 +129,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     let delivery = Delivery(token: token, owner: self, progressHandler: progress,
                             progressIntervalMilliseconds: request.progressIntervalMilliseconds,
                             previewHandler: preview, previewIntervalMilliseconds: request.previewIntervalMilliseconds,
-                            handler: handler)
+                            completion: handler)
     guard queue.register(delivery) else {
       lock.unlock()
       throw LoadError(.invalidArgument, "the completion queue is closed")
@@ -132,7 +141,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if request.usesMemoryCache, request.cachePolicy != .reload, let image = memoryCache.image(for: variant) {
       counters.memoryHits += 1
       lock.unlock()
-      queue.complete(delivery, with: .success(image, .memory, httpStatus: 0))
+      var metrics = RequestMetrics()
+      metrics.tier = .memory
+      queue.complete(delivery, with: .success(image, .memory, httpStatus: 0), metrics: metrics)
       return token
     }
     if request.cachePolicy == .cacheOnly && diskTier == nil {
@@ -169,13 +180,14 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// work continues for the other requesters. False for unknown or finished tokens.
   @discardableResult
   public func cancel(_ token: UInt64) -> Bool {
-    let pending: PendingRequest? = lock.withLock {
+    let found: (PendingRequest, RequestMetrics)? = lock.withLock {
       guard let pending = requests.removeValue(forKey: token) else { return nil }
+      let measured = measuredSoFar(pending)
       detach(pending)
-      return pending
+      return (pending, measured)
     }
-    guard let pending else { return false }
-    let cancelled = pending.queue.cancel(pending.delivery)
+    guard let (pending, measured) = found else { return false }
+    let cancelled = pending.queue.cancel(pending.delivery, measured: measured)
     if cancelled { lock.withLock { counters.cancelled += 1 } }
     return cancelled
   }
@@ -295,12 +307,24 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   // MARK: - The merge graph (lock held)
 
+  /// What the stages measured of a request still waiting (a cancel's metrics).
+  private func measuredSoFar(_ pending: PendingRequest) -> RequestMetrics {
+    var metrics = RequestMetrics()
+    if let decode = pending.decode {
+      metrics = decode.download?.metrics ?? RequestMetrics()
+      metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
+    }
+    metrics.joined = pending.joined
+    return metrics
+  }
+
   /// Joins the request to the decode task for its variant, creating the decode task (and
   /// the download task it waits on) when it is the first requester.
   private func attach(_ pending: PendingRequest, to key: DecodeKey, source: DownloadSource) {
     if let decode = decodes[key] {
       decode.requests[pending.token] = pending
       pending.decode = decode
+      pending.joined = true
       counters.coalesced += 1
       // A joiner can only raise the highest priority: no need to look at every requester
       // (k requests for one image would cost k^2).
@@ -336,6 +360,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if let diskTier, key.policy != .reload, diskTier.keepsVariant(key.variant) {
       // A decoded variant on disk needs neither the encoded bytes nor a decode: look for
       // it first; the download joins in only on a miss.
+      decode.stageStartedAt = monotonicNanoseconds()
       let job = diskTier.lookUpVariant(key.variant, policy: key.policy, priority: decode.priority) {
         [weak self, weak decode] image in
         guard let self, let decode else { return }
@@ -364,6 +389,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     if let download = downloads[downloadKey] {
       download.decodes[decode.variant] = decode
       decode.phase = .waitingForBytes(download)
+      for pending in decode.requests.values { pending.joined = true }
       counters.coalesced += 1
       rerank(download)
       startSooner(download, startDelayMilliseconds: source.startDelayMilliseconds)
@@ -376,6 +402,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     decode.phase = .waitingForBytes(download)
     downloads[downloadKey] = download
     if let diskTier, downloadKey.policy != .reload {
+      download.stageStartedAt = monotonicNanoseconds()
       download.phase = .lookingUp(diskTier.lookUpOriginal(downloadKey.cacheKey, policy: downloadKey.policy,
                                                           priority: download.priority) {
         [weak self, weak download] answer in
@@ -449,6 +476,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
 
   /// Hands the bytes to one decode job per variant of the download.
   private func decodeAll(_ download: DownloadTask, _ input: DecodeInput) {
+    var input = input
+    input.metrics = download.metrics
     download.phase = .idle
     for decode in download.decodes.values { scheduleDecode(decode, input) }
     download.decodes.removeAll()
@@ -549,15 +578,18 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// The variant lookup answered: a servable variant is the result of every requester,
   /// with no download and no decode; otherwise the decode waits for the bytes as usual.
   private func variantLookupFinished(_ decode: DecodeTask, _ image: Image?) {
-    let input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .disk, origin: nil)
+    var input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .disk, origin: nil)
     let done: TaskResults? = lock.withLock {
       guard decodes[decode.key] === decode, case .lookingUpVariant(_, let source) = decode.phase else { return nil }
+      decode.metrics.diskReadMicroseconds += microseconds(from: decode.stageStartedAt, to: monotonicNanoseconds())
       guard let image else {
         attachInput(decode, source)
         return nil
       }
       counters.diskHits += 1
       counters.variantHits += 1
+      input.metrics = decode.metrics
+      input.metrics.tier = .diskVariant
       return finishLocked(decode, .success(image), input)
     }
     if let done { report(done, decode, input) }
@@ -568,17 +600,20 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     var failed: [PendingRequest] = []
     lock.withLock {
       guard downloads[download.key] === download else { return }
+      download.metrics.diskReadMicroseconds += microseconds(from: download.stageStartedAt, to: monotonicNanoseconds())
       switch answer {
       case .fresh(let bytes, let origin):
         counters.diskHits += 1
         downloads.removeValue(forKey: download.key)
+        download.metrics.tier = .disk
         decodeAll(download, DecodeInput(data: DownloadedData(bytes: bytes, httpStatus: 0), source: .disk, origin: origin))
       case .revalidate(let stored): startTransfer(download, revalidating: stored)
       case .miss: startTransfer(download, revalidating: nil)
       case .notCached: failed = abandon(download)
       }
     }
-    complete(failed, with: .failure(LoadError(.notCached, "not in the cache (cache-only request)")))
+    complete(failed, with: .failure(LoadError(.notCached, "not in the cache (cache-only request)")),
+             metrics: download.metrics)
   }
 
   private func downloadFinished(_ download: DownloadTask, _ result: Result<DownloadedData, LoadError>) {
@@ -592,6 +627,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       switch result {
       case .failure(let error):
         failure = error
+        download.metrics.take(error.timing)
         failed = abandon(download)
       case .success(var response):
         if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
@@ -604,10 +640,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
         let received = diskTier?.received(response, for: download.key.cacheKey, url: download.url,
                                           revalidating: stored)
           ?? ReceivedBytes(data: response, source: .network, origin: nil)
+        download.metrics.take(response.timing)
+        download.metrics.tier = received.source == .revalidated ? .revalidated
+          : download.url.scheme == "file" ? .file : .network
         decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
       }
     }
-    if let failure { complete(failed, with: .failure(failure)) }
+    if let failure { complete(failed, with: .failure(failure), metrics: download.metrics) }
   }
 
   private func runDecode(_ decode: DecodeTask, _ input: DecodeInput) {
@@ -627,15 +666,22 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       return .held
     }
     if start != .run { return }
+    let decodeStart = monotonicNanoseconds()
     let result = decoder.decode(input.data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
+    var metrics = input.metrics
+    metrics.decodeMicroseconds = microseconds(from: decodeStart, to: monotonicNanoseconds())
+    metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
+    if case .success(let image) = result { metrics.decodedBytes = UInt64(image.totalByteCount) }
     if case .success(let image) = result, let warning = image.warning {
       Self.log(configuration, .warning, "\(decode.variant.cacheKey): \(warning)")
     }
+    var measured = input
+    measured.metrics = metrics
     let done: TaskResults? = lock.withLock {
       counters.decodes += 1
-      return finishLocked(decode, result, input)
+      return finishLocked(decode, result, measured)
     }
-    if let done { report(done, decode, input) }
+    if let done { report(done, decode, measured) }
   }
 
   /// What a finished task hands out once the lock is released: its result to its own
@@ -674,8 +720,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       if error.httpStatus == 0 { error.httpStatus = input.data.httpStatus }
       outcome = .failure(error)
     }
-    complete(done.finished, with: outcome)
-    if case .failure = outcome { complete(done.failedBelow, with: outcome) }
+    complete(done.finished, with: outcome, metrics: input.metrics)
+    if case .failure = outcome { complete(done.failedBelow, with: outcome, metrics: input.metrics) }
   }
 
   /// Offers a decoded image to the disk tier as a variant of its original (not holding the
@@ -690,10 +736,16 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
   }
 
-  func complete(_ requests: [PendingRequest], with outcome: Outcome) {
+  /// Posts `outcome` to each request, with the shared work's `metrics` (and its own
+  /// `joined`).
+  func complete(_ requests: [PendingRequest], with outcome: Outcome, metrics: RequestMetrics = RequestMetrics()) {
     if case .failure(let error) = outcome, error.status != .cancelled, !requests.isEmpty {
       lock.withLock { counters.failed += requests.count }
     }
-    for pending in requests { pending.queue.complete(pending.delivery, with: outcome) }
+    for pending in requests {
+      var own = metrics
+      own.joined = pending.joined
+      pending.queue.complete(pending.delivery, with: outcome, metrics: own)
+    }
   }
 }

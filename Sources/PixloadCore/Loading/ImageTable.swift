@@ -77,13 +77,19 @@ public final class ImageTable: @unchecked Sendable {
   public typealias RowHandler = (Int, Outcome) -> Void
   /// A preview for a visible row still loading: its result follows (see `ImageLoader.load`).
   public typealias PreviewHandler = (Int, Image) -> Void
+  /// A row's result with what it cost (`RequestMetrics`; a refused request's are empty).
+  public typealias MeasuredRowHandler = (Int, Outcome, RequestMetrics) -> Void
+  /// A row's placeholder (its request's `placeholder`, decoded), drawn as it becomes
+  /// visible, before its image.
+  public typealias PlaceholderHandler = (Int, Image) -> Void
 
   private let loader: ImageLoader
   private let queue: CompletionQueue
   private let configuration: Configuration
   private let requestForRow: RequestProvider
-  private let onRow: RowHandler
+  private let onRow: MeasuredRowHandler
   private let onPreview: PreviewHandler?
+  private let onPlaceholder: PlaceholderHandler?
 
   private let lock = Lock()
   private var rowCount: Int
@@ -102,11 +108,24 @@ public final class ImageTable: @unchecked Sendable {
   /// Monotonic nanoseconds; tests pass their own clock.
   private let clock: () -> UInt64
 
-  public init(loader: ImageLoader, queue: CompletionQueue, rowCount: Int = 0,
+  public convenience init(loader: ImageLoader, queue: CompletionQueue, rowCount: Int = 0,
               configuration: Configuration = Configuration(),
               clock: (() -> UInt64)? = nil,
               requestForRow: @escaping RequestProvider, onRow: @escaping RowHandler,
               onPreview: PreviewHandler? = nil) {
+    self.init(loader: loader, queue: queue, rowCount: rowCount, configuration: configuration, clock: clock,
+              requestForRow: requestForRow, onMeasuredRow: { row, outcome, _ in onRow(row, outcome) },
+              onPreview: onPreview)
+  }
+
+  /// As the other init, rows' results coming with their metrics, and placeholders
+  /// (`onPlaceholder`) drawn for rows whose requests carry one.
+  public init(loader: ImageLoader, queue: CompletionQueue, rowCount: Int = 0,
+              configuration: Configuration = Configuration(),
+              clock: (() -> UInt64)? = nil,
+              requestForRow: @escaping RequestProvider, onMeasuredRow: @escaping MeasuredRowHandler,
+              onPreview: PreviewHandler? = nil, onPlaceholder: PlaceholderHandler? = nil) {
+    self.onPlaceholder = onPlaceholder
     self.clock = clock ?? { monotonicNanoseconds() }
     self.loader = loader
     self.queue = queue
@@ -114,7 +133,7 @@ public final class ImageTable: @unchecked Sendable {
     self.configuration = configuration
     planner = ScrollPlanner(configuration: configuration)
     self.requestForRow = requestForRow
-    self.onRow = onRow
+    self.onRow = onMeasuredRow
     self.onPreview = configuration.previews ? onPreview : nil
   }
 
@@ -133,6 +152,7 @@ public final class ImageTable: @unchecked Sendable {
   public func setVisible(first: Int, count: Int, direction: Int) {
     let prefetchLimit = planner.prefetchWindow(loader.networkThroughput)
     var immediate: [(Int, Outcome)] = []
+    var placeholders: [(row: Int, request: ImageRequest)] = []
     var toCancel: [UInt64] = []
     var toStart: [(row: Int, request: ImageRequest, record: TableRow)] = []
     var toRaise: [(UInt64, Int32)] = []
@@ -182,6 +202,7 @@ public final class ImageTable: @unchecked Sendable {
             immediate.append((row, .success(image, .memory, httpStatus: 0)))
           } else {
             if let delay { request.startDelayMilliseconds = delay }
+            if onPlaceholder != nil, request.placeholder != nil { placeholders.append((row, request)) }
             toStart.append((row, request, TableRow(unconfirmed: delay != nil, startedAt: delay == nil ? now : nil)))
           }
         }
@@ -208,13 +229,32 @@ public final class ImageTable: @unchecked Sendable {
         if case .loading(_, let token?)? = rows[row]?.phase { toRaise.append((token, priority)) }
       }
     }
+    // Before any of their loads is issued: a placeholder never follows its row's image.
+    for (row, request) in placeholders { drawPlaceholder(row: row, request: request) }
     for token in toCancel { loader.cancel(token) }
     for (token, priority) in toRaise { loader.setPriority(token, priority) }
     for token in toConfirm { loader.startNow(token) }
     for (token, milliseconds) in toPostpone { loader.postpone(token, milliseconds: milliseconds) }
     for token in toHoldAgain { loader.postpone(token, milliseconds: configuration.prefetchHoldMilliseconds) }
     for start in toStart { self.start(row: start.row, request: start.request, record: start.record) }
-    for (row, outcome) in immediate { onRow(row, outcome) }
+    for (row, outcome) in immediate {
+      var metrics = RequestMetrics()
+      metrics.tier = .memory
+      if case .success(let image, _, _) = outcome { metrics.deliveredBytes = UInt64(image.totalByteCount) }
+      onRow(row, outcome, metrics)
+    }
+  }
+
+  /// Decodes a row's placeholder at the size its request implies and hands it to the
+  /// host; a malformed hash is logged and draws nothing.
+  private func drawPlaceholder(row: Int, request: ImageRequest) {
+    guard let placeholder = request.placeholder, let onPlaceholder else { return }
+    do {
+      let size = try placeholder.drawingSize(width: request.targetWidth, height: request.targetHeight)
+      onPlaceholder(row, try placeholder.decode(width: size.width, height: size.height))
+    } catch {
+      ImageLoader.log(loader.configuration, .warning, "placeholder of row \(row): \(error.message)")
+    }
   }
 
   /// Cancels every request of this table; rows start anew at the next `setVisible`.
@@ -281,8 +321,8 @@ public final class ImageTable: @unchecked Sendable {
       let preview: ((UInt64, Image) -> Void)? = onPreview == nil ? nil : { [weak self] _, image in
         self?.previewed(row: row, generation: generation, image: image)
       }
-      let token = try loader.load(request, queue: queue, preview: preview) { [weak self] token, outcome in
-        self?.finished(row: row, generation: generation, token: token, outcome: outcome)
+      let token = try loader.load(request, queue: queue, preview: preview) { [weak self] token, outcome, metrics in
+        self?.finished(row: row, generation: generation, token: token, outcome: outcome, metrics: metrics)
       }
       let stillWanted: Bool = lock.withLock {
         statistics.started += 1
@@ -307,7 +347,7 @@ public final class ImageTable: @unchecked Sendable {
         rows.removeValue(forKey: row)
         return false
       }
-      if report { onRow(row, .failure(error)) }
+      if report { onRow(row, .failure(error), RequestMetrics()) }
     }
   }
 
@@ -321,7 +361,7 @@ public final class ImageTable: @unchecked Sendable {
     if show { onPreview?(row, image) }
   }
 
-  private func finished(row: Int, generation: UInt64, token: UInt64, outcome: Outcome) {
+  private func finished(row: Int, generation: UInt64, token: UInt64, outcome: Outcome, metrics: RequestMetrics) {
     var release: [UInt64] = []
     defer { for token in release { loader.startNow(token) } }
     let deliver: Bool = lock.withLock {
@@ -343,7 +383,7 @@ public final class ImageTable: @unchecked Sendable {
       if !isLoadingAVisibleRow() { release = releaseHeldPrefetches() }
       return true
     }
-    if deliver { onRow(row, outcome) }
+    if deliver { onRow(row, outcome, metrics) }
   }
 }
 

@@ -11,6 +11,8 @@ final class PendingRequest {
   var priority: Int32
   /// The decode task this request waits on; nil once it has a result or was detached.
   var decode: DecodeTask?
+  /// It joined a decode or download another request started (request metrics).
+  var joined = false
 
   init(token: UInt64, delivery: Delivery, queue: CompletionQueue, priority: Int32, usesMemoryCache: Bool) {
     self.token = token
@@ -47,6 +49,8 @@ struct DecodeInput {
   let data: DownloadedData
   let source: ImageSource
   let origin: OriginalRecord?
+  /// What fetching the bytes cost (the download's request metrics).
+  var metrics = RequestMetrics()
 }
 
 /// One decode of one variant, shared by every request for that variant.
@@ -78,6 +82,10 @@ final class DecodeTask {
   var children: [DecodeKey: DecodeTask] = [:]
   /// Raised when a processing step under way is no longer wanted.
   var cancel: CancelFlag?
+  /// Its own stages' figures (the variant lookup); the download's come with its input.
+  var metrics = RequestMetrics()
+  /// When the stage under way began (monotonic nanoseconds; request metrics).
+  var stageStartedAt: UInt64 = 0
 
   init(key: DecodeKey) { self.key = key }
 
@@ -118,6 +126,9 @@ final class DownloadTask {
   var previewPending: [UInt8]?
   var lastPreviewAt: UInt64 = 0
   var previewScans = 0
+  /// What its stages measured so far, and when the disk lookup under way began.
+  var metrics = RequestMetrics()
+  var stageStartedAt: UInt64 = 0
 
   init(key: DownloadKey, url: RequestURL, headers: [String]) {
     self.key = key

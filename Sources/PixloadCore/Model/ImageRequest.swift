@@ -64,6 +64,9 @@ public struct ImageRequest: Sendable {
   /// Processors applied after the resize and orientation, in order (ImageProcessor). Part
   /// of the variant.
   public var processors: [ImageProcessor] = []
+  /// A placeholder a table draws for the row at once, before its image (not part of the
+  /// variant: it changes nothing the loader produces).
+  public var placeholder: Placeholder?
 
   public enum CachePolicy: Sendable {
     /// Memory, then disk, then network.

@@ -59,11 +59,18 @@ public struct LoadError: Error, Sendable, Equatable {
   public var status: Status
   public var httpStatus: Int
   public var message: String
+  /// What a failed transfer measured before it ended (request metrics); not part of the
+  /// error's identity (==).
+  public var timing = TransferTiming()
 
   public init(_ status: Status, _ message: String, httpStatus: Int = 0) {
     self.status = status
     self.message = message
     self.httpStatus = httpStatus
+  }
+
+  public static func == (a: LoadError, b: LoadError) -> Bool {
+    a.status == b.status && a.httpStatus == b.httpStatus && a.message == b.message
   }
 
   public static let cancelled = LoadError(.cancelled, "cancelled")

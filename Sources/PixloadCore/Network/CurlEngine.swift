@@ -331,6 +331,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private func enqueue(_ transfer: CurlTransfer, at now: UInt64) {
     let since = transfer.firstQueued ?? now
     transfer.firstQueued = since
+    transfer.lastQueued = now
     waiting.append(transfer, id: transfer.id, host: transfer.host, priority: transfer.priority, since: since)
   }
 
@@ -363,6 +364,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     }
     transfer.easy = easy
     transfer.prepareAttempt()
+    transfer.slotWaitNanoseconds += clock() &- transfer.lastQueued
     let isHTTPS = transfer.url.isHTTPS
     do throws(LoadError) {
       // Every option is checked: a transfer that lacks one of the safety rules (scheme
@@ -473,9 +475,11 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   /// the retry.
   private func finish(_ transfer: CurlTransfer, dropped: Bool, code: CURLcode) {
     guard let easy = transfer.easy else { return }
-    let attempt = transfer.finishedAttempt(code: code, httpStatus: pxl_curl_response_code(easy),
+    let httpStatus = pxl_curl_response_code(easy)
+    let attempt = transfer.finishedAttempt(code: code, httpStatus: httpStatus,
                                            retryAfterSeconds: Int(pxl_curl_retry_after(easy)))
     let connects = pxl_curl_num_connects(easy)
+    let timing = dropped ? TransferTiming() : transfer.timing(easy, httpStatus: httpStatus, connects: connects)
     detach(transfer, easy)
 
     let outcome = dropped ? nil : HTTPOutcome(attempt, attemptsMade: transfer.attempts, chain: transfer.chain,
@@ -505,8 +509,12 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     }
     guard report else { return }
     switch outcome {
-    case .success(let data)?: transfer.completion(.success(data))
-    case .failure(let error)?: transfer.completion(.failure(error))
+    case .success(var data)?:
+      data.timing = timing
+      transfer.completion(.success(data))
+    case .failure(var error)?:
+      error.timing = timing
+      transfer.completion(.failure(error))
     case .retry?, .follow?, nil: break
     }
   }

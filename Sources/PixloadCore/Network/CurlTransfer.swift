@@ -37,6 +37,10 @@ final class CurlTransfer {
   var attempts = 0
   /// When it first joined the waiting list (after any start delay); engine lock.
   var firstQueued: UInt64?
+  /// When it last joined the waiting list, and the time all its attempts waited there for
+  /// a slot (request metrics); engine lock, then the engine thread once started.
+  var lastQueued: UInt64 = 0
+  var slotWaitNanoseconds: UInt64 = 0
   /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
   var conditional = false
   var caching = ResponseCaching()
@@ -128,6 +132,22 @@ final class CurlTransfer {
         throw LoadError(HTTPOutcome.status(for: code), "libcurl refused \(name): \(String(cString: curl_easy_strerror(code)))")
       }
     }
+  }
+
+  /// What the attempt that just ended measured, read off its handle (request metrics).
+  func timing(_ easy: UnsafeMutableRawPointer, httpStatus: Int, connects: Int) -> TransferTiming {
+    var times: [Int64] = [0, 0, 0, 0, 0]
+    pxl_curl_times(easy, &times)
+    var timing = TransferTiming(nameLookup: times[0], connect: times[1], appConnect: times[2],
+                                startTransfer: times[3], total: times[4])
+    timing.slotWaitMicroseconds = slotWaitNanoseconds / 1000
+    timing.bytesReceived = UInt64(body.count)
+    timing.httpStatus = Int32(clamping: httpStatus)
+    timing.httpVersion = Int32(clamping: pxl_curl_http_version(easy))
+    // The engine follows redirects itself (RedirectChain): libcurl's own count is 0.
+    timing.redirects = Int32(clamping: chain.hops)
+    timing.connectionReused = connects == 0 && url.isHTTP && times[3] > 0
+    return timing
   }
 
   /// The attempt that just ended, as `HTTPOutcome` judges it: libcurl's `code`, the last

@@ -53,6 +53,8 @@ public struct DownloadedData: Sendable {
   /// The listener ended the transfer before the body was complete (see TransferProgress):
   /// `bytes` is a prefix, never to be stored as the resource.
   public var endedEarly = false
+  /// What the engine measured of the transfer (request metrics).
+  public var timing = TransferTiming()
 
   public init(bytes: [UInt8], httpStatus: Int, caching: ResponseCaching = ResponseCaching()) {
     self.bytes = bytes

@@ -20,6 +20,8 @@ from ._core import (
     Request, RequestCancelled, Result, Scheme, Slot, Source, Stats, Status, Table, TableStats,
     URLError, pending_callbacks, status_string, version,
 )
+from ._metrics import Metrics, Tier
+from ._placeholders import Placeholder, PlaceholderKind, encode_blurhash, encode_thumbhash
 
 from ._processors import (
     Blur, Circle, Crop, Custom, Flip, Grayscale, Processor, Rotate, RoundedCorners, Tint,
@@ -35,4 +37,5 @@ __all__ = [
     "RequestCancelled", "Result", "Scheme", "Slot", "Source", "Stats", "Status", "Table",
     "TableStats", "URLError", "library_origin", "pending_callbacks", "status_string", "version",
     "Processor", "Circle", "RoundedCorners", "Blur", "Crop", "Rotate", "Flip", "Grayscale", "Tint", "Custom",
+    "Metrics", "Tier", "Placeholder", "PlaceholderKind", "encode_blurhash", "encode_thumbhash",
 ]

@@ -24,6 +24,7 @@ import threading
 import time
 import weakref
 
+from ._metrics import metrics_from_c
 from . import _ffi, _processors
 from ._ffi import lib
 
@@ -515,15 +516,22 @@ class Result:
     """What a load's callback receives: `image` (an Image, owned by you) when `ok`, else
     `error` (a PixloadError, RequestCancelled for a cancellation)."""
 
-    __slots__ = ("token", "status", "http_status", "source", "message", "image", "preview", "incomplete")
+    __slots__ = ("token", "status", "http_status", "source", "message", "image", "preview", "incomplete",
+                 "placeholder", "metrics")
 
-    def __init__(self, token, status, http_status, source, message, image, preview=False, incomplete=False):
+    def __init__(self, token, status, http_status, source, message, image, preview=False, incomplete=False,
+                 placeholder=False, metrics=None):
         self.token = token
         # A table row's preview (Table(previews=True)): the row's final result follows.
         self.preview = preview
         # The image's data ended early and its decoder filled in the rest (a cut JPEG or
         # GIF; pixload.h, "Images whose data ended early"); also image.incomplete.
         self.incomplete = incomplete
+        # A table row's placeholder (its request's placeholder=), drawn before its image.
+        self.placeholder = placeholder
+        # What the request cost (a pixload.Metrics) on a final result; None on previews
+        # and placeholders.
+        self.metrics = metrics
         try:
             self.status = Status(status)
         except ValueError:
@@ -562,9 +570,10 @@ def _result_from_c(token, result_p):
     r = result_p.contents
     image = Image._retained(r.image) if r.image else None
     message = r.message.decode("utf-8", "replace") if r.message else ""
-    preview = r.struct_size >= _ffi.pxl_result.preview.offset + 4 and bool(r.preview)
+    flag = r.preview if r.struct_size >= _ffi.pxl_result.preview.offset + 4 else 0
     incomplete = r.struct_size >= _ffi.pxl_result.incomplete.offset + 4 and bool(r.incomplete)
-    return Result(token, r.status, r.http_status, r.source, message, image, preview, incomplete)
+    metrics = None if flag else metrics_from_c(result_p)
+    return Result(token, r.status, r.http_status, r.source, message, image, flag == 1, incomplete, flag == 2, metrics)
 
 
 _Pending = collections.namedtuple("_Pending", "callback progress preview")
@@ -657,13 +666,14 @@ def _header_array(lines, keep):
 
 _REQUEST_OPTIONS = frozenset((
     "size", "width", "height", "mode", "format", "priority", "cache_key", "headers",
-    "progress_interval_ms", "preview_interval_ms", "process", *_FLAGS,
+    "progress_interval_ms", "preview_interval_ms", "process", "placeholder", *_FLAGS,
 ))
 
 
 def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.FIT,
                   format=Format.RGBA8, priority=PRIORITY_NORMAL, cache_key=None, headers=None,
-                  progress_interval_ms=None, preview_interval_ms=None, process=None, _loader=None, **flags):
+                  progress_interval_ms=None, preview_interval_ms=None, process=None, placeholder=None, _loader=None,
+                  **flags):
     """Fills a pxl_request that pxl_request_init_size set up. Every byte string it points to
     is appended to keep: the caller holds keep until the C call has copied them."""
     unknown = set(flags) - set(_FLAGS)
@@ -697,6 +707,11 @@ def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.
         req.preview_interval_ms = preview_interval_ms
     if process:
         _processors.fill(req, process, keep, _loader)
+    if placeholder is not None:  # a Placeholder; tables draw it (pxl_load ignores it)
+        keep.append(placeholder.data)
+        req.placeholder_kind = int(placeholder.kind)
+        req.placeholder = ctypes.cast(ctypes.c_char_p(placeholder.data), ctypes.c_void_p)
+        req.placeholder_length = len(placeholder.data)
 
 
 def _new_request(url, keep, options, loader=None):

@@ -182,6 +182,10 @@ class pxl_request(ctypes.Structure):
         # Since 0.5.0 (pxl_processor: _processors.py).
         ("processors", ctypes.c_void_p),
         ("processor_count", ctypes.c_size_t),
+        # Since 0.5.0.
+        ("placeholder_kind", ctypes.c_int32),
+        ("placeholder", ctypes.c_void_p),
+        ("placeholder_length", ctypes.c_size_t),
     ]
 
 
@@ -198,6 +202,18 @@ class pxl_result(ctypes.Structure):
         # Since 0.5.0: likewise.
         ("incomplete", ctypes.c_int32),
     ]
+
+
+class pxl_metrics(ctypes.Structure):  # since 0.5.0
+    _fields_ = [
+        ("struct_size", ctypes.c_size_t),
+        ("tier", ctypes.c_int32),
+        ("joined", ctypes.c_int32),
+    ] + [(name, ctypes.c_uint64) for name in (
+        "slot_wait_us", "dns_us", "connect_us", "tls_us", "first_byte_us", "transfer_us",
+        "disk_read_us", "decode_us", "process_us", "queue_wait_us", "bytes_received")] + [
+        (name, ctypes.c_int32) for name in ("http_status", "http_version", "redirects", "connection_reused")
+    ] + [("decoded_bytes", ctypes.c_uint64), ("delivered_bytes", ctypes.c_uint64)]
 
 
 class pxl_stats(ctypes.Structure):
@@ -305,6 +321,14 @@ _FUNCTIONS = {
     "pxl_loader_add_processor": (c_status, [loader_p, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p,
                                             ctypes.c_void_p, ctypes.c_void_p]),
     "pxl_loader_remove_processor": (c_status, [loader_p, ctypes.c_char_p]),
+    # Since 0.5.0.
+    "pxl_result_metrics": (c_status, [ctypes.POINTER(pxl_result), ctypes.POINTER(pxl_metrics)]),
+    "pxl_placeholder_decode": (c_status, [ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int32,
+                                          ctypes.c_int32, ctypes.POINTER(image_p)]),
+    "pxl_placeholder_aspect_ratio": (c_status, [ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t,
+                                                ctypes.POINTER(ctypes.c_double)]),
+    "pxl_placeholder_encode": (c_status, [ctypes.c_int32, image_p, ctypes.c_int32, ctypes.c_int32,
+                                          ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
 }
 
 
@@ -326,7 +350,7 @@ def init_struct(struct, into=None):
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
     "pxl_config": ("tls_min_version", 12),
-    "pxl_request": ("processor_count", 0),
+    "pxl_request": ("placeholder_length", 0),
     "pxl_table_config": ("previews", 1),
 }
 

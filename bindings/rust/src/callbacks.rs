@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::config::LogFn;
-use crate::{sys, Error, Image, Status};
+use crate::{sys, Error, Image, Metrics, Status};
 
 static CAUGHT_PANICS: AtomicUsize = AtomicUsize::new(0);
 
@@ -119,7 +119,8 @@ pub(crate) unsafe fn result_from_c(result: *const sys::pxl_result) -> Result<Ima
     Err(Error::new(Status::from_raw(status), result.http_status, message))
 }
 
-pub(crate) type DoneFn = Box<dyn FnOnce(Result<Image, Error>) + Send>;
+/// A load's final closure: its outcome and what it cost.
+pub(crate) type DoneFn = Box<dyn FnOnce(Result<Image, Error>, Metrics) + Send>;
 pub(crate) type ProgressFn = Box<dyn FnMut(u64, u64) + Send>;
 
 /// A load's closures, behind the request's user_data from pxl_load until its one
@@ -149,10 +150,12 @@ pub(crate) unsafe extern "C" fn on_done(_token: sys::pxl_token, result: *const s
     // SAFETY: user_data is the Pending of this request; this is its one callback.
     let pending = unsafe { Box::from_raw(user_data as *mut Pending) };
     let outcome = unsafe { result_from_c(result) };
+    // Valid only now, inside the library's callback.
+    let metrics = unsafe { Metrics::from_result(result) }.unwrap_or_default();
     call_user("a load callback", move || {
         let Pending { done, progress } = *pending;
         drop(progress);
-        done(outcome);
+        done(outcome, metrics);
     });
 }
 

@@ -78,6 +78,15 @@ impl Loader {
     where
         F: FnOnce(Result<Image, Error>) + Send + 'static,
     {
+        self.start(request, queue, Box::new(move |outcome, _| done(outcome)), None)
+    }
+
+    /// As [`load`](Loader::load), `done` also getting what the request cost
+    /// ([`Metrics`](crate::Metrics); a failed or cancelled one has what was measured).
+    pub fn load_measured<F>(&self, request: &Request, queue: &Queue, done: F) -> Result<Token, Error>
+    where
+        F: FnOnce(Result<Image, Error>, crate::Metrics) + Send + 'static,
+    {
         self.start(request, queue, Box::new(done), None)
     }
 
@@ -108,7 +117,7 @@ impl Loader {
         P: FnMut(u64, u64) + Send + 'static,
         F: FnOnce(Result<Image, Error>) + Send + 'static,
     {
-        self.start(request, queue, Box::new(done), Some(Box::new(progress)))
+        self.start(request, queue, Box::new(move |outcome, _| done(outcome)), Some(Box::new(progress)))
     }
 
     fn start(&self, request: &Request, queue: &Queue, done: DoneFn, progress: Option<ProgressFn>) -> Result<Token, Error> {
@@ -162,7 +171,7 @@ impl Loader {
         F: FnOnce(Result<Image, Error>) + Send + 'static,
     {
         let raw = request.to_raw()?;
-        let pending = Pending::into_raw(Box::new(done), None);
+        let pending = Pending::into_raw(Box::new(move |outcome, _| done(outcome)), None);
         let mut image = ptr::null_mut();
         let status = unsafe {
             sys::pxl_bind(self.as_ptr(), &raw.raw, queue.as_ptr(), Some(on_done), pending as *mut c_void, &mut slot.token, &mut image)

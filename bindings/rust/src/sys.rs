@@ -187,6 +187,9 @@ pub struct pxl_request {
     // Since 0.5.0.
     pub processors: *const pxl_processor,
     pub processor_count: usize,
+    pub placeholder_kind: i32,
+    pub placeholder: *const c_void,
+    pub placeholder_length: usize,
 }
 
 #[repr(C)]
@@ -203,6 +206,9 @@ pub struct pxl_result {
     // Since 0.5.0: likewise.
     pub incomplete: i32,
 }
+
+/// pxl_result.preview of a table row's placeholder. Since 0.5.0.
+pub const PXL_PREVIEW_PLACEHOLDER: i32 = 2;
 
 pub type pxl_callback =
     Option<unsafe extern "C" fn(token: pxl_token, result: *const pxl_result, user_data: *mut c_void)>;
@@ -336,6 +342,51 @@ pub struct pxl_codec {
 }
 
 pub type pxl_codec_module_register_fn = Option<unsafe extern "C" fn(loader: *mut pxl_loader) -> pxl_status>;
+// Since 0.5.0: request metrics and placeholders.
+pub type pxl_tier = c_uint;
+pub const PXL_TIER_NONE: pxl_tier = 0;
+pub const PXL_TIER_MEMORY: pxl_tier = 1;
+pub const PXL_TIER_DISK_VARIANT: pxl_tier = 2;
+pub const PXL_TIER_DISK: pxl_tier = 3;
+pub const PXL_TIER_REVALIDATED: pxl_tier = 4;
+pub const PXL_TIER_NETWORK: pxl_tier = 5;
+pub const PXL_TIER_FILE: pxl_tier = 6;
+pub const PXL_TIER_DATA: pxl_tier = 7;
+pub const PXL_TIER_FETCHER: pxl_tier = 8;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_metrics {
+    pub struct_size: usize,
+    pub tier: i32,
+    pub joined: i32,
+    pub slot_wait_us: u64,
+    pub dns_us: u64,
+    pub connect_us: u64,
+    pub tls_us: u64,
+    pub first_byte_us: u64,
+    pub transfer_us: u64,
+    pub disk_read_us: u64,
+    pub decode_us: u64,
+    pub process_us: u64,
+    pub queue_wait_us: u64,
+    pub bytes_received: u64,
+    pub http_status: i32,
+    pub http_version: i32,
+    pub redirects: i32,
+    pub connection_reused: i32,
+    pub decoded_bytes: u64,
+    pub delivered_bytes: u64,
+}
+
+pub const PXL_METRICS_SIZE_0_5: usize = offset_of!(pxl_metrics, delivered_bytes) + size_of::<u64>();
+
+pub type pxl_placeholder_kind = c_uint;
+pub const PXL_PLACEHOLDER_NONE: pxl_placeholder_kind = 0;
+pub const PXL_PLACEHOLDER_BLURHASH: pxl_placeholder_kind = 1;
+pub const PXL_PLACEHOLDER_THUMBHASH: pxl_placeholder_kind = 2;
+pub const PXL_PLACEHOLDER_MAX_SIDE: i32 = 256;
+pub const PXL_PLACEHOLDER_MAX_BYTES: usize = 166;
 
 extern "C" {
     pub fn pxl_version() -> *const c_char;
@@ -517,4 +568,25 @@ extern "C" {
         destroy: pxl_processor_destroy_fn,
     ) -> pxl_status;
     pub fn pxl_loader_remove_processor(loader: *mut pxl_loader, id: *const c_char) -> pxl_status;
+
+    // Since 0.5.0.
+    pub fn pxl_result_metrics(result: *const pxl_result, metrics: *mut pxl_metrics) -> pxl_status;
+    pub fn pxl_placeholder_decode(
+        kind: i32,
+        bytes: *const c_void,
+        length: usize,
+        width: i32,
+        height: i32,
+        image_out: *mut *mut pxl_image,
+    ) -> pxl_status;
+    pub fn pxl_placeholder_aspect_ratio(kind: i32, bytes: *const c_void, length: usize, ratio_out: *mut f64) -> pxl_status;
+    pub fn pxl_placeholder_encode(
+        kind: i32,
+        image: *const pxl_image,
+        components_x: i32,
+        components_y: i32,
+        out: *mut u8,
+        capacity: usize,
+        length_out: *mut usize,
+    ) -> pxl_status;
 }

@@ -89,6 +89,13 @@ fn rust_side() -> (
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
             progress, progress_interval_ms, preview, preview_interval_ms, processors, processor_count,
+            placeholder_kind, placeholder,
+            placeholder_length,
+        }
+        pxl_metrics {
+            struct_size, tier, joined, slot_wait_us, dns_us, connect_us, tls_us, first_byte_us, transfer_us,
+            disk_read_us, decode_us, process_us, queue_wait_us, bytes_received, http_status, http_version,
+            redirects, connection_reused, decoded_bytes, delivered_bytes,
         }
         pxl_result { struct_size, status, image, http_status, source, message, preview, incomplete }
         pxl_stats {
@@ -139,8 +146,13 @@ fn rust_side() -> (
         PXL_MAX_PROCESSORS, PXL_MAX_BLUR_SIGMA, PXL_PROCESS_CIRCLE, PXL_PROCESS_ROUND, PXL_PROCESS_BLUR,
         PXL_PROCESS_CROP, PXL_PROCESS_ROTATE, PXL_PROCESS_FLIP, PXL_PROCESS_GRAY, PXL_PROCESS_TINT,
         PXL_PROCESS_CUSTOM,
+        PXL_PREVIEW_PLACEHOLDER, PXL_METRICS_SIZE_0_5, PXL_PLACEHOLDER_MAX_SIDE, PXL_PLACEHOLDER_MAX_BYTES,
+        PXL_TIER_NONE, PXL_TIER_MEMORY, PXL_TIER_DISK_VARIANT, PXL_TIER_DISK, PXL_TIER_REVALIDATED,
+        PXL_TIER_NETWORK, PXL_TIER_FILE, PXL_TIER_DATA, PXL_TIER_FETCHER,
+        PXL_PLACEHOLDER_NONE, PXL_PLACEHOLDER_BLURHASH, PXL_PLACEHOLDER_THUMBHASH,
     ];
-    let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source, pxl_processor_kind];
+    let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source, pxl_processor_kind, pxl_tier,
+                            pxl_placeholder_kind];
     (structs, fields, order, constants, enums)
 }
 
@@ -194,6 +206,7 @@ fn c_type_to_rust(c: &str) -> String {
         "int64_t" => "i64",
         "uint64_t" => "u64",
         "uint8_t" => "u8",
+        "double" => "f64",
         "size_t" => "usize",
         "double" => "f64",
         other => other,

@@ -1,0 +1,170 @@
+import CSupport
+
+/// What one request cost, stage by stage: every final result carries one (C:
+/// `pxl_result_metrics`). Filled as the request passes each stage; a request that failed or
+/// was cancelled has what was measured up to then (a zero is "not reached" or "not
+/// measured", never an estimate). Requests that joined shared work (`joined`) report that
+/// work's figures: the same transfer and decode as the request that started it.
+///
+/// Durations are microseconds. The network's are libcurl's own (CURLINFO_*_TIME_T) turned
+/// into phases: DNS, then connect, then TLS, then waiting for the first byte, then the
+/// body; `slotWaitMicroseconds` is the engine's (start to a free connection slot).
+public struct RequestMetrics: Sendable, Equatable {
+  /// Which tier produced the result (C: pxl_tier; append-only raw values).
+  public enum Tier: Int32, Sendable {
+    /// No tier answered (an error before any did, a cancellation).
+    case none = 0
+    case memory = 1
+    /// A decoded variant the disk tier kept: no download, no decode.
+    case diskVariant = 2
+    /// The disk's encoded original, decoded.
+    case disk = 3
+    /// The disk's original after the server answered 304.
+    case revalidated = 4
+    /// Downloaded over http(s).
+    case network = 5
+    /// Read from a file:// URL.
+    case file = 6
+    /// A data: URL (reserved for the fetchers of a later release).
+    case data = 7
+    /// A host-provided fetcher (reserved for a later release).
+    case fetcher = 8
+
+    /// The name `pixload fetch --metrics` prints.
+    public var name: String {
+      switch self {
+      case .none: return "none"
+      case .memory: return "memory"
+      case .diskVariant: return "disk_variant"
+      case .disk: return "disk"
+      case .revalidated: return "revalidated"
+      case .network: return "network"
+      case .file: return "file"
+      case .data: return "data"
+      case .fetcher: return "fetcher"
+      }
+    }
+  }
+
+  public var tier = Tier.none
+  /// The request joined a download or decode another request had started.
+  public var joined = false
+
+  /// Waiting for a network slot (overall and per host), after any start delay.
+  public var slotWaitMicroseconds: UInt64 = 0
+  public var dnsMicroseconds: UInt64 = 0
+  public var connectMicroseconds: UInt64 = 0
+  public var tlsMicroseconds: UInt64 = 0
+  /// From the request sent (connection ready) to the first byte of the response.
+  public var firstByteMicroseconds: UInt64 = 0
+  /// From the first byte to the last.
+  public var transferMicroseconds: UInt64 = 0
+  /// The disk tier's lookups (original and decoded variant), from asking to the answer.
+  public var diskReadMicroseconds: UInt64 = 0
+  public var decodeMicroseconds: UInt64 = 0
+  /// Processors (none yet: 0).
+  public var processMicroseconds: UInt64 = 0
+  /// From the result posted to its queue to its callback starting.
+  public var queueWaitMicroseconds: UInt64 = 0
+
+  /// Body bytes received over the network (0 for a 304 or no transfer).
+  public var bytesReceived: UInt64 = 0
+  /// The last HTTP status seen (0: none).
+  public var httpStatus: Int32 = 0
+  /// 10, 11, 20, 30 for HTTP/1.0, 1.1, 2, 3 (0: none).
+  public var httpVersion: Int32 = 0
+  public var redirects: Int32 = 0
+  /// The transfer reused an open connection (no DNS, connect or TLS of its own).
+  public var connectionReused = false
+  /// Pixel bytes the decode produced (0 when no decode ran for this request).
+  public var decodedBytes: UInt64 = 0
+  /// Pixel bytes of the image delivered (0 without an image).
+  public var deliveredBytes: UInt64 = 0
+
+  public init() {}
+
+  /// Copies the network figures of a transfer.
+  mutating func take(_ timing: TransferTiming) {
+    slotWaitMicroseconds = timing.slotWaitMicroseconds
+    dnsMicroseconds = timing.dnsMicroseconds
+    connectMicroseconds = timing.connectMicroseconds
+    tlsMicroseconds = timing.tlsMicroseconds
+    firstByteMicroseconds = timing.firstByteMicroseconds
+    transferMicroseconds = timing.transferMicroseconds
+    bytesReceived = timing.bytesReceived
+    httpVersion = timing.httpVersion
+    redirects = timing.redirects
+    connectionReused = timing.connectionReused
+    if timing.httpStatus != 0 { httpStatus = timing.httpStatus }
+  }
+}
+
+/// What the engine measured of one transfer (its last attempt; the slot wait of all).
+public struct TransferTiming: Sendable, Equatable {
+  public var slotWaitMicroseconds: UInt64 = 0
+  public var dnsMicroseconds: UInt64 = 0
+  public var connectMicroseconds: UInt64 = 0
+  public var tlsMicroseconds: UInt64 = 0
+  public var firstByteMicroseconds: UInt64 = 0
+  public var transferMicroseconds: UInt64 = 0
+  public var bytesReceived: UInt64 = 0
+  public var httpStatus: Int32 = 0
+  public var httpVersion: Int32 = 0
+  public var redirects: Int32 = 0
+  public var connectionReused = false
+
+  public init() {}
+
+  /// Phases from libcurl's cumulative times (microseconds since the attempt started):
+  /// each phase is the step from the previous mark; a mark libcurl left at 0 (no TLS, a
+  /// reused connection) takes the previous one's value, so its phase is 0.
+  public init(nameLookup: Int64, connect: Int64, appConnect: Int64, startTransfer: Int64, total: Int64) {
+    func clamp(_ value: Int64) -> UInt64 { UInt64(max(0, value)) }
+    let dns = max(0, nameLookup)
+    let connected = max(dns, connect)
+    let secured = max(connected, appConnect)
+    let first = max(secured, startTransfer)
+    let end = max(first, total)
+    dnsMicroseconds = clamp(dns)
+    connectMicroseconds = clamp(connected - dns)
+    tlsMicroseconds = clamp(secured - connected)
+    firstByteMicroseconds = clamp(first - secured)
+    transferMicroseconds = clamp(end - first)
+  }
+}
+
+/// Microseconds between two monotonic nanosecond readings (0 if `start` is 0: not taken).
+@inline(__always) func microseconds(from start: UInt64, to end: UInt64) -> UInt64 {
+  start == 0 || end < start ? 0 : (end - start) / 1000
+}
+
+
+/// The C API's way from a `pxl_result` to its metrics: while a final callback runs, the
+/// thread's current record names that callback's result and holds its metrics; records of
+/// nested callbacks (a callback that dispatches another queue) chain to the outer one.
+public struct ResultRecord {
+  public let result: UnsafeRawPointer
+  public let metrics: RequestMetrics
+  let outer: UnsafeMutableRawPointer?
+
+  /// Runs `body` with `metrics` findable for `result` on this thread (`find`).
+  public static func with(_ result: UnsafeRawPointer, _ metrics: RequestMetrics, _ body: () -> Void) {
+    var record = ResultRecord(result: result, metrics: metrics, outer: pxl_current_result_record())
+    withUnsafeMutablePointer(to: &record) { pointer in
+      pxl_set_current_result_record(UnsafeMutableRawPointer(pointer))
+      body()
+      pxl_set_current_result_record(pointer.pointee.outer)
+    }
+  }
+
+  /// The metrics of the callback now running on this thread whose result is `result`.
+  public static func find(_ result: UnsafeRawPointer) -> RequestMetrics? {
+    var next = pxl_current_result_record()
+    while let raw = next {
+      let record = raw.assumingMemoryBound(to: ResultRecord.self)
+      if record.pointee.result == result { return record.pointee.metrics }
+      next = record.pointee.outer
+    }
+    return nil
+  }
+}
