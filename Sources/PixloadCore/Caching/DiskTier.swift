@@ -69,6 +69,9 @@ public struct StoredOriginal: Sendable {
   public let etag: String
   public let lastModified: String
   let entry: DiskCache.Entry
+
+  /// What makes the request conditional (If-None-Match, If-Modified-Since).
+  public var validators: (etag: String, lastModified: String) { (etag, lastModified) }
 }
 
 /// What a finished transfer gives the decoders: the bytes, where they came from, and the

@@ -7,7 +7,11 @@ import Glibc
 /// and hands each result to its request's completion queue. It decides when, for whom and
 /// at which priority; the stages decide how: the disk tier (`DiskTier`: what the disk holds
 /// and whether it is fresh), fetching (`DataLoading`), decoding (`ImageDecoding`) and
-/// delivery (`CompletionQueue`).
+/// delivery (`CompletionQueue`), with processing (`ImageProcessing`) after decoding.
+///
+/// This file is intake and the host's calls; the merge graph is `ImageLoader+Merging`,
+/// handing work to the stages and taking their answers `ImageLoader+Stages`, processor
+/// chains `ImageLoader+Processing`, progressive downloads `ImageLoader+Progressive`.
 ///
 /// All bookkeeping happens under one lock and is cheap; downloading happens on the
 /// engine's thread, disk work on the tier's and decoding on a `PriorityWorkPool`, never
@@ -25,13 +29,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   public let codecs = CodecTable()
   let decodePool: PriorityWorkPool
   /// Where prefetches "deliver": it drops their results.
-  private let prefetchSink: CompletionQueue
+  let prefetchSink: CompletionQueue
 
   let lock = Lock()
-  private var nextToken: UInt64 = 0
-  private var closed = false
+  var nextToken: UInt64 = 0
+  var closed = false
   /// Every accepted request whose handler has not started yet.
-  private var requests: [UInt64: PendingRequest] = [:]
+  var requests: [UInt64: PendingRequest] = [:]
   var downloads: [DownloadKey: DownloadTask] = [:]
   var decodes: [DecodeKey: DecodeTask] = [:]
   /// The custom processors requests may name (pxl_loader_add_processor).
@@ -225,6 +229,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// prefetch window by it.
   public var networkThroughput: Throughput? { dataLoader.throughput }
 
+  /// TLS handshakes of the network's connections so far, and how many resumed a session.
+  public var tlsHandshakes: TLSHandshakeCounts { dataLoader.tlsHandshakes }
+
   /// The memory-cached image `request` would produce, if any. Never blocks on work.
   public func cachedImage(for request: ImageRequest) -> Image? {
     guard request.usesMemoryCache else { return nil }
@@ -293,7 +300,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
   }
 
-  private func validate(_ request: ImageRequest) throws(LoadError) -> RequestURL {
+  func validate(_ request: ImageRequest) throws(LoadError) -> RequestURL {
     if request.targetWidth < 0 || request.targetHeight < 0 {
       throw LoadError(.invalidArgument, "target size must not be negative")
     }
@@ -303,449 +310,5 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       throw LoadError(.schemeNotAllowed, "scheme '\(url.scheme)' is not allowed by this loader")
     }
     return url
-  }
-
-  // MARK: - The merge graph (lock held)
-
-  /// What the stages measured of a request still waiting (a cancel's metrics).
-  private func measuredSoFar(_ pending: PendingRequest) -> RequestMetrics {
-    var metrics = RequestMetrics()
-    if let decode = pending.decode {
-      metrics = decode.download?.metrics ?? RequestMetrics()
-      metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
-    }
-    metrics.joined = pending.joined
-    return metrics
-  }
-
-  /// Joins the request to the decode task for its variant, creating the decode task (and
-  /// the download task it waits on) when it is the first requester.
-  private func attach(_ pending: PendingRequest, to key: DecodeKey, source: DownloadSource) {
-    if let decode = decodes[key] {
-      decode.requests[pending.token] = pending
-      pending.decode = decode
-      pending.joined = true
-      counters.coalesced += 1
-      // A joiner can only raise the highest priority: no need to look at every requester
-      // (k requests for one image would cost k^2).
-      if pending.priority > decode.priority { rank(decode, at: pending.priority) }
-      hurry(decode, source)
-      return
-    }
-    let decode = DecodeTask(key: key)
-    decode.requests[pending.token] = pending
-    decode.priority = pending.priority
-    pending.decode = decode
-    decodes[key] = decode
-    start(decode, source)
-  }
-
-  /// A requester that wants its bytes now joined `decode`: the start delay of the first
-  /// one no longer holds (up to the download, through the variants it is processed from).
-  func hurry(_ decode: DecodeTask, _ source: DownloadSource) {
-    switch decode.phase {
-    case .waitingForBytes(let download):
-      startSooner(download, startDelayMilliseconds: source.startDelayMilliseconds)
-    case .lookingUpVariant(let job, var waiting) where source.startDelayMilliseconds == 0:
-      waiting.startDelayMilliseconds = 0
-      decode.phase = .lookingUpVariant(job, source: waiting)
-    case .waitingForParent(let parent): hurry(parent, source)
-    default: break
-    }
-  }
-
-  /// Starts a new task: the decoded variant on disk, else its input (`attachInput`).
-  func start(_ decode: DecodeTask, _ source: DownloadSource) {
-    let key = decode.key
-    if let diskTier, key.policy != .reload, diskTier.keepsVariant(key.variant) {
-      // A decoded variant on disk needs neither the encoded bytes nor a decode: look for
-      // it first; the download joins in only on a miss.
-      decode.stageStartedAt = monotonicNanoseconds()
-      let job = diskTier.lookUpVariant(key.variant, policy: key.policy, priority: decode.priority) {
-        [weak self, weak decode] image in
-        guard let self, let decode else { return }
-        self.variantLookupFinished(decode, image)
-      }
-      decode.phase = .lookingUpVariant(job, source: source)
-      return
-    }
-    attachInput(decode, source)
-  }
-
-  /// Joins a task to what it is made from: the image of its parent variant when it is a
-  /// processed one (`attachParent`), else the download of its bytes.
-  private func attachInput(_ decode: DecodeTask, _ source: DownloadSource) {
-    if let (parent, _) = ImageProcessing.parent(of: decode.variant) {
-      attachParent(decode, parent, source)
-    } else {
-      attachDownload(decode, source)
-    }
-  }
-
-  /// Joins a decode task to the download of its bytes, starting the download (disk lookup,
-  /// then network) when it is the first.
-  private func attachDownload(_ decode: DecodeTask, _ source: DownloadSource) {
-    let downloadKey = DownloadKey(cacheKey: decode.variant.cacheKey, policy: decode.key.policy)
-    if let download = downloads[downloadKey] {
-      download.decodes[decode.variant] = decode
-      decode.phase = .waitingForBytes(download)
-      for pending in decode.requests.values { pending.joined = true }
-      counters.coalesced += 1
-      rerank(download)
-      startSooner(download, startDelayMilliseconds: source.startDelayMilliseconds)
-      return
-    }
-    let download = DownloadTask(key: downloadKey, url: source.url, headers: source.headers)
-    download.startDelayMilliseconds = source.startDelayMilliseconds
-    download.decodes[decode.variant] = decode
-    download.priority = decode.priority
-    decode.phase = .waitingForBytes(download)
-    downloads[downloadKey] = download
-    if let diskTier, downloadKey.policy != .reload {
-      download.stageStartedAt = monotonicNanoseconds()
-      download.phase = .lookingUp(diskTier.lookUpOriginal(downloadKey.cacheKey, policy: downloadKey.policy,
-                                                          priority: download.priority) {
-        [weak self, weak download] answer in
-        guard let self, let download else { return }
-        self.diskLookupFinished(download, answer)
-      })
-    } else {
-      startTransfer(download, revalidating: nil)
-    }
-  }
-
-  /// A request that wants its bytes now joined a download whose start is held (a table's
-  /// prefetch or fling row): the hold belonged to the first requester, so the transfer
-  /// starts now instead of making the joiner wait it out.
-  private func startSooner(_ download: DownloadTask, startDelayMilliseconds: Int) {
-    guard startDelayMilliseconds == 0, download.startDelayMilliseconds > 0 else { return }
-    download.startDelayMilliseconds = 0
-    if let transfer = download.transfer { dataLoader.startNow(transfer) }
-  }
-
-  private func startTransfer(_ download: DownloadTask, revalidating stored: StoredOriginal?) {
-    let id = dataLoader.start(
-      url: download.url, headers: download.headers, revalidating: stored.map { ($0.etag, $0.lastModified) },
-      delay: UInt64(download.startDelayMilliseconds) * 1_000_000, priority: download.priority,
-      progress: { [weak self, weak download] received, expected, body in
-        guard let self, let download else { return false }
-        return self.downloadProgressed(download, received: received, expected: expected, body: body)
-      },
-      completion: { [weak self, weak download] result in
-        guard let self, let download else { return }
-        self.downloadFinished(download, result)
-      })
-    download.phase = .transferring(id, revalidating: stored)
-  }
-
-  /// Lock held: ends a download and every request waiting on it; returns those requests,
-  /// whose results the caller posts after unlocking.
-  private func abandon(_ download: DownloadTask) -> [PendingRequest] {
-    if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
-    download.phase = .idle
-    let failed = download.decodes.values.flatMap { abandon($0) }
-    download.decodes.removeAll()
-    return failed
-  }
-
-  /// Lock held: ends a task and the tasks processed from it; returns their requests.
-  func abandon(_ decode: DecodeTask) -> [PendingRequest] {
-    if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
-    decode.phase = .idle
-    var failed: [PendingRequest] = []
-    for pending in decode.requests.values {
-      pending.decode = nil
-      failed.append(pending)
-    }
-    decode.requests.removeAll()
-    let children = decode.children.values
-    decode.children.removeAll()
-    for child in children where decodes[child.key] === child { failed += abandon(child) }
-    return failed
-  }
-
-  /// Lock held: ends a decode task; returns its requests, whose results the caller posts
-  /// after unlocking.
-  func finish(_ decode: DecodeTask) -> [PendingRequest] {
-    if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
-    decode.phase = .idle
-    let all = Array(decode.requests.values)
-    for pending in all { pending.decode = nil }
-    return all
-  }
-
-  /// Hands the bytes to one decode job per variant of the download.
-  private func decodeAll(_ download: DownloadTask, _ input: DecodeInput) {
-    var input = input
-    input.metrics = download.metrics
-    download.phase = .idle
-    for decode in download.decodes.values { scheduleDecode(decode, input) }
-    download.decodes.removeAll()
-  }
-
-  /// Queues the decode on the pool. Cheapest first among equal priorities: the encoded
-  /// size stands for the decode's cost (entropy decoding and inflating dominate a
-  /// thumbnail's decode).
-  private func scheduleDecode(_ decode: DecodeTask, _ input: DecodeInput) {
-    decode.phase = .queued(decodePool.submit(priority: decode.priority, cost: input.data.bytes.count) {
-      [weak self, decode] in
-      self?.runDecode(decode, input)
-    })
-  }
-
-  /// Removes a request from its decode task; the last requester leaving cancels the
-  /// decode, and the last decode leaving a download cancels the download.
-  private func detach(_ pending: PendingRequest) {
-    guard let decode = pending.decode else { return }
-    pending.decode = nil
-    decode.requests.removeValue(forKey: pending.token)
-    if !decode.isUnused {
-      // The shared priority falls only if no one left is at it. Re-ranking scans every
-      // requester, so doing it on each leave made cancelling n sharers quadratic; this
-      // check stops at the first requester at the top, usually the first one looked at.
-      let priority = decode.priority
-      if pending.priority >= priority && !decode.requests.values.contains(where: { $0.priority >= priority })
-          && !decode.children.values.contains(where: { $0.priority >= priority }) {
-        rerank(decode)
-      }
-      return
-    }
-    release(decode)
-  }
-
-  /// Lock held: stops a task nobody needs any more (no request, no child), and what it
-  /// waits on when it was the last to.
-  func release(_ decode: DecodeTask) {
-    if decodes[decode.key] === decode { decodes.removeValue(forKey: decode.key) }
-    let phase = decode.phase
-    decode.phase = .idle
-    if let flag = decode.cancel { ImageProcessing.raise(flag) }
-    switch phase {
-    case .waitingForParent(let parent):
-      parent.children.removeValue(forKey: decode.key)
-      if parent.isUnused { release(parent) } else { rerank(parent) }
-    case .queued(let job): decodePool.cancel(job)
-    case .lookingUpVariant(let job, _): diskTier?.cancel(job)
-    case .waitingForBytes(let download):
-      download.decodes.removeValue(forKey: decode.variant)
-      if !download.decodes.isEmpty {
-        rerank(download)
-        return
-      }
-      if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
-      switch download.phase {
-      case .transferring(let transfer, _): dataLoader.cancel(transfer)
-      case .lookingUp(let job): diskTier?.cancel(job)
-      case .idle: break
-      }
-      download.phase = .idle
-    case .idle, .held: break
-    }
-  }
-
-  /// Merged work runs at the highest priority among its requesters.
-  func rerank(_ decode: DecodeTask) {
-    let priority = max(decode.requests.values.lazy.map(\.priority).max() ?? Int32.min,
-                       decode.children.values.lazy.map(\.priority).max() ?? Int32.min)
-    guard priority != decode.priority else { return }
-    rank(decode, at: priority)
-  }
-
-  func rank(_ decode: DecodeTask, at priority: Int32) {
-    decode.priority = priority
-    switch decode.phase {
-    case .waitingForParent(let parent): if priority > parent.priority { rank(parent, at: priority) } else { rerank(parent) }
-    case .queued(let job): decodePool.setPriority(job, priority)
-    case .lookingUpVariant(let job, _): diskTier?.setPriority(job, priority)
-    case .waitingForBytes(let download): rerank(download)
-    case .idle, .held: break
-    }
-  }
-
-  private func rerank(_ download: DownloadTask) {
-    let priority = download.decodes.values.lazy.map(\.priority).max() ?? Int32.min
-    guard priority != download.priority else { return }
-    download.priority = priority
-    switch download.phase {
-    case .transferring(let transfer, _): dataLoader.setPriority(transfer, priority)
-    case .lookingUp(let job): diskTier?.setPriority(job, priority)
-    case .idle: break
-    }
-  }
-
-  // MARK: - Stage answers (library threads)
-
-  /// The variant lookup answered: a servable variant is the result of every requester,
-  /// with no download and no decode; otherwise the decode waits for the bytes as usual.
-  private func variantLookupFinished(_ decode: DecodeTask, _ image: Image?) {
-    var input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .disk, origin: nil)
-    let done: TaskResults? = lock.withLock {
-      guard decodes[decode.key] === decode, case .lookingUpVariant(_, let source) = decode.phase else { return nil }
-      decode.metrics.diskReadMicroseconds += microseconds(from: decode.stageStartedAt, to: monotonicNanoseconds())
-      guard let image else {
-        attachInput(decode, source)
-        return nil
-      }
-      counters.diskHits += 1
-      counters.variantHits += 1
-      input.metrics = decode.metrics
-      input.metrics.tier = .diskVariant
-      return finishLocked(decode, .success(image), input)
-    }
-    if let done { report(done, decode, input) }
-  }
-
-  /// The disk answered: decode its bytes, revalidate them, or go to the network.
-  private func diskLookupFinished(_ download: DownloadTask, _ answer: DiskAnswer) {
-    var failed: [PendingRequest] = []
-    lock.withLock {
-      guard downloads[download.key] === download else { return }
-      download.metrics.diskReadMicroseconds += microseconds(from: download.stageStartedAt, to: monotonicNanoseconds())
-      switch answer {
-      case .fresh(let bytes, let origin):
-        counters.diskHits += 1
-        downloads.removeValue(forKey: download.key)
-        download.metrics.tier = .disk
-        decodeAll(download, DecodeInput(data: DownloadedData(bytes: bytes, httpStatus: 0), source: .disk, origin: origin))
-      case .revalidate(let stored): startTransfer(download, revalidating: stored)
-      case .miss: startTransfer(download, revalidating: nil)
-      case .notCached: failed = abandon(download)
-      }
-    }
-    complete(failed, with: .failure(LoadError(.notCached, "not in the cache (cache-only request)")),
-             metrics: download.metrics)
-  }
-
-  private func downloadFinished(_ download: DownloadTask, _ result: Result<DownloadedData, LoadError>) {
-    var failed: [PendingRequest] = []
-    var failure: LoadError?
-    lock.withLock {
-      // A download cancelled while finishing is no longer registered: drop its result.
-      // One that ended early left the table on purpose.
-      guard downloads[download.key] === download || download.endedEarly > 0 else { return }
-      let stored = download.revalidating
-      switch result {
-      case .failure(let error):
-        failure = error
-        download.metrics.take(error.timing)
-        failed = abandon(download)
-      case .success(var response):
-        if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
-        if response.endedEarly, download.endedEarly > 0, download.endedEarly <= response.bytes.count {
-          // The first scans, as a file: what the thumbnails decode from.
-          response.bytes = decoder.scansPrefix(response.bytes, length: download.endedEarly)
-        }
-        counters.bytesDownloaded += response.bytes.count
-        if response.httpStatus == 304 { counters.revalidated += 1 } else { counters.networkFetches += 1 }
-        let received = diskTier?.received(response, for: download.key.cacheKey, url: download.url,
-                                          revalidating: stored)
-          ?? ReceivedBytes(data: response, source: .network, origin: nil)
-        download.metrics.take(response.timing)
-        download.metrics.tier = received.source == .revalidated ? .revalidated
-          : download.url.scheme == "file" ? .file : .network
-        decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
-      }
-    }
-    if let failure { complete(failed, with: .failure(failure), metrics: download.metrics) }
-  }
-
-  private func runDecode(_ decode: DecodeTask, _ input: DecodeInput) {
-    // A host that stopped draining: when every requester's queue is full of undrained
-    // images, the decode (which would add another) waits with its bytes until one drains.
-    enum Start { case run, held, abandoned }
-    let start: Start = lock.withLock {
-      // Every requester left while the job waited: nothing to decode for.
-      guard decodes[decode.key] === decode, !decode.isUnused else { return .abandoned }
-      var queues: [ObjectIdentifier: CompletionQueue] = [:]
-      for pending in decode.requests.values { queues[ObjectIdentifier(pending.queue)] = pending.queue }
-      // Every queue is asked (each registers this loader to hear when it drains). A decode
-      // only processed variants wait for is not held (their requesters' queues decide).
-      let full = queues.values.map { $0.isFull(notifying: self) }
-      guard !queues.isEmpty, !full.contains(false) else { return .run }
-      decode.phase = .held(input)
-      return .held
-    }
-    if start != .run { return }
-    let decodeStart = monotonicNanoseconds()
-    let result = decoder.decode(input.data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
-    var metrics = input.metrics
-    metrics.decodeMicroseconds = microseconds(from: decodeStart, to: monotonicNanoseconds())
-    metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
-    if case .success(let image) = result { metrics.decodedBytes = UInt64(image.totalByteCount) }
-    if case .success(let image) = result, let warning = image.warning {
-      Self.log(configuration, .warning, "\(decode.variant.cacheKey): \(warning)")
-    }
-    var measured = input
-    measured.metrics = metrics
-    let done: TaskResults? = lock.withLock {
-      counters.decodes += 1
-      return finishLocked(decode, result, measured)
-    }
-    if let done { report(done, decode, measured) }
-  }
-
-  /// What a finished task hands out once the lock is released: its result to its own
-  /// requests, and the failure of the tasks below it to theirs.
-  struct TaskResults {
-    let result: Result<Image, LoadError>
-    let finished: [PendingRequest]
-    let failedBelow: [PendingRequest]
-  }
-
-  /// Lock held: ends a task with its image or error: its requests (returned), the memory
-  /// cache, and the tasks processed from it (queued, or failed with it). nil when the task
-  /// was dropped meanwhile.
-  func finishLocked(_ decode: DecodeTask, _ result: Result<Image, LoadError>, _ input: DecodeInput) -> TaskResults? {
-    guard decodes[decode.key] === decode else { return nil }
-    let finished = finish(decode)
-    if case .success(let image) = result, finished.contains(where: \.usesMemoryCache) {
-      memoryCache.insert(image, for: decode.variant)
-    }
-    let failedBelow = handOn(decode, result, input)
-    return TaskResults(result: result, finished: finished, failedBelow: failedBelow)
-  }
-
-  /// Not holding the lock: stores a finished task's image as a disk variant and posts the
-  /// results `finishLocked` collected.
-  func report(_ done: TaskResults, _ decode: DecodeTask, _ input: DecodeInput) {
-    // An incomplete image (its data ended early) stays out of the disk tier: a variant
-    // hit would hand it on without the flag's cause ever being looked at again.
-    if case .success(let image) = done.result, !image.isIncomplete, !done.finished.isEmpty, let origin = input.origin {
-      storeVariant(image, decode.variant, origin)
-    }
-    let outcome: Outcome
-    switch done.result {
-    case .success(let image): outcome = .success(image, input.source, httpStatus: input.data.httpStatus)
-    case .failure(var error):
-      if error.httpStatus == 0 { error.httpStatus = input.data.httpStatus }
-      outcome = .failure(error)
-    }
-    complete(done.finished, with: outcome, metrics: input.metrics)
-    if case .failure = outcome { complete(done.failedBelow, with: outcome, metrics: input.metrics) }
-  }
-
-  /// Offers a decoded image to the disk tier as a variant of its original (not holding the
-  /// lock: a tier may report the write at once).
-  private func storeVariant(_ image: Image, _ variant: ImageVariant, _ origin: OriginalRecord) {
-    diskTier?.storeVariant(image, of: variant, origin: origin) { [weak self] written in
-      guard let self else { return }
-      self.lock.withLock {
-        self.counters.variantsStored += 1
-        self.counters.variantBytesStored += written
-      }
-    }
-  }
-
-  /// Posts `outcome` to each request, with the shared work's `metrics` (and its own
-  /// `joined`).
-  func complete(_ requests: [PendingRequest], with outcome: Outcome, metrics: RequestMetrics = RequestMetrics()) {
-    if case .failure(let error) = outcome, error.status != .cancelled, !requests.isEmpty {
-      lock.withLock { counters.failed += requests.count }
-    }
-    for pending in requests {
-      var own = metrics
-      own.joined = pending.joined
-      pending.queue.complete(pending.delivery, with: outcome, metrics: own)
-    }
   }
 }

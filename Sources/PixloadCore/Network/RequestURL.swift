@@ -53,6 +53,8 @@ public struct RequestURL: Sendable, Hashable, CustomStringConvertible {
   /// http or https: a transfer with an HTTP status and caching headers.
   public var isHTTP: Bool { scheme == "http" || scheme == "https" }
   public var isHTTPS: Bool { scheme == "https" }
+  /// A local file: no status, no caching headers.
+  public var isFile: Bool { scheme == "file" }
 
   public var description: String { text }
 
