@@ -1149,8 +1149,11 @@ typedef struct pxl_codec {
   const char *id;           /* short name, [a-z0-9_-], 1..31 characters ("qoi"); copied. Also
                                the name pxl_loader_formats() lists and that removes it */
   const char *version;      /* the decoder's version ("1.2.0", a module "0.5.0 libheif 1.15.1");
-                               copied. Part of the disk cache key of decoded thumbnails, so a
-                               new decoder never serves a thumbnail the old one made */
+                               copied. Recorded with each thumbnail it decodes into the disk
+                               cache: one made by another version, or by a codec no longer
+                               registered, is dropped when read, so a new decoder never
+                               serves a thumbnail the old one made. Thumbnails of other
+                               formats do not depend on the codecs registered */
   uint32_t flags;           /* PXL_CODEC_* bits above */
   void *user_data;
   /* Required. Whether the file is this codec's, from its first size bytes (at most

@@ -455,36 +455,83 @@ void test_codec_qoi(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
-/* A thumbnail a codec made is kept on disk under a key naming the codec's version: a
- * loader with the same version is served from disk, one with another decodes anew. */
+/* One loader's life over the disk cache in `directory`, with the QOI codec at `version`
+ * (NULL: none) and no modules: a 48x48 thumbnail of `url`, then its stats; the loader
+ * freed (which lets the disk tier write the variant before the next loader looks). */
+struct disk_round {
+  pxl_status status;
+  char message[256];
+  pxl_source source;
+  int decodes;
+  uint64_t variant_hits;
+};
+
+static struct disk_round disk_round(const struct test_env *env, const char *directory, const char *version,
+                                    const char *url) {
+  struct disk_round r = {.source = PXL_SOURCE_MEMORY};
+  pxl_config config;
+  pxl_config_init(&config);
+  config.codec_modules = "";
+  config.disk_cache_bytes = 8 << 20;
+  config.disk_cache_dir = directory;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  struct qoi_state s = {0};
+  if (version) {
+    pxl_codec c = qoi_codec(&s, version);
+    CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
+  }
+  pxl_image_release(load(env, loader, queue, url, 48, 48, PXL_MODE_FILL, PXL_FORMAT_RGBA8_PREMUL, 0, &r.status, r.message,
+                         &r.source));
+  pxl_stats stats;
+  stats.struct_size = sizeof stats;
+  CHECK_STATUS(pxl_loader_get_stats(loader, &stats), PXL_OK);
+  r.variant_hits = stats.variant_hits;
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+  r.decodes = atomic_load(&s.decodes);  /* after free: the codec's destroy ran */
+  return r;
+}
+
+/* A thumbnail a codec made is kept on disk with the codec's id and version: a loader with
+ * the same version is served from disk, one with another decodes anew, and one without
+ * the codec drops it (so the codec back decodes anew too). */
 void test_codec_disk_variants(const struct test_env *env) {
   write_qoi_fixtures(env);
   char directory[] = "/tmp/pxl-codec-variants.XXXXXX";
   CHECK(mkdtemp(directory) != NULL);
   struct test_url u = test_url(env, "/alpha.qoi", "codec-disk");
-  static const char *versions[] = {"1.0", "1.0", "2.0"};
-  static const int decoded[] = {1, 0, 1};
-  for (int round = 0; round < 3; round++) {
-    pxl_config config;
-    pxl_config_init(&config);
-    config.codec_modules = "";
-    config.disk_cache_bytes = 8 << 20;
-    config.disk_cache_dir = directory;
-    pxl_loader *loader = new_loader(&config);
-    pxl_queue *queue = new_queue();
-    struct qoi_state s = {0};
-    pxl_codec c = qoi_codec(&s, versions[round]);
-    CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
-    pxl_status status;
-    char message[256];
-    pxl_image *image = load(env, loader, queue, u.url, 48, 48, PXL_MODE_FILL, PXL_FORMAT_RGBA8_PREMUL, 0, &status, message, NULL);
-    CHECKF(status == PXL_OK, "round %d: %s", round, message);
-    CHECKF(atomic_load(&s.decodes) == decoded[round], "round %d (version %s): %d decodes, want %d", round, versions[round],
-           atomic_load(&s.decodes), decoded[round]);
-    pxl_image_release(image);
-    /* Let the disk tier write the variant before the next loader looks (free drains it). */
-    pxl_loader_free(loader);
-    pxl_queue_free(queue);
+  static const char *versions[] = {"1.0", "1.0", "2.0", "2.0", NULL, "2.0"};
+  static const int decoded[] = {1, 0, 1, 0, 0, 1};
+  for (int round = 0; round < 6; round++) {
+    struct disk_round r = disk_round(env, directory, versions[round], u.url);
+    const char *version = versions[round] ? versions[round] : "none";
+    CHECKF(r.status == (versions[round] ? PXL_OK : PXL_E_NOT_AN_IMAGE), "round %d (version %s): %d %s", round, version,
+           r.status, r.message);
+    CHECKF(r.decodes == decoded[round], "round %d (version %s): %d decodes, want %d", round, version, r.decodes,
+           decoded[round]);
+  }
+  char command[128];
+  snprintf(command, sizeof command, "rm -rf %s", directory);
+  CHECK(system(command) == 0);
+}
+
+/* A thumbnail the built-in decoders made does not depend on the codecs registered: a
+ * JPEG's stays a disk hit when a codec is added, upgraded or removed between loaders. */
+void test_codec_disk_variants_builtin(const struct test_env *env) {
+  char directory[] = "/tmp/pxl-codec-builtin.XXXXXX";
+  CHECK(mkdtemp(directory) != NULL);
+  struct test_url u = test_url(env, "/" FIXTURE_GRADIENT_JPG, "codec-builtin");
+  static const char *versions[] = {NULL, "1.0", "2.0", NULL, "2.0"};
+  for (int round = 0; round < 5; round++) {
+    struct disk_round r = disk_round(env, directory, versions[round], u.url);
+    const char *version = versions[round] ? versions[round] : "none";
+    CHECKF(r.status == PXL_OK, "round %d: %s", round, r.message);
+    CHECKF(r.source == (round == 0 ? PXL_SOURCE_NETWORK : PXL_SOURCE_DISK), "round %d (qoi %s): source %d", round,
+           version, r.source);
+    CHECKF(r.variant_hits == (round == 0 ? 0u : 1u), "round %d (qoi %s): %llu variant hits", round, version,
+           (unsigned long long)r.variant_hits);
+    CHECK_INT(r.decodes, 0);
   }
   char command[128];
   snprintf(command, sizeof command, "rm -rf %s", directory);

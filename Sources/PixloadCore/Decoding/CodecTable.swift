@@ -72,10 +72,18 @@ public struct CodecTarget {
 public final class CodecTable: @unchecked Sendable {
   final class Entry {
     let codec: ExternalCodec
+    /// "id@version" (`CodecTable.signature`'s part) and its `stamp`.
+    let signature: String
+    let stamp: UInt32
     var users = 0
     var removed = false
     var destroyed = false
-    init(_ codec: ExternalCodec) { self.codec = codec }
+    init(_ codec: ExternalCodec) {
+      self.codec = codec
+      // Commas and line breaks separate the key's parts: a version cannot bring its own.
+      signature = codec.id + "@" + String(codec.version.map { $0 == "," || $0.isNewline ? "_" : $0 })
+      stamp = CodecTable.stamp(signature)
+    }
   }
 
   private let lock = Lock()
@@ -135,15 +143,24 @@ public final class CodecTable: @unchecked Sendable {
 
   public var isEmpty: Bool { lock.withLock { entries.isEmpty } }
 
-  /// What the registered codecs are, as part of a variant's key (`ImageVariant.codecs`):
-  /// "id@version" in order, comma separated; "" for none.
+  /// What the registered codecs are, as part of a variant's memory key
+  /// (`ImageVariant.codecs`): "id@version" in order, comma separated; "" for none.
   public var signature: String { lock.withLock { signatureText } }
 
   private func updateSignature() {
-    // Commas and line breaks separate the key's parts: a version cannot bring its own.
-    signatureText = entries.map { entry in
-      entry.codec.id + "@" + String(entry.codec.version.map { $0 == "," || $0.isNewline ? "_" : $0 })
-    }.joined(separator: ",")
+    signatureText = entries.map(\.signature).joined(separator: ",")
+  }
+
+  /// What a disk variant entry records of the codec that decoded it
+  /// (`Image.decoderStamp`): a 32-bit digest of its "id@version", never 0 (the built-in
+  /// decoders).
+  static func stamp(_ signature: Substring) -> UInt32 { KeyHash.stamp(of: String(signature)) }
+  static func stamp(_ signature: String) -> UInt32 { KeyHash.stamp(of: signature) }
+
+  /// The stamps of the codecs a `signature` names: a disk variant one of them made is
+  /// current; one another codec made (another version, or one not registered now) is not.
+  public static func stamps(inSignature signature: String) -> Set<UInt32> {
+    Set(signature.split(separator: ",").map(stamp))
   }
 
   /// The first codec that takes `bytes`, in use until `release`d; nil for none. Sniffs

@@ -26,8 +26,10 @@ extension ImageDecoder {
       defer { codecs.release(entry) }
       let cancel = codecs.makeCancelFlag()
       defer { codecs.dropCancelFlag(cancel) }
-      return Self.decode(bytes, codec: entry.codec, variant: variant, maxPixels: maxPixels, cancel: cancel,
-                         partial: partial)
+      let result = Self.decode(bytes, codec: entry.codec, variant: variant, maxPixels: maxPixels, cancel: cancel,
+                               partial: partial)
+      if case .success(let image) = result { image.decoderStamp = entry.stamp }
+      return result
     }
   }
 
