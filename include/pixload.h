@@ -1119,7 +1119,8 @@ typedef struct pxl_codec_target {
   int32_t height;
   uint8_t *pixels;          /* in: the buffer */
   size_t stride;            /* in: bytes per row (>= 4 * width) */
-  const volatile int32_t *cancel; /* in: non-zero once nobody wants the result (the loader is
+  const volatile int32_t *cancel; /* in: non-zero once nobody wants the result (every request
+                               waiting on this decode was cancelled, or the loader is
                                being freed): a long decode may poll it and return
                                PXL_E_CANCELLED */
   pxl_codec_frame_done_fn frame_done; /* in (decode_frames): call it after each frame */

@@ -538,6 +538,109 @@ void test_codec_disk_variants_builtin(const struct test_env *env) {
   CHECK(system(command) == 0);
 }
 
+/* A codec whose decode runs until its cancel flag is raised (at most 10 s), while `slow`;
+ * a 2x2 grey image otherwise. */
+struct slow_state {
+  atomic_int slow, started, finished, saw_cancel;
+  const volatile int32_t *_Atomic flag; /* the decode's flag, while it runs */
+};
+
+static int32_t slow_sniff(const uint8_t *data, size_t size, void *user_data) {
+  (void)user_data;
+  return size >= 4 && memcmp(data, "slow", 4) == 0;
+}
+
+static pxl_status slow_header(const uint8_t *data, size_t size, pxl_codec_header *header, char *message, size_t cap,
+                              void *user_data) {
+  (void)data; (void)size; (void)message; (void)cap; (void)user_data;
+  header->width = 2;
+  header->height = 2;
+  return PXL_OK;
+}
+
+static pxl_status slow_decode(const uint8_t *data, size_t size, pxl_codec_target *t, char *message, size_t cap,
+                              void *user_data) {
+  (void)data; (void)size; (void)message; (void)cap;
+  struct slow_state *s = user_data;
+  memset(t->pixels, 128, t->stride * (size_t)t->height);
+  if (!atomic_load(&s->slow)) return PXL_OK;
+  atomic_store(&s->flag, t->cancel);
+  atomic_store(&s->started, 1);
+  double until = now_ms() + 10000;
+  while (!*t->cancel && now_ms() < until) sleep_ms(1);
+  int cancelled = *t->cancel != 0;
+  atomic_store(&s->flag, NULL);
+  atomic_store(&s->saw_cancel, cancelled);
+  atomic_store(&s->finished, 1);
+  return cancelled ? PXL_E_CANCELLED : PXL_OK;
+}
+
+/* Waits (dispatching nothing) until *flag is set; 1 if it was within timeout_ms. */
+static int wait_flag(const struct test_env *env, atomic_int *flag, int timeout_ms) {
+  double until = now_ms() + (double)timeout_ms * env->slow_factor;
+  while (!atomic_load(flag) && now_ms() < until) sleep_ms(1);
+  return atomic_load(flag) != 0;
+}
+
+/* The cancel flag a codec polls is raised when every request waiting on its decode is
+ * cancelled, not only when the loader is freed: two merged requests, the first cancelled
+ * (the decode goes on for the other), then the second (the flag rises, the codec stops). */
+void test_codec_cancel_flag(const struct test_env *env) {
+  write_fixture(env, "slow.bin", (const uint8_t *)"slow....", 8);
+  struct test_url u = test_url(env, "/slow.bin", "codec-cancel");
+  pxl_config config;
+  pxl_config_init(&config);
+  config.codec_modules = "";
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  struct slow_state s = {0};
+  atomic_store(&s.slow, 1);
+  pxl_codec c;
+  pxl_codec_init(&c);
+  c.id = "slow";
+  c.version = "1";
+  c.user_data = &s;
+  c.sniff = slow_sniff;
+  c.read_header = slow_header;
+  c.decode = slow_decode;
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
+
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  struct capture got[2];
+  memset(got, 0, sizeof got);
+  pxl_token tokens[2];
+  for (int i = 0; i < 2; i++) CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &got[i], &tokens[i]), PXL_OK);
+  CHECKF(wait_flag(env, &s.started, 10000), "the decode did not start");
+  const volatile int32_t *flag = atomic_load(&s.flag);
+  CHECK(flag != NULL);
+
+  CHECK_STATUS(pxl_cancel(loader, tokens[0]), PXL_OK);
+  /* The decode waits for the flag (or 10 s): it is still running, and its flag valid. */
+  CHECKF(flag && *flag == 0 && !atomic_load(&s.finished), "one request still waits: the flag stays down");
+  double cancelled_at = now_ms();
+  CHECK_STATUS(pxl_cancel(loader, tokens[1]), PXL_OK);
+  CHECKF(wait_flag(env, &s.finished, 5000), "the decode did not end after the last cancel");
+  CHECKF(atomic_load(&s.saw_cancel), "the codec ended without seeing its flag raised");
+  CHECKF(now_ms() - cancelled_at < 5000.0 * env->slow_factor, "%.0f ms to stop", now_ms() - cancelled_at);
+  CHECK(drain_until(env, queue, &got[1].calls, 1, 10000));
+  CHECK(drain_until(env, queue, &got[0].calls, 1, 10000));
+  for (int i = 0; i < 2; i++) {
+    CHECK_INT(got[i].status, PXL_E_CANCELLED);
+    capture_reset(&got[i]);
+  }
+
+  /* Nothing of the cancelled decode stays: the next request decodes. */
+  atomic_store(&s.slow, 0);
+  struct capture again;
+  memset(&again, 0, sizeof again);
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &again), PXL_OK);
+  CHECKF(again.status == PXL_OK, "%s", again.message);
+  capture_reset(&again);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}
+
 /* A format pixload ships a module for, without the module: unsupported, naming the
  * package. */
 void test_codec_module_missing(const struct test_env *env) {

@@ -61,7 +61,8 @@ public struct CodecTarget {
   public let keepOrientation: Bool
   /// The bytes are a prefix of a file still arriving (a preview).
   public let partial: Bool
-  /// Non-zero once nobody wants the result (the loader is closing).
+  /// Non-zero once nobody wants the result (every requester cancelled, or the loader is
+  /// closing).
   public let cancel: UnsafePointer<Int32>
 }
 
@@ -89,8 +90,8 @@ public final class CodecTable: @unchecked Sendable {
   private let lock = Lock()
   private var entries: [Entry] = []
   private var closed = false
-  /// The cancel flags of the decodes under way (each a heap Int32 the decode owns).
-  private var cancelFlags: Set<UnsafeMutablePointer<Int32>> = []
+  /// The cancel flags of the decodes under way.
+  private var cancelFlags: [ObjectIdentifier: CancelFlag] = [:]
   private var cancelling = false
   /// Cached `signature`.
   private var signatureText = ""
@@ -195,19 +196,18 @@ public final class CodecTable: @unchecked Sendable {
     }
   }
 
-  /// A cancel flag for one decode, raised by `cancelAll` (already raised when closing).
-  func makeCancelFlag() -> UnsafeMutablePointer<Int32> {
-    let flag = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+  /// Lets `cancelAll` raise one decode's cancel flag (the coordinator's for the decode
+  /// task, raised also when its last requester leaves), until `unregister`; raised at
+  /// once when closing.
+  func register(_ flag: CancelFlag) {
     lock.withLock {
-      flag.initialize(to: cancelling ? 1 : 0)
-      cancelFlags.insert(flag)
+      if cancelling { flag.raise() }
+      cancelFlags[ObjectIdentifier(flag)] = flag
     }
-    return flag
   }
 
-  func dropCancelFlag(_ flag: UnsafeMutablePointer<Int32>) {
-    lock.withLock { _ = cancelFlags.remove(flag) }
-    flag.deallocate()
+  func unregister(_ flag: CancelFlag) {
+    lock.withLock { _ = cancelFlags.removeValue(forKey: ObjectIdentifier(flag)) }
   }
 
   /// Raises every decode's cancel flag, and those of decodes that start later: the loader
@@ -215,9 +215,7 @@ public final class CodecTable: @unchecked Sendable {
   public func cancelAll() {
     lock.withLock {
       cancelling = true
-      // A plain store: the codec reads it through a volatile pointer, and a late read
-      // only costs it a little more work.
-      for flag in cancelFlags { flag.pointee = 1 }
+      for flag in cancelFlags.values { flag.raise() }
     }
   }
 

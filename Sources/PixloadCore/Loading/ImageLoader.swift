@@ -614,6 +614,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     // A host that stopped draining: when every requester's queue is full of undrained
     // images, the decode (which would add another) waits with its bytes until one drains.
     enum Start { case run, held, abandoned }
+    // Raised by `release` when the last requester leaves, or by `close`: a codec polls it.
+    let flag = CancelFlag()
     let start: Start = lock.withLock {
       // Every requester left while the job waited: nothing to decode for.
       guard decodes[decode.key] === decode, !decode.isUnused else { return .abandoned }
@@ -622,16 +624,21 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       // Every queue is asked (each registers this loader to hear when it drains). A decode
       // only processed variants wait for is not held (their requesters' queues decide).
       let full = queues.values.map { $0.isFull(notifying: self) }
-      guard !queues.isEmpty, !full.contains(false) else { return .run }
+      guard !queues.isEmpty, !full.contains(false) else {
+        decode.cancel = flag
+        return .run
+      }
       decode.phase = .held(input)
       return .held
     }
     if start != .run { return }
-    let result = decoder.decode(input.data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
+    let result = decoder.decode(input.data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels,
+                                cancel: flag)
     if case .success(let image) = result, let warning = image.warning {
       Self.log(configuration, .warning, "\(decode.variant.cacheKey): \(warning)")
     }
     let done: TaskResults? = lock.withLock {
+      if decode.cancel === flag { decode.cancel = nil }
       counters.decodes += 1
       return finishLocked(decode, result, input)
     }
