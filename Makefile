@@ -37,8 +37,9 @@
 #   make wheel      dist/pixload-VERSION-py3-none-manylinux_*.whl: the Python bindings with
 #                   libpixload.so.0 and, grafted by auditwheel, libcurl (and what it pulls
 #                   in), libjpeg and libpng inside
-#   make deb        dist/libpixload0, libpixload-dev and pixload-tools .debs, dependencies
-#                   from dpkg-shlibdeps, lintian's tags printed
+#   make deb        dist/libpixload0, libpixload-dev and pixload-tools .debs, and one per
+#                   codec module (libpixload-heif, -jxl, -svg), dependencies from
+#                   dpkg-shlibdeps, lintian's tags printed
 #   wheel and deb only build: their tools (auditwheel, dpkg-dev, lintian) come from
 #   `make deps-test` (scripts/deps.sh test), as `make test` runs it first
 
@@ -369,8 +370,10 @@ check-dist: all
 test-wheel: wheel
 	@Tests/packaging/wheel.sh $(DIST)
 
-# The three .debs installed with apt-get on this system (root or sudo): hello.c builds with
-# pkg-config, CMake and Meson and runs, the client runs, purge leaves nothing behind and /usr/local as it was.
+# The .debs installed with apt-get on this system (root or sudo): the core three first
+# (hello.c builds with pkg-config, CMake and Meson and runs, the client runs, a HEIC names
+# libpixload-heif), then the module packages (HEIC, JPEG XL and SVG load); purge leaves
+# nothing behind and /usr/local as it was.
 test-deb: deb
 	@Tests/packaging/deb.sh $(DIST)
 

@@ -1140,7 +1140,8 @@ typedef struct pxl_codec_target {
   int32_t height;
   uint8_t *pixels;          /* in: the buffer */
   size_t stride;            /* in: bytes per row (>= 4 * width) */
-  const volatile int32_t *cancel; /* in: non-zero once nobody wants the result (the loader is
+  const volatile int32_t *cancel; /* in: non-zero once nobody wants the result (every request
+                               waiting on this decode was cancelled, or the loader is
                                being freed): a long decode may poll it and return
                                PXL_E_CANCELLED */
   pxl_codec_frame_done_fn frame_done; /* in (decode_frames): call it after each frame */
@@ -1170,8 +1171,11 @@ typedef struct pxl_codec {
   const char *id;           /* short name, [a-z0-9_-], 1..31 characters ("qoi"); copied. Also
                                the name pxl_loader_formats() lists and that removes it */
   const char *version;      /* the decoder's version ("1.2.0", a module "0.5.0 libheif 1.15.1");
-                               copied. Part of the disk cache key of decoded thumbnails, so a
-                               new decoder never serves a thumbnail the old one made */
+                               copied. Recorded with each thumbnail it decodes into the disk
+                               cache: one made by another version, or by a codec no longer
+                               registered, is dropped when read, so a new decoder never
+                               serves a thumbnail the old one made. Thumbnails of other
+                               formats do not depend on the codecs registered */
   uint32_t flags;           /* PXL_CODEC_* bits above */
   void *user_data;
   /* Required. Whether the file is this codec's, from its first size bytes (at most

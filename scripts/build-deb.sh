@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # scripts/build-deb.sh STAGE DIST
 #
-# `make deb`: three Debian packages into DIST, cut from one `make install PREFIX=/usr
+# `make deb`: six Debian packages into DIST, cut from one `make install PREFIX=/usr
 # LIBDIR=/usr/lib/MULTIARCH` into STAGE/deb/root (the install recipe is the one list of
 # what ships):
 #   libpixload0     the library under its SONAME, with shlibs and an ldconfig trigger
 #   libpixload-dev  pixload.h, the libpixload.so link, pixload.pc, the CMake package
 #   pixload-tools   the pixload client and its man page
+#   libpixload-heif, libpixload-jxl, libpixload-svg
+#                   one codec module each (LIBDIR/pixload/codecs/libpixload-NAME.so), so
+#                   that libpixload0 keeps its dependencies and libheif, libjxl and librsvg
+#                   (with its fontconfig, pango and cairo) come only with the format
 # Version: the header's PXL_VERSION_STRING (a native package: no Debian revision).
 # Depends: dpkg-shlibdeps over the ELF files (pixload-tools finds libpixload0 through its
-# shlibs); libpixload-dev needs its siblings' -dev packages because pixload.pc names
+# shlibs); a module depends on libpixload0 of its own version (it registers through the
+# codec interface of that build) and on what dpkg-shlibdeps finds for its library;
+# libpixload-dev needs its siblings' -dev packages because pixload.pc names
 # libcurl and the codec libraries in Requires.private, which pkg-config resolves for --cflags.
-# Then lintian on the three, its tags printed, not fatal.
+# Then lintian on the six, its tags printed, not fatal.
 #
 # Only builds: dpkg-dev and lintian are named in one line when missing (`scripts/deps.sh
 # test` installs them). DEB_MAINTAINER sets the Maintainer field.
@@ -66,6 +72,10 @@ take libpixload0 "$libdir/libpixload.so.$version" "$libdir/libpixload.so.0"
 take libpixload-dev /usr/include/pixload.h "$libdir/libpixload.so" "$libdir/pkgconfig/pixload.pc" \
   "$libdir/cmake/pixload/pixloadConfig.cmake" "$libdir/cmake/pixload/pixloadConfigVersion.cmake"
 take pixload-tools /usr/bin/pixload /usr/share/man/man1/pixload.1
+modules=(heif jxl svg)
+for m in "${modules[@]}"; do take "libpixload-$m" "$libdir/pixload/codecs/libpixload-$m.so"; done
+module_pkgs=("${modules[@]/#/libpixload-}")
+all_pkgs=(libpixload0 libpixload-dev pixload-tools "${module_pkgs[@]}")
 left=$(cd "$destdir" && find . \( -type f -o -type l \))
 [ -z "$left" ] || { echo "build-deb.sh: installed but in no package: $left" >&2; exit 1; }
 
@@ -73,6 +83,9 @@ left=$(cd "$destdir" && find . \( -type f -o -type l \))
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
   "$pkgs/libpixload0/$libdir/libpixload.so.$version"
 strip --strip-unneeded --remove-section=.comment "$pkgs/pixload-tools/usr/bin/pixload"
+for m in "${modules[@]}"; do
+  strip --strip-unneeded --remove-section=.comment "$pkgs/libpixload-$m/$libdir/pixload/codecs/libpixload-$m.so"
+done
 gzip -9n "$pkgs/pixload-tools/usr/share/man/man1/pixload.1"
 
 # debian/control for dpkg-shlibdeps, which wants to know the binary packages.
@@ -88,12 +101,13 @@ Architecture: any
 
 Package: pixload-tools
 Architecture: any
+$(for p in "${module_pkgs[@]}"; do printf '\nPackage: %s\nArchitecture: any\n' "$p"; done)
 EOF
 echo "libpixload 0 libpixload0 (>= $version)" >"$work/shlibs"
 
 changelog_date=$(date -R -u -d "@$SOURCE_DATE_EPOCH")
 year=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y)
-for pkg in libpixload0 libpixload-dev pixload-tools; do
+for pkg in "${all_pkgs[@]}"; do
   doc="$pkgs/$pkg/usr/share/doc/$pkg"
   mkdir -p "$doc" "$pkgs/$pkg/DEBIAN"
   { echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
@@ -119,8 +133,16 @@ tools_depends=$(dpkg-shlibdeps -O -l"debian/libpixload0/$libdir" -Sdebian/libpix
 grep -q libpixload0 <<<"$tools_depends" ||
   { cat "$work/shlibdeps.err" >&2; echo "build-deb.sh: dpkg-shlibdeps did not find libpixload0 for the client" >&2; exit 1; }
 echo 'activate-noawait ldconfig' >debian/libpixload0/DEBIAN/triggers
+# A module: libpixload0 of this very version (-x: not the shlibs' ">="), then its library's.
+declare -A module_depends
+for m in "${modules[@]}"; do
+  found=$(dpkg-shlibdeps -O -l"debian/libpixload0/$libdir" -Sdebian/libpixload0 -xlibpixload0 \
+    -e "debian/libpixload-$m/$libdir/pixload/codecs/libpixload-$m.so" 2>"$work/shlibdeps.err" |
+    sed -n 's/^shlibs:Depends=//p') || { cat "$work/shlibdeps.err" >&2; exit 1; }
+  module_depends[$m]="libpixload0 (= $version)${found:+, $found}"
+done
 
-control() {  # control PACKAGE SECTION MULTI-ARCH DEPENDS SUMMARY DESCRIPTION
+control() {  # control PACKAGE SECTION MULTI-ARCH DEPENDS SUMMARY DESCRIPTION [SUGGESTS]
   local size
   size=$(du -k -s --apparent-size --exclude=DEBIAN "debian/$1" | cut -f1)
   { echo "Package: $1"
@@ -130,6 +152,7 @@ control() {  # control PACKAGE SECTION MULTI-ARCH DEPENDS SUMMARY DESCRIPTION
     echo "Maintainer: $maintainer"
     echo "Installed-Size: $size"
     echo "Depends: $4"
+    [ -z "${7:-}" ] || echo "Suggests: $7"
     echo "Section: $2"
     echo "Priority: optional"
     [ -z "$3" ] || echo "Multi-Arch: $3"
@@ -145,7 +168,9 @@ control libpixload0 libs same "$lib_depends" \
   "asynchronous image loading and caching for scrolling lists" \
   "$about
 .
-This package contains the shared library."
+This package contains the shared library. It decodes JPEG, PNG, WebP, GIF
+and AVIF; HEIC, JPEG XL and SVG come with the packages libpixload-heif,
+libpixload-jxl and libpixload-svg." "$(IFS=,; echo "${module_pkgs[*]}" | sed 's/,/, /g')"
 control libpixload-dev libdevel same \
   "libpixload0 (= $version), libcurl4-openssl-dev | libcurl-dev, libjpeg-dev, libpng-dev, libdeflate-dev, libwebp-dev, libgif-dev, libavif-dev, liblcms2-dev" \
   "asynchronous image loading and caching - development files" \
@@ -160,21 +185,43 @@ control pixload-tools graphics "" "$tools_depends" \
 .
 This package contains pixload, a client that fetches images through the
 library and writes their pixels out."
+declare -A module_about=(
+  [heif]="HEIC and HEIF (iPhone photos), through libheif: the primary image with
+its rotation and mirroring, ICC or nclx colour, alpha, and thumbnails
+from the file's own embedded thumbnail when it is large enough."
+  [jxl]="JPEG XL, still and animated, through libjxl: alpha, ICC colour,
+orientation, and previews of a file still arriving."
+  [svg]="SVG, through librsvg: rendered at the requested size, with no external
+resources (no file, no network), its size and element count bounded
+before rendering."
+)
+declare -A module_name=([heif]="HEIC/HEIF" [jxl]="JPEG XL" [svg]="SVG")
+for m in "${modules[@]}"; do
+  control "libpixload-$m" libs same "${module_depends[$m]}" \
+    "asynchronous image loading and caching - ${module_name[$m]} codec module" \
+    "$about
+.
+This package contains the codec module for
+${module_about[$m]}
+libpixload0 loads it from $libdir/pixload/codecs
+when a loader is created."
+done
 
 # Owners root, modes as Debian expects, mtimes from SOURCE_DATE_EPOCH.
-find debian/libpixload0 debian/libpixload-dev debian/pixload-tools -type d -exec chmod 755 {} +
-find debian/libpixload0 debian/libpixload-dev debian/pixload-tools -type f -exec chmod 644 {} +
+trees=("${all_pkgs[@]/#/debian/}")
+find "${trees[@]}" -type d -exec chmod 755 {} +
+find "${trees[@]}" -type f -exec chmod 644 {} +
 chmod 755 debian/pixload-tools/usr/bin/pixload
-find debian/libpixload0 debian/libpixload-dev debian/pixload-tools -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+find "${trees[@]}" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 
-for pkg in libpixload0 libpixload-dev pixload-tools; do
+for pkg in "${all_pkgs[@]}"; do
   (cd "debian/$pkg" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
     xargs -0r md5sum >DEBIAN/md5sums)
   chmod 644 "debian/$pkg/DEBIAN/md5sums"
 done
 
 debs=()
-for pkg in libpixload0 libpixload-dev pixload-tools; do
+for pkg in "${all_pkgs[@]}"; do
   rm -f "$dist_dir/${pkg}"_*.deb
   deb="$dist_dir/${pkg}_${version}_$arch.deb"
   dpkg-deb --root-owner-group -Zxz --build "debian/$pkg" "$deb" >/dev/null

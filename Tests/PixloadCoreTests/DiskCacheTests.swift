@@ -206,6 +206,45 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(cache.count, 1, "\(cache.listEntries().map(\.name))")
   }
 
+  func testAVariantACodecMadeIsCurrentOnlyWhileThatCodecIsRegistered() throws {
+    let cache = try makeCache()
+    func image(stamp: UInt32) -> Image {
+      let pixels = malloc(4)!
+      pixels.storeBytes(of: UInt32(0x0102_0304), as: UInt32.self)
+      let image = Image(width: 1, height: 1, stride: 4, format: .rgba8, originalWidth: 8, originalHeight: 8,
+                        takingPixels: pixels)
+      image.decoderStamp = stamp
+      return image
+    }
+    let origin = VariantOrigin(length: 0, checksum: 0)
+    let qoi1 = CodecTable.stamps(inSignature: "qoi@1.0"), both = CodecTable.stamps(inSignature: "heic@2,qoi@1.0")
+    XCTAssertEqual(qoi1.count, 1)
+    XCTAssertFalse(qoi1.contains(0))
+    cache.storeVariant(image(stamp: 0), descriptor: "small", cacheKey: "http://h/a.jpg", metadata: .init(), origin: origin)
+    cache.storeVariant(image(stamp: qoi1.first!), descriptor: "small", cacheKey: "http://h/a.qoi", metadata: .init(),
+                       origin: origin)
+
+    // Built-in pixels: whatever codecs are registered.
+    for current in [[], qoi1, both, CodecTable.stamps(inSignature: "qoi@2.0")] {
+      XCTAssertEqual(cache.variant(descriptor: "small", cacheKey: "http://h/a.jpg", currentCodecs: current)?
+                       .image.decoderStamp, 0)
+    }
+    // The codec's: while it is registered in that version, beside others or not.
+    let read = cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: both)
+    XCTAssertEqual(read?.image.decoderStamp, qoi1.first!)
+    XCTAssertNotNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: qoi1))
+    // Another version: outdated, deleted silently.
+    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi",
+                               currentCodecs: CodecTable.stamps(inSignature: "qoi@1.1")))
+    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: qoi1), "deleted")
+    // No longer registered: the same.
+    cache.storeVariant(image(stamp: qoi1.first!), descriptor: "small", cacheKey: "http://h/a.qoi", metadata: .init(),
+                       origin: origin)
+    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi"))
+    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: qoi1), "deleted")
+    XCTAssertTrue(logged.isEmpty, "outdated is not damaged: \(logged)")
+  }
+
   func testTotalStaysWithinCapacityAndEvictsLeastRecentlyUsed() throws {
     for kind in Kind.allCases {
       startOver()

@@ -282,6 +282,8 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_incomplete_replaced_in_memory) \
   X(test_codec_qoi)                 \
   X(test_codec_disk_variants)       \
+  X(test_codec_disk_variants_builtin) \
+  X(test_codec_cancel_flag)         \
   X(test_codec_module_missing) \
   X(test_processors_builtin)        \
   X(test_processors_invalid)        \

@@ -455,40 +455,190 @@ void test_codec_qoi(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
-/* A thumbnail a codec made is kept on disk under a key naming the codec's version: a
- * loader with the same version is served from disk, one with another decodes anew. */
+/* One loader's life over the disk cache in `directory`, with the QOI codec at `version`
+ * (NULL: none) and no modules: a 48x48 thumbnail of `url`, then its stats; the loader
+ * freed (which lets the disk tier write the variant before the next loader looks). */
+struct disk_round {
+  pxl_status status;
+  char message[256];
+  pxl_source source;
+  int decodes;
+  uint64_t variant_hits;
+};
+
+static struct disk_round disk_round(const struct test_env *env, const char *directory, const char *version,
+                                    const char *url) {
+  struct disk_round r = {.source = PXL_SOURCE_MEMORY};
+  pxl_config config;
+  pxl_config_init(&config);
+  config.codec_modules = "";
+  config.disk_cache_bytes = 8 << 20;
+  config.disk_cache_dir = directory;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  struct qoi_state s = {0};
+  if (version) {
+    pxl_codec c = qoi_codec(&s, version);
+    CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
+  }
+  pxl_image_release(load(env, loader, queue, url, 48, 48, PXL_MODE_FILL, PXL_FORMAT_RGBA8_PREMUL, 0, &r.status, r.message,
+                         &r.source));
+  pxl_stats stats;
+  stats.struct_size = sizeof stats;
+  CHECK_STATUS(pxl_loader_get_stats(loader, &stats), PXL_OK);
+  r.variant_hits = stats.variant_hits;
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+  r.decodes = atomic_load(&s.decodes);  /* after free: the codec's destroy ran */
+  return r;
+}
+
+/* A thumbnail a codec made is kept on disk with the codec's id and version: a loader with
+ * the same version is served from disk, one with another decodes anew, and one without
+ * the codec drops it (so the codec back decodes anew too). */
 void test_codec_disk_variants(const struct test_env *env) {
   write_qoi_fixtures(env);
   char directory[] = "/tmp/pxl-codec-variants.XXXXXX";
   CHECK(mkdtemp(directory) != NULL);
   struct test_url u = test_url(env, "/alpha.qoi", "codec-disk");
-  static const char *versions[] = {"1.0", "1.0", "2.0"};
-  static const int decoded[] = {1, 0, 1};
-  for (int round = 0; round < 3; round++) {
-    pxl_config config;
-    pxl_config_init(&config);
-    config.codec_modules = "";
-    config.disk_cache_bytes = 8 << 20;
-    config.disk_cache_dir = directory;
-    pxl_loader *loader = new_loader(&config);
-    pxl_queue *queue = new_queue();
-    struct qoi_state s = {0};
-    pxl_codec c = qoi_codec(&s, versions[round]);
-    CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
-    pxl_status status;
-    char message[256];
-    pxl_image *image = load(env, loader, queue, u.url, 48, 48, PXL_MODE_FILL, PXL_FORMAT_RGBA8_PREMUL, 0, &status, message, NULL);
-    CHECKF(status == PXL_OK, "round %d: %s", round, message);
-    CHECKF(atomic_load(&s.decodes) == decoded[round], "round %d (version %s): %d decodes, want %d", round, versions[round],
-           atomic_load(&s.decodes), decoded[round]);
-    pxl_image_release(image);
-    /* Let the disk tier write the variant before the next loader looks (free drains it). */
-    pxl_loader_free(loader);
-    pxl_queue_free(queue);
+  static const char *versions[] = {"1.0", "1.0", "2.0", "2.0", NULL, "2.0"};
+  static const int decoded[] = {1, 0, 1, 0, 0, 1};
+  for (int round = 0; round < 6; round++) {
+    struct disk_round r = disk_round(env, directory, versions[round], u.url);
+    const char *version = versions[round] ? versions[round] : "none";
+    CHECKF(r.status == (versions[round] ? PXL_OK : PXL_E_NOT_AN_IMAGE), "round %d (version %s): %d %s", round, version,
+           r.status, r.message);
+    CHECKF(r.decodes == decoded[round], "round %d (version %s): %d decodes, want %d", round, version, r.decodes,
+           decoded[round]);
   }
   char command[128];
   snprintf(command, sizeof command, "rm -rf %s", directory);
   CHECK(system(command) == 0);
+}
+
+/* A thumbnail the built-in decoders made does not depend on the codecs registered: a
+ * JPEG's stays a disk hit when a codec is added, upgraded or removed between loaders. */
+void test_codec_disk_variants_builtin(const struct test_env *env) {
+  char directory[] = "/tmp/pxl-codec-builtin.XXXXXX";
+  CHECK(mkdtemp(directory) != NULL);
+  struct test_url u = test_url(env, "/" FIXTURE_GRADIENT_JPG, "codec-builtin");
+  static const char *versions[] = {NULL, "1.0", "2.0", NULL, "2.0"};
+  for (int round = 0; round < 5; round++) {
+    struct disk_round r = disk_round(env, directory, versions[round], u.url);
+    const char *version = versions[round] ? versions[round] : "none";
+    CHECKF(r.status == PXL_OK, "round %d: %s", round, r.message);
+    CHECKF(r.source == (round == 0 ? PXL_SOURCE_NETWORK : PXL_SOURCE_DISK), "round %d (qoi %s): source %d", round,
+           version, r.source);
+    CHECKF(r.variant_hits == (round == 0 ? 0u : 1u), "round %d (qoi %s): %llu variant hits", round, version,
+           (unsigned long long)r.variant_hits);
+    CHECK_INT(r.decodes, 0);
+  }
+  char command[128];
+  snprintf(command, sizeof command, "rm -rf %s", directory);
+  CHECK(system(command) == 0);
+}
+
+/* A codec whose decode runs until its cancel flag is raised (at most 10 s), while `slow`;
+ * a 2x2 grey image otherwise. */
+struct slow_state {
+  atomic_int slow, started, finished, saw_cancel;
+  const volatile int32_t *_Atomic flag; /* the decode's flag, while it runs */
+};
+
+static int32_t slow_sniff(const uint8_t *data, size_t size, void *user_data) {
+  (void)user_data;
+  return size >= 4 && memcmp(data, "slow", 4) == 0;
+}
+
+static pxl_status slow_header(const uint8_t *data, size_t size, pxl_codec_header *header, char *message, size_t cap,
+                              void *user_data) {
+  (void)data; (void)size; (void)message; (void)cap; (void)user_data;
+  header->width = 2;
+  header->height = 2;
+  return PXL_OK;
+}
+
+static pxl_status slow_decode(const uint8_t *data, size_t size, pxl_codec_target *t, char *message, size_t cap,
+                              void *user_data) {
+  (void)data; (void)size; (void)message; (void)cap;
+  struct slow_state *s = user_data;
+  memset(t->pixels, 128, t->stride * (size_t)t->height);
+  if (!atomic_load(&s->slow)) return PXL_OK;
+  atomic_store(&s->flag, t->cancel);
+  atomic_store(&s->started, 1);
+  double until = now_ms() + 10000;
+  while (!*t->cancel && now_ms() < until) sleep_ms(1);
+  int cancelled = *t->cancel != 0;
+  atomic_store(&s->flag, NULL);
+  atomic_store(&s->saw_cancel, cancelled);
+  atomic_store(&s->finished, 1);
+  return cancelled ? PXL_E_CANCELLED : PXL_OK;
+}
+
+/* Waits (dispatching nothing) until *flag is set; 1 if it was within timeout_ms. */
+static int wait_flag(const struct test_env *env, atomic_int *flag, int timeout_ms) {
+  double until = now_ms() + (double)timeout_ms * env->slow_factor;
+  while (!atomic_load(flag) && now_ms() < until) sleep_ms(1);
+  return atomic_load(flag) != 0;
+}
+
+/* The cancel flag a codec polls is raised when every request waiting on its decode is
+ * cancelled, not only when the loader is freed: two merged requests, the first cancelled
+ * (the decode goes on for the other), then the second (the flag rises, the codec stops). */
+void test_codec_cancel_flag(const struct test_env *env) {
+  write_fixture(env, "slow.bin", (const uint8_t *)"slow....", 8);
+  struct test_url u = test_url(env, "/slow.bin", "codec-cancel");
+  pxl_config config;
+  pxl_config_init(&config);
+  config.codec_modules = "";
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  struct slow_state s = {0};
+  atomic_store(&s.slow, 1);
+  pxl_codec c;
+  pxl_codec_init(&c);
+  c.id = "slow";
+  c.version = "1";
+  c.user_data = &s;
+  c.sniff = slow_sniff;
+  c.read_header = slow_header;
+  c.decode = slow_decode;
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_OK);
+
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  struct capture got[2];
+  memset(got, 0, sizeof got);
+  pxl_token tokens[2];
+  for (int i = 0; i < 2; i++) CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &got[i], &tokens[i]), PXL_OK);
+  CHECKF(wait_flag(env, &s.started, 10000), "the decode did not start");
+  const volatile int32_t *flag = atomic_load(&s.flag);
+  CHECK(flag != NULL);
+
+  CHECK_STATUS(pxl_cancel(loader, tokens[0]), PXL_OK);
+  /* The decode waits for the flag (or 10 s): it is still running, and its flag valid. */
+  CHECKF(flag && *flag == 0 && !atomic_load(&s.finished), "one request still waits: the flag stays down");
+  double cancelled_at = now_ms();
+  CHECK_STATUS(pxl_cancel(loader, tokens[1]), PXL_OK);
+  CHECKF(wait_flag(env, &s.finished, 5000), "the decode did not end after the last cancel");
+  CHECKF(atomic_load(&s.saw_cancel), "the codec ended without seeing its flag raised");
+  CHECKF(now_ms() - cancelled_at < 5000.0 * env->slow_factor, "%.0f ms to stop", now_ms() - cancelled_at);
+  CHECK(drain_until(env, queue, &got[1].calls, 1, 10000));
+  CHECK(drain_until(env, queue, &got[0].calls, 1, 10000));
+  for (int i = 0; i < 2; i++) {
+    CHECK_INT(got[i].status, PXL_E_CANCELLED);
+    capture_reset(&got[i]);
+  }
+
+  /* Nothing of the cancelled decode stays: the next request decodes. */
+  atomic_store(&s.slow, 0);
+  struct capture again;
+  memset(&again, 0, sizeof again);
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &again), PXL_OK);
+  CHECKF(again.status == PXL_OK, "%s", again.message);
+  capture_reset(&again);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
 }
 
 /* A format pixload ships a module for, without the module: unsupported, naming the

@@ -5,7 +5,8 @@
 # fresh venv, imported with PIXLOAD_LIBRARY and LD_LIBRARY_PATH unset, it must use the
 # libpixload.so.0 inside the package and the libcurl, libjpeg and libpng of its
 # pixload.libs/ (read from /proc/self/maps, so a system copy cannot pass for them), load
-# a JPEG from a private nginx and a PNG through file://, ship py.typed, and every library
+# a JPEG from a private nginx and a PNG through file://, decode the built-in formats only
+# (no codec module in the wheel: a HEIC names libpixload-heif), ship py.typed, and every library
 # ldd resolves for the bundled libpixload must be in the wheel or on the manylinux
 # allow-list of the wheel's tag (auditwheel's policy file). Ends with "N passed, N failed".
 #
@@ -47,7 +48,7 @@ done
 
 # What a user without pixload has: no override, no library path; from a folder without
 # the sources, so `import pixload` is the installed one.
-clean_env=(env -u PIXLOAD_LIBRARY -u LD_LIBRARY_PATH -u LD_PRELOAD -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1)
+clean_env=(env -u PIXLOAD_LIBRARY -u PIXLOAD_CODEC_PATH -u LD_LIBRARY_PATH -u LD_PRELOAD -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1)
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
 check "pip install --no-index into a fresh venv" \
@@ -56,6 +57,8 @@ site=$("$py" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 pkg="$site/pixload"
 check "py.typed shipped" test -f "$pkg/py.typed"
 check "libpixload.so.0 bundled in the package" test -f "$pkg/libpixload.so.0"
+check "no codec module in the wheel" \
+  bash -c "! python3 -m zipfile -l '$wheel' | grep -q 'libpixload-[a-z]*\.so'"
 check "libcurl, libjpeg and libpng bundled in pixload.libs/" \
   bash -c "ls '$site/pixload.libs' | grep -q '^libcurl-' && ls '$site/pixload.libs' | grep -q '^libjpeg-' &&
            ls '$site/pixload.libs' | grep -q '^libpng16-'"
@@ -85,6 +88,15 @@ with pixload.Loader(allowed_schemes={"http", "file"}) as loader:
         check(f"file:// image: {image.size}", image.size == (300, 200))
     except Exception as e:
         check(f"file:// image: {e!r}", False)
+    check(f"the built-in formats only: {loader.formats()}", loader.formats() == ["jpeg", "png", "webp", "gif", "avif"])
+    heic = os.path.join(os.getcwd(), "missing.heic")
+    with open(heic, "wb") as f:
+        f.write(b"\x00\x00\x00\x18ftypheic\x00\x00\x00\x00mif1heic")
+    try:
+        loader.fetch_sync("file://" + heic, timeout=30)
+        check("a HEIC fails", False)
+    except pixload.PixloadError as e:
+        check(f"a HEIC names its package: {e}", "install libpixload-heif" in str(e))
 # Which files the process really mapped: the bundled copies, not the system's. (Not
 # libssl: Python's own ssl module maps the system's, next to the bundled one.)
 mapped = {line.split()[-1] for line in open("/proc/self/maps") if len(line.split()) >= 6}

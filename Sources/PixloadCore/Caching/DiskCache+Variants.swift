@@ -33,11 +33,17 @@ public struct VariantEntry: @unchecked Sendable {
 ///     8  u32 key length       12  u32 ETag length      16  u32 Last-Modified length
 ///    20  u32 width            24  u32 height           28  u32 stride (bytes per row)
 ///    32  u32 pixel format     36  u32 original width   40  u32 original height
-///    44  u32 reserved (0)     48  u64 pixel bytes (stride x height)
+///    44  u32 decoder          48  u64 pixel bytes (stride x height)
 ///    56  u64 checksum of the whole file, computed with these 8 bytes zero
 ///    64  u64 expiry of the original (seconds since 1970; 0: none)
 ///    72  u64 original's body length            80  u64 original's body checksum
 ///    88  key ("<descriptor>\n<cache key>"), ETag, Last-Modified, then the pixels
+///
+/// The decoder (`Image.decoderStamp`) is 0 for pixels the built-in decoders made (and in
+/// every entry written before it was recorded: the field was reserved, zero); else the
+/// stamp of the registered codec's "id@version". Such an entry is current only while that
+/// very codec is registered (`currentCodecs`): one made by another version, or by a codec
+/// no longer loaded, is outdated and the read drops it.
 ///
 /// Raw pixels: a 150x150 RGBA thumbnail is 90 KB, read with two preads and one checksum
 /// pass straight into the image's buffer (no codec, no copy).
@@ -83,7 +89,7 @@ extension DiskCache {
     for field in [Self.variantMagic, Self.variantVersion, UInt32(keyBytes.count), UInt32(etag.count),
                   UInt32(modified.count), UInt32(image.width), UInt32(image.height), UInt32(image.stride),
                   UInt32(bitPattern: image.format.rawValue), UInt32(image.originalWidth),
-                  UInt32(image.originalHeight), 0] {
+                  UInt32(image.originalHeight), image.decoderStamp] {
       Self.append(field, to: &file)
     }
     for field in [UInt64(pixelCount), 0, metadata.expiresAt, origin.length, origin.checksum] {
@@ -105,10 +111,11 @@ extension DiskCache {
   }
 
   /// The variant `descriptor` of `cacheKey`, verified; nil on a miss. A damaged entry is
-  /// deleted and logged; one whose original is on disk with other bytes is deleted
-  /// silently (outdated, not damaged). Does not need the original: a variant whose
-  /// original was evicted is still served.
-  public func variant(descriptor: String, cacheKey: String) -> VariantEntry? {
+  /// deleted and logged; one whose original is on disk with other bytes, or made by a
+  /// registered codec not among `currentCodecs` (their stamps), is deleted silently
+  /// (outdated, not damaged). Does not need the original: a variant whose original was
+  /// evicted is still served.
+  public func variant(descriptor: String, cacheKey: String, currentCodecs: Set<UInt32> = []) -> VariantEntry? {
     let name = Self.variantFileName(descriptor: descriptor, cacheKey: cacheKey)
     let path = "\(directory)/\(name)"
     guard let (fd, size) = openUnexpired(name) else { return nil }
@@ -129,7 +136,7 @@ extension DiskCache {
     let width = Int(reader.u32()), height = Int(reader.u32()), stride = Int(reader.u32())
     let format = PixelFormat(rawValue: Int32(bitPattern: reader.u32()))
     let originalWidth = Int(reader.u32()), originalHeight = Int(reader.u32())
-    _ = reader.u32()
+    let decoder = reader.u32()
     let pixelCount = Int(clamping: reader.u64())
     let checksum = reader.u64()
     var metadata = Metadata()
@@ -154,6 +161,11 @@ extension DiskCache {
     metadata.etag = reader.string(etagLength)
     metadata.lastModified = reader.string(modifiedLength)
     guard storedKey == Self.variantKey(descriptor: descriptor, cacheKey: cacheKey) else { return nil }
+    // Made by a codec not registered now (or in another version): outdated, not read.
+    if decoder != 0 && !currentCodecs.contains(decoder) {
+      delete(name)
+      return nil
+    }
 
     guard let pixels = malloc(max(1, pixelCount)) else { return nil }
     guard preadFully(fd, pixels, pixelCount, metaCount) == pixelCount else {
@@ -178,6 +190,7 @@ extension DiskCache {
     futimens(fd, nil)  // the most recently used, for every process
     let image = Image(width: width, height: height, stride: stride, format: format, originalWidth: originalWidth,
                       originalHeight: originalHeight, takingPixels: pixels)
+    image.decoderStamp = decoder
     return VariantEntry(image: image, metadata: metadata, origin: origin)
   }
 

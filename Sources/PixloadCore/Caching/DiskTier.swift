@@ -167,7 +167,8 @@ public final class LocalDiskTier: DiskTier, @unchecked Sendable {
     return DiskJob(pool.submit(priority: priority) { [self] in
       // A fresh variant (or any, offline) is served; a stale one is made anew from its
       // revalidated or refetched original.
-      let entry = cache?.variant(descriptor: descriptor, cacheKey: variant.cacheKey.text)
+      let entry = cache?.variant(descriptor: descriptor, cacheKey: variant.cacheKey.text,
+                                 currentCodecs: CodecTable.stamps(inSignature: variant.codecs))
       if let entry, freshness.isFresh(entry.metadata) || policy == .cacheOnly {
         answer(entry.image)
       } else {

@@ -61,7 +61,8 @@ public struct CodecTarget {
   public let keepOrientation: Bool
   /// The bytes are a prefix of a file still arriving (a preview).
   public let partial: Bool
-  /// Non-zero once nobody wants the result (the loader is closing).
+  /// Non-zero once nobody wants the result (every requester cancelled, or the loader is
+  /// closing).
   public let cancel: UnsafePointer<Int32>
 }
 
@@ -72,17 +73,25 @@ public struct CodecTarget {
 public final class CodecTable: @unchecked Sendable {
   final class Entry {
     let codec: ExternalCodec
+    /// "id@version" (`CodecTable.signature`'s part) and its `stamp`.
+    let signature: String
+    let stamp: UInt32
     var users = 0
     var removed = false
     var destroyed = false
-    init(_ codec: ExternalCodec) { self.codec = codec }
+    init(_ codec: ExternalCodec) {
+      self.codec = codec
+      // Commas and line breaks separate the key's parts: a version cannot bring its own.
+      signature = codec.id + "@" + String(codec.version.map { $0 == "," || $0.isNewline ? "_" : $0 })
+      stamp = CodecTable.stamp(signature)
+    }
   }
 
   private let lock = Lock()
   private var entries: [Entry] = []
   private var closed = false
-  /// The cancel flags of the decodes under way (each a heap Int32 the decode owns).
-  private var cancelFlags: Set<UnsafeMutablePointer<Int32>> = []
+  /// The cancel flags of the decodes under way.
+  private var cancelFlags: [ObjectIdentifier: CancelFlag] = [:]
   private var cancelling = false
   /// Cached `signature`.
   private var signatureText = ""
@@ -135,15 +144,24 @@ public final class CodecTable: @unchecked Sendable {
 
   public var isEmpty: Bool { lock.withLock { entries.isEmpty } }
 
-  /// What the registered codecs are, as part of a variant's key (`ImageVariant.codecs`):
-  /// "id@version" in order, comma separated; "" for none.
+  /// What the registered codecs are, as part of a variant's memory key
+  /// (`ImageVariant.codecs`): "id@version" in order, comma separated; "" for none.
   public var signature: String { lock.withLock { signatureText } }
 
   private func updateSignature() {
-    // Commas and line breaks separate the key's parts: a version cannot bring its own.
-    signatureText = entries.map { entry in
-      entry.codec.id + "@" + String(entry.codec.version.map { $0 == "," || $0.isNewline ? "_" : $0 })
-    }.joined(separator: ",")
+    signatureText = entries.map(\.signature).joined(separator: ",")
+  }
+
+  /// What a disk variant entry records of the codec that decoded it
+  /// (`Image.decoderStamp`): a 32-bit digest of its "id@version", never 0 (the built-in
+  /// decoders).
+  static func stamp(_ signature: Substring) -> UInt32 { KeyHash.stamp(of: String(signature)) }
+  static func stamp(_ signature: String) -> UInt32 { KeyHash.stamp(of: signature) }
+
+  /// The stamps of the codecs a `signature` names: a disk variant one of them made is
+  /// current; one another codec made (another version, or one not registered now) is not.
+  public static func stamps(inSignature signature: String) -> Set<UInt32> {
+    Set(signature.split(separator: ",").map(stamp))
   }
 
   /// The first codec that takes `bytes`, in use until `release`d; nil for none. Sniffs
@@ -178,19 +196,18 @@ public final class CodecTable: @unchecked Sendable {
     }
   }
 
-  /// A cancel flag for one decode, raised by `cancelAll` (already raised when closing).
-  func makeCancelFlag() -> UnsafeMutablePointer<Int32> {
-    let flag = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+  /// Lets `cancelAll` raise one decode's cancel flag (the coordinator's for the decode
+  /// task, raised also when its last requester leaves), until `unregister`; raised at
+  /// once when closing.
+  func register(_ flag: CancelFlag) {
     lock.withLock {
-      flag.initialize(to: cancelling ? 1 : 0)
-      cancelFlags.insert(flag)
+      if cancelling { flag.raise() }
+      cancelFlags[ObjectIdentifier(flag)] = flag
     }
-    return flag
   }
 
-  func dropCancelFlag(_ flag: UnsafeMutablePointer<Int32>) {
-    lock.withLock { _ = cancelFlags.remove(flag) }
-    flag.deallocate()
+  func unregister(_ flag: CancelFlag) {
+    lock.withLock { _ = cancelFlags.removeValue(forKey: ObjectIdentifier(flag)) }
   }
 
   /// Raises every decode's cancel flag, and those of decodes that start later: the loader
@@ -198,9 +215,7 @@ public final class CodecTable: @unchecked Sendable {
   public func cancelAll() {
     lock.withLock {
       cancelling = true
-      // A plain store: the codec reads it through a volatile pointer, and a late read
-      // only costs it a little more work.
-      for flag in cancelFlags { flag.pointee = 1 }
+      for flag in cancelFlags.values { flag.raise() }
     }
   }
 

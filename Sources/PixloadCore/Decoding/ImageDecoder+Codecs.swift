@@ -13,7 +13,9 @@ extension ImageDecoder {
   /// A body none of the built-in formats takes: the first registered codec that takes it
   /// decodes it; else a format we know by sight but whose module is not loaded is
   /// PXL_E_UNSUPPORTED_IMAGE, and anything else is not an image.
-  func decodeWithCodec(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64,
+  /// `cancel` (the decode task's, raised when nobody waits for it any more; nil: one of
+  /// its own) is what the codec polls.
+  func decodeWithCodec(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64, cancel: CancelFlag? = nil,
                        partial: Bool = false) -> Result<Image, LoadError> {
     data.withUnsafeBufferPointer { bytes in
       guard let codecs, let entry = codecs.acquire(for: bytes) else {
@@ -24,10 +26,13 @@ extension ImageDecoder {
         return .failure(LoadError(.notAnImage, Self.describeNonImage(data, codecs: codecs?.ids ?? [])))
       }
       defer { codecs.release(entry) }
-      let cancel = codecs.makeCancelFlag()
-      defer { codecs.dropCancelFlag(cancel) }
-      return Self.decode(bytes, codec: entry.codec, variant: variant, maxPixels: maxPixels, cancel: cancel,
-                         partial: partial)
+      let flag = cancel ?? CancelFlag()
+      codecs.register(flag)
+      defer { codecs.unregister(flag) }
+      let result = Self.decode(bytes, codec: entry.codec, variant: variant, maxPixels: maxPixels,
+                               cancel: UnsafePointer(flag.pointer), partial: partial)
+      if case .success(let image) = result { image.decoderStamp = entry.stamp }
+      return result
     }
   }
 

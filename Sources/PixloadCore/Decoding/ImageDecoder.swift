@@ -9,6 +9,11 @@ import Glibc
 ///   parallel on the decode pool's threads.
 public protocol ImageDecoding: Sendable {
   func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError>
+  /// The same, with the flag the coordinator raises once nobody waits for this decode
+  /// (every requester cancelled, or the loader closing): a decoder that can stop early
+  /// polls it (a registered codec does, through pxl_codec_target.cancel).
+  func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64,
+              cancel: CancelFlag) -> Result<Image, LoadError>
   /// For previews: the length of the longest prefix of a progressive JPEG still
   /// downloading that ends after a complete scan, and its scan count; nil for anything
   /// else (baseline JPEG, PNG, no complete scan yet).
@@ -21,6 +26,11 @@ public protocol ImageDecoding: Sendable {
 }
 
 extension ImageDecoding {
+  public func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64,
+                     cancel: CancelFlag) -> Result<Image, LoadError> {
+    decode(data, variant: variant, maxPixels: maxPixels)
+  }
+
   public func previewPrefix(_ data: [UInt8]) -> (length: Int, scans: Int)? {
     var scans: Int32 = 0
     let length = data.withUnsafeBufferPointer { pxl_jpeg_progressive_prefix($0.baseAddress, $0.count, &scans) }
@@ -153,8 +163,19 @@ public struct ImageDecoder: ImageDecoding {
   }
 
   public func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
+    decode(data, variant: variant, maxPixels: maxPixels, cancel: nil)
+  }
+
+  public func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64,
+                     cancel: CancelFlag) -> Result<Image, LoadError> {
+    decode(data, variant: variant, maxPixels: maxPixels, cancel: Optional(cancel))
+  }
+
+  /// The built-in formats do not poll `cancel` (their decodes are short); a codec does.
+  private func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64,
+                      cancel: CancelFlag?) -> Result<Image, LoadError> {
     guard let kind = Self.sniff(data) else {
-      return decodeWithCodec(data, variant: variant, maxPixels: maxPixels)
+      return decodeWithCodec(data, variant: variant, maxPixels: maxPixels, cancel: cancel)
     }
     return data.withUnsafeBufferPointer { bytes in
       decode(bytes, kind: kind, variant: variant, maxPixels: maxPixels)

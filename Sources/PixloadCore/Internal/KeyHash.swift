@@ -25,4 +25,11 @@ enum KeyHash {
     for i in 0..<16 { out[i] = digits[Int((value >> UInt64(60 - i * 4)) & 0xF)] }
     return String(decoding: out, as: UTF8.self)
   }
+
+  /// A 32-bit digest of `text` that is never 0 (0 says "none" where it is stored).
+  static func stamp(of text: String) -> UInt32 {
+    let hash = fnv1a(Array(text.utf8), seed: firstSeed)
+    let folded = UInt32(truncatingIfNeeded: hash ^ (hash >> 32))
+    return folded == 0 ? 1 : folded
+  }
 }

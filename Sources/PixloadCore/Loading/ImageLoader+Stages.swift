@@ -115,6 +115,8 @@ extension ImageLoader {
     // A host that stopped draining: when every requester's queue is full of undrained
     // images, the decode (which would add another) waits with its bytes until one drains.
     enum Start { case run, held, abandoned }
+    // Raised by `release` when the last requester leaves, or by `close`: a codec polls it.
+    let flag = CancelFlag()
     let start: Start = lock.withLock {
       // Every requester left while the job waited: nothing to decode for.
       guard decodes[decode.key] === decode, !decode.isUnused else { return .abandoned }
@@ -123,13 +125,17 @@ extension ImageLoader {
       // Every queue is asked (each registers this loader to hear when it drains). A decode
       // only processed variants wait for is not held (their requesters' queues decide).
       let full = queues.values.map { $0.isFull(notifying: self) }
-      guard !queues.isEmpty, !full.contains(false) else { return .run }
+      guard !queues.isEmpty, !full.contains(false) else {
+        decode.cancel = flag
+        return .run
+      }
       decode.phase = .held(input)
       return .held
     }
     if start != .run { return }
     let decodeStart = monotonicNanoseconds()
-    let result = decoder.decode(input.data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels)
+    let result = decoder.decode(input.data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels,
+                                cancel: flag)
     var metrics = input.metrics
     metrics.decodeMicroseconds = microseconds(from: decodeStart, to: monotonicNanoseconds())
     metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
@@ -140,6 +146,7 @@ extension ImageLoader {
     var measured = input
     measured.metrics = metrics
     let done: TaskResults? = lock.withLock {
+      if decode.cancel === flag { decode.cancel = nil }
       counters.decodes += 1
       return finishLocked(decode, result, measured)
     }

@@ -80,7 +80,8 @@ final class DecodeTask {
   /// The tasks of the variants processed from this one's image (one step each): a task
   /// lives while it has requests or children.
   var children: [DecodeKey: DecodeTask] = [:]
-  /// Raised when a processing step under way is no longer wanted.
+  /// Raised when the decode or processing step under way is no longer wanted (the last
+  /// requester left, or the loader is closing).
   var cancel: CancelFlag?
   /// Its own stages' figures (the variant lookup); the download's come with its input.
   var metrics = RequestMetrics()

@@ -6,13 +6,16 @@
 ///     key          = caller's key | url | url "\n" fingerprint(headers joined by "\n")
 ///     variant key  = descriptor "\n" key                       (a decoded variant on disk)
 ///     descriptor   = "v" rendition " " W "x" H " mode=" m " format=" f " orient=" 0|1 [" nocolor"]
-///                    [" codecs=" id "@" version *("," id "@" version)] [" process=" chain]
+///                    [" process=" chain]
 ///     chain        = "[" step *(";" step) "]"      (ImageProcessor.canonical: kind(params),
 ///                                                    a custom id percent-escaped)
 ///
-/// The codecs part names the codecs registered with the loader (modules included, their
-/// versions saying the module's and its library's), so that a thumbnail an older decoder
-/// made is never served once it changed; a loader without any keeps the older keys.
+/// Which registered codec decoded a variant (modules included, their versions saying the
+/// module's and its library's) is not part of the key but of the entry (DiskCache+Variants:
+/// the decoder stamp), checked against the loader's codecs when read: a thumbnail an older
+/// decoder made is never served once it changed, and one the built-in decoders made stays
+/// valid whatever modules are loaded. (0.5.0 development builds wrote a " codecs=" part
+/// naming every registered codec; such entries are never looked up again and age out.)
 ///
 /// A line break cannot be part of a URL or of a header line, so no request without
 /// per-request headers shares a key with one that sent credentials.
@@ -51,7 +54,6 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Expressible
   public static func variantDescriptor(_ variant: ImageVariant, rendition: Int) -> String {
     "v\(rendition) \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "
       + "orient=\(variant.appliesOrientation ? 1 : 0)" + (variant.managesColor ? "" : " nocolor")
-      + (variant.codecs.isEmpty ? "" : " codecs=" + variant.codecs)
       + (variant.processors.isEmpty ? "" : " process=" + ImageProcessor.canonical(variant.processors))
   }
 }

@@ -37,6 +37,10 @@ public final class Image: @unchecked Sendable {
   /// (JPEG's gray blocks, GIF's transparent rows): pixload.h, "Images whose data ended
   /// early". Never stored as a disk variant. Set by the decoder before the image is shared.
   public internal(set) var isIncomplete = false
+  /// Which decoder made the pixels, for the disk variant entry that keeps them:
+  /// `CodecTable.stamp` of the registered codec that decoded them, 0 for the built-in
+  /// decoders. Set by the decoder before the image is shared.
+  public internal(set) var decoderStamp: UInt32 = 0
 
   public var frameCount: Int { 1 + laterFrames.count }
   /// Bytes of every frame: what the image costs in the memory cache.

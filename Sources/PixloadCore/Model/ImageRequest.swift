@@ -115,7 +115,9 @@ public struct ImageVariant: Hashable, Sendable {
   /// Converted to sRGB (the default), or the decoded values: two different renditions.
   public var managesColor = true
   /// The loader's registered codecs ("id@version,..."; `CodecTable.signature`): another
-  /// decoder may give other pixels. "" for none.
+  /// decoder may give other pixels. "" for none. Part of the memory key only: a disk
+  /// variant records the one codec that made it (`Image.decoderStamp`), so that adding or
+  /// upgrading a module does not miss every other format's thumbnails on disk.
   public var codecs = ""
   /// The processor chain applied to the decoded pixels (empty: none).
   public var processors: [ImageProcessor] = []

@@ -76,6 +76,7 @@ public enum ImageProcessing {
                           takingPixels: frames[0], warning: image.warning, laterFrames: frames.dropFirst().map { UnsafeMutableRawPointer($0) },
                           frameDurations: image.frameDurations, loopCount: image.loopCount)
     processed.sourceFrameCount = image.sourceFrameCount
+    processed.decoderStamp = image.decoderStamp
     return .success(processed)
   }
 

@@ -98,8 +98,8 @@ class CodecError(Exception):
 
 
 class Codec:
-    """Subclass and set `id` ([a-z0-9_-], 1..31 characters) and `version` (part of the disk
-    cache key of the thumbnails it makes); `premultiplied = True` if decode writes
+    """Subclass and set `id` ([a-z0-9_-], 1..31 characters) and `version` (recorded with
+    the thumbnails it makes in the disk cache: another version decodes them anew); `premultiplied = True` if decode writes
     premultiplied alpha."""
     id = None
     version = "1"

@@ -78,6 +78,7 @@ pub struct LoaderBuilder {
     ca_path: Option<std::path::PathBuf>,
     proxy: Option<String>,
     disk_cache_dir: Option<std::path::PathBuf>,
+    codec_modules: Option<String>,
     headers: Vec<String>,
     log: Option<LogFn>,
 }
@@ -112,6 +113,7 @@ impl LoaderBuilder {
             ca_path: None,
             proxy: None,
             disk_cache_dir: None,
+            codec_modules: None,
             headers: Vec::new(),
             log: None,
         }
@@ -208,6 +210,14 @@ impl LoaderBuilder {
         self
     }
 
+    /// The codec modules to load (pixload.h, "Codec modules"): "" none, "heif,jxl" those
+    /// (each must be found). Default: every module found in `PIXLOAD_CODEC_PATH`, else in
+    /// `pixload/codecs` beside the library.
+    pub fn codec_modules(mut self, list: impl Into<String>) -> LoaderBuilder {
+        self.codec_modules = Some(list.into());
+        self
+    }
+
     /// A "Name: value" line sent with every request.
     pub fn header(mut self, line: impl Into<String>) -> LoaderBuilder {
         self.headers.push(line.into());
@@ -229,6 +239,7 @@ impl LoaderBuilder {
         let ca_path = self.ca_path.as_deref().map(|p| path_string("the CA directory", p)).transpose()?;
         let proxy = self.proxy.as_deref().map(|p| c_string("the proxy", p)).transpose()?;
         let disk_cache_dir = self.disk_cache_dir.as_deref().map(|p| path_string("the disk cache directory", p)).transpose()?;
+        let codec_modules = self.codec_modules.as_deref().map(|m| c_string("the codec modules", m)).transpose()?;
         let headers = self.headers.iter().map(|h| c_string("a header line", h)).collect::<Result<Vec<_>, _>>()?;
         let header_pointers = header_pointers(&headers);
         let mut config = self.config;
@@ -237,6 +248,7 @@ impl LoaderBuilder {
         config.ca_path = ca_path.as_ref().map_or(ptr::null(), |s| s.as_ptr());
         config.proxy = proxy.as_ref().map_or(ptr::null(), |s| s.as_ptr());
         config.disk_cache_dir = disk_cache_dir.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.codec_modules = codec_modules.as_ref().map_or(ptr::null(), |s| s.as_ptr());
         config.headers = if headers.is_empty() { ptr::null() } else { header_pointers.as_ptr() };
         // Owned by the Loader from here on (freed after pxl_loader_free).
         let log = self.log.map_or(ptr::null_mut(), |f| Box::into_raw(Box::new(f)));

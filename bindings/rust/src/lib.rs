@@ -30,6 +30,7 @@
 pub mod sys;
 
 mod callbacks;
+mod codec;
 mod config;
 mod convert;
 mod error;
@@ -44,6 +45,7 @@ mod table;
 mod version;
 
 pub use callbacks::caught_panics;
+pub use codec::{Codec, CodecHeader, CodecTarget};
 pub use config::{scheme, LoaderBuilder, LogLevel, TlsVersion};
 pub use error::{Error, Status};
 pub use image::{Format, Image};
