@@ -15,7 +15,7 @@ import Glibc
 
 // MARK: - Handles
 
-@inline(__always) private func loader(_ handle: OpaquePointer?) -> ImageLoader? {
+@inline(__always) func loader(_ handle: OpaquePointer?) -> ImageLoader? {
   handle.map { Unmanaged<ImageLoader>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
@@ -27,12 +27,12 @@ import Glibc
   handle.map { Unmanaged<Image>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
-@inline(__always) private func handle(_ object: AnyObject) -> OpaquePointer {
+@inline(__always) func handle(_ object: AnyObject) -> OpaquePointer {
   OpaquePointer(Unmanaged.passUnretained(object).toOpaque())
 }
 
 /// A handle that owns a reference: what *_new and pxl_lookup hand out.
-@inline(__always) private func retainedHandle(_ object: AnyObject) -> OpaquePointer {
+@inline(__always) func retainedHandle(_ object: AnyObject) -> OpaquePointer {
   OpaquePointer(Unmanaged.passRetained(object).toOpaque())
 }
 
@@ -45,7 +45,7 @@ private func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closi
   unmanaged.release()
 }
 
-@inline(__always) private func cStatus(_ status: Status) -> pxl_status {
+@inline(__always) func cStatus(_ status: Status) -> pxl_status {
   pxl_status(rawValue: UInt32(status.rawValue))
 }
 
@@ -82,7 +82,7 @@ private let statusCStrings: [UnsafePointer<CChar>] = Status.allCases.sorted { $0
 /// whole versions are copied, so a 0.1.0 struct's tail padding is never read as a newer
 /// field. Bytes past this library's struct must be zero. Fields not copied keep `defaults`.
 /// Returns nil (PXL_E_INVALID_ARGUMENT) for a size out of range or a non-zero unknown tail.
-private func readGrowableStruct<T>(_ pointer: UnsafePointer<T>, defaults: T, knownEnds: [Int]) -> T? {
+func readGrowableStruct<T>(_ pointer: UnsafePointer<T>, defaults: T, knownEnds: [Int]) -> T? {
   let raw = UnsafeRawPointer(pointer)
   let declaredSize = raw.loadUnaligned(as: Int.self)
   guard let minimumSize = knownEnds.first, declaredSize >= minimumSize else { return nil }
@@ -103,7 +103,7 @@ private func readGrowableStruct<T>(_ pointer: UnsafePointer<T>, defaults: T, kno
 
 /// An *_init_size function: the defaults into the caller's `size` bytes (from 0.1.0's size
 /// up), a zeroed tail past this library's struct, struct_size = size.
-private func initGrowableStruct<T>(_ pointer: UnsafeMutablePointer<T>?, size: Int, defaults: T,
+func initGrowableStruct<T>(_ pointer: UnsafeMutablePointer<T>?, size: Int, defaults: T,
                                    knownEnds: [Int]) -> pxl_status {
   guard let pointer, let minimumSize = knownEnds.first, size >= minimumSize, size <= 1 << 16 else {
     return PXL_E_INVALID_ARGUMENT
@@ -139,7 +139,7 @@ private func writeGrowableStruct<T>(_ value: T, to pointer: UnsafeMutablePointer
 }
 
 /// The end of a struct's field: a released version's size.
-private func end<T, F>(_ field: KeyPath<T, F>) -> Int {
+func end<T, F>(_ field: KeyPath<T, F>) -> Int {
   MemoryLayout<T>.offset(of: field)! + MemoryLayout<F>.size
 }
 
@@ -326,9 +326,9 @@ private func apply<CStruct, Core>(_ fields: [ConfigField<CStruct, Core>], _ c: C
   fields.allSatisfy { $0.apply(c, &configuration) }
 }
 
-private let allSchemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE)
+private let allSchemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE | PXL_SCHEME_DATA)
 private let schemeNames: [(bit: UInt32, name: String)] = [(UInt32(PXL_SCHEME_HTTP), "http"), (UInt32(PXL_SCHEME_HTTPS), "https"),
-                                                          (UInt32(PXL_SCHEME_FILE), "file")]
+                                                          (UInt32(PXL_SCHEME_FILE), "file"), (UInt32(PXL_SCHEME_DATA), "data")]
 
 /// pxl_config, in the header's order: what pxl_config_init fills and pxl_loader_new checks
 /// and maps onto LoaderConfiguration.
