@@ -654,7 +654,8 @@ typedef void (*pxl_preview_callback)(pxl_token token, pxl_image *image, void *us
  * counted in pxl_stats.bytes_saved. */
 typedef struct pxl_request {
   size_t struct_size;    /* sizeof(pxl_request); set by pxl_request_init */
-  const char *url;       /* required; http(s)://... or file://... when allowed; copied */
+  const char *url;       /* required; http(s)://... or file://... when allowed (data:, or a
+                            fetcher's scheme, since 0.5.0); copied */
   const char *cache_key; /* NULL (default): the URL, or with per-request headers the URL
                             and a fingerprint of those header lines, so that one user's
                             image is never served for another's credentials. Requests with
