@@ -12,6 +12,7 @@ The library is found through $PIXLOAD_LIBRARY (a path to libpixload.so.0), then 
 inside this package, then the system's (`make install`).
 """
 from ._ffi import LibraryNotFoundError, PXL_VERSION_NUM as BINDINGS_VERSION_NUM, library_origin
+from ._fetchers import FetchSink
 from ._core import (
     PRIORITY_NORMAL, PRIORITY_PREFETCH, PRIORITY_VISIBLE, Format, HTTPError, Image, ImageError,
     InvalidArgumentError, Loader, LoaderClosedError, LocalIOError, LogLevel, Mode, NetworkError,
@@ -23,7 +24,7 @@ from ._core import (
 __version__ = "0.5.0"
 
 __all__ = [
-    "BINDINGS_VERSION_NUM", "Format", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
+    "BINDINGS_VERSION_NUM", "FetchSink", "Format", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
     "LibraryNotFoundError", "Loader", "LoaderClosedError", "LocalIOError", "LogLevel", "Mode", "NetworkError",
     "NotCachedError", "NotFoundError", "OutOfMemoryError", "PRIORITY_NORMAL", "PRIORITY_PREFETCH",
     "PRIORITY_VISIBLE", "PixloadError", "PixloadTimeoutError", "Queue", "Request",
