@@ -97,6 +97,7 @@ fn rust_side() -> (
         }
         pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority, previews }
         pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed }
+        pxl_fetcher { struct_size, start, cancel, destroy, user_data, max_concurrent, disk_cache, disk_max_age_s }
     };
     let constants = rust_constants![
         PXL_VERSION_MAJOR, PXL_VERSION_MINOR, PXL_VERSION_PATCH, PXL_VERSION_NUM,
@@ -111,11 +112,12 @@ fn rust_side() -> (
         PXL_FLAG_IGNORE_ORIENTATION, PXL_FLAG_SKIP_MEMORY_CACHE, PXL_FLAG_RELOAD, PXL_FLAG_CACHE_ONLY,
         PXL_FLAG_ANIMATE, PXL_ANIMATION_MAX_BYTES,
         PXL_FLAG_NO_COLOR_MANAGEMENT,
-        PXL_SCHEME_HTTP, PXL_SCHEME_HTTPS, PXL_SCHEME_FILE,
+        PXL_SCHEME_HTTP, PXL_SCHEME_HTTPS, PXL_SCHEME_FILE, PXL_SCHEME_DATA,
         PXL_SOURCE_NONE, PXL_SOURCE_MEMORY, PXL_SOURCE_NETWORK, PXL_SOURCE_DISK, PXL_SOURCE_REVALIDATED,
+        PXL_SOURCE_FETCHER, PXL_SOURCE_DATA,
         PXL_LOG_ERROR, PXL_LOG_WARNING, PXL_LOG_INFO,
         PXL_CONFIG_SIZE_0_1, PXL_REQUEST_SIZE_0_1, PXL_TABLE_CONFIG_SIZE_0_1, PXL_STATS_SIZE_0_1,
-        PXL_TABLE_STATS_SIZE_0_1, PXL_CONFIG_SIZE_0_2,
+        PXL_TABLE_STATS_SIZE_0_1, PXL_CONFIG_SIZE_0_2, PXL_FETCHER_SIZE_0_5,
     ];
     let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source];
     (structs, fields, order, constants, enums)
