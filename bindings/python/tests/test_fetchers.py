@@ -105,7 +105,11 @@ def test_sqlite_fetcher_merges_caches_and_reaches_disk(database, tmp_path):
                 database.hold.set()
             assert q.run_until(lambda: len(results) == 20, timeout=30)
             assert all(r.ok for r in results), [r.error for r in results if not r.ok]
-            assert {r.source for r in results} == {pixload.Source.FETCHER if round == 0 else pixload.Source.DISK}
+            sources = {r.source for r in results}
+            if round == 0:
+                assert sources == {pixload.Source.FETCHER}
+            else:  # nothing holds the disk: a size already decoded may come from memory
+                assert pixload.Source.DISK in sources and sources <= {pixload.Source.DISK, pixload.Source.MEMORY}
             assert sorted({r.image.width for r in results}) == [32, 64, 96, 128, 160]
             assert len(database.starts) - starts == (1 if round == 0 else 0)
             with pytest.raises(pixload.NotFoundError, match="no such image"):
