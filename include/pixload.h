@@ -270,6 +270,16 @@ typedef enum pxl_mode {
 #define PXL_SCHEME_HTTP 0x1u
 #define PXL_SCHEME_HTTPS 0x2u
 #define PXL_SCHEME_FILE 0x4u              /* file:// URLs; off by default */
+#define PXL_SCHEME_DATA 0x8u              /* Since 0.5.0. data: URIs (RFC 2397: base64 or
+                                             percent-encoded; the media type is ignored, the
+                                             bytes are sniffed as any response's); off by
+                                             default. Decoded on the library's fetch thread,
+                                             never written to the disk cache; a body over
+                                             max_body_bytes is refused (PXL_E_BODY_TOO_LARGE)
+                                             before any decoding; invalid base64 or a URI
+                                             without a comma is PXL_E_MALFORMED_URL. The URI
+                                             is the cache key, as any URL. A scheme with a
+                                             fetcher (pxl_loader_add_fetcher) needs no bit. */
 
 /* Where a result came from (pxl_result.source). */
 typedef enum pxl_source {
@@ -278,7 +288,10 @@ typedef enum pxl_source {
   PXL_SOURCE_NETWORK = 2,  /* downloaded (or read from a file:// URL) and decoded */
   PXL_SOURCE_DISK = 3,     /* the disk cache: decoded from its encoded bytes, or a decoded
                               thumbnail it kept (pxl_config.disk_variant_max_side) */
-  PXL_SOURCE_REVALIDATED = 4 /* the disk cache after the server answered 304 Not Modified */
+  PXL_SOURCE_REVALIDATED = 4, /* the disk cache after the server answered 304 Not Modified */
+  PXL_SOURCE_FETCHER = 5,  /* Since 0.5.0. A host's fetcher (pxl_loader_add_fetcher) gave
+                              the bytes; decoded */
+  PXL_SOURCE_DATA = 6      /* Since 0.5.0. A data: URI's bytes (PXL_SCHEME_DATA); decoded */
 } pxl_source;
 
 /* ---------------------------------------------------------------------------------
@@ -684,7 +697,8 @@ typedef void (*pxl_preview_callback)(pxl_token token, pxl_image *image, void *us
  * counted in pxl_stats.bytes_saved. */
 typedef struct pxl_request {
   size_t struct_size;    /* sizeof(pxl_request); set by pxl_request_init */
-  const char *url;       /* required; http(s)://... or file://... when allowed; copied */
+  const char *url;       /* required; http(s)://... or file://... when allowed (data:, or a
+                            fetcher's scheme, since 0.5.0); copied */
   const char *cache_key; /* NULL (default): the URL, or with per-request headers the URL
                             and a fingerprint of those header lines, so that one user's
                             image is never served for another's credentials. Requests with
@@ -1411,8 +1425,8 @@ typedef enum pxl_tier {
   PXL_TIER_REVALIDATED = 4,  /* the disk cache's original after a 304 Not Modified */
   PXL_TIER_NETWORK = 5,      /* downloaded over http(s) */
   PXL_TIER_FILE = 6,         /* read from a file:// URL */
-  PXL_TIER_DATA = 7,         /* a data: URL (reserved for a later release) */
-  PXL_TIER_FETCHER = 8       /* a host's fetcher (reserved for a later release) */
+  PXL_TIER_DATA = 7,         /* a data: URL (PXL_SCHEME_DATA) */
+  PXL_TIER_FETCHER = 8       /* a host fetcher (pxl_loader_add_fetcher) */
 } pxl_tier;
 
 /* What one request cost. Filled by pxl_result_metrics; a growable struct (fields are added
@@ -1493,6 +1507,104 @@ PXL_API pxl_status pxl_placeholder_aspect_ratio(int32_t kind, const void *bytes,
 PXL_API pxl_status pxl_placeholder_encode(int32_t kind, const pxl_image *image, int32_t components_x,
                                           int32_t components_y, uint8_t *out, size_t capacity,
                                           size_t *length_out);
+
+/* ---------------------------------------------------------------------------------
+ * Fetchers: the host's own schemes. Since 0.5.0.
+ *
+ * A fetcher serves the URLs of one scheme ("app:", "db://...") from the host's own
+ * storage: a database blob, an archive member, an encrypted file. Such a request goes
+ * through the loader as any other: merged by cache key (one start per key however many
+ * requests want it), ranked by priority, kept in the memory cache, in the disk cache when
+ * the fetcher allows it, with progress, previews and tables. The URL is handed to the
+ * fetcher as the host wrote it (its scheme lower-cased), and is the cache key as for
+ * http, so a URL should name its bytes.
+ *
+ * Threads and order. start and cancel run on the loader's fetch thread (one thread for
+ * all of a loader's fetchers), one at a time: start must return at once, handing blocking
+ * work (SQLite, a file) to a thread of the host's. The host answers through the
+ * pxl_fetch handle with pxl_fetch_write() and pxl_fetch_finish(), from any thread,
+ * inside start or later. cancel is called at most once per handle and never before that
+ * handle's start returned; destroy is called once, on the fetch thread, after the
+ * fetcher's last start or cancel (after pxl_loader_remove_fetcher, or during
+ * pxl_loader_free). No fetcher callback runs after pxl_loader_free() returns. Callbacks
+ * may call pxl_fetch_write and pxl_fetch_finish but must not call pxl_loader_free.
+ *
+ * Ownership. Each start hands the host one pxl_fetch; it stays valid until the host
+ * passes it to pxl_fetch_finish() (exactly once: that call releases it), also after the
+ * request ended. A fetch ends when the host finishes it, or earlier: its last request was
+ * cancelled, timeout_ms passed since start (PXL_E_TIMEOUT), the bytes went over
+ * max_body_bytes (PXL_E_BODY_TOO_LARGE), a thumbnail had all it needed, the fetcher was
+ * removed or the loader freed (its requests end PXL_E_CANCELLED). An early end calls
+ * cancel, telling the host to stop; from then on pxl_fetch_write and pxl_fetch_finish do
+ * nothing (the handle must still be finished to be released). A host that never answers
+ * loses only its handle: timeout_ms (when not 0) ends the request.
+ * ------------------------------------------------------------------------------- */
+
+/* One fetch a fetcher was asked for: a handle for pxl_fetch_write and pxl_fetch_finish. */
+typedef struct pxl_fetch pxl_fetch;
+
+/* Starts fetching url (borrowed for the call); must not block. Fetch thread. */
+typedef void (*pxl_fetch_start_fn)(const char *url, pxl_fetch *fetch, void *user_data);
+/* Tells the host to stop a fetch it was given (it must still finish the handle). */
+typedef void (*pxl_fetch_cancel_fn)(pxl_fetch *fetch, void *user_data);
+/* The fetcher is gone: free user_data. */
+typedef void (*pxl_fetch_destroy_fn)(void *user_data);
+
+/* A fetcher, for pxl_loader_add_fetcher() (copied). A struct that grows: fill it with
+ * pxl_fetcher_init() first. */
+typedef struct pxl_fetcher {
+  size_t struct_size;           /* sizeof(pxl_fetcher); set by pxl_fetcher_init */
+  pxl_fetch_start_fn start;     /* required */
+  pxl_fetch_cancel_fn cancel;   /* NULL: the host is not told (its late answers are ignored) */
+  pxl_fetch_destroy_fn destroy; /* NULL: nothing to free */
+  void *user_data;              /* passed to the three callbacks */
+  int32_t max_concurrent;       /* fetches started and not yet ended at once; default 8; more
+                                   wait, highest priority first, then oldest */
+  int32_t disk_cache;           /* 0 (default): its bytes are never written to the disk cache
+                                   (memory cache only); 1: they are, as an http response's */
+  int64_t disk_max_age_s;       /* with disk_cache: a stored copy is fresh this many seconds,
+                                   then fetched again (as max-age; pxl_config's
+                                   ignore_http_freshness keeps it until evicted); default 0:
+                                   fresh until evicted */
+} pxl_fetcher;
+
+#define PXL_FETCHER_SIZE_0_5 (offsetof(pxl_fetcher, disk_max_age_s) + sizeof(int64_t))
+
+/* Fills the first size bytes of *fetcher with the defaults above (NULL callbacks) and
+ * sets struct_size, as pxl_config_init_size does. PXL_OK or PXL_E_INVALID_ARGUMENT (NULL,
+ * a size below PXL_FETCHER_SIZE_0_5). Any thread. Since 0.5.0. */
+PXL_API pxl_status pxl_fetcher_init_size(pxl_fetcher *fetcher, size_t size);
+#define pxl_fetcher_init(fetcher) pxl_fetcher_init_size((fetcher), sizeof *(fetcher))
+
+/* Serves URLs whose scheme is scheme (letters, digits, "+", "-", "."; any case) with
+ * *fetcher; the scheme allow-list (pxl_config.allowed_schemes) lets them in. Returns
+ * PXL_OK; PXL_E_INVALID_ARGUMENT for NULL arguments, a bad struct_size, no start, a
+ * max_concurrent below 1, a negative disk_max_age_s, a malformed scheme, a scheme the
+ * loader serves itself (http, https, file, data, or any scheme libcurl knows, such as ftp)
+ * or one that has a fetcher already; PXL_E_LOADER_CLOSED; PXL_E_NO_MEMORY (the fetch
+ * thread could not start). On failure destroy is not called. Any thread. Since 0.5.0. */
+PXL_API pxl_status pxl_loader_add_fetcher(pxl_loader *loader, const char *scheme, const pxl_fetcher *fetcher);
+
+/* Removes the fetcher of scheme: its requests not yet answered end PXL_E_CANCELLED, the
+ * fetches it started get cancel, then destroy runs, on the fetch thread (soon after this
+ * returns, which does not wait for it); new requests of the scheme are refused
+ * (PXL_E_SCHEME_NOT_ALLOWED). PXL_OK, PXL_E_INVALID_ARGUMENT (NULL) or PXL_E_NOT_FOUND
+ * (no fetcher for scheme). Any thread, fetcher callbacks included. Since 0.5.0. */
+PXL_API pxl_status pxl_loader_remove_fetcher(pxl_loader *loader, const char *scheme);
+
+/* Appends len bytes (copied) to the fetch's body. Returns PXL_OK; PXL_E_CANCELLED when
+ * the fetch has ended (the bytes are ignored: stop fetching); PXL_E_BODY_TOO_LARGE when
+ * these bytes took it over max_body_bytes (the request fails so, and cancel is called);
+ * PXL_E_INVALID_ARGUMENT for a NULL fetch, or NULL data with len > 0. Any thread. Since
+ * 0.5.0. */
+PXL_API pxl_status pxl_fetch_write(pxl_fetch *fetch, const void *data, size_t len);
+
+/* Ends the fetch and releases the handle (never use it again): status PXL_OK delivers the
+ * bytes written (to be decoded, sniffed as any response); any other status fails the
+ * fetch's requests with it (an unknown number as PXL_E_IO) and message (NULL: the
+ * status's text; copied). Returns PXL_OK; PXL_E_CANCELLED when the fetch had already
+ * ended (nothing else happens); PXL_E_INVALID_ARGUMENT for NULL. Any thread. Since 0.5.0. */
+PXL_API pxl_status pxl_fetch_finish(pxl_fetch *fetch, pxl_status status, const char *message);
 
 #ifdef __cplusplus
 }

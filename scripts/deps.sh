@@ -64,6 +64,7 @@ if [ "$mode" = python ]; then
 fi
 if [ "$mode" = test ]; then
   APT_PKGS+=(
+    libsqlite3-dev         # Tests/capi/test_fetchers.c: a fetcher serving images out of SQLite
     libgtk-4-dev           # examples/gtk
     xvfb                   # its test: a real window on a virtual screen
     python3-venv           # bindings/python/run_tests.sh makes a venv (Debian's python3)

@@ -11,7 +11,7 @@
  *   STATUS WxH SOURCE MS URL[  (message, HTTP n)]
  *
  * SOURCE is memory, disk, revalidated, network, file (a file:// URL, which the library
- * reports as PXL_SOURCE_NETWORK) or none.
+ * reports as PXL_SOURCE_NETWORK), data (a data: URI, --allow-data) or none.
  * MS is the time from the start of the run (just before the first pxl_load) to that
  * URL's callback. A closing summary line follows:
  *
@@ -64,6 +64,7 @@ static const char usage_text[] =
     "  --no-orientation      do not apply EXIF orientation\n"
     "  --no-color-management keep the decoded values (default: embedded profiles to sRGB)\n"
     "  --allow-file          allow file:// URLs\n"
+    "  --allow-data          allow data: URIs (base64 or percent-encoded)\n"
     "  --memory-cache-mb N   memory cache budget in MiB (0 disables; default 64)\n"
     "  --concurrency N       transfers at once over all hosts (default 8)\n"
     "  --per-host N          transfers at once per host (default 6)\n"
@@ -105,7 +106,8 @@ static const char usage_text[] =
     "--thumbhash its ThumbHash in base64; it takes fetch's options (not --out*).\n"
     "\n"
     "One line per URL, in the order given: STATUS WxH SOURCE MS URL, where SOURCE is\n"
-    "memory, disk, revalidated, network, file (file:// URLs) or none; then a summary.\n"
+    "memory, disk, revalidated, network, file (file:// URLs), data (data: URIs) or\n"
+    "none; then a summary.\n"
     "STATUS \"OK incomplete\": the file ended early and its decoder filled in the rest\n"
     "(a cut JPEG or GIF; a cut PNG, WebP or AVIF fails with CORRUPT_IMAGE).\n"
     "With more than 20 URLs and stderr a terminal, a progress line is shown there.\n"
@@ -146,6 +148,8 @@ static const char *source_name(pxl_source source, const char *url) {
     case PXL_SOURCE_NETWORK: return is_file_url(url) ? "file" : "network";
     case PXL_SOURCE_DISK: return "disk";
     case PXL_SOURCE_REVALIDATED: return "revalidated";
+    case PXL_SOURCE_DATA: return "data";
+    case PXL_SOURCE_FETCHER: return "fetcher";
     default: return "none";
   }
 }
@@ -653,7 +657,7 @@ static int parse_process(const char *spec, struct fetch_options *o) {
 
 /* Returns 0, or the exit status of a usage error (2). */
 static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
-  enum { OPT_SIZE = 256, OPT_MODE, OPT_FORMAT, OPT_NO_ORIENTATION, OPT_ALLOW_FILE,
+  enum { OPT_SIZE = 256, OPT_MODE, OPT_FORMAT, OPT_NO_ORIENTATION, OPT_ALLOW_FILE, OPT_ALLOW_DATA,
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
          OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
@@ -666,6 +670,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"no-orientation", no_argument, NULL, OPT_NO_ORIENTATION},
       {"no-color-management", no_argument, NULL, OPT_NO_COLOR_MANAGEMENT},
       {"allow-file", no_argument, NULL, OPT_ALLOW_FILE},
+      {"allow-data", no_argument, NULL, OPT_ALLOW_DATA},
       {"memory-cache-mb", required_argument, NULL, OPT_MEMORY_CACHE},
       {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
       {"per-host", required_argument, NULL, OPT_PER_HOST},
@@ -726,6 +731,7 @@ static int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       case OPT_NO_ORIENTATION: o->request.flags |= PXL_FLAG_IGNORE_ORIENTATION; break;
       case OPT_NO_COLOR_MANAGEMENT: o->request.flags |= PXL_FLAG_NO_COLOR_MANAGEMENT; break;
       case OPT_ALLOW_FILE: o->config.allowed_schemes |= PXL_SCHEME_FILE; break;
+      case OPT_ALLOW_DATA: o->config.allowed_schemes |= PXL_SCHEME_DATA; break;
       case OPT_MEMORY_CACHE:
         if (parse_int(optarg, 0, 1L << 30, &n)) return usage_error("bad --memory-cache-mb '%s'", optarg);
         o->config.memory_cache_bytes = (uint64_t)n << 20;

@@ -27,7 +27,7 @@ import Glibc
   handle.map { Unmanaged<Image>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
-@inline(__always) private func handle(_ object: AnyObject) -> OpaquePointer {
+@inline(__always) func handle(_ object: AnyObject) -> OpaquePointer {
   OpaquePointer(Unmanaged.passUnretained(object).toOpaque())
 }
 
@@ -327,9 +327,9 @@ private func apply<CStruct, Core>(_ fields: [ConfigField<CStruct, Core>], _ c: C
   fields.allSatisfy { $0.apply(c, &configuration) }
 }
 
-private let allSchemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE)
+private let allSchemes = UInt32(PXL_SCHEME_HTTP | PXL_SCHEME_HTTPS | PXL_SCHEME_FILE | PXL_SCHEME_DATA)
 private let schemeNames: [(bit: UInt32, name: String)] = [(UInt32(PXL_SCHEME_HTTP), "http"), (UInt32(PXL_SCHEME_HTTPS), "https"),
-                                                          (UInt32(PXL_SCHEME_FILE), "file")]
+                                                          (UInt32(PXL_SCHEME_FILE), "file"), (UInt32(PXL_SCHEME_DATA), "data")]
 
 /// pxl_config, in the header's order: what pxl_config_init fills and pxl_loader_new checks
 /// and maps onto LoaderConfiguration.

@@ -152,6 +152,7 @@ final class ManualDiskTier: DiskTier, @unchecked Sendable {
   private var _cancelled: [ObjectIdentifier] = []
   private var _storedVariants: [ImageVariant] = []
   private var _received: [(CacheKey, Int)] = []
+  private var _receivedResponses: [(CacheKey, DownloadedData)] = []
 
   init(variantMaxSide: Int = 0) { self.variantMaxSide = variantMaxSide }
 
@@ -160,6 +161,8 @@ final class ManualDiskTier: DiskTier, @unchecked Sendable {
   var storedVariants: [ImageVariant] { lock.withLock { _storedVariants } }
   /// Each finished transfer handed to the tier: its key and HTTP status.
   var received: [(CacheKey, Int)] { lock.withLock { _received } }
+  /// The same, whole.
+  var receivedResponses: [(CacheKey, DownloadedData)] { lock.withLock { _receivedResponses } }
   func wasCancelled(_ job: DiskJob) -> Bool { lock.withLock { _cancelled.contains(ObjectIdentifier(job)) } }
 
   /// A stale stored original with these validators and bytes.
@@ -192,9 +195,12 @@ final class ManualDiskTier: DiskTier, @unchecked Sendable {
 
   func received(_ response: DownloadedData, for key: CacheKey, url: RequestURL,
                 revalidating stored: StoredOriginal?) -> ReceivedBytes {
-    lock.withLock { _received.append((key, response.httpStatus)) }
+    lock.withLock {
+      _received.append((key, response.httpStatus))
+      _receivedResponses.append((key, response))
+    }
     var data = response
-    var source = ImageSource.network
+    var source = response.source
     if response.httpStatus == 304, let stored {
       data.bytes = stored.entry.bytes
       source = .revalidated

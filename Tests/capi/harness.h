@@ -297,7 +297,14 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_tls_session_resumption)    \
   X(test_proxy_setting) \
   X(test_metrics_tiers)             \
-  X(test_placeholder_api)
+  X(test_placeholder_api) \
+  X(test_fetcher_sqlite)            \
+  X(test_fetcher_cancel_and_limit)  \
+  X(test_fetcher_misbehaving)       \
+  X(test_fetcher_loader_freed)      \
+  X(test_fetcher_registration)      \
+  X(test_fetcher_table)             \
+  X(test_data_uris)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

@@ -70,7 +70,7 @@ cflags=(-std=c11 -O1 -g -Wall -Wextra)
 gcc "${cflags[@]}" "$here/mkfixtures.c" -ljpeg -lpng -lwebp -lwebpmux -o "$work/mkfixtures"
 read -r -a extra_cflags <<<"${PXL_CFLAGS:-}"
 "${PXL_CC:-gcc}" "${cflags[@]}" "${extra_cflags[@]}" -I "$incdir" "$here/harness.c" "$here"/test_*.c \
-  -L "$libdir" -Wl,-rpath,"$libdir" -lpixload -lpthread -o "$work/capi_tests"
+  -L "$libdir" -Wl,-rpath,"$libdir" -lpixload -lpthread -lsqlite3 -o "$work/capi_tests"
 
 mkdir -p "$work/www"
 "$work/mkfixtures" "$work/www"

@@ -205,7 +205,7 @@ public final class LocalDiskTier: DiskTier, @unchecked Sendable {
   public func received(_ response: DownloadedData, for key: CacheKey, url: RequestURL,
                        revalidating stored: StoredOriginal?) -> ReceivedBytes {
     var data = response
-    var source = ImageSource.network
+    var source = response.source
     var metadata = HTTPFreshness.metadata(for: response.caching)
     if response.httpStatus == 304, let stored {
       // Not modified: the stored bytes are current again. Validators the 304 did not
@@ -216,8 +216,8 @@ public final class LocalDiskTier: DiskTier, @unchecked Sendable {
       if metadata.lastModified.isEmpty { metadata.lastModified = stored.lastModified }
     }
     // Keep the bytes on disk for next time, without delaying the decode; never what the
-    // server marked no-store, nor a prefix.
-    guard url.isHTTP, !response.caching.noStore, !response.endedEarly else {
+    // server marked no-store, nor a prefix, nor what its producer keeps off disk.
+    guard response.diskStorage.allows(url), !response.caching.noStore, !response.endedEarly else {
       return ReceivedBytes(data: data, source: source, origin: nil)
     }
     let origin = response.httpStatus == 304 && stored != nil

@@ -101,10 +101,15 @@ extension ImageLoader {
         counters.bytesDownloaded += response.bytes.count
         let received = diskTier?.received(response, for: download.key.cacheKey, url: download.url,
                                           revalidating: stored)
-          ?? ReceivedBytes(data: response, source: .network, origin: nil)
+          ?? ReceivedBytes(data: response, source: response.source, origin: nil)
         if received.source == .revalidated { counters.revalidated += 1 } else { counters.networkFetches += 1 }
         download.metrics.take(response.timing)
-        download.metrics.tier = received.source == .revalidated ? .revalidated : download.url.isFile ? .file : .network
+        switch received.source {
+        case .revalidated: download.metrics.tier = .revalidated
+        case .fetcher: download.metrics.tier = .fetcher
+        case .data: download.metrics.tier = .data
+        default: download.metrics.tier = download.url.isFile ? .file : .network
+        }
         decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
       }
     }

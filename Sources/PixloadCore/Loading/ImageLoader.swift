@@ -22,7 +22,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   public let memoryCache: MemoryCache
   /// nil: no disk cache.
   public let diskTier: DiskTier?
-  let dataLoader: DataLoading
+  /// The fetch stage: host fetchers and `data:` URIs, the network for the rest.
+  let fetchRouter: FetchRouter
+  var dataLoader: DataLoading { fetchRouter }
   let decoder: ImageDecoding
   /// The codecs registered with this loader (pxl_loader_add_codec), which the default
   /// decoder tries after the built-in formats.
@@ -45,7 +47,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// A snapshot of what this loader did so far.
   public var statistics: LoaderStatistics { lock.withLock { counters } }
 
-  /// Uses `dataLoader` for the network (a `CurlEngine` by default), `diskTier` for the disk
+  /// Uses `dataLoader` for the network (a `CurlEngine` by default; URLs of a fetcher's
+  /// scheme and `data:` URIs never reach it), `diskTier` for the disk
   /// (a `LocalDiskTier` when `configuration.diskCacheBytes` > 0 by default) and `decoder`
   /// for the pixels; tests pass doubles to drive the pipeline deterministically.
   public init(configuration: LoaderConfiguration = LoaderConfiguration(),
@@ -64,6 +67,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     let threads = configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
     let decodePool = try PriorityWorkPool(threadCount: threads, name: "pxl-decode")
     var tier = diskTier
+    let router: FetchRouter
     do throws(LoadError) {
       if tier == nil, configuration.diskCacheBytes > 0 {
         tier = try LocalDiskTier(directory: configuration.diskCacheDirectory,
@@ -73,16 +77,16 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
                                  variantMaxSide: configuration.diskVariantMaxSide,
                                  log: { [configuration] in ImageLoader.log(configuration, .warning, $0) })
       }
-      if let dataLoader {
-        self.dataLoader = dataLoader
-      } else {
-        self.dataLoader = try CurlEngine(configuration: configuration.network)
-      }
+      // The router shuts the engine down if it cannot start its own thread.
+      let network: DataLoading
+      if let dataLoader { network = dataLoader } else { network = try CurlEngine(configuration: configuration.network) }
+      router = try FetchRouter(network: network, configuration: configuration.network)
     } catch {
       decodePool.shutdown()
       tier?.shutdown()
       throw error
     }
+    self.fetchRouter = router
     self.decodePool = decodePool
     self.diskTier = tier
   }
@@ -306,7 +310,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     if let error = ImageProcessor.validate(request.processors) { throw error }
     let url = try RequestURL(parsing: request.url)
-    if !configuration.network.allowedSchemes.contains(url.scheme) {
+    if !configuration.network.allowedSchemes.contains(url.scheme) && !fetchRouter.hasFetcher(for: url.scheme) {
       throw LoadError(.schemeNotAllowed, "scheme '\(url.scheme)' is not allowed by this loader")
     }
     return url

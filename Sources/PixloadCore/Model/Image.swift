@@ -92,6 +92,10 @@ public enum ImageSource: Int32, Sendable {
   case disk = 3
   /// The disk cache, after the server confirmed it unchanged (HTTP 304).
   case revalidated = 4
+  /// A host's fetcher (`Fetcher`) delivered the bytes; decoded.
+  case fetcher = 5
+  /// A `data:` URI; decoded.
+  case data = 6
 }
 
 /// What a request ends with: exactly one of these reaches its completion queue.

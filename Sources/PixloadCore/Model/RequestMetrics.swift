@@ -25,9 +25,9 @@ public struct RequestMetrics: Sendable, Equatable {
     case network = 5
     /// Read from a file:// URL.
     case file = 6
-    /// A data: URL (reserved for the fetchers of a later release).
+    /// A data: URL.
     case data = 7
-    /// A host-provided fetcher (reserved for a later release).
+    /// A host fetcher (pxl_loader_add_fetcher).
     case fetcher = 8
 
     /// The name `pixload fetch --metrics` prints.

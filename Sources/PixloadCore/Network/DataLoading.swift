@@ -55,11 +55,36 @@ public struct DownloadedData: Sendable {
   public var endedEarly = false
   /// What the engine measured of the transfer (request metrics).
   public var timing = TransferTiming()
+  /// Where the bytes came from: the network (or a file:// URL), a host's fetcher, a
+  /// `data:` URI.
+  public var source = ImageSource.network
+  /// Whether the disk tier may keep the body.
+  public var diskStorage = DiskStorage.byScheme
 
   public init(bytes: [UInt8], httpStatus: Int, caching: ResponseCaching = ResponseCaching()) {
     self.bytes = bytes
     self.httpStatus = httpStatus
     self.caching = caching
+  }
+}
+
+/// Whether a response's body may be written to the disk cache; the transfer's producer
+/// says, the disk tier obeys (`DiskTier.received`).
+public enum DiskStorage: Sendable, Equatable {
+  /// http(s) bodies, as their caching headers allow (never no-store); no other scheme's
+  /// (file:// is on disk already).
+  case byScheme
+  /// Never: a `data:` URI, a fetcher that does not allow it.
+  case never
+  /// Kept as its `caching` says (a fetcher's lifetime, as a max-age).
+  case allowed
+
+  public func allows(_ url: RequestURL) -> Bool {
+    switch self {
+    case .byScheme: return url.isHTTP
+    case .never: return false
+    case .allowed: return true
+    }
   }
 }
 

@@ -80,6 +80,8 @@ class Source(enum.IntEnum):
     NETWORK = 2
     DISK = 3
     REVALIDATED = 4
+    FETCHER = 5  # a fetcher of the host's (Loader.add_fetcher); since 0.5.0
+    DATA = 6     # a data: URI (Scheme.DATA); since 0.5.0
 
 
 class LogLevel(enum.IntEnum):
@@ -93,6 +95,7 @@ class Scheme(enum.IntFlag):
     HTTP = 0x1
     HTTPS = 0x2
     FILE = 0x4
+    DATA = 0x8  # data: URIs; since 0.5.0
 
 
 PRIORITY_PREFETCH = -100
@@ -963,6 +966,8 @@ class Loader(_Handle):
         self._own(out.value, _loader_free(log_trampoline))
         self._tables = weakref.WeakSet()
         self._loop_queues = weakref.WeakKeyDictionary()  # asyncio loop -> its Queue
+        self._fetch_loops = {}  # url -> [asyncio loop, awaits]: where a coroutine fetcher runs
+        self._coroutine_schemes = set()
 
     def add_codec(self, codec):
         """Registers a pixload.Codec (pixload._codecs): its format is decoded after the
@@ -1102,6 +1107,37 @@ class Loader(_Handle):
             return Image(image.value)
         return None
 
+    # -- fetchers of the host's own schemes --
+
+    def add_fetcher(self, scheme, fetch, *, max_concurrent=8, disk_cache=False, disk_max_age=0):
+        """Serves URLs of scheme ("app" for "app:..." URLs; not http, https, file or data)
+        with fetch(url, sink), called on the library's fetch thread; it must return at
+        once. A plain function hands the work to a thread of its own and answers with
+        sink.write(bytes) and sink.finish() (or sink.fail(error)), from any thread; a
+        coroutine function is run on the event loop of the `await loader.fetch(...)` that
+        started the request (its return finishes the sink; an exception fails it), and is
+        not allowed with fetch_sync. Requests for the scheme are merged, ranked, cached in
+        memory and, with disk_cache=True, on disk (fresh disk_max_age seconds, 0: until
+        evicted) like any other. A fetch the library ends early (every requester
+        cancelled, timeout_ms, max_body_bytes, close()) sets sink.cancelled, calls
+        sink.on_cancel if set, cancels a coroutine's task, and makes write() return
+        False. max_concurrent: fetches at once. Raises PixloadError when refused."""
+        from . import _fetchers
+        entry = _fetchers.add_fetcher(self, scheme, fetch, max_concurrent, disk_cache, disk_max_age)
+        if entry.is_coroutine:
+            self._coroutine_schemes.add(entry.scheme)
+
+    def remove_fetcher(self, scheme):
+        """Removes the fetcher of scheme: its unanswered requests end CANCELLED. False
+        when it had none."""
+        from . import _fetchers
+        self._coroutine_schemes.discard(scheme.lower())
+        return _fetchers.remove_fetcher(self, scheme)
+
+    def _fetch_loop(self, url):
+        entry = self._fetch_loops.get(url)
+        return entry[0] if entry else None
+
     # -- asyncio and blocking conveniences --
 
     def _queue_for_running_loop(self):
@@ -1130,18 +1166,28 @@ class Loader(_Handle):
             else:
                 future.set_exception(result.error)
 
-        handle = self.load(url, deliver, queue=queue, **request)
+        # A coroutine fetcher of url's scheme runs on this loop (the first awaiting one's).
+        waiting = self._fetch_loops.setdefault(url, [loop, 0])
+        waiting[1] += 1
         try:
-            return await future
-        except asyncio.CancelledError:
-            handle.cancel()
-            raise
+            handle = self.load(url, deliver, queue=queue, **request)
+            try:
+                return await future
+            except asyncio.CancelledError:
+                handle.cancel()
+                raise
+        finally:
+            waiting[1] -= 1
+            if waiting[1] == 0 and self._fetch_loops.get(url) is waiting:
+                del self._fetch_loops[url]
 
     def fetch_sync(self, url, timeout=None, **request):
         """Loads url and blocks until its Image is ready (raises PixloadError on failure,
         TimeoutError after timeout seconds, after cancelling the request). Uses a
         private queue, so it may be called from any thread, also next to an asyncio
-        loop using the same loader."""
+        loop using the same loader. Not for URLs of a coroutine fetcher's scheme."""
+        if url.partition(":")[0].lower() in self._coroutine_schemes:
+            raise TypeError(f"{url}: its fetcher is a coroutine function; use `await loader.fetch(...)`")
         results = []
         with Queue() as queue:
             handle = self.load(url, results.append, queue=queue, **request)

@@ -14,6 +14,8 @@ pub mod scheme {
     pub const HTTP: u32 = crate::sys::PXL_SCHEME_HTTP;
     pub const HTTPS: u32 = crate::sys::PXL_SCHEME_HTTPS;
     pub const FILE: u32 = crate::sys::PXL_SCHEME_FILE;
+    /// data: URIs (since 0.5.0).
+    pub const DATA: u32 = crate::sys::PXL_SCHEME_DATA;
 }
 
 /// The severity of a library log line ([`LoaderBuilder::log`]); lower is more severe.

@@ -83,6 +83,8 @@ pub const PXL_FLAG_NO_COLOR_MANAGEMENT: u32 = 0x20;
 pub const PXL_SCHEME_HTTP: u32 = 0x1;
 pub const PXL_SCHEME_HTTPS: u32 = 0x2;
 pub const PXL_SCHEME_FILE: u32 = 0x4;
+/// Since 0.5.0.
+pub const PXL_SCHEME_DATA: u32 = 0x8;
 
 pub type pxl_source = c_uint;
 pub const PXL_SOURCE_NONE: pxl_source = 0;
@@ -90,6 +92,9 @@ pub const PXL_SOURCE_MEMORY: pxl_source = 1;
 pub const PXL_SOURCE_NETWORK: pxl_source = 2;
 pub const PXL_SOURCE_DISK: pxl_source = 3;
 pub const PXL_SOURCE_REVALIDATED: pxl_source = 4;
+/// Since 0.5.0.
+pub const PXL_SOURCE_FETCHER: pxl_source = 5;
+pub const PXL_SOURCE_DATA: pxl_source = 6;
 
 opaque!(pxl_image);
 opaque!(pxl_queue);
@@ -589,4 +594,34 @@ extern "C" {
         capacity: usize,
         length_out: *mut usize,
     ) -> pxl_status;
+}
+
+// Fetchers (since 0.5.0).
+opaque!(pxl_fetch);
+
+pub type pxl_fetch_start_fn = Option<unsafe extern "C" fn(url: *const c_char, fetch: *mut pxl_fetch, user_data: *mut c_void)>;
+pub type pxl_fetch_cancel_fn = Option<unsafe extern "C" fn(fetch: *mut pxl_fetch, user_data: *mut c_void)>;
+pub type pxl_fetch_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_fetcher {
+    pub struct_size: usize,
+    pub start: pxl_fetch_start_fn,
+    pub cancel: pxl_fetch_cancel_fn,
+    pub destroy: pxl_fetch_destroy_fn,
+    pub user_data: *mut c_void,
+    pub max_concurrent: i32,
+    pub disk_cache: i32,
+    pub disk_max_age_s: i64,
+}
+
+pub const PXL_FETCHER_SIZE_0_5: usize = offset_of!(pxl_fetcher, disk_max_age_s) + size_of::<i64>();
+
+extern "C" {
+    pub fn pxl_fetcher_init_size(fetcher: *mut pxl_fetcher, size: usize) -> pxl_status;
+    pub fn pxl_loader_add_fetcher(loader: *mut pxl_loader, scheme: *const c_char, fetcher: *const pxl_fetcher) -> pxl_status;
+    pub fn pxl_loader_remove_fetcher(loader: *mut pxl_loader, scheme: *const c_char) -> pxl_status;
+    pub fn pxl_fetch_write(fetch: *mut pxl_fetch, data: *const c_void, len: usize) -> pxl_status;
+    pub fn pxl_fetch_finish(fetch: *mut pxl_fetch, status: pxl_status, message: *const c_char) -> pxl_status;
 }

@@ -1,0 +1,90 @@
+// The C API of fetchers (pixload.h, "Fetchers"): pxl_fetcher's callbacks as a core
+// `Fetcher`, and pxl_fetch handles as `FetchHandle`s. A handle is retained once for the
+// host when start receives it, and released by pxl_fetch_finish.
+import CPixload
+import PixloadCore
+
+private let fetcherVersions = [end(\pxl_fetcher.disk_max_age_s)]
+
+private func defaultFetcher() -> pxl_fetcher {
+  var fetcher = pxl_fetcher()
+  fetcher.struct_size = MemoryLayout<pxl_fetcher>.stride
+  fetcher.max_concurrent = Int32(FetcherSettings().maxConcurrent)
+  return fetcher
+}
+
+/// A host's pxl_fetcher. user_data travels as a bit pattern: the host promised it is
+/// usable from the fetch thread.
+private final class CFetcher: Fetcher, @unchecked Sendable {
+  let startFunction: pxl_fetch_start_fn
+  let cancelFunction: pxl_fetch_cancel_fn?
+  let destroyFunction: pxl_fetch_destroy_fn?
+  let userData: UInt
+
+  init(_ c: pxl_fetcher, start: pxl_fetch_start_fn) {
+    startFunction = start
+    cancelFunction = c.cancel
+    destroyFunction = c.destroy
+    userData = UInt(bitPattern: c.user_data)
+  }
+
+  private var userDataPointer: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: userData) }
+
+  func start(url: String, fetch: FetchHandle) {
+    let retained = retainedHandle(fetch)
+    url.withCString { startFunction($0, retained, userDataPointer) }
+  }
+
+  func cancel(_ fetch: FetchHandle) {
+    cancelFunction?(handle(fetch), userDataPointer)
+  }
+
+  func destroy() { destroyFunction?(userDataPointer) }
+}
+
+@inline(__always) private func fetch(_ handle: OpaquePointer?) -> FetchHandle? {
+  handle.map { Unmanaged<FetchHandle>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
+}
+
+@c @implementation public func pxl_fetcher_init_size(_ fetcher: UnsafeMutablePointer<pxl_fetcher>?, _ size: Int) -> pxl_status {
+  initGrowableStruct(fetcher, size: size, defaults: defaultFetcher(), knownEnds: fetcherVersions)
+}
+
+@c @implementation public func pxl_loader_add_fetcher(_ loaderHandle: OpaquePointer?, _ scheme: UnsafePointer<CChar>?,
+                                                      _ fetcher: UnsafePointer<pxl_fetcher>?) -> pxl_status {
+  guard let loader = loader(loaderHandle), let scheme, let fetcher,
+        let c = readGrowableStruct(fetcher, defaults: defaultFetcher(), knownEnds: fetcherVersions),
+        let start = c.start, c.max_concurrent > 0, c.disk_max_age_s >= 0
+  else { return PXL_E_INVALID_ARGUMENT }
+  let settings = FetcherSettings(maxConcurrent: Int(c.max_concurrent),
+                                 diskMaxAgeSeconds: c.disk_cache != 0 ? Int(clamping: c.disk_max_age_s) : nil)
+  do {
+    try loader.addFetcher(CFetcher(c, start: start), for: String(cString: scheme), settings: settings)
+    return PXL_OK
+  } catch {
+    return cStatus(error.status)
+  }
+}
+
+@c @implementation public func pxl_loader_remove_fetcher(_ loaderHandle: OpaquePointer?, _ scheme: UnsafePointer<CChar>?) -> pxl_status {
+  guard let loader = loader(loaderHandle), let scheme else { return PXL_E_INVALID_ARGUMENT }
+  return loader.removeFetcher(for: String(cString: scheme)) ? PXL_OK : PXL_E_NOT_FOUND
+}
+
+@c @implementation public func pxl_fetch_write(_ handle: OpaquePointer?, _ data: UnsafeRawPointer?, _ length: Int) -> pxl_status {
+  guard let fetch = fetch(handle), data != nil || length == 0 else { return PXL_E_INVALID_ARGUMENT }
+  return cStatus(fetch.write(UnsafeRawBufferPointer(start: data, count: length)))
+}
+
+@c @implementation public func pxl_fetch_finish(_ handle: OpaquePointer?, _ status: pxl_status,
+                                                _ message: UnsafePointer<CChar>?) -> pxl_status {
+  guard let handle else { return PXL_E_INVALID_ARGUMENT }
+  let unmanaged = Unmanaged<FetchHandle>.fromOpaque(UnsafeRawPointer(handle))
+  defer { unmanaged.release() }
+  var error: LoadError?
+  if status != PXL_OK {
+    let core = Status(rawValue: Int32(bitPattern: status.rawValue)).flatMap { $0 == .ok ? nil : $0 } ?? .io
+    error = LoadError(core, message.map { String(cString: $0) } ?? core.description)
+  }
+  return unmanaged.takeUnretainedValue().finish(error) ? PXL_OK : PXL_E_CANCELLED
+}
