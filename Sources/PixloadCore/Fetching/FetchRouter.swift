@@ -140,6 +140,7 @@ final class FetchRouter: DataLoading, @unchecked Sendable {
   }
 
   var throughput: Throughput? { network.throughput }
+  var tlsHandshakes: TLSHandshakeCounts { network.tlsHandshakes }
 
   /// Stops the network engine, ends every fetch without its completion (the loader ends
   /// the requests), cancels the started ones, destroys every fetcher and joins the
