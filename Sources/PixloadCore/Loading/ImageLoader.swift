@@ -510,7 +510,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       case .idle: break
       }
       download.phase = .idle
-    case .idle, .held: break
+    case .idle, .held, .continuing: break
     }
   }
 
@@ -529,7 +529,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     case .queued(let job): decodePool.setPriority(job, priority)
     case .lookingUpVariant(let job, _): diskTier?.setPriority(job, priority)
     case .waitingForBytes(let download): rerank(download)
-    case .idle, .held: break
+    case .idle, .held, .continuing: break
     }
   }
 
@@ -558,7 +558,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       }
       counters.diskHits += 1
       counters.variantHits += 1
-      return finishLocked(decode, .success(image), input)
+      return finishLocked(decode, .success(image), input, onPool: false)
     }
     if let done { report(done, decode, input) }
   }
@@ -633,9 +633,9 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     let done: TaskResults? = lock.withLock {
       counters.decodes += 1
-      return finishLocked(decode, result, input)
+      return finishLocked(decode, result, input, onPool: true)
     }
-    if let done { report(done, decode, input) }
+    if let done { proceed(done, decode, input) }
   }
 
   /// What a finished task hands out once the lock is released: its result to its own
@@ -644,19 +644,23 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     let result: Result<Image, LoadError>
     let finished: [PendingRequest]
     let failedBelow: [PendingRequest]
+    /// The task processed from this one whose step runs next in the same pool job.
+    let next: Continuation?
   }
 
   /// Lock held: ends a task with its image or error: its requests (returned), the memory
-  /// cache, and the tasks processed from it (queued, or failed with it). nil when the task
-  /// was dropped meanwhile.
-  func finishLocked(_ decode: DecodeTask, _ result: Result<Image, LoadError>, _ input: DecodeInput) -> TaskResults? {
+  /// cache, and the tasks processed from it (queued, or failed with it; on a pool thread,
+  /// `onPool`, one of them continues in the same job). nil when the task was dropped
+  /// meanwhile.
+  func finishLocked(_ decode: DecodeTask, _ result: Result<Image, LoadError>, _ input: DecodeInput,
+                    onPool: Bool) -> TaskResults? {
     guard decodes[decode.key] === decode else { return nil }
     let finished = finish(decode)
     if case .success(let image) = result, finished.contains(where: \.usesMemoryCache) {
       memoryCache.insert(image, for: decode.variant)
     }
-    let failedBelow = handOn(decode, result, input)
-    return TaskResults(result: result, finished: finished, failedBelow: failedBelow)
+    let (failedBelow, next) = handOn(decode, result, input, continuing: onPool, shared: !finished.isEmpty)
+    return TaskResults(result: result, finished: finished, failedBelow: failedBelow, next: next)
   }
 
   /// Not holding the lock: stores a finished task's image as a disk variant and posts the
