@@ -914,6 +914,8 @@ fn a_cut_gif_is_incomplete_and_a_cut_png_fails() {
     assert!(!whole.is_incomplete());
     let error = load_one(&loader, &queue, &Request::new(server.url("rs-cut.png", "incomplete"))).unwrap_err();
     assert_eq!(error.status(), Status::CorruptImage);
+}
+
 /// 0.5.0's trust and proxy settings reach the library: a CA file or directory that cannot
 /// be read fails the build; proxy "" and a minimum TLS version load over http; the TLS
 /// counters are in the stats.
