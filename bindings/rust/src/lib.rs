@@ -46,7 +46,7 @@ pub use config::{scheme, LoaderBuilder, LogLevel, TlsVersion};
 pub use error::{Error, Status};
 pub use image::{Format, Image};
 pub use loader::{Loader, Stats};
-pub use processor::{Processor, Rgba};
+pub use processor::{Frame, Processor, Rgba};
 pub use queue::Queue;
 pub use request::{priority, Mode, Prefetch, Request, Slot, Token};
 pub use table::{Table, TableConfig, TableStats};
