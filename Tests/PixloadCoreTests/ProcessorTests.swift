@@ -378,6 +378,18 @@ final class ProcessorLoaderTests: XCTestCase {
     XCTAssertEqual(loader.statistics.processorRuns, 4)
   }
 
+  func testATablesStartNowAndPostponeReachAProcessedRequestsTransfer() throws {
+    var request = ImageRequest(url: "http://h/delayed.jpg", targetWidth: 40, targetHeight: 30)
+    request.processors = [round12, .grayscale]
+    request.startDelayMilliseconds = 500
+    let token = try loader.load(request, queue: queue, handler: recorder.handler)
+    let transfer = try XCTUnwrap(network.started.first?.id)
+    loader.postpone(token, milliseconds: 100)
+    XCTAssertEqual(network.postponed[transfer], 1)
+    loader.startNow(token)
+    XCTAssertEqual(network.startedNow, [transfer])
+  }
+
   func testALaterChainStartsFromACachedPrefix() throws {
     let first = try load([round12], format: .rgba8Premultiplied)
     network.finish(0, bytes: [UInt8](repeating: 1, count: 255))

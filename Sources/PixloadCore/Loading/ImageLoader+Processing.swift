@@ -103,6 +103,16 @@ extension ImageLoader {
     }
   }
 
+  /// Lock held: the download `decode` waits on, directly or through the tasks it is
+  /// processed from (a table's startNow and postpone reach a processed row's transfer).
+  func download(under decode: DecodeTask) -> DownloadTask? {
+    switch decode.phase {
+    case .waitingForBytes(let download): return download
+    case .waitingForParent(let parent): return download(under: parent)
+    default: return nil
+    }
+  }
+
   /// Every request waiting on `decode`, directly or through the tasks processed from it.
   func requestsBelow(_ decode: DecodeTask) -> [PendingRequest] {
     Array(decode.requests.values) + decode.children.values.flatMap { requestsBelow($0) }
