@@ -58,15 +58,19 @@ export PXL_TEST_SLOW_FACTOR="${PXL_TEST_SLOW_FACTOR:-3}"
 export PXL_SWIFT_RUNTIME=dynamic
 
 # The C API tests the short form runs: races between threads, cancelling, freeing in
-# every order with work in flight, the table, TLS + HTTP/2 and the fault server's broken
-# bodies and coalescing, and host fetchers answering from their own threads, cancelled,
-# timed out and freed with handles out (about 15 s under either sanitizer here).
+# every order with work in flight, the table, TLS + HTTP/2, the fault server's broken
+# bodies and coalescing, processors (custom ones failing, cancelled through their flag and
+# outliving their loader; chains working in place on animations, table rows and previews),
+# and host fetchers answering from their own threads, cancelled, timed out and freed with
+# handles out (about 20 s under either sanitizer here).
 short_tests=(test_exactly_once_under_races test_cancel_from_other_thread test_cancel_inside_callback
   test_cancel_wins_over_queued test_free_orders test_free_loader_in_flight test_queue_wait_and_wakeup
   test_load_and_memory_cache test_pixel_formats test_exif_orientation test_no_head_of_line_blocking
   test_waiting_transfers_start_at_once test_table_row_errors test_table_cached_rows_sync
   test_tls_http2_nginx test_fault_tls test_fault_broken_bodies test_fault_coalesced_50
-  test_fetcher_sqlite test_fetcher_cancel_and_limit test_fetcher_misbehaving test_fetcher_loader_freed)
+  test_fetcher_sqlite test_fetcher_cancel_and_limit test_fetcher_misbehaving test_fetcher_loader_freed
+  test_processors_builtin test_processors_invalid test_processors_custom test_processors_table
+  test_processors_animated test_processors_preview)
 capi_args=()
 [ "$short" = 1 ] && capi_args=("${short_tests[@]}")
 

@@ -8,12 +8,16 @@
 
 /* ---- Exact coverage of a pixel by a rounded rectangle -------------------------------- */
 
-/* The integral of sqrt(r^2 - t^2) from 0 to u (0 <= u <= r). */
-static double arc_integral(double u, double r) {
-  double s = r * r - u * u;
-  double q = u / r;
-  if (q > 1) q = 1;
-  return 0.5 * (u * sqrt(s > 0 ? s : 0) + r * r * asin(q));
+/* The integral of sqrt(r^2 - t^2) from a to b (0 <= a <= b <= r): with sa, sb the
+ * square roots at a and b, (b sb - a sa + r^2 (asin(b/r) - asin(a/r))) / 2, the
+ * difference of the arcsines taken as one (asin(x) - asin(y) = asin(x sqrt(1 - y^2) -
+ * y sqrt(1 - x^2)) for x, y in [0, 1]): one asin a pixel instead of two. */
+static double arc_band(double a, double b, double r) {
+  double r2 = r * r;
+  double ta = r2 - a * a, tb = r2 - b * b;
+  double sa = sqrt(ta > 0 ? ta : 0), sb = sqrt(tb > 0 ? tb : 0);
+  double x = (b * sa - a * sb) / r2;
+  return 0.5 * (b * sb - a * sa + r2 * asin(x > 1 ? 1 : x < 0 ? 0 : x));
 }
 
 /* The area of [u0, u1] x [v0, v1] (all within [0, r]) inside the disc u^2 + v^2 <= r^2. */
@@ -24,7 +28,7 @@ static double quarter_disc_area(double u0, double u1, double v0, double v1, doub
   double full = (ua < u1 ? ua : u1) - u0;
   if (full > 0) area += (v1 - v0) * full;
   double a = u0 > ua ? u0 : ua, b = u1 < ub ? u1 : ub;
-  if (b > a) area += arc_integral(b, r) - arc_integral(a, r) - v0 * (b - a);
+  if (b > a) area += arc_band(a, b, r) - v0 * (b - a);
   return area;
 }
 
@@ -431,29 +435,56 @@ static inline uint8_t unpremultiply(uint32_t c, uint32_t a) {
 }
 
 void pxl_process_convert(const uint8_t *src, size_t count, int32_t format, uint8_t *dst) {
-  for (size_t i = 0; i < count; i++, src += 4) {
-    uint32_t a = src[3];
-    switch (format) {
-    case 0:
-      for (int c = 0; c < 3; c++) dst[c] = unpremultiply(src[c], a);
-      dst[3] = (uint8_t)a;
-      dst += 4;
-      break;
-    case 2:
-      dst[0] = src[2], dst[1] = src[1], dst[2] = src[0], dst[3] = (uint8_t)a;
-      dst += 4;
-      break;
-    case 3:
-      for (int c = 0; c < 3; c++) dst[c] = unpremultiply(src[c], a);
-      dst += 3;
-      break;
-    case 4:
-      *dst++ = luma(unpremultiply(src[0], a), unpremultiply(src[1], a), unpremultiply(src[2], a));
-      break;
-    default:
-      memcpy(dst, src, 4);
-      dst += 4;
+  /* One loop per format (the switch outside): opaque pixels, a thumbnail's all but its
+   * corners, are copied through (in place, left alone). */
+  switch (format) {
+  case 0:
+    /* Opaque and transparent pixels are the same straight (a transparent one is all 0). */
+    if (dst == src) {
+      /* Two pixels a test (a thumbnail is mostly runs of one or the other): their alpha
+       * bytes in a 64-bit word, whatever the byte order. */
+      static const uint8_t alpha_bytes[8] = {0, 0, 0, 255, 0, 0, 0, 255};
+      uint64_t mask;
+      memcpy(&mask, alpha_bytes, 8);
+      size_t i = 0;
+      for (; i + 2 <= count; i += 2, dst += 8) {
+        uint64_t two;
+        memcpy(&two, dst, 8);
+        uint64_t alphas = two & mask;
+        if (alphas == mask || alphas == 0) continue;
+        for (int k = 0; k < 8; k += 4)
+          for (int c = 0; c < 3; c++) dst[k + c] = unpremultiply(dst[k + c], dst[k + 3]);
+      }
+      if (i < count)
+        for (int c = 0; c < 3; c++) dst[c] = unpremultiply(dst[c], dst[3]);
       break;
     }
+    for (size_t i = 0; i < count; i++, src += 4, dst += 4) {
+      uint32_t a = src[3];
+      for (int c = 0; c < 3; c++) dst[c] = unpremultiply(src[c], a);
+      dst[3] = (uint8_t)a;
+    }
+    break;
+  case 2:
+    for (size_t i = 0; i < count; i++, src += 4, dst += 4) {
+      uint8_t r = src[0], b = src[2];
+      dst[0] = b, dst[1] = src[1], dst[2] = r, dst[3] = src[3];
+    }
+    break;
+  case 3:
+    for (size_t i = 0; i < count; i++, src += 4, dst += 3) {
+      uint32_t a = src[3];
+      for (int c = 0; c < 3; c++) dst[c] = unpremultiply(src[c], a);
+    }
+    break;
+  case 4:
+    for (size_t i = 0; i < count; i++, src += 4) {
+      uint32_t a = src[3];
+      *dst++ = luma(unpremultiply(src[0], a), unpremultiply(src[1], a), unpremultiply(src[2], a));
+    }
+    break;
+  default:
+    if (dst != src) memcpy(dst, src, count * 4);
+    break;
   }
 }

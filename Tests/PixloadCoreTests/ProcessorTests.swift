@@ -218,6 +218,35 @@ final class ProcessorTests: XCTestCase {
     XCTAssertEqual(out.frameDurations, [50, 50, 50])
   }
 
+  func testAnOwnedImageGivesTheSameResultsInPlace() throws {
+    // Every final format and a step of each kind, on an image of distinct channels with
+    // transparent, translucent and opaque pixels: taking the buffers changes nothing.
+    func source() -> Image {
+      image(7, 5, frames: 2) { x, y, f in
+        let a = [0, 90, 255][(x + y + f) % 3]
+        return (UInt8(x * 30 % (a + 1)), UInt8(y * 40 % (a + 1)), UInt8((f * 50 + 3) % (a + 1)), UInt8(a))
+      }
+    }
+    let steps: [ImageProcessing.Step] = PixelFormat.allCases.map { .convert($0) }
+      + [.process(.circle(border: nil)), .process(.roundedCorners(radii: .init(2), border: nil)),
+         .process(.blur(sigma: 1)), .process(.flip(vertical: true)), .process(.grayscale),
+         .process(.rotate(quarterTurns: 1)), .process(.crop(x: 1, y: 1, width: 3, height: 2))]
+    for step in steps {
+      let copied = try ImageProcessing.apply(step, to: source(), cancel: CancelFlag(), maxPixels: 1 << 30).get()
+      let taken = try ImageProcessing.apply(step, to: source(), owned: true, cancel: CancelFlag(), maxPixels: 1 << 30).get()
+      XCTAssertEqual([taken.width, taken.height, taken.stride, taken.frameCount],
+                     [copied.width, copied.height, copied.stride, copied.frameCount], "\(step)")
+      for frame in 0..<2 {
+        XCTAssertEqual(memcmp(taken.framePixels(frame)!, copied.framePixels(frame)!, copied.byteCount), 0, "\(step)")
+      }
+    }
+    // A failing step frees what it took (ASan's leak check) and reports the error.
+    let outside = ImageProcessing.apply(.process(.crop(x: 6, y: 0, width: 3, height: 1)), to: source(), owned: true,
+                                        cancel: CancelFlag(), maxPixels: 1 << 30)
+    guard case .failure(let error) = outside else { return XCTFail("a crop outside the image succeeded") }
+    XCTAssertEqual(error.status, .invalidArgument)
+  }
+
   func testTheChainIsPartOfTheVariantAndItsDiskDescriptor() {
     var request = ImageRequest(url: "http://h/a.jpg", targetWidth: 96, targetHeight: 96)
     let plain = request.variant
@@ -311,6 +340,54 @@ final class ProcessorLoaderTests: XCTestCase {
     XCTAssertNotNil(loader.cachedImage(for: again), "found by the same request, chain included")
     again.processors = [round12, .grayscale]
     XCTAssertNil(loader.cachedImage(for: again))
+  }
+
+  func testAChainNobodySharesWorksInPlaceAndASharedImageIsNeverWritten() throws {
+    let lock = Lock()
+    var seen: [UnsafeMutableRawPointer] = []
+    let record = CustomProcessor(id: "record", version: 1) { frame in
+      lock.withLock { seen.append(UnsafeMutableRawPointer(frame.pixels)) }
+      return nil
+    }
+    // The decoded image goes to a request of its own too: the chain works on a copy, and
+    // the plain result keeps its opaque corner.
+    var plain = ImageRequest(url: "http://h/shared.jpg", targetWidth: 40, targetHeight: 30, format: .rgba8Premultiplied)
+    let shared = try loader.load(plain, queue: queue, handler: recorder.handler)
+    plain.processors = [.custom(record), round12]
+    let rounded = try loader.load(plain, queue: queue, handler: recorder.handler)
+    network.finish(0, bytes: [UInt8](repeating: 1, count: 255))
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 2))
+    XCTAssertEqual(decoder.count, 1)
+    XCTAssertNotEqual(lock.withLock { seen }, [decoder.buffers[0]], "worked on a copy")
+    guard case .success(let image, _, _)? = recorder.outcome(shared),
+          case .success(let processed, _, _)? = recorder.outcome(rounded) else { return XCTFail("no images") }
+    XCTAssertEqual(image.pixels.load(fromByteOffset: 3, as: UInt8.self), 255, "the shared image was not rounded")
+    XCTAssertEqual(processed.pixels.load(fromByteOffset: 3, as: UInt8.self), 0)
+    // Nobody else wants the decoded image: the processor gets its very buffer, and the
+    // rounding and the final conversion follow on it.
+    var alone = ImageRequest(url: "http://h/alone.jpg", targetWidth: 40, targetHeight: 30, format: .rgba8)
+    alone.processors = [.custom(record), round12]
+    let token = try loader.load(alone, queue: queue, handler: recorder.handler)
+    network.finish(1, bytes: [UInt8](repeating: 1, count: 255))
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 3))
+    XCTAssertEqual(lock.withLock { seen.last }, decoder.buffers[1], "no copy")
+    guard case .success(let result, _, _)? = recorder.outcome(token) else { return XCTFail("no image") }
+    XCTAssertEqual(result.pixels, decoder.buffers[1], "rounded and converted in place")
+    XCTAssertEqual([result.pixels.load(fromByteOffset: 3, as: UInt8.self),
+                    result.pixels.load(fromByteOffset: (15 * 40 + 20) * 4 + 3, as: UInt8.self)], [0, 255])
+    XCTAssertEqual(loader.statistics.processorRuns, 4)
+  }
+
+  func testATablesStartNowAndPostponeReachAProcessedRequestsTransfer() throws {
+    var request = ImageRequest(url: "http://h/delayed.jpg", targetWidth: 40, targetHeight: 30)
+    request.processors = [round12, .grayscale]
+    request.startDelayMilliseconds = 500
+    let token = try loader.load(request, queue: queue, handler: recorder.handler)
+    let transfer = try XCTUnwrap(network.started.first?.id)
+    loader.postpone(token, milliseconds: 100)
+    XCTAssertEqual(network.postponed[transfer], 1)
+    loader.startNow(token)
+    XCTAssertEqual(network.startedNow, [transfer])
   }
 
   func testALaterChainStartsFromACachedPrefix() throws {

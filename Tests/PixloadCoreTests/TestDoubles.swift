@@ -75,6 +75,9 @@ final class FakeDecoder: ImageDecoding, @unchecked Sendable {
   private let lock = Lock()
   private var _count = 0
   var count: Int { lock.withLock { _count } }
+  /// The buffer of every image made, in order (for tests of who writes where).
+  private var _buffers: [UnsafeMutableRawPointer] = []
+  var buffers: [UnsafeMutableRawPointer] { lock.withLock { _buffers } }
 
   func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
     lock.withLock { _count += 1 }
@@ -83,6 +86,7 @@ final class FakeDecoder: ImageDecoding, @unchecked Sendable {
     let height = variant.height > 0 ? variant.height : 3
     let bpp = variant.format.bytesPerPixel
     let pixels = malloc(width * height * bpp)!
+    lock.withLock { _buffers.append(pixels) }
     memset(pixels, Int32(data.count & 0xFF), width * height * bpp)
     return .success(Image(width: width, height: height, stride: width * bpp, format: variant.format,
                           originalWidth: width, originalHeight: height, takingPixels: pixels))

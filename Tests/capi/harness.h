@@ -178,6 +178,11 @@ void request_for(pxl_request *request, const char *url, int32_t width, int32_t h
 pxl_status load_and_wait(const struct test_env *env, pxl_loader *loader, pxl_queue *queue,
                          const pxl_request *request, struct capture *capture);
 
+/* Where the fault server's /gate pauses a progressive JPEG fixture so that each piece
+ * completes one more scan: "at=C1,C2,..." into at; returns the number of cuts
+ * (test_preview.c). */
+int scan_cuts(const struct test_env *env, const char *name, char *at, size_t size);
+
 /* ---- GIFs written by the tests (test_animation.c) ---- */
 
 /* Starts env->fixture_dir/name: a w x h canvas, a global table of 16 entries (red,
@@ -288,6 +293,9 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_processors_builtin)        \
   X(test_processors_invalid)        \
   X(test_processors_custom) \
+  X(test_processors_table)          \
+  X(test_processors_animated)       \
+  X(test_processors_preview)        \
   X(test_tls_odd_https_spelling)    \
   X(test_tls_redirect_chain)        \
   X(test_tls_redirect_credentials)  \

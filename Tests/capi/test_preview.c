@@ -99,7 +99,7 @@ static void check_previews(const char *what, const struct preview_probe *p, int 
 /* Where the fault server's /gate pauses a progressive JPEG: 2 bytes into each start-of-scan
  * marker after the first, so that each piece completes one more scan (the marker after a
  * scan is what shows it complete). "at=C1,C2,..." into at; returns the number of cuts. */
-static int scan_cuts(const struct test_env *env, const char *name, char *at, size_t size) {
+int scan_cuts(const struct test_env *env, const char *name, char *at, size_t size) {
   char path[1024];
   snprintf(path, sizeof path, "%s/%s", env->fixture_dir, name);
   FILE *f = fopen(path, "rb");

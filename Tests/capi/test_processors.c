@@ -3,7 +3,9 @@
  * PNG, the chain in the memory-cache key, merged work counted by a custom processor's own
  * calls, bad chains refused before any work with a log line naming the step, and custom
  * processors that fail, resize, are cancelled through their flag, unregistered, or
- * outlive their loader, each request ending with one callback and destroy called once.
+ * outlive their loader, each request ending with one callback and destroy called once;
+ * and processed images through a table (the chain from request_fn), an animated GIF
+ * (every frame processed, still animated) and a progressive JPEG's preview (circular).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -326,4 +328,189 @@ void test_processors_custom(const struct test_env *env) {
   CHECK_INT(atomic_load(&last.calls), calls_at_free);
   capture_reset(&c);
   pxl_queue_free(queue);
+}
+
+/* ---- processed images through tables, animations and previews ---- */
+
+/* Frame `frame`'s pixel (x, y), RGBA8. */
+static const uint8_t *frame_pixel(const pxl_image *image, int frame, int x, int y) {
+  return pxl_image_frame_pixels(image, frame) + (size_t)y * pxl_image_stride(image) + (size_t)x * 4;
+}
+
+struct table_rows {
+  char url[3][512];
+  pxl_processor circle, round;
+  pxl_image *image[3]; /* each row's final image, retained */
+  int calls[3];
+};
+
+/* Rows 0 and 2 are circular avatars, row 1 a card with rounded corners: the chain comes
+ * from request_fn, like the URL. */
+static int table_rows_request(int64_t row, pxl_request *request, void *user_data) {
+  struct table_rows *t = user_data;
+  if (row < 0 || row >= 3) return 0;
+  request->url = t->url[row];
+  request->width = 64;
+  request->height = 64;
+  request->mode = PXL_MODE_FILL;
+  request->processors = row == 1 ? &t->round : &t->circle;
+  request->processor_count = 1;
+  return 1;
+}
+
+static void table_rows_row(int64_t row, const pxl_result *result, void *user_data) {
+  struct table_rows *t = user_data;
+  if (row < 0 || row >= 3 || result->preview) return;
+  t->calls[row]++;
+  if (result->status == PXL_OK && result->image && !t->image[row]) t->image[row] = pxl_image_retain(result->image);
+}
+
+void test_processors_table(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  struct table_rows *t = calloc(1, sizeof *t);
+  const char *names[3] = {"processors-table-0", "processors-table-1", "processors-table-2"};
+  for (int i = 0; i < 3; i++)
+    snprintf(t->url[i], sizeof t->url[i], "%s", test_url(env, "/" FIXTURE_GRADIENT_JPG, names[i]).url);
+  t->circle = step(PXL_PROCESS_CIRCLE);
+  t->round = step(PXL_PROCESS_ROUND);
+  t->round.radius_tl = t->round.radius_tr = t->round.radius_br = t->round.radius_bl = 8;
+  pxl_table *table = NULL;
+  CHECK_STATUS(pxl_table_new(loader, queue, NULL, 3, table_rows_request, table_rows_row, t, &table), PXL_OK);
+  CHECK_STATUS(pxl_table_set_visible(table, 0, 3, 0), PXL_OK);
+  double deadline = now_ms() + 10000.0 * env->slow_factor;
+  while ((!t->calls[0] || !t->calls[1] || !t->calls[2]) && now_ms() < deadline) {
+    pxl_queue_wait(queue, 50);
+    pxl_queue_dispatch(queue, 0);
+  }
+  for (int row = 0; row < 3; row++) {
+    CHECKF(t->calls[row] == 1 && t->image[row] != NULL, "row %d: %d calls, image %p", row, t->calls[row],
+           (void *)t->image[row]);
+    if (!t->image[row]) continue;
+    CHECK_INT(pxl_image_width(t->image[row]), 64);
+    CHECK_INT(pxl_image_height(t->image[row]), 64);
+    CHECK_INT(pixel_at(t->image[row], 0, 0)[3], 0);     /* outside either shape */
+    CHECK_INT(pixel_at(t->image[row], 32, 32)[3], 255); /* inside */
+    /* (4, 4): 4.9 px from a radius-8 corner's centre (inside the card), 38.9 px from the
+     * disc's centre (outside the avatar). */
+    CHECK_INT(pixel_at(t->image[row], 4, 4)[3], row == 1 ? 255 : 0);
+  }
+  /* The rows' images are in the memory cache under their chains. */
+  pxl_request request;
+  request_for(&request, t->url[0], 64, 64, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  request.processors = &t->circle;
+  request.processor_count = 1;
+  pxl_image *found = NULL;
+  CHECK_STATUS(pxl_lookup(loader, &request, &found), PXL_OK);
+  CHECK(found != NULL && found == t->image[0]);
+  pxl_image_release(found);
+  pxl_table_free(table);
+  for (int row = 0; row < 3; row++) pxl_image_release(t->image[row]);
+  free(t);
+  pxl_queue_free(queue);
+  pxl_loader_free(loader);
+}
+
+/* A 12x8 GIF of three frames, each one colour of the palette (red, green, blue), 100,
+ * 200 and 300 ms: through a circle it stays animated, every frame its own 8x8 disc. */
+void test_processors_animated(const struct test_env *env) {
+  FILE *f = gif_start(env, "processors-anim.gif", 12, 8, 0);
+  CHECK(f != NULL);
+  if (!f) return;
+  uint8_t indices[12 * 8];
+  for (int frame = 0; frame < 3; frame++) {
+    memset(indices, frame, sizeof indices);
+    gif_put_frame(f, 0, 0, 12, 8, indices, 1, 10 * (frame + 1), -1);
+  }
+  fputc(0x3b, f);
+  fclose(f);
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/processors-anim.gif", "processors-animated");
+  pxl_processor circle = step(PXL_PROCESS_CIRCLE);
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.flags = PXL_FLAG_ANIMATE;
+  request.processors = &circle;
+  request.processor_count = 1;
+  struct capture c = {0};
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &c), PXL_OK);
+  CHECK_STATUS(c.status, PXL_OK);
+  if (c.image) {
+    CHECK_INT(pxl_image_width(c.image), 8);
+    CHECK_INT(pxl_image_height(c.image), 8);
+    CHECK_INT(pxl_image_frame_count(c.image), 3);
+    const uint8_t colours[3][3] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}};
+    for (int frame = 0; frame < 3 && frame < pxl_image_frame_count(c.image); frame++) {
+      CHECK_INT(pxl_image_frame_duration_ms(c.image, frame), 100 * (frame + 1));
+      CHECKF(frame_pixel(c.image, frame, 0, 0)[3] == 0 && frame_pixel(c.image, frame, 7, 7)[3] == 0,
+             "frame %d: corners %d %d, not cut away", frame, frame_pixel(c.image, frame, 0, 0)[3],
+             frame_pixel(c.image, frame, 7, 7)[3]);
+      const uint8_t *mid = frame_pixel(c.image, frame, 4, 4);
+      CHECKF(mid[0] == colours[frame][0] && mid[1] == colours[frame][1] && mid[2] == colours[frame][2] &&
+                 mid[3] == 255,
+             "frame %d centre %d,%d,%d,%d", frame, mid[0], mid[1], mid[2], mid[3]);
+    }
+  }
+  capture_reset(&c);
+  pxl_queue_free(queue);
+  pxl_loader_free(loader);
+}
+
+struct preview_avatar {
+  struct capture capture; /* first: the final callback's user_data is this struct */
+  pxl_image *preview;     /* the first preview, retained */
+  int previews;
+};
+
+static void keep_preview(pxl_token token, pxl_image *image, void *user_data) {
+  (void)token;
+  struct preview_avatar *p = user_data;
+  if (p->previews++ == 0) p->preview = pxl_image_retain(image);
+}
+
+/* A circular avatar's preview is circular: the progressive JPEG's first scan, held by the
+ * fault server's /gate until the test saw its preview, then the rest. */
+void test_processors_preview(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  char at[512], path[640];
+  scan_cuts(env, FIXTURE_PROGRESSIVE_JPG, at, sizeof at);
+  snprintf(path, sizeof path, "/gate/%.*s/file=" FIXTURE_PROGRESSIVE_JPG, (int)strcspn(at, ","), at);
+  struct test_url u = fault_url(env, 0, path, "processors-preview");
+  pxl_processor circle = step(PXL_PROCESS_CIRCLE);
+  pxl_request request;
+  request_for(&request, u.url, 160, 120, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  request.processors = &circle;
+  request.processor_count = 1;
+  request.preview = keep_preview;
+  struct preview_avatar p = {0};
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &p, NULL), PXL_OK);
+  double deadline = now_ms() + 10000.0 * env->slow_factor;
+  while (p.previews == 0 && now_ms() < deadline) {
+    pxl_queue_wait(queue, 50);
+    pxl_queue_dispatch(queue, 0);
+  }
+  CHECKF(p.preview != NULL, "no preview of the first scan");
+  CHECK_INT(atomic_load(&p.capture.calls), 0);
+  if (p.preview) {
+    CHECK_INT(pxl_image_width(p.preview), 120); /* the centred square of the 160x120 */
+    CHECK_INT(pxl_image_height(p.preview), 120);
+    CHECK_INT(pxl_image_format(p.preview), PXL_FORMAT_RGBA8);
+    CHECK_INT(pixel_at(p.preview, 0, 0)[3], 0);
+    CHECK_INT(pixel_at(p.preview, 119, 119)[3], 0);
+    CHECK_INT(pixel_at(p.preview, 60, 60)[3], 255);
+  }
+  fault_release(env, u.uri);
+  CHECK(drain_until(env, queue, &p.capture.calls, 1, 10000));
+  CHECK_STATUS(p.capture.status, PXL_OK);
+  if (p.capture.image) {
+    CHECK_INT(pxl_image_width(p.capture.image), 120);
+    CHECK_INT(pixel_at(p.capture.image, 0, 0)[3], 0);
+    CHECK_INT(pixel_at(p.capture.image, 60, 60)[3], 255);
+  }
+  pxl_image_release(p.preview);
+  capture_reset(&p.capture);
+  pxl_queue_free(queue);
+  pxl_loader_free(loader);
 }

@@ -20,6 +20,9 @@
  * row_fn still checks that the row's slot shows that row, so that the demo proves,
  * rather than assumes, that no stale image is ever drawn.
  *
+ * The thumbnails are cards with rounded corners: a processor on every row's request, run
+ * and cached by pixload, not by the host.
+ *
  * It prints what happened (rows shown, requests started and cancelled and memory-cache
  * hits from pxl_table_get_stats, time from a row entering the view to its image being
  * drawn) and writes the last screen's thumbnails as a contact sheet PNG. Exit status 0
@@ -114,6 +117,10 @@ static double percentile(struct samples *s, double p) {
   return s->ms[rank ? rank - 1 : 0];
 }
 
+/* Every thumbnail's corners rounded, radius 12 px. */
+static const pxl_processor card_corners = {
+    .kind = PXL_PROCESS_ROUND, .radius_tl = 12, .radius_tr = 12, .radius_br = 12, .radius_bl = 12};
+
 /* The table's request_fn: what row `row` shows. The table set up *request with
  * pxl_request_init and sets the priority itself. */
 static int thumbnail_request(int64_t row, pxl_request *request, void *user_data) {
@@ -124,6 +131,8 @@ static int thumbnail_request(int64_t row, pxl_request *request, void *user_data)
   request->height = THUMB_SIZE;
   request->mode = PXL_MODE_FILL;
   request->format = THUMB_FORMAT;
+  request->processors = &card_corners;
+  request->processor_count = 1;
   return 1;
 }
 
@@ -281,19 +290,17 @@ static void run_script(struct demo *demo) {
 
 /* ---- the contact sheet ---- */
 
-static uint8_t unpremultiply(uint8_t c, uint8_t a) {
-  if (a == 0) return 0;
-  unsigned v = ((unsigned)c * 255u + a / 2u) / a;
-  return (uint8_t)(v > 255u ? 255u : v);
-}
+/* A premultiplied channel over the opaque grey background (0x80). */
+static uint8_t over_grey(uint8_t c, uint8_t a) { return (uint8_t)(c + (0x80u * (255u - a) + 127u) / 255u); }
 
 /* The visible rows' thumbnails in screen order, SHEET_COLUMNS x SHEET_ROWS tiles, on a
- * grey background where a thumbnail is missing or smaller than a tile. */
+ * grey background where a thumbnail is missing, smaller than a tile, or transparent (its
+ * rounded corners). */
 static const char *write_contact_sheet(const struct demo *demo, const char *path) {
   const int width = SHEET_COLUMNS * THUMB_SIZE, height = SHEET_ROWS * THUMB_SIZE;
   uint8_t *sheet = malloc((size_t)width * height * 4);
   if (!sheet) return "out of memory";
-  memset(sheet, 0x80, (size_t)width * height * 4);
+  for (size_t i = 0; i < (size_t)width * height; i++) memcpy(sheet + i * 4, (uint8_t[4]){0x80, 0x80, 0x80, 0xff}, 4);
   for (int i = 0; i < VISIBLE_ROWS && i < SHEET_COLUMNS * SHEET_ROWS; i++) {
     const pxl_image *image = demo->slots[(demo->top + i) % VISIBLE_ROWS].image;
     if (!image) continue;
@@ -303,11 +310,10 @@ static const char *write_contact_sheet(const struct demo *demo, const char *path
     for (int y = 0; y < h; y++) {
       const uint8_t *in = pxl_image_pixels(image) + (size_t)y * pxl_image_stride(image);
       uint8_t *out = sheet + ((size_t)(oy + y) * width + ox) * 4;
-      for (int x = 0; x < w; x++, in += 4, out += 4) { /* BGRA premultiplied -> RGBA */
-        out[0] = unpremultiply(in[2], in[3]);
-        out[1] = unpremultiply(in[1], in[3]);
-        out[2] = unpremultiply(in[0], in[3]);
-        out[3] = in[3];
+      for (int x = 0; x < w; x++, in += 4, out += 4) { /* BGRA premultiplied over grey -> RGB(A 255) */
+        out[0] = over_grey(in[2], in[3]);
+        out[1] = over_grey(in[1], in[3]);
+        out[2] = over_grey(in[0], in[3]);
       }
     }
   }

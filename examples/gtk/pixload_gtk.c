@@ -1,5 +1,5 @@
 /*
- * pixload-gtk: a GTK 4 list of 1,000 thumbnails with captions, loaded by pixload.
+ * pixload-gtk: a GTK 4 list of 1,000 circular avatars with captions, loaded by pixload.
  *
  *   pixload-gtk [options] BASE_URL        (or PIXLOAD_GTK_BASE_URL in the environment)
  *
@@ -61,7 +61,7 @@
 #include "pixload.h"
 
 enum {
-  THUMB_WIDTH = 128,
+  THUMB_WIDTH = 96, /* the avatars' column: discs of 96 px */
   THUMB_HEIGHT = 96,
   DISPATCH_BATCH = 32,  /* callbacks per main-loop turn: input and drawing stay responsive */
   FRAME_BUDGET_US = 16000,
@@ -223,12 +223,17 @@ struct app {
 /* The request for a row: the table's request_fn and the bind's lookup use this one, so
  * the lookup finds exactly what the table loads. */
 static void fill_request(const struct app *app, int64_t row, pxl_request *request) {
+  /* pixload cuts the avatar's disc on its decoder threads (every frame of an animation),
+   * and caches the disc: the GTK thread only draws it. */
+  static const pxl_processor circle = {.kind = PXL_PROCESS_CIRCLE};
   request->url = app->urls[row];
   request->width = THUMB_WIDTH;
   request->height = THUMB_HEIGHT;
   request->mode = PXL_MODE_FILL;
   request->format = THUMB_FORMAT;
   request->flags = PXL_FLAG_ANIMATE; /* still images are unaffected: one frame */
+  request->processors = &circle;
+  request->processor_count = 1;
 }
 
 static int request_for_row(int64_t row, pxl_request *request, void *user_data) {

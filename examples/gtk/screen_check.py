@@ -4,7 +4,8 @@
 Reads Xvfb's framebuffer (the XWD file that `Xvfb -fbdir` keeps up to date) and the
 scripted app's output ("geometry: ..." and one "cell row=R x= y= w= h=" line per visible
 thumbnail, in screen pixels), and decides from the pixels of each cell whether it holds
-a picture or the placeholder (flat magenta). Writes the app window's part of the screen
+a picture or the placeholder (flat magenta). The pictures are circular avatars, whose
+corners show the list's background: a cell is judged by the square inside its disc. Writes the app window's part of the screen
 to PNG (680x720, under 200 KB: small enough for the README as it is).
 
 Prints one line per cell and exits 0 when every cell is what --expect says (default
@@ -65,9 +66,13 @@ def parse_output(path):
 
 
 def classify(screen, x, y, w, h):
-    """(verdict, magenta fraction, luma standard deviation) of one cell, 1 px inset so that
-    anti-aliased edges do not count."""
-    box = (x + 1, y + 1, x + w - 1, y + h - 1)
+    """(verdict, magenta fraction, luma standard deviation) of one cell: of the centred
+    square of 60 % of its shorter side, inside the avatar's disc (whose inscribed square
+    is 71 %), so that neither the background at the corners nor the anti-aliased rim
+    counts. The placeholder fills the whole cell, its centre included."""
+    side = int(min(w, h) * 0.6)
+    left, top = x + (w - side) // 2, y + (h - side) // 2
+    box = (left, top, left + side, top + side)
     cell = screen.crop(box)
     raw = cell.tobytes()  # R, G, B, R, G, B, ...
     count = len(raw) // 3

@@ -50,7 +50,8 @@ void pxl_process_gray(uint8_t *pixels, size_t count);
 void pxl_process_tint(uint8_t *pixels, size_t count, const uint8_t color[4]);
 
 /* Premultiplied RGBA8 into a delivered layout (pxl_format values: 0 RGBA8, 2 BGRA8
- * premultiplied, 3 RGB8, 4 GRAY8; 1 is the input itself). dst holds count pixels of it. */
+ * premultiplied, 3 RGB8, 4 GRAY8; 1 is the input itself). dst holds count pixels of it; it
+ * may be src (in place: each pixel is read before its output, never larger, is written). */
 void pxl_process_convert(const uint8_t *src, size_t count, int32_t format, uint8_t *dst);
 
 /* A request's cancel flag, as a custom processor polls it (pixload.h: pxl_processor_frame). */

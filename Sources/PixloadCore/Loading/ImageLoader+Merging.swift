@@ -202,7 +202,7 @@ extension ImageLoader {
       case .idle: break
       }
       download.phase = .idle
-    case .idle, .held: break
+    case .idle, .held, .continuing: break
     }
   }
 
@@ -221,7 +221,7 @@ extension ImageLoader {
     case .queued(let job): decodePool.setPriority(job, priority)
     case .lookingUpVariant(let job, _): diskTier?.setPriority(job, priority)
     case .waitingForBytes(let download): rerank(download)
-    case .idle, .held: break
+    case .idle, .held, .continuing: break
     }
   }
 

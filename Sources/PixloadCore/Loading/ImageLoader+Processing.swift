@@ -3,7 +3,8 @@
 /// same chain before the conversion into the requested format), so requests whose chains
 /// share a prefix share the decode and every step of that prefix (Nuke's
 /// TaskLoadImage). Intermediate images go to the tasks below, never into the memory cache
-/// (which holds what requests asked for); the steps run on the decode pool.
+/// (which holds what requests asked for); the steps run on the decode pool, a chain nobody
+/// else shares in the job of its decode, in place.
 extension ImageLoader {
   /// Lock held: joins `decode` to the task of `parentVariant`, creating and starting it
   /// when it is the first; a parent in the memory cache (an earlier request's result) is
@@ -29,45 +30,94 @@ extension ImageLoader {
     start(parent, source)
   }
 
-  /// Lock held: hands a finished task's image to the tasks processed from it (each
-  /// queued on the pool), or its failure (returns their requests, and those of the tasks
-  /// below them, for the caller to fail).
-  func handOn(_ decode: DecodeTask, _ result: Result<Image, LoadError>, _ input: DecodeInput) -> [PendingRequest] {
-    let children = decode.children.values
+  /// A processed task whose step runs in the pool job that made its parent's image, once
+  /// that job reported: no job of its own, no wait behind the queue, the image still hot.
+  /// `owned`: the image reached no request, cache or other task, so the step takes its
+  /// buffers and works in place instead of on a copy.
+  struct Continuation {
+    let decode: DecodeTask
+    let image: Image
+    let owned: Bool
+    let flag: CancelFlag
+  }
+
+  /// Lock held: hands a finished task's image to the tasks processed from it, or its
+  /// failure (returns their requests, and those of the tasks below them, for the caller to
+  /// fail). On a pool thread (`continuing`) the most urgent of them continues in the same
+  /// job (`next`), the others are queued; `shared`: the image went to requests of its own.
+  func handOn(_ decode: DecodeTask, _ result: Result<Image, LoadError>, _ input: DecodeInput,
+              continuing: Bool, shared: Bool) -> (failed: [PendingRequest], next: Continuation?) {
+    let children = decode.children.values.filter { decodes[$0.key] === $0 }
     decode.children.removeAll()
-    var failed: [PendingRequest] = []
-    for child in children where decodes[child.key] === child {
-      switch result {
-      case .success(let image): scheduleProcessing(child, image, input)
-      case .failure: failed += abandon(child)
+    guard case .success(let image) = result else { return (children.flatMap { abandon($0) }, nil) }
+    let first = continuing ? children.max { $0.priority < $1.priority } : nil
+    var next: Continuation?
+    for child in children {
+      guard child === first else {
+        scheduleProcessing(child, image, input)
+        continue
       }
+      let flag = CancelFlag()
+      child.cancel = flag
+      child.phase = .continuing
+      next = Continuation(decode: child, image: image, owned: !shared && children.count == 1, flag: flag)
     }
-    return failed
+    return ([], next)
   }
 
   /// Lock held: queues the step that makes `decode`'s image from its parent's `image`.
   private func scheduleProcessing(_ decode: DecodeTask, _ image: Image, _ input: DecodeInput) {
     let flag = CancelFlag()
     decode.cancel = flag
+    let job = Continuation(decode: decode, image: image, owned: false, flag: flag)
     decode.phase = .queued(decodePool.submit(priority: decode.priority, cost: image.totalByteCount) {
-      [weak self, decode] in
-      self?.runProcessing(decode, image, input, flag)
+      [weak self] in
+      var measured = input
+      guard let self, let done = self.runProcessing(job, &measured) else { return }
+      self.proceed(done, decode, measured)
     })
   }
 
-  private func runProcessing(_ decode: DecodeTask, _ image: Image, _ input: DecodeInput, _ flag: CancelFlag) {
+  /// Runs one task's step (its time added to `input`'s metrics); nil when the task was
+  /// dropped meanwhile.
+  private func runProcessing(_ job: Continuation, _ input: inout DecodeInput) -> TaskResults? {
+    let decode = job.decode
     let wanted = lock.withLock { decodes[decode.key] === decode && !decode.isUnused }
-    guard wanted, let (_, step) = ImageProcessing.parent(of: decode.variant) else { return }
+    guard wanted, let (_, step) = ImageProcessing.parent(of: decode.variant) else { return nil }
     let started = monotonicNanoseconds()
-    let result = ImageProcessing.apply(step, to: image, cancel: flag, maxPixels: configuration.maxPixels)
-    var measured = input
-    measured.metrics.processMicroseconds += microseconds(from: started, to: monotonicNanoseconds())
-    let done: TaskResults? = lock.withLock {
+    let result = ImageProcessing.apply(step, to: job.image, owned: job.owned, cancel: job.flag,
+                                       maxPixels: configuration.maxPixels)
+    input.metrics.processMicroseconds += microseconds(from: started, to: monotonicNanoseconds())
+    let measured = input
+    return lock.withLock {
       if case .process = step { counters.processorRuns += 1 }
-      if decode.cancel === flag { decode.cancel = nil }
-      return finishLocked(decode, result, measured)
+      if decode.cancel === job.flag { decode.cancel = nil }
+      return finishLocked(decode, result, measured, onPool: true)
     }
-    if let done { report(done, decode, measured) }
+  }
+
+  /// Not holding the lock, on a pool thread: reports a finished task, then runs the steps
+  /// handed on to this job down the chain, reporting each.
+  func proceed(_ done: TaskResults, _ decode: DecodeTask, _ input: DecodeInput) {
+    report(done, decode, input)
+    var input = input
+    var next = done.next
+    while let job = next {
+      next = nil
+      guard let done = runProcessing(job, &input) else { return }
+      report(done, job.decode, input)
+      next = done.next
+    }
+  }
+
+  /// Lock held: the download `decode` waits on, directly or through the tasks it is
+  /// processed from (a table's startNow and postpone reach a processed row's transfer).
+  func download(under decode: DecodeTask) -> DownloadTask? {
+    switch decode.phase {
+    case .waitingForBytes(let download): return download
+    case .waitingForParent(let parent): return download(under: parent)
+    default: return nil
+    }
   }
 
   /// Every request waiting on `decode`, directly or through the tasks processed from it.

@@ -113,7 +113,9 @@ extension ImageLoader {
       // A step that fails (a crop outside this image) gives no preview; the final result
       // reports the error.
       let processed = steps.reduce(Optional(rootImage)) { image, step in
-        image.flatMap { try? ImageProcessing.apply(step, to: $0, cancel: CancelFlag(),
+        // Only the decoded image is shared (with other variants' previews): a step's own
+        // output is taken over by the next step.
+        image.flatMap { try? ImageProcessing.apply(step, to: $0, owned: $0 !== rootImage, cancel: CancelFlag(),
                                                    maxPixels: configuration.maxPixels).get() }
       }
       guard let image = processed else { continue }

@@ -53,7 +53,7 @@ extension ImageLoader {
       counters.variantHits += 1
       input.metrics = decode.metrics
       input.metrics.tier = .diskVariant
-      return finishLocked(decode, .success(image), input)
+      return finishLocked(decode, .success(image), input, onPool: false)
     }
     if let done { report(done, decode, input) }
   }
@@ -153,9 +153,9 @@ extension ImageLoader {
     let done: TaskResults? = lock.withLock {
       if decode.cancel === flag { decode.cancel = nil }
       counters.decodes += 1
-      return finishLocked(decode, result, measured)
+      return finishLocked(decode, result, measured, onPool: true)
     }
-    if let done { report(done, decode, measured) }
+    if let done { proceed(done, decode, measured) }
   }
 
   /// What a finished task hands out once the lock is released: its result to its own
@@ -164,19 +164,23 @@ extension ImageLoader {
     let result: Result<Image, LoadError>
     let finished: [PendingRequest]
     let failedBelow: [PendingRequest]
+    /// The task processed from this one whose step runs next in the same pool job.
+    let next: Continuation?
   }
 
   /// Lock held: ends a task with its image or error: its requests (returned), the memory
-  /// cache, and the tasks processed from it (queued, or failed with it). nil when the task
-  /// was dropped meanwhile.
-  func finishLocked(_ decode: DecodeTask, _ result: Result<Image, LoadError>, _ input: DecodeInput) -> TaskResults? {
+  /// cache, and the tasks processed from it (queued, or failed with it; on a pool thread,
+  /// `onPool`, one of them continues in the same job). nil when the task was dropped
+  /// meanwhile.
+  func finishLocked(_ decode: DecodeTask, _ result: Result<Image, LoadError>, _ input: DecodeInput,
+                    onPool: Bool) -> TaskResults? {
     guard decodes[decode.key] === decode else { return nil }
     let finished = finish(decode)
     if case .success(let image) = result, finished.contains(where: \.usesMemoryCache) {
       memoryCache.insert(image, for: decode.variant)
     }
-    let failedBelow = handOn(decode, result, input)
-    return TaskResults(result: result, finished: finished, failedBelow: failedBelow)
+    let (failedBelow, next) = handOn(decode, result, input, continuing: onPool, shared: !finished.isEmpty)
+    return TaskResults(result: result, finished: finished, failedBelow: failedBelow, next: next)
   }
 
   /// Not holding the lock: stores a finished task's image as a disk variant and posts the

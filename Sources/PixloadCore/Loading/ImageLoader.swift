@@ -215,7 +215,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// still on screen one frame after a fling brought it there).
   public func startNow(_ token: UInt64) {
     lock.withLock {
-      guard let transfer = requests[token]?.decode?.download?.transfer else { return }
+      guard let transfer = requests[token]?.decode.flatMap(download(under:))?.transfer else { return }
       dataLoader.startNow(transfer)
     }
   }
@@ -224,7 +224,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// is still being flung past); no effect once the transfer runs.
   public func postpone(_ token: UInt64, milliseconds: Int) {
     lock.withLock {
-      guard let transfer = requests[token]?.decode?.download?.transfer else { return }
+      guard let transfer = requests[token]?.decode.flatMap(download(under:))?.transfer else { return }
       dataLoader.postpone(transfer, nanoseconds: UInt64(max(0, milliseconds)) * 1_000_000)
     }
   }

@@ -70,6 +70,9 @@ final class DecodeTask {
     /// A processed variant waiting for the image of the variant it is made from
     /// (`ImageProcessing.parent`): the task of that variant lists it in `children`.
     case waitingForParent(DecodeTask)
+    /// A processed variant whose step runs next on the pool thread that just made its
+    /// parent's image, in the same job (`ImageLoader.Continuation`).
+    case continuing
   }
 
   let key: DecodeKey

@@ -69,7 +69,19 @@ public final class Image: @unchecked Sendable {
     self.warning = warning
   }
 
+  /// False once `surrenderPixels` handed the buffers on.
+  private var ownsPixels = true
+
+  /// Hands every frame's buffer (frame 0 first) to the caller, who frees them: for the
+  /// processing stage, on an image nobody else can reach (a step's input no request,
+  /// cache or other step shares), so the next step works in place instead of on a copy.
+  func surrenderPixels() -> [UnsafeMutableRawPointer] {
+    ownsPixels = false
+    return [pixels] + laterFrames
+  }
+
   deinit {
+    guard ownsPixels else { return }
     free(pixels)
     laterFrames.forEach { free($0) }
   }

@@ -39,32 +39,41 @@ public enum ImageProcessing {
     return (current, steps.reversed())
   }
 
-  /// Applies one step to every frame of `image` (premultiplied RGBA8), into a new image;
-  /// `image` is never changed (the memory cache and other requests may hold it).
-  public static func apply(_ step: Step, to image: Image, cancel: CancelFlag,
+  /// Applies one step to every frame of `image` (premultiplied RGBA8), into a new image.
+  /// `image` is never changed (the memory cache and other requests may hold it) unless
+  /// `owned`: the caller guarantees nothing else reads it (an intermediate image no request,
+  /// cache or other step shares); then its buffers are taken and the step works in place
+  /// where it can, and `image` must not be read afterwards.
+  public static func apply(_ step: Step, to image: Image, owned: Bool = false, cancel: CancelFlag,
                            maxPixels: UInt64) -> Result<Image, LoadError> {
     guard image.format == .rgba8Premultiplied else {
       return .failure(LoadError(.invalidArgument, "processing needs premultiplied RGBA8"))
     }
+    // Buffers of frames not yet handed to `applyFrame` (which owns what it is given).
+    var taken: [UnsafeMutableRawPointer?] = owned && image.stride == image.width * 4
+      ? image.surrenderPixels() : []
     var frames: [UnsafeMutablePointer<UInt8>] = []
+    func fail(_ error: LoadError) -> Result<Image, LoadError> {
+      frames.forEach { free($0) }
+      taken.forEach { free($0) }
+      return .failure(error)
+    }
     var size: (width: Int, height: Int)? = nil
     let format: PixelFormat
     if case .convert(let target) = step { format = target } else { format = .rgba8Premultiplied }
     for index in 0..<image.frameCount {
-      if pxl_process_flag_get(cancel.pointer) != 0 {
-        frames.forEach { free($0) }
-        return .failure(.cancelled)
+      if pxl_process_flag_get(cancel.pointer) != 0 { return fail(.cancelled) }
+      var input: UnsafeMutablePointer<UInt8>? = nil
+      if !taken.isEmpty {
+        input = taken[index]?.assumingMemoryBound(to: UInt8.self)
+        taken[index] = nil
       }
-      let result = applyFrame(step, image: image, frame: index, cancel: cancel, maxPixels: maxPixels)
-      switch result {
-      case .failure(let error):
-        frames.forEach { free($0) }
-        return .failure(error)
+      switch applyFrame(step, image: image, frame: index, input: input, cancel: cancel, maxPixels: maxPixels) {
+      case .failure(let error): return fail(error)
       case .success(let out):
         if let size, size != (out.width, out.height) {
           free(out.pixels)
-          frames.forEach { free($0) }
-          return .failure(LoadError(.invalidArgument, "\(stepName(step)) gave frames of different sizes"))
+          return fail(LoadError(.invalidArgument, "\(stepName(step)) gave frames of different sizes"))
         }
         size = (out.width, out.height)
         frames.append(out.pixels)
@@ -77,6 +86,7 @@ public enum ImageProcessing {
                           frameDurations: image.frameDurations, loopCount: image.loopCount)
     processed.sourceFrameCount = image.sourceFrameCount
     processed.decoderStamp = image.decoderStamp
+    processed.isIncomplete = image.isIncomplete
     return .success(processed)
   }
 
@@ -105,18 +115,29 @@ public enum ImageProcessing {
 
   private static let outOfMemory = LoadError(.noMemory, "out of memory processing")
 
-  private static func applyFrame(_ step: Step, image: Image, frame: Int, cancel: CancelFlag, maxPixels: UInt64)
+  /// One frame through `step`. `owned`: the frame's own buffer (tightly packed), which
+  /// this takes over (returned as the result, or freed); nil: the frame is copied first
+  /// when the step writes.
+  private static func applyFrame(_ step: Step, image: Image, frame: Int, input owned: UnsafeMutablePointer<UInt8>?,
+                                 cancel: CancelFlag, maxPixels: UInt64)
     -> Result<(pixels: UnsafeMutablePointer<UInt8>, width: Int, height: Int), LoadError> {
     let width = image.width, height = image.height
-    if case .convert(let format) = step, format != .rgba8Premultiplied, image.stride == width * 4,
-       let source = image.framePixels(frame) {
-      // Read straight from the shared image: no copy of its pixels.
-      guard let out = malloc(max(width * height * format.bytesPerPixel, 1))?.assumingMemoryBound(to: UInt8.self)
-      else { return .failure(outOfMemory) }
-      pxl_process_convert(source.assumingMemoryBound(to: UInt8.self), width * height, format.rawValue, out)
-      return .success((out, width, height))
+    if case .convert(let format) = step, format != .rgba8Premultiplied {
+      let bytes = max(width * height * format.bytesPerPixel, 1)
+      if let owned {
+        // In place: each pixel is read before its (never larger) output is written.
+        pxl_process_convert(owned, width * height, format.rawValue, owned)
+        let out = bytes < width * height * 4 ? realloc(owned, bytes)?.assumingMemoryBound(to: UInt8.self) : owned
+        return .success((out ?? owned, width, height))
+      }
+      if image.stride == width * 4, let source = image.framePixels(frame) {
+        // Read straight from the shared image: no copy of its pixels.
+        guard let out = malloc(bytes)?.assumingMemoryBound(to: UInt8.self) else { return .failure(outOfMemory) }
+        pxl_process_convert(source.assumingMemoryBound(to: UInt8.self), width * height, format.rawValue, out)
+        return .success((out, width, height))
+      }
     }
-    guard let input = copy(image, frame: frame) else { return .failure(outOfMemory) }
+    guard let input = owned ?? copy(image, frame: frame) else { return .failure(outOfMemory) }
     let w32 = Int32(width), h32 = Int32(height)
     func region(_ x: Int, _ y: Int, _ w: Int, _ h: Int) -> UnsafeMutablePointer<UInt8>? {
       guard let out = malloc(max(w * h * 4, 1))?.assumingMemoryBound(to: UInt8.self) else { return nil }

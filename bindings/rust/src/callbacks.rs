@@ -19,6 +19,12 @@ pub fn caught_panics() -> usize {
     CAUGHT_PANICS.load(Ordering::SeqCst)
 }
 
+/// Counts a panic caught outside `call_user` (a custom processor's) and reports it.
+pub(crate) fn count_panic(what: &str) {
+    CAUGHT_PANICS.fetch_add(1, Ordering::SeqCst);
+    eprintln!("pixload: a panic in {what} was caught at the C boundary");
+}
+
 fn report_panic(what: &str, payload: Box<dyn Any + Send>) {
     CAUGHT_PANICS.fetch_add(1, Ordering::SeqCst);
     let text = payload

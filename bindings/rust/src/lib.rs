@@ -52,7 +52,7 @@ pub use error::{Error, Status};
 pub use fetcher::{Fetch, FetcherOptions};
 pub use image::{Format, Image};
 pub use loader::{Loader, Stats};
-pub use processor::{Processor, Rgba};
+pub use processor::{Frame, Processor, Rgba};
 pub use metrics::{Metrics, Tier};
 pub use placeholder::{Placeholder, PlaceholderKind};
 pub use queue::Queue;
