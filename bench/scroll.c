@@ -9,6 +9,7 @@
  *   c  the table object: pxl_table_set_visible once per frame that moves
  *
  *   scroll BASE_URL DATA_DIR ACCESS_LOG [--rows N] [--runs N] [--tag TAG] [--check target|clean]
+ *          [--trace FILE]
  *
  * Exit status 1 if a run drew an image for a row not on screen or missed a final-screen
  * image (strategy a's final screen excepted: on a slow network it waits behind every load
@@ -43,6 +44,21 @@
  * Strategy a never cancels, so every load it made would run to its end: its waste is the
  * whole file of every row it requested and never drew, also of loads still under way when
  * the session ended (the benchmark does not wait for them).
+ *
+ * --trace FILE writes the first run's events, per strategy and row, one a line, tab-
+ * separated: STRATEGY ROW EVENT MS [DETAIL], MS from that strategy's session start:
+ *   visit START END   a stretch of time the row was on screen (END: when it left, or the
+ *                     session's end), MS = START
+ *   start             a: pxl_load; b: pxl_load (not a pxl_lookup hit); c: the table asked
+ *                     for the row's request (it does before a load, or a memory lookup)
+ *   cancel            b: pxl_cancel of the row's load
+ *   finish STATUS     a, b: the load's callback (ok, cancelled or the error's status);
+ *                     the table reports results of visible rows only: c has none
+ *   preview           c: a progressive JPEG's preview of a visible row
+ *   drawn memory|load the row's image reached the screen (from memory at once, or loaded)
+ *   bytes SENT CUT    after the session: what nginx sent for the row (MS 0), CUT
+ *                     responses cut short
+ * bench/scroll_plot.py draws it (bench/scroll.sh: build/bench-scroll-CONDITION.png).
  *
  * SCROLL_DEBUG=1 prints every visit that stayed and was drawn later than SCROLL_DEBUG_MS
  * (default 25) or never, and SCROLL_WASTED_ROWS=1 the bytes of every row never drawn, on
@@ -194,7 +210,15 @@ struct bench {
   struct result res;
   char url[512];
   char key[64];
+  FILE *trace;       /* --trace, first run only; NULL otherwise */
+  double t0;         /* the session's start */
 };
+
+/* One trace line (see --trace): STRATEGY ROW EVENT MS[ DETAIL]. */
+static void trace(struct bench *b, int r, const char *event, double at, const char *detail) {
+  if (!b->trace) return;
+  fprintf(b->trace, "%c\t%d\t%s\t%.1f%s%s\n", b->strategy, r, event, at - b->t0, detail ? "\t" : "", detail ? detail : "");
+}
 
 static void row_url(struct bench *b, int r) {
   const struct photo *p = &b->photos[r % b->photo_count];
@@ -227,10 +251,16 @@ static void draw(struct bench *b, int r, int from_memory) {
   row->drawn_this_visit = 1;
   row->ever_drawn = 1;
   row->drawn_at = now_ms();
+  trace(b, r, "drawn", row->drawn_at, from_memory ? "memory" : "load");
 }
 
 static void end_visit(struct bench *b, int r, double at) {
   struct row *row = &b->row[r];
+  if (b->trace) {
+    char detail[64];
+    snprintf(detail, sizeof detail, "%.1f\t%.1f", row->visit_start - b->t0, at - b->t0);
+    trace(b, r, "visit", row->visit_start, detail);
+  }
   if (at - row->visit_start < STAY_MS) return;
   b->res.stays++;
   if (row->drawn_this_visit) {
@@ -263,6 +293,8 @@ static void on_load(pxl_token token, const pxl_result *result, void *user_data) 
   struct bench *b = p->bench;
   b->outstanding--;
   struct row *row = &b->row[p->row];
+  trace(b, p->row, "finish", now_ms(), result->status == PXL_OK ? "ok"
+        : result->status == PXL_E_CANCELLED ? "cancelled" : pxl_status_string(result->status));
   if (b->strategy == 'b') {
     if (row->token == token) row->token = 0;
     else if (result->status == PXL_OK) b->res.stale++; /* cancelled, yet an image: never */
@@ -289,6 +321,7 @@ static void start_load(struct bench *b, int r) {
   }
   b->outstanding++;
   b->res.started++;
+  trace(b, r, "start", now_ms(), NULL);
   b->row[r].requested = 1;
   if (b->strategy == 'b') b->row[r].token = token;
 }
@@ -313,13 +346,17 @@ static void enter_row(struct bench *b, int r) {
 
 static void leave_row(struct bench *b, int r) {
   if (b->strategy == 'b' && b->row[r].token) {
-    if (pxl_cancel(b->loader, b->row[r].token) == PXL_OK) b->res.cancelled++;
+    if (pxl_cancel(b->loader, b->row[r].token) == PXL_OK) {
+      b->res.cancelled++;
+      trace(b, r, "cancel", now_ms(), NULL);
+    }
     b->row[r].token = 0;
   }
 }
 
 /* c */
 static int table_request(int64_t r, pxl_request *req, void *user_data) {
+  trace(user_data, (int)r, "start", now_ms(), NULL);
   fill_request(user_data, (int)r, req);
   return 1;
 }
@@ -334,6 +371,7 @@ static void table_row(int64_t r, const pxl_result *result, void *user_data) {
     if (row->visible && !row->drawn_this_visit && !row->previewed_this_visit) {
       row->previewed_this_visit = 1;
       row->preview_at = now_ms();
+      trace(b, (int)r, "preview", row->preview_at, NULL);
     }
     return;
   }
@@ -412,7 +450,8 @@ static void run_session(struct bench *b) {
   struct step steps[STEPS];
   make_script(b->rows, steps);
   b->step = 0;
-  double position = 0, step_started = now_ms();
+  b->t0 = now_ms();
+  double position = 0, step_started = b->t0;
   struct pollfd fd = {pxl_queue_fd(b->queue), POLLIN, 0};
   double next_frame = now_ms();
   for (;;) {
@@ -436,10 +475,12 @@ static void run_session(struct bench *b) {
  * counts of b->res. */
 static void read_access_log(struct bench *b, const char *access_log) {
   long long *bytes = calloc((size_t)b->rows, sizeof *bytes);
+  int *cut = calloc((size_t)b->rows, sizeof *cut);
   FILE *f = fopen(access_log, "r");
-  if (!f || !bytes) {
+  if (!f || !bytes || !cut) {
     fprintf(stderr, "scroll: %s: %s\n", access_log, strerror(errno));
     free(bytes);
+    free(cut);
     if (f) fclose(f);
     return;
   }
@@ -455,11 +496,21 @@ static void read_access_log(struct bench *b, const char *access_log) {
     char *m = strstr(uri, marker);
     if (!m || sscanf(m + strlen(marker), "%d", &r) != 1 || r < 0 || r >= b->rows) continue;
     b->res.requests++;
-    if (sent < b->photos[r % b->photo_count].size) b->res.cut++;
+    if (sent < b->photos[r % b->photo_count].size) {
+      b->res.cut++;
+      cut[r]++;
+    }
     bytes[r] += sent;
     b->res.total_bytes += sent;
   }
   fclose(f);
+  for (int r = 0; r < b->rows && b->trace; r++) {
+    if (!bytes[r]) continue;
+    char detail[64];
+    snprintf(detail, sizeof detail, "%lld\t%d", bytes[r], cut[r]);
+    trace(b, r, "bytes", b->t0, detail);
+  }
+  free(cut);
   for (int r = 0; r < b->rows; r++) {
     if (b->row[r].ever_drawn) continue;
     long long waste = bytes[r];
@@ -479,7 +530,7 @@ static void sleep_ms(int ms) {
 }
 
 static struct result run_strategy(const char *base_url, struct photo *photos, int photo_count, int rows,
-                                  const char *access_log, const char *tag, char strategy) {
+                                  const char *access_log, const char *tag, char strategy, FILE *trace_file) {
   static const char *const names[] = {"a no cancel", "b per-row cancel", "c table"};
   struct bench *b = calloc(1, sizeof *b);
   b->base_url = base_url;
@@ -490,6 +541,8 @@ static struct result run_strategy(const char *base_url, struct photo *photos, in
   snprintf(b->tag, sizeof b->tag, "%s", tag);
   b->row = calloc((size_t)rows, sizeof *b->row);
   b->top = -1;
+  b->trace = trace_file;
+  b->t0 = now_ms();
   b->res.key = strategy;
   b->res.name = names[strategy - 'a'];
   if (pxl_loader_new(NULL, &b->loader) != PXL_OK || pxl_queue_new(&b->queue) != PXL_OK) {
@@ -670,7 +723,7 @@ static void print_summary(const struct result *all, int runs) {
 
 static int usage(void) {
   fprintf(stderr, "usage: scroll BASE_URL DATA_DIR ACCESS_LOG [--rows N] [--runs N] [--tag TAG] "
-          "[--check target|clean]\n");
+          "[--check target|clean] [--trace FILE]\n");
   return 2;
 }
 
@@ -678,6 +731,7 @@ int main(int argc, char **argv) {
   if (argc < 4) return usage();
   const char *base_url = argv[1], *data = argv[2], *access_log = argv[3];
   int rows = 1000, runs = 1, check_target = 1;
+  const char *trace_path = NULL;
   char tag[32];
   snprintf(tag, sizeof tag, "%ld", (long)time(NULL));
   for (int i = 4; i + 1 < argc; i += 2) {
@@ -685,9 +739,15 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--runs") == 0) runs = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--tag") == 0) snprintf(tag, sizeof tag, "%s", argv[i + 1]);
     else if (strcmp(argv[i], "--check") == 0) check_target = strcmp(argv[i + 1], "target") == 0;
+    else if (strcmp(argv[i], "--trace") == 0) trace_path = argv[i + 1];
     else return usage();
   }
   if ((argc - 4) % 2 || rows < 100 || runs < 1) return usage();
+  FILE *trace_file = NULL;
+  if (trace_path && !(trace_file = fopen(trace_path, "w"))) {
+    fprintf(stderr, "scroll: %s: %s\n", trace_path, strerror(errno));
+    return 1;
+  }
   int photo_count = 0;
   struct photo *photos = read_photos(data, &photo_count);
   if (!photos || photo_count == 0) return 1;
@@ -712,7 +772,8 @@ int main(int argc, char **argv) {
     char run_tag[64];
     snprintf(run_tag, sizeof run_tag, "%s-%d", tag, run);
     for (int s = 0; s < 3; s++)
-      r[s] = run_strategy(base, photos, photo_count, rows, access_log, run_tag, (char)('a' + s));
+      r[s] = run_strategy(base, photos, photo_count, rows, access_log, run_tag, (char)('a' + s),
+                          run == 1 ? trace_file : NULL);
     printf("run %d\n", run);
     print_results(r, 3);
     int clean = 1;
@@ -733,6 +794,10 @@ int main(int argc, char **argv) {
            ms_text(r[1].ttv_p95, p95_b, sizeof p95_b), v.p95_ok ? "yes" : "NO", v.waste_share,
            v.waste_ok ? "yes" : "NO");
     if ((check_target && !(v.undrawn_ok && v.p95_ok && v.waste_ok)) || !clean) failed_runs++;
+  }
+  if (trace_file && fclose(trace_file) != 0) {
+    fprintf(stderr, "scroll: %s: %s\n", trace_path, strerror(errno));
+    failed_runs++;
   }
   print_summary(all, runs);
   printf("targets%s met in %d of %d runs\n", check_target ? "" : " (not checked)", runs - failed_runs, runs);

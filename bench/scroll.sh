@@ -35,6 +35,9 @@
 # nginx reloads it.
 #
 # Prints a table per run and, per condition, the medians over the runs with their range.
+# Per condition, the first run's trace (scroll --trace) goes to STAGE/bench-scroll-
+# CONDITION.trace and its timeline, one panel per strategy (rows on screen, loading,
+# drawn, wasted; bench/scroll_plot.py, Pillow), to STAGE/bench-scroll-CONDITION.png.
 # Exits non-zero if any run of any condition draws a stale image, misses a final-screen
 # image or misses one of the targets (issue 17), checked in every condition: the table
 # leaves no more visits undrawn than per-row cancel (none where per-row cancel leaves
@@ -133,6 +136,12 @@ check_proxy() {
     { echo "scroll.sh: the proxy on port $sim_port does not limit the rate as it should" >&2; exit 1; }
 }
 
+# plot CONDITION TITLE: the condition's trace as a PNG (a failed plot fails the bench).
+plot() {
+  python3 bench/scroll_plot.py "$stage/bench-scroll-$1.trace" "$stage/bench-scroll-$1.png" \
+    --title "scroll benchmark, $1: $2 (first run; pixload $(date -u +%Y-%m-%d))" || status=1
+}
+
 status=0
 tag=$(date +%s)
 for condition in $conditions; do
@@ -140,15 +149,18 @@ for condition in $conditions; do
     loopback)
       echo "== scroll benchmark, loopback (full speed)"
       "$lib/scroll" "http://127.0.0.1:$port" "$data" "$state/access.log" --runs "$runs" \
-        --tag "full-$tag" || status=1 ;;
+        --tag "full-$tag" --trace "$stage/bench-scroll-$condition.trace" || status=1
+      plot "$condition" "nginx at full speed" ;;
     throttled)
       echo "== scroll benchmark, throttled (nginx answers $req_rate; limit_rate $rate)"
       "$lib/scroll" "http://127.0.0.1:$port/net" "$data" "$state/access.log" --runs "$runs" \
-        --tag "net-$tag" || status=1 ;;
+        --tag "net-$tag" --trace "$stage/bench-scroll-$condition.trace" || status=1
+      plot "$condition" "nginx answers $req_rate, limit_rate $rate" ;;
     bandwidth)
       echo "== scroll benchmark, bandwidth-limited (nginx sends $bw_rate/s per connection)"
       "$lib/scroll" "http://127.0.0.1:$port/bw" "$data" "$state/access.log" --runs "$runs" \
-        --tag "bw-$tag" || status=1 ;;
+        --tag "bw-$tag" --trace "$stage/bench-scroll-$condition.trace" || status=1
+      plot "$condition" "nginx sends $bw_rate/s per connection" ;;
     latency|mobile)
       sim_port=$(scripts/free-port.sh) sim_rate=0
       [ "$condition" = mobile ] && sim_rate=$mobile_rate
@@ -160,8 +172,9 @@ for condition in $conditions; do
       start_proxy "$sim_port" "$sim_rate"
       check_proxy "$sim_port" "$sim_rate"
       "$lib/scroll" "http://127.0.0.1:$sim_port" "$data" "$state/access.log" --runs "$runs" \
-        --tag "$condition-$tag" || status=1
-      kill "${proxies[-1]}" 2>/dev/null || true ;;
+        --tag "$condition-$tag" --trace "$stage/bench-scroll-$condition.trace" || status=1
+      kill "${proxies[-1]}" 2>/dev/null || true
+      plot "$condition" "$rtt ms round trip$([ "$sim_rate" -gt 0 ] && echo ", $sim_rate bytes/s in total")" ;;
     *) echo "scroll.sh: unknown condition '$condition'" >&2; exit 2 ;;
   esac
 done

@@ -14,6 +14,17 @@
     --settle-timeout-ms N scripted: give up waiting for a screen after this (default 3000)
     --screenshot FILE     scripted: the window as drawn at the end, as a PNG, and one
                           "cell row=R ..." line per visible thumbnail (where it is in FILE)
+    --placeholders FILE   BlurHashes, one "PATH<TAB>HASH" line per image (PATH as in the
+                          index): a row still loading shows its image's hash, blurred,
+                          instead of the flat placeholder colour
+
+Every row asks for a round thumbnail: 96x96 (FILL) cut to its disc by pixload's Circle
+processor, so the pixels Qt draws are the ones pixload made, transparent outside the disc.
+With --placeholders, each row's request carries its BlurHash: the table hands on_row the
+decoded hash (result.placeholder, 32x32) inside the set_visible that shows the row, before
+its image, and the row draws it scaled up into the disc. A row the memory cache holds gets
+its image in that call instead, and no placeholder. (`pixload hash --blurhash --size 96x96
+--mode fill URL...` computes the hashes; test_offscreen.sh does, for the demo photos.)
 
 Needs PySide6 and the pixload package (`pip install PySide6 dist/pixload-*.whl` in a
 venv, or PYTHONPATH=bindings/python PIXLOAD_LIBRARY=build/lib/libpixload.so.0). To try it
@@ -48,14 +59,14 @@ import os
 import sys
 import time
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QPoint, QRect, QSize, QSocketNotifier, Qt, QTimer
-from PySide6.QtGui import QColor, QImage, QPainter
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPoint, QRect, QRectF, QSize, QSocketNotifier, Qt, QTimer
+from PySide6.QtGui import QColor, QImage, QPainter, QPainterPath
 from PySide6.QtWidgets import (QApplication, QLabel, QListView, QMainWindow, QStyle, QStyledItemDelegate,
                                QVBoxLayout, QWidget)
 
 import pixload
 
-THUMB_WIDTH, THUMB_HEIGHT = 128, 96
+THUMB_WIDTH, THUMB_HEIGHT = 96, 96   # a round thumbnail: FILL to the square, then Circle
 PAD = 4
 ROW_HEIGHT = THUMB_HEIGHT + 2 * PAD
 DISPATCH_BATCH = 32          # callbacks per turn of the event loop: input and drawing stay responsive
@@ -63,14 +74,12 @@ STILL_AFTER_MS = 50          # no scrolling for three frames: the view is still
 FRAME_MS = 16                # the scripted session moves the view once a frame
 PAUSE_BETWEEN_PHASES_MS = 250
 
-# The slot's background (a transparent PNG's corners show it) and the placeholder: a flat
-# colour no photograph has, so a screenshot tells it apart.
+# The slot's background (the disc's corners and a transparent PNG's show it) and the
+# placeholder of a row without a hash (or whose load failed): a flat colour no photograph
+# has, so a screenshot tells it apart.
 SLOT_COLOR = QColor(32, 32, 32)
 PLACEHOLDER_COLOR = QColor(255, 0, 255)
-# TODO(placeholders): once the insight issue lands, draw the row's hash placeholder
-# (a blurred preview from a few bytes) instead of the flat colour while it loads.
-# TODO(avatars): once the processors issue lands, a circular-avatar column whose rows ask
-# pixload for the processed (round-cropped) thumbnail.
+PROCESS = [pixload.Circle()]
 
 if sys.byteorder == "little":
     PIXEL_FORMAT, QIMAGE_FORMAT = pixload.Format.BGRA8_PREMUL, QImage.Format.Format_ARGB32_Premultiplied
@@ -158,19 +167,34 @@ class Thumb:
     """A row's picture: the QImage and the pixload.Image whose pixels it wraps."""
     __slots__ = ("image", "qimage", "source")
 
-    def __init__(self, image, source):
+    def __init__(self, image, source, qimage_format=QIMAGE_FORMAT):
         self.image = image                # owns the pixels; lives as long as this Thumb
-        self.qimage = QImage(image.pixels, image.width, image.height, image.stride, QIMAGE_FORMAT)
+        self.qimage = QImage(image.pixels, image.width, image.height, image.stride, qimage_format)
         self.source = source
 
 
+def read_placeholders(path):
+    """PATH<TAB>HASH lines -> {path: pixload.Placeholder}."""
+    hashes = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                name, text = line.rstrip("\n").split("\t")
+                hashes[name] = pixload.Placeholder.blurhash(text)
+    return hashes
+
+
 class Gallery(QAbstractListModel):
-    def __init__(self, urls, rows, clock):
+    def __init__(self, urls, rows, clock, placeholders=None):
         super().__init__()
         self.urls = urls
         self.rows = rows
         self.clock = clock
+        self.hashes = placeholders or [None] * len(urls)  # per image: a pixload.Placeholder or None
         self.thumbs = {}                  # visible row -> Thumb
+        self.placeholders = {}            # visible row still loading -> Thumb of its decoded hash
+        self.placeholder_calls = 0        # on_row calls with a placeholder
+        self.waited_without = set()       # rows whose image came from disk or network with no placeholder first
         self.errors = {}                  # visible row -> the load's error
         self.ever_shown = set()           # rows whose image was on screen once
         self.image_at = {}                # row -> perf_counter when its image arrived
@@ -178,7 +202,8 @@ class Gallery(QAbstractListModel):
         self.loader = pixload.Loader()
         self.queue = pixload.Queue()
         self.table = pixload.Table(self.loader, self.queue, rows, self.request_for_row, self.on_row,
-                                   width=THUMB_WIDTH, height=THUMB_HEIGHT, format=PIXEL_FORMAT)
+                                   width=THUMB_WIDTH, height=THUMB_HEIGHT, mode=pixload.Mode.FILL,
+                                   process=PROCESS, format=PIXEL_FORMAT)
         self.notifier = QSocketNotifier(self.queue.fd, QSocketNotifier.Type.Read)
         self.notifier.activated.connect(self.dispatch)
         self.told = (0, 0)
@@ -189,11 +214,22 @@ class Gallery(QAbstractListModel):
     # pixload's callbacks, on this thread
 
     def request_for_row(self, row):
-        return self.url(row)
+        placeholder = self.hashes[row % len(self.urls)]
+        if placeholder is None:
+            return self.url(row)
+        return {"url": self.url(row), "placeholder": placeholder}
 
     def on_row(self, row, result):
         began = time.perf_counter_ns()
-        if result.ok:
+        if result.placeholder:
+            # The row's hash, decoded: RGBA8 straight, 32x32; drawn scaled into the disc.
+            self.placeholders[row] = Thumb(result.image, result.source, QImage.Format.Format_RGBA8888)
+            self.placeholder_calls += 1
+        elif result.ok:
+            if (self.hashes[row % len(self.urls)] is not None and row not in self.placeholders
+                    and result.source != pixload.Source.MEMORY):
+                self.waited_without.add(row)
+            self.placeholders.pop(row, None)
             thumb = Thumb(result.image, result.source)
             self.qimages_made += 1
             if buffer_address(thumb.qimage.constBits()) != buffer_address(result.image.pixels):
@@ -202,6 +238,7 @@ class Gallery(QAbstractListModel):
             self.errors.pop(row, None)
             self.image_at[row] = time.perf_counter()
         else:
+            self.placeholders.pop(row, None)  # a failed row: the flat colour and why
             self.errors[row] = result.error
         index = self.index(row)
         self.dataChanged.emit(index, index)
@@ -219,10 +256,13 @@ class Gallery(QAbstractListModel):
             del self.thumbs[row]
         for row in [r for r in self.errors if not first <= r < first + count]:
             del self.errors[row]
+        for row in [r for r in self.placeholders if not first <= r < first + count]:
+            del self.placeholders[row]
 
     def close(self):
         self.notifier.setEnabled(False)
         self.thumbs.clear()
+        self.placeholders.clear()
         self.table.close()
         self.queue.close()
         self.loader.close()
@@ -239,7 +279,8 @@ class Gallery(QAbstractListModel):
 
 
 def thumb_rect(cell, thumb):
-    """Where a row's picture goes in its cell: the slot, and the image centred in it."""
+    """Where a row's picture goes in its cell: the slot, and the image centred in it (a
+    placeholder, or no picture: the whole slot)."""
     slot = QRect(cell.x() + PAD, cell.y() + PAD, THUMB_WIDTH, THUMB_HEIGHT)
     if thumb is None:
         return slot, slot
@@ -260,13 +301,23 @@ class ThumbDelegate(QStyledItemDelegate):
         if option.state & QStyle.StateFlag.State_Selected:
             painter.fillRect(option.rect, option.palette.highlight())
         thumb = gallery.thumbs.get(row)
+        placeholder = gallery.placeholders.get(row) if thumb is None else None
         slot, picture = thumb_rect(option.rect, thumb)
         painter.fillRect(slot, SLOT_COLOR)
         if thumb is not None:
-            painter.drawImage(picture.topLeft(), thumb.qimage)  # 1:1, no scaling
+            painter.drawImage(picture.topLeft(), thumb.qimage)  # 1:1, no scaling: round already
             gallery.ever_shown.add(row)
         else:
-            painter.fillRect(slot, PLACEHOLDER_COLOR)
+            if placeholder is not None:  # the hash's 32x32 scaled up, cut to the disc
+                painter.save()
+                painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
+                disc = QPainterPath()
+                disc.addEllipse(QRectF(slot))
+                painter.setClipPath(disc)
+                painter.drawImage(QRectF(slot), placeholder.qimage)
+                painter.restore()
+            else:
+                painter.fillRect(slot, PLACEHOLDER_COLOR)
             if row in gallery.ever_shown:
                 gallery.placeholder_flashes += 1
         text = QRect(slot.right() + 2 * PAD, option.rect.y() + PAD, option.rect.width() - slot.width() - 4 * PAD,
@@ -276,7 +327,7 @@ class ThumbDelegate(QStyledItemDelegate):
         elif row in gallery.errors:
             detail = "failed: %s" % gallery.errors[row]
         else:
-            detail = "loading"
+            detail = "loading" + (", its placeholder drawn" if placeholder is not None else "")
         painter.drawText(text, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
                          "Row %d\n%s\n%s" % (row, gallery.urls[row % len(gallery.urls)], detail))
 
@@ -457,7 +508,8 @@ class Script:
             else:
                 placeholders += 1
                 error = gallery.errors.get(row)
-                print("  row %4d: PLACEHOLDER%s" % (row, ", failed: %s" % error if error else ""))
+                print("  row %4d: PLACEHOLDER%s%s" % (row, " (its hash)" if row in gallery.placeholders else "",
+                                                      ", failed: %s" % error if error else ""))
         print('settle "%s": %d visible, %d placeholders, slowest %.1f ms after settle'
               % (name, len(cells), placeholders, slowest))
         self.reports.append((name, len(cells), placeholders, slowest))
@@ -468,6 +520,9 @@ class Script:
         failures = sum(1 for _, visible, placeholders, _ in self.reports if visible == 0 or placeholders)
         failures += gallery.placeholder_flashes > 0
         print("placeholder flashes on rows seen before: %d" % gallery.placeholder_flashes)
+        print("hash placeholders: %d drawn; rows whose image came from disk or network without one first: %d%s"
+              % (gallery.placeholder_calls, len(gallery.waited_without),
+                 "" if not gallery.waited_without else " (%s)" % " ".join(map(str, sorted(gallery.waited_without)[:20]))))
         print("qimages: %d made, %d copied their pixels" % (gallery.qimages_made, gallery.qimages_copied))
         frames = sorted(ns for ns, _ in clock.frames)
         own = sorted(ns - host for ns, host in clock.frames)
@@ -506,10 +561,15 @@ class Script:
             thumb = self.gallery.thumbs.get(row)
             _, picture = thumb_rect(cell, thumb)
             at = view.viewport().mapTo(window, picture.topLeft())
-            print("cell row=%d x=%d y=%d w=%d h=%d image=%s url=%s"
-                  % (row, at.x(), at.y(), picture.width(), picture.height(),
-                     "%dx%d" % (thumb.image.width, thumb.image.height) if thumb else "none",
-                     self.gallery.url(row)))
+            shown = "none"
+            if thumb:
+                shown = "%dx%d" % (thumb.image.width, thumb.image.height)
+            elif row in self.gallery.placeholders:
+                shown = "placeholder"
+            hashed = self.gallery.hashes[row % len(self.gallery.urls)]
+            print("cell row=%d x=%d y=%d w=%d h=%d image=%s url=%s hash=%s"
+                  % (row, at.x(), at.y(), picture.width(), picture.height(), shown,
+                     self.gallery.url(row), hashed.data.decode("ascii") if hashed else "-"))
         print("screenshot: %s" % self.screenshot)
 
 
@@ -521,6 +581,7 @@ def main():
     parser.add_argument("--script", choices=("full", "still"))
     parser.add_argument("--settle-timeout-ms", type=int, default=3000)
     parser.add_argument("--screenshot")
+    parser.add_argument("--placeholders")
     args, qt_args = parser.parse_known_args()
     if not args.base_url:
         parser.error("no BASE_URL (or PIXLOAD_QT_BASE_URL)")
@@ -533,7 +594,11 @@ def main():
     app = QApplication([sys.argv[0]] + qt_args)
     clock = CallClock()
     clock.recording = args.script is not None  # from the first screen's set_visible on
-    gallery = Gallery([base + p for p in paths], args.rows, clock)
+    hashes = None
+    if args.placeholders:
+        known = read_placeholders(args.placeholders)
+        hashes = [known.get(p) for p in paths]
+    gallery = Gallery([base + p for p in paths], args.rows, clock, hashes)
     window = Window(gallery, clock)
     window.show()
     script = None

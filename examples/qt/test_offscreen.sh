@@ -6,10 +6,18 @@
 # photos from a private nginx, runs the app's scripted session (slow scroll, fling, fling
 # stopped dead, back) against the library in STAGE (default build/), and checks the window
 # it drew at the end cell by cell: every visible cell shows its own row's image, not
-# another row's and not the placeholder (examples/qt/screen_check.py). Two controls prove
-# the pixel check can fail: the same screenshot checked as if every row showed the next
-# row's image must fail on every cell, and a run against missing images (HTTP 404) must
-# fail in the app and show the placeholder in every cell.
+# another row's and not the placeholder, round (pixload's Circle: the slot's colour in the
+# corners) (examples/qt/screen_check.py). Two controls prove the pixel check can fail: the
+# same screenshot checked as if every row showed the next row's image must fail on every
+# cell, and a run against missing images (HTTP 404) must fail in the app and show the
+# flat placeholder in every cell.
+# Placeholders: the demo photos' BlurHashes are computed first by pixload's own encoder
+# (`pixload hash --blurhash`, at the rows' 96x96 FILL) and given to the app. The session
+# must draw a hash before every image that came from disk or network. A third run serves
+# the first screen from examples/qt/held_server.py, which never answers row HELD_ROW's
+# request: its screenshot must show that row's own BlurHash (decoded by screen_check.py's
+# own decoder), not the flat colour and not another row's, and every other row its image;
+# checked as if each row showed the next row's, every cell must fail.
 # Also checks what the app saw: every settled screen complete, no row seen before drawn
 # as a placeholder again, every QImage over pixload's pixels (none copied).
 #
@@ -20,8 +28,8 @@
 # PySide6 (PySide6-Essentials: QtCore, QtGui, QtWidgets, the part of PySide6 the gallery
 # uses) comes from PyPI into its own venv, PXL_QT_VENV (default STAGE/qt-venv); the
 # Debian libraries its wheels link come from `scripts/deps.sh test`.
-# Artefacts: STAGE/artifacts/qt-screenshot.png (-control.png for the 404 run) and the
-# app's output, STAGE/artifacts/qt-session.txt.
+# Artefacts: STAGE/artifacts/qt-screenshot.png (-control.png for the 404 run, -held.png
+# for the held-back row) and the app's output, STAGE/artifacts/qt-session.txt.
 # Ports: nginx on PXL_QT_TEST_PORT (default: one scripts/free-port.sh finds).
 # Ends with "N passed, N failed"; exits non-zero on a failure.
 set -uo pipefail
@@ -38,9 +46,12 @@ venv="${PXL_QT_VENV:-$stage/qt-venv}"
 pyside=PySide6-Essentials==6.11.3
 work=$(mktemp -d "${TMPDIR:-/tmp}/pxl-qt.XXXXXX")
 app_pid=""
+held_pid=""
+HELD_ROW=2
 
 cleanup() {
   [ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null
+  [ -n "$held_pid" ] && kill "$held_pid" 2>/dev/null
   "$root/scripts/nginx.sh" stop "$work/nginx" >/dev/null 2>&1
   rm -rf "$work"
 }
@@ -65,6 +76,18 @@ check "PySide6 in $venv ($pyside)" "'$venv/bin/python' -c 'import PySide6.QtWidg
 "$venv/bin/python" -c 'import PySide6.QtWidgets' 2>/dev/null || finish
 
 "$root/scripts/photos.sh" "$data" 300
+
+# The photos' BlurHashes as the rows show them (96x96 FILL), by pixload's encoder:
+# PATH<TAB>HASH lines for the app's --placeholders and screen_check.py's --hashes.
+hashes="$work/blurhash.txt"
+sed "s|^|file://$data/|" "$data/index.txt" >"$work/hash-urls"
+"$stage/bin/pixload" hash --blurhash --size 96x96 --mode fill --allow-file --no-disk-cache \
+  --urls "$work/hash-urls" >"$work/hash.out" 2>"$work/hash.err"
+hash_rc=$?
+paste "$data/index.txt" "$work/hash.out" >"$hashes"
+hashed=$(awk -F'\t' 'NF == 2 && length($2) >= 6' "$hashes" | wc -l)
+check "pixload hash --blurhash: one hash per demo photo ($hashed)" \
+  "[ $hash_rc -eq 0 ] && [ $hashed -eq \$(wc -l <'$data/index.txt') ] && [ \$(wc -l <'$work/hash.out') -eq $hashed ]"
 
 port=${PXL_QT_TEST_PORT:-$("$root/scripts/free-port.sh")}
 "$root/scripts/nginx.sh" start "$data" "$port" "$work/nginx" 2>/dev/null
@@ -104,7 +127,8 @@ if [ "$bench" -eq 1 ]; then
   finish
 fi
 
-run_app session --script full --screenshot "$artifacts/qt-screenshot.png" "http://127.0.0.1:$port/"
+run_app session --script full --placeholders "$hashes" --screenshot "$artifacts/qt-screenshot.png" \
+  "http://127.0.0.1:$port/"
 cp "$work/session.out" "$artifacts/qt-session.txt"
 grep -v '^  row\|^cell\|^  over' "$work/session.out" | sed 's/^/    /'
 [ -s "$work/session.err" ] && { echo "    stderr:"; head -20 "$work/session.err" | sed 's/^/    /'; }
@@ -116,6 +140,8 @@ check "five settles reported, none with a placeholder" \
 check "rows scrolled back to came from memory: no placeholder flash" \
   "grep -q '^placeholder flashes on rows seen before: 0$' '$work/session.out'"
 check "QImages wrap the images' pixels: none copied" "grep -q '^qimages: [1-9][0-9]* made, 0 copied' '$work/session.out'"
+check "every image from disk or network came after its row's hash placeholder" \
+  "grep -q '^hash placeholders: [1-9][0-9]* drawn; rows whose image came from disk or network without one first: 0$' '$work/session.out'"
 check "the window was saved with its cells' geometry" \
   "[ -s '$artifacts/qt-screenshot.png' ] && grep -q '^cell row=' '$work/session.out'"
 
@@ -134,8 +160,44 @@ if [ -s "$artifacts/qt-screenshot.png" ]; then
     "echo '$summary' | grep -qE '^([1-9][0-9]*) cells judged, \\1 wrong$'"
 fi
 
+# A row held back: the first screen from held_server.py, which never answers row
+# HELD_ROW's request. The app must fail (that row never settles), its screenshot show
+# HELD_ROW's own BlurHash, every other row its image.
+rm -f "$work/held.port"
+python3 "$root/examples/qt/held_server.py" "$data" "$work/held.port" --hold-row "$HELD_ROW" 2>"$work/held.log" &
+held_pid=$!
+for _ in $(seq 100); do [ -s "$work/held.port" ] && break; sleep 0.05; done
+if [ -s "$work/held.port" ]; then
+  run_app held --script still --settle-timeout-ms 1500 --placeholders "$hashes" --screenshot "$work/held.png" \
+    "http://127.0.0.1:$(cat "$work/held.port")/"
+  kill "$held_pid" 2>/dev/null; wait "$held_pid" 2>/dev/null; held_pid=""
+  check "held row: the server held row $HELD_ROW's request and sent the others" \
+    "grep -q '^held /.*[?&]row=$HELD_ROW\$' '$work/held.log' && ! grep -q '^sent /.*[?&]row=$HELD_ROW\$' '$work/held.log' && grep -q '^sent ' '$work/held.log'"
+  check "held row: the app fails (row $HELD_ROW never settles) and reports it on its hash" \
+    "[ \"\$(cat '$work/held.rc')\" = 1 ] && grep -q '^  row *$HELD_ROW: PLACEHOLDER (its hash)' '$work/held.out'"
+  if [ -s "$work/held.png" ]; then
+    cp "$work/held.png" "$artifacts/qt-screenshot-held.png"
+    python3 "$root/examples/qt/screen_check.py" "$work/held.png" "$work/held.out" "$data" \
+      --hashes "$hashes" --held-row "$HELD_ROW" >"$work/held.pixels"
+    rc=$?
+    sed 's/^/    /' "$work/held.pixels"
+    check "held row: row $HELD_ROW shows its own BlurHash, every other cell its own image" "[ $rc -eq 0 ]"
+    python3 "$root/examples/qt/screen_check.py" "$work/held.png" "$work/held.out" "$data" \
+      --hashes "$hashes" --held-row "$HELD_ROW" --claim-shift 1 >"$work/held-shifted.pixels"
+    summary=$(tail -1 "$work/held-shifted.pixels")
+    echo "    claimed one row off: $summary"
+    check "control: the held screen checked against the next row's image and hash, every cell fails" \
+      "echo '$summary' | grep -qE '^([1-9][0-9]*) cells judged, \\1 wrong$'"
+  else
+    check "held row: the app saved its window" "false"
+  fi
+else
+  check "held_server.py listens" "false"
+fi
+
 # The control: every image missing (HTTP 404), so every cell keeps the placeholder; the
-# app must fail, and the same pixel check must see the placeholder in every cell.
+# app must fail, and the same pixel check must see the placeholder in every cell. No
+# hashes: the flat colour.
 run_app control --script still --settle-timeout-ms 1500 --screenshot "$work/control.png" \
   "http://127.0.0.1:$port/no-such-dir/"
 check "control: the app fails when rows keep their placeholders" "[ \"\$(cat '$work/control.rc')\" = 1 ]"

@@ -164,6 +164,7 @@ public final class ImageTable: @unchecked Sendable {
       requested = (first, count, direction)
       let lower = max(0, min(first, rowCount))
       let upper = max(lower, min(ScrollPlanner.add(first, max(0, count)), rowCount))
+      let wasVisible = visible
       visible = lower..<upper
       let now = clock()
       let plan = planner.plan(visible: visible, rowCount: rowCount, direction: direction,
@@ -182,6 +183,12 @@ public final class ImageTable: @unchecked Sendable {
         switch action {
         case .raise(let priority, let postpone):
           guard let record = rows[row], case .loading(_, let token?) = record.phase else { continue }
+          // A row that comes on screen while it loads (a prefetch, a row kept behind)
+          // gets its placeholder as a row that starts loading now does.
+          if onPlaceholder != nil, !wasVisible.contains(row), let request = requestForRow(row),
+             request.placeholder != nil {
+            placeholders.append((row, request))
+          }
           toRaise.append((token, priority))
           if let postpone {
             toPostpone.append((token, postpone))

@@ -124,3 +124,24 @@ def test_table_rows_draw_their_placeholder_first(server, loader, queue):
         before = len(calls)
         table.set_visible(0, 1)
         assert [(r.placeholder, r.metrics.tier) for _, r in calls[before:]] == [(False, pixload.Tier.MEMORY)]
+
+
+def test_table_row_loading_as_it_comes_on_screen_draws_its_placeholder(server, loader, queue):
+    # Row 1 is prefetched (still downloading from the slow server) while row 0 is on
+    # screen; scrolled to, it gets its placeholder inside that set_visible, then its image.
+    ph = pixload.Placeholder.blurhash("LEHV6nWB2yk8pyo0adR*.7kCMdnj")
+    calls = []
+
+    def request_for_row(row):
+        return {"url": server.url("slow/gradient.jpg", case=f"ph-prefetch{row}"), "size": (40, 40), "placeholder": ph}
+
+    with pixload.Table(loader, queue, 3, request_for_row, lambda row, r: calls.append((row, r)),
+                       prefetch_rows=1) as table:
+        table.set_visible(0, 1, 1)
+        assert table.stats().started == 2  # row 0, and row 1 prefetched
+        assert [(row, r.placeholder) for row, r in calls] == [(0, True)]
+        table.set_visible(1, 1, 1)
+        assert [(row, r.placeholder) for row, r in calls] == [(0, True), (1, True)]
+        drain(queue, lambda: any(row == 1 and not r.placeholder for row, r in calls))
+    assert [(row, r.placeholder) for row, r in calls if row == 1] == [(1, True), (1, False)]
+    assert calls[-1][1].ok and calls[-1][1].source != pixload.Source.MEMORY

@@ -57,5 +57,5 @@ pub use metrics::{Metrics, Tier};
 pub use placeholder::{Placeholder, PlaceholderKind};
 pub use queue::Queue;
 pub use request::{priority, Mode, Prefetch, Request, Slot, Token};
-pub use table::{Table, TableConfig, TableStats};
+pub use table::{RowUpdate, Table, TableConfig, TableStats};
 pub use version::{version, version_compatible, version_num};

@@ -15,7 +15,7 @@ pub enum PlaceholderKind {
 }
 
 impl PlaceholderKind {
-    fn raw(self) -> i32 {
+    pub(crate) fn raw(self) -> i32 {
         match self {
             PlaceholderKind::BlurHash => sys::PXL_PLACEHOLDER_BLURHASH as i32,
             PlaceholderKind::ThumbHash => sys::PXL_PLACEHOLDER_THUMBHASH as i32,

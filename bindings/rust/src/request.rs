@@ -1,13 +1,13 @@
 //! What to load and how: requests, their modes and priorities, and the tokens, slots
 //! and prefetch results that name them.
 
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, c_void, CString};
 use std::num::NonZeroU64;
 use std::ptr;
 use std::time::Duration;
 
 use crate::convert::{c_string, clamp_i32, header_pointers, millis};
-use crate::{sys, Error, Format, Processor};
+use crate::{sys, Error, Format, Placeholder, Processor};
 
 /// How an image is fitted to a request's target size (see `pxl_mode` in the header).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -64,6 +64,7 @@ pub struct Request {
     headers: Vec<String>,
     progress_interval_ms: i32,
     processors: Vec<Processor>,
+    placeholder: Option<Placeholder>,
 }
 
 /// A request's C strings, alive while its pxl_request is in use.
@@ -75,6 +76,7 @@ pub(crate) struct RawRequest {
     _header_pointers: Vec<*const c_char>,
     _processors: Vec<sys::pxl_processor>,
     _processor_ids: Vec<CString>,
+    _placeholder: Vec<u8>,
 }
 
 impl Request {
@@ -92,6 +94,7 @@ impl Request {
             headers: Vec::new(),
             progress_interval_ms: defaults.progress_interval_ms,
             processors: Vec::new(),
+            placeholder: None,
         }
     }
 
@@ -188,6 +191,14 @@ impl Request {
         self
     }
 
+    /// The row's placeholder, for a [`Table`](crate::Table): a visible row still loading
+    /// gets it, decoded, before its image (see [`RowUpdate`](crate::RowUpdate)). Loads
+    /// outside tables ignore it.
+    pub fn placeholder(mut self, placeholder: Placeholder) -> Request {
+        self.placeholder = Some(placeholder);
+        self
+    }
+
     /// Appends a processor step (see [`Processor`]); the builder methods below name each.
     pub fn process(mut self, step: Processor) -> Request {
         self.processors.push(step);
@@ -260,6 +271,12 @@ impl Request {
             self.processors.iter().map(|p| p.to_raw(&mut processor_ids)).collect::<Result<Vec<_>, _>>()?;
         raw.processors = if processors.is_empty() { ptr::null() } else { processors.as_ptr() };
         raw.processor_count = processors.len();
+        let placeholder = self.placeholder.as_ref().map_or_else(Vec::new, |p| p.data.clone());
+        if let Some(p) = &self.placeholder {
+            raw.placeholder_kind = p.kind.raw();
+            raw.placeholder = placeholder.as_ptr() as *const c_void;
+            raw.placeholder_length = placeholder.len();
+        }
         Ok(RawRequest {
             raw,
             _url: url,
@@ -268,6 +285,7 @@ impl Request {
             _header_pointers: header_pointers,
             _processors: processors,
             _processor_ids: processor_ids,
+            _placeholder: placeholder,
         })
     }
 

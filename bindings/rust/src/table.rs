@@ -65,8 +65,21 @@ pub struct TableStats {
     pub failed: u64,
 }
 
+/// What a table hands a visible row (see [`Table::with_placeholders`]).
+#[derive(Debug)]
+pub enum RowUpdate {
+    /// The row's placeholder ([`Request::placeholder`]), decoded: RGBA8 straight, 32
+    /// pixels on its longer side (the request's width/height ratio when it gives both).
+    /// Handed over inside the [`Table::set_visible`] (or [`Table::set_row_count`]) that
+    /// makes the row visible, when the memory cache does not hold its image; the row's
+    /// final update follows, never the other way round.
+    Placeholder(Image),
+    /// The row's image, or its error.
+    Final(Result<Image, Error>),
+}
+
 type RequestFn = Box<dyn FnMut(i64) -> Option<Request> + Send>;
-type RowFn = Box<dyn Fn(i64, Result<Image, Error>) + Send + Sync>;
+type RowFn = Box<dyn Fn(i64, RowUpdate) + Send + Sync>;
 
 /// A table's closures. request_fn runs only inside set_visible / set_row_count (which
 /// take &mut Table); row_fn also on the queue's draining thread, hence Fn + Sync. The
@@ -102,6 +115,13 @@ unsafe extern "C" fn on_table_request(row: i64, request: *mut sys::pxl_request, 
     request.processor_count = raw.raw.processor_count;
     request.cache_key = raw.raw.cache_key;
     request.headers = raw.raw.headers;
+    // Fields of 0.5.0: set only where the library's struct has them (an older library
+    // draws no placeholders).
+    if request.struct_size >= std::mem::offset_of!(sys::pxl_request, placeholder_length) + std::mem::size_of::<usize>() {
+        request.placeholder_kind = raw.raw.placeholder_kind;
+        request.placeholder = raw.raw.placeholder;
+        request.placeholder_length = raw.raw.placeholder_length;
+    }
     // The header says the strings need only live until this returns, but libpixload
     // 0.1.0 reads them after (pxl_table_new's provider copies the request once
     // request_fn has returned): keep them until set_visible / set_row_count returns.
@@ -112,8 +132,17 @@ unsafe extern "C" fn on_table_request(row: i64, request: *mut sys::pxl_request, 
 unsafe extern "C" fn on_table_row(row: i64, result: *const sys::pxl_result, user_data: *mut c_void) {
     // SAFETY: as above; row_fn is Fn + Sync, so a shared reference is enough.
     let row_fn = unsafe { &(*(user_data as *const TableCallbacks)).row_fn };
+    // pxl_result.preview exists since 0.3.0: read it only where the library's struct has it.
+    let placeholder = unsafe {
+        (*result).struct_size >= std::mem::offset_of!(sys::pxl_result, preview) + std::mem::size_of::<i32>()
+            && (*result).preview == sys::PXL_PREVIEW_PLACEHOLDER
+    };
     let outcome = unsafe { result_from_c(result) };
-    call_user("a table's row closure", move || row_fn(row, outcome));
+    let update = match outcome {
+        Ok(image) if placeholder => RowUpdate::Placeholder(image),
+        outcome => RowUpdate::Final(outcome),
+    };
+    call_user("a table's row closure", move || row_fn(row, update));
 }
 
 /// Table-style loading: tell the library which rows are on screen and which way the
@@ -132,10 +161,36 @@ pub struct Table {
 unsafe impl Send for Table {}
 
 impl Table {
+    /// `row_fn` gets each visible row's final result only: the placeholders of requests
+    /// that carry one are not handed to it (see [`Table::with_placeholders`]).
     pub fn new<R, F>(loader: &Loader, queue: &Queue, config: &TableConfig, row_count: u64, request_fn: R, row_fn: F) -> Result<Table, Error>
     where
         R: FnMut(i64) -> Option<Request> + Send + 'static,
         F: Fn(i64, Result<Image, Error>) + Send + Sync + 'static,
+    {
+        let row_fn = move |row, update| {
+            if let RowUpdate::Final(outcome) = update {
+                row_fn(row, outcome)
+            }
+        };
+        Table::with_placeholders(loader, queue, config, row_count, request_fn, row_fn)
+    }
+
+    /// As [`Table::new`], and a row whose request carries a placeholder
+    /// ([`Request::placeholder`]) gets it first, as [`RowUpdate::Placeholder`], when it
+    /// becomes visible and its image is not in the memory cache: something to draw in
+    /// that frame. Its [`RowUpdate::Final`] follows.
+    pub fn with_placeholders<R, F>(
+        loader: &Loader,
+        queue: &Queue,
+        config: &TableConfig,
+        row_count: u64,
+        request_fn: R,
+        row_fn: F,
+    ) -> Result<Table, Error>
+    where
+        R: FnMut(i64) -> Option<Request> + Send + 'static,
+        F: Fn(i64, RowUpdate) + Send + Sync + 'static,
     {
         let callbacks = Box::into_raw(Box::new(TableCallbacks { request_fn: Box::new(request_fn), row_fn: Box::new(row_fn), kept: Vec::new() }));
         let mut raw = ptr::null_mut();
