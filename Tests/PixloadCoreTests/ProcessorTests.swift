@@ -424,7 +424,7 @@ final class ProcessorLoaderTests: XCTestCase {
     let sawFlag = DispatchSemaphore(value: 0)
     let slow = CustomProcessor(id: "slow", version: 1) { frame in
       entered.signal()
-      while frame.cancel.pointer.pointee == 0 { usleep(200) }
+      while !frame.cancel.isRaised { usleep(200) }  // an atomic read, as C code polls it
       sawFlag.signal()
       return .cancelled
     }
