@@ -17,6 +17,10 @@
  *   --hold-until FILE   scripted: after printing the screen geometry and SCREENSHOT-READY,
  *                       keep the final frame on screen until FILE exists (a test takes its
  *                       screenshot meanwhile), at most 60 s
+ *   --placeholders FILE BlurHashes, one "PATH<TAB>HASH" line per image (PATH as in the
+ *                       index, or the URL as in --urls): a row still loading shows its
+ *                       image's hash, blurred and round, instead of the flat placeholder
+ *                       (scripts/demo-blurhashes.sh makes the file with `pixload hash`)
  *
  * How it drives pixload, the way the API intends:
  *  - The completion queue's fd is watched by the GLib main loop (g_unix_fd_add), so every
@@ -36,6 +40,12 @@
  *    GDK's renderers take as is.
  *  - Every pxl_* call is timed (PXL_TIMED): the main loop must never spend a frame (16 ms)
  *    inside pixload.
+ *  - With --placeholders, each row's request carries its image's BlurHash: the table hands
+ *    on_row the decoded hash (32x32 RGBA8, preview PXL_PREVIEW_PLACEHOLDER) inside the
+ *    pxl_table_set_visible that shows the row, never after its image. The app scales it
+ *    to the slot, cuts it to the avatar's disc and keeps it per row until the row's image
+ *    (or error) comes or the row leaves the screen: GTK binds a row after the adjustment
+ *    moves, so the hash often arrives before the row has a cell, and the bind draws it.
  *  - Rows ask for PXL_FLAG_ANIMATE: an animated GIF's row gets every frame of its
  *    thumbnail, and a timer per row (each frame's duration, 10 ms or less shown as
  *    100 ms as browsers do) swaps the frames' textures until the row is unbound.
@@ -188,6 +198,10 @@ struct app {
   guint queue_source;
   char **urls;
   int64_t rows;
+  char **hash_of_source;      /* per image of the index (row % source_count): its
+                                 BlurHash, or NULL (none given) */
+  int64_t source_count;
+  GdkTexture **placeholder_of_row; /* per visible row still loading: its hash, drawn */
   struct cell **cell_of_row;  /* the bound cell showing each row, or NULL */
   guint8 *ever_shown;         /* per row: had its image on screen once */
   gint64 *entered_us;         /* per row: when it last entered the visible range */
@@ -205,6 +219,9 @@ struct app {
   /* counters */
   guint64 textures, textures_copied;
   guint64 bind_memory_hits, placeholder_flashes, deliveries_to_unbound_rows;
+  guint64 hash_placeholders;  /* on_row calls with a row's hash */
+  guint64 waited_without_hash; /* rows with a hash whose image came from disk or network
+                                  with no hash before it */
 
   /* scripted mode */
   const char *script;         /* NULL, "full" or "still" */
@@ -220,6 +237,11 @@ struct app {
   int exit_status;
 };
 
+/* The BlurHash of row's image, or NULL. */
+static const char *row_hash(const struct app *app, int64_t row) {
+  return app->hash_of_source ? app->hash_of_source[row % app->source_count] : NULL;
+}
+
 /* The request for a row: the table's request_fn and the bind's lookup use this one, so
  * the lookup finds exactly what the table loads. */
 static void fill_request(const struct app *app, int64_t row, pxl_request *request) {
@@ -234,6 +256,12 @@ static void fill_request(const struct app *app, int64_t row, pxl_request *reques
   request->flags = PXL_FLAG_ANIMATE; /* still images are unaffected: one frame */
   request->processors = &circle;
   request->processor_count = 1;
+  const char *hash = row_hash(app, row);
+  if (hash) {
+    request->placeholder_kind = PXL_PLACEHOLDER_BLURHASH;
+    request->placeholder = hash;
+    request->placeholder_length = strlen(hash);
+  }
 }
 
 static int request_for_row(int64_t row, pxl_request *request, void *user_data) {
@@ -360,6 +388,60 @@ static GdkTexture *make_placeholder(void) {
   return texture;
 }
 
+/* A row's hash placeholder (the table's decoded BlurHash: small, RGBA8 straight) as the
+ * avatar's slot shows it: scaled to cover the slot (bilinear), cut to the same disc as
+ * pixload's Circle (anti-aliased rim, transparent corners), premultiplied BGRA. A copy
+ * by nature (it is a new picture, 96x96 from 32x32): not counted with the textures.
+ * NULL for another format. */
+static GdkTexture *texture_from_placeholder(pxl_image *image) {
+  pxl_format format;
+  int32_t width, height, stride;
+  const uint8_t *src;
+  PXL_TIMED("pxl_image_format", format = pxl_image_format(image));
+  PXL_TIMED("pxl_image_width", width = pxl_image_width(image));
+  PXL_TIMED("pxl_image_height", height = pxl_image_height(image));
+  PXL_TIMED("pxl_image_stride", stride = pxl_image_stride(image));
+  PXL_TIMED("pxl_image_pixels", src = pxl_image_pixels(image));
+  if (format != PXL_FORMAT_RGBA8 || !src || width < 1 || height < 1) return NULL;
+  const double scale = MAX((double)THUMB_WIDTH / width, (double)THUMB_HEIGHT / height);
+  const double radius = MIN(THUMB_WIDTH, THUMB_HEIGHT) / 2.0;
+  guint8 *out = g_malloc((gsize)THUMB_WIDTH * THUMB_HEIGHT * 4);
+  for (int y = 0; y < THUMB_HEIGHT; y++) {
+    double dy = y + 0.5 - THUMB_HEIGHT / 2.0;
+    double sy = CLAMP(dy / scale + height / 2.0 - 0.5, 0.0, height - 1.0);
+    int y0 = (int)sy, y1 = MIN(y0 + 1, height - 1);
+    double fy = sy - y0;
+    for (int x = 0; x < THUMB_WIDTH; x++) {
+      double dx = x + 0.5 - THUMB_WIDTH / 2.0;
+      double sx = CLAMP(dx / scale + width / 2.0 - 0.5, 0.0, width - 1.0);
+      int x0 = (int)sx, x1 = MIN(x0 + 1, width - 1);
+      double fx = sx - x0;
+      const uint8_t *p00 = src + (size_t)y0 * stride + 4 * x0, *p01 = src + (size_t)y0 * stride + 4 * x1;
+      const uint8_t *p10 = src + (size_t)y1 * stride + 4 * x0, *p11 = src + (size_t)y1 * stride + 4 * x1;
+      double rgba[4];
+      for (int c = 0; c < 4; c++)
+        rgba[c] = (p00[c] * (1 - fx) + p01[c] * fx) * (1 - fy) + (p10[c] * (1 - fx) + p11[c] * fx) * fy;
+      double coverage = CLAMP(radius + 0.5 - sqrt(dx * dx + dy * dy), 0.0, 1.0);
+      double alpha = rgba[3] / 255.0 * coverage;
+      guint8 *o = out + ((size_t)y * THUMB_WIDTH + x) * 4;
+      o[0] = (guint8)(rgba[2] * alpha + 0.5);
+      o[1] = (guint8)(rgba[1] * alpha + 0.5);
+      o[2] = (guint8)(rgba[0] * alpha + 0.5);
+      o[3] = (guint8)(alpha * 255.0 + 0.5);
+    }
+  }
+  GBytes *bytes = g_bytes_new_take(out, (gsize)THUMB_WIDTH * THUMB_HEIGHT * 4);
+  GdkTexture *texture = gdk_memory_texture_new(THUMB_WIDTH, THUMB_HEIGHT, THUMB_GDK_FORMAT, bytes,
+                                               THUMB_WIDTH * 4);
+  g_bytes_unref(bytes);
+  return texture;
+}
+
+/* The row's image (or error) came, or the row left the screen: its hash goes. */
+static void drop_placeholder(struct app *app, int64_t row) {
+  if (row >= 0 && row < app->rows) g_clear_object(&app->placeholder_of_row[row]);
+}
+
 /* ---- cells ---- */
 
 static const char *source_name(pxl_source source) {
@@ -379,6 +461,7 @@ static void show_image(struct app *app, struct cell *cell, pxl_image *image, con
   gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(texture));
   g_object_unref(texture);
   start_animation(app, cell, image);
+  drop_placeholder(app, cell->row);
   cell->image_us = g_get_monotonic_time();
   app->ever_shown[cell->row] = 1;
   if (cell->row >= app->told_first && cell->row < app->told_first + app->told_count) {
@@ -420,10 +503,33 @@ static void on_row(int64_t row, const pxl_result *result, void *user_data) {
   struct app *app = user_data;
   struct cell *cell = row >= 0 && row < app->rows ? app->cell_of_row[row] : NULL;
   app->row_error[row] = result->status;  /* PXL_OK clears an earlier error */
-  /* pxl_table_config.previews (on by default): blurry, then sharper, then the final call. */
-  int preview = result->struct_size >= offsetof(pxl_result, preview) + sizeof(int32_t) && result->preview;
+  /* pxl_table_config.previews (on by default): blurry, then sharper, then the final call.
+   * A row whose request carried a hash gets it first (PXL_PREVIEW_PLACEHOLDER). */
+  int32_t preview = result->struct_size >= offsetof(pxl_result, preview) + sizeof(int32_t) ? result->preview : 0;
+  if (result->status == PXL_OK && !preview) {
+    /* The row's image: its hash must have come first unless the image was in memory. */
+    if (result->source != PXL_SOURCE_MEMORY && row_hash(app, row) && !app->placeholder_of_row[row])
+      app->waited_without_hash++;
+    drop_placeholder(app, row);
+  }
   if (result->status != PXL_OK) {
-    if (cell) show_error(cell, result->status);
+    drop_placeholder(app, row);  /* a failed row: the flat colour and why */
+    if (cell) {
+      stop_animation(cell);
+      gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(app->placeholder));
+      show_error(cell, result->status);
+    }
+  } else if (preview == PXL_PREVIEW_PLACEHOLDER) {
+    app->hash_placeholders++;
+    GdkTexture *texture = texture_from_placeholder(result->image);
+    if (texture) {
+      g_clear_object(&app->placeholder_of_row[row]);
+      app->placeholder_of_row[row] = texture;
+      if (cell && !cell->image_us) {
+        gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(texture));
+        gtk_label_set_text(GTK_LABEL(cell->detail), "loading (its placeholder)");
+      }
+    }
   } else if (preview) {
     if (cell && !cell->image_us) show_preview(app, cell, result->image);
   } else if (!cell) {
@@ -466,7 +572,8 @@ static void on_setup(GtkSignalListItemFactory *factory, GtkListItem *item, gpoin
 }
 
 /* A cell now shows `row`: from memory at once if it is there (a row scrolled back to
- * never flashes the placeholder), else the placeholder until on_row brings the image. */
+ * never flashes the placeholder), else its hash (if the table gave it already) or the
+ * flat placeholder until on_row brings the image. */
 static void on_bind(GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_data) {
   (void)factory;
   struct app *app = user_data;
@@ -496,8 +603,10 @@ static void on_bind(GtkSignalListItemFactory *factory, GtkListItem *item, gpoint
    * placeholder: with the default 64 MiB cache and these thumbnails, it never should. */
   if (app->ever_shown[row]) app->placeholder_flashes++;
   stop_animation(cell);
-  gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(app->placeholder));
+  GdkTexture *hash = app->placeholder_of_row[row];
+  gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(hash ? hash : app->placeholder));
   if (app->row_error[row] != PXL_OK) show_error(cell, app->row_error[row]);
+  else if (hash) gtk_label_set_text(GTK_LABEL(cell->detail), "loading (its placeholder)");
   else gtk_label_set_text(GTK_LABEL(cell->detail), strrchr(app->urls[row], '/') + 1);
 }
 
@@ -551,11 +660,15 @@ static void tell_table(struct app *app, int direction) {
   gint64 now = g_get_monotonic_time();
   for (int64_t row = first; row < first + count; row++)
     if (row < app->told_first || row >= app->told_first + app->told_count) app->entered_us[row] = now;
+  int64_t was_first = app->told_first, was_end = app->told_first + app->told_count;
   app->told_first = first;
   app->told_count = count;
   pxl_status status;
   PXL_TIMED("pxl_table_set_visible", status = pxl_table_set_visible(app->table, first, count, direction));
   if (status != PXL_OK) g_warning("pxl_table_set_visible: %s", pxl_status_string(status));
+  /* Hashes come only for visible rows: those of rows that left go. */
+  for (int64_t row = was_first; row < was_end; row++)
+    if (row < first || row >= first + count) drop_placeholder(app, row);
 }
 
 /* A frame without movement: the view is still. The table then prefetches both ways and
@@ -703,7 +816,8 @@ static void report_settle(struct app *app, const struct phase *phase, gboolean t
     double bound = ms_between(app->settle_us, cell->bound_us);
     if (!cell->image_us) {
       report->placeholders++;
-      printf("  row %4" G_GINT64_FORMAT ": bound %+8.1f ms, PLACEHOLDER%s%s\n", (gint64)cell->row, bound,
+      printf("  row %4" G_GINT64_FORMAT ": bound %+8.1f ms, PLACEHOLDER%s%s%s\n", (gint64)cell->row, bound,
+             app->placeholder_of_row[cell->row] ? " (its hash)" : "",
              app->row_error[cell->row] != PXL_OK ? ", failed: " : "",
              app->row_error[cell->row] != PXL_OK ? pxl_status_string(app->row_error[cell->row]) : "");
       continue;
@@ -805,6 +919,8 @@ static void finish_script(struct app *app) {
   printf("rows shown again from memory at bind: %" G_GUINT64_FORMAT " (images that came before their "
          "row was bound: %" G_GUINT64_FORMAT "), placeholder flashes on rows seen before: %" G_GUINT64_FORMAT "\n",
          app->bind_memory_hits, app->deliveries_to_unbound_rows, app->placeholder_flashes);
+  printf("hash placeholders: %" G_GUINT64_FORMAT " drawn; rows whose image came from disk or network "
+         "without one first: %" G_GUINT64_FORMAT "\n", app->hash_placeholders, app->waited_without_hash);
   GArray *ttv = app->time_to_visible_ms;
   g_array_sort(ttv, compare_doubles);
   if (ttv->len)
@@ -982,8 +1098,8 @@ static void on_shutdown(GApplication *gtk, gpointer user_data) {
 
 /* ---- the rows' URLs ---- */
 
-/* Each non-empty line of path, prefixed with base + "/" when base is not NULL. */
-static GPtrArray *read_list(const char *base, const char *path) {
+/* Each non-empty line of path, trimmed. */
+static GPtrArray *read_list(const char *path) {
   char *text = NULL;
   GError *error = NULL;
   if (!g_file_get_contents(path, &text, NULL, &error)) {
@@ -992,31 +1108,50 @@ static GPtrArray *read_list(const char *base, const char *path) {
     return NULL;
   }
   GPtrArray *list = g_ptr_array_new_with_free_func(g_free);
-  char *trimmed_base = base ? g_strdup(base) : NULL;
-  if (trimmed_base) {
-    size_t n = strlen(trimmed_base);
-    while (n && trimmed_base[n - 1] == '/') trimmed_base[--n] = '\0';
-  }
   char **lines = g_strsplit(text, "\n", -1);
   for (char **line = lines; *line; line++) {
     char *entry = g_strstrip(*line);
-    if (!*entry) continue;
-    if (trimmed_base) {
-      while (*entry == '/') entry++;
-      g_ptr_array_add(list, g_strdup_printf("%s/%s", trimmed_base, entry));
-    } else {
-      g_ptr_array_add(list, g_strdup(entry));
-    }
+    if (*entry) g_ptr_array_add(list, g_strdup(entry));
   }
   g_strfreev(lines);
-  g_free(trimmed_base);
   g_free(text);
   return list;
 }
 
+/* An index entry's URL: base + "/" + entry (slashes between them collapsed to one). */
+static char *source_url(const char *base, const char *entry) {
+  size_t n = strlen(base);
+  while (n && base[n - 1] == '/') n--;
+  while (*entry == '/') entry++;
+  return g_strdup_printf("%.*s/%s", (int)n, base, entry);
+}
+
+/* --placeholders FILE: "PATH<TAB>HASH" lines -> per entry of the index (or --urls) its
+ * hash (new strings), NULL for an entry the file does not list. NULL if unreadable. */
+static char **read_hashes(const char *path, const GPtrArray *entries) {
+  GPtrArray *lines = read_list(path);
+  if (!lines) return NULL;
+  GHashTable *known = g_hash_table_new(g_str_hash, g_str_equal);
+  for (guint i = 0; i < lines->len; i++) {
+    char *line = g_ptr_array_index(lines, i), *tab = strchr(line, '\t');
+    if (!tab) continue;
+    *tab = '\0';
+    g_hash_table_insert(known, line, g_strstrip(tab + 1));
+  }
+  char **hashes = g_new0(char *, entries->len);
+  for (guint i = 0; i < entries->len; i++) {
+    const char *hash = g_hash_table_lookup(known, g_ptr_array_index(entries, i));
+    hashes[i] = hash && *hash ? g_strdup(hash) : NULL;
+  }
+  g_hash_table_unref(known);
+  g_ptr_array_unref(lines);
+  return hashes;
+}
+
 static int usage(void) {
   g_printerr("usage: pixload-gtk [--index FILE | --urls FILE] [--rows N] [--script[=still]]\n"
-             "                   [--deadline-ms N] [--settle-timeout-ms N] [--hold-until FILE] [BASE_URL]\n"
+             "                   [--deadline-ms N] [--settle-timeout-ms N] [--hold-until FILE]\n"
+             "                   [--placeholders FILE] [BASE_URL]\n"
              "BASE_URL may also come from PIXLOAD_GTK_BASE_URL, --index from PIXLOAD_GTK_INDEX,\n"
              "--urls from PIXLOAD_GTK_URLS.\n");
   return 2;
@@ -1027,6 +1162,7 @@ int main(int argc, char **argv) {
   const char *base = g_getenv("PIXLOAD_GTK_BASE_URL");
   const char *index = g_getenv("PIXLOAD_GTK_INDEX");
   const char *url_file = g_getenv("PIXLOAD_GTK_URLS");
+  const char *hash_file = NULL;
   if (!index) index = "build/demo-data/index.txt";
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
@@ -1039,25 +1175,31 @@ int main(int argc, char **argv) {
     else if (strcmp(arg, "--deadline-ms") == 0 && next) app.deadline_ms = atoi(argv[++i]);
     else if (strcmp(arg, "--settle-timeout-ms") == 0 && next) app.settle_timeout_ms = atoi(argv[++i]);
     else if (strcmp(arg, "--hold-until") == 0 && next) app.hold_file = argv[++i];
+    else if (strcmp(arg, "--placeholders") == 0 && next) hash_file = argv[++i];
     else if (arg[0] != '-') base = arg;
     else return usage();
   }
   if (app.rows <= 0 || (!base && !url_file)) return usage();
-  GPtrArray *sources = url_file ? read_list(NULL, url_file) : read_list(base, index);
+  GPtrArray *sources = read_list(url_file ? url_file : index);
   if (!sources) return 1;
   if (sources->len == 0) {
     g_printerr("pixload-gtk: no URLs\n");
     return 1;
   }
+  app.source_count = sources->len;
+  if (hash_file && !(app.hash_of_source = read_hashes(hash_file, sources))) return 1;
   /* Row i: image i % count with its own query string, so every row is its own URL (no
    * two rows share a download or a cache entry). */
   app.urls = g_new(char *, app.rows);
   for (int64_t i = 0; i < app.rows; i++) {
-    const char *url = g_ptr_array_index(sources, (guint)(i % sources->len));
+    const char *entry = g_ptr_array_index(sources, (guint)(i % sources->len));
+    char *url = url_file ? g_strdup(entry) : source_url(base, entry);
     app.urls[i] = g_strdup_printf("%s%crow=%" G_GINT64_FORMAT, url, strchr(url, '?') ? '&' : '?', (gint64)i);
+    g_free(url);
   }
   g_ptr_array_unref(sources);
   app.cell_of_row = g_new0(struct cell *, app.rows);
+  app.placeholder_of_row = g_new0(GdkTexture *, app.rows);
   app.ever_shown = g_new0(guint8, app.rows);
   app.entered_us = g_new0(gint64, app.rows);
   app.time_to_visible_ms = g_array_new(FALSE, FALSE, sizeof(double));
@@ -1073,8 +1215,15 @@ int main(int argc, char **argv) {
   int status = g_application_run(G_APPLICATION(app.gtk), 1, argv);
   g_object_unref(app.gtk);
   g_clear_object(&app.placeholder);
-  for (int64_t i = 0; i < app.rows; i++) g_free(app.urls[i]);
+  for (int64_t i = 0; i < app.rows; i++) {
+    g_free(app.urls[i]);
+    g_clear_object(&app.placeholder_of_row[i]);
+  }
   g_free(app.urls);
+  g_free(app.placeholder_of_row);
+  if (app.hash_of_source)
+    for (int64_t i = 0; i < app.source_count; i++) g_free(app.hash_of_source[i]);
+  g_free(app.hash_of_source);
   g_free(app.cell_of_row);
   g_free(app.ever_shown);
   g_free(app.entered_us);

@@ -9,6 +9,13 @@
 # against missing images proves the pixel check sees the placeholder when nothing loads.
 # Also checks what the app measured: every visible row showed its image within 200 ms of
 # the view settling, and no pixload call kept the GTK main loop for 16 ms or more.
+# Placeholders: the demo photos' BlurHashes are computed first by pixload's own encoder
+# (scripts/demo-blurhashes.sh: `pixload hash --blurhash`, at the rows' 96x96 FILL) and
+# given to the app. The session must draw a hash before every image that came from disk
+# or network. A further run serves the first screen from examples/qt/held_server.py,
+# which never answers row HELD_ROW's request: the screenshot must show that row's own
+# BlurHash (decoded by the checker's own decoder), not the magenta and not flat, every
+# other row a picture; checked against the next row's hash instead, the held cell fails.
 #
 # Renderer: GSK_RENDERER=cairo. Xvfb has no GPU, and GL through llvmpipe would put a
 # software rasteriser on the same two cores as the decoders and the main loop; cairo
@@ -16,7 +23,7 @@
 # not the renderer.
 #
 # Artefacts: STAGE/artifacts/gtk-screenshot.png (the app's window; -control.png for the
-# control run) and the app's output, STAGE/artifacts/gtk-session.txt.
+# control run, -held.png for the held-back row) and the app's output, STAGE/artifacts/gtk-session.txt.
 # PXL_GTK_DOCS_SCREENSHOT=FILE also copies the screenshot to FILE (docs/gtk-screenshot.png,
 # the README's).
 # Ports: nginx on PXL_GTK_TEST_PORT (default: one scripts/free-port.sh finds); Xvfb on the
@@ -28,10 +35,12 @@ stage=$(cd "${1:-$root/build}" && pwd)
 data="$stage/demo-data"
 artifacts="$stage/artifacts"
 work=$(mktemp -d "${TMPDIR:-/tmp}/pxl-gtk.XXXXXX")
-app_pid="" xvfb_pid=""
+app_pid="" xvfb_pid="" held_pid=""
+HELD_ROW=2
 
 cleanup() {
   [ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null
+  [ -n "$held_pid" ] && kill "$held_pid" 2>/dev/null
   [ -n "$xvfb_pid" ] && kill "$xvfb_pid" 2>/dev/null && wait "$xvfb_pid" 2>/dev/null
   "$root/scripts/nginx.sh" stop "$work/nginx" >/dev/null 2>&1
   rm -rf "$work"
@@ -51,6 +60,13 @@ check "the example builds against $stage" "[ -x '$work/pixload-gtk' ]"
 [ -x "$work/pixload-gtk" ] || finish
 
 "$root/scripts/photos.sh" "$data" 300
+
+# The photos' BlurHashes as the rows show them, by pixload's encoder: PATH<TAB>HASH lines.
+hashes="$work/blurhash.txt"
+"$root/scripts/demo-blurhashes.sh" "$stage" "$data/index.txt" "$hashes"
+hash_rc=$?
+hashed=$(awk -F'\t' 'NF == 2 && length($2) >= 6' "$hashes" | wc -l)
+check "pixload hash --blurhash: one hash per demo photo ($hashed)" "[ $hash_rc -eq 0 ]"
 
 port=${PXL_GTK_TEST_PORT:-$("$root/scripts/free-port.sh")}
 "$root/scripts/nginx.sh" start "$data" "$port" "$work/nginx" 2>/dev/null
@@ -97,7 +113,7 @@ run_app() {
 }
 
 mkdir -p "$artifacts"
-run_app session "" "http://127.0.0.1:$port/"
+run_app session "" --placeholders "$hashes" "http://127.0.0.1:$port/"
 cp "$work/session.out" "$artifacts/gtk-session.txt"
 grep -v '^  row\|^cell\|^  over' "$work/session.out" | sed 's/^/    /'
 [ -s "$work/session.err" ] && { echo "    stderr:"; head -20 "$work/session.err" | sed 's/^/    /'; }
@@ -118,6 +134,8 @@ check "no pixload call kept the main loop 16 ms or more (longest ${longest:-?} m
 check "rows scrolled back to came from memory: no placeholder flash" \
   "grep -q 'placeholder flashes on rows seen before: 0$' '$work/session.out'"
 check "textures wrap the images' pixels: none copied" "grep -q '^textures: [1-9][0-9]* made, 0 copied' '$work/session.out'"
+check "every image from disk or network came after its row's hash placeholder" \
+  "grep -q '^hash placeholders: [1-9][0-9]* drawn; rows whose image came from disk or network without one first: 0$' '$work/session.out'"
 
 if [ -f "$work/session.xwd" ]; then
   python3 "$root/examples/gtk/screen_check.py" "$work/session.xwd" "$work/session.out" \
@@ -128,6 +146,39 @@ if [ -f "$work/session.xwd" ]; then
   if [ -n "${PXL_GTK_DOCS_SCREENSHOT:-}" ] && [ $rc -eq 0 ]; then
     cp "$artifacts/gtk-screenshot.png" "$PXL_GTK_DOCS_SCREENSHOT"
   fi
+fi
+
+# A row held back: the first screen from held_server.py, which never answers row
+# HELD_ROW's request. The app must fail (that row never settles) and hold the frame; the
+# screenshot must show HELD_ROW's own BlurHash, every other row a picture.
+rm -f "$work/held.port"
+python3 "$root/examples/qt/held_server.py" "$data" "$work/held.port" --hold-row "$HELD_ROW" 2>"$work/held.log" &
+held_pid=$!
+for _ in $(seq 100); do [ -s "$work/held.port" ] && break; sleep 0.05; done
+if [ -s "$work/held.port" ]; then
+  run_app held "=still" --settle-timeout-ms 1500 --placeholders "$hashes" "http://127.0.0.1:$(cat "$work/held.port")/"
+  kill "$held_pid" 2>/dev/null; wait "$held_pid" 2>/dev/null; held_pid=""
+  check "held row: the server held row $HELD_ROW's request and sent the others" \
+    "grep -q '^held /.*[?&]row=$HELD_ROW\$' '$work/held.log' && ! grep -q '^sent /.*[?&]row=$HELD_ROW\$' '$work/held.log' && grep -q '^sent ' '$work/held.log'"
+  check "held row: the app fails (row $HELD_ROW never settles) and reports it on its hash" \
+    "[ \"\$(cat '$work/held.rc')\" != 0 ] && grep -q '^  row *$HELD_ROW: .*PLACEHOLDER (its hash)' '$work/held.out'"
+  if [ -f "$work/held.xwd" ]; then
+    python3 "$root/examples/gtk/screen_check.py" "$work/held.xwd" "$work/held.out" "$artifacts/gtk-screenshot-held.png" \
+      --hashes "$hashes" --index "$data/index.txt" --held-row "$HELD_ROW" >"$work/held.pixels"
+    rc=$?
+    sed 's/^/    /' "$work/held.pixels"
+    check "held row: row $HELD_ROW shows its own BlurHash, every other cell a picture" "[ $rc -eq 0 ]"
+    python3 "$root/examples/gtk/screen_check.py" "$work/held.xwd" "$work/held.out" "$work/held-shifted.png" \
+      --hashes "$hashes" --index "$data/index.txt" --held-row "$HELD_ROW" --claim-shift 1 >"$work/held-shifted.pixels"
+    rc=$?
+    echo "    claimed one row off: $(grep "^cell row $HELD_ROW " "$work/held-shifted.pixels")"
+    check "control: the held cell checked against the next row's hash fails" \
+      "[ $rc -ne 0 ] && grep -q '^cell row $HELD_ROW .*<-- not row $((HELD_ROW + 1))' '$work/held-shifted.pixels'"
+  else
+    check "held row: the app reached its final frame" "false"
+  fi
+else
+  check "held_server.py listens" "false"
 fi
 
 # The control: every image missing (HTTP 404), so every cell keeps the placeholder; the
