@@ -102,7 +102,7 @@ static pxl_status jxl_run(const uint8_t *data, size_t size, struct jxl_job *job,
         continue;
       }
     } else if (s == JXL_DEC_NEED_IMAGE_OUT_BUFFER) {
-      if (*job->target->cancel) { status = PXL_E_CANCELLED; break; }
+      if (__atomic_load_n(job->target->cancel, __ATOMIC_ACQUIRE)) { status = PXL_E_CANCELLED; break; }
       if (JxlDecoderSetImageOutBuffer(dec, &rgba8, job->target->pixels, job->target->stride * job->target->height) != JXL_DEC_SUCCESS) {
         status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "libjxl: refused the buffer");
         break;

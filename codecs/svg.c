@@ -168,7 +168,7 @@ static pxl_status svg_decode(const uint8_t *data, size_t size, pxl_codec_target 
   pxl_status status;
   RsvgHandle *handle = open_svg(data, size, message, cap, &status);
   if (!handle) return status;
-  if (*target->cancel) { g_object_unref(handle); return PXL_E_CANCELLED; }
+  if (__atomic_load_n(target->cancel, __ATOMIC_ACQUIRE)) { g_object_unref(handle); return PXL_E_CANCELLED; }
   cairo_surface_t *surface = cairo_image_surface_create_for_data(target->pixels, CAIRO_FORMAT_ARGB32, target->width,
                                                                  target->height, (int)target->stride);
   cairo_t *cr = cairo_create(surface);

@@ -1156,7 +1156,8 @@ typedef struct pxl_codec_target {
   size_t stride;            /* in: bytes per row (>= 4 * width) */
   const volatile int32_t *cancel; /* in: non-zero once nobody wants the result (every request
                                waiting on this decode was cancelled, or the loader is
-                               being freed): a long decode may poll it and return
+                               being freed): a long decode may poll it, with an atomic
+                               load as pxl_processor_frame.cancelled says, and return
                                PXL_E_CANCELLED */
   pxl_codec_frame_done_fn frame_done; /* in (decode_frames): call it after each frame */
   void *library;            /* in: frame_done's first argument; do not touch */
@@ -1362,7 +1363,10 @@ typedef struct pxl_processor_frame {
   int32_t input_height;
   const volatile int32_t *cancelled; /* becomes non-zero when no request needs the result
                                     any more (cancelled, unregistered, loader freed): poll
-                                    it in long work and return PXL_E_CANCELLED */
+                                    it in long work, with an atomic load (another thread
+                                    raises it: __atomic_load_n(frame->cancelled,
+                                    __ATOMIC_ACQUIRE), or C11's atomic_load_explicit), and
+                                    return PXL_E_CANCELLED */
   void *internal;                /* the library's */
 } pxl_processor_frame;
 

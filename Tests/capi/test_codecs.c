@@ -90,7 +90,7 @@ static int qoi_decode(const uint8_t *data, size_t size, uint32_t w, uint32_t h, 
   size_t p = 14, end = size >= 8 ? size - 8 : 0;
   int run = 0;
   for (uint32_t y = 0; y < h; y++) {
-    if (cancel && *cancel) return -2;
+    if (cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE)) return -2;
     for (uint32_t x = 0; x < w; x++) {
       if (run > 0) {
         run--;
@@ -567,8 +567,8 @@ static pxl_status slow_decode(const uint8_t *data, size_t size, pxl_codec_target
   atomic_store(&s->flag, t->cancel);
   atomic_store(&s->started, 1);
   double until = now_ms() + 10000;
-  while (!*t->cancel && now_ms() < until) sleep_ms(1);
-  int cancelled = *t->cancel != 0;
+  while (!__atomic_load_n(t->cancel, __ATOMIC_ACQUIRE) && now_ms() < until) sleep_ms(1);
+  int cancelled = __atomic_load_n(t->cancel, __ATOMIC_ACQUIRE) != 0;
   atomic_store(&s->flag, NULL);
   atomic_store(&s->saw_cancel, cancelled);
   atomic_store(&s->finished, 1);

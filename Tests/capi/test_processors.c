@@ -194,8 +194,9 @@ static pxl_status custom_processor(pxl_processor_frame *frame, char *message, si
   }
   case 3: {
     double start = now_ms();
-    while (!*frame->cancelled && now_ms() - start < 10000) sleep_ms(1);
-    if (*frame->cancelled) atomic_store(&state->saw_cancel, 1);
+    /* An atomic load, as the header asks: the library raises it from another thread. */
+    while (!__atomic_load_n(frame->cancelled, __ATOMIC_ACQUIRE) && now_ms() - start < 10000) sleep_ms(1);
+    if (__atomic_load_n(frame->cancelled, __ATOMIC_ACQUIRE)) atomic_store(&state->saw_cancel, 1);
     return PXL_E_CANCELLED;
   }
   default:

@@ -72,9 +72,11 @@ impl CodecTarget<'_> {
     /// cancelled, or the loader is being freed): a long decode may poll it and return
     /// [`Status::Cancelled`].
     pub fn is_cancelled(&self) -> bool {
-        // SAFETY: the library's flag, valid during the call; it changes under us, hence
-        // the volatile read.
-        !self.cancel.is_null() && unsafe { ptr::read_volatile(self.cancel) } != 0
+        // SAFETY: the library's flag, valid and 4-byte aligned during the call; another
+        // thread raises it with an atomic store, so it is read with an atomic load (pixload.h).
+        !self.cancel.is_null()
+            && unsafe { (*(self.cancel as *const std::sync::atomic::AtomicI32)).load(std::sync::atomic::Ordering::Acquire) }
+                != 0
     }
 }
 

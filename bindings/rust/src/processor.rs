@@ -151,8 +151,9 @@ impl Frame<'_> {
     /// True once no request needs the result (cancelled, unregistered, loader dropped):
     /// long work polls it and returns `Err` with [`Status::Cancelled`].
     pub fn is_cancelled(&self) -> bool {
-        // SAFETY: the library's flag, live during the call; it changes under us (volatile).
-        unsafe { std::ptr::read_volatile(self.raw.cancelled) != 0 }
+        // SAFETY: the library's flag, live and 4-byte aligned during the call; another thread
+        // raises it with an atomic store, so it is read with an atomic load (pixload.h).
+        unsafe { (*(self.raw.cancelled as *const std::sync::atomic::AtomicI32)).load(std::sync::atomic::Ordering::Acquire) != 0 }
     }
 }
 
