@@ -1127,7 +1127,7 @@ typedef struct pxl_codec_header {
   size_t struct_size;       /* set by the library: the fields it knows */
   uint32_t flags;           /* in: PXL_CODEC_KEEP_ORIENTATION */
   int32_t width;            /* the image's size in the orientation decode writes, >= 1 */
-  int32_t height;
+  int32_t height;            /* the image's height, >= 1 */
   int32_t frame_count;      /* frames of an animation (>= 1); more than 1 needs decode_frames */
   int32_t loop_count;       /* how often an animation plays; 0: forever */
   int32_t orientation;      /* EXIF 1..8 the library applies to the decoded pixels (unless the
@@ -1136,7 +1136,7 @@ typedef struct pxl_codec_header {
   size_t icc_size;          /* bytes of an embedded ICC profile; read_icc then gives them */
   int32_t cicp_primaries;   /* ITU-T H.273 colour primaries, transfer and matrix (nclx), */
   int32_t cicp_transfer;    /* when there is no ICC profile; 0: not given */
-  int32_t cicp_matrix;
+  int32_t cicp_matrix;       /* (matrix) */
 } pxl_codec_header;
 
 /* decode_frames: called by the codec as target->frame_done(target->library,
@@ -1151,7 +1151,7 @@ typedef struct pxl_codec_target {
   size_t struct_size;       /* set by the library */
   uint32_t flags;           /* in: PXL_CODEC_KEEP_ORIENTATION, PXL_CODEC_PARTIAL */
   int32_t width;            /* in: the size to draw: the header's, or what choose_size chose */
-  int32_t height;
+  int32_t height;            /* in: the height to draw */
   uint8_t *pixels;          /* in: the buffer */
   size_t stride;            /* in: bytes per row (>= 4 * width) */
   const volatile int32_t *cancel; /* in: non-zero once nobody wants the result (every request
@@ -1192,32 +1192,32 @@ typedef struct pxl_codec {
                                serves a thumbnail the old one made. Thumbnails of other
                                formats do not depend on the codecs registered */
   uint32_t flags;           /* PXL_CODEC_* bits above */
-  void *user_data;
+  void *user_data;           /* passed last to every function */
   /* Required. Whether the file is this codec's, from its first size bytes (at most
    * PXL_CODEC_SNIFF_BYTES, less for a short file): 1 takes it, 0 leaves it to the next
    * codec. Must be cheap and must not keep the pointer. */
-  pxl_codec_sniff_fn sniff;
+  pxl_codec_sniff_fn sniff;  /* required (above) */
   /* Required. The header: size, frames, orientation, alpha, colour. Cheap: no pixels. */
-  pxl_codec_read_header_fn read_header;
+  pxl_codec_read_header_fn read_header;  /* required (above) */
   /* Optional (needed when read_header sets icc_size): copies the ICC profile, icc_size
    * bytes, into icc. */
-  pxl_codec_read_icc_fn read_icc;
+  pxl_codec_read_icc_fn read_icc;  /* optional (above) */
   /* Optional: the library would like the whole image at *width x *height (never more than
    * the header's size); the codec sets the size it will draw instead: exactly that (a
    * vector format), something larger that is cheaper than the full size (an embedded
    * thumbnail), or the header's size. The library resamples whatever it gets. Without it
    * decode always draws the header's size. */
-  pxl_codec_choose_size_fn choose_size;
+  pxl_codec_choose_size_fn choose_size;  /* optional (above) */
   /* Required. Draws the first (or only) frame, whole, at target->width x height. */
-  pxl_codec_decode_fn decode;
+  pxl_codec_decode_fn decode;  /* required (above) */
   /* Optional: every frame of an animation in order, each composited on the canvas (the
    * header's size) and handed over with target->frame_done. Without it an animation
    * gives its first frame (decode). */
-  pxl_codec_decode_fn decode_frames;
+  pxl_codec_decode_fn decode_frames;  /* optional (above) */
   /* Optional: called once, with user_data, after the codec's last call: when it was
    * removed and no decode uses it any more, or when its loader is freed (before
    * pxl_loader_free returns), or when pxl_loader_add_codec fails. */
-  pxl_codec_destroy_fn destroy;
+  pxl_codec_destroy_fn destroy;  /* optional (above) */
 } pxl_codec;
 
 /* The most leading bytes sniff is given. */
@@ -1309,6 +1309,7 @@ typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
 #define PXL_MAX_PROCESSORS 16   /* steps in one chain */
 #define PXL_MAX_BLUR_SIGMA 250  /* the largest blur sigma, in pixels */
 
+/* What one step of a chain does (pxl_processor.kind). */
 typedef enum pxl_processor_kind {
   PXL_PROCESS_CIRCLE = 1, /* the centred min(w, h) square cut to its disc; optional border */
   PXL_PROCESS_ROUND = 2,  /* rounded corners: radius_tl, radius_tr, radius_br, radius_bl
@@ -1338,9 +1339,9 @@ typedef struct pxl_processor {
   double border_width;   /* CIRCLE, ROUND: >= 0; 0 for none */
   double sigma;          /* BLUR: 0 ... PXL_MAX_BLUR_SIGMA */
   int32_t x;             /* CROP: origin, >= 0 */
-  int32_t y;
+  int32_t y;                 /* CROP: origin, >= 0 */
   int32_t width;         /* CROP: size, > 0 */
-  int32_t height;
+  int32_t height;            /* CROP: size, > 0 */
   int32_t degrees;       /* ROTATE: 90, 180 or 270 */
   int32_t vertical;      /* FLIP: 0 or 1 */
   const char *id;        /* CUSTOM: a registered id; copied */
@@ -1353,14 +1354,14 @@ typedef struct pxl_processor_frame {
                                     place, or write the buffer pxl_processor_frame_resize
                                     gives (this field then points to it) */
   int32_t width;                 /* of pixels */
-  int32_t height;
+  int32_t height;            /* of pixels */
   int32_t stride;                /* width * 4 */
   int32_t frame_index;           /* 0 for a still image */
   int32_t frame_count;           /* 1 for a still image */
   const uint8_t *input;          /* the input pixels, readable until the call returns, also
                                     after a resize (input_width x input_height) */
-  int32_t input_width;
-  int32_t input_height;
+  int32_t input_width;       /* of input */
+  int32_t input_height;      /* of input */
   const volatile int32_t *cancelled; /* becomes non-zero when no request needs the result
                                     any more (cancelled, unregistered, loader freed): poll
                                     it in long work, with an atomic load (another thread
@@ -1459,6 +1460,7 @@ typedef struct pxl_metrics {
   uint64_t delivered_bytes;    /* pixel bytes of the image delivered (0: none) */
 } pxl_metrics;
 
+/* The size of a 0.5.0 pxl_metrics (up to delivered_bytes): the smallest struct_size taken. */
 #define PXL_METRICS_SIZE_0_5 (offsetof(pxl_metrics, delivered_bytes) + sizeof(uint64_t))
 
 /* Copies the metrics of the request whose final callback received result into *metrics
@@ -1475,8 +1477,9 @@ PXL_API pxl_status pxl_result_metrics(const pxl_result *result, pxl_metrics *met
  * any thread: a 32x32 decode takes microseconds.
  * ------------------------------------------------------------------------------- */
 
+/* What a placeholder's bytes are (pxl_request.placeholder_kind, pxl_placeholder_decode). */
 typedef enum pxl_placeholder_kind {
-  PXL_PLACEHOLDER_NONE = 0,
+  PXL_PLACEHOLDER_NONE = 0,  /* no placeholder */
   PXL_PLACEHOLDER_BLURHASH = 1,  /* bytes: the BlurHash text (ASCII, base 83) */
   PXL_PLACEHOLDER_THUMBHASH = 2  /* bytes: the ThumbHash's raw bytes (not base64) */
 } pxl_placeholder_kind;
@@ -1572,6 +1575,7 @@ typedef struct pxl_fetcher {
                                    fresh until evicted */
 } pxl_fetcher;
 
+/* The size of a 0.5.0 pxl_fetcher (up to disk_max_age_s): the smallest struct_size taken. */
 #define PXL_FETCHER_SIZE_0_5 (offsetof(pxl_fetcher, disk_max_age_s) + sizeof(int64_t))
 
 /* Fills the first size bytes of *fetcher with the defaults above (NULL callbacks) and
