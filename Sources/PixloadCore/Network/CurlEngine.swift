@@ -19,6 +19,8 @@ public typealias EngineClock = @Sendable () -> UInt64
 /// its slots stops one of them (`preemptForForeground`).
 /// The multi handle and easy handles are touched only on the engine's thread; other threads
 /// post starts, cancels and priority changes under the lock and wake it.
+/// With a request hook (`RequestHook`), an http(s) attempt first waits for the hook's
+/// answer outside the waiting list (`hooked`, like a backoff: no slot), then joins it.
 public final class CurlEngine: DataLoading, @unchecked Sendable {
   private let configuration: EngineConfiguration
   private let multi: UnsafeMutableRawPointer
