@@ -54,7 +54,7 @@ private func takeCall(_ handle: OpaquePointer?) -> HookCall? {
   var valid = (headers != nil || count == 0) && count <= 256
   if valid, let headers {
     for index in 0..<count {
-      guard let line = headers[index].map({ String(cString: $0) }), HookCall.isValidHeaderLine(line) else {
+      guard let line = headers[index].map({ String(cString: $0) }), isValidHeaderLine(line) else {
         valid = false
         break
       }

@@ -534,8 +534,7 @@ private func headerLines(_ list: UnsafePointer<UnsafePointer<CChar>?>?) -> [Stri
   var lines: [String] = []
   while let line = cursor.pointee {
     let text = String(cString: line)
-    guard let colon = text.firstIndex(of: ":"), colon != text.startIndex,
-          !text.contains("\r"), !text.contains("\n"), lines.count < 256 else { return nil }
+    guard isValidHeaderLine(text), lines.count < 256 else { return nil }
     lines.append(text)
     cursor += 1
   }

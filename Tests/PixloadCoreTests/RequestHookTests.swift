@@ -2,7 +2,7 @@ import XCTest
 @testable import PixloadCore
 
 /// How a request hook's answer joins a hop's headers (`TransferRequest.merging`) and which
-/// lines a hook may answer with (`HookCall.isValidHeaderLine`), from plain values. The
+/// lines a hook may answer with (`isValidHeaderLine`), from plain values. The
 /// hook's calls themselves are tested with real transfers in Tests/capi/test_hook.c and the
 /// bindings' tests.
 final class RequestHookTests: XCTestCase {
@@ -16,11 +16,11 @@ final class RequestHookTests: XCTestCase {
   }
 
   func testValidHeaderLines() {
-    XCTAssertTrue(HookCall.isValidHeaderLine("Authorization: Bearer t"))
-    XCTAssertTrue(HookCall.isValidHeaderLine("X-Empty:"))
-    XCTAssertFalse(HookCall.isValidHeaderLine("no colon"))
-    XCTAssertFalse(HookCall.isValidHeaderLine(": no name"))
-    XCTAssertFalse(HookCall.isValidHeaderLine("X: a\r\nInjected: 1"))
-    XCTAssertFalse(HookCall.isValidHeaderLine("X: a\nb"))
+    XCTAssertTrue(isValidHeaderLine("Authorization: Bearer t"))
+    XCTAssertTrue(isValidHeaderLine("X-Empty:"))
+    XCTAssertFalse(isValidHeaderLine("no colon"))
+    XCTAssertFalse(isValidHeaderLine(": no name"))
+    XCTAssertFalse(isValidHeaderLine("X: a\r\nInjected: 1"))
+    XCTAssertFalse(isValidHeaderLine("X: a\nb"))
   }
 }

@@ -444,6 +444,22 @@ void test_hook_failures(const struct test_env *env) {
   capture_reset(&c);
   pxl_loader_free(loader);
 
+  /* A CR LF pair inside a line (one grapheme to Swift) is refused as a lone CR or LF is:
+   * in a hook's answer, and in a request's own headers. */
+  struct rule_hook crlf = {.header = "X-A: 1\r\nX-Injected: 1"};
+  loader = rule_loader(&crlf);
+  load_fault(env, loader, queue, path, "hook-crlf", &c, &u);
+  CHECK_STATUS(c.status, PXL_E_INVALID_ARGUMENT);
+  CHECK(fault_stats(env, "uri", u.uri, &stats) && stats.requests == 0);
+  capture_reset(&c);
+  const char *injected[] = {"X-A: 1\r\nX-Injected: 1", NULL};
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.headers = injected;
+  pxl_token token;
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &c, &token), PXL_E_INVALID_ARGUMENT);
+  pxl_loader_free(loader);
+
   CHECK_STATUS(pxl_hook_answer(NULL, NULL, 0), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_hook_fail(NULL, PXL_E_IO, NULL), PXL_E_INVALID_ARGUMENT);
   pxl_config config;

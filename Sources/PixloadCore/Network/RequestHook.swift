@@ -49,12 +49,6 @@ public final class HookCall: @unchecked Sendable {
   public func fail(_ error: LoadError) -> Bool {
     engine?.hookAnswered(self, .failure(error)) ?? false
   }
-
-  /// Whether `line` may be a hook's header: "Name: value" with a name, no CR or LF.
-  public static func isValidHeaderLine(_ line: String) -> Bool {
-    guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else { return false }
-    return !line.contains("\r") && !line.contains("\n")
-  }
 }
 
 extension TransferRequest {
@@ -70,4 +64,12 @@ extension TransferRequest {
     line.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false).first
       .map { $0.trimmingCharacters(in: " \t").lowercased() } ?? ""
   }
+}
+
+/// Whether `line` may be sent as a header (the loader's, a request's, a hook's): "Name:
+/// value" with a name, and no CR or LF anywhere (looked for in the bytes: "\r\n" is one
+/// Character, which a Character search for "\r" or "\n" does not find).
+public func isValidHeaderLine(_ line: String) -> Bool {
+  guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else { return false }
+  return !line.utf8.contains(where: { $0 == 13 || $0 == 10 })
 }
