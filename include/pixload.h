@@ -465,6 +465,18 @@ PXL_API int32_t pxl_queue_pending(const pxl_queue *queue);
  * function. Never called after pxl_loader_free() returns. */
 typedef void (*pxl_log_callback)(int32_t level, const char *message, void *user_data);
 
+/* One question to the request hook (pxl_config.request_hook), answered with
+ * pxl_hook_answer() or pxl_hook_fail(): see "Request hook". Since 0.5.0. */
+typedef struct pxl_hook_call pxl_hook_call;
+
+/* The request hook: asked for headers before a network transfer of url, with the
+ * header_count "Name: value" lines the transfer sends so far (all borrowed for the call),
+ * status 0, or 401 / 403 when the transfer just got that response, and the call to
+ * answer. Runs on the loader's network thread and must return at once: see "Request hook".
+ * Since 0.5.0. */
+typedef void (*pxl_request_hook_fn)(const char *url, const char *const *headers, size_t header_count,
+                                    int32_t status, pxl_hook_call *call, void *user_data);
+
 /* A loader's settings for pxl_loader_new(): pxl_config_init() fills the defaults given
  * with each field. */
 typedef struct pxl_config {
@@ -604,6 +616,15 @@ typedef struct pxl_config {
                                      PXL_TLS_1_2 (default) or PXL_TLS_1_3; any other value
                                      is PXL_E_INVALID_ARGUMENT. An older server fails with
                                      PXL_E_TLS. */
+  pxl_request_hook_fn request_hook; /* Since 0.5.0. NULL (default): none. Asked before each
+                                     http(s) transfer for headers to add or replace (a
+                                     token): see "Request hook". */
+  void *request_hook_user_data;   /* passed to request_hook; must stay valid until
+                                     pxl_loader_free() returns */
+  int32_t hook_timeout_ms;        /* a hook call not answered for this long fails its
+                                     request with PXL_E_TIMEOUT (so does timeout_ms, when
+                                     shorter and not 0); default 30000; 0: only timeout_ms
+                                     bounds it */
 } pxl_config;
 
 /* pxl_config.tls_min_version values. Since 0.5.0. */
@@ -1613,6 +1634,63 @@ PXL_API pxl_status pxl_fetch_write(pxl_fetch *fetch, const void *data, size_t le
  * status's text; copied). Returns PXL_OK; PXL_E_CANCELLED when the fetch had already
  * ended (nothing else happens); PXL_E_INVALID_ARGUMENT for NULL. Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_fetch_finish(pxl_fetch *fetch, pxl_status status, const char *message);
+
+/* ---------------------------------------------------------------------------------
+ * Request hook: tokens. Since 0.5.0.
+ *
+ * pxl_config.request_hook is the loader's authentication: it is asked before each
+ * network transfer of an http(s) URL (the first attempt, every retry, every redirect hop
+ * with that hop's URL) for "Name: value" lines to add to the transfer's headers, each
+ * replacing any line of the same name (an "Authorization: Bearer ..." for example). It
+ * is asked after the request's cache key was computed: what it adds is never part of a
+ * cache key, so a refreshed token keeps serving the images the old one cached
+ * (pxl_request.headers, in contrast, are part of the key's credential fingerprint). A
+ * redirect hop to another host gets no request headers and none of the loader's
+ * credential headers, but the hook is asked for it with its URL, and decides. When a
+ * response is 401 or 403 the hook is asked once more, with that status and the headers
+ * that got it, and the transfer is retried once with the answer (a later 401 or 403
+ * fails it with PXL_E_HTTP): a host refreshes an expired token there.
+ *
+ * Threads. The hook runs on the loader's network thread and must return at once: it
+ * either answers inside the call, or keeps the call and answers later from any thread
+ * (after a refresh on its own thread). While a call waits, its transfer holds no
+ * connection slot: other transfers run. A hook may call pxl_hook_answer and pxl_hook_fail
+ * (any call's), but must not block, nor call pxl_loader_free. No hook call is made after
+ * pxl_loader_free() returns.
+ *
+ * Ownership. Every call must be answered exactly once, with pxl_hook_answer() or
+ * pxl_hook_fail(): that releases it. It stays valid until then, also after its request
+ * was cancelled, it timed out, or the loader was freed; such a late answer does nothing
+ * (PXL_E_CANCELLED). A call not answered within hook_timeout_ms (or timeout_ms, when
+ * shorter and not 0) fails its request with PXL_E_TIMEOUT. A loader freed while calls
+ * wait ends their requests PXL_E_CANCELLED, as any request still running.
+ *
+ * One refresh for many requests. When the token expires, many transfers get a 401 at
+ * once, and each asks the hook with status 401. The host refreshes once: the first such
+ * call starts the refresh (on the host's thread) and is kept, later calls are kept too
+ * while it runs, and when the new token arrives the host answers every kept call with
+ * it. A call whose headers already carry a newer token than the one that got the 401 is
+ * answered at once with the current token. Calls with status 0 are answered at once
+ * with the current token, or kept while a refresh runs.
+ *
+ * Secrets. The values of hook headers never appear in log lines, error messages or
+ * metrics.
+ * ------------------------------------------------------------------------------- */
+
+/* Answers a hook call: the transfer goes on with the count lines of headers (copied; NULL
+ * with count 0: none), each "Name: value" replacing the transfer's lines of that name or
+ * added. Releases call (never use it again). Returns PXL_OK; PXL_E_CANCELLED when the call
+ * no longer waits (its request was cancelled or timed out, the loader was freed): nothing
+ * happens; PXL_E_INVALID_ARGUMENT for a NULL call, NULL headers with count > 0, more than
+ * 256 lines or a line without a colon or with CR or LF (the request then fails with
+ * PXL_E_INVALID_ARGUMENT, and call is released all the same). Any thread. Since 0.5.0. */
+PXL_API pxl_status pxl_hook_answer(pxl_hook_call *call, const char *const *headers, size_t count);
+
+/* Answers a hook call by failing its request with status (PXL_OK or an unknown number
+ * count as PXL_E_IO) and message (NULL: the status's text; copied; it must not hold the
+ * secret). Releases call. Returns PXL_OK; PXL_E_CANCELLED when the call no longer waits;
+ * PXL_E_INVALID_ARGUMENT for NULL. Any thread. Since 0.5.0. */
+PXL_API pxl_status pxl_hook_fail(pxl_hook_call *call, pxl_status status, const char *message);
 
 #ifdef __cplusplus
 }

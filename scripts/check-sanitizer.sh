@@ -61,8 +61,9 @@ export PXL_SWIFT_RUNTIME=dynamic
 # every order with work in flight, the table, TLS + HTTP/2, the fault server's broken
 # bodies and coalescing, processors (custom ones failing, cancelled through their flag and
 # outliving their loader; chains working in place on animations, table rows and previews),
-# and host fetchers answering from their own threads, cancelled, timed out and freed with
-# handles out (about 20 s under either sanitizer here).
+# host fetchers answering from their own threads, cancelled, timed out and freed with
+# handles out, and the request hook refreshing a token on its own thread for 50 requests,
+# timing out and outliving its loader (about 20 s under either sanitizer here).
 short_tests=(test_exactly_once_under_races test_cancel_from_other_thread test_cancel_inside_callback
   test_cancel_wins_over_queued test_free_orders test_free_loader_in_flight test_queue_wait_and_wakeup
   test_load_and_memory_cache test_pixel_formats test_exif_orientation test_no_head_of_line_blocking
@@ -70,7 +71,8 @@ short_tests=(test_exactly_once_under_races test_cancel_from_other_thread test_ca
   test_tls_http2_nginx test_fault_tls test_fault_broken_bodies test_fault_coalesced_50
   test_fetcher_sqlite test_fetcher_cancel_and_limit test_fetcher_misbehaving test_fetcher_loader_freed
   test_processors_builtin test_processors_invalid test_processors_custom test_processors_table
-  test_processors_animated test_processors_preview)
+  test_processors_animated test_processors_preview test_hook_token_refresh test_hook_misbehaving
+  test_hook_loader_freed)
 capi_args=()
 [ "$short" = 1 ] && capi_args=("${short_tests[@]}")
 

@@ -83,7 +83,7 @@ private final class CFetcher: Fetcher, @unchecked Sendable {
   defer { unmanaged.release() }
   var error: LoadError?
   if status != PXL_OK {
-    let core = Status(rawValue: Int32(bitPattern: status.rawValue)).flatMap { $0 == .ok ? nil : $0 } ?? .io
+    let core = hostFailureStatus(status)
     error = LoadError(core, message.map { String(cString: $0) } ?? core.description)
   }
   return unmanaged.takeUnretainedValue().finish(error) ? PXL_OK : PXL_E_CANCELLED

@@ -144,7 +144,7 @@ func end<T, F>(_ field: KeyPath<T, F>) -> Int {
 }
 
 private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level),
-                              end(\pxl_config.disk_variant_max_side), end(\pxl_config.tls_min_version)]
+                              end(\pxl_config.disk_variant_max_side), end(\pxl_config.hook_timeout_ms)]
 private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_request.preview_interval_ms),
                                end(\pxl_request.placeholder_length)]
 private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority), end(\pxl_table_config.previews)]
@@ -423,6 +423,16 @@ private let loaderConfigFields: [ConfigField<pxl_config, LoaderConfiguration>] =
                 configuration.network.tlsMinVersion = version
                 return true
               }),
+  // request_hook and request_hook_user_data (0.5.0): API+Hook.swift.
+  ConfigField(setDefault: { c, _ in
+                c.request_hook = nil
+                c.request_hook_user_data = nil
+              },
+              apply: { c, configuration in
+                configuration.network.requestHook = c.request_hook.map { CRequestHook($0, userData: c.request_hook_user_data) }
+                return true
+              }),
+  .number(\.hook_timeout_ms, \.network.hookTimeoutMilliseconds, valid: { $0 >= 0 }),
 ]
 
 /// pxl_table_config, in the header's order: what pxl_table_config_init fills and
@@ -524,8 +534,7 @@ private func headerLines(_ list: UnsafePointer<UnsafePointer<CChar>?>?) -> [Stri
   var lines: [String] = []
   while let line = cursor.pointee {
     let text = String(cString: line)
-    guard let colon = text.firstIndex(of: ":"), colon != text.startIndex,
-          !text.contains("\r"), !text.contains("\n"), lines.count < 256 else { return nil }
+    guard isValidHeaderLine(text), lines.count < 256 else { return nil }
     lines.append(text)
     cursor += 1
   }

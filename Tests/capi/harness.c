@@ -242,6 +242,18 @@ int fault_release(const struct test_env *env, const char *uri) {
   return count;
 }
 
+int fault_set_token(const struct test_env *env, const char *realm, const char *token) {
+  char target[1400];
+  fault_control_target(target, sizeof target, "/__token", "token", token);
+  size_t n = strlen(target);
+  snprintf(target + n, sizeof target - n, "&realm=%s", realm); /* realms are plain words */
+  char *body = fault_get(env, target);
+  int ok = body && strncmp(body, "token set", 9) == 0;
+  if (!ok) CHECKF(0, "the fault server did not answer %s", target);
+  free(body);
+  return ok;
+}
+
 int fault_stats(const struct test_env *env, const char *by, const char *value,
                 struct fault_stats *stats) {
   memset(stats, 0, sizeof *stats);

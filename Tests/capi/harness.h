@@ -130,6 +130,9 @@ int fault_wait_requests(const struct test_env *env, const char *by, const char *
 /* Lets the /gate request with target uri send its next piece; returns the releases so far
  * for it (0 and a failed check when the server did not answer). */
 int fault_release(const struct test_env *env, const char *uri);
+/* Makes token the current one of the fault server's /auth realm (a rotation); returns 1
+ * when the server took it. */
+int fault_set_token(const struct test_env *env, const char *realm, const char *token);
 /* The value of header name (case-insensitive) in record into out; 0 if absent. */
 int fault_header(const struct fault_record *record, const char *name, char *out, size_t size);
 
@@ -312,7 +315,12 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_fetcher_loader_freed)      \
   X(test_fetcher_registration)      \
   X(test_fetcher_table)             \
-  X(test_data_uris)
+  X(test_data_uris)                 \
+  X(test_hook_token_refresh)        \
+  X(test_hook_redirect_hops)        \
+  X(test_hook_failures)             \
+  X(test_hook_misbehaving)          \
+  X(test_hook_loader_freed)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

@@ -67,6 +67,11 @@ requests, and redirects carry it along.
   /html                            200 text/html: an HTML error page instead of an image
   /never                           reads the request and never answers (until the client
                                    closes)
+  /auth[/realm=R][/code=C][/file=NAME]
+                                   the image when the request's Authorization is "Bearer T"
+                                   with T the realm's current token (GET /__token), else C
+                                   (default 401) with WWW-Authenticate: Bearer; a realm
+                                   without a token refuses everything
 
 Control (not counted):
   GET /__stats[?uri=U | ?prefix=P | ?query=Q]
@@ -88,6 +93,8 @@ Control (not counted):
   GET /__reset          forgets every request and counter
   GET /__release?uri=U  lets the /gate request whose target is U send its next piece
         (releases count: one given before the request arrives is kept for it)
+  GET /__token?realm=R&token=T  makes T the current token of /auth's realm R (default
+        "default"): the old one is refused from then on (a rotation)
 """
 import argparse
 import email.utils
@@ -150,6 +157,7 @@ class Stats:
             self.tls_failures = 0
             self.fail_counters = {}
             self.releases = {}
+            self.tokens = {}
 
     def connection(self, tls):
         with self.lock:
@@ -171,6 +179,14 @@ class Stats:
         with self.lock:
             self.releases[uri] = self.releases.get(uri, 0) + 1
             return self.releases[uri]
+
+    def set_token(self, realm, token):
+        with self.lock:
+            self.tokens[realm] = token
+
+    def token(self, realm):
+        with self.lock:
+            return self.tokens.get(realm)
 
     def released(self, uri):
         with self.lock:
@@ -293,7 +309,7 @@ class Server:
         method, target, headers = request
         split = urllib.parse.urlsplit(target)
         path, query = split.path, split.query
-        if path in ("/__stats", "/__stats.json", "/__reset", "/__release"):
+        if path in ("/__stats", "/__stats.json", "/__reset", "/__release", "/__token"):
             return self.control(conn, path, query)
         record = {"uri": target, "path": path, "query": query, "conn": conn_id, "tls": is_tls,
                   "at_ms": round(now_ms(), 3), "status": 0, "bytes": 0, "complete": False,
@@ -330,6 +346,10 @@ class Server:
         elif path == "/__release":
             params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
             body, kind = f"released {self.stats.release(params.get('uri', ''))}\n".encode(), "text/plain"
+        elif path == "/__token":
+            params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
+            self.stats.set_token(params.get("realm", "default"), params.get("token", ""))
+            body, kind = b"token set\n", "text/plain"
         else:
             params = dict(urllib.parse.parse_qsl(query, keep_blank_values=True))
             records, (connections, tls_connections, tls_failures) = self.stats.select(params)
@@ -490,6 +510,15 @@ class Server:
         if query:
             location += ("&" if "?" in location else "?") + query
         self.redirect(reply, location, int(params.get("code", "302")))
+
+    def route_auth(self, reply, params, query):
+        token = self.stats.token(params.get("realm", "default"))
+        sent = [v for k, v in reply.record["headers"] if k.lower() == "authorization"]
+        if token is not None and sent == [f"Bearer {token}"]:
+            self.image_reply(reply, params)
+        else:
+            reply.simple(int(params.get("code", "401")), ERROR_PAGE, "text/html",
+                         [("WWW-Authenticate", 'Bearer realm="pixload"')])
 
     def route_grow(self, reply, params, query):
         total = int(params.get("total", str(64 << 20)))

@@ -19,6 +19,8 @@ public typealias EngineClock = @Sendable () -> UInt64
 /// its slots stops one of them (`preemptForForeground`).
 /// The multi handle and easy handles are touched only on the engine's thread; other threads
 /// post starts, cancels and priority changes under the lock and wake it.
+/// With a request hook (`RequestHook`), an http(s) attempt first waits for the hook's
+/// answer outside the waiting list (`hooked`, like a backoff: no slot), then joins it.
 public final class CurlEngine: DataLoading, @unchecked Sendable {
   private let configuration: EngineConfiguration
   private let multi: UnsafeMutableRawPointer
@@ -32,6 +34,13 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var waiting = WaitingTransfers<CurlTransfer>(starvationNanoseconds: CurlEngine.starvationNanoseconds)
   /// Transfers waiting out a start delay or a retry backoff.
   private var backingOff = DelayedTransfers<CurlTransfer>()
+  /// Transfers waiting for the request hook's answer, due when the hook times out: like
+  /// a backoff, they hold no slot. The calls not made yet (the engine thread makes them),
+  /// and the requests the hook failed, for the engine thread to complete.
+  private var hooked = DelayedTransfers<CurlTransfer>()
+  private var hookCallsDue: [HookCall] = []
+  private var hookFailures: [(CurlTransfer, LoadError)] = []
+  private var hookSerial: UInt64 = 0
   private var cancelledWhileActive: Set<TransferID> = []
   /// Transfers started on the engine thread and not finished yet, with their priority now
   /// (a running background transfer may be preempted by a waiting foreground one).
@@ -123,6 +132,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       if waiting.remove(id) != nil { return false }
       // Waiting out a backoff: it ends now, no further attempt is made.
       if backingOff.remove(id) != nil { return false }
+      // Waiting for the hook: its answer will find nothing to do.
+      if hooked.remove(id) != nil { return false }
       // Remember only transfers still running: a cancel racing a finished transfer must
       // not leave its id behind forever.
       guard runningPriorities[id] != nil else { return false }
@@ -154,7 +165,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     lock.withLock {
       // Waiting ones are re-ranked; a running one keeps its slot, unless it is (now)
       // background and a foreground transfer waits for the slot (see preemptForForeground).
-      (waiting.item(id) ?? backingOff.item(id))?.priority = priority
+      (waiting.item(id) ?? backingOff.item(id) ?? hooked.item(id))?.priority = priority
       waiting.setPriority(id, priority)
       if runningPriorities[id] != nil { runningPriorities[id] = priority }
     }
@@ -165,6 +176,9 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       stopping = true
       waiting.removeAll()
       backingOff.removeAll()
+      hooked.removeAll()
+      hookCallsDue.removeAll()
+      hookFailures.removeAll()
       defer { thread = nil }
       return thread
     }
@@ -236,16 +250,26 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       let stormWait = refillStormTokens()
       // Cancels first, so the slots they free are filled in this same round.
       let now = clock()
-      let starts: [CurlTransfer] = lock.withLock {
+      let (starts, calls, hookEnded): ([CurlTransfer], [HookCall], [(CurlTransfer, LoadError)]) = lock.withLock {
         // Backoffs that are over go back to the waiting list, keeping their rank.
         for transfer in backingOff.takeDue(now: now) { enqueue(transfer, at: now) }
         // During a cancel storm (a fling through thousands of rows) new transfers wait:
         // most of them would be cancelled before their first byte.
         let starts = stormWait > 0 ? [] : takeStartable()
         for transfer in starts { runningPriorities[transfer.id] = transfer.priority }
-        return starts
+        let timeout = LoadError(.timeout, "the request hook did not answer within \(hookTimeoutNanoseconds / 1_000_000) ms")
+        let ended = hookFailures + hooked.takeDue(now: now).map { ($0, timeout) }
+        hookFailures.removeAll()
+        // A call whose transfer was cancelled meanwhile is not made.
+        let calls = hookCallsDue.filter { hooked.item($0.transferID)?.hookSerial == $0.serial }
+        hookCallsDue.removeAll()
+        return (starts, calls, ended)
       }
+      for (transfer, error) in hookEnded { transfer.completion(.failure(error)) }
       for transfer in starts { begin(transfer) }
+      if let hook = configuration.requestHook {
+        for call in calls { hook.call(call) }
+      }
       if stormWait == 0 { preemptForForeground(now: now) }
       let nextStallCheck = endStalledTransfers()
 
@@ -265,9 +289,13 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       let nextReport = reportHeldProgress()
       // Wait for socket activity, a wakeup (new work), a timer libcurl asks for, or the end
       // of the next backoff.
-      let nextRetry = lock.withLock { backingOff.nextDue() }
+      let (nextRetry, hookWork): (UInt64?, Bool) = lock.withLock {
+        let dues = [backingOff.nextDue(), hooked.nextDue()].compactMap { $0 }
+        return (dues.min(), !hookCallsDue.isEmpty || !hookFailures.isEmpty)
+      }
       var timeout: Int32 = stormWait > 0 ? Int32(min(1000, stormWait / 1_000_000 + 1)) : 1000
       timeout = min(timeout, nextStallCheck, nextReport)
+      if hookWork { timeout = 0 }
       if let nextRetry {
         let now = clock()
         timeout = min(timeout, nextRetry <= now ? 0 : Int32(min(1000, (nextRetry - now + 999_999) / 1_000_000)))
@@ -327,12 +355,59 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   }
 
   /// Lock held: puts a transfer on the waiting list. Its age (see takeStartable) counts
-  /// from the first time it waited: a retry keeps its place among the starved.
+  /// from the first time it waited: a retry keeps its place among the starved. With a
+  /// request hook, an http(s) attempt the hook has not answered for waits for it instead
+  /// (`askHook`), holding no slot.
   private func enqueue(_ transfer: CurlTransfer, at now: UInt64) {
+    if configuration.requestHook != nil, !transfer.hookAnswered, transfer.url.isHTTP {
+      askHook(transfer, at: now)
+      return
+    }
     let since = transfer.firstQueued ?? now
     transfer.firstQueued = since
     transfer.lastQueued = now
     waiting.append(transfer, id: transfer.id, host: transfer.host, priority: transfer.priority, since: since)
+  }
+
+  /// How long a hook call may wait: the hook timeout, or the request timeout when that
+  /// is shorter (0 is no limit for either; both 0: an hour, as good as none).
+  private var hookTimeoutNanoseconds: UInt64 {
+    let limits = [configuration.hookTimeoutMilliseconds, configuration.timeoutMilliseconds].filter { $0 > 0 }
+    return UInt64(limits.min() ?? 3_600_000) * 1_000_000
+  }
+
+  /// Lock held: parks a transfer until the hook answers (or times out) and queues the
+  /// call for the engine thread, which makes it outside the lock.
+  private func askHook(_ transfer: CurlTransfer, at now: UInt64) {
+    hookSerial += 1
+    transfer.hookSerial = hookSerial
+    hookCallsDue.append(HookCall(url: transfer.url.text, headers: transfer.hopHeaders, status: transfer.hookStatus,
+                                 transferID: transfer.id, serial: hookSerial, engine: self))
+    transfer.hookStatus = 0
+    hooked.add(transfer, id: transfer.id, due: now + hookTimeoutNanoseconds)
+  }
+
+  /// Any thread: the hook's answer to `call`. Headers send the transfer on to wait for a
+  /// slot; an error ends it on the engine thread. False when the call no longer waits
+  /// (answered, cancelled, timed out, shut down).
+  func hookAnswered(_ call: HookCall, _ answer: Result<[String], LoadError>) -> Bool {
+    let taken: Bool = lock.withLock {
+      guard !stopping, let transfer = hooked.item(call.transferID), transfer.hookSerial == call.serial else {
+        return false
+      }
+      hooked.remove(call.transferID)
+      switch answer {
+      case .success(let headers):
+        transfer.hookHeaders = headers
+        transfer.hookAnswered = true
+        enqueue(transfer, at: clock())
+      case .failure(let error):
+        hookFailures.append((transfer, error))
+      }
+      return true
+    }
+    if taken { curl_multi_wakeup(multi) }
+    return taken
   }
 
   /// A transfer that has waited this long starts before any that has not, oldest first.
@@ -496,7 +571,20 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       if dropped || cancelled || stopping { return false }
       switch outcome {
       case .retry(_, let delay)?:
+        // Each attempt asks the hook again (a token may have expired meanwhile).
+        transfer.hookAnswered = false
         backingOff.add(transfer, id: transfer.id, due: clock() + delay)
+        return false
+      case .failure(let error)? where configuration.requestHook != nil && !transfer.authRetried
+                                      && transfer.url.isHTTP && error.status == .http
+                                      && (error.httpStatus == 401 || error.httpStatus == 403):
+        // The token may have expired: the hook is asked once more, told why, and the
+        // request retried once with its answer (not a spent retry).
+        transfer.authRetried = true
+        transfer.hookStatus = error.httpStatus
+        transfer.hookAnswered = false
+        transfer.attempts -= 1
+        enqueue(transfer, at: clock())
         return false
       case .follow(let target)?:
         // The next hop waits for a slot on its host like any transfer, keeping its age.

@@ -43,6 +43,16 @@ final class CurlTransfer {
   var slotWaitNanoseconds: UInt64 = 0
   /// Made with If-None-Match / If-Modified-Since: a 304 is a success.
   var conditional = false
+  /// The request hook's answer for this hop (`RequestHook`): lines added or replacing
+  /// the hop's own; whether it answered for the attempt about to start; the serial of the
+  /// call waiting for it (a late answer to an older call is ignored); the 401 or 403 the
+  /// next call follows; and whether that second call was made (once per transfer). Engine
+  /// lock.
+  var hookHeaders: [String] = []
+  var hookAnswered = false
+  var hookSerial: UInt64 = 0
+  var hookStatus = 0
+  var authRetried = false
   var caching = ResponseCaching()
   /// When the attempt started or last received body bytes (the stall clock).
   var lastActivity: UInt64 = 0
@@ -87,6 +97,14 @@ final class CurlTransfer {
   func follow(_ target: RequestURL) {
     chain.follow(target)
     attempts = 0
+    hookHeaders = []
+    hookAnswered = false
+  }
+
+  /// The lines the hop sends: its own (`TransferRequest.headers(for:origin:)`) with the
+  /// hook's answer applied.
+  var hopHeaders: [String] {
+    TransferRequest.merging(request.headers(for: url, origin: chain.origin), hookHeaders)
   }
 
   /// Resets what one attempt collects, before it starts, and makes the hop's headers.
@@ -94,7 +112,7 @@ final class CurlTransfer {
     attempts += 1
     curl_slist_free_all(headerList)
     headerList = nil
-    for header in request.headers(for: url, origin: chain.origin) {
+    for header in hopHeaders {
       headerList = curl_slist_append(headerList, header) ?? headerList
     }
     location = nil

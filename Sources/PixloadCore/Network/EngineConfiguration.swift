@@ -32,6 +32,11 @@ public struct EngineConfiguration: Sendable {
   /// transfers are held back until the rate falls: flinging through thousands of rows must
   /// not open and drop thousands of connections. 0 disables.
   public var cancelStormLimit = 16
+  /// Asked for headers before each http(s) transfer (`RequestHook`); nil: none.
+  public var requestHook: RequestHook?
+  /// A hook call not answered for this long (or for `timeoutMilliseconds`, when that is
+  /// shorter and not 0) fails its request with `.timeout`; 0: only `timeoutMilliseconds`.
+  public var hookTimeoutMilliseconds = 30_000
 
   public init() {}
 }

@@ -86,10 +86,7 @@ struct TransferRequest {
   /// (`credentialNames`); the loader's other headers and the validators always go.
   func headers(for url: RequestURL, origin: RequestURL) -> [String] {
     if Self.sameOrigin(url, origin) { return loaderHeaders + requestHeaders + validatorHeaders }
-    let loader = loaderHeaders.filter { line in
-      let name = line.split(separator: ":", maxSplits: 1).first.map { $0.trimmingCharacters(in: " \t").lowercased() } ?? ""
-      return !Self.credentialNames.contains(name)
-    }
+    let loader = loaderHeaders.filter { !Self.credentialNames.contains(Self.headerName($0)) }
     return loader + validatorHeaders
   }
 

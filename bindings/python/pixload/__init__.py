@@ -14,6 +14,7 @@ inside this package, then the system's (`make install`).
 from ._codecs import Codec, CodecError, CodecHeader
 from ._ffi import LibraryNotFoundError, PXL_VERSION_NUM as BINDINGS_VERSION_NUM, library_origin
 from ._fetchers import FetchSink
+from ._hook import HookCall
 from ._core import (
     PRIORITY_NORMAL, PRIORITY_PREFETCH, PRIORITY_VISIBLE, Format, HTTPError, Image, ImageError,
     InvalidArgumentError, Loader, LoaderClosedError, LocalIOError, LogLevel, Mode, NetworkError,
@@ -31,7 +32,7 @@ from ._processors import (
 __version__ = "0.5.0"
 
 __all__ = [
-    "BINDINGS_VERSION_NUM", "Codec", "CodecError", "CodecHeader", "FetchSink", "Format", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
+    "BINDINGS_VERSION_NUM", "Codec", "CodecError", "CodecHeader", "FetchSink", "Format", "HookCall", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
     "LibraryNotFoundError", "Loader", "LoaderClosedError", "LocalIOError", "LogLevel", "Mode", "NetworkError",
     "NotCachedError", "NotFoundError", "OutOfMemoryError", "PRIORITY_NORMAL", "PRIORITY_PREFETCH",
     "PRIORITY_VISIBLE", "PixloadError", "PixloadTimeoutError", "Queue", "Request",

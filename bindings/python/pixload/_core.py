@@ -855,7 +855,8 @@ class Queue(_Handle):
 # --- loader ---------------------------------------------------------------------------
 
 # "log" is a Python callable here, and log_user_data is the bindings' own business.
-_CONFIG_FIELDS = {name for name, _ in _ffi.pxl_config._fields_} - {"struct_size", "log_user_data"}
+_CONFIG_FIELDS = {name for name, _ in _ffi.pxl_config._fields_} - {"struct_size", "log_user_data", "request_hook",
+                                                                     "request_hook_user_data"}
 
 
 def _as_tls_version(value):
@@ -904,13 +905,16 @@ def _log_trampoline(log):
     return _ffi.log_callback(on_log)
 
 
-def _loader_free(log_trampoline):
+def _loader_free(log_trampoline, after=None):
     """The loader's free function. It holds the log trampoline, so the CFUNCTYPE lives
     until pxl_loader_free has returned (after which the library never calls it), even
-    when the free is postponed past the Loader object's collection."""
+    when the free is postponed past the Loader object's collection; then runs after()
+    (the request hook's entry is forgotten)."""
     def free(ptr):
         lib.pxl_loader_free(ptr)
         del keep[:]
+        if after is not None:
+            after()
     keep = [log_trampoline]
     return free
 
@@ -930,10 +934,21 @@ class Loader(_Handle):
     possibly several at once, must return quickly and must not call pixload; what it
     raises is ignored. Without it (the default) the library is silent.
 
+    request_hook=callable(call) is asked before each http(s) transfer (first attempt,
+    retries, every redirect hop, once more after a 401 or 403) for headers to add or
+    replace, such as a bearer token; they never enter a cache key, so images cached
+    under an old token keep being served. A plain function is called on the library's
+    network thread and must return at once: it answers through the HookCall
+    (call.answer(headers) / call.fail(...), thread-safe, now or later from any thread)
+    or returns the headers; a coroutine function runs on the event loop of the `await
+    loader.fetch(...)` that started the request and returns the headers (see
+    pixload._hook). hook_timeout_ms (default 30000) bounds an unanswered call
+    (TimeoutError).
+
     Thread-safe: any thread may load, cancel and look up. close() must not race with
     other calls on the same loader."""
 
-    def __init__(self, *, log=None, **config):
+    def __init__(self, *, log=None, request_hook=None, **config):
         unknown = set(config) - _CONFIG_FIELDS
         if unknown:
             raise TypeError(f"unknown Loader option(s): {', '.join(sorted(unknown))}; "
@@ -961,9 +976,20 @@ class Loader(_Handle):
                 value = _encode(value)
                 keep.append(value)
             setattr(cfg, name, value)
+        hook_entry = forget_hook = None
+        if request_hook is not None:
+            from . import _hook
+            hook_entry, forget_hook = _hook.install(cfg, request_hook)
         out = ctypes.c_void_p()
-        _check(lib.pxl_loader_new(ctypes.byref(cfg), ctypes.byref(out)), "pxl_loader_new")
-        self._own(out.value, _loader_free(log_trampoline))
+        try:
+            _check(lib.pxl_loader_new(ctypes.byref(cfg), ctypes.byref(out)), "pxl_loader_new")
+        except BaseException:
+            if forget_hook is not None:
+                forget_hook()
+            raise
+        self._own(out.value, _loader_free(log_trampoline, forget_hook))
+        if hook_entry is not None:
+            hook_entry.loader = weakref.ref(self)
         self._tables = weakref.WeakSet()
         self._loop_queues = weakref.WeakKeyDictionary()  # asyncio loop -> its Queue
         self._fetch_loops = {}  # url -> [asyncio loop, awaits]: where a coroutine fetcher runs
@@ -1137,6 +1163,15 @@ class Loader(_Handle):
     def _fetch_loop(self, url):
         entry = self._fetch_loops.get(url)
         return entry[0] if entry else None
+
+    def _hook_loop(self, url):
+        """The loop a coroutine request hook runs on for url: its fetch's; for a redirect
+        hop (another URL), the one loop awaiting fetches, if there is only one."""
+        loop = self._fetch_loop(url)
+        if loop is None:
+            loops = {entry[0] for entry in list(self._fetch_loops.values())}
+            loop = loops.pop() if len(loops) == 1 else None
+        return loop
 
     # -- asyncio and blocking conveniences --
 

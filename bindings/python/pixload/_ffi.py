@@ -116,6 +116,9 @@ PXL_LOG_WARNING = 1
 PXL_LOG_INFO = 2
 
 log_callback = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_char_p, ctypes.c_void_p)
+# pxl_request_hook_fn(url, headers, header_count, status, call, user_data). Since 0.5.0.
+request_hook_fn = ctypes.CFUNCTYPE(None, ctypes.c_char_p, c_char_pp, ctypes.c_size_t, ctypes.c_int32,
+                                   ctypes.c_void_p, ctypes.c_void_p)
 
 
 class pxl_config(ctypes.Structure):
@@ -155,6 +158,9 @@ class pxl_config(ctypes.Structure):
         ("ca_path", ctypes.c_char_p),
         ("proxy", ctypes.c_char_p),
         ("tls_min_version", ctypes.c_int32),
+        ("request_hook", request_hook_fn),
+        ("request_hook_user_data", ctypes.c_void_p),
+        ("hook_timeout_ms", ctypes.c_int32),
     ]
 
 
@@ -349,7 +355,7 @@ def init_struct(struct, into=None):
 # have been written. A field added to the header but not here, or a field of the wrong
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
-    "pxl_config": ("tls_min_version", 12),
+    "pxl_config": ("hook_timeout_ms", 30000),
     "pxl_request": ("placeholder_length", 0),
     "pxl_table_config": ("previews", 1),
 }

@@ -82,14 +82,19 @@ pub(crate) fn free_deferred_loaders() {
     }
 }
 
-/// pxl_loader_free, then the loader's log closure: the library never calls it after
-/// pxl_loader_free returned.
+/// pxl_loader_free, then the loader's request hook and log closures: the library never
+/// calls them after pxl_loader_free returned.
 ///
 /// # Safety
 /// `raw` is a live loader not used afterwards; `log` is NULL or its log closure from
 /// Box::into_raw.
 pub(crate) unsafe fn free_loader(raw: NonNull<sys::pxl_loader>, log: *mut LogFn) {
     unsafe { sys::pxl_loader_free(raw.as_ptr()) };
+    if let Some(hook) = crate::hook::forget(raw) {
+        // After pxl_loader_free: the library calls the hook no more.
+        call_user("dropping the request hook", move || drop(hook));
+        free_deferred_loaders();
+    }
     if !log.is_null() {
         let log = unsafe { Box::from_raw(log) };
         call_user("dropping the log closure", move || drop(log));

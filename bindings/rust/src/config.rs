@@ -6,6 +6,7 @@ use std::ptr::{self, NonNull};
 use std::time::Duration;
 
 use crate::callbacks::{call_user, free_deferred_loaders};
+use crate::hook::{on_hook, HookFn};
 use crate::convert::{c_string, clamp_i32, header_pointers, millis, path_string};
 use crate::{sys, version, version_compatible, version_num, Error, Loader};
 
@@ -83,6 +84,7 @@ pub struct LoaderBuilder {
     codec_modules: Option<String>,
     headers: Vec<String>,
     log: Option<LogFn>,
+    request_hook: Option<HookFn>,
 }
 
 macro_rules! config_setters {
@@ -118,6 +120,7 @@ impl LoaderBuilder {
             codec_modules: None,
             headers: Vec::new(),
             log: None,
+            request_hook: None,
         }
     }
 
@@ -160,6 +163,31 @@ impl LoaderBuilder {
         disk_variant_max_side: u32 => |c, v| c.disk_variant_max_side = i64::from(v);
         /// The oldest TLS version an https server may speak (default [`TlsVersion::V1_2`]).
         tls_min_version: TlsVersion => |c, v| c.tls_min_version = v as i32;
+        /// A request hook call not answered for this long fails its request with
+        /// [`Status::Timeout`](crate::Status::Timeout) (so does [`timeout`], when shorter
+        /// and not zero); default 30 s; zero: only `timeout` bounds it.
+        ///
+        /// [`timeout`]: LoaderBuilder::timeout
+        hook_timeout: Duration => |c, v| c.hook_timeout_ms = millis(v);
+    }
+
+    /// The request hook (pixload.h, "Request hook"; see [`HookCall`]): asked before each
+    /// http(s) transfer (first attempt, retries, every redirect hop, once more after a 401
+    /// or 403) for "Name: value" headers to add or replace, such as a bearer token. They
+    /// never enter a cache key: images cached under an old token keep being served. It
+    /// runs on the library's network thread and must return at once, answering the call
+    /// there or moving it to a thread of its own that answers later (a refresh: keep the
+    /// calls that come meanwhile and answer them all with the new token). While a call
+    /// waits its transfer holds no connection slot. A panic is caught and fails the
+    /// request (the dropped call). Dropped after the loader is freed.
+    ///
+    /// [`HookCall`]: crate::HookCall
+    pub fn request_hook<F>(mut self, hook: F) -> LoaderBuilder
+    where
+        F: Fn(crate::HookCall) + Send + Sync + 'static,
+    {
+        self.request_hook = Some(Box::new(hook));
+        self
     }
 
     /// Receives the library's diagnostics (a disk cache directory it cannot use, a
@@ -258,12 +286,27 @@ impl LoaderBuilder {
             config.log = Some(on_log);
             config.log_user_data = log as *mut c_void;
         }
+        // Boxed twice, so that user_data is a thin pointer; kept by the hook registry once
+        // the loader exists, dropped after pxl_loader_free.
+        let hook = self.request_hook.map(Box::new);
+        if let Some(hook) = &hook {
+            config.request_hook = Some(on_hook);
+            config.request_hook_user_data = hook.as_ref() as *const HookFn as *mut c_void;
+        }
         let mut raw = ptr::null_mut();
         // SAFETY: the strings live until the call returns; the library copies them.
         let status = unsafe { sys::pxl_loader_new(&config, &mut raw) };
         match (status, NonNull::new(raw)) {
-            (sys::PXL_OK, Some(raw)) => Ok(Loader { raw, log }),
+            (sys::PXL_OK, Some(raw)) => {
+                if let Some(hook) = hook {
+                    crate::hook::keep(raw, hook);
+                }
+                Ok(Loader { raw, log })
+            }
             (status, _) => {
+                if let Some(hook) = hook {
+                    call_user("dropping the request hook", move || drop(hook));
+                }
                 if !log.is_null() {
                     // No loader: the library never calls it.
                     let log = unsafe { Box::from_raw(log) };

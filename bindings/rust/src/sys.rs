@@ -109,6 +109,10 @@ pub const PXL_LOG_INFO: i32 = 2;
 /// Runs on a library thread, possibly several at once; `message` is borrowed for the call.
 pub type pxl_log_callback = Option<unsafe extern "C" fn(level: i32, message: *const c_char, user_data: *mut c_void)>;
 
+// The request hook (pixload.h, "Request hook"). Since 0.5.0.
+opaque!(pxl_hook_call);
+pub type pxl_request_hook_fn = Option<unsafe extern "C" fn(url: *const c_char, headers: *const *const c_char, header_count: usize, status: i32, call: *mut pxl_hook_call, user_data: *mut c_void)>;
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct pxl_config {
@@ -147,6 +151,9 @@ pub struct pxl_config {
     pub ca_path: *const c_char,
     pub proxy: *const c_char,
     pub tls_min_version: i32,
+    pub request_hook: pxl_request_hook_fn,
+    pub request_hook_user_data: *mut c_void,
+    pub hook_timeout_ms: i32,
 }
 
 // pxl_config.tls_min_version values. Since 0.5.0.
@@ -624,4 +631,9 @@ extern "C" {
     pub fn pxl_loader_remove_fetcher(loader: *mut pxl_loader, scheme: *const c_char) -> pxl_status;
     pub fn pxl_fetch_write(fetch: *mut pxl_fetch, data: *const c_void, len: usize) -> pxl_status;
     pub fn pxl_fetch_finish(fetch: *mut pxl_fetch, status: pxl_status, message: *const c_char) -> pxl_status;
+}
+
+extern "C" {
+    pub fn pxl_hook_answer(call: *mut pxl_hook_call, headers: *const *const c_char, count: usize) -> pxl_status;
+    pub fn pxl_hook_fail(call: *mut pxl_hook_call, status: pxl_status, message: *const c_char) -> pxl_status;
 }

@@ -84,7 +84,7 @@ fn rust_side() -> (
             retry_base_delay_ms, retry_max_delay_ms, ca_file, headers, cancel_storm_limit,
             disk_cache_bytes, ignore_http_freshness, memory_cache_count, disk_cache_dir,
             disk_cache_max_age_s, log, log_user_data, log_level, disk_variant_max_side, codec_modules,
-            ca_path, proxy, tls_min_version,
+            ca_path, proxy, tls_min_version, request_hook, request_hook_user_data, hook_timeout_ms,
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
