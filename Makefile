@@ -26,6 +26,11 @@
 #   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
 #   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
 #   make gtk-demo   the GTK 4 example on your display
+#   make test-qt, bench-qt   the PySide6 gallery (examples/qt) offscreen: its scripted
+#                   session checked cell by cell; the UI thread's time inside pixload per frame
+#   make modules, test-modules   the HEIC, JPEG XL and SVG codec modules (codecs/) and
+#                   their conformance against heif-convert, djxl and rsvg-convert
+#   make bench-processors, bench-placeholder   processor and BlurHash/ThumbHash costs
 #   make docs       build/docs/index.html: the C reference rendered from pixload.h (an
 #                   undocumented declaration fails it), the Python API (pdoc, from PyPI in
 #                   build/docs-venv), a guide per host and a cookbook (docs/guide/); every
