@@ -10,7 +10,9 @@
  * recreates queues, loaders and whole worlds (in random orders) all through the run.
  * Requests go to nginx (fast, /slow/, max-age=1, no-store, 404) and to the fault server
  * (slow, dripping, stalled, reset, truncated, 500 with retries, corrupt and non-image
- * bodies, redirects, an endless body) at once. The caches are tiny (1 MiB / 16 images in
+ * bodies, redirects, an endless body) and to a host fetcher ("soak:" URLs, the same
+ * fixtures' bytes, answered at once or slowly from a host thread), with a request hook on
+ * every loader (answering at once or later), all at once. The caches are tiny (1 MiB / 16 images in
  * memory, 256 KiB on disk shared by both worlds) so that eviction runs all the time.
  *
  * Invariants, checked throughout (each is one "passed" or "failed" at the end):
