@@ -10,7 +10,9 @@
  * recreates queues, loaders and whole worlds (in random orders) all through the run.
  * Requests go to nginx (fast, /slow/, max-age=1, no-store, 404) and to the fault server
  * (slow, dripping, stalled, reset, truncated, 500 with retries, corrupt and non-image
- * bodies, redirects, an endless body) at once. The caches are tiny (1 MiB / 16 images in
+ * bodies, redirects, an endless body) and to a host fetcher ("soak:" URLs, the same
+ * fixtures' bytes, answered at once or slowly from a host thread), with a request hook on
+ * every loader (answering at once or later), all at once. The caches are tiny (1 MiB / 16 images in
  * memory, 256 KiB on disk shared by both worlds) so that eviction runs all the time.
  *
  * Invariants, checked throughout (each is one "passed" or "failed" at the end):
@@ -33,7 +35,14 @@
  *   rss        RSS flat after warm-up: the peak of the last quarter of the run is at most
  *              the peak of the quarter after warm-up (a fifth of the run) plus
  *              max(16 MiB, 15 %); judged in runs of 600 s or more only (RSS grows for the
- *              first 2-3 minutes), so the one-minute form checks the other seven
+ *              first 2-3 minutes), so the one-minute form checks the other nine
+ *   fetcher    the host's fetcher for "soak:" URLs (answering at once, soon, or slowly from
+ *              the host thread) gets no start or cancel after destroy or after
+ *              pxl_loader_free returned, is destroyed exactly once by pxl_loader_free, and
+ *              every fetch it started is finished once; write/finish statuses legal
+ *   hook       the request hook (answering at once or up to 300 ms later from the host
+ *              thread, never failing) is not called after pxl_loader_free returned, and every
+ *              call is answered (OK, or CANCELLED once its request ended)
  * The last line is "N passed, N failed"; the exit status is 1 on any failure.
  */
 #define _GNU_SOURCE
@@ -89,8 +98,8 @@ static uint64_t rng_next(uint64_t *state) { /* splitmix64 */
 }
 static int rnd(uint64_t *state, int n) { return (int)(rng_next(state) % (uint64_t)n); }
 
-enum invariant { INV_ONCE, INV_FREED, INV_CANCEL, INV_RESULTS, INV_TABLE, INV_STUCK, INV_WATCHDOG, INV_RSS, INV_COUNT };
-static const char *invariant_name[INV_COUNT] = {"once", "freed", "cancel", "results", "table", "stuck", "watchdog", "rss"};
+enum invariant { INV_ONCE, INV_FREED, INV_CANCEL, INV_RESULTS, INV_TABLE, INV_STUCK, INV_WATCHDOG, INV_RSS, INV_FETCHER, INV_HOOK, INV_COUNT };
+static const char *invariant_name[INV_COUNT] = {"once", "freed", "cancel", "results", "table", "stuck", "watchdog", "rss", "fetcher", "hook"};
 static atomic_long violations[INV_COUNT];
 
 static void violation(enum invariant which, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -146,6 +155,7 @@ struct queue_record {
  * starts must report CANCELLED (the free cancelled every request not yet called back). */
 struct loader_record {
   atomic_int freed;
+  struct host_record *host;
 };
 
 struct req {
@@ -256,7 +266,7 @@ static void on_result(pxl_token token, const pxl_result *res, void *user_data) {
 static void random_url(uint64_t *rng, char *out, size_t size, int *expect_image) {
   int k = rnd(rng, 64); /* a small key space, so that caches hit and evict */
   *expect_image = 1;
-  switch (rnd(rng, 24)) {
+  switch (rnd(rng, 28)) {
   case 0: case 1: case 2: case 3: snprintf(out, size, "%s/gradient.jpg?v=%d", nginx_url, k); break;
   case 4: snprintf(out, size, "%s/oriented6.jpg?v=%d", nginx_url, k); break;
   case 5: case 6: snprintf(out, size, "%s/alpha.png?v=%d", nginx_url, k); break;
@@ -276,7 +286,17 @@ static void random_url(uint64_t *rng, char *out, size_t size, int *expect_image)
   case 20: snprintf(out, size, "%s/fail/n=1/code=503/file=alpha.png?s=%d&t=%d", fault_url, k, rnd(rng, 1 << 20)); break;
   case 21: snprintf(out, size, "%s/redirect/hops=2/file=gradient.jpg?s=%d", fault_url, k); break;
   case 22: snprintf(out, size, "%s/never?s=%d", fault_url, k); *expect_image = 0; break;
-  default: snprintf(out, size, "%s/grow/total=%d?s=%d", fault_url, 3 << 20, k); *expect_image = 0; break;
+  case 23: snprintf(out, size, "%s/grow/total=%d?s=%d", fault_url, 3 << 20, k); *expect_image = 0; break;
+  case 24: case 25: case 26: { /* the host's fetcher, mode m: 0 at once, 1 soon, 2 slowly, 3 half at once */
+    static const char *files[] = {"gradient.jpg", "alpha.png", "medium.jpg", "oriented6.jpg", "noise.jpg"};
+    snprintf(out, size, "soak:%s?v=%d&m=%d", files[rnd(rng, 5)], k, rnd(rng, 4));
+    break;
+  }
+  default:
+    snprintf(out, size, "soak:%s?v=%d&m=%d", rnd(rng, 3) ? (rnd(rng, 2) ? "corrupt.jpg" : "not-an-image.jpg") : "missing.jpg",
+             k, rnd(rng, 4));
+    *expect_image = 0;
+    break;
   }
 }
 
@@ -300,6 +320,252 @@ static void random_request(uint64_t *rng, pxl_request *req, char *url, size_t ur
   if (rnd(rng, 8) == 0) flags |= PXL_FLAG_IGNORE_ORIENTATION;
   if ((flags & PXL_FLAG_RELOAD) && (flags & PXL_FLAG_CACHE_ONLY)) flags &= ~PXL_FLAG_RELOAD;
   req->flags = flags;
+}
+
+/* ---- the host: a fetcher for "soak:" URLs and the request hook ----
+ *
+ * Every loader gets a fetcher for "soak:FILE?...&m=MODE" serving the fixtures' bytes
+ * (read once at start from the www directory next to DISK_DIR) and a request hook adding
+ * "X-Soak-Token: N". Each answers at once or, through a job list, from the host thread:
+ * soon, or slowly in chunks so that cancels and loader frees race the answers. Both keep
+ * their per-loader records for the whole run, so a late callback can be checked. */
+
+#define SOAK_FILES 7
+static const char *soak_file_names[SOAK_FILES] = {"gradient.jpg", "alpha.png", "medium.jpg", "oriented6.jpg",
+                                                  "noise.jpg", "corrupt.jpg", "not-an-image.jpg"};
+static unsigned char *soak_file_bytes[SOAK_FILES];
+static size_t soak_file_sizes[SOAK_FILES];
+
+static void soak_files_load(void) {
+  char path[1024];
+  for (int i = 0; i < SOAK_FILES; i++) {
+    snprintf(path, sizeof path, "%s/../www/%s", disk_dir, soak_file_names[i]);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+      fprintf(stderr, "soak: cannot read %s\n", path);
+      exit(2);
+    }
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    soak_file_bytes[i] = malloc(size > 0 ? (size_t)size : 1);
+    soak_file_sizes[i] = fread(soak_file_bytes[i], 1, (size_t)size, f);
+    fclose(f);
+  }
+}
+
+/* One loader's fetcher and hook (kept for the run). */
+struct host_record {
+  struct loader_record *loader;
+  atomic_uint_fast64_t rng;  /* the fetch and network threads' randomness */
+  atomic_int destroys;
+};
+
+static atomic_long fetch_starts, fetch_finishes, fetch_cancels, fetch_finish_late, hook_calls, hook_answered,
+    hook_answered_late;
+
+enum job_kind { JOB_FETCH, JOB_HOOK };
+struct job {
+  enum job_kind kind;
+  double due_ms;
+  struct job *next;
+  /* JOB_FETCH */
+  pxl_fetch *fetch;
+  int file;                 /* -1: a missing file */
+  size_t sent, chunk;
+  double chunk_gap_ms;
+  atomic_int cancelled;     /* the fetcher's cancel named it */
+  /* JOB_HOOK */
+  pxl_hook_call *call;
+};
+static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct job *host_jobs;
+static atomic_int host_stop;
+
+static int host_rnd(struct host_record *h, int n) {
+  uint64_t state = atomic_fetch_add(&h->rng, 0x9E3779B97F4A7C15ull);
+  return rnd(&state, n);
+}
+
+static void host_push(struct job *j) {
+  pthread_mutex_lock(&host_lock);
+  j->next = host_jobs;
+  host_jobs = j;
+  pthread_mutex_unlock(&host_lock);
+}
+
+static void fetch_end(pxl_fetch *fetch, pxl_status status) {
+  pxl_status st = pxl_fetch_finish(fetch, status, NULL);
+  atomic_fetch_add(&fetch_finishes, 1);
+  if (st == PXL_E_CANCELLED) atomic_fetch_add(&fetch_finish_late, 1);
+  else if (st != PXL_OK) violation(INV_FETCHER, "pxl_fetch_finish returned %d", st);
+}
+
+/* Writes the next chunk of a fetch job; 1 when the job is done (the handle finished). */
+static int fetch_step(struct job *j) {
+  if (j->cancelled || j->file < 0) {
+    fetch_end(j->fetch, j->file < 0 ? PXL_E_NOT_FOUND : PXL_E_CANCELLED);
+    return 1;
+  }
+  size_t size = soak_file_sizes[j->file], n = size - j->sent < j->chunk ? size - j->sent : j->chunk;
+  pxl_status st = pxl_fetch_write(j->fetch, soak_file_bytes[j->file] + j->sent, n);
+  if (st != PXL_OK && st != PXL_E_CANCELLED) violation(INV_FETCHER, "pxl_fetch_write returned %d", st);
+  j->sent += n;
+  if (st == PXL_E_CANCELLED || j->sent >= size) {
+    fetch_end(j->fetch, PXL_OK);
+    return 1;
+  }
+  j->due_ms = now_ms() + j->chunk_gap_ms;
+  return 0;
+}
+
+static void fetch_start(const char *url, pxl_fetch *fetch, void *user_data) {
+  struct host_record *h = user_data;
+  atomic_fetch_add(&fetch_starts, 1);
+  if (atomic_load(&h->loader->freed)) violation(INV_FETCHER, "fetch start after pxl_loader_free returned: %s", url);
+  if (atomic_load(&h->destroys)) violation(INV_FETCHER, "fetch start after destroy: %s", url);
+  struct job *j = calloc(1, sizeof *j);
+  j->kind = JOB_FETCH;
+  j->fetch = fetch;
+  j->file = -1;
+  const char *name = strncmp(url, "soak:", 5) == 0 ? url + 5 : url;
+  size_t len = strcspn(name, "?");
+  for (int i = 0; i < SOAK_FILES; i++)
+    if (strlen(soak_file_names[i]) == len && strncmp(name, soak_file_names[i], len) == 0) j->file = i;
+  const char *m = strstr(url, "m=");
+  int mode = m ? atoi(m + 2) : 0;
+  size_t size = j->file >= 0 ? soak_file_sizes[j->file] : 0;
+  j->chunk = size ? size : 1;
+  if (mode == 0) { /* at once, inside start */
+    while (!fetch_step(j)) {}
+    free(j);
+    return;
+  }
+  if (mode == 3 && j->file >= 0) { /* half now, the rest from the host thread */
+    j->chunk = size / 2 + 1;
+    if (fetch_step(j)) {
+      free(j);
+      return;
+    }
+  }
+  if (mode == 2) { /* slowly: quarters 100-600 ms apart */
+    j->chunk = size / 4 + 1;
+    j->chunk_gap_ms = 100 + host_rnd(h, 500);
+  }
+  j->due_ms = now_ms() + (mode == 2 ? j->chunk_gap_ms : host_rnd(h, 20));
+  host_push(j);
+}
+
+static void fetch_cancel(pxl_fetch *fetch, void *user_data) {
+  struct host_record *h = user_data;
+  atomic_fetch_add(&fetch_cancels, 1);
+  if (atomic_load(&h->loader->freed)) violation(INV_FETCHER, "fetch cancel after pxl_loader_free returned");
+  if (atomic_load(&h->destroys)) violation(INV_FETCHER, "fetch cancel after destroy");
+  pthread_mutex_lock(&host_lock);
+  for (struct job *j = host_jobs; j; j = j->next)
+    if (j->kind == JOB_FETCH && j->fetch == fetch) {
+      atomic_store(&j->cancelled, 1); /* a job the host thread holds sees it at its next step */
+      j->due_ms = 0;
+    }
+  pthread_mutex_unlock(&host_lock);
+}
+
+static void fetch_destroy(void *user_data) {
+  struct host_record *h = user_data;
+  if (atomic_fetch_add(&h->destroys, 1) != 0) violation(INV_FETCHER, "fetcher destroyed twice");
+  if (atomic_load(&h->loader->freed)) violation(INV_FETCHER, "fetcher destroyed after pxl_loader_free returned");
+}
+
+static void hook_answer(pxl_hook_call *call) {
+  static atomic_long token;
+  char line[64];
+  snprintf(line, sizeof line, "X-Soak-Token: %ld", atomic_fetch_add(&token, 1));
+  const char *headers[1] = {line};
+  pxl_status st = pxl_hook_answer(call, headers, 1);
+  atomic_fetch_add(&hook_answered, 1);
+  if (st == PXL_E_CANCELLED) atomic_fetch_add(&hook_answered_late, 1);
+  else if (st != PXL_OK) violation(INV_HOOK, "pxl_hook_answer returned %d", st);
+}
+
+static void request_hook(const char *url, const char *const *headers, size_t header_count, int32_t status,
+                         pxl_hook_call *call, void *user_data) {
+  struct host_record *h = user_data;
+  (void)headers, (void)header_count, (void)status;
+  atomic_fetch_add(&hook_calls, 1);
+  if (atomic_load(&h->loader->freed)) violation(INV_HOOK, "hook called after pxl_loader_free returned: %s", url);
+  if (call == NULL) {
+    violation(INV_HOOK, "hook called with a NULL call: %s", url);
+    return;
+  }
+  if (host_rnd(h, 2) == 0) {
+    hook_answer(call);
+    return;
+  }
+  struct job *j = calloc(1, sizeof *j);
+  j->kind = JOB_HOOK;
+  j->call = call;
+  j->due_ms = now_ms() + host_rnd(h, 300);
+  host_push(j);
+}
+
+/* Runs the jobs that are due (all of them once host_stop is set, and then until none is left). */
+static void *host_main(void *arg) {
+  (void)arg;
+  int hb = beat_register("host");
+  for (;;) {
+    beat(hb);
+    int stopping = atomic_load(&host_stop);
+    double now = now_ms();
+    struct job *due = NULL;
+    pthread_mutex_lock(&host_lock);
+    for (struct job **link = &host_jobs; *link;) {
+      struct job *j = *link;
+      if (stopping || j->due_ms <= now) {
+        *link = j->next;
+        j->next = due;
+        due = j;
+      } else {
+        link = &j->next;
+      }
+    }
+    int empty = host_jobs == NULL;
+    pthread_mutex_unlock(&host_lock);
+    if (stopping && empty && due == NULL) break;
+    while (due) {
+      struct job *j = due;
+      due = j->next;
+      if (j->kind == JOB_HOOK) {
+        hook_answer(j->call);
+        free(j);
+      } else if (stopping) {
+        fetch_end(j->fetch, PXL_E_CANCELLED);
+        free(j);
+      } else if (fetch_step(j)) {
+        free(j);
+      } else {
+        host_push(j);
+      }
+    }
+    sleep_ms(2);
+  }
+  return NULL;
+}
+
+/* Called after the loader was made: its fetcher (the hook is in its config). */
+static void host_attach(pxl_loader *loader, struct host_record *h, uint64_t *rng) {
+  pxl_fetcher fetcher;
+  pxl_fetcher_init(&fetcher);
+  fetcher.start = fetch_start;
+  fetcher.cancel = fetch_cancel;
+  fetcher.destroy = fetch_destroy;
+  fetcher.user_data = h;
+  fetcher.max_concurrent = 1 + rnd(rng, 8);
+  fetcher.disk_cache = rnd(rng, 2);
+  pxl_status st = pxl_loader_add_fetcher(loader, "soak", &fetcher);
+  if (st != PXL_OK) {
+    fprintf(stderr, "soak: pxl_loader_add_fetcher: %s\n", pxl_status_string(st));
+    exit(2);
+  }
 }
 
 /* ---- worlds ---- */
@@ -344,7 +610,7 @@ static void log_to_stderr(int32_t level, const char *message, void *user_data) {
 }
 
 static int last_storm_limit, last_per_host_limit, last_download_limit;
-static pxl_loader *make_loader(uint64_t *rng) {
+static pxl_loader *make_loader(uint64_t *rng, struct host_record *host) {
   pxl_config cfg;
   pxl_config_init(&cfg);
   cfg.log = log_to_stderr;
@@ -370,12 +636,15 @@ static pxl_loader *make_loader(uint64_t *rng) {
   last_per_host_limit = cfg.max_downloads_per_host;
   last_download_limit = cfg.max_concurrent_downloads;
   cfg.ignore_http_freshness = rnd(rng, 2);
+  cfg.request_hook = request_hook;
+  cfg.request_hook_user_data = host;
   pxl_loader *loader = NULL;
   pxl_status st = pxl_loader_new(&cfg, &loader);
   if (st != PXL_OK || loader == NULL) {
     fprintf(stderr, "soak: pxl_loader_new: %s\n", pxl_status_string(st));
     exit(2);
   }
+  host_attach(loader, host, rng);
   return loader;
 }
 
@@ -402,16 +671,21 @@ static void slot_free(struct queue_slot *slot) {
 }
 
 static void loader_open(struct world *w, uint64_t *rng) {
-  w->loader = make_loader(rng);
+  w->loader_record = calloc(1, sizeof *w->loader_record);
+  w->loader_record->host = calloc(1, sizeof *w->loader_record->host);
+  w->loader_record->host->loader = w->loader_record;
+  w->loader_record->host->rng = rng_next(rng);
+  w->loader = make_loader(rng, w->loader_record->host);
   w->storm_limit = last_storm_limit;
   w->per_host_limit = last_per_host_limit;
   w->download_limit = last_download_limit;
-  w->loader_record = calloc(1, sizeof *w->loader_record);
 }
 
 static void loader_close(struct world *w) {
   pxl_loader_free(w->loader);
   atomic_store(&w->loader_record->freed, 1);
+  int destroys = atomic_load(&w->loader_record->host->destroys);
+  if (destroys != 1) violation(INV_FETCHER, "fetcher destroyed %d times by pxl_loader_free", destroys);
   w->loader = NULL;
 }
 
@@ -685,7 +959,10 @@ static int table_request(int64_t row, pxl_request *request, void *user_data) {
   struct table_state *t = user_data;
   static __thread char url[256];
   (void)t;
-  snprintf(url, sizeof url, "%s/%s?row=%" PRId64, nginx_url, row % 7 == 3 ? "slow/medium.jpg" : "gradient.jpg", row % 300);
+  if (row % 5 == 2) /* a host's fetcher's rows, slow ones among them */
+    snprintf(url, sizeof url, "soak:%s?row=%" PRId64 "&m=%d", row % 3 ? "gradient.jpg" : "medium.jpg", row % 300, (int)(row % 4));
+  else
+    snprintf(url, sizeof url, "%s/%s?row=%" PRId64, nginx_url, row % 7 == 3 ? "slow/medium.jpg" : "gradient.jpg", row % 300);
   request->url = url;
   request->width = 64;
   request->height = 64;
@@ -954,6 +1231,10 @@ static void summary(int watchdog_fired) {
          atomic_load(&longest_wait_ms) / 1000.0, STUCK_MS / 1000, atomic_load(&late_results));
   printf("recycled: worlds %ld, queues %ld, loaders %ld\n", atomic_load(&world_recycles),
          atomic_load(&queue_recycles), atomic_load(&loader_recycles));
+  printf("fetcher: starts %ld, cancels %ld, finishes %ld (%ld after the fetch ended); hook: calls %ld, answered %ld "
+         "(%ld after the call ended)\n", atomic_load(&fetch_starts), atomic_load(&fetch_cancels),
+         atomic_load(&fetch_finishes), atomic_load(&fetch_finish_late), atomic_load(&hook_calls),
+         atomic_load(&hook_answered), atomic_load(&hook_answered_late));
   printf("peak RSS %ld KiB\n", peak_rss_kb);
   int passed = 0, failed = 0;
   for (int i = 0; i < INV_COUNT; i++) {
@@ -997,7 +1278,9 @@ int main(int argc, char **argv) {
     pthread_mutex_init(&worlds[i].reqs_lock, NULL);
     world_open(&worlds[i], &rng);
   }
-  pthread_t workers[WORKERS], tables[WORLDS], recycler, watchdog;
+  pthread_t workers[WORKERS], tables[WORLDS], recycler, watchdog, host;
+  soak_files_load();
+  pthread_create(&host, NULL, host_main, NULL);
   pthread_create(&watchdog, NULL, watchdog_main, NULL);
   for (long i = 0; i < WORKERS; i++) pthread_create(&workers[i], NULL, worker_main, (void *)i);
   for (int i = 0; i < WORLDS; i++) pthread_create(&tables[i], NULL, table_main, &worlds[i]);
@@ -1023,6 +1306,14 @@ int main(int argc, char **argv) {
     world_settle(w, "final teardown");
     pthread_rwlock_unlock(&w->lock);
   }
+  /* Every loader is gone: the host finishes the fetches it still holds and answers its
+   * kept hook calls (late, so PXL_E_CANCELLED), then every start and call had its answer. */
+  atomic_store(&host_stop, 1);
+  pthread_join(host, NULL);
+  if (atomic_load(&fetch_starts) != atomic_load(&fetch_finishes))
+    violation(INV_FETCHER, "%ld fetches started, %ld finished", atomic_load(&fetch_starts), atomic_load(&fetch_finishes));
+  if (atomic_load(&hook_calls) != atomic_load(&hook_answered))
+    violation(INV_HOOK, "%ld hook calls, %ld answered", atomic_load(&hook_calls), atomic_load(&hook_answered));
   if (atomic_load(&accepted) != atomic_load(&callbacks))
     violation(INV_ONCE, "%ld accepted, %ld callbacks", atomic_load(&accepted), atomic_load(&callbacks));
   summary(0);
