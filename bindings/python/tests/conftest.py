@@ -105,3 +105,10 @@ def cli():
 def drain(queue, done, timeout=30.0):
     """Dispatches queue until done() is true; fails the test after timeout seconds."""
     assert queue.run_until(done, timeout), f"not done after {timeout} s"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """test_memory.py judges RSS growth across 10,000 loads: it runs first, before other
+    tests leave threads, event loops and freed-but-unreturned arenas behind in this process
+    (after the whole suite its measure swung from 0.1 to 4.7 MiB on the same loads)."""
+    items.sort(key=lambda item: 0 if item.fspath.basename == "test_memory.py" else 1)
