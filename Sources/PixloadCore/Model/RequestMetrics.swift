@@ -62,7 +62,7 @@ public struct RequestMetrics: Sendable, Equatable {
   /// The disk tier's lookups (original and decoded variant), from asking to the answer.
   public var diskReadMicroseconds: UInt64 = 0
   public var decodeMicroseconds: UInt64 = 0
-  /// Processors (none yet: 0).
+  /// The processor chain's steps (0 without processors).
   public var processMicroseconds: UInt64 = 0
   /// From the result posted to its queue to its callback starting.
   public var queueWaitMicroseconds: UInt64 = 0
