@@ -701,6 +701,8 @@ typedef void (*pxl_progress_callback)(pxl_token token, uint64_t received, uint64
 
 /* A preview of a request's image while its progressive JPEG downloads: the scans received
  * so far decoded in the request's size, mode, format and orientation, blurry at first.
+ * Since 0.5.0 also for a format whose registered codec decodes prefixes
+ * (PXL_CODEC_PROGRESSIVE: JPEG XL through libpixload-jxl, whose passes libjxl flushes).
  * Runs on the thread draining the request's queue, with the request's user_data; image is
  * borrowed for the call (pxl_image_retain keeps it). Since 0.3.0. */
 typedef void (*pxl_preview_callback)(pxl_token token, pxl_image *image, void *user_data);
@@ -755,7 +757,10 @@ typedef struct pxl_request {
                             rows arrive top to bottom; a half-drawn row is not a preview);
                             neither does an answer from the memory or disk cache. Requests
                             merged into one download each get their previews. Each costs a
-                            decode of the scans so far, on a decoder thread. */
+                            decode of the scans so far, on a decoder thread. Since
+                            0.5.0 a PXL_CODEC_PROGRESSIVE codec's format (JPEG XL) gets
+                            previews too, from the bytes so far, once its codec draws
+                            something from them. */
   int32_t preview_interval_ms; /* at most one preview per request per interval; default 250;
                             0: one per scan received */
   /* Since 0.5.0. */
@@ -1003,7 +1008,8 @@ typedef struct pxl_table_config {
   int32_t prefetch_priority; /* default PXL_PRIORITY_PREFETCH */
   /* Since 0.3.0. */
   int32_t previews;          /* 1 (default): a visible row whose image is a progressive JPEG
-                                gets previews as its scans arrive, through row_fn with
+                                (or, since 0.5.0, a format whose codec decodes prefixes:
+                                JPEG XL) gets previews as its scans arrive, through row_fn with
                                 result->preview 1, then its final call; never after the final
                                 call, never for a row that left the screen. 0: none. Tables
                                 made through 0.1.0's pxl_table_new symbol get none. */

@@ -37,13 +37,18 @@ extension ImageDecoder {
   }
 
   /// Whether a registered codec that decodes prefixes takes `data` (previews).
-  func codecDecodesPrefixes(_ data: [UInt8]) -> Bool {
+  public func decodesPrefixes(_ data: [UInt8]) -> Bool {
     guard let codecs, Self.sniff(data) == nil else { return false }
     return data.withUnsafeBufferPointer { bytes in
       guard let entry = codecs.acquire(for: bytes) else { return false }
       defer { codecs.release(entry) }
       return entry.codec.isProgressive
     }
+  }
+
+  public func decodePrefix(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
+    guard decodesPrefixes(data) else { return .failure(LoadError(.notFound, "no codec decodes this prefix")) }
+    return decodeWithCodec(data, variant: variant, maxPixels: maxPixels, partial: true)
   }
 
   static func error(_ failure: CodecFailure, codec: ExternalCodec) -> LoadError {

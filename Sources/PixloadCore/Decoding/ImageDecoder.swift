@@ -23,12 +23,25 @@ public protocol ImageDecoding: Sendable {
   /// the whole file would (each is decoded at 1/8 scale from its first scans); nil while
   /// more is needed, or when a variant needs the rest.
   func firstScansEnd(_ data: [UInt8], variants: [ImageVariant]) -> Int?
+  /// For previews of a format whose registered codec decodes prefixes
+  /// (PXL_CODEC_PROGRESSIVE, JPEG XL's module): whether `data`, a prefix of a download,
+  /// is one. Such a prefix has no scan boundaries to find: `decodePrefix` takes it whole.
+  func decodesPrefixes(_ data: [UInt8]) -> Bool
+  /// What such a codec draws from the prefix (PXL_CODEC_PARTIAL), in the variant's size;
+  /// `.notFound` while it holds nothing to show yet.
+  func decodePrefix(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError>
 }
 
 extension ImageDecoding {
   public func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64,
                      cancel: CancelFlag) -> Result<Image, LoadError> {
     decode(data, variant: variant, maxPixels: maxPixels)
+  }
+
+  public func decodesPrefixes(_ data: [UInt8]) -> Bool { false }
+
+  public func decodePrefix(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
+    .failure(LoadError(.notFound, "no codec decodes prefixes"))
   }
 
   public func previewPrefix(_ data: [UInt8]) -> (length: Int, scans: Int)? {

@@ -88,27 +88,48 @@ extension ImageLoader {
   /// A preview decode never runs for more scans than this (libjpeg's own scan limit).
   static let previewScanLimit = 500
 
-  /// Decodes the complete scans of a progressive JPEG received so far (`body`, a prefix of
-  /// the download) into each variant whose requesters want previews, and queues the
-  /// images to them. Baseline JPEGs and other formats get no preview: their rows arrive
-  /// top to bottom, and a half-drawn image is not what a list row should show.
+  /// Decodes what a download holds so far into each variant whose requesters want
+  /// previews, and queues the images to them: the complete scans of a progressive JPEG,
+  /// or the prefix itself when a registered codec decodes prefixes (JPEG XL's module
+  /// flushes the passes it has). Baseline JPEGs and other formats get no preview: their
+  /// rows arrive top to bottom, and a half-drawn image is not what a list row should show.
   private func previewDownload(_ download: DownloadTask, _ body: [UInt8]) {
-    guard let prefix = decoder.previewPrefix(body) else { return }
+    let source: PreviewSource
+    if let prefix = decoder.previewPrefix(body) {
+      source = .scans(prefix.length, count: prefix.scans)
+    } else if decoder.decodesPrefixes(body) {
+      source = .codecPrefix
+    } else {
+      return
+    }
     let targets: [(ImageVariant, [PendingRequest])] = lock.withLock {
-      guard downloads[download.key] === download, prefix.scans > download.previewScans else { return [] }
-      download.previewScans = prefix.scans
-      download.lastPreviewAt = monotonicNanoseconds()
+      guard downloads[download.key] === download else { return [] }
+      if case .scans(_, let count) = source {
+        guard count > download.previewScans else { return [] }
+        download.previewScans = count
+        download.lastPreviewAt = monotonicNanoseconds()
+      }
       return download.decodes.values.flatMap { tasksBelow($0, \.delivery.wantsPreview) }
     }
     guard !targets.isEmpty else { return }
-    let bytes = decoder.scansPrefix(body, length: prefix.length)
+    let bytes: [UInt8]
+    switch source {
+    case .scans(let length, _): bytes = decoder.scansPrefix(body, length: length)
+    case .codecPrefix: bytes = body
+    }
+    func decodeRoot(_ variant: ImageVariant) -> Image? {
+      switch source {
+      case .scans: return try? decoder.decode(bytes, variant: variant, maxPixels: configuration.maxPixels).get()
+      case .codecPrefix: return try? decoder.decodePrefix(bytes, variant: variant, maxPixels: configuration.maxPixels).get()
+      }
+    }
     // A processed variant's preview passes through its chain (a circular avatar's preview
     // is circular); one decode per decoded variant.
     var decoded: [ImageVariant: Image] = [:]
+    var previews: [(Image, [PendingRequest])] = []
     for (variant, previewers) in targets {
       let (root, steps) = ImageProcessing.lineage(of: variant)
-      guard let rootImage = decoded[root] ?? (try? decoder.decode(bytes, variant: root, maxPixels: configuration.maxPixels).get())
-      else { continue }
+      guard let rootImage = decoded[root] ?? decodeRoot(root) else { continue }
       decoded[root] = rootImage
       // A step that fails (a crop outside this image) gives no preview; the final result
       // reports the error.
@@ -118,8 +139,31 @@ extension ImageLoader {
         image.flatMap { try? ImageProcessing.apply(step, to: $0, owned: $0 !== rootImage, cancel: CancelFlag(),
                                                    maxPixels: configuration.maxPixels).get() }
       }
-      guard let image = processed else { continue }
-      for pending in previewers { pending.queue.preview(pending.delivery, image: image, scans: prefix.scans) }
+      if let image = processed { previews.append((image, previewers)) }
+    }
+    guard !previews.isEmpty else { return }
+    // A codec's prefix has no scan count: its previews are numbered as they are made (the
+    // queues want each one later than the last), and only a preview made counts for the
+    // interval, so a prefix that held nothing yet does not hold the first one back.
+    let scans: Int
+    switch source {
+    case .scans(_, let count): scans = count
+    case .codecPrefix:
+      scans = lock.withLock {
+        download.previewScans += 1
+        download.lastPreviewAt = monotonicNanoseconds()
+        return download.previewScans
+      }
+    }
+    for (image, previewers) in previews {
+      for pending in previewers { pending.queue.preview(pending.delivery, image: image, scans: scans) }
     }
   }
+}
+
+/// What a preview decodes: a progressive JPEG's complete scans (the prefix's length and
+/// how many scans it holds), or a prefix a registered codec takes whole.
+private enum PreviewSource {
+  case scans(Int, count: Int)
+  case codecPrefix
 }

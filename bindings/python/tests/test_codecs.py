@@ -6,6 +6,7 @@ import struct
 import pytest
 
 import pixload
+from conftest import drain
 
 W, H = 64, 48
 
@@ -164,3 +165,44 @@ def test_qoi_reference(files, tmp_path):
         loader.add_codec(QOI())
         image = loader.fetch_sync(url(theirs))
         assert image.tobytes() == rgba
+
+
+def test_jxl_previews(server, queue, tmp_path):
+    """A progressive JPEG XL through nginx's /slow/ (20 KB/s) gives previews through the
+    JPEG XL module (PXL_CODEC_PROGRESSIVE: libjxl flushes the passes it has), each the
+    final's size, blurry first, never after the final callback."""
+    import shutil
+    import subprocess
+    np = pytest.importorskip("numpy")
+    Image = pytest.importorskip("PIL.Image")
+    with pixload.Loader() as loader:
+        if "jxl" not in loader.formats():
+            pytest.skip("no JPEG XL module next to the library (make modules)")
+        if shutil.which("cjxl") is None:
+            pytest.skip("cjxl (libjxl-tools) is not installed")
+        # A photo-like source: smooth shapes and fine noise, so the passes differ.
+        y, x = np.mgrid[0:384, 0:512]
+        rng = np.random.default_rng(7)
+        rgb = np.stack([(x * 255 // 511), (y * 255 // 383), ((x + y) * 3) % 256], axis=-1).astype(np.int16)
+        rgb += rng.integers(-40, 40, size=rgb.shape, dtype=np.int16)
+        png = tmp_path / "source.png"
+        Image.fromarray(np.clip(rgb, 0, 255).astype(np.uint8)).save(png)
+        subprocess.run(["cjxl", str(png), str(server.www / "progressive.jxl"), "-p", "-d", "1"],
+                       check=True, capture_output=True)
+        previews, results = [], []
+        loader.load(server.url("slow/progressive.jxl", case="jxl-preview"), results.append, queue=queue,
+                    size=(256, 192), preview=lambda image: previews.append((image, bool(results))),
+                    preview_interval_ms=0)
+        drain(queue, lambda: results)
+    final = results[0]
+    assert final.ok, final.message
+    print(f"{len(previews)} previews of a {(server.www / 'progressive.jxl').stat().st_size}-byte JPEG XL")
+    assert previews, "no preview of a progressive JPEG XL"
+    assert all(image.size == final.image.size for image, _ in previews)
+    assert not any(after for _, after in previews)  # never after the final callback
+    want = np.frombuffer(final.image.tobytes(), dtype=np.uint8).astype(np.int16)
+    first = np.frombuffer(previews[0][0].tobytes(), dtype=np.uint8).astype(np.int16)
+    # A preview shows the image (not an empty canvas): close to the final on average.
+    assert np.abs(first - want).mean() < 40
+    last = np.frombuffer(previews[-1][0].tobytes(), dtype=np.uint8).astype(np.int16)
+    assert np.abs(last - want).mean() <= np.abs(first - want).mean()  # sharper as more arrives
