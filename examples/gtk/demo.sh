@@ -17,7 +17,7 @@ root=$(cd "$here/../.." && pwd)
 
 [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] || { echo "gtk-demo: no display (DISPLAY / WAYLAND_DISPLAY)" >&2; exit 1; }
 "$root/scripts/photos.sh" "$data" 300
-"$root/scripts/demo-formats.sh" "$data"  # WebP, AVIF and GIF rows among the photos
+"$root/scripts/demo-formats.sh" "$data"  # WebP, AVIF, GIF, JPEG XL, HEIC and SVG rows among the photos
 "$here/animated-data.sh" "$data"  # two animated GIF rows (1 and 3) on the first screen
 mkdir -p "$stage/bin"
 "$here/build.sh" "$stage" "$stage/bin/pixload-gtk"
@@ -31,6 +31,6 @@ state="$stage/gtk-demo-nginx"
 "$root/scripts/nginx.sh" start "$data" "$port" "$state"
 trap '"$root/scripts/nginx.sh" stop "$state"' EXIT
 
-echo "gtk-demo: $(wc -l < "$data/index-animated.txt") images (JPEG, PNG, WebP, AVIF, animated GIF) on http://127.0.0.1:$port/, 1,000 rows"
+echo "gtk-demo: $(wc -l < "$data/index-animated.txt") images (JPEG, PNG, WebP, AVIF, animated GIF, JPEG XL, HEIC, SVG) on http://127.0.0.1:$port/, 1,000 rows"
 "$stage/bin/pixload-gtk" --index "$data/index-animated.txt" --placeholders "$hashes" "$@" \
   "http://127.0.0.1:$port/"
