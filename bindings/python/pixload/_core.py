@@ -1040,8 +1040,9 @@ class Loader(_Handle):
         "fill", format="rgba8" | "rgba8-premul" | "bgra8-premul" | "rgb8" | "gray8",
         priority=int, cache_key=str, headers=[...], ignore_orientation / skip_memory_cache
         / reload / cache_only / no_color_management=True, progress=fn(received, expected) and
-        progress_interval_ms, preview=fn(image) (a progressive JPEG's scans so far, blurry
-        then sharper, before the callback; see pxl_request.preview) and
+        progress_interval_ms, preview=fn(image) (a progressive JPEG's scans so far, or a
+        JPEG XL's passes through its module, blurry then sharper, before the callback; see
+        pxl_request.preview) and
         preview_interval_ms. Returns a Request; raises PixloadError (and calls nobody)
         when the library refuses the request."""
         keep = []
@@ -1333,7 +1334,7 @@ class Table(_Handle):
     set_visible / set_row_count and must not call the table. on_row(row, result) runs
     for visible rows only: on the thread dispatching queue, or inside set_visible for rows
     already in memory; never with a cancellation. previews=True: a visible row whose
-    image is a progressive JPEG also gets on_row calls with result.preview True (blurry,
+    image is a progressive JPEG (or a JPEG XL, through its module) also gets on_row calls with result.preview True (blurry,
     then sharper) before its final one."""
 
     def __init__(self, loader, queue, row_count, request_for_row, on_row, *, prefetch_rows=None,

@@ -1,0 +1,133 @@
+"""The codec modules (HEIC, JPEG XL, SVG) downstream of their decode: processors, a
+table, the disk cache across two processes, thumbnails against the module's own
+full-size pixels. Files are made here with heif-enc, cjxl and an SVG written below, and
+served by the tests' nginx. Skipped when the library has no modules next to it or the
+encoders are missing (make modules; scripts/deps.sh installs the tools)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import pixload
+
+from conftest import drain
+
+np = pytest.importorskip("numpy")
+PILImage = pytest.importorskip("PIL.Image")
+
+SVG = """<svg xmlns="http://www.w3.org/2000/svg" width="240" height="180" viewBox="0 0 240 180">
+  <rect width="240" height="180" fill="#2060c0"/>
+  <circle cx="120" cy="90" r="70" fill="#f0c020"/>
+  <path d="M40 160 L120 20 L200 160 Z" fill="#c03040" fill-opacity="0.8"/>
+</svg>
+"""
+
+
+def photo_like(w, h, seed):
+    y, x = np.mgrid[0:h, 0:w]
+    rgb = np.stack([x * 255 // (w - 1), y * 255 // (h - 1), ((x + 2 * y) * 2) % 256], axis=-1).astype(np.int16)
+    rgb += np.random.default_rng(seed).integers(-20, 20, size=rgb.shape, dtype=np.int16)
+    return PILImage.fromarray(np.clip(rgb, 0, 255).astype(np.uint8))
+
+
+@pytest.fixture(scope="module")
+def module_files(server, tmp_path_factory):
+    """{format: served path} for the formats whose module the library has and whose
+    encoder is here."""
+    with pixload.Loader() as probe:
+        formats = probe.formats()
+    work = tmp_path_factory.mktemp("modules")
+    source = work / "source.png"
+    photo_like(320, 240, 3).save(source)
+    made = {}
+    if "heic" in formats and shutil.which("heif-enc"):
+        subprocess.run(["heif-enc", "-q", "80", str(source), "-o", str(server.www / "m.heic")],
+                       check=True, capture_output=True)
+        made["heic"] = "m.heic"
+    if "jxl" in formats and shutil.which("cjxl"):
+        subprocess.run(["cjxl", str(source), str(server.www / "m.jxl"), "-d", "1"], check=True, capture_output=True)
+        made["jxl"] = "m.jxl"
+    if "svg" in formats:
+        (server.www / "m.svg").write_text(SVG)
+        made["svg"] = "m.svg"
+    print(f"module files: {made}")
+    if not made:
+        pytest.skip("no codec module next to the library (make modules), or no encoders")
+    return made
+
+
+def pixels(image):
+    return np.frombuffer(image.tobytes(), dtype=np.uint8).reshape(image.height, image.width, 4).astype(np.int16)
+
+
+def test_thumbnail_matches_own_full_size(server, module_files, tmp_path):
+    """A raster module's thumbnail is its full-size pixels through our resampler: the same
+    as the same pixels loaded from a PNG. (An SVG is drawn at the size asked instead.)"""
+    with pixload.Loader() as loader:
+        for fmt, path in module_files.items():
+            full = loader.fetch_sync(server.url(path, case="full"), no_color_management=True)
+            png = tmp_path / f"{fmt}.png"
+            full.to_pil().save(png)
+            (server.www / f"{fmt}-as.png").write_bytes(png.read_bytes())
+            for size, mode in [((96, 96), "fit"), ((64, 40), "fill")]:
+                ours = loader.fetch_sync(server.url(path, case="thumb"), size=size, mode=mode, no_color_management=True)
+                assert ours.size == loader.fetch_sync(server.url(f"{fmt}-as.png"), size=size, mode=mode).size
+                if fmt == "svg":
+                    continue
+                same = loader.fetch_sync(server.url(f"{fmt}-as.png", case="thumb"), size=size, mode=mode)
+                assert ours.tobytes() == same.tobytes(), f"{fmt} {size} {mode}"
+
+
+def test_processors_on_module_formats(server, module_files):
+    """circle and grayscale after a module's decode: the corners outside the disc are
+    transparent, the centre opaque, every pixel gray."""
+    with pixload.Loader() as loader:
+        for fmt, path in module_files.items():
+            image = loader.fetch_sync(server.url(path, case="proc"), size=(80, 80), mode="fill",
+                                      process=[pixload.Circle(), pixload.Grayscale()])
+            px = pixels(image)
+            assert image.size == (80, 80)
+            assert px[0, 0, 3] == 0 and px[79, 79, 3] == 0, fmt
+            assert px[40, 40, 3] == 255, fmt
+            assert (px[..., 0] == px[..., 1]).all() and (px[..., 1] == px[..., 2]).all(), fmt
+
+
+def test_table_of_module_formats(server, module_files, queue):
+    urls = [server.url(path, case="table") for path in module_files.values()]
+    results = {}
+    with pixload.Loader() as loader, \
+            pixload.Table(loader, queue, len(urls), lambda row: urls[row],
+                          lambda row, result: results.__setitem__(row, result), size=(48, 48), mode="fill") as table:
+        table.set_visible(0, len(urls), +1)
+        drain(queue, lambda: len(results) == len(urls))
+        for row, result in results.items():
+            assert result.ok, f"{urls[row]}: {result.message}"
+            assert result.image.size == (48, 48)
+            again = loader.fetch_sync(urls[row], size=(48, 48), mode="fill", skip_memory_cache=True)
+            assert again.tobytes() == result.image.tobytes()
+
+
+def test_disk_cache_across_processes(server, module_files, tmp_path):
+    """One process loads and stores (original and thumbnail variant); a second, with a
+    fresh loader on the same directory, is answered from disk with the same pixels."""
+    cache = tmp_path / "cache"
+    script = (
+        "import sys, pixload\n"
+        "with pixload.Loader(disk_cache_dir=sys.argv[1], disk_cache_bytes=32 << 20) as loader:\n"
+        "    for url in sys.argv[2:]:\n"
+        "        image = loader.fetch_sync(url, size=(72, 72))\n"
+        "        sys.stdout.write(image.tobytes().hex() + '\\n')\n")
+    urls = [server.url(path, case="disk") for path in module_files.values()]
+    first = subprocess.run([sys.executable, "-c", script, str(cache), *urls], check=True, capture_output=True,
+                           text=True, env=os.environ).stdout.split()
+    assert len(first) == len(urls)
+    with pixload.Loader(disk_cache_dir=str(cache), disk_cache_bytes=32 << 20) as loader, pixload.Queue() as q:
+        results = []
+        for url in urls:
+            loader.load(url, results.append, queue=q, size=(72, 72))
+        drain(q, lambda: len(results) == len(urls))
+    assert all(r.ok for r in results)
+    assert {r.source for r in results} == {pixload.Source.DISK}
+    assert sorted(r.image.tobytes().hex() for r in results) == sorted(first)
