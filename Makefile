@@ -29,7 +29,8 @@
 #   make test-qt, bench-qt   the PySide6 gallery (examples/qt) offscreen: its scripted
 #                   session checked cell by cell; the UI thread's time inside pixload per frame
 #   make modules, test-modules   the HEIC, JPEG XL and SVG codec modules (codecs/) and
-#                   their conformance against heif-convert, djxl and rsvg-convert
+#                   their conformance against heif-convert, djxl and rsvg-convert, and all
+#                   eight orientations of HEIC (irot/imir) and JPEG XL (Tests/modules/orientation.py)
 #   make bench-processors, bench-placeholder   processor and BlurHash/ThumbHash costs
 #   make docs       build/docs/index.html: the C reference rendered from pixload.h (an
 #                   undocumented declaration fails it), the Python API (pdoc, from PyPI in
@@ -250,6 +251,7 @@ test-swift:
 # their limits, and each module hidden in turn (Tests/modules/conformance.py).
 test-modules: all
 	python3 Tests/modules/conformance.py $(STAGE)
+	python3 Tests/modules/orientation.py $(STAGE)
 
 # The core's threads under ThreadSanitizer (its own scratch folder: other flags; shared
 # with scripts/check-sanitizer.sh tsan, so the same dynamically linked Swift runtime).

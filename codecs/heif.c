@@ -7,7 +7,8 @@
  * - Orientation: irot/imir as libheif applies them while decoding; an EXIF orientation
  *   inside the file is not applied on top (the header says 1). PXL_CODEC_KEEP_ORIENTATION
  *   (PXL_FLAG_IGNORE_ORIENTATION) decodes with ignore_transformations and reports the
- *   stored (ispe) size.
+ *   stored (ispe) size, turned back where libheif 1.15's writer stored the turned one
+ *   (handle_size).
  * - RGBA8 straight (heif_chroma_interleaved_RGBA: 10-bit is reduced to 8 by libheif),
  *   alpha from the alpha auxiliary image; the ICC profile (prof/rICC) or nclx code points
  *   to the library's colour stage.
@@ -44,13 +45,94 @@ static int32_t heif_sniff(const uint8_t *data, size_t size, void *user_data) {
 struct heif_file {
   struct heif_context *context;
   struct heif_image_handle *primary;
+  heif_item_id primary_id;
+  const uint8_t *data;  /* the file, for what libheif 1.15 does not tell (irot) */
+  size_t size;
 };
+
+/* ISO-BMFF box walking, bounded by the data: the next box in [*at, end), its type and
+ * payload; 0 when none is left or it does not fit. */
+static int next_box(const uint8_t *data, size_t *at, size_t end, char type[4], size_t *payload, size_t *payload_end) {
+  if (*at + 8 > end) return 0;
+  const uint8_t *p = data + *at;
+  uint64_t box = (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
+  size_t header = 8;
+  if (box == 1) {
+    if (*at + 16 > end) return 0;
+    box = 0;
+    for (int i = 8; i < 16; i++) box = box << 8 | p[i];
+    header = 16;
+  } else if (box == 0) {
+    box = end - *at;
+  }
+  if (box < header || box > end - *at) return 0;
+  memcpy(type, p + 4, 4);
+  *payload = *at + header;
+  *payload_end = *at + (size_t)box;
+  *at = *payload_end;
+  return 1;
+}
+
+/* The payload of the first box of `type` in [from, end), or 0. */
+static int find_box(const uint8_t *data, size_t from, size_t end, const char *type, size_t *payload, size_t *payload_end) {
+  char t[4];
+  size_t at = from;
+  while (next_box(data, &at, end, t, payload, payload_end))
+    if (memcmp(t, type, 4) == 0) return 1;
+  return 0;
+}
+
+static uint32_t read_be(const uint8_t *p, int bytes) {
+  uint32_t v = 0;
+  for (int i = 0; i < bytes; i++) v = v << 8 | p[i];
+  return v;
+}
+
+/* Whether item `id` has an irot of 90 or 270 degrees among its properties (meta > iprp >
+ * ipco, associated in ipma). libheif 1.15 has no call for it, and needs asking: see
+ * handle_size. A file it cannot walk says no. */
+static int turns_sideways(const uint8_t *data, size_t size, heif_item_id id) {
+  size_t meta, meta_end, iprp, iprp_end, ipco, ipco_end, ipma, ipma_end;
+  if (!find_box(data, 0, size, "meta", &meta, &meta_end) || meta + 4 > meta_end ||
+      !find_box(data, meta + 4, meta_end, "iprp", &iprp, &iprp_end) ||
+      !find_box(data, iprp, iprp_end, "ipco", &ipco, &ipco_end) ||
+      !find_box(data, iprp, iprp_end, "ipma", &ipma, &ipma_end))
+    return 0;
+  /* The 1-based indices (up to 32767, ipma's widest) of the sideways irot properties. */
+  uint8_t sideways[32768 / 8] = {0};
+  char type[4];
+  size_t at = ipco, payload, payload_end;
+  for (uint32_t index = 1; index < 32768 && next_box(data, &at, ipco_end, type, &payload, &payload_end); index++)
+    if (memcmp(type, "irot", 4) == 0 && payload < payload_end && (data[payload] & 1))
+      sideways[index / 8] |= (uint8_t)(1u << (index % 8));
+  if (ipma + 8 > ipma_end) return 0;
+  int version = data[ipma], wide_index = data[ipma + 3] & 1;
+  uint32_t entries = read_be(data + ipma + 4, 4);
+  size_t p = ipma + 8;
+  for (uint32_t e = 0; e < entries; e++) {
+    int id_bytes = version < 1 ? 2 : 4;
+    if (p + (size_t)id_bytes + 1 > ipma_end) return 0;
+    uint32_t item = read_be(data + p, id_bytes);
+    unsigned count = data[p + (size_t)id_bytes];
+    p += (size_t)id_bytes + 1;
+    size_t each = wide_index ? 2 : 1;
+    if (p + count * each > ipma_end) return 0;
+    for (unsigned i = 0; i < count; i++, p += each) {
+      uint32_t index = wide_index ? read_be(data + p, 2) & 0x7fff : data[p] & 0x7fu;
+      if (item == id && (sideways[index / 8] >> (index % 8) & 1)) return 1;
+    }
+  }
+  return 0;
+}
 
 static pxl_status open_heif(const uint8_t *data, size_t size, struct heif_file *file, char *message, size_t cap) {
   file->context = heif_context_alloc();
   file->primary = NULL;
   if (!file->context) return PXL_E_NO_MEMORY;
+  file->data = data;
+  file->size = size;
   struct heif_error error = heif_context_read_from_memory_without_copy(file->context, data, size, NULL);
+  if (error.code == heif_error_Ok) error = heif_context_get_primary_image_ID(file->context, &file->primary_id);
   if (error.code == heif_error_Ok) error = heif_context_get_primary_image_handle(file->context, &file->primary);
   if (error.code != heif_error_Ok) {
     heif_context_free(file->context);
@@ -67,11 +149,23 @@ static void close_heif(struct heif_file *file) {
   if (file->context) heif_context_free(file->context);
 }
 
-/* The size an image handle decodes to. */
-static void handle_size(const struct heif_image_handle *handle, uint32_t flags, int32_t *w, int32_t *h) {
+/* The size image `id` (its handle) decodes to. Oriented: libheif's size. Kept as stored
+ * (ignore_transformations): the ispe box's, which the format defines as the size before
+ * irot, and which libheif then turns for a sideways irot. libheif 1.15's own writer
+ * breaks that rule: it writes the turned size into ispe, and the irot before it, where
+ * its reader does not turn it. So a sideways item whose ispe equals libheif's
+ * (turned) size holds the turned size: turned back, it is the stored one. */
+static void handle_size(const struct heif_file *file, const struct heif_image_handle *handle, heif_item_id id,
+                        uint32_t flags, int32_t *w, int32_t *h) {
   if (flags & PXL_CODEC_KEEP_ORIENTATION) {
     *w = heif_image_handle_get_ispe_width(handle);
     *h = heif_image_handle_get_ispe_height(handle);
+    if (*w != *h && *w == heif_image_handle_get_width(handle) && *h == heif_image_handle_get_height(handle) &&
+        turns_sideways(file->data, file->size, id)) {
+      int32_t t = *w;
+      *w = *h;
+      *h = t;
+    }
   } else {
     *w = heif_image_handle_get_width(handle);
     *h = heif_image_handle_get_height(handle);
@@ -84,7 +178,7 @@ static pxl_status heif_header(const uint8_t *data, size_t size, pxl_codec_header
   struct heif_file file;
   pxl_status status = open_heif(data, size, &file, message, cap);
   if (status != PXL_OK) return status;
-  handle_size(file.primary, header->flags, &header->width, &header->height);
+  handle_size(&file, file.primary, file.primary_id, header->flags, &header->width, &header->height);
   header->has_alpha = heif_image_handle_has_alpha_channel(file.primary) != 0;
   enum heif_color_profile_type type = heif_image_handle_get_color_profile_type(file.primary);
   if (type == heif_color_profile_type_prof || type == heif_color_profile_type_rICC) {
@@ -117,8 +211,9 @@ static pxl_status heif_icc(const uint8_t *data, size_t size, uint8_t *icc, size_
 
 /* The smallest thumbnail at least want_w x want_h (in the decode's orientation), retained;
  * NULL when none covers it. */
-static struct heif_image_handle *covering_thumbnail(const struct heif_image_handle *primary, uint32_t flags,
+static struct heif_image_handle *covering_thumbnail(const struct heif_file *file, uint32_t flags,
                                                     int32_t want_w, int32_t want_h, int32_t *w, int32_t *h) {
+  const struct heif_image_handle *primary = file->primary;
   int count = heif_image_handle_get_number_of_thumbnails(primary);
   if (count <= 0) return NULL;
   heif_item_id ids[16];
@@ -128,7 +223,7 @@ static struct heif_image_handle *covering_thumbnail(const struct heif_image_hand
     struct heif_image_handle *thumb = NULL;
     if (heif_image_handle_get_thumbnail(primary, ids[i], &thumb).code != heif_error_Ok) continue;
     int32_t tw, th;
-    handle_size(thumb, flags, &tw, &th);
+    handle_size(file, thumb, ids[i], flags, &tw, &th);
     if (tw >= want_w && th >= want_h && (!best || (int64_t)tw * th < (int64_t)*w * *h)) {
       if (best) heif_image_handle_release(best);
       best = thumb;
@@ -148,13 +243,13 @@ static pxl_status heif_choose(const uint8_t *data, size_t size, uint32_t flags, 
   pxl_status status = open_heif(data, size, &file, message, sizeof message);
   if (status != PXL_OK) return status;
   int32_t tw = 0, th = 0;
-  struct heif_image_handle *thumb = covering_thumbnail(file.primary, flags, *w, *h, &tw, &th);
+  struct heif_image_handle *thumb = covering_thumbnail(&file, flags, *w, *h, &tw, &th);
   if (thumb) {
     *w = tw;
     *h = th;
     heif_image_handle_release(thumb);
   } else {
-    handle_size(file.primary, flags, w, h);
+    handle_size(&file, file.primary, file.primary_id, flags, w, h);
   }
   close_heif(&file);
   return PXL_OK;
@@ -168,10 +263,10 @@ static pxl_status heif_decode_fn(const uint8_t *data, size_t size, pxl_codec_tar
   if (status != PXL_OK) return status;
   struct heif_image_handle *handle = file.primary;
   int32_t w, h;
-  handle_size(handle, target->flags, &w, &h);
+  handle_size(&file, handle, file.primary_id, target->flags, &w, &h);
   struct heif_image_handle *thumb = NULL;
   if (w != target->width || h != target->height) {
-    thumb = covering_thumbnail(file.primary, target->flags, target->width, target->height, &w, &h);
+    thumb = covering_thumbnail(&file, target->flags, target->width, target->height, &w, &h);
     if (!thumb || w != target->width || h != target->height) {
       if (thumb) heif_image_handle_release(thumb);
       close_heif(&file);
