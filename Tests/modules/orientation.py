@@ -8,13 +8,16 @@ pixload's output equals the pattern turned as EXIF orientation N turns it (Pillo
 exif_transpose: the independent reference), equals the format's own tool (heif-convert,
 djxl: both apply the orientation), and with --no-orientation (PXL_FLAG_IGNORE_ORIENTATION)
 is the pattern as stored. A 24x24 FILL thumbnail of orientation 6 is checked the same way,
-so the size plan sees the turned sides. Prints one line per check and "N passed, N failed".
+so the size plan sees the turned sides. Also: an EXIF orientation inside a HEIF is not applied
+on top, and a 10-bit HEIC comes out as heif-convert's pixels in 8 bits. Prints one line per check and "N passed, N failed".
 """
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 from PIL import Image, ImageOps
 
@@ -102,6 +105,47 @@ for fmt in ["heic", "jxl"]:
                                      for p in probes)
     check(same, f"{fmt} orientation 6, 24x24 fill: quadrants where the turned image has them "
                 f"{[thumb.getpixel(p) for p in probes] if thumb else why}")
+
+# An EXIF orientation inside a HEIF is not applied on top of irot/imir: heif-enc copies a
+# JPEG's EXIF (orientation 6 here) into the file and writes no irot; the image stays as stored.
+jpeg = os.path.join(work, "exif6.jpg")
+exif = Image.Exif()
+exif[0x0112] = 6
+source.save(jpeg, exif=exif.tobytes(), quality=95)
+heic = os.path.join(work, "exif6.heic")
+r = run("heif-enc", "-q", "90", jpeg, "-o", heic)
+got, why = fetch(heic) if r.returncode == 0 else (None, r.stdout[-200:])
+# Lossy twice (JPEG, then HEVC): the colours at the quadrants' centres tell the turn.
+centres = [(12, 8), (36, 8), (12, 24), (36, 24)]
+colours = [got.getpixel(c) for c in centres] if got is not None and got.size == source.size else None
+check(colours is not None and all(max(abs(a - b) for a, b in zip(c, source.getpixel(p))) <= 16
+                                  for c, p in zip(colours, centres)),
+      f"heic with EXIF orientation 6 and no irot: as stored, {got.size if got else why} {colours}")
+
+
+def write_png16(path, width, height, pixel):
+    """A 16-bit RGB PNG (Pillow writes none): pixel(x, y) -> (r, g, b) in 0..65535."""
+    raw = b"".join(b"\0" + b"".join(struct.pack(">3H", *pixel(x, y)) for x in range(width)) for y in range(height))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 16, 2, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+# 10 bits per sample (heif-enc -b 10 from a 16-bit PNG) reduced to 8: against heif-convert's
+# 16-bit output read to 8 bits by Pillow, within 1 level.
+deep = os.path.join(work, "deep.png")
+write_png16(deep, 128, 64, lambda x, y: (x * 65535 // 127, y * 65535 // 63, (x * y * 97) % 65536))
+heic = os.path.join(work, "deep.heic")
+ref = os.path.join(work, "deep-ref.png")
+r = run("heif-enc", "-b", "10", "-q", "90", deep, "-o", heic)
+r2 = run("heif-convert", heic, ref) if r.returncode == 0 else r
+got, why = fetch(heic)
+theirs = Image.open(ref).convert("RGB") if r2.returncode == 0 and os.path.exists(ref) else None
+d = max_difference(got, theirs)
+check(d <= 1, f"heic 10-bit: max difference {d} from heif-convert's 16 bits read as 8 {why}")
 
 shutil.rmtree(work, ignore_errors=True)
 print(f"{passed} passed, {failed} failed")
