@@ -8,7 +8,9 @@
  *   viewBox's size; without either PXL_SVG_DEFAULT_W x PXL_SVG_DEFAULT_H (300x150, the
  *   size HTML gives a replaced element without one). Rounded up, at least 1.
  * - Rendered at the size the library asks (choose_size returns it unchanged), never
- *   drawn small and scaled up; the library's max_pixels check meets the intrinsic size.
+ *   drawn small and scaled up; PXL_CODEC_SCALABLE: a request larger than the intrinsic
+ *   size is drawn at the size it asks (FIT/FILL on the intrinsic aspect), within
+ *   max_pixels; the library's max_pixels check meets the intrinsic size first.
  * - No external resources: the document is parsed from memory with no base file, so
  *   librsvg resolves no reference (file://, http(s)://, relative): only data: URLs load.
  * - librsvg cannot interrupt a render, so hostile input is bounded before rendering:
@@ -204,7 +206,7 @@ PXL_MODULE_EXPORT pxl_status pxl_codec_module_register(pxl_loader *loader) {
   pxl_codec_init(&codec);
   codec.id = "svg";
   codec.version = version;
-  codec.flags = PXL_CODEC_PREMULTIPLIED;
+  codec.flags = PXL_CODEC_PREMULTIPLIED | PXL_CODEC_SCALABLE;
   codec.sniff = svg_sniff;
   codec.read_header = svg_header;
   codec.choose_size = svg_choose;

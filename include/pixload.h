@@ -1138,6 +1138,11 @@ PXL_API void pxl_table_free(pxl_table *table);
 #define PXL_CODEC_PREMULTIPLIED 0x1u  /* decode writes premultiplied alpha (else straight) */
 #define PXL_CODEC_PROGRESSIVE 0x2u    /* decode accepts a prefix of the file (PXL_CODEC_PARTIAL)
                                           and draws what it has: previews while downloading */
+#define PXL_CODEC_SCALABLE 0x4u       /* decode draws at any size, also above the header's (a
+                                          vector format): a request larger than the header's
+                                          size is drawn at the size it asks (FIT or FILL on
+                                          the header's aspect), within max_pixels, where a
+                                          raster image is never enlarged */
 
 /* Bits of pxl_codec_header.flags and pxl_codec_target.flags, set by the library. */
 #define PXL_CODEC_KEEP_ORIENTATION 0x1u /* the request has PXL_FLAG_IGNORE_ORIENTATION: a
@@ -1230,7 +1235,7 @@ typedef struct pxl_codec {
    * bytes, into icc. */
   pxl_codec_read_icc_fn read_icc;  /* optional (above) */
   /* Optional: the library would like the whole image at *width x *height (never more than
-   * the header's size); the codec sets the size it will draw instead: exactly that (a
+   * the header's size, or for PXL_CODEC_SCALABLE the size the request enlarges it to); the codec sets the size it will draw instead: exactly that (a
    * vector format), something larger that is cheaper than the full size (an embedded
    * thumbnail), or the header's size. The library resamples whatever it gets. Without it
    * decode always draws the header's size. */

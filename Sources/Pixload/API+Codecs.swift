@@ -97,6 +97,7 @@ private final class CCodec: ExternalCodec, @unchecked Sendable {
 
   var writesPremultiplied: Bool { c.flags & UInt32(PXL_CODEC_PREMULTIPLIED) != 0 }
   var isProgressive: Bool { c.flags & UInt32(PXL_CODEC_PROGRESSIVE) != 0 }
+  var isScalable: Bool { c.flags & UInt32(PXL_CODEC_SCALABLE) != 0 }
   var decodesFrames: Bool { c.decode_frames != nil }
 
   private func flags(keepOrientation: Bool, partial: Bool = false) -> UInt32 {

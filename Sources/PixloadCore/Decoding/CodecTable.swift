@@ -16,6 +16,8 @@ public protocol ExternalCodec: AnyObject, Sendable {
   var isProgressive: Bool { get }
   /// decodeFrames gives every frame of an animation; false: the first frame only.
   var decodesFrames: Bool { get }
+  /// decode draws at any size, also above the header's (a vector format).
+  var isScalable: Bool { get }
   func sniff(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool
   func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure>
   /// The ICC profile of `size` bytes the header announced; nil when it cannot be read.

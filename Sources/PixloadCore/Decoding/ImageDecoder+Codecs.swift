@@ -63,7 +63,7 @@ extension ImageDecoder {
                              maxPixels: UInt64, cancel: UnsafePointer<Int32>,
                              partial: Bool) -> Result<Image, LoadError> {
     let keepOrientation = !variant.appliesOrientation
-    let header: CodecHeader
+    var header: CodecHeader
     switch codec.readHeader(bytes, keepOrientation: keepOrientation) {
     case .failure(let failure): return .failure(error(failure, codec: codec))
     case .success(let read): header = read
@@ -77,6 +77,11 @@ extension ImageDecoder {
                                 "\(codec.id): \(header.width)x\(header.height) exceeds the limit of \(maxPixels) pixels"))
     }
     let orientation = variant.appliesOrientation ? Orientation(exif: header.orientation) : .up
+    if codec.isScalable, let enlarged = Self.enlarged(header, orientation: orientation, to: variant, maxPixels: maxPixels) {
+      // A vector drawn at the size asked: the plan starts from there, as if it were the
+      // image's own size (the codec is never asked for less and scaled up).
+      (header.width, header.height) = enlarged
+    }
     let plan = SizePlan(sourceWidth: header.width, sourceHeight: header.height, orientation: orientation,
                         targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
     let (conversion, colorWarning) = variant.managesColor ? colorConversion(bytes, codec: codec, header: header)
@@ -127,6 +132,33 @@ extension ImageDecoder {
                       warning: collector.warning)
     image.sourceFrameCount = header.frameCount
     return .success(image)
+  }
+
+  /// A scalable codec's size (stored orientation) enlarged so that the displayed image meets
+  /// the variant's target as its mode does (FIT: inside it, one side equal; FILL: covering
+  /// it), capped at maxPixels; nil when the target asks for no more than the header's size.
+  static func enlarged(_ header: CodecHeader, orientation: Orientation, to variant: ImageVariant,
+                       maxPixels: UInt64) -> (width: Int, height: Int)? {
+    let (shownWidth, shownHeight) = orientation.swapsAxes ? (header.height, header.width) : (header.width, header.height)
+    let byWidth = variant.width > 0 ? Double(variant.width) / Double(shownWidth) : nil
+    let byHeight = variant.height > 0 ? Double(variant.height) / Double(shownHeight) : nil
+    var scale: Double
+    switch (byWidth, byHeight) {
+    case let (w?, h?): scale = variant.mode == .fill ? max(w, h) : min(w, h)
+    case let (w?, nil): scale = w
+    case let (nil, h?): scale = h
+    case (nil, nil): return nil
+    }
+    let pixels = Double(header.width) * Double(header.height)
+    scale = min(scale, (Double(maxPixels) / pixels).squareRoot())
+    guard scale > 1 else { return nil }
+    var width = max(1, Int((Double(header.width) * scale).rounded()))
+    var height = max(1, Int((Double(header.height) * scale).rounded()))
+    // Rounding may tip the product over the cap: step down a pixel until it fits.
+    while UInt64(width) * UInt64(height) > maxPixels && width > 1 && height > 1 {
+      if width >= height { width -= 1 } else { height -= 1 }
+    }
+    return (width, height)
   }
 
   /// Every frame through the collector, or nil to deliver the first as a still (over the

@@ -23,6 +23,7 @@ from . import _ffi
 from ._ffi import lib
 
 PXL_CODEC_PREMULTIPLIED = 0x1
+PXL_CODEC_SCALABLE = 0x4
 PXL_CODEC_KEEP_ORIENTATION = 0x1
 c_status = ctypes.c_uint32
 _u8p = ctypes.POINTER(ctypes.c_uint8)
@@ -100,10 +101,13 @@ class CodecError(Exception):
 class Codec:
     """Subclass and set `id` ([a-z0-9_-], 1..31 characters) and `version` (recorded with
     the thumbnails it makes in the disk cache: another version decodes them anew); `premultiplied = True` if decode writes
-    premultiplied alpha."""
+    premultiplied alpha; `scalable = True` if decode draws at any size (a vector format: a
+    request larger than the header's size then gets a target of the size it asks;
+    PXL_CODEC_SCALABLE)."""
     id = None
     version = "1"
     premultiplied = False
+    scalable = False
 
     def sniff(self, head):
         """Whether `head` (the file's first bytes, up to 4096) is this codec's."""
@@ -196,7 +200,7 @@ def add_codec(loader_ptr, codec):
     callbacks = (sniff_fn(sniff), header_fn(read_header), decode_fn(decode))
     destroyer = destroy_fn(destroy)
     c.id, c.version = ident, version
-    c.flags = PXL_CODEC_PREMULTIPLIED if codec.premultiplied else 0
+    c.flags = (PXL_CODEC_PREMULTIPLIED if codec.premultiplied else 0) | (PXL_CODEC_SCALABLE if codec.scalable else 0)
     c.sniff, c.read_header, c.decode = callbacks
     c.destroy = destroyer
     with _lock:

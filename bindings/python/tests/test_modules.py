@@ -131,3 +131,19 @@ def test_disk_cache_across_processes(server, module_files, tmp_path):
     assert all(r.ok for r in results)
     assert {r.source for r in results} == {pixload.Source.DISK}
     assert sorted(r.image.tobytes().hex() for r in results) == sorted(first)
+
+
+def test_svg_drawn_larger_than_intrinsic(server, module_files, tmp_path):
+    """A vector asked for more than its intrinsic 240x180 is drawn at that size (FIT on its
+    aspect), not drawn small and scaled up: the same pixels as rsvg-convert at 480x360."""
+    if "svg" not in module_files or not shutil.which("rsvg-convert"):
+        pytest.skip("no SVG module or no rsvg-convert")
+    with pixload.Loader() as loader:
+        image = loader.fetch_sync(server.url("m.svg", case="large"), size=(480, 480), no_color_management=True)
+        assert image.size == (480, 360)
+        filled = loader.fetch_sync(server.url("m.svg", case="large"), size=(600, 300), mode="fill")
+        assert filled.size == (600, 300)
+    ref = tmp_path / "ref.png"
+    subprocess.run(["rsvg-convert", "-w", "480", "-h", "360", "-o", str(ref), str(server.www / "m.svg")], check=True)
+    theirs = np.asarray(PILImage.open(ref).convert("RGBA"), dtype=np.int16)
+    assert np.abs(pixels(image) - theirs).max() <= 1

@@ -99,6 +99,12 @@ pub trait Codec: Send + Sync + 'static {
     fn premultiplied(&self) -> bool {
         false
     }
+    /// `decode` draws at any size (a vector format): a request larger than the header's
+    /// size has `target` at the size it asks (PXL_CODEC_SCALABLE; default: false, a raster
+    /// image is never enlarged).
+    fn scalable(&self) -> bool {
+        false
+    }
     /// Whether the file is this codec's, from its first bytes (at most 4096). Cheap.
     fn sniff(&self, head: &[u8]) -> bool;
     /// The header of the whole file `data`: cheap, no pixels.
@@ -117,7 +123,8 @@ impl Loader {
     pub fn add_codec<C: Codec>(&self, codec: C) -> Result<(), Error> {
         let id = c_string("a codec id", codec.id())?;
         let version = c_string("a codec version", codec.version())?;
-        let premultiplied = codec.premultiplied();
+        let flags = if codec.premultiplied() { sys::PXL_CODEC_PREMULTIPLIED } else { 0 }
+            | if codec.scalable() { sys::PXL_CODEC_SCALABLE } else { 0 };
         let mut raw = std::mem::MaybeUninit::<sys::pxl_codec>::zeroed();
         // SAFETY: fills the whole struct (zeros, struct_size = its size).
         let mut raw = unsafe {
@@ -127,7 +134,7 @@ impl Loader {
         let user_data = Box::into_raw(Box::new(Box::new(codec) as Boxed));
         raw.id = id.as_ptr();
         raw.version = version.as_ptr();
-        raw.flags = if premultiplied { sys::PXL_CODEC_PREMULTIPLIED } else { 0 };
+        raw.flags = flags;
         raw.user_data = user_data as *mut c_void;
         raw.sniff = Some(on_sniff);
         raw.read_header = Some(on_read_header);

@@ -292,6 +292,7 @@ pub struct pxl_table_stats {
 // Codecs (since 0.5.0).
 pub const PXL_CODEC_PREMULTIPLIED: u32 = 0x1;
 pub const PXL_CODEC_PROGRESSIVE: u32 = 0x2;
+pub const PXL_CODEC_SCALABLE: u32 = 0x4;
 pub const PXL_CODEC_KEEP_ORIENTATION: u32 = 0x1;
 pub const PXL_CODEC_PARTIAL: u32 = 0x2;
 pub const PXL_CODEC_SNIFF_BYTES: u32 = 4096;

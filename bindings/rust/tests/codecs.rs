@@ -305,3 +305,37 @@ fn a_panicking_codec_fails_the_request() {
     assert!(pixload::caught_panics() > before);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The codec modules next to the library (make modules), as a Rust program finds them: an
+/// SVG drawn at the size asked (a vector is not decoded small and scaled up), and a format
+/// whose module is hidden failing with the package to install. Skipped (with a line saying
+/// so) when the library under test has no modules beside it.
+#[test]
+fn svg_module() {
+    let loader = Loader::builder().allowed_schemes(scheme::FILE).build().unwrap();
+    if !loader.formats().iter().any(|f| f == "svg") {
+        eprintln!("svg_module: skipped, no libpixload-svg next to the library (make modules)");
+        return;
+    }
+    let dir = work_dir("svg");
+    let svg = dir.join("a.svg");
+    // 40x20 user units: left half red, right half blue.
+    std::fs::write(
+        &svg,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20" viewBox="0 0 40 20"><rect width="20" height="20" fill="#ff0000"/><rect x="20" width="20" height="20" fill="#0000ff"/></svg>"##,
+    )
+    .unwrap();
+    let image = loader.fetch(&Request::new(url(&svg)).size(400, 400)).unwrap();
+    assert_eq!((image.width(), image.height()), (400, 200), "FIT on the intrinsic 40x20, drawn at 400x200");
+    let px = |x: usize, y: usize| &image.pixels()[(y * image.stride() + x * 4)..][..4];
+    assert_eq!(px(10, 100), [255, 0, 0, 255]);
+    assert_eq!(px(390, 100), [0, 0, 255, 255]);
+    // Drawn, not scaled up: the edge between the halves is sharp at 400 px wide.
+    assert_eq!(px(199, 100), [255, 0, 0, 255]);
+    assert_eq!(px(200, 100), [0, 0, 255, 255]);
+
+    let none = Loader::builder().allowed_schemes(scheme::FILE).codec_modules("").build().unwrap();
+    let error = none.fetch(&Request::new(url(&svg))).unwrap_err();
+    assert_eq!(error.status(), Status::UnsupportedImage);
+    assert!(error.to_string().contains("libpixload-svg"), "{error}");
+}
