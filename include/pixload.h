@@ -47,7 +47,8 @@
  *  4. Cancelling one of several requests for the same work leaves the others untouched;
  *     shared downloads and decodes stop only when their last requester cancels.
  *  5. Duplicate requests are merged: one download per cache key, one decode per (cache
- *     key, size, mode, format, orientation, PXL_FLAG_ANIMATE). Merged work runs at the
+ *     key, size, mode, format, orientation, PXL_FLAG_ANIMATE, PXL_FLAG_NO_COLOR_MANAGEMENT;
+ *     since 0.5.0 the processor chain, merged per prefix: see "Processors"). Merged work runs at the
  *     highest priority among its requesters, and starts as soon as any requester wants
  *     it now (a request without a start delay that joins a held download starts it).
  *     Requests whose per-request header lines differ (credentials: Authorization,
@@ -841,7 +842,8 @@ PXL_API pxl_status pxl_cancel(pxl_loader *loader, pxl_token token);
 PXL_API pxl_status pxl_set_priority(pxl_loader *loader, pxl_token token, int32_t priority);
 
 /* Synchronous memory-cache lookup for the image request would produce (same URL or
- * cache key, size, mode, format and orientation flag). Never touches disk or network,
+ * cache key, size, mode, format, orientation, animation and colour-management flags, and
+ * since 0.5.0 processor chain). Never touches disk or network,
  * never blocks on other requests. On PXL_OK *image_out holds a new reference (release
  * it); otherwise it is set to NULL (when image_out is not NULL) and the result is
  * PXL_E_NOT_FOUND, or PXL_E_INVALID_ARGUMENT for a NULL loader, image_out or an invalid
