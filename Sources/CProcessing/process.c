@@ -67,77 +67,204 @@ double pxl_process_coverage(double x0, double y0, double left, double top, doubl
 
 static inline uint8_t scale8(uint8_t v, double c) { return (uint8_t)(v * c + 0.5); }
 
-/* One corner's effect on the pixel row [y, y + 1]: with the corner's centre (cx, cy) and
- * radius r, the distances from cy to the nearest and farthest points of the row within
- * the corner's square, the half-widths of the arc there (sNear >= sFar). */
-static void corner_row(double y, double cy, double r, int top, double *sNear, double *sFar) {
-  double y0 = y, y1 = y + 1;
-  double nearY, farY;
-  if (top) { /* the square is y < cy */
-    nearY = cy - (y1 < cy ? y1 : cy);
-    farY = cy - y0;
-  } else {   /* y > cy */
-    nearY = (y0 > cy ? y0 : cy) - cy;
-    farY = y1 - cy;
-  }
-  *sNear = nearY < r ? sqrt(r * r - nearY * nearY) : 0;
-  *sFar = farY < r ? sqrt(r * r - farY * farY) : 0;
+/* ---- Coverage a pixel row at a time ------------------------------------------------------ */
+
+/* The antiderivative of sqrt(r^2 - t^2) on [0, r]: (t sqrt(r^2 - t^2) + r^2 asin(t / r)) / 2. */
+static double arc_primitive(double t, double r) {
+  double q = t / r, d = r * r - t * t;
+  return 0.5 * (t * sqrt(d > 0 ? d : 0) + r * r * asin(q > 1 ? 1 : q));
 }
 
-static inline int32_t clampi(double v, int32_t hi) { return v < 0 ? 0 : v > hi ? hi : (int32_t)v; }
+/* The top-left corner's arc across pixel row j of its square, in the corner's coordinates
+ * (u, v: distances from the arc's centre (r, r) towards the corner, as corner_cut's; pixel
+ * column i spans u in [r - i - 1, r - i]): the row is the band v0 <= v <= v1 of the square,
+ * the arc s(u) = sqrt(r^2 - u^2) is above the band up to u = ta and below it from u = tb. */
+typedef struct {
+  double r, v0, v1, ta, tb;
+  double arc_at_ta;  /* arc_primitive(ta, r) */
+  double inside_all; /* arc_row_inside(r): the band's area under the arc */
+} arc_row;
+
+/* The row's band and where the arc crosses it (no arcsine: enough to size the spans). */
+static void arc_row_band(arc_row *arc, double r, int32_t j) {
+  double v0 = r - (j + 1), v1 = r - j;
+  arc->r = r;
+  arc->v0 = v0 = v0 < 0 ? 0 : v0;
+  arc->v1 = v1;
+  arc->ta = sqrt(r * r - v1 * v1);
+  arc->tb = sqrt(r * r - v0 * v0);
+}
+
+/* The band and the constants of its running integral. */
+static void arc_row_make(arc_row *arc, double r, int32_t j) {
+  arc_row_band(arc, r, j);
+  arc->arc_at_ta = arc_primitive(arc->ta, r);
+  arc->inside_all = (arc->v1 - arc->v0) * arc->ta + arc_primitive(arc->tb, r) - arc->arc_at_ta -
+                    arc->v0 * (arc->tb - arc->ta);
+}
+
+/* The band's area under the arc between u = 0 and u (in [0, r]): the running integral
+ * whose differences are the pixels' coverage, one arcsine a pixel boundary, shared by the
+ * two pixels either side of it. */
+static double arc_row_inside(const arc_row *arc, double u) {
+  double band = arc->v1 - arc->v0;
+  if (u <= arc->ta) return band * u;
+  if (u >= arc->tb) return arc->inside_all;
+  return band * arc->ta + arc_primitive(u, arc->r) - arc->arc_at_ta - arc->v0 * (u - arc->ta);
+}
+
+/* Where column i's left edge (x = i) falls in u, clamped to the square. */
+static inline double arc_row_u(const arc_row *arc, int32_t i) {
+  double u = arc->r - i;
+  return u < 0 ? 0 : u > arc->r ? arc->r : u;
+}
+
+/* What a corner of radius r cuts off the pixels of its r x r square, in the square's own
+ * pixels (column i, row j, counted from the image's corner inwards). On the pixel grid
+ * the four corners of one radius are mirror images of each other (the image's sides are
+ * whole pixels), so this is computed once per radius and read at every corner of it. */
+typedef struct {
+  double r;
+  int32_t rows;  /* ceil(r): the rows (and columns) the square reaches */
+  int32_t *out;  /* row j's columns [0, out[j]) are wholly outside the shape */
+  int32_t *in;   /* from in[j] on they are untouched by the arc */
+  size_t *first; /* the arc crosses [out[j], in[j]): cut[first[j] + i - out[j]] is pixel i's area outside it */
+  float *cut;
+} corner_profile;
+
+static void corner_profile_free(corner_profile *profile) {
+  free(profile->out);
+  free(profile->cut);
+}
+
+/* Fills `profile` for radius r (> 0), one arc_row per row of the square with its running
+ * integral along the row: one arcsine a pixel boundary. Returns -1 when out of memory. */
+static int corner_profile_make(corner_profile *profile, double r) {
+  const double eps = 1e-9; /* spans a hair wide: a boundary on a pixel edge is computed, never guessed */
+  int32_t rows = (int32_t)ceil(r);
+  *profile = (corner_profile){.r = r, .rows = rows};
+  profile->out = malloc((size_t)rows * (2 * sizeof(int32_t) + sizeof(size_t)));
+  if (!profile->out) return -1;
+  profile->in = profile->out + rows;
+  profile->first = (size_t *)(void *)(profile->in + rows);
+  size_t total = 0;
+  for (int32_t j = 0; j < rows; j++) {
+    arc_row arc;
+    arc_row_band(&arc, r, j);
+    /* Beyond tb from the arc's centre the row is outside, within ta untouched. */
+    double out = floor(r - arc.tb - eps), in = ceil(r - arc.ta + eps);
+    profile->out[j] = out < 0 ? 0 : (int32_t)out;
+    profile->in[j] = in > rows ? rows : in < profile->out[j] ? profile->out[j] : (int32_t)in;
+    profile->first[j] = total;
+    total += (size_t)(profile->in[j] - profile->out[j]);
+  }
+  profile->cut = malloc((total ? total : 1) * sizeof(float));
+  if (!profile->cut) {
+    free(profile->out);
+    return -1;
+  }
+  for (int32_t j = 0; j < rows; j++) {
+    arc_row arc;
+    arc_row_make(&arc, r, j);
+    float *cut = profile->cut + profile->first[j];
+    double u = arc_row_u(&arc, profile->out[j]), inside = arc_row_inside(&arc, u);
+    for (int32_t i = profile->out[j]; i < profile->in[j]; i++) {
+      double nextU = arc_row_u(&arc, i + 1), nextInside = arc_row_inside(&arc, nextU);
+      *cut++ = (float)((arc.v1 - arc.v0) * (u - nextU) - (inside - nextInside));
+      u = nextU;
+      inside = nextInside;
+    }
+  }
+  return 0;
+}
+
+/* One corner's part in an image row: its profile's row j, at the left or right side. */
+typedef struct {
+  const corner_profile *profile;
+  int32_t j;
+  int left;
+} corner_in_row;
+
+/* The area corner `c` cuts off the row's pixel x (1: wholly outside the shape). */
+static inline double corner_cut_at(const corner_in_row *c, int32_t x, int32_t width) {
+  const corner_profile *p = c->profile;
+  int32_t i = c->left ? x : width - 1 - x;
+  if (i < p->out[c->j]) return 1;
+  if (i >= p->in[c->j]) return 0;
+  return p->cut[p->first[c->j] + (size_t)(i - p->out[c->j])];
+}
+
+/* Scales the row's pixels [from, to) by their coverage: 1 less what each of the row's
+ * corners cuts off (the corners' squares do not overlap, so their cuts add up). */
+static void cover_span(uint8_t *row, int32_t from, int32_t to, const corner_in_row *corners, int count,
+                       int32_t width) {
+  for (int32_t x = from; x < to; x++) {
+    double co = 1;
+    for (int k = 0; k < count; k++) co -= corner_cut_at(&corners[k], x, width);
+    if (co >= 1) continue;
+    if (co < 0) co = 0;
+    uint8_t *p = row + (size_t)x * 4;
+    for (int ch = 0; ch < 4; ch++) p[ch] = scale8(p[ch], co);
+  }
+}
 
 /* Without a border: per row, the spans wholly outside (cleared), wholly inside (kept)
- * and crossed by an arc (exact coverage) from each corner's arc, so only edge pixels pay
- * for the coverage integral. */
-static void round_no_border(uint8_t *pixels, int32_t width, int32_t height, const double radii[4]) {
-  double bw = width, bh = height;
-  const double eps = 1e-9;
+ * and crossed by an arc (scaled by exact coverage from the corners' profiles). */
+static int round_no_border(uint8_t *pixels, int32_t width, int32_t height, const double radii[4]) {
+  corner_profile profiles[4];
+  const corner_profile *of[4] = {NULL, NULL, NULL, NULL}; /* each corner's profile, shared by equal radii */
+  int made = 0;
+  for (int corner = 0; corner < 4; corner++) {
+    if (!(radii[corner] > 0)) continue;
+    for (int k = 0; k < made && !of[corner]; k++)
+      if (profiles[k].r == radii[corner]) of[corner] = &profiles[k];
+    if (of[corner]) continue;
+    if (corner_profile_make(&profiles[made], radii[corner]) != 0) {
+      while (made > 0) corner_profile_free(&profiles[--made]);
+      return -1;
+    }
+    of[corner] = &profiles[made++];
+  }
   for (int32_t y = 0; y < height; y++) {
     uint8_t *row = pixels + (size_t)y * width * 4;
-    /* [0, a) outside, [a, b) exact, [b, c) inside, [c, d) exact, [d, W) outside. */
-    double a = 0, b = 0, c = bw, d = bw;
-    double sNear, sFar;
+    /* [0, a) outside, [a, b) crossed, [b, c) inside, [c, d) crossed, [d, W) outside. */
+    int32_t a = 0, b = 0, c = width, d = width;
+    corner_in_row left[2], right[2], all[4];
+    int leftCount = 0, rightCount = 0, count = 0;
     for (int corner = 0; corner < 4; corner++) {
-      double r = radii[corner];
-      if (r <= 0) continue;
-      int top = corner < 2, left = corner == 0 || corner == 3;
-      if (top ? !(y < r) : !(y + 1 > bh - r)) continue;
-      corner_row(y, top ? r : bh - r, r, top, &sNear, &sFar);
-      if (left) {
-        double cx = r;
-        if (floor(cx - sNear - eps) > a) a = floor(cx - sNear - eps);
-        if (ceil(cx - sFar + eps) > b) b = ceil(cx - sFar + eps);
+      const corner_profile *p = of[corner];
+      int32_t j = corner < 2 ? y : height - 1 - y;
+      if (!p || j >= p->rows) continue;
+      corner_in_row in = {p, j, corner == 0 || corner == 3};
+      all[count++] = in;
+      if (in.left) {
+        left[leftCount++] = in;
+        if (p->out[j] > a) a = p->out[j];
+        if (p->in[j] > b) b = p->in[j];
       } else {
-        double cx = bw - r;
-        if (ceil(cx + sNear + eps) < d) d = ceil(cx + sNear + eps);
-        if (floor(cx + sFar - eps) < c) c = floor(cx + sFar - eps);
+        right[rightCount++] = in;
+        if (width - p->out[j] < d) d = width - p->out[j];
+        if (width - p->in[j] < c) c = width - p->in[j];
       }
     }
-    int32_t ia = clampi(a, width), ib = clampi(b, width), ic = clampi(c, width), id = clampi(d, width);
-    if (ib < ia) ib = ia;
-    if (id < ic) ic = id;
-    if (ib > ic) ib = ic = id; /* the arcs' spans meet: exact coverage all the way */
-    if (ia > 0) memset(row, 0, (size_t)ia * 4);
-    if (id < width) memset(row + (size_t)id * 4, 0, (size_t)(width - id) * 4);
-    for (int32_t span = 0; span < 2; span++) {
-      int32_t from = span ? ic : ia, to = span ? id : ib;
-      for (int32_t x = from; x < to; x++) {
-        double co = pxl_process_coverage(x, y, 0, 0, bw, bh, radii);
-        if (co >= 1) continue;
-        uint8_t *p = row + (size_t)x * 4;
-        for (int ch = 0; ch < 4; ch++) p[ch] = scale8(p[ch], co);
-      }
+    if (count == 0) continue;
+    if (a > 0) memset(row, 0, (size_t)a * 4);
+    if (d < width) memset(row + (size_t)d * 4, 0, (size_t)(width - d) * 4);
+    if (b > c) { /* the two sides' spans meet: every corner's cut, all the way across */
+      cover_span(row, a, d, all, count, width);
+      continue;
     }
+    cover_span(row, a, b, left, leftCount, width);
+    cover_span(row, c, d, right, rightCount, width);
   }
+  while (made > 0) corner_profile_free(&profiles[--made]);
+  return 0;
 }
 
-void pxl_process_round(uint8_t *pixels, int32_t width, int32_t height, const double radii[4], double border,
-                       const uint8_t border_color[4]) {
-  if (width <= 0 || height <= 0) return;
-  if (border <= 0) {
-    round_no_border(pixels, width, height, radii);
-    return;
-  }
+int pxl_process_round(uint8_t *pixels, int32_t width, int32_t height, const double radii[4], double border,
+                      const uint8_t border_color[4]) {
+  if (width <= 0 || height <= 0) return 0;
+  if (border <= 0) return round_no_border(pixels, width, height, radii);
   double inner[4];
   for (int i = 0; i < 4; i++) inner[i] = radii[i] > border ? radii[i] - border : 0;
   int edge = (int)ceil(border);
@@ -182,6 +309,7 @@ void pxl_process_round(uint8_t *pixels, int32_t width, int32_t height, const dou
       }
     }
   }
+  return 0;
 }
 
 /* ---- Blur ------------------------------------------------------------------------------ */
@@ -427,43 +555,50 @@ void pxl_process_tint(uint8_t *pixels, size_t count, const uint8_t color[4]) {
   }
 }
 
-static inline uint8_t unpremultiply(uint32_t c, uint32_t a) {
-  if (a == 255) return (uint8_t)c;
-  if (a == 0) return 0;
-  uint32_t v = (c * 255 + a / 2) / a;
-  return (uint8_t)(v > 255 ? 255 : v);
+/* A premultiplied pixel's colour made straight into rgb (which may be p): c * 255 / a,
+ * rounded. The division is a multiply by 2^32 / a rounded up, exact for every numerator
+ * below 2^16 (its error, under a / 2^32 a unit, never crosses an integer): one division
+ * a pixel instead of three. */
+static inline void straight_color(const uint8_t *p, uint8_t *rgb) {
+  uint32_t a = p[3];
+  if (a == 255 || a == 0) { /* the same straight (a transparent pixel is all 0) */
+    rgb[0] = p[0], rgb[1] = p[1], rgb[2] = p[2];
+    return;
+  }
+  uint64_t reciprocal = (uint64_t)(0xFFFFFFFFu / a) + 1;
+  for (int c = 0; c < 3; c++) {
+    uint32_t v = (uint32_t)(((uint64_t)(p[c] * 255u + a / 2) * reciprocal) >> 32);
+    rgb[c] = (uint8_t)(v > 255 ? 255 : v);
+  }
+}
+
+/* Straight RGBA8 from premultiplied, in place. Opaque and transparent pixels are the same
+ * in both (a transparent one is all 0), and a thumbnail is mostly runs of one or the
+ * other, so eight pixels are tested at once (their alpha bytes in four 64-bit words,
+ * whatever the byte order) and only a block holding a translucent pixel is visited. */
+static void unpremultiply_in_place(uint8_t *pixels, size_t count) {
+  static const uint8_t alpha_bytes[8] = {0, 0, 0, 255, 0, 0, 0, 255};
+  uint64_t mask;
+  memcpy(&mask, alpha_bytes, 8);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    uint64_t w[4];
+    memcpy(w, pixels + i * 4, 32);
+    uint64_t all = w[0] & w[1] & w[2] & w[3] & mask, any = (w[0] | w[1] | w[2] | w[3]) & mask;
+    if (all == mask || any == 0) continue; /* all opaque, or all transparent */
+    for (uint8_t *p = pixels + i * 4, *end = p + 32; p < end; p += 4) straight_color(p, p);
+  }
+  for (uint8_t *p = pixels + i * 4; i < count; i++, p += 4) straight_color(p, p);
 }
 
 void pxl_process_convert(const uint8_t *src, size_t count, int32_t format, uint8_t *dst) {
-  /* One loop per format (the switch outside): opaque pixels, a thumbnail's all but its
-   * corners, are copied through (in place, left alone). */
+  /* One loop per format (the switch outside). */
   switch (format) {
   case 0:
-    /* Opaque and transparent pixels are the same straight (a transparent one is all 0). */
-    if (dst == src) {
-      /* Two pixels a test (a thumbnail is mostly runs of one or the other): their alpha
-       * bytes in a 64-bit word, whatever the byte order. */
-      static const uint8_t alpha_bytes[8] = {0, 0, 0, 255, 0, 0, 0, 255};
-      uint64_t mask;
-      memcpy(&mask, alpha_bytes, 8);
-      size_t i = 0;
-      for (; i + 2 <= count; i += 2, dst += 8) {
-        uint64_t two;
-        memcpy(&two, dst, 8);
-        uint64_t alphas = two & mask;
-        if (alphas == mask || alphas == 0) continue;
-        for (int k = 0; k < 8; k += 4)
-          for (int c = 0; c < 3; c++) dst[k + c] = unpremultiply(dst[k + c], dst[k + 3]);
-      }
-      if (i < count)
-        for (int c = 0; c < 3; c++) dst[c] = unpremultiply(dst[c], dst[3]);
-      break;
-    }
-    for (size_t i = 0; i < count; i++, src += 4, dst += 4) {
-      uint32_t a = src[3];
-      for (int c = 0; c < 3; c++) dst[c] = unpremultiply(src[c], a);
-      dst[3] = (uint8_t)a;
-    }
+    /* A copy, then only the translucent pixels made straight: faster than every pixel
+     * through straight_color. */
+    if (dst != src) memcpy(dst, src, count * 4);
+    unpremultiply_in_place(dst, count);
     break;
   case 2:
     for (size_t i = 0; i < count; i++, src += 4, dst += 4) {
@@ -472,15 +607,13 @@ void pxl_process_convert(const uint8_t *src, size_t count, int32_t format, uint8
     }
     break;
   case 3:
-    for (size_t i = 0; i < count; i++, src += 4, dst += 3) {
-      uint32_t a = src[3];
-      for (int c = 0; c < 3; c++) dst[c] = unpremultiply(src[c], a);
-    }
+    for (size_t i = 0; i < count; i++, src += 4, dst += 3) straight_color(src, dst);
     break;
   case 4:
     for (size_t i = 0; i < count; i++, src += 4) {
-      uint32_t a = src[3];
-      *dst++ = luma(unpremultiply(src[0], a), unpremultiply(src[1], a), unpremultiply(src[2], a));
+      uint8_t rgb[3];
+      straight_color(src, rgb);
+      *dst++ = luma(rgb[0], rgb[1], rgb[2]);
     }
     break;
   default:

@@ -95,6 +95,37 @@ final class ProcessorTests: XCTestCase {
     XCTAssertEqual(pixel(rounded, 49, 36), [255, 255, 255, 255], "a radius of 0 leaves its corner square")
   }
 
+  /// Odd sides put a row and a column across all four corners' squares (the arcs' spans
+  /// meet and their cuts add up); equal radii share one coverage table, unequal ones not.
+  func testOddTinyAndMixedShapesMatchSupersampledCoverage() throws {
+    let shapes: [(width: Int, height: Int, processor: ImageProcessor, radii: [Double])] = [
+      (31, 31, .circle(border: nil), [15.5, 15.5, 15.5, 15.5]),
+      (3, 3, .circle(border: nil), [1.5, 1.5, 1.5, 1.5]),
+      (1, 1, .circle(border: nil), [0.5, 0.5, 0.5, 0.5]),
+      (2, 5, .roundedCorners(radii: .init(topLeft: 9, topRight: 9, bottomRight: 9, bottomLeft: 9), border: nil),
+       [1, 1, 1, 1]),
+      (23, 17, .roundedCorners(radii: .init(topLeft: 8.5, topRight: 2.25, bottomRight: 8.5, bottomLeft: 7), border: nil),
+       [8.5, 2.25, 8.5, 7]),
+    ]
+    for shape in shapes {
+      let source = image(shape.width, shape.height) { x, y, _ in (UInt8(x * 7 % 256), UInt8(y * 5 % 256), 90, 255) }
+      let out = try apply(shape.processor, source)
+      var worst = 0.0
+      for y in 0..<out.height {
+        for x in 0..<out.width {
+          let expected = supersampled(x, y, left: 0, top: 0, right: Double(out.width), bottom: Double(out.height),
+                                      radii: shape.radii)
+          let p = pixel(out, x, y)
+          worst = max(worst, abs(Double(p[3]) / 255 - expected))
+          if expected == 1 {
+            XCTAssertEqual(p, [UInt8(x * 7 % 256), UInt8(y * 5 % 256), 90, 255], "\(shape) pixel \(x),\(y)")
+          }
+        }
+      }
+      XCTAssertLessThanOrEqual(worst, 1.0 / 32, "\(shape.width)x\(shape.height) \(shape.radii)")
+    }
+  }
+
   func testBorderIsDrawnInsideTheShape() throws {
     let source = image(40, 40) { _, _, _ in (0, 0, 255, 255) }
     let red = ImageProcessor.Color(r: 255, g: 0, b: 0, a: 255)

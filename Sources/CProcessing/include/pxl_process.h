@@ -16,9 +16,10 @@ extern "C" {
  * scaled by the exact fraction of their area inside the shape; pixels wholly inside keep
  * their values, pixels wholly outside become transparent. A border of `border` pixels
  * (0: none) in `border_color` (premultiplied RGBA) is drawn inside the shape, over the
- * image. */
-void pxl_process_round(uint8_t *pixels, int32_t width, int32_t height, const double radii[4], double border,
-                       const uint8_t border_color[4]);
+ * image. Without a border it allocates a table of the corners' coverage (once per distinct
+ * radius). Returns 0, or -1 when out of memory (pixels unchanged). */
+int pxl_process_round(uint8_t *pixels, int32_t width, int32_t height, const double radii[4], double border,
+                      const uint8_t border_color[4]);
 
 /* The exact area of the pixel [x0, x0+1] x [y0, y0+1] inside the rounded rectangle
  * [left, right] x [top, bottom] with corner radii `radii` (as above); for tests. */

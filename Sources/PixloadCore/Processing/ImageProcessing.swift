@@ -144,8 +144,9 @@ public enum ImageProcessing {
       pxl_process_crop(input, w32, Int32(x), Int32(y), Int32(w), Int32(h), out)
       return out
     }
+    /// False when out of memory (the pixels unchanged).
     func rounded(_ pixels: UnsafeMutablePointer<UInt8>, _ w: Int, _ h: Int, _ radii: [Double],
-                 _ border: ImageProcessor.Border?) {
+                 _ border: ImageProcessor.Border?) -> Bool {
       let limit = Double(min(w, h)) / 2
       let clamped = radii.map { min($0, limit) }
       let width = min(border?.width ?? 0, limit)
@@ -154,7 +155,7 @@ public enum ImageProcessing {
         let a = UInt32(c.a)
         color = [c.r, c.g, c.b].map { UInt8((UInt32($0) * a + 127) / 255) } + [c.a]
       }
-      pxl_process_round(pixels, Int32(w), Int32(h), clamped, width, color)
+      return pxl_process_round(pixels, Int32(w), Int32(h), clamped, width, color) == 0
     }
     switch step {
     case .convert(let format):
@@ -178,10 +179,16 @@ public enum ImageProcessing {
           }
           square = cropped
         }
-        rounded(square, side, side, [Double](repeating: Double(side) / 2, count: 4), border)
+        guard rounded(square, side, side, [Double](repeating: Double(side) / 2, count: 4), border) else {
+          free(square)
+          return .failure(outOfMemory)
+        }
         return .success((square, side, side))
       case .roundedCorners(let radii, let border):
-        rounded(input, width, height, radii.all, border)
+        guard rounded(input, width, height, radii.all, border) else {
+          free(input)
+          return .failure(outOfMemory)
+        }
         return .success((input, width, height))
       case .blur(let sigma):
         if pxl_process_blur(input, w32, h32, sigma) != 0 {
