@@ -458,10 +458,12 @@ bench-warm:
 	@scripts/bench-warm.sh $(STAGE) $(CAMERA_DATA) $(BENCH_WARM_RUNS)
 
 # Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng/libavif called directly, by
-# kind of file, full size and 150x150 fill (release build in its own scratch folder).
+# kind of file, full size and 150x150 fill (release build in its own scratch folder); then
+# the codec modules against libheif/libjxl/librsvg (scripts/bench-modules.sh).
 BENCH_DECODE_REPS ?= 5
 bench-decode:
 	@scripts/deps.sh
+	@$(SUBMAKE) all
 	@CODEC_LIBS="$(CODEC_LIBS)" scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
 
 # The cost of colour management (scripts/bench-color.sh): ImageDecoder's CPU per image on
