@@ -87,6 +87,6 @@ ls "$out"/heic/phone-*.heic > "$out/thumbs.txt"
 
 cc -O2 -std=c11 -Iinclude bench/modules.c -o "$out/modules" \
   $(pkg-config --cflags --libs libheif libjxl librsvg-2.0 cairo) \
-  -L"$stage/lib" -Wl,-rpath,"$PWD/$stage/lib" -lpixload
+  -L"$stage/lib" -Wl,-rpath,"$(cd "$stage/lib" && pwd)" -lpixload
 echo "bench-decode (codec modules): $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$out/modules" "$reps" "$out/files.txt" "$out/thumbs.txt"
