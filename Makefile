@@ -41,8 +41,8 @@
 #                   (LIBDIR/cmake/pixload), the client, its man page
 #   make uninstall  removes exactly what install wrote
 #   make wheel      dist/pixload-VERSION-py3-none-manylinux_*.whl: the Python bindings with
-#                   libpixload.so.0 and, grafted by auditwheel, libcurl (and what it pulls
-#                   in), libjpeg and libpng inside
+#                   libpixload.so.0, libpixload-jxl and, grafted by auditwheel, libcurl (and
+#                   what it pulls in), libjpeg, libpng, libjxl... inside, with their licences
 #   make deb        dist/libpixload0, libpixload-dev and pixload-tools .debs, and one per
 #                   codec module (libpixload-heif, -jxl, -svg), dependencies from
 #                   dpkg-shlibdeps, lintian's tags printed
@@ -203,8 +203,9 @@ uninstall:
 
 DIST        := dist
 
-# The bindings with the library and what it needs that manylinux does not promise.
-wheel: lib
+# The bindings with the library, the JPEG XL module and what they need that manylinux does
+# not promise.
+wheel: lib $(MODULE_DIR)/libpixload-jxl.so
 	@scripts/build-wheel.sh $(STAGE) $(DIST)
 
 # Debian packages: the library, its -dev and the client, from `make install` into a
@@ -460,10 +461,12 @@ bench-warm:
 	@scripts/bench-warm.sh $(STAGE) $(CAMERA_DATA) $(BENCH_WARM_RUNS)
 
 # Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng/libavif called directly, by
-# kind of file, full size and 150x150 fill (release build in its own scratch folder).
+# kind of file, full size and 150x150 fill (release build in its own scratch folder); then
+# the codec modules against libheif/libjxl/librsvg (scripts/bench-modules.sh).
 BENCH_DECODE_REPS ?= 5
 bench-decode:
 	@scripts/deps.sh
+	@$(SUBMAKE) all
 	@CODEC_LIBS="$(CODEC_LIBS)" scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
 
 # The cost of colour management (scripts/bench-color.sh): ImageDecoder's CPU per image on

