@@ -17,7 +17,6 @@ rendering, with the time taken; each module hidden in turn (PIXLOAD_CODEC_PATH) 
 import http.server
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,48 +24,13 @@ import time
 
 from PIL import Image
 
+from harness import Harness, max_difference, run
+
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-pixload = os.path.join(build, "bin", "pixload")
-modules = os.path.join(build, "lib", "pixload", "codecs")
 work = tempfile.mkdtemp(prefix="pxl-modules.")
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-
-
-def run(*args, env=None):
-    return subprocess.run(list(args), capture_output=True, text=True, env=env)
-
-
-def fetch(path, *options, env=None):
-    """pixload's RGBA8 of path (file://) as a Pillow image, or (None, its output line)."""
-    out = os.path.join(work, "out.png")
-    if os.path.exists(out):
-        os.remove(out)
-    r = run(pixload, "fetch", "--allow-file", "--no-disk-cache", "--no-color-management", *options,
-            "file://" + path, "--out", out, env=env)
-    if r.returncode != 0 or not os.path.exists(out):
-        return None, (r.stdout + r.stderr).strip().splitlines()[0] if (r.stdout + r.stderr).strip() else ""
-    return Image.open(out).convert("RGBA"), ""
-
-
-def max_difference(a, b, alpha_only_where_transparent=True):
-    if a.size != b.size:
-        return 999
-    worst = 0
-    da, db = a.tobytes(), b.tobytes()
-    for i in range(0, len(da), 4):
-        if alpha_only_where_transparent and da[i + 3] == 0 and db[i + 3] == 0:
-            continue
-        worst = max(worst, max(abs(da[i + k] - db[i + k]) for k in range(4)))
-    return worst
+harness = Harness(build, work)
+pixload, modules = harness.pixload, harness.modules
+check, fetch = harness.check, harness.fetch
 
 
 def sources():
@@ -288,5 +252,5 @@ for module, fmt, sample in [("heif", "heic", "g97x61a-lossy.heic"), ("jxl", "jxl
 
 print(f"conformance: heic {counts['heic']}, jxl {counts['jxl']}, svg {counts['svg']} files matched their reference")
 shutil.rmtree(work, ignore_errors=True)
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+print(f"{harness.passed} passed, {harness.failed} failed")
+sys.exit(1 if harness.failed else 0)
