@@ -12,6 +12,7 @@
  *   drawn small and scaled up; PXL_CODEC_SCALABLE: a request larger than the intrinsic
  *   size is drawn at the size it asks (FIT/FILL on the intrinsic aspect), within
  *   max_pixels; the library's max_pixels check meets the intrinsic size first.
+ *   A fractional intrinsic size leaves its rounding transparent on the right and bottom.
  * - No external resources: the document is parsed from memory with no base file, so
  *   librsvg resolves no reference (file://, http(s)://, relative): only data: URLs load.
  * - librsvg cannot interrupt a render, so hostile input is bounded before rendering:
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 
 #include <librsvg/rsvg.h>
+#include <math.h>
 
 #include "common.h"
 
@@ -212,7 +214,15 @@ static pxl_status svg_decode(const uint8_t *data, size_t size, pxl_codec_target 
   cairo_surface_t *surface = cairo_image_surface_create_for_data(target->pixels, CAIRO_FORMAT_ARGB32, target->width,
                                                                  target->height, (int)target->stride);
   cairo_t *cr = cairo_create(surface);
-  RsvgRectangle viewport = {0, 0, target->width, target->height};
+  /* The library sees the document as a raster of the header's size (the intrinsic size
+   * rounded up) and asks for it whole at some scale: drawn at that scale from the top-left
+   * corner, so the rounding stays a fraction of a transparent pixel on the right and bottom
+   * (as rsvg-convert draws it). A viewport of the whole target would centre the document
+   * in it, a fraction of a pixel off the grid: every edge of a 16x16.02 icon blurred. */
+  double w, h;
+  intrinsic_size(handle, &w, &h);
+  double scale = fmin(target->width / (double)pixels_of(w), target->height / (double)pixels_of(h));
+  RsvgRectangle viewport = {0, 0, w * scale, h * scale};
   GError *error = NULL;
   gboolean ok = rsvg_handle_render_document(handle, cr, &viewport, &error);
   cairo_destroy(cr);
