@@ -29,8 +29,9 @@
 #   make test-qt, bench-qt   the PySide6 gallery (examples/qt) offscreen: its scripted
 #                   session checked cell by cell; the UI thread's time inside pixload per frame
 #   make modules, test-modules   the HEIC, JPEG XL and SVG codec modules (codecs/) and
-#                   their conformance against heif-convert, djxl and rsvg-convert, and all
-#                   eight orientations of HEIC (irot/imir) and JPEG XL (Tests/modules/orientation.py)
+#                   their conformance against heif-convert, djxl and rsvg-convert, all
+#                   eight orientations of HEIC (irot/imir) and JPEG XL (Tests/modules/orientation.py),
+#                   and public suites (Tests/fixtures/{jxl,svg,heif}-suite, Tests/modules/suites.py)
 #   make bench-processors, bench-placeholder   processor and BlurHash/ThumbHash costs
 #   make docs       build/docs/index.html: the C reference rendered from pixload.h (an
 #                   undocumented declaration fails it), the Python API (pdoc, from PyPI in
@@ -253,6 +254,7 @@ test-swift:
 test-modules: all
 	python3 Tests/modules/conformance.py $(STAGE)
 	python3 Tests/modules/orientation.py $(STAGE)
+	python3 Tests/modules/suites.py $(STAGE)
 
 # The core's threads under ThreadSanitizer (its own scratch folder: other flags; shared
 # with scripts/check-sanitizer.sh tsan, so the same dynamically linked Swift runtime).
