@@ -8,11 +8,14 @@ is committed (each folder's README.md, written by hand, says where everything is
 
 MIRRORS holds bare git directories of the source repositories, one per repository, named
 OWNER+NAME/repo (as the `fetch` tool leaves them): libjxl+conformance, GNOME+librsvg,
-strukturag+libheif, bigcat88+pillow_heif, GNOME+adwaita-icon-theme (for its licence). Files are read at the commits pinned below, so a
-rerun writes the same bytes.
+strukturag+libheif, bigcat88+pillow_heif, GNOME+adwaita-icon-theme (for its licence).
+Files are read at the commits pinned below, so a rerun writes the same bytes.
 
 manifest.tsv columns: file, expect (decode | error), reference, tolerance (the largest
-channel difference allowed, 8-bit units), extra (space-separated checks), note.
+channel difference allowed, 8-bit units), extra (space-separated checks: frames=N, every
+frame of an animation; stored=WxH, the size with --no-orientation; thumb=WxH, a thumbnail
+request; resources=A,B, files the SVG references; icc, pixload with colour management
+against the reference tool's PNG taken to sRGB from its ICC profile by lcms2), note.
 reference is one of:
   suite:FILE          the suite's own expected output, stored beside it (FILE)
   djxl | heif-convert | rsvg-convert
@@ -84,7 +87,8 @@ def manifest(folder, rows):
 # (djxl 0.7 writes deeper ones as 16-bit PNG holding unscaled samples, or refuses to write
 # them: "Alpha bit depth does not match image bit depth"). Tolerance 2 against the suite:
 # its own peak error for these cases is at most 0.004 (one 8-bit step) plus one step of
-# rounding to 8 bits. djxl is the same libjxl 0.7, so exact.
+# rounding to 8 bits. djxl is the same libjxl 0.7, so exact. extra "icc": also checked
+# with colour management (below, in manifest.tsv's description).
 JXL = [
     ("alpha_nonpremultiplied", True, 2, "", "modular, alpha, 12-bit (the reference is 16-bit)"),
     ("alpha_triangles", True, 2, "", "modular, alpha, 9-bit"),
@@ -94,9 +98,9 @@ JXL = [
     ("alpha_premultiplied", True, 2, "", "VarDCT, premultiplied alpha (unpremultiplied by libjxl), 12/16-bit, ICC"),
     ("upsampling", False, 0, "", "VarDCT, alpha, upsampling, ICC"),
     ("sunset_logo", True, 2, "", "modular, RCT, 10-bit, orientation, two layers"),
-    ("grayscale", False, 0, "",
+    ("grayscale", False, 0, "icc",
      "VarDCT, grayscale ICC; the suite's ref.png holds values in a colour space it does not tag, so djxl"),
-    ("bench_oriented_brg", False, 0, "", "container, VarDCT, JPEG reconstruction data, orientation, ICC (BRG primaries)"),
+    ("bench_oriented_brg", False, 0, "icc", "container, VarDCT, JPEG reconstruction data, orientation, ICC (BRG primaries)"),
 ]
 folder = os.path.join(out, "jxl-suite")
 rows = []
@@ -207,7 +211,7 @@ HEIF = [  # (repository, path, expect, extra, note)
     ("bigcat88+pillow_heif", P + "heif/zPug_3.heic", "decode", "-", "three top-level images, the primary the second"),
     ("bigcat88+pillow_heif", P + "heif_other/RGB_8_chroma444.heif", "decode", "-", "4:4:4, clap"),
     ("bigcat88+pillow_heif", P + "heif_other/L_exif_xmp_iptc.heic", "decode", "-", "EXIF, XMP and IPTC items"),
-    ("bigcat88+pillow_heif", P + "heif_other/arrow.heic", "decode", "thumb=150x150 stored=4032x3024",
+    ("bigcat88+pillow_heif", P + "heif_other/arrow.heic", "decode", "thumb=150x150 stored=4032x3024 icc",
      "phone photo: 12 MP grid, irot 270, ICC, a 240x320 thumbnail"),
     ("bigcat88+pillow_heif", P + "heif_corrupted/corrupted.heic", "error", "-", "an ftyp and garbage"),
     ("bigcat88+pillow_heif", P + "heif_corrupted/corrupted.hif", "error", "-", "damaged Canon HIF"),
@@ -219,7 +223,7 @@ HEIF = [  # (repository, path, expect, extra, note)
      "a 64x64 thumbnail of a 72x72 image"),
     ("strukturag+libheif", "fuzzing/data/corpus/colors-with-alpha-thumbnail.heic", "decode", "thumb=32x32",
      "a thumbnail with its own alpha"),
-    ("strukturag+libheif", "tests/data/rainbow-451x461.heic", "decode", "-", "odd size, ICC, clap, XMP"),
+    ("strukturag+libheif", "tests/data/rainbow-451x461.heic", "decode", "icc", "odd size, ICC, clap, XMP"),
     ("strukturag+libheif", "fuzzing/data/corpus/hevc32.heif", "decode", "-", "nclx, clap"),
     ("strukturag+libheif", "fuzzing/data/corpus/github_45.heic", "error", "-", "grid + irot, tiles undecodable"),
     ("strukturag+libheif", "fuzzing/data/corpus/clap-overflow-divide-zero.heic", "error", "-", "fuzzed clap"),

@@ -23,21 +23,25 @@ file://... --out x.png`, RGBA8 at full size) and is compared with its reference:
   libde265, heif-convert writes 16-bit PNG for deeper images, read back as its high byte).
   Extra checks: a thumbnail request (the picture, fitted, close to the full decode made
   small) and the stored size with --no-orientation.
+- Colour (extra "icc", JPEG XL and HEIF): pixload with colour management against the
+  reference tool's PNG taken to sRGB from the ICC profile in it by lcms2 (Pillow's
+  ImageCms): 1, the rounding of two builds of the transform.
 
-Then, for every file that decodes: truncated copies (cut at 16 bytes, a third and two
-thirds) and a copy with 16 header bytes flipped, made here, each with a time limit: each
+Then, for every file that decodes: truncated copies (cut at 16 bytes (not SVG), a third and
+two thirds) and a copy with 16 header bytes flipped, made here, each with a time limit: each
 must be refused with an error status, never crash or hang. (A damaged copy that pixload
 decodes passes only if the reference tool decodes the same bytes too: the damage missed
 what the picture needs.) Prints one line per check, the counts per suite, and
 "N passed, N failed" last; exits 1 on a failure.
 """
+import io
 import os
 import shutil
 import sys
 import tempfile
 import time
 
-from PIL import Image, ImageChops, ImageStat
+from PIL import Image, ImageChops, ImageCms, ImageStat
 
 from harness import Harness, first_line, run
 
@@ -194,6 +198,22 @@ def extra_checks(fmt, row, path, got):
         size = f"{kept.size[0]}x{kept.size[1]}" if kept else why
         check(size == extra["stored"], f"{fmt} {name} --no-orientation: {size} as stored (irot not applied), "
               f"{got.size[0]}x{got.size[1]} upright")
+    if "icc" in row["extra"].split():
+        tool_png = djxl(path) if fmt == "jxl" else heif_convert(path)
+        profile = Image.open(tool_png).info.get("icc_profile") if tool_png else None
+        r = fetch_status(path, "--out", os.path.join(work, "managed.png"))
+        if profile and r.returncode == 0:
+            stored = Image.open(tool_png)
+            stored = stored if stored.mode == "L" else as_rgba8(stored).convert("RGB")
+            want = ImageCms.profileToProfile(stored, ImageCms.ImageCmsProfile(io.BytesIO(profile)),
+                                             ImageCms.createProfile("sRGB"), outputMode="RGB")
+            managed = load(os.path.join(work, "managed.png")).convert("RGB")
+            raw = got.convert("RGB")
+            d, d_raw = (difference(im.convert("RGBA"), want.convert("RGBA")) for im in (managed, raw))
+            check(d <= 1, f"{fmt} {name} with colour management: max difference {d} against lcms2 from the "
+                          f"{len(profile)}-byte ICC profile (at most 1; without colour management {d_raw})")
+        else:
+            check(False, f"{fmt} {name} with colour management: no ICC profile in the tool's PNG, or {first_line(r)}")
     if "resources" in extra:
         with_resources = rsvg_convert(path, cwd=os.path.dirname(path))
         d = difference(got, load(with_resources), premultiplied=True) if with_resources else 0
@@ -219,8 +239,10 @@ def damaged_copies(fmt, data):
     """(what, bytes): truncated at three lengths, and 16 header bytes flipped where the
     format's structure begins (past the signature the sniffers read)."""
     cuts = [16, len(data) // 3, 2 * len(data) // 3]
-    if fmt == "svg":  # a cut after the closing tag would leave a whole document
-        cuts = [min(c, data.rfind(b"</svg>")) for c in cuts]
+    # SVG: 16 bytes never pass the sniffer, and a cut past the closing tag would leave a
+    # whole document.
+    if fmt == "svg":
+        cuts = [min(c, data.rfind(b"</svg>")) for c in cuts[1:]]
     copies = [(f"cut at {c} of {len(data)} bytes", data[:c]) for c in sorted(set(cuts))]
     if fmt == "svg":
         at = data.find(b"<svg") + 5  # past "<svg" and the space the sniffer wants: the parser meets it
