@@ -22,7 +22,11 @@ file://... --out x.png`, RGBA8 at full size) and is compared with its reference:
 - HEIF: heif-convert's output for the primary image (exact: the same libheif 1.15 and
   libde265, heif-convert writes 16-bit PNG for deeper images, read back as its high byte).
   Extra checks: a thumbnail request (the picture, fitted, close to the full decode made
-  small) and the stored size with --no-orientation.
+  small).
+- Orientation (extra "stored" and "orientation"; JPEG XL and HEIF): with --no-orientation
+  the stored size, and those pixels turned by the EXIF orientation the file's transform
+  amounts to give the upright ones exactly.
+- SVG at another size (extra "size"): drawn at that size, against rsvg-convert -w -h.
 - Colour (extra "icc", JPEG XL and HEIF): pixload with colour management against the
   reference tool's PNG taken to sRGB from the ICC profile in it by lcms2 (Pillow's
   ImageCms): 1, the rounding of two builds of the transform.
@@ -65,6 +69,12 @@ def as_rgba8(im):
     if im.mode in ("I;16", "I;16B", "I"):
         im = im.point(lambda v: v * (1 / 256)).convert("L")
     return im.convert("RGBA")
+
+
+# EXIF orientation -> the Pillow transpose that makes stored pixels upright.
+TRANSPOSE = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+             5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE,
+             8: Image.Transpose.ROTATE_90}
 
 
 def load(path, frame=0):
@@ -194,10 +204,22 @@ def extra_checks(fmt, row, path, got):
               f"{fmt} {name}: {len(ours)} frames (the suite says {extra['frames']}), every one against djxl's APNG: "
               f"max difference {worst}")
     if "stored" in extra:
+        # As stored; turned by the EXIF orientation the file's own transform amounts to
+        # (Pillow's transpose for it), the upright pixels exactly.
         kept, why = harness.fetch(path, "--no-orientation", timeout=LIMIT)
         size = f"{kept.size[0]}x{kept.size[1]}" if kept else why
-        check(size == extra["stored"], f"{fmt} {name} --no-orientation: {size} as stored (irot not applied), "
-              f"{got.size[0]}x{got.size[1]} upright")
+        d = difference(kept.transpose(TRANSPOSE[int(extra["orientation"])]), got) if kept else 999
+        check(size == extra["stored"] and d == 0,
+              f"{fmt} {name} --no-orientation: {size} as stored, {got.size[0]}x{got.size[1]} upright; turned by EXIF "
+              f"orientation {extra['orientation']}: max difference {d} from the upright")
+    if "size" in extra:
+        w, h = (int(v) for v in extra["size"].split("x"))
+        big, why = harness.fetch(path, "--size", extra["size"], timeout=LIMIT)
+        out = os.path.join(work, "rsvg-sized.png")
+        made = run("rsvg-convert", "-w", str(w), "-h", str(h), path, "-o", out, timeout=LIMIT).returncode == 0
+        d = difference(big, load(out), premultiplied=True) if big and made else 999
+        check(d <= 1, f"{fmt} {name} at {extra['size']}: drawn at that size, max difference {d} against rsvg-convert "
+                      f"-w {w} -h {h} (at most 1) {why}")
     if "icc" in row["extra"].split():
         tool_png = djxl(path) if fmt == "jxl" else heif_convert(path)
         profile = Image.open(tool_png).info.get("icc_profile") if tool_png else None
