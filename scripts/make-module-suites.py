@@ -146,10 +146,12 @@ SVG_SUITE = ["adwaita/" + n + "-symbolic.svg" for n in (
     "style-with-xml-comments.svg", "xml-lang-css.svg", "xml-lang-css-inherit.svg", "system-language-other.svg",
     "svg2/multi-filter.svg", "svg2/paint-order.svg"]
 NOTES = {"bugs/bug548-data-url-without-mimetype.svg": "a data: URL image (the one kind of reference that loads)"}
-# Also asked smaller: drawn at that size (not drawn whole and resampled). Sizes the
-# document reaches in whole pixels on both sides, where rsvg-convert -w -h draws the same.
+# Also asked smaller or larger: drawn at that size (not drawn at the intrinsic size and
+# resampled). Sizes the document reaches in whole pixels on both sides, where rsvg-convert
+# -w -h draws the same.
 SIZED = {"adwaita/weather-severe-alert-symbolic.svg": "size=8x8", "bugs/bug372-small-arcs.svg": "size=160x160",
-         "bugs/bug788-inner-svg-viewbox.svg": "size=82x31", "svg2/paint-order.svg": "size=250x150"}
+         "bugs/bug788-inner-svg-viewbox.svg": "size=82x31", "svg2/paint-order.svg": "size=250x150",
+         "adwaita/call-start-symbolic.svg": "size=48x48", "bugs/bug245-negative-dashoffset.svg": "size=300x60"}
 # Against rsvg-convert 2.54 at the same size, and why not the suite's reference.
 SVG_TOOL = {
     # A fractional size: pixload (like rsvg-convert) rounds it up and draws the document at
