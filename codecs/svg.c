@@ -221,8 +221,10 @@ static pxl_status svg_decode(const uint8_t *data, size_t size, pxl_codec_target 
    * in it, a fraction of a pixel off the grid: every edge of a 16x16.02 icon blurred. */
   double w, h;
   intrinsic_size(handle, &w, &h);
-  double scale = fmin(target->width / (double)pixels_of(w), target->height / (double)pixels_of(h));
+  /* (fmax: a size past pixels_of's cap still fits; a non-finite one takes the target.) */
+  double scale = fmin(target->width / fmax(w, pixels_of(w)), target->height / fmax(h, pixels_of(h)));
   RsvgRectangle viewport = {0, 0, w * scale, h * scale};
+  if (!isfinite(viewport.width) || !isfinite(viewport.height)) viewport = (RsvgRectangle){0, 0, target->width, target->height};
   GError *error = NULL;
   gboolean ok = rsvg_handle_render_document(handle, cr, &viewport, &error);
   cairo_destroy(cr);
