@@ -110,7 +110,7 @@ def refused(r):
     """An error status from the CLI: exit 1 and a status name, not a crash or a hang."""
     words = r.stdout.split()
     return r.returncode == 1 and bool(words) and words[0] in (
-        "CORRUPT_IMAGE", "NOT_AN_IMAGE", "UNSUPPORTED_IMAGE", "TOO_LARGE", "IO")
+        "CORRUPT_IMAGE", "NOT_AN_IMAGE", "UNSUPPORTED_IMAGE", "TOO_MANY_PIXELS", "BODY_TOO_LARGE")
 
 
 def fetch_status(path, *options):
