@@ -294,7 +294,8 @@ def run_suite(fmt):
             r = fetch_status(path)
             ok = got is None and refused(r)
             counts["errors"] += ok
-            check(ok, f"{fmt} {name}: refused as expected ({first_line(r)[:110]}) [{row['note']}]")
+            check(ok, f"{fmt} {name}: {'refused' if ok else 'expected a refusal, got'} ({first_line(r)[:110]}) "
+                      f"[{row['note']}]")
             continue
         if got is None:
             check(False, f"{fmt} {name}: {why} [{row['note']}]")
