@@ -14,45 +14,24 @@ on top, and a 10-bit HEIC comes out as heif-convert's pixels in 8 bits. Prints o
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import zlib
 
 from PIL import Image, ImageOps
 
+import harness as shared
+from harness import run
+
 here = os.path.dirname(os.path.abspath(__file__))
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-pixload = os.path.join(build, "bin", "pixload")
 work = tempfile.mkdtemp(prefix="pxl-orient.")
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    passed, failed = passed + bool(ok), failed + (not ok)
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-
-
-def run(*args):
-    return subprocess.run(list(args), capture_output=True, text=True)
-
-
-def fetch(path, *options):
-    out = os.path.join(work, "out.png")
-    if os.path.exists(out):
-        os.remove(out)
-    r = run(pixload, "fetch", "--allow-file", "--no-disk-cache", "--no-color-management", *options,
-            "file://" + path, "--out", out)
-    if r.returncode != 0 or not os.path.exists(out):
-        return None, (r.stdout + r.stderr).strip()[:200]
-    return Image.open(out).convert("RGB"), ""
+harness = shared.Harness(build, work)
+check, fetch = harness.check, harness.fetch
 
 
 def max_difference(a, b):
-    if a is None or b is None or a.size != b.size:
-        return 999
-    return max(abs(p - q) for p, q in zip(a.tobytes(), b.tobytes()))
+    return 999 if a is None or b is None else shared.max_difference(a, b)
 
 
 def turned(image, orientation):
@@ -70,9 +49,9 @@ cflags = run("pkg-config", "--cflags", "--libs", "libheif", "libjxl").stdout.spl
 r = run("cc", "-O1", "-std=c11", os.path.join(here, "make_oriented.c"), "-o", maker, *cflags)
 if r.returncode or run(maker, work).returncode:
     check(False, "make_oriented: " + (r.stderr or "failed to write the files")[-300:])
-    print(f"{passed} passed, {failed} failed")
+    print(f"{harness.passed} passed, {harness.failed} failed")
     sys.exit(1)
-source = Image.open(os.path.join(work, "orient-source.ppm")).convert("RGB")
+source = Image.open(os.path.join(work, "orient-source.ppm")).convert("RGBA")
 
 # Lossless HEVC goes through YCbCr 4:4:4: the colours come back within a few levels. The
 # four quadrants are 100+ levels apart, so a wrong turn cannot hide under the tolerance.
@@ -88,7 +67,7 @@ for fmt in ["heic", "jxl"]:
                                    f"from the pattern turned by EXIF {o} (Pillow)")
         ref = os.path.join(work, f"ref-{o}-{fmt}.png")
         r = run(*reference_tool[fmt], path, ref)
-        theirs = Image.open(ref).convert("RGB") if r.returncode == 0 and os.path.exists(ref) else None
+        theirs = Image.open(ref).convert("RGBA") if r.returncode == 0 and os.path.exists(ref) else None
         d = max_difference(got, theirs)
         check(d == 0, f"{fmt} orientation {o}: max difference {d} from {reference_tool[fmt][0]}")
         stored, why = fetch(path, "--no-orientation")
@@ -111,7 +90,7 @@ for fmt in ["heic", "jxl"]:
 jpeg = os.path.join(work, "exif6.jpg")
 exif = Image.Exif()
 exif[0x0112] = 6
-source.save(jpeg, exif=exif.tobytes(), quality=95)
+source.convert("RGB").save(jpeg, exif=exif.tobytes(), quality=95)
 heic = os.path.join(work, "exif6.heic")
 r = run("heif-enc", "-q", "90", jpeg, "-o", heic)
 got, why = fetch(heic) if r.returncode == 0 else (None, r.stdout[-200:])
@@ -143,10 +122,10 @@ ref = os.path.join(work, "deep-ref.png")
 r = run("heif-enc", "-b", "10", "-q", "90", deep, "-o", heic)
 r2 = run("heif-convert", heic, ref) if r.returncode == 0 else r
 got, why = fetch(heic)
-theirs = Image.open(ref).convert("RGB") if r2.returncode == 0 and os.path.exists(ref) else None
+theirs = Image.open(ref).convert("RGBA") if r2.returncode == 0 and os.path.exists(ref) else None
 d = max_difference(got, theirs)
 check(d <= 1, f"heic 10-bit: max difference {d} from heif-convert's 16 bits read as 8 {why}")
 
 shutil.rmtree(work, ignore_errors=True)
-print(f"{passed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+print(f"{harness.passed} passed, {harness.failed} failed")
+sys.exit(1 if harness.failed else 0)
