@@ -3,7 +3,7 @@
 
 Writes the public suites the codec modules are checked against (Tests/modules/suites.py,
 run by `make test-modules`): OUTDIR/jxl-suite, OUTDIR/svg-suite and OUTDIR/heif-suite, each
-with the selected files, the licence files and manifest.tsv. Run once by hand; its output
+with the selected files, the licence files and module-manifest.tsv. Run once by hand; its output
 is committed (each folder's README.md, written by hand, says where everything is from).
 
 MIRRORS holds bare git directories of the source repositories, one per repository, named
@@ -11,7 +11,8 @@ OWNER+NAME/repo (as the `fetch` tool leaves them): libjxl+conformance, GNOME+lib
 strukturag+libheif, bigcat88+pillow_heif, GNOME+adwaita-icon-theme (for its licence).
 Files are read at the commits pinned below, so a rerun writes the same bytes.
 
-manifest.tsv columns: file, expect (decode | error), reference, tolerance (the largest
+module-manifest.tsv (not manifest.tsv, which Tests/codecs/conformance.c reads as a built-in
+decoder's set under Tests/fixtures) columns: file, expect (decode | error), reference, tolerance (the largest
 channel difference allowed, 8-bit units), extra (space-separated checks: frames=N, every
 frame of an animation; stored=WxH orientation=N, the size with --no-orientation and the
 EXIF orientation that turns those pixels upright; size=WxH, an SVG drawn at that size;
@@ -77,7 +78,7 @@ def smallest_lossless(png_bytes):
 
 
 def manifest(folder, rows):
-    with open(os.path.join(folder, "manifest.tsv"), "w") as f:
+    with open(os.path.join(folder, "module-manifest.tsv"), "w") as f:
         f.write("file\texpect\treference\ttolerance\textra\tnote\n")
         for row in rows:
             f.write("\t".join(str(c) for c in row) + "\n")
@@ -90,7 +91,7 @@ def manifest(folder, rows):
 # them: "Alpha bit depth does not match image bit depth"). Tolerance 2 against the suite:
 # its own peak error for these cases is at most 0.004 (one 8-bit step) plus one step of
 # rounding to 8 bits. djxl is the same libjxl 0.7, so exact. extra "icc": also checked
-# with colour management (below, in manifest.tsv's description).
+# with colour management (below, in module-manifest.tsv's description).
 JXL = [
     ("alpha_nonpremultiplied", True, 2, "", "modular, alpha, 12-bit (the reference is 16-bit)"),
     ("alpha_triangles", True, 2, "", "modular, alpha, 9-bit"),

@@ -2,7 +2,7 @@
 """Tests/modules/suites.py BUILD_DIR: the codec modules on public suites, beside the set
 conformance.py generates. Run by `make test-modules` after it.
 
-Every file in Tests/fixtures/{jxl,svg,heif}-suite/manifest.tsv (scripts/make-module-suites.py
+Every file in Tests/fixtures/{jxl,svg,heif}-suite/module-manifest.tsv (scripts/make-module-suites.py
 wrote them; each folder's README.md says where the files are from and their licences) goes
 through pixload's CLI (`pixload fetch --allow-file --no-disk-cache --no-color-management
 file://... --out x.png`, RGBA8 at full size) and is compared with its reference:
@@ -58,7 +58,7 @@ LIMIT = 60  # seconds for any one pixload or tool run: a hang fails, the run goe
 
 
 def manifest(suite):
-    with open(os.path.join(fixtures, suite, "manifest.tsv")) as f:
+    with open(os.path.join(fixtures, suite, "module-manifest.tsv")) as f:
         header = f.readline().rstrip("\n").split("\t")
         return [dict(zip(header, line.rstrip("\n").split("\t"))) for line in f if line.strip()]
 
