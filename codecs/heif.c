@@ -135,11 +135,14 @@ static pxl_status open_heif(const uint8_t *data, size_t size, struct heif_file *
   if (error.code == heif_error_Ok) error = heif_context_get_primary_image_ID(file->context, &file->primary_id);
   if (error.code == heif_error_Ok) error = heif_context_get_primary_image_handle(file->context, &file->primary);
   if (error.code != heif_error_Ok) {
-    heif_context_free(file->context);
-    file->context = NULL;
     pxl_status status = error.code == heif_error_Unsupported_feature || error.code == heif_error_Unsupported_filetype
                             ? PXL_E_UNSUPPORTED_IMAGE : PXL_E_CORRUPT_IMAGE;
-    return pxl_module_fail(status, message, cap, "libheif: %s", error.message);
+    /* error.message may live in the context (libheif keeps its error strings there): copied
+     * before the context goes (make fuzz-heif found the use after free). */
+    pxl_module_fail(status, message, cap, "libheif: %s", error.message);
+    heif_context_free(file->context);
+    file->context = NULL;
+    return status;
   }
   return PXL_OK;
 }
