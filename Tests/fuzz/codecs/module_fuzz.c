@@ -112,6 +112,9 @@ static void check(int ok, const char *what) {
 
 static volatile uint32_t sink;
 
+/* What the last input ended with (pxl_status values), for the replay's lines. */
+static char report[128];
+
 /* A message the codec wrote is NUL-terminated inside its buffer (pixload.h: "message
  * (message_cap bytes, NUL-terminate it)"). The buffer starts zeroed, as CCodec's. */
 static void check_message(const char *message) {
@@ -283,6 +286,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t head_size = size < PXL_CODEC_SNIFF_BYTES ? size : PXL_CODEC_SNIFF_BYTES;
   uint8_t *head = malloc(head_size);
   memcpy(head, data, head_size);
+  report[0] = '\0';
   int32_t taken = registered.sniff(head, head_size, registered.user_data);
   free(head);
   if (!taken) return 0;
@@ -294,7 +298,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   r.side = sides[take(&c, sizeof sides / sizeof sides[0])];
   r.animate = take(&c, 4) != 0;
   r.cancel = take(&c, 16) == 0; /* nobody waits any more: the codec may stop */
-  decode_as_library(data, size, &r);
+  pxl_status status = decode_as_library(data, size, &r);
+  snprintf(report, sizeof report, "status %d", (int)status);
 
   if (registered.flags & PXL_CODEC_PROGRESSIVE) {
     /* A file still arriving: 1/8 .. 7/8 of it, or all but its last byte. */
@@ -306,7 +311,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       request p = r;
       p.flags |= PXL_CODEC_PARTIAL;
       p.animate = 0;
-      decode_as_library(prefix, prefix_size, &p); /* PXL_E_NOT_FOUND: no pass to show yet */
+      /* PXL_E_NOT_FOUND: no pass to show yet */
+      status = decode_as_library(prefix, prefix_size, &p);
+      size_t used = strlen(report);
+      snprintf(report + used, sizeof report - used, ", %zu-byte prefix: status %d", prefix_size, (int)status);
       free(prefix);
     }
   }
@@ -339,7 +347,7 @@ int main(int argc, char **argv) {
     LLVMFuzzerTestOneInput(input, n);
     free(input);
     int ok = failures == before;
-    printf("%s  %s\n", ok ? "ok  " : "FAIL", argv[i]);
+    printf("%s  %s: %s\n", ok ? "ok  " : "FAIL", argv[i], report[0] ? report : "not sniffed");
     fflush(stdout); /* before LeakSanitizer's report at exit, which ends the process */
     if (ok) passed++; else failed++;
   }
