@@ -146,34 +146,37 @@ static pxl_status check_references(const uint8_t *data, size_t size, char *messa
   struct heif_edge *edges = NULL;
   size_t count = 0, capacity = 0;
   pxl_status status = PXL_OK;
-  for (const uint8_t *p = iref + 4; iref_end - p >= 8;) {
-    uint64_t box = big_endian(p, 4);
-    if (box < 8 || box > (uint64_t)(iref_end - p)) break;
-    const uint8_t *q = p + 8, *box_end = p + box;
+  /* Read as libheif 1.15 reads it (Box_iref::parse): one reference after another, each a box
+   * header (size, type, 8 more bytes for a 64-bit size, 16 for 'uuid') then the ids, the
+   * header's size ignored; a reference cut short by the end keeps what was read. Reading by
+   * the declared sizes instead let a mutated size hide the loop (a second fuzz timeout). */
+  const uint8_t *p = iref + 4;
+  while (iref_end - p >= 8) {
     int dimg = memcmp(p + 4, "dimg", 4) == 0, auxl = memcmp(p + 4, "auxl", 4) == 0;
-    if ((dimg || auxl) && box_end - q >= id_bytes + 2) {
-      uint32_t from = (uint32_t)big_endian(q, id_bytes);
-      uint64_t refs = big_endian(q + id_bytes, 2);
-      q += id_bytes + 2;
-      for (uint64_t r = 0; r < refs && box_end - q >= id_bytes; r++, q += id_bytes) {
-        if (count == capacity) {
-          if (capacity == PXL_HEIF_MAX_REFERENCES) {
-            free(edges);
-            return pxl_module_fail(PXL_E_UNSUPPORTED_IMAGE, message, cap, "over %d item references",
-                                   PXL_HEIF_MAX_REFERENCES);
-          }
-          capacity = capacity ? 2 * capacity : 64;
-          struct heif_edge *grown = realloc(edges, capacity * sizeof *edges);
-          if (!grown) { free(edges); return PXL_E_NO_MEMORY; }
-          edges = grown;
+    size_t header = 8 + (big_endian(p, 4) == 1 ? 8 : 0) + (memcmp(p + 4, "uuid", 4) == 0 ? 16 : 0);
+    if ((size_t)(iref_end - p) < header + (size_t)id_bytes + 2) break;
+    p += header;
+    uint32_t from = (uint32_t)big_endian(p, id_bytes);
+    uint64_t refs = big_endian(p + id_bytes, 2);
+    p += id_bytes + 2;
+    for (uint64_t r = 0; r < refs && iref_end - p >= id_bytes; r++, p += id_bytes) {
+      if (!dimg && !auxl) continue;
+      if (count == capacity) {
+        if (capacity == PXL_HEIF_MAX_REFERENCES) {
+          free(edges);
+          return pxl_module_fail(PXL_E_UNSUPPORTED_IMAGE, message, cap, "over %d item references",
+                                 PXL_HEIF_MAX_REFERENCES);
         }
-        uint32_t to = (uint32_t)big_endian(q, id_bytes);
-        /* dimg: the derived image `from` is made of `to`. auxl: `from` is an auxiliary image
-         * (alpha, depth) of `to`, decoded with it. */
-        edges[count++] = dimg ? (struct heif_edge){from, to} : (struct heif_edge){to, from};
+        capacity = capacity ? 2 * capacity : 64;
+        struct heif_edge *grown = realloc(edges, capacity * sizeof *edges);
+        if (!grown) { free(edges); return PXL_E_NO_MEMORY; }
+        edges = grown;
       }
+      uint32_t to = (uint32_t)big_endian(p, id_bytes);
+      /* dimg: the derived image `from` is made of `to`. auxl: `from` is an auxiliary image
+       * (alpha, depth) of `to`, decoded with it. */
+      edges[count++] = dimg ? (struct heif_edge){from, to} : (struct heif_edge){to, from};
     }
-    p = box_end;
   }
   if (count > 0) {
     int loop = has_loop(edges, count);

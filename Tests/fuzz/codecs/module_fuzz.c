@@ -112,13 +112,16 @@ static void check(int ok, const char *what) {
 
 static volatile uint32_t sink;
 
-/* What the last input ended with (pxl_status values), for the replay's lines. */
-static char report[128];
+/* What the last input ended with (pxl_status values, the codec's last message), for the
+ * replay's lines. */
+static char report[512];
+static char last_message[MESSAGE_CAP];
 
 /* A message the codec wrote is NUL-terminated inside its buffer (pixload.h: "message
  * (message_cap bytes, NUL-terminate it)"). The buffer starts zeroed, as CCodec's. */
 static void check_message(const char *message) {
   check(memchr(message, 0, MESSAGE_CAP) != NULL, "a message not NUL-terminated within message_cap");
+  snprintf(last_message, sizeof last_message, "%.*s", MESSAGE_CAP - 1, message);
 }
 
 /* ---- choices from the input (FuzzChoices) ---- */
@@ -298,8 +301,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   r.side = sides[take(&c, sizeof sides / sizeof sides[0])];
   r.animate = take(&c, 4) != 0;
   r.cancel = take(&c, 16) == 0; /* nobody waits any more: the codec may stop */
+  last_message[0] = '\0';
   pxl_status status = decode_as_library(data, size, &r);
-  snprintf(report, sizeof report, "status %d", (int)status);
+  snprintf(report, sizeof report, "status %d%s%s", (int)status, last_message[0] ? " " : "", last_message);
 
   if (registered.flags & PXL_CODEC_PROGRESSIVE) {
     /* A file still arriving: 1/8 .. 7/8 of it, or all but its last byte. */
@@ -312,9 +316,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       p.flags |= PXL_CODEC_PARTIAL;
       p.animate = 0;
       /* PXL_E_NOT_FOUND: no pass to show yet */
+      last_message[0] = '\0';
       status = decode_as_library(prefix, prefix_size, &p);
       size_t used = strlen(report);
-      snprintf(report + used, sizeof report - used, ", %zu-byte prefix: status %d", prefix_size, (int)status);
+      snprintf(report + used, sizeof report - used, "; %zu-byte prefix: status %d%s%s", prefix_size, (int)status,
+               last_message[0] ? " " : "", last_message);
       free(prefix);
     }
   }
