@@ -262,7 +262,7 @@ test-modules: all
 	$(foreach m,$(MODULE_FUZZ) qoi,$(CLANG) $(MODULE_FUZZ_SAN) -DMODULE_FUZZ_MAIN $(call module_fuzz_cflags,$(m)) \
 	  Tests/fuzz/codecs/module_fuzz.c $(call module_fuzz_source,$(m)) -o $(FUZZ_DIR)/$(m)-replay \
 	  $(call module_fuzz_libs,$(m)) && \
-	  { LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/fuzz/codecs/lsan.supp $(FUZZ_DIR)/$(m)-replay $(fuzz_seeds_$(m))/* \
+	  { LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/fuzz/codecs/lsan.supp $(FUZZ_DIR)/$(m)-replay $(replay_inputs_$(m)) \
 	      $(filter-out %/README.md,$(wildcard Tests/fuzz-regressions/$(m)/*)) >$(FUZZ_DIR)/$(m)-replay.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/$(m)-replay.log; exit 1; }; } && \
 	  echo "$(m) module fuzz replay: $$(tail -1 $(FUZZ_DIR)/$(m)-replay.log)" && ) true
@@ -580,7 +580,8 @@ fuzz-gif:
 # libheif, libjxl and librsvg are not instrumented (a fault in them still stops the run).
 # (fuzz-qoi, above, is a Swift target instead: the issue asks for the library's own
 # registration path there, and its codec has no system library behind it.) Seeds: heif-enc,
-# cjxl and QOI files made now (module-fuzz-seeds), Tests/fuzz/seeds/svg, and
+# cjxl and QOI files made now (module-fuzz-seeds), Tests/fuzz/seeds/svg, the public suites
+# (Tests/fixtures/{heif,jxl,svg}-suite), and
 # Tests/fuzz-regressions/NAME, which `make test-modules` replays through the harness's plain
 # build under ASan + UBSan, QOI's too (reproduce an input: build/fuzz/NAME-replay FILE). jxl runs
 # with stderr closed (libjxl prints each decode error there: 100 MB a run; sanitizer
@@ -594,10 +595,15 @@ module_fuzz_source = $(or $(fuzz_source_$(1)),codecs/$(1).c)
 module_fuzz_cflags = $(if $(call module_pkg,$(1)),$$(pkg-config --cflags $(call module_pkg,$(1))))
 module_fuzz_libs = $(if $(call module_pkg,$(1)),$$(pkg-config --libs $(call module_pkg,$(1))))
 fuzz_source_qoi := Tests/fuzz/qoi/module/qoi_module.c
-fuzz_seeds_heif := $(MODULE_FUZZ_SEEDS)/heif
-fuzz_seeds_jxl := $(MODULE_FUZZ_SEEDS)/jxl
-fuzz_seeds_svg := Tests/fuzz/seeds/svg
+fuzz_seeds_heif := $(MODULE_FUZZ_SEEDS)/heif Tests/fixtures/heif-suite
+fuzz_seeds_jxl := $(MODULE_FUZZ_SEEDS)/jxl Tests/fixtures/jxl-suite
+fuzz_seeds_svg := Tests/fuzz/seeds/svg Tests/fixtures/svg-suite
 fuzz_seeds_qoi := $(MODULE_FUZZ_SEEDS)/qoi
+# What test-modules replays besides the regressions (shell globs: the seeds are made first).
+replay_inputs_heif := $(MODULE_FUZZ_SEEDS)/heif/* Tests/fixtures/heif-suite/*.hei[cf]
+replay_inputs_jxl := $(MODULE_FUZZ_SEEDS)/jxl/* Tests/fixtures/jxl-suite/*.jxl
+replay_inputs_svg := Tests/fuzz/seeds/svg/* Tests/fixtures/svg-suite/*.svg
+replay_inputs_qoi := $(MODULE_FUZZ_SEEDS)/qoi/*
 fuzz_flags_jxl := -close_fd_mask=2
 # heif: ASan's default quarantine took the run to 1.4 GB in 60 s (to the RSS limit in
 # minutes); 54 MB without one, and the replay over the corpus stays flat: not a leak.

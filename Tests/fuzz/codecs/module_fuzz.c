@@ -11,7 +11,8 @@
  * Sources/Pixload/API+Codecs.swift): sniff on the first PXL_CODEC_SNIFF_BYTES; read_header
  * into a header the library initialised (frame_count 1, orientation 1, has_alpha 1); the
  * header's size, frame count and orientation checked, width x height against MAX_PIXELS
- * before any buffer exists; read_icc into a buffer of exactly icc_size bytes when the header
+ * before any buffer exists; a PXL_CODEC_SCALABLE codec's size enlarged to a larger request
+ * (within MAX_PIXELS); read_icc into a buffer of exactly icc_size bytes when the header
  * announces a profile (at most 4 MiB, PXL_ICC_MAX_BYTES); for an animation, decode_frames on
  * a zeroed canvas of the header's size with a frame_done that reads each frame and stops at
  * the library's animation bound (128 MiB of frames); else choose_size (when the request is
@@ -33,6 +34,7 @@
  * arguments: one line per file and "N passed, N failed" last (`make test-modules` replays
  * the regressions and the seeds so).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,6 +218,25 @@ static pxl_status decode_as_library(const uint8_t *data, size_t size, const requ
     free(icc);
   }
 
+  /* PXL_CODEC_SCALABLE (a vector): a request larger than the header's size is drawn at the
+   * size it asks, FIT into side x side, within MAX_PIXELS (ImageDecoder.enlarged; a square
+   * box is the same for every orientation). */
+  if ((c->flags & PXL_CODEC_SCALABLE) && r->side > 0) {
+    double scale = (double)r->side / (header.width > header.height ? header.width : header.height);
+    double cap = sqrt((double)MAX_PIXELS / ((double)header.width * header.height));
+    if (cap < scale) scale = cap;
+    if (scale > 1) {
+      int64_t w = (int64_t)llround(header.width * scale), h = (int64_t)llround(header.height * scale);
+      if (w < 1) w = 1;
+      if (h < 1) h = 1;
+      while ((uint64_t)w * (uint64_t)h > MAX_PIXELS && w > 1 && h > 1) {
+        if (w >= h) w--; else h--;
+      }
+      header.width = (int32_t)w;
+      header.height = (int32_t)h;
+    }
+  }
+
   /* The size the request wants (FIT into side x side, never up); rotated sides for 5..8
    * do not change a square box. */
   int32_t want_w = header.width, want_h = header.height;
@@ -295,7 +316,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!taken) return 0;
 
   choices c = choices_of(data, size);
-  static const int32_t sides[] = {0, 150, 1, 64, 7};
+  static const int32_t sides[] = {0, 150, 1, 64, 7, 2000}; /* 2000: a vector enlarged to the cap */
   request r = {0, 0, 0, 0};
   r.flags = take(&c, 2) ? PXL_CODEC_KEEP_ORIENTATION : 0;
   r.side = sides[take(&c, sizeof sides / sizeof sides[0])];
