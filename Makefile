@@ -581,12 +581,11 @@ fuzz-gif:
 # (fuzz-qoi, above, is a Swift target instead: the issue asks for the library's own
 # registration path there, and its codec has no system library behind it.) Seeds: heif-enc,
 # cjxl and QOI files made now (module-fuzz-seeds), Tests/fuzz/seeds/svg, the public suites
-# (Tests/fixtures/{heif,jxl,svg}-suite), and
-# Tests/fuzz-regressions/NAME, which `make test-modules` replays through the harness's plain
-# build under ASan + UBSan, QOI's too (reproduce an input: build/fuzz/NAME-replay FILE). jxl runs
-# with stderr closed (libjxl prints each decode error there: 100 MB a run; sanitizer
-# reports still show). fontconfig's once-per-process configuration is not a leak
-# (Tests/fuzz/codecs/lsan.supp).
+# (Tests/fixtures/{heif,jxl,svg}-suite) and Tests/fuzz-regressions/NAME, which
+# `make test-modules` replays through the harness's plain build under ASan + UBSan, QOI's
+# too (reproduce an input: build/fuzz/NAME-replay FILE). jxl runs with stderr closed
+# (libjxl prints each decode error there: 100 MB a run; sanitizer reports still show).
+# fontconfig's once-per-process configuration is not a leak (Tests/fuzz/codecs/lsan.supp).
 MODULE_FUZZ := heif jxl svg
 MODULE_FUZZ_SEEDS := $(FUZZ_DIR)/seeds
 MODULE_FUZZ_SAN := -fuse-ld=lld -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -Iinclude
