@@ -1,10 +1,10 @@
 /*
  * Registered codecs (pixload.h, "Codecs") proven with a format pixload does not ship:
  * QOI (https://qoiformat.org/qoi-specification.pdf), encoded and decoded from the spec in
- * qoi_codec.h (which the QOI fuzz target registers too). Its files are written into the served directory at test time from alpha.png's
- * formula, so the codec's output at every size and pixel format must equal the built-in
- * PNG decoder's output of alpha.png (same pixels in, same resize, colour and format path
- * out). Also: registration rules, destroy exactly once (remove, failed add, loader free),
+ * qoi_codec.h (which the QOI fuzz target registers too). Its files are written into the
+ * served directory at test time from alpha.png's formula, so the codec's output at every
+ * size and pixel format must equal the built-in PNG decoder's output of alpha.png (same
+ * pixels in, same resize, colour and format path out). Also: registration rules, destroy exactly once (remove, failed add, loader free),
  * max_pixels before any buffer, codec errors, orientation, choose_size, frames, the
  * format list, the disk variant key changing with the codec's version, and the
  * "install libpixload-X" error for a known format without its module.
