@@ -55,6 +55,12 @@ let package = Package(
                       path: "Tests/fuzz/avif"),
     // libFuzzer target on WebP (`make fuzz-webp`): read_info, ImageDecoder, frames, colour.
     .executableTarget(name: "pixload-fuzz-webp", dependencies: ["PixloadCore", "CCodecs", "FuzzDriver"], path: "Tests/fuzz/webp"),
+    // libFuzzer target on the QOI test codec registered through the C API
+    // (`make fuzz-qoi-loader`): the codec as a module (Tests/fuzz/qoi/module, C), added by
+    // pxl_loader_add_codec to a real loader, decoded by that loader's decoder.
+    .target(name: "QOIModule", dependencies: ["CPixload"], path: "Tests/fuzz/qoi/module"),
+    .executableTarget(name: "pixload-fuzz-qoi", dependencies: ["Pixload", "PixloadCore", "FuzzDriver", "QOIModule"],
+                      path: "Tests/fuzz/qoi/driver"),
     // What the three fuzz targets share: libFuzzer's entry points and the replay mode.
     .target(name: "FuzzDriver", dependencies: ["PixloadCore"], path: "Tests/fuzz/driver"),
     // `make bench-decode`: ImageDecoder against libjpeg-turbo/libpng called directly from C.

@@ -125,9 +125,127 @@ static int turns_sideways(const uint8_t *data, size_t size, heif_item_id id) {
   return 0;
 }
 
+/* ---- Item references, checked before libheif reads the file ----
+ *
+ * libheif 1.15 follows item references while decoding without noticing a loop: a primary
+ * grid whose alpha (auxl) is a grid built (dimg) from the primary itself recursed until the
+ * stack ran out (SEGV), or, with libheif's tile threads, hung for minutes (make fuzz-heif
+ * found it; Tests/fuzz-regressions/heif). So the meta box's iref is read here, and a file
+ * whose decode references form a loop is refused. */
+
+#define PXL_HEIF_MAX_REFERENCES 65536 /* edges; a 12 MP phone grid has about 50 */
+
+struct heif_edge { uint32_t from, to; }; /* decoding item `from` decodes item `to` */
+
+static int compare_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int compare_edge(const void *a, const void *b) {
+  const struct heif_edge *x = a, *y = b;
+  return x->from != y->from ? (x->from < y->from ? -1 : 1) : (x->to < y->to ? -1 : x->to > y->to);
+}
+
+/* Whether the edges form a loop (Kahn's algorithm: what is left once every item nothing
+ * else needs is taken away). -1 when out of memory. */
+static int has_loop(struct heif_edge *edges, size_t count) {
+  uint32_t *ids = malloc(2 * count * sizeof *ids);
+  size_t *indegree = calloc(2 * count, sizeof *indegree), *queue = malloc(2 * count * sizeof *queue);
+  size_t *first = malloc((2 * count + 1) * sizeof *first);
+  int loop = -1;
+  if (!ids || !indegree || !queue || !first) goto done;
+  size_t n = 0;
+  for (size_t i = 0; i < count; i++) { ids[n++] = edges[i].from; ids[n++] = edges[i].to; }
+  qsort(ids, n, sizeof *ids, compare_u32);
+  size_t nodes = 0;
+  for (size_t i = 0; i < n; i++)
+    if (nodes == 0 || ids[nodes - 1] != ids[i]) ids[nodes++] = ids[i];
+  qsort(edges, count, sizeof *edges, compare_edge);
+#define NODE(id) ((size_t)((uint32_t *)bsearch(&(id), ids, nodes, sizeof *ids, compare_u32) - ids))
+  for (size_t i = 0; i <= nodes; i++) first[i] = 0;
+  for (size_t i = 0; i < count; i++) {
+    first[NODE(edges[i].from) + 1]++;
+    indegree[NODE(edges[i].to)]++;
+  }
+  for (size_t i = 0; i < nodes; i++) first[i + 1] += first[i];
+  size_t head = 0, tail = 0, taken = 0;
+  for (size_t i = 0; i < nodes; i++)
+    if (indegree[i] == 0) queue[tail++] = i;
+  while (head < tail) {
+    size_t node = queue[head++];
+    taken++;
+    for (size_t e = first[node]; e < first[node + 1]; e++)
+      if (--indegree[NODE(edges[e].to)] == 0) queue[tail++] = NODE(edges[e].to);
+  }
+#undef NODE
+  loop = taken < nodes;
+done:
+  free(ids);
+  free(indegree);
+  free(queue);
+  free(first);
+  return loop;
+}
+
+/* PXL_OK, or why the file's item references are refused. */
+static pxl_status check_references(const uint8_t *data, size_t size, char *message, size_t cap) {
+  size_t meta, meta_end, iref, iref_end;
+  if (!find_box(data, 0, size, "meta", &meta, &meta_end) || meta + 4 > meta_end ||
+      !find_box(data, meta + 4, meta_end, "iref", &iref, &iref_end) || iref + 4 > iref_end)
+    return PXL_OK; /* no references: nothing to loop */
+  int id_bytes = data[iref] == 0 ? 2 : 4;
+  struct heif_edge *edges = NULL;
+  size_t count = 0, capacity = 0;
+  pxl_status status = PXL_OK;
+  /* Read as libheif 1.15 reads it (Box_iref::parse): one reference after another, each a box
+   * header (size, type, 8 more bytes for a 64-bit size, 16 for 'uuid') then the ids, the
+   * header's size ignored; a reference cut short by the end keeps what was read. Reading by
+   * the declared sizes instead let a mutated size hide the loop (a second fuzz timeout). */
+  size_t at = iref + 4;
+  while (iref_end - at >= 8) {
+    const uint8_t *p = data + at;
+    int dimg = memcmp(p + 4, "dimg", 4) == 0, auxl = memcmp(p + 4, "auxl", 4) == 0;
+    size_t header = 8 + (read_be(p, 4) == 1 ? 8 : 0) + (memcmp(p + 4, "uuid", 4) == 0 ? 16 : 0);
+    if (iref_end - at < header + (size_t)id_bytes + 2) break;
+    at += header;
+    uint32_t from = read_be(data + at, id_bytes);
+    uint32_t refs = read_be(data + at + id_bytes, 2);
+    at += (size_t)id_bytes + 2;
+    for (uint32_t r = 0; r < refs && iref_end - at >= (size_t)id_bytes; r++, at += (size_t)id_bytes) {
+      if (!dimg && !auxl) continue;
+      if (count == capacity) {
+        if (capacity == PXL_HEIF_MAX_REFERENCES) {
+          free(edges);
+          return pxl_module_fail(PXL_E_UNSUPPORTED_IMAGE, message, cap, "over %d item references",
+                                 PXL_HEIF_MAX_REFERENCES);
+        }
+        capacity = capacity ? 2 * capacity : 64;
+        struct heif_edge *grown = realloc(edges, capacity * sizeof *edges);
+        if (!grown) { free(edges); return PXL_E_NO_MEMORY; }
+        edges = grown;
+      }
+      uint32_t to = read_be(data + at, id_bytes);
+      /* dimg: the derived image `from` is made of `to`. auxl: `from` is an auxiliary image
+       * (alpha, depth) of `to`, decoded with it. */
+      edges[count++] = dimg ? (struct heif_edge){from, to} : (struct heif_edge){to, from};
+    }
+  }
+  if (count > 0) {
+    int loop = has_loop(edges, count);
+    if (loop < 0) status = PXL_E_NO_MEMORY;
+    else if (loop) status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "the item references form a loop");
+  }
+  free(edges);
+  return status;
+}
+
 static pxl_status open_heif(const uint8_t *data, size_t size, struct heif_file *file, char *message, size_t cap) {
-  file->context = heif_context_alloc();
+  file->context = NULL;
   file->primary = NULL;
+  pxl_status checked = check_references(data, size, message, cap);
+  if (checked != PXL_OK) return checked;
+  file->context = heif_context_alloc();
   if (!file->context) return PXL_E_NO_MEMORY;
   file->data = data;
   file->size = size;
@@ -135,12 +253,27 @@ static pxl_status open_heif(const uint8_t *data, size_t size, struct heif_file *
   if (error.code == heif_error_Ok) error = heif_context_get_primary_image_ID(file->context, &file->primary_id);
   if (error.code == heif_error_Ok) error = heif_context_get_primary_image_handle(file->context, &file->primary);
   if (error.code != heif_error_Ok) {
-    heif_context_free(file->context);
-    file->context = NULL;
     pxl_status status = error.code == heif_error_Unsupported_feature || error.code == heif_error_Unsupported_filetype
                             ? PXL_E_UNSUPPORTED_IMAGE : PXL_E_CORRUPT_IMAGE;
-    return pxl_module_fail(status, message, cap, "libheif: %s", error.message);
+    /* error.message may live in the context (libheif keeps its error strings there): copied
+     * before the context goes (make fuzz-heif found the use after free). */
+    pxl_module_fail(status, message, cap, "libheif: %s", error.message);
+    heif_context_free(file->context);
+    file->context = NULL;
+    return status;
   }
+  /* libheif 1.15 sizes a grid's canvas from the grid's own descriptor, not from the size the
+   * file declares (ispe), which is what read_header reports and max_pixels was checked
+   * against: a 64x48 grid whose descriptor said 25705x28007 took 2.8 GB and then crashed
+   * inside libheif (make fuzz-heif; Tests/fuzz-regressions/heif). So no image libheif makes
+   * for this file may be wider or taller than the larger side it declares. */
+  int32_t w = heif_image_handle_get_width(file->primary), h = heif_image_handle_get_height(file->primary);
+  int32_t iw = heif_image_handle_get_ispe_width(file->primary), ih = heif_image_handle_get_ispe_height(file->primary);
+  int32_t side = w > h ? w : h;
+  if (iw > side) side = iw;
+  if (ih > side) side = ih;
+  /* libheif refuses a side equal to the limit: one more. */
+  if (side > 0 && side < 0x7fffffff) heif_context_set_maximum_image_size_limit(file->context, side + 1);
   return PXL_OK;
 }
 
@@ -189,8 +322,10 @@ static pxl_status heif_header(const uint8_t *data, size_t size, pxl_codec_header
       header->cicp_primaries = (int32_t)nclx->color_primaries;
       header->cicp_transfer = (int32_t)nclx->transfer_characteristics;
       header->cicp_matrix = (int32_t)nclx->matrix_coefficients;
-      heif_nclx_color_profile_free(nclx);
     }
+    /* Also after an error: libheif 1.15 may have allocated the profile before refusing its
+     * values (a 52-byte leak per header, make fuzz-heif). */
+    if (nclx) heif_nclx_color_profile_free(nclx);
   }
   close_heif(&file);
   return PXL_OK;
@@ -280,8 +415,9 @@ static pxl_status heif_decode_fn(const uint8_t *data, size_t size, pxl_codec_tar
   struct heif_error error = heif_decode_image(handle, &image, heif_colorspace_RGB, heif_chroma_interleaved_RGBA, options);
   heif_decoding_options_free(options);
   if (error.code != heif_error_Ok) {
-    status = pxl_module_fail(error.code == heif_error_Memory_allocation_error ? PXL_E_NO_MEMORY : PXL_E_CORRUPT_IMAGE,
-                             message, cap, "libheif: %s", error.message);
+    /* Over the size limit open_heif sets: the file contradicts itself, not out of memory. */
+    int no_memory = error.code == heif_error_Memory_allocation_error && error.subcode != heif_suberror_Security_limit_exceeded;
+    status = pxl_module_fail(no_memory ? PXL_E_NO_MEMORY : PXL_E_CORRUPT_IMAGE, message, cap, "libheif: %s", error.message);
   } else {
     int stride = 0;
     const uint8_t *plane = heif_image_get_plane_readonly(image, heif_channel_interleaved, &stride);
