@@ -52,7 +52,11 @@ extension ImageDecoder {
   }
 
   static func error(_ failure: CodecFailure, codec: ExternalCodec) -> LoadError {
-    let message = "\(codec.id): " + (failure.message.isEmpty ? failure.status.description : failure.message)
+    // A codec passes its library's text on (libheif's ends in a newline): one line, trimmed.
+    var text = Substring(failure.message)
+    while let last = text.last, last.isWhitespace { text.removeLast() }
+    let line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
+    let message = "\(codec.id): " + (line.isEmpty ? failure.status.description : line)
     switch failure.status {
     case .unsupportedImage, .noMemory, .cancelled, .tooManyPixels, .notFound: return LoadError(failure.status, message)
     default: return LoadError(.corruptImage, message)
