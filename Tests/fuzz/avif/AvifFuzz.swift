@@ -26,20 +26,9 @@ struct FrameWalk {
 
 @discardableResult
 func fuzzOne(_ data: [UInt8]) -> String {
-  var report = ""
   let variant = formatFuzzVariant(for: data)
-  switch ImageDecoder().decode(data, variant: variant, maxPixels: fuzzMaxPixels) {
-  case .failure(let error):
-    precondition(!error.message.isEmpty, "a failure without a message")
-    report = "\(variant.width)x\(variant.height) \(variant.format): \(error.status) \(error.message)"
-  case .success(let image):
-    precondition(image.width >= 1 && image.height >= 1 && image.stride == image.width * variant.format.bytesPerPixel)
-    if variant.width > 0 { precondition(image.width <= max(variant.width, 1), "wider than asked") }
-    let bytes = image.pixels.assumingMemoryBound(to: UInt8.self)
-    var sum: UInt64 = 0
-    for i in 0..<image.byteCount { sum &+= UInt64(bytes[i]) }
-    report = "\(variant.width)x\(variant.height) \(variant.format): \(image.width)x\(image.height), sum \(sum)"
-  }
+  var report = checkedFormatDecode(ImageDecoder().decode(data, variant: variant, maxPixels: fuzzMaxPixels),
+                                   variant: variant)
 
   var info = pxl_codec_info()
   let infoStatus = data.withUnsafeBufferPointer { pxl_avif_read_info($0.baseAddress, $0.count, &info, nil, 0) }

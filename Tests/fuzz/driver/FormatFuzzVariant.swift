@@ -13,3 +13,22 @@ public func formatFuzzVariant(for data: [UInt8]) -> ImageVariant {
   return ImageRequest(url: "fuzz:", targetWidth: width, targetHeight: height, mode: mode, format: format,
                       appliesOrientation: take(2) == 0).variant
 }
+
+/// Checks what decoding an input as `variant` gave (a failure has a message; an image is
+/// at least 1x1, tightly packed in the variant's format, never wider than asked) and says
+/// it in a line: the sizes, the frame count and a byte sum of the first frame, or the error.
+public func checkedFormatDecode(_ result: Result<Image, LoadError>, variant: ImageVariant) -> String {
+  let asked = "\(variant.width)x\(variant.height) \(variant.format)"
+  switch result {
+  case .failure(let error):
+    precondition(!error.message.isEmpty, "a failure without a message")
+    return "\(asked): \(error.status) \(error.message)"
+  case .success(let image):
+    precondition(image.width >= 1 && image.height >= 1 && image.stride == image.width * variant.format.bytesPerPixel)
+    if variant.width > 0 { precondition(image.width <= max(variant.width, 1), "wider than asked") }
+    let bytes = image.pixels.assumingMemoryBound(to: UInt8.self)
+    var sum: UInt64 = 0
+    for i in 0..<image.byteCount { sum &+= UInt64(bytes[i]) }
+    return "\(asked): \(image.width)x\(image.height), frames \(image.frameCount), sum \(sum)"
+  }
+}

@@ -45,19 +45,7 @@ let decoder: ImageDecoding = loader(qoiLoader)!.decoder
 func fuzzOne(_ data: [UInt8]) -> String {
   var variant = formatFuzzVariant(for: data)
   variant.animates = data.count % 2 == 0
-  switch decoder.decode(data, variant: variant, maxPixels: fuzzMaxPixels) {
-  case .failure(let error):
-    precondition(!error.message.isEmpty, "a failure without a message")
-    return "\(variant.width)x\(variant.height) \(variant.format): \(error.status) \(error.message)"
-  case .success(let image):
-    precondition(image.width >= 1 && image.height >= 1 && image.stride == image.width * variant.format.bytesPerPixel)
-    if variant.width > 0 { precondition(image.width <= max(variant.width, 1), "wider than asked") }
-    let bytes = image.pixels.assumingMemoryBound(to: UInt8.self)
-    var sum: UInt64 = 0
-    for i in 0..<image.byteCount { sum &+= UInt64(bytes[i]) }
-    return "\(variant.width)x\(variant.height) \(variant.format): \(image.width)x\(image.height) "
-      + "frames \(image.frameCount), sum \(sum)"
-  }
+  return checkedFormatDecode(decoder.decode(data, variant: variant, maxPixels: fuzzMaxPixels), variant: variant)
 }
 
 @main
