@@ -26,6 +26,10 @@ extension ImageDecoder {
         return .failure(LoadError(.notAnImage, Self.describeNonImage(data, codecs: codecs?.ids ?? [])))
       }
       defer { codecs.release(entry) }
+      // A prefix only for a codec that draws one (PXL_CODEC_PARTIAL is PROGRESSIVE's).
+      if partial && !entry.codec.isProgressive {
+        return .failure(LoadError(.notFound, "\(entry.codec.id) does not decode a prefix"))
+      }
       let flag = cancel ?? CancelFlag()
       codecs.register(flag)
       defer { codecs.unregister(flag) }
@@ -47,7 +51,9 @@ extension ImageDecoder {
   }
 
   public func decodePrefix(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
-    guard decodesPrefixes(data) else { return .failure(LoadError(.notFound, "no codec decodes this prefix")) }
+    // A built-in format's prefix is not a codec's (a progressive JPEG's scans are previewed
+    // by previewPrefix).
+    guard Self.sniff(data) == nil else { return .failure(LoadError(.notFound, "a built-in format's prefix")) }
     return decodeWithCodec(data, variant: variant, maxPixels: maxPixels, partial: true)
   }
 
