@@ -82,6 +82,12 @@ static int find_box(const uint8_t *data, size_t from, size_t end, const char *ty
   return 0;
 }
 
+/* The meta box's children, [*from, *end): its payload after the full-box header; 0 when
+ * the file has no meta box. */
+static int meta_children(const uint8_t *data, size_t size, size_t *from, size_t *end) {
+  return find_box(data, 0, size, "meta", from, end) && (*from += 4) <= *end;
+}
+
 static uint32_t read_be(const uint8_t *p, int bytes) {
   uint32_t v = 0;
   for (int i = 0; i < bytes; i++) v = v << 8 | p[i];
@@ -93,8 +99,7 @@ static uint32_t read_be(const uint8_t *p, int bytes) {
  * handle_size. A file it cannot walk says no. */
 static int turns_sideways(const uint8_t *data, size_t size, heif_item_id id) {
   size_t meta, meta_end, iprp, iprp_end, ipco, ipco_end, ipma, ipma_end;
-  if (!find_box(data, 0, size, "meta", &meta, &meta_end) || meta + 4 > meta_end ||
-      !find_box(data, meta + 4, meta_end, "iprp", &iprp, &iprp_end) ||
+  if (!meta_children(data, size, &meta, &meta_end) || !find_box(data, meta, meta_end, "iprp", &iprp, &iprp_end) ||
       !find_box(data, iprp, iprp_end, "ipco", &ipco, &ipco_end) ||
       !find_box(data, iprp, iprp_end, "ipma", &ipma, &ipma_end))
     return 0;
@@ -191,8 +196,8 @@ done:
 /* PXL_OK, or why the file's item references are refused. */
 static pxl_status check_references(const uint8_t *data, size_t size, char *message, size_t cap) {
   size_t meta, meta_end, iref, iref_end;
-  if (!find_box(data, 0, size, "meta", &meta, &meta_end) || meta + 4 > meta_end ||
-      !find_box(data, meta + 4, meta_end, "iref", &iref, &iref_end) || iref + 4 > iref_end)
+  if (!meta_children(data, size, &meta, &meta_end) || !find_box(data, meta, meta_end, "iref", &iref, &iref_end) ||
+      iref + 4 > iref_end)
     return PXL_OK; /* no references: nothing to loop */
   int id_bytes = data[iref] == 0 ? 2 : 4;
   struct heif_edge *edges = NULL;
