@@ -8,6 +8,8 @@
 #   scripts/deps.sh          Debian packages + Pillow (scripts/photos.sh needs it)
 #   scripts/deps.sh python   also the Python packages of bench/py_baseline.py and the
 #                            wallpaper packages of scripts/camera-photos.sh (benchmarks)
+#   scripts/deps.sh versions prints the versions of the libraries a build links and the
+#                            tools the tests compare against, one line (nothing installed)
 #   scripts/deps.sh test     also what only `make test` needs: GTK 4 and Xvfb (the GTK
 #                            example's test), python3-venv (the Python bindings' venv;
 #                            pytest, numpy and Pillow go into that venv from PyPI), and
@@ -17,6 +19,15 @@
 #                            CMake and Meson (examples/c built as their users build it),
 #                            and the system libraries of PySide6's wheels (examples/qt;
 #                            PySide6 itself goes into that test's venv from PyPI)
+#
+# Every mode also brings what is already installed of these packages, and the libraries
+# they depend on, to the archive's current versions (apt-get install --only-upgrade), so
+# every machine builds and tests against today's libraries: a security update changes a
+# library's behaviour (libheif 1.15.1-1+deb12u3 of 2026-12-04 began refusing coded sizes a
+# caller's limit did not admit), and a machine that kept yesterday's packages passed where
+# a fresh one failed. The package lists are refreshed when older than
+# PIXLOAD_APT_MAX_AGE_MINUTES (default 360); PIXLOAD_NO_UPGRADE=1 skips the upgrade (offline).
+# The versions a run used are printed on one line (`scripts/deps.sh versions` prints it alone).
 #
 # Runs apt-get as root directly, otherwise through sudo.
 set -euo pipefail
@@ -57,7 +68,20 @@ APT_PKGS=(
 # and install nginx if absent.
 
 mode="${1:-}"
-case "$mode" in ""|python|test) ;; *) echo "usage: $0 [python|test]" >&2; exit 2 ;; esac
+case "$mode" in ""|python|test|versions) ;; *) echo "usage: $0 [python|test|versions]" >&2; exit 2 ;; esac
+
+# The shared libraries behind the build and the reference tools, whose versions a run reports.
+VERSION_PKGS=(libcurl4 libjpeg62-turbo libpng16-16 libdeflate0 libwebp7 libgif7 libavif15 libdav1d6 libaom3
+              liblcms2-2 libheif1 libde265-0 libjxl0.7 librsvg2-2 nginx)
+print_versions() {
+  local line="" p v
+  for p in "${VERSION_PKGS[@]}"; do
+    v=$(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || true)
+    [ -n "$v" ] && line+="$p $v, "
+  done
+  echo "deps.sh: versions: ${line%, }" >&2
+}
+if [ "$mode" = versions ]; then print_versions 2>&1; exit 0; fi
 if [ "$mode" = python ]; then
   # scripts/camera-photos.sh: the benchmarks' 8-16 MP photographs (13 with the 16.04 set)
   APT_PKGS+=(lomiri-wallpapers-20.04 mate-backgrounds ukui-wallpapers)
@@ -118,15 +142,50 @@ if [ ${#py_missing[@]} -gt 0 ] && ! python3 -m pip --version >/dev/null 2>&1; th
   missing+=(python3-pip)
 fi
 
+export DEBIAN_FRONTEND=noninteractive
+# The package lists: refreshed when missing or older than the allowed age (our own stamp:
+# apt keeps a list file's old mtime when the archive answers "not modified").
+stamp="${XDG_CACHE_HOME:-$HOME/.cache}/pixload/apt-lists-updated"
+max_age="${PIXLOAD_APT_MAX_AGE_MINUTES:-360}"
+lists_fresh() { [ -f "$stamp" ] && [ -n "$(find "$stamp" -mmin -"$max_age" 2>/dev/null)" ]; }
+update_lists() {
+  local log
+  if log=$($SUDO apt-get update -qq 2>&1); then
+    mkdir -p "$(dirname "$stamp")" && touch "$stamp"
+  else
+    echo "$log" >&2; return 1
+  fi
+}
+
 if [ ${#missing[@]} -gt 0 ]; then
   echo "deps.sh: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  # update only now: the package lists are stale or absent on a fresh machine, and
-  # an update costs time we don't want to spend when nothing is missing.
   # apt's chatter (debconf notices, progress) only matters when it fails.
-  if ! log=$($SUDO apt-get update -qq 2>&1 &&
-             $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" 2>&1); then
-    echo "$log" >&2; echo "deps.sh: apt-get failed" >&2; exit 1
+  if ! { lists_fresh || update_lists; } ||
+     ! log=$($SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" 2>&1); then
+    echo "${log:-}" >&2; echo "deps.sh: apt-get failed" >&2; exit 1
+  fi
+fi
+
+# Today's versions of what is installed: the listed packages and everything they depend on
+# (a -dev package pins its library, not the libraries under it: libheif-dev brings libheif1
+# but not libde265-0's update).
+if [ "${PIXLOAD_NO_UPGRADE:-0}" != 1 ]; then
+  if lists_fresh || update_lists; then
+    installed_pkgs=()
+    for p in "${APT_PKGS[@]}" nginx nginx-common cargo; do installed "$p" && installed_pkgs+=("$p"); done
+    closure=$(apt-cache depends --recurse --installed --no-recommends --no-suggests --no-conflicts \
+                --no-breaks --no-replaces --no-enhances "${installed_pkgs[@]}" 2>/dev/null |
+              grep -v '^ ' | sed 's/:.*//' | sort -u)
+    upgradable=$(apt list --upgradable 2>/dev/null | sed -n 's,^\([^/]*\)/.*,\1,p' | sort -u)
+    stale=($(comm -12 <(echo "$closure") <(echo "$upgradable")))
+    if [ ${#stale[@]} -gt 0 ]; then
+      echo "deps.sh: upgrading to the archive's current versions: ${stale[*]}" >&2
+      if ! log=$($SUDO apt-get install -y -qq --only-upgrade --no-install-recommends "${stale[@]}" 2>&1); then
+        echo "$log" >&2; echo "deps.sh: apt-get failed" >&2; exit 1
+      fi
+    fi
+  else
+    echo "deps.sh: warning: could not refresh the package lists; testing against the installed versions" >&2
   fi
 fi
 
@@ -139,3 +198,5 @@ if [ ${#py_missing[@]} -gt 0 ]; then
     python3 -m pip install --quiet --no-warn-script-location "${py_missing[@]}"
   for m in "${py_mods[@]}"; do python3 -c "import $m"; done   # fail loudly if still missing
 fi
+
+print_versions
