@@ -134,7 +134,16 @@ for round in $(seq 1 20); do
   for i in $(seq 1 200); do echo "http://127.0.0.1:$port/$big?kill=$round-$i"; done > "$work/kill.txt"
   "$pixload" fetch --quiet --cache-dir "$work/killed" --disk-cache-mb 4096 --size 16x16 --urls "$work/kill.txt" > /dev/null 2>&1 &
   victim=$!
-  sleep "0.0$(( (RANDOM % 9) + 1 ))"  # the crash point: somewhere inside the writes
+  # The crash point: somewhere inside the writes. Wait for this round's first write (a
+  # fixed sleep from the start missed them on a loaded machine: 7 of 4000 stored, no
+  # variant), then let it write for a random 0-90 ms more.
+  files_before=$(find "$work/killed" -maxdepth 1 -type f 2>/dev/null | wc -l)
+  for _ in $(seq 1 2000); do
+    [ "$(find "$work/killed" -maxdepth 1 -type f 2>/dev/null | wc -l)" -gt "$files_before" ] && break
+    kill -0 "$victim" 2>/dev/null || break
+    sleep 0.005
+  done
+  sleep "0.0$(( RANDOM % 10 ))"
   kill -KILL "$victim" 2>/dev/null
   wait "$victim" 2>/dev/null
 done
