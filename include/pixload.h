@@ -139,13 +139,13 @@ extern "C" {
 
 /* The version of this header, MAJOR.MINOR.PATCH; PXL_VERSION_STRING spells it. */
 #define PXL_VERSION_MAJOR 0
-#define PXL_VERSION_MINOR 5
+#define PXL_VERSION_MINOR 6
 #define PXL_VERSION_PATCH 0
 /* 0xMMmmpp. Before 1.0 a minor release may change the ABI (0.2.0 did, keeping 0.1.0's
  * symbols): a binding checks MAJOR and MINOR for equality; a C program compares with >=
  * to test for a feature at compile time. */
 #define PXL_VERSION_NUM ((PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH)
-#define PXL_VERSION_STRING "0.5.0"
+#define PXL_VERSION_STRING "0.6.0"
 
 /* The version of the library actually loaded, "MAJOR.MINOR.PATCH". Static storage;
  * never NULL. Any thread. Since 0.1.0. */

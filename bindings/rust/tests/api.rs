@@ -711,11 +711,12 @@ fn fetch_waits_for_one_image_or_its_error() {
 fn only_the_same_minor_release_is_accepted() {
     // Before 1.0 a minor release may change the ABI (0.2.0 reordered the table
     // callbacks' parameters; 0.3.0 grew structs; 0.4.0 added the frame functions the
-    // bindings call; 0.5.0 the API of processors, fetchers, codecs and metrics): 0.5.x only.
-    for ok in [0x000500, 0x000501, 0x0005FF] {
+    // bindings call; 0.5.0 the API of processors, fetchers, codecs and metrics; 0.6.0 a
+    // result source, PXL_SOURCE_FILE): 0.6.x only.
+    for ok in [0x000600, 0x000601, 0x0006FF] {
         assert!(pixload::version_compatible(ok), "{ok:#08x}");
     }
-    for refused in [0x000100, 0x000405, 0x000600, 0x010500, 0] {
+    for refused in [0x000100, 0x000500, 0x0005FF, 0x000700, 0x010600, 0] {
         assert!(!pixload::version_compatible(refused), "{refused:#08x}");
     }
     assert!(pixload::version_compatible(pixload::version_num()));
