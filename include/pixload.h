@@ -286,13 +286,17 @@ typedef enum pxl_mode {
 typedef enum pxl_source {
   PXL_SOURCE_NONE = 0,     /* no image (an error or a cancellation) */
   PXL_SOURCE_MEMORY = 1,   /* the memory cache; no download, no decode */
-  PXL_SOURCE_NETWORK = 2,  /* downloaded (or read from a file:// URL) and decoded */
+  PXL_SOURCE_NETWORK = 2,  /* downloaded and decoded */
   PXL_SOURCE_DISK = 3,     /* the disk cache: decoded from its encoded bytes, or a decoded
                               thumbnail it kept (pxl_config.disk_variant_max_side) */
   PXL_SOURCE_REVALIDATED = 4, /* the disk cache after the server answered 304 Not Modified */
   PXL_SOURCE_FETCHER = 5,  /* Since 0.5.0. A host's fetcher (pxl_loader_add_fetcher) gave
                               the bytes; decoded */
-  PXL_SOURCE_DATA = 6      /* Since 0.5.0. A data: URI's bytes (PXL_SCHEME_DATA); decoded */
+  PXL_SOURCE_DATA = 6,     /* Since 0.5.0. A data: URI's bytes (PXL_SCHEME_DATA); decoded */
+  PXL_SOURCE_FILE = 7      /* Since 0.6.0. Read from a file:// URL (PXL_SCHEME_FILE) and
+                              decoded; the memory cache's hit of that URL is MEMORY (the
+                              disk cache keeps no file:// images). Before 0.6.0 these were
+                              PXL_SOURCE_NETWORK. */
 } pxl_source;
 
 /* ---------------------------------------------------------------------------------

@@ -95,6 +95,8 @@ pub const PXL_SOURCE_REVALIDATED: pxl_source = 4;
 /// Since 0.5.0.
 pub const PXL_SOURCE_FETCHER: pxl_source = 5;
 pub const PXL_SOURCE_DATA: pxl_source = 6;
+/// Since 0.6.0. A file:// URL, read and decoded (a 0.5 library said PXL_SOURCE_NETWORK).
+pub const PXL_SOURCE_FILE: pxl_source = 7;
 
 opaque!(pxl_image);
 opaque!(pxl_queue);
