@@ -10,8 +10,8 @@
  *
  *   STATUS WxH SOURCE MS URL[  (message, HTTP n)]
  *
- * SOURCE is memory, disk, revalidated, network, file (a file:// URL, which the library
- * reports as PXL_SOURCE_NETWORK), data (a data: URI, --allow-data) or none.
+ * SOURCE is memory, disk, revalidated, network, file (a file:// URL, --allow-file),
+ * data (a data: URI, --allow-data) or none: the result's pxl_source.
  * A closing summary line follows (tool_operate.c says what its figures measure):
  *
  *   N loaded, N failed, X.X images/s, Y.YYY ms CPU/image

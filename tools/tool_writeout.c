@@ -10,8 +10,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
-#include <strings.h>
 
 #include "tool_writeout.h"
 
@@ -26,14 +24,13 @@ const char *status_name(pxl_status status) {
   return pxl_status_string(status);
 }
 
-/* file:// loads come back as PXL_SOURCE_NETWORK ("downloaded or read from a file"); a
- * user reading the column wants to know no server was involved. */
-static int is_file_url(const char *url) { return strncasecmp(url, "file:", 5) == 0; }
-
-static const char *source_name(pxl_source source, const char *url) {
+/* The library says where a result came from, file:// included (PXL_SOURCE_FILE): the
+ * column never reads a scheme from the URL's text. */
+static const char *source_name(pxl_source source) {
   switch (source) {
     case PXL_SOURCE_MEMORY: return "memory";
-    case PXL_SOURCE_NETWORK: return is_file_url(url) ? "file" : "network";
+    case PXL_SOURCE_NETWORK: return "network";
+    case PXL_SOURCE_FILE: return "file";
     case PXL_SOURCE_DISK: return "disk";
     case PXL_SOURCE_REVALIDATED: return "revalidated";
     case PXL_SOURCE_DATA: return "data";
@@ -65,7 +62,7 @@ void print_job(const struct job *job) {
   char size[32] = "-";
   if (job->status == PXL_OK) snprintf(size, sizeof size, "%dx%d", job->width, job->height);
   printf("%-18s %-10s %-7s %8.1f ms  %s", job->incomplete ? "OK incomplete" : status_name(job->status), size,
-         source_name(job->source, job->url), job->ms, job->url);
+         source_name(job->source), job->ms, job->url);
   if (job->status != PXL_OK) {
     printf("  (%s", job->message ? job->message : pxl_status_string(job->status));
     if (job->http_status) printf(", HTTP %d", job->http_status);
