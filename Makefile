@@ -141,8 +141,11 @@ lib: check-build-deps $(STAGE)/pixload.map
 	cp -f include/pixload.h $(STAGE)/include/
 
 # The client is a C program against the public header only: also the proof that C works.
+# Its files, one concern each, are listed in tools/README.md.
+CLI_SOURCES := $(sort $(wildcard tools/tool_*.c))
+
 cli: lib
-	$(CC) $(CFLAGS) $(WARN) -Iinclude tools/pixload.c -o $(STAGE)/bin/pixload \
+	$(CC) $(CFLAGS) $(WARN) -Iinclude $(CLI_SOURCES) -o $(STAGE)/bin/pixload \
 	  -L$(STAGE)/lib -Wl,-rpath,'$$ORIGIN/../lib' -lpixload -lpng
 
 # The codec modules (codecs/*.c, pixload.h "Codec modules"): shared objects of their own
@@ -187,7 +190,7 @@ install: all
 	chmod 644 $(DESTDIR)$(CMAKEDIR)/pixloadConfig.cmake $(DESTDIR)$(CMAKEDIR)/pixloadConfigVersion.cmake
 	sed -e 's|@VERSION@|$(VERSION)|' docs/pixload.1.in > $(DESTDIR)$(MANDIR)/man1/pixload.1
 	chmod 644 $(DESTDIR)$(MANDIR)/man1/pixload.1
-	$(CC) $(CFLAGS) $(WARN) -I$(DESTDIR)$(INCLUDEDIR) tools/pixload.c -o $(DESTDIR)$(BINDIR)/pixload \
+	$(CC) $(CFLAGS) $(WARN) -I$(DESTDIR)$(INCLUDEDIR) $(CLI_SOURCES) -o $(DESTDIR)$(BINDIR)/pixload \
 	  -L$(DESTDIR)$(LIBDIR) $(CLI_RPATH) -lpixload -lpng
 
 uninstall:

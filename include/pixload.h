@@ -139,13 +139,13 @@ extern "C" {
 
 /* The version of this header, MAJOR.MINOR.PATCH; PXL_VERSION_STRING spells it. */
 #define PXL_VERSION_MAJOR 0
-#define PXL_VERSION_MINOR 5
+#define PXL_VERSION_MINOR 6
 #define PXL_VERSION_PATCH 0
 /* 0xMMmmpp. Before 1.0 a minor release may change the ABI (0.2.0 did, keeping 0.1.0's
  * symbols): a binding checks MAJOR and MINOR for equality; a C program compares with >=
  * to test for a feature at compile time. */
 #define PXL_VERSION_NUM ((PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH)
-#define PXL_VERSION_STRING "0.5.0"
+#define PXL_VERSION_STRING "0.6.0"
 
 /* The version of the library actually loaded, "MAJOR.MINOR.PATCH". Static storage;
  * never NULL. Any thread. Since 0.1.0. */
@@ -286,13 +286,17 @@ typedef enum pxl_mode {
 typedef enum pxl_source {
   PXL_SOURCE_NONE = 0,     /* no image (an error or a cancellation) */
   PXL_SOURCE_MEMORY = 1,   /* the memory cache; no download, no decode */
-  PXL_SOURCE_NETWORK = 2,  /* downloaded (or read from a file:// URL) and decoded */
+  PXL_SOURCE_NETWORK = 2,  /* downloaded and decoded */
   PXL_SOURCE_DISK = 3,     /* the disk cache: decoded from its encoded bytes, or a decoded
                               thumbnail it kept (pxl_config.disk_variant_max_side) */
   PXL_SOURCE_REVALIDATED = 4, /* the disk cache after the server answered 304 Not Modified */
   PXL_SOURCE_FETCHER = 5,  /* Since 0.5.0. A host's fetcher (pxl_loader_add_fetcher) gave
                               the bytes; decoded */
-  PXL_SOURCE_DATA = 6      /* Since 0.5.0. A data: URI's bytes (PXL_SCHEME_DATA); decoded */
+  PXL_SOURCE_DATA = 6,     /* Since 0.5.0. A data: URI's bytes (PXL_SCHEME_DATA); decoded */
+  PXL_SOURCE_FILE = 7      /* Since 0.6.0. Read from a file:// URL (PXL_SCHEME_FILE) and
+                              decoded; the memory cache's hit of that URL is MEMORY (the
+                              disk cache keeps no file:// images). Before 0.6.0 these were
+                              PXL_SOURCE_NETWORK. */
 } pxl_source;
 
 /* ---------------------------------------------------------------------------------

@@ -205,6 +205,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_constants_and_defaults)    \
   X(test_null_handles)              \
   X(test_load_and_memory_cache)     \
+  X(test_file_url_source)          \
   X(test_cache_key_and_cache_flags) \
   X(test_fit_and_fill_sizes)        \
   X(test_pixel_formats)             \

@@ -143,7 +143,7 @@ void test_schemes_and_file_urls(const struct test_env *env) {
   struct capture got = {0};
   CHECK_STATUS(load_and_wait(env, loader, queue, &request, &got), PXL_OK);
   CHECKF(got.status == PXL_OK, "file:// load: %d %s", (int)got.status, got.message);
-  CHECK_INT(got.source, PXL_SOURCE_NETWORK);
+  CHECK_INT(got.source, PXL_SOURCE_FILE);
   CHECK_INT(got.http_status, 0);
   if (got.image) {
     CHECK_INT(pxl_image_width(got.image), 640);

@@ -197,6 +197,44 @@ void test_load_and_memory_cache(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
+/* A file:// load reports PXL_SOURCE_FILE (0.6.0; NETWORK before), so that no front end
+ * reads the scheme from the URL; the memory cache's hit of it stays MEMORY. A disk cache
+ * keeps no file:// images: a second loader on the same directory reads the file again
+ * (FILE, not DISK). */
+void test_file_url_source(const struct test_env *env) {
+  char directory[] = "/tmp/pxl-file-source.XXXXXX";
+  CHECK(mkdtemp(directory) != NULL);
+  char url[1024];
+  file_url(env, FIXTURE_GRADIENT_JPG, url, sizeof url);
+  pxl_request request;
+  request_for(&request, url, 40, 30, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  for (int round = 0; round < 2; round++) {
+    pxl_config config;
+    pxl_config_init(&config);
+    config.allowed_schemes = PXL_SCHEME_FILE;
+    config.disk_cache_bytes = 8 << 20;
+    config.disk_cache_dir = directory;
+    pxl_loader *loader = new_loader(&config);
+    pxl_queue *queue = new_queue();
+    struct capture first = {0}, again = {0};
+    CHECK_STATUS(load_and_wait(env, loader, queue, &request, &first), PXL_OK);
+    CHECKF(first.status == PXL_OK, "round %d: %s", round, first.message);
+    CHECKF(first.source == PXL_SOURCE_FILE, "round %d: source %d, want PXL_SOURCE_FILE", round, (int)first.source);
+    CHECK_INT(first.http_status, 0);
+    if (first.image) check_image_layout(first.image, 40, 30, PXL_FORMAT_RGBA8);
+    CHECK_STATUS(load_and_wait(env, loader, queue, &request, &again), PXL_OK);
+    CHECKF(again.status == PXL_OK, "round %d, again: %s", round, again.message);
+    CHECKF(again.source == PXL_SOURCE_MEMORY, "round %d, again: source %d", round, (int)again.source);
+    capture_reset(&first);
+    capture_reset(&again);
+    pxl_loader_free(loader); /* joins the disk threads: whatever they would write is written */
+    pxl_queue_free(queue);
+  }
+  char command[128];
+  snprintf(command, sizeof command, "rm -rf %s", directory);
+  CHECK(system(command) == 0);
+}
+
 void test_cache_key_and_cache_flags(const struct test_env *env) {
   pxl_loader *loader = new_loader(NULL);
   pxl_queue *queue = new_queue();

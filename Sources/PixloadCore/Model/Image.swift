@@ -108,6 +108,8 @@ public enum ImageSource: Int32, Sendable {
   case fetcher = 5
   /// A `data:` URI; decoded.
   case data = 6
+  /// A file:// URL, read (by the network engine's libcurl) and decoded.
+  case file = 7
 }
 
 /// What a request ends with: exactly one of these reaches its completion queue.

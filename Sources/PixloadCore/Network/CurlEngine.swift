@@ -599,6 +599,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     switch outcome {
     case .success(var data)?:
       data.timing = timing
+      // libcurl reads file:// URLs too: the result says no server was involved.
+      if transfer.url.isFile { data.source = .file }
       transfer.completion(.success(data))
     case .failure(var error)?:
       error.timing = timing

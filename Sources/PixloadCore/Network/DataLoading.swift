@@ -55,8 +55,8 @@ public struct DownloadedData: Sendable {
   public var endedEarly = false
   /// What the engine measured of the transfer (request metrics).
   public var timing = TransferTiming()
-  /// Where the bytes came from: the network (or a file:// URL), a host's fetcher, a
-  /// `data:` URI.
+  /// Where the bytes came from: the network, a file:// URL, a host's fetcher, a `data:`
+  /// URI.
   public var source = ImageSource.network
   /// Whether the disk tier may keep the body.
   public var diskStorage = DiskStorage.byScheme

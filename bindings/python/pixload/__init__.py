@@ -29,7 +29,7 @@ from ._processors import (
     Blur, Circle, Crop, Custom, Flip, Grayscale, Processor, Rotate, RoundedCorners, Tint,
 )
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 __all__ = [
     "BINDINGS_VERSION_NUM", "Codec", "CodecError", "CodecHeader", "FetchSink", "Format", "HookCall", "HTTPError", "Image", "ImageError", "InvalidArgumentError",

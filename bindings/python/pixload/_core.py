@@ -82,6 +82,7 @@ class Source(enum.IntEnum):
     REVALIDATED = 4
     FETCHER = 5  # a fetcher of the host's (Loader.add_fetcher); since 0.5.0
     DATA = 6     # a data: URI (Scheme.DATA); since 0.5.0
+    FILE = 7     # a file:// URL (Scheme.FILE), read and decoded; since 0.6.0 (NETWORK before)
 
 
 class LogLevel(enum.IntEnum):

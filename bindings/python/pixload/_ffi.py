@@ -17,7 +17,7 @@ import subprocess
 # have the same major.minor (before 1.0 a minor release may break the ABI, as 0.2.0 did
 # with the table callbacks) and any patch.
 PXL_VERSION_MAJOR = 0
-PXL_VERSION_MINOR = 5
+PXL_VERSION_MINOR = 6
 PXL_VERSION_PATCH = 0
 PXL_VERSION_NUM = (PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH
 SONAME = "libpixload.so.0"

@@ -33,9 +33,10 @@ def test_version_matches_header():
 def test_only_the_same_minor_release_is_accepted():
     """Before 1.0 a minor release may change the ABI (0.2.0 reordered the table
     callbacks' parameters; 0.3.0 grew structs; 0.4.0 added the frame functions the
-    bindings call; 0.5.0 the API of processors, fetchers, codecs and metrics): 0.5.x only."""
-    ok = [0x000500, 0x000501, 0x0005FF]
-    refused = [0x000100, 0x000405, 0x000600, 0x010500, 0x000000]
+    bindings call; 0.5.0 the API of processors, fetchers, codecs and metrics; 0.6.0 a
+    result source, FILE): 0.6.x only."""
+    ok = [0x000600, 0x000601, 0x0006FF]
+    refused = [0x000100, 0x000500, 0x0005FF, 0x000700, 0x010600, 0x000000]
     assert [_ffi.version_compatible(n) for n in ok] == [True] * len(ok)
     assert [_ffi.version_compatible(n) for n in refused] == [False] * len(refused)
 

@@ -198,6 +198,23 @@ def test_loader_config_keywords(server, tmp_path):
         assert loader.fetch_sync(local.as_uri(), size=(30, 20)).size == (30, 20)
 
 
+def test_file_url_source(server, tmp_path):
+    """A file:// load says Source.FILE (0.6.0; NETWORK before) and an http one NETWORK,
+    so nobody reads the scheme from the URL; the memory cache's hit of the file is MEMORY."""
+    local = tmp_path / "local.png"
+    local.write_bytes((server.www / "alpha.png").read_bytes())
+    urls = [local.as_uri(), local.as_uri(), server.url("alpha.png", case="file-source")]
+    results = []
+    with pixload.Loader(allowed_schemes={"http", "file"}) as loader, pixload.Queue() as queue:
+        for count, url in enumerate(urls, 1):
+            loader.load(url, results.append, queue=queue, size=(30, 20))
+            drain(queue, lambda: len(results) == count)
+    assert all(r.ok for r in results), [r.message for r in results]
+    assert [r.source for r in results] == [pixload.Source.FILE, pixload.Source.MEMORY, pixload.Source.NETWORK]
+    assert [r.http_status for r in results] == [0, 0, 200]
+    assert pixload.Source(7) is pixload.Source.FILE
+
+
 def test_lookup_and_cache_controls(server, loader):
     url = server.url("gradient.jpg", case="lookup")
     assert loader.lookup(url, size=(40, 40)) is None

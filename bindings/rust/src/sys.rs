@@ -23,10 +23,10 @@ macro_rules! opaque {
 
 // Version
 pub const PXL_VERSION_MAJOR: u32 = 0;
-pub const PXL_VERSION_MINOR: u32 = 5;
+pub const PXL_VERSION_MINOR: u32 = 6;
 pub const PXL_VERSION_PATCH: u32 = 0;
 pub const PXL_VERSION_NUM: u32 = (PXL_VERSION_MAJOR << 16) | (PXL_VERSION_MINOR << 8) | PXL_VERSION_PATCH;
-pub const PXL_VERSION_STRING: &str = "0.5.0";
+pub const PXL_VERSION_STRING: &str = "0.6.0";
 
 // Status codes. A C enum whose values are all non-negative is an unsigned int (gcc,
 // clang): 4 bytes, passed like one.
@@ -95,6 +95,8 @@ pub const PXL_SOURCE_REVALIDATED: pxl_source = 4;
 /// Since 0.5.0.
 pub const PXL_SOURCE_FETCHER: pxl_source = 5;
 pub const PXL_SOURCE_DATA: pxl_source = 6;
+/// Since 0.6.0. A file:// URL, read and decoded (a 0.5 library said PXL_SOURCE_NETWORK).
+pub const PXL_SOURCE_FILE: pxl_source = 7;
 
 opaque!(pxl_image);
 opaque!(pxl_queue);

@@ -46,6 +46,49 @@ fn handles_cross_threads() {
     send::<Table>();
 }
 
+/// The safe layer hands out images, not sources: the source of a file:// load is read
+/// through `sys` (pxl_result.source), on the safe layer's loader and queue. It is
+/// PXL_SOURCE_FILE (0.6.0; NETWORK before), an http load's NETWORK, and the memory
+/// cache's hit of the file MEMORY.
+#[test]
+fn file_url_source_through_sys() {
+    use pixload::{scheme, sys};
+    use std::ffi::{c_void, CString};
+    use std::sync::atomic::AtomicU32;
+
+    unsafe extern "C" fn record(_token: sys::pxl_token, result: *const sys::pxl_result, user_data: *mut c_void) {
+        // SAFETY: user_data is the AtomicU32 below, alive until the callback ran.
+        let (result, slot) = unsafe { (&*result, &*(user_data as *const AtomicU32)) };
+        let value = if result.status == sys::PXL_OK { result.source } else { 1000 + result.status as u32 };
+        slot.store(value, Ordering::SeqCst);
+    }
+
+    let server = server();
+    let local = std::env::temp_dir().join(format!("pxl-file-source-{}.png", std::process::id()));
+    std::fs::copy(server.www.join("alpha.png"), &local).unwrap();
+    let loader = Loader::builder().allowed_schemes(scheme::FILE | scheme::HTTP).build().unwrap();
+    let queue = Queue::new().unwrap();
+    let file = format!("file://{}", local.display());
+    let http = server.url("alpha.png", "file-source");
+    let mut sources = Vec::new();
+    for url in [&file, &file, &http] {
+        let url = CString::new(url.as_str()).unwrap();
+        let mut request: sys::pxl_request = unsafe { std::mem::zeroed() };
+        unsafe { sys::pxl_request_init(&mut request) };
+        request.url = url.as_ptr();
+        let slot = AtomicU32::new(u32::MAX);
+        let status = unsafe {
+            sys::pxl_load(loader.as_ptr(), &request, queue.as_ptr(), Some(record),
+                          &slot as *const AtomicU32 as *mut c_void, std::ptr::null_mut())
+        };
+        assert_eq!(status, sys::PXL_OK);
+        drain_until(&queue, LONG, || slot.load(Ordering::SeqCst) != u32::MAX);
+        sources.push(slot.load(Ordering::SeqCst));
+    }
+    let _ = std::fs::remove_file(&local);
+    assert_eq!(sources, [sys::PXL_SOURCE_FILE, sys::PXL_SOURCE_MEMORY, sys::PXL_SOURCE_NETWORK]);
+}
+
 #[test]
 fn version_matches_the_header() {
     assert_eq!(pixload::version(), pixload::sys::PXL_VERSION_STRING);
@@ -711,11 +754,12 @@ fn fetch_waits_for_one_image_or_its_error() {
 fn only_the_same_minor_release_is_accepted() {
     // Before 1.0 a minor release may change the ABI (0.2.0 reordered the table
     // callbacks' parameters; 0.3.0 grew structs; 0.4.0 added the frame functions the
-    // bindings call; 0.5.0 the API of processors, fetchers, codecs and metrics): 0.5.x only.
-    for ok in [0x000500, 0x000501, 0x0005FF] {
+    // bindings call; 0.5.0 the API of processors, fetchers, codecs and metrics; 0.6.0 a
+    // result source, PXL_SOURCE_FILE): 0.6.x only.
+    for ok in [0x000600, 0x000601, 0x0006FF] {
         assert!(pixload::version_compatible(ok), "{ok:#08x}");
     }
-    for refused in [0x000100, 0x000405, 0x000600, 0x010500, 0] {
+    for refused in [0x000100, 0x000500, 0x0005FF, 0x000700, 0x010600, 0] {
         assert!(!pixload::version_compatible(refused), "{refused:#08x}");
     }
     assert!(pixload::version_compatible(pixload::version_num()));

@@ -1,0 +1,60 @@
+/*
+ * pixload: the command-line client of libpixload, written against pixload.h only.
+ *
+ *   pixload version
+ *   pixload fetch [options] URL...
+ *   pixload hash --blurhash|--thumbhash [options] URL...
+ *
+ * fetch loads every URL through one loader and one queue, all at once, drains the
+ * queue on this thread, and prints one line per URL in the order given:
+ *
+ *   STATUS WxH SOURCE MS URL[  (message, HTTP n)]
+ *
+ * SOURCE is memory, disk, revalidated, network, file (a file:// URL, --allow-file),
+ * data (a data: URI, --allow-data) or none: the result's pxl_source.
+ * A closing summary line follows (tool_operate.c says what its figures measure):
+ *
+ *   N loaded, N failed, X.X images/s, Y.YYY ms CPU/image
+ *
+ * --out-dir creates its directory, parents included. While more than 20 URLs load and
+ * stderr is a terminal, one line there counts what has finished (tool_progress.c).
+ *
+ * fetch --metrics prints one JSON object per URL instead (tool_writeout_json.c), and the
+ * summary on stderr, so that stdout pipes into jq. hash prints one placeholder per URL:
+ * the BlurHash (4x3 components) or the ThumbHash in base64.
+ *
+ * Exit status: 0 if every URL loaded (and was written), 1 otherwise, 2 on a usage error.
+ * The manual: docs/pixload.1 (`man pixload` once installed). tools/README.md names the
+ * files of this program and what each does.
+ *
+ * Build: gcc -std=c11 -O2 -I include tools/tool_*.c -L DIR -lpixload -lpng -o pixload
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "pixload.h"
+#include "tool_help.h"
+#include "tool_operate.h"
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage_error(NULL, NULL);
+  if (strcmp(argv[1], "version") == 0 && argc == 2) {
+    printf("%s\n", pxl_version());
+    /* The formats a default loader decodes: the built-in ones and the codec modules found. */
+    pxl_loader *loader = NULL;
+    if (pxl_loader_new(NULL, &loader) == PXL_OK) {
+      char formats[512];
+      pxl_loader_formats(loader, formats, sizeof formats);
+      printf("formats: %s\n", formats);
+      pxl_loader_free(loader);
+    }
+    return 0;
+  }
+  if (strcmp(argv[1], "fetch") == 0) return operate(argc - 1, argv + 1, 0);
+  if (strcmp(argv[1], "hash") == 0) return operate(argc - 1, argv + 1, 1);
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    fputs(usage_text, stdout);
+    return 0;
+  }
+  return usage_error("unknown command '%s'", argv[1]);
+}
