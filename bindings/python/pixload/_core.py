@@ -24,38 +24,18 @@ import threading
 import time
 import weakref
 
-from ._metrics import metrics_from_c
 from . import _ffi, _processors
+from ._errors import (
+    HTTPError, ImageError, InvalidArgumentError, LoaderClosedError, LocalIOError, NetworkError, NotCachedError,
+    NotFoundError, OutOfMemoryError, PixloadError, PixloadTimeoutError, RequestCancelled, Status, URLError,
+    _check, status_string, version,
+)
 from ._ffi import lib
+from ._metrics import metrics_from_c
+from ._strings import _encode, _header_array
 
 
 # --- enums ----------------------------------------------------------------------------
-
-class Status(enum.IntEnum):
-    OK = 0
-    INVALID_ARGUMENT = 1
-    MALFORMED_URL = 2
-    SCHEME_NOT_ALLOWED = 3
-    DNS = 4
-    CONNECT = 5
-    TLS = 6
-    TIMEOUT = 7
-    HTTP = 8
-    BODY_TOO_LARGE = 9
-    NOT_AN_IMAGE = 10
-    CORRUPT_IMAGE = 11
-    TOO_MANY_PIXELS = 12
-    CANCELLED = 13
-    LOADER_CLOSED = 14
-    NETWORK = 15
-    UNSUPPORTED_IMAGE = 16
-    NO_MEMORY = 17
-    NOT_FOUND = 18
-    IO = 19
-    TOO_MANY_REDIRECTS = 20
-    NOT_CACHED = 21
-    UNSUPPORTED = 22
-
 
 class Format(enum.IntEnum):
     RGBA8 = 0
@@ -110,87 +90,6 @@ _FLAGS = {
     "animate": 0x10,  # every frame of an animated image (Image.frames); since 0.4.0
     "no_color_management": 0x20,  # since 0.4.0
 }
-
-
-def status_string(status):
-    """The library's short description of a status ("cancelled")."""
-    return lib.pxl_status_string(int(status)).decode()
-
-
-def version():
-    """The version of the libpixload actually loaded, "MAJOR.MINOR.PATCH"."""
-    return lib.pxl_version().decode()
-
-
-# --- errors ---------------------------------------------------------------------------
-
-class PixloadError(Exception):
-    """A pixload failure: .status (Status), .http_status (0 if none) and .message."""
-
-    def __init__(self, status, message="", http_status=0):
-        try:
-            status = Status(status)
-        except ValueError:  # a code newer than these bindings: keep the number
-            pass
-        self.status = status
-        self.http_status = http_status
-        self.message = message
-        text = status_string(status)
-        if http_status:
-            text += f" (HTTP {http_status})"
-        if message:
-            text += f": {message}"
-        super().__init__(text)
-
-    @staticmethod
-    def from_status(status, message="", http_status=0):
-        cls = _ERROR_CLASSES.get(status, PixloadError)
-        return cls(status, message, http_status)
-
-
-class InvalidArgumentError(PixloadError, ValueError): pass
-class URLError(PixloadError, ValueError): pass
-class NetworkError(PixloadError, OSError): pass
-class PixloadTimeoutError(NetworkError, TimeoutError): pass
-class HTTPError(PixloadError): pass
-class ImageError(PixloadError): pass
-class RequestCancelled(PixloadError): pass
-class LoaderClosedError(PixloadError): pass
-class NotFoundError(PixloadError, LookupError): pass
-class NotCachedError(NotFoundError): pass
-class OutOfMemoryError(PixloadError, MemoryError): pass
-class LocalIOError(PixloadError, OSError): pass
-class UnsupportedError(PixloadError): pass
-
-_ERROR_CLASSES = {
-    Status.INVALID_ARGUMENT: InvalidArgumentError,
-    Status.MALFORMED_URL: URLError,
-    Status.SCHEME_NOT_ALLOWED: URLError,
-    Status.DNS: NetworkError,
-    Status.CONNECT: NetworkError,
-    Status.TLS: NetworkError,
-    Status.TIMEOUT: PixloadTimeoutError,
-    Status.HTTP: HTTPError,
-    Status.BODY_TOO_LARGE: ImageError,
-    Status.NOT_AN_IMAGE: ImageError,
-    Status.CORRUPT_IMAGE: ImageError,
-    Status.TOO_MANY_PIXELS: ImageError,
-    Status.CANCELLED: RequestCancelled,
-    Status.LOADER_CLOSED: LoaderClosedError,
-    Status.NETWORK: NetworkError,
-    Status.UNSUPPORTED_IMAGE: ImageError,
-    Status.NO_MEMORY: OutOfMemoryError,
-    Status.NOT_FOUND: NotFoundError,
-    Status.IO: LocalIOError,
-    Status.TOO_MANY_REDIRECTS: NetworkError,
-    Status.NOT_CACHED: NotCachedError,
-    Status.UNSUPPORTED: UnsupportedError,
-}
-
-
-def _check(status, what=""):
-    if status != Status.OK:
-        raise PixloadError.from_status(status, what)
 
 
 # --- callback context: deferred frees and exceptions raised by user callbacks --------
@@ -650,21 +549,6 @@ def _as_mode(value):
             raise ValueError(f"unknown mode {value!r}; 'fit' or 'fill'") from None
     return Mode(value)
 
-
-def _encode(text):
-    return text.encode() if isinstance(text, str) else bytes(text)
-
-
-def _header_array(lines, keep):
-    if not lines:
-        return None
-    if isinstance(lines, dict):
-        lines = [f"{k}: {v}" for k, v in lines.items()]
-    encoded = [_encode(line) for line in lines]
-    array = (ctypes.c_char_p * (len(encoded) + 1))(*encoded, None)
-    keep.append(encoded)
-    keep.append(array)
-    return ctypes.cast(array, _ffi.c_char_pp)
 
 
 _REQUEST_OPTIONS = frozenset((
