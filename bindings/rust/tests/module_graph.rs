@@ -40,7 +40,7 @@ fn code_only(src: &str) -> String {
         } else if c == 'r'
             && (i == 0 || !ident(s[i - 1]) || (s[i - 1] == 'b' && (i == 1 || !ident(s[i - 2]))))
             && matches!(next, Some('"') | Some('#'))
-            && s[i + 1..].iter().skip_while(|&&h| h == '#').next() == Some(&'"')
+            && s[i + 1..].iter().find(|&&h| h != '#') == Some(&'"')
         {
             // r"...", r#"..."#, br"...": ends at a quote followed by as many #.
             let hashes = s[i + 1..].iter().take_while(|&&h| h == '#').count();
@@ -255,7 +255,10 @@ fn the_modules_name_each_other_without_a_cycle() {
 #[test]
 fn the_checker_reads_paths_and_finds_cycles() {
     let lib_rs = "//! mod not_a_module;\nmod a;\nmod b;\npub mod sys;\npub use a::{Alpha, alpha as al};\npub use b::Beta;\n";
-    let a = "use crate::{sys, Beta};\n/// [`x`](crate::c::X) is a doc link\nfn f() { let _ = \"crate::c\"; }\n";
+    let a = r##"use crate::{sys, Beta};
+/// [`x`](crate::c::X) is a doc link
+fn f() { let _ = "crate::c"; let _ = r#"crate::c "q""#; /* crate::c /* nested */ crate::c */ }
+"##;
     let b = "use crate::sys::{self, x};\nfn g<'a>(c: char) -> &'a str { let _ = '\"'; crate::al(); \"\" }\n";
     let mut sources = BTreeMap::new();
     sources.insert("a".to_string(), a.to_string());
