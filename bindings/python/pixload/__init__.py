@@ -15,13 +15,18 @@ from ._codecs import Codec, CodecError, CodecHeader
 from ._ffi import LibraryNotFoundError, PXL_VERSION_NUM as BINDINGS_VERSION_NUM, library_origin
 from ._fetchers import FetchSink
 from ._hook import HookCall
-from ._core import (
-    PRIORITY_NORMAL, PRIORITY_PREFETCH, PRIORITY_VISIBLE, Format, HTTPError, Image, ImageError,
-    InvalidArgumentError, Loader, LoaderClosedError, LocalIOError, LogLevel, Mode, NetworkError,
-    NotCachedError, NotFoundError, OutOfMemoryError, PixloadError, PixloadTimeoutError, Queue,
-    Request, RequestCancelled, Result, Scheme, Slot, Source, Stats, Status, Table, TableStats,
-    URLError, pending_callbacks, status_string, version,
+from ._enums import PRIORITY_NORMAL, PRIORITY_PREFETCH, PRIORITY_VISIBLE, Format, LogLevel, Mode, Scheme, Source
+from ._errors import (
+    HTTPError, ImageError, InvalidArgumentError, LoaderClosedError, LocalIOError, NetworkError, NotCachedError,
+    NotFoundError, OutOfMemoryError, PixloadError, PixloadTimeoutError, RequestCancelled, Status, URLError,
+    status_string, version,
 )
+from ._image import Image
+from ._loader import Loader, Stats
+from ._queue import Queue
+from ._request import Request, Slot, pending_callbacks
+from ._result import Result
+from ._table import Table, TableStats
 from ._metrics import Metrics, Tier
 from ._placeholders import Placeholder, PlaceholderKind, encode_blurhash, encode_thumbhash
 

@@ -20,6 +20,7 @@ import dataclasses
 import threading
 
 from . import _ffi
+from ._errors import Status, _check
 from ._ffi import lib
 
 PXL_CODEC_PREMULTIPLIED = 0x1
@@ -141,8 +142,6 @@ def _fail(message, cap, status, text):
 
 
 def add_codec(loader_ptr, codec):
-    from ._core import Status, _check
-
     if not isinstance(codec, Codec) or not isinstance(codec.id, str):
         raise TypeError("add_codec takes a pixload.Codec with an id")
 
@@ -211,8 +210,6 @@ def add_codec(loader_ptr, codec):
 
 
 def remove_codec(loader_ptr, ident):
-    from ._core import _check
-
     _check(lib.pxl_loader_remove_codec(loader_ptr, ident.encode()), "pxl_loader_remove_codec")
 
 

@@ -19,7 +19,8 @@ import threading
 import weakref
 
 from ._ffi import lib
-from ._core import PixloadError, Status, _encode
+from ._errors import PixloadError, Status
+from ._strings import _encode
 
 fetch_p = ctypes.c_void_p
 fetch_start_fn = ctypes.CFUNCTYPE(None, ctypes.c_char_p, fetch_p, ctypes.c_void_p)

@@ -23,7 +23,8 @@ import weakref
 
 from . import _ffi
 from ._ffi import lib
-from ._core import PixloadError, Status, _encode, _header_array
+from ._errors import PixloadError, Status
+from ._strings import _encode, _header_array
 
 for _name, _restype, _argtypes in [
     ("pxl_hook_answer", ctypes.c_uint32, [ctypes.c_void_p, _ffi.c_char_pp, ctypes.c_size_t]),

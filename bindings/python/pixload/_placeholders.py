@@ -13,7 +13,9 @@ import dataclasses
 import enum
 
 from . import _ffi
+from ._errors import PixloadError
 from ._ffi import lib
+from ._image import Image
 
 PLACEHOLDER_MAX_SIDE = 256
 _MAX_BYTES = 166
@@ -40,7 +42,6 @@ class Placeholder:
         return cls(PlaceholderKind.THUMBHASH, base64.b64decode(data, validate=True) if isinstance(data, str) else bytes(data))
 
     def _error(self, status, what):
-        from ._core import PixloadError  # late: _core imports this module
         name = "BlurHash" if self.kind == PlaceholderKind.BLURHASH else "ThumbHash"
         if status == 11:  # PXL_E_CORRUPT_IMAGE
             return PixloadError.from_status(status, f"malformed {name} {self.data!r} (wrong length, a value out of "
@@ -49,7 +50,6 @@ class Placeholder:
 
     def decode(self, width, height):
         """An RGBA8 straight-alpha Image of width x height (1..256 each way)."""
-        from ._core import Image
         out = _ffi.image_p()
         status = lib.pxl_placeholder_decode(int(self.kind), self.data, len(self.data), width, height,
                                             ctypes.byref(out))
@@ -68,7 +68,6 @@ class Placeholder:
 
 
 def _encode(kind, image, x, y):
-    from ._core import PixloadError
     out = (ctypes.c_ubyte * (_MAX_BYTES + 1))()
     length = ctypes.c_size_t()
     status = lib.pxl_placeholder_encode(int(kind), image._ref.ptr, x, y, out, len(out), ctypes.byref(length))

@@ -9,6 +9,7 @@ import itertools
 import threading
 
 from . import _ffi
+from ._errors import _check
 from ._ffi import lib
 
 CIRCLE, ROUND, BLUR, CROP, ROTATE, FLIP, GRAY, TINT, CUSTOM = range(1, 10)
@@ -288,7 +289,6 @@ def _register(loader, custom):
     if status != 0:
         with _lock:
             _live.pop(token, None)
-        from ._core import _check
         _check(status, "pxl_loader_add_processor")
     registered[custom.id] = custom
 

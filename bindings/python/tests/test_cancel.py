@@ -200,7 +200,7 @@ def test_dropping_a_loader_inside_a_callback_defers_its_free(server, loader, que
     loader.load(server.url("gradient.jpg", case="defer"), on_result, queue=queue, size=(8, 8))
     drain(queue, lambda: state)
     assert state["alive_inside"] is False  # detached from Python at once ...
-    assert not pixload._core._tls.deferred  # ... and freed when the dispatch ended
+    assert not pixload._callbacks._tls.deferred  # ... and freed when the dispatch ended
 
 
 def test_interpreter_exit_with_everything_open(server):

@@ -73,7 +73,7 @@ def test_table_loads_visible_rows_and_prefetches(server, loader, queue):
         table.cancel_all()
         queue.dispatch()
     assert table.closed
-    assert pixload._core._tables == {}
+    assert pixload._table._tables == {}
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # raises 2..n are reported

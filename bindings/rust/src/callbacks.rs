@@ -1,14 +1,14 @@
 //! The C boundary: the trampolines of a load's closures, panics caught before they
-//! reach C, and loaders whose free waits until the thread is out of every callback.
+//! reach C, and frees that wait until the thread is out of every callback (a loader's:
+//! what a loader owns is freed by loader.rs, which hands its free to
+//! [`free_outside_callbacks`]).
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_void, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::config::LogFn;
 use crate::{sys, Error, Image, Metrics, Status};
 
 static CAUGHT_PANICS: AtomicUsize = AtomicUsize::new(0);
@@ -40,9 +40,9 @@ fn report_panic(what: &str, payload: Box<dyn Any + Send>) {
 thread_local! {
     /// How deep this thread is in closures called from the library.
     static CALLBACK_DEPTH: Cell<usize> = const { Cell::new(0) };
-    /// Loaders dropped inside such a closure (with their log closures): pxl_loader_free
-    /// must not run there.
-    pub(crate) static DEFERRED_LOADERS: RefCell<Vec<(NonNull<sys::pxl_loader>, *mut LogFn)>> = const { RefCell::new(Vec::new()) };
+    /// The frees of loaders dropped inside such a closure: pxl_loader_free must not run
+    /// there.
+    static DEFERRED_LOADERS: RefCell<Vec<Box<dyn FnOnce()>>> = const { RefCell::new(Vec::new()) };
     /// A per-thread address, to tell which thread drains a queue.
     static THREAD_KEY: u8 = const { 0 };
 }
@@ -66,8 +66,26 @@ impl Drop for CallbackScope {
     }
 }
 
-pub(crate) fn in_callback() -> bool {
+fn in_callback() -> bool {
     CALLBACK_DEPTH.try_with(|d| d.get() > 0).unwrap_or(false)
+}
+
+/// Runs `free` (a dropped loader's) now or, on a thread inside a closure the library
+/// called, once the thread is out of every such closure ([`free_deferred_loaders`]): the
+/// library forbids freeing a loader from a callback of its requests.
+pub(crate) fn free_outside_callbacks(free: impl FnOnce() + 'static) {
+    let mut free = Some(free);
+    if in_callback() {
+        let deferred = DEFERRED_LOADERS
+            .try_with(|l| l.borrow_mut().push(Box::new(free.take().expect("not taken yet"))))
+            .is_ok();
+        if deferred {
+            return;
+        }
+    }
+    if let Some(free) = free {
+        free()
+    }
 }
 
 /// Frees the loaders dropped inside callbacks, once this thread is out of every
@@ -76,30 +94,9 @@ pub(crate) fn free_deferred_loaders() {
     if in_callback() {
         return;
     }
-    let loaders = DEFERRED_LOADERS.try_with(|l| std::mem::take(&mut *l.borrow_mut())).unwrap_or_default();
-    for (loader, log) in loaders {
-        unsafe { free_loader(loader, log) }
-    }
-}
-
-/// pxl_loader_free, then the loader's request hook and log closures: the library never
-/// calls them after pxl_loader_free returned.
-///
-/// # Safety
-/// `raw` is a live loader not used afterwards; `log` is NULL or its log closure from
-/// Box::into_raw.
-pub(crate) unsafe fn free_loader(raw: NonNull<sys::pxl_loader>, log: *mut LogFn) {
-    unsafe { sys::pxl_loader_free(raw.as_ptr()) };
-    if let Some(hook) = crate::hook::forget(raw) {
-        // After pxl_loader_free: the library calls the hook no more.
-        call_user("dropping the request hook", move || drop(hook));
-        free_deferred_loaders();
-    }
-    if !log.is_null() {
-        let log = unsafe { Box::from_raw(log) };
-        call_user("dropping the log closure", move || drop(log));
-        // The closure may have held the last reference to another loader.
-        free_deferred_loaders();
+    let frees = DEFERRED_LOADERS.try_with(|l| std::mem::take(&mut *l.borrow_mut())).unwrap_or_default();
+    for free in frees {
+        free()
     }
 }
 

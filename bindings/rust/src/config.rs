@@ -2,13 +2,12 @@
 
 use std::ffi::{c_char, c_void, CStr};
 use std::path::Path;
-use std::ptr::{self, NonNull};
 use std::time::Duration;
 
-use crate::callbacks::{call_user, free_deferred_loaders};
-use crate::hook::{on_hook, HookFn};
-use crate::convert::{c_string, clamp_i32, header_pointers, millis, path_string};
-use crate::{sys, version, version_compatible, version_num, Error, Loader};
+use crate::callbacks::call_user;
+use crate::convert::{clamp_i32, millis};
+use crate::hook::HookFn;
+use crate::sys;
 
 /// URL schemes a loader accepts ([`LoaderBuilder::allowed_schemes`]).
 pub mod scheme {
@@ -50,7 +49,7 @@ impl LogLevel {
 
 pub(crate) type LogFn = Box<dyn Fn(LogLevel, &str) + Send + Sync>;
 
-unsafe extern "C" fn on_log(level: i32, message: *const c_char, user_data: *mut c_void) {
+pub(crate) unsafe extern "C" fn on_log(level: i32, message: *const c_char, user_data: *mut c_void) {
     // SAFETY: user_data is the loader's LogFn, freed only after pxl_loader_free returned
     // ("never called after"); Fn + Sync, so calls on several threads at once are fine.
     let log = unsafe { &*(user_data as *const LogFn) };
@@ -74,17 +73,18 @@ pub enum TlsVersion {
 }
 
 /// A loader's configuration: a builder over `pxl_config`, defaults from the library.
+// build() is in loader.rs, which owns the closures from there until the loader's Drop.
 pub struct LoaderBuilder {
-    config: sys::pxl_config,
-    user_agent: Option<String>,
-    ca_file: Option<std::path::PathBuf>,
-    ca_path: Option<std::path::PathBuf>,
-    proxy: Option<String>,
-    disk_cache_dir: Option<std::path::PathBuf>,
-    codec_modules: Option<String>,
-    headers: Vec<String>,
-    log: Option<LogFn>,
-    request_hook: Option<HookFn>,
+    pub(crate) config: sys::pxl_config,
+    pub(crate) user_agent: Option<String>,
+    pub(crate) ca_file: Option<std::path::PathBuf>,
+    pub(crate) ca_path: Option<std::path::PathBuf>,
+    pub(crate) proxy: Option<String>,
+    pub(crate) disk_cache_dir: Option<std::path::PathBuf>,
+    pub(crate) codec_modules: Option<String>,
+    pub(crate) headers: Vec<String>,
+    pub(crate) log: Option<LogFn>,
+    pub(crate) request_hook: Option<HookFn>,
 }
 
 macro_rules! config_setters {
@@ -252,70 +252,6 @@ impl LoaderBuilder {
     pub fn header(mut self, line: impl Into<String>) -> LoaderBuilder {
         self.headers.push(line.into());
         self
-    }
-
-    pub fn build(self) -> Result<Loader, Error> {
-        let num = version_num();
-        if !version_compatible(num) {
-            return Err(Error::invalid(format!(
-                "libpixload {} is loaded, but this crate needs {}.{}.x",
-                version(),
-                sys::PXL_VERSION_MAJOR,
-                sys::PXL_VERSION_MINOR
-            )));
-        }
-        let user_agent = self.user_agent.as_deref().map(|a| c_string("the user agent", a)).transpose()?;
-        let ca_file = self.ca_file.as_deref().map(|p| path_string("the CA file", p)).transpose()?;
-        let ca_path = self.ca_path.as_deref().map(|p| path_string("the CA directory", p)).transpose()?;
-        let proxy = self.proxy.as_deref().map(|p| c_string("the proxy", p)).transpose()?;
-        let disk_cache_dir = self.disk_cache_dir.as_deref().map(|p| path_string("the disk cache directory", p)).transpose()?;
-        let codec_modules = self.codec_modules.as_deref().map(|m| c_string("the codec modules", m)).transpose()?;
-        let headers = self.headers.iter().map(|h| c_string("a header line", h)).collect::<Result<Vec<_>, _>>()?;
-        let header_pointers = header_pointers(&headers);
-        let mut config = self.config;
-        config.user_agent = user_agent.as_ref().map_or(ptr::null(), |s| s.as_ptr());
-        config.ca_file = ca_file.as_ref().map_or(ptr::null(), |s| s.as_ptr());
-        config.ca_path = ca_path.as_ref().map_or(ptr::null(), |s| s.as_ptr());
-        config.proxy = proxy.as_ref().map_or(ptr::null(), |s| s.as_ptr());
-        config.disk_cache_dir = disk_cache_dir.as_ref().map_or(ptr::null(), |s| s.as_ptr());
-        config.codec_modules = codec_modules.as_ref().map_or(ptr::null(), |s| s.as_ptr());
-        config.headers = if headers.is_empty() { ptr::null() } else { header_pointers.as_ptr() };
-        // Owned by the Loader from here on (freed after pxl_loader_free).
-        let log = self.log.map_or(ptr::null_mut(), |f| Box::into_raw(Box::new(f)));
-        if !log.is_null() {
-            config.log = Some(on_log);
-            config.log_user_data = log as *mut c_void;
-        }
-        // Boxed twice, so that user_data is a thin pointer; kept by the hook registry once
-        // the loader exists, dropped after pxl_loader_free.
-        let hook = self.request_hook.map(Box::new);
-        if let Some(hook) = &hook {
-            config.request_hook = Some(on_hook);
-            config.request_hook_user_data = hook.as_ref() as *const HookFn as *mut c_void;
-        }
-        let mut raw = ptr::null_mut();
-        // SAFETY: the strings live until the call returns; the library copies them.
-        let status = unsafe { sys::pxl_loader_new(&config, &mut raw) };
-        match (status, NonNull::new(raw)) {
-            (sys::PXL_OK, Some(raw)) => {
-                if let Some(hook) = hook {
-                    crate::hook::keep(raw, hook);
-                }
-                Ok(Loader { raw, log })
-            }
-            (status, _) => {
-                if let Some(hook) = hook {
-                    call_user("dropping the request hook", move || drop(hook));
-                }
-                if !log.is_null() {
-                    // No loader: the library never calls it.
-                    let log = unsafe { Box::from_raw(log) };
-                    call_user("dropping the log closure", move || drop(log));
-                    free_deferred_loaders();
-                }
-                Err(Error::from_raw(if status == sys::PXL_OK { sys::PXL_E_NO_MEMORY } else { status }))
-            }
-        }
     }
 }
 

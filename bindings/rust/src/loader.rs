@@ -1,14 +1,18 @@
-//! Loaders: loads, cancels, cache look-ups and statistics.
+//! Loaders: made from a [`LoaderBuilder`] (which hands them its log and hook closures)
+//! and freed with those closures in `Drop`; loads, cancels, cache look-ups and statistics.
 
 use std::ffi::c_void;
 use std::fmt;
 use std::ptr::{self, NonNull};
 
-use crate::callbacks::{free_loader, in_callback, on_done, on_progress, DoneFn, Pending, ProgressFn, DEFERRED_LOADERS};
-use crate::config::LogFn;
-use crate::convert::c_string;
+use crate::callbacks::{
+    call_user, free_deferred_loaders, free_outside_callbacks, on_done, on_progress, DoneFn, Pending, ProgressFn,
+};
+use crate::config::{on_log, LogFn};
+use crate::convert::{c_string, header_pointers, path_string};
 use crate::error::check;
-use crate::{sys, Error, Image, LoaderBuilder, Prefetch, Queue, Request, Slot, Token};
+use crate::hook::{on_hook, HookFn};
+use crate::{sys, version, version_compatible, version_num, Error, Image, LoaderBuilder, Prefetch, Queue, Request, Slot, Token};
 
 /// A snapshot of what a loader did so far (`pxl_stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -265,18 +269,100 @@ impl Loader {
     }
 }
 
-impl Drop for Loader {
-    fn drop(&mut self) {
-        if in_callback() {
-            // "Must not be called from a callback of this loader's requests": free it
-            // once the dispatch (or queue free, or table call) around us returns.
-            let (raw, log) = (self.raw, self.log);
-            let deferred = DEFERRED_LOADERS.try_with(|l| l.borrow_mut().push((raw, log))).is_ok();
-            if deferred {
-                return;
+impl LoaderBuilder {
+    pub fn build(self) -> Result<Loader, Error> {
+        let num = version_num();
+        if !version_compatible(num) {
+            return Err(Error::invalid(format!(
+                "libpixload {} is loaded, but this crate needs {}.{}.x",
+                version(),
+                sys::PXL_VERSION_MAJOR,
+                sys::PXL_VERSION_MINOR
+            )));
+        }
+        let user_agent = self.user_agent.as_deref().map(|a| c_string("the user agent", a)).transpose()?;
+        let ca_file = self.ca_file.as_deref().map(|p| path_string("the CA file", p)).transpose()?;
+        let ca_path = self.ca_path.as_deref().map(|p| path_string("the CA directory", p)).transpose()?;
+        let proxy = self.proxy.as_deref().map(|p| c_string("the proxy", p)).transpose()?;
+        let disk_cache_dir = self.disk_cache_dir.as_deref().map(|p| path_string("the disk cache directory", p)).transpose()?;
+        let codec_modules = self.codec_modules.as_deref().map(|m| c_string("the codec modules", m)).transpose()?;
+        let headers = self.headers.iter().map(|h| c_string("a header line", h)).collect::<Result<Vec<_>, _>>()?;
+        let header_pointers = header_pointers(&headers);
+        let mut config = self.config;
+        config.user_agent = user_agent.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.ca_file = ca_file.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.ca_path = ca_path.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.proxy = proxy.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.disk_cache_dir = disk_cache_dir.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.codec_modules = codec_modules.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        config.headers = if headers.is_empty() { ptr::null() } else { header_pointers.as_ptr() };
+        // Owned by the Loader from here on (freed after pxl_loader_free).
+        let log = self.log.map_or(ptr::null_mut(), |f| Box::into_raw(Box::new(f)));
+        if !log.is_null() {
+            config.log = Some(on_log);
+            config.log_user_data = log as *mut c_void;
+        }
+        // Boxed twice, so that user_data is a thin pointer; kept by the hook registry once
+        // the loader exists, dropped after pxl_loader_free.
+        let hook = self.request_hook.map(Box::new);
+        if let Some(hook) = &hook {
+            config.request_hook = Some(on_hook);
+            config.request_hook_user_data = hook.as_ref() as *const HookFn as *mut c_void;
+        }
+        let mut raw = ptr::null_mut();
+        // SAFETY: the strings live until the call returns; the library copies them.
+        let status = unsafe { sys::pxl_loader_new(&config, &mut raw) };
+        match (status, NonNull::new(raw)) {
+            (sys::PXL_OK, Some(raw)) => {
+                if let Some(hook) = hook {
+                    crate::hook::keep(raw, hook);
+                }
+                Ok(Loader { raw, log })
+            }
+            (status, _) => {
+                if let Some(hook) = hook {
+                    call_user("dropping the request hook", move || drop(hook));
+                }
+                if !log.is_null() {
+                    // No loader: the library never calls it.
+                    let log = unsafe { Box::from_raw(log) };
+                    call_user("dropping the log closure", move || drop(log));
+                    free_deferred_loaders();
+                }
+                Err(Error::from_raw(if status == sys::PXL_OK { sys::PXL_E_NO_MEMORY } else { status }))
             }
         }
-        unsafe { free_loader(self.raw, self.log) }
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        // "Must not be called from a callback of this loader's requests": inside one, freed
+        // once the dispatch (or queue free, or table call) around us returns.
+        let (raw, log) = (self.raw, self.log);
+        // SAFETY: this loader's pointers, used by nobody after its drop.
+        free_outside_callbacks(move || unsafe { free_loader(raw, log) });
+    }
+}
+
+/// pxl_loader_free, then the loader's request hook and log closures: the library never
+/// calls them after pxl_loader_free returned.
+///
+/// # Safety
+/// `raw` is a live loader not used afterwards; `log` is NULL or its log closure from
+/// Box::into_raw.
+unsafe fn free_loader(raw: NonNull<sys::pxl_loader>, log: *mut LogFn) {
+    unsafe { sys::pxl_loader_free(raw.as_ptr()) };
+    if let Some(hook) = crate::hook::forget(raw) {
+        // After pxl_loader_free: the library calls the hook no more.
+        call_user("dropping the request hook", move || drop(hook));
+        free_deferred_loaders();
+    }
+    if !log.is_null() {
+        let log = unsafe { Box::from_raw(log) };
+        call_user("dropping the log closure", move || drop(log));
+        // The closure may have held the last reference to another loader.
+        free_deferred_loaders();
     }
 }
 
