@@ -112,38 +112,17 @@ class Image:
     def tobytes(self):
         """A copy of the pixels with rows packed (width * bytes_per_pixel per row), as
         `pixload fetch --out FILE.raw` writes them."""
-        view = self.pixels
-        row = self.width * self.bytes_per_pixel
-        if row == self.stride:
-            return view.tobytes()
-        return b"".join(view[y * self.stride:y * self.stride + row] for y in range(self.height))
+        return _packed(self, self.pixels)
 
     def to_numpy(self):
         """A read-only numpy view (no copy): shape (height, width, channels), or
         (height, width) for GRAY8; dtype uint8. Requires numpy."""
-        import numpy as np
-
-        bpp = self.bytes_per_pixel
-        view = self.pixels
-        if bpp == 1:
-            shape, strides = (self.height, self.width), (self.stride, 1)
-        else:
-            shape, strides = (self.height, self.width, bpp), (self.stride, bpp, 1)
-        return np.ndarray(shape, dtype=np.uint8, buffer=view, strides=strides)
+        return _numpy_view(self, self.pixels)
 
     def to_pil(self):
         """A Pillow image (a copy: Pillow images are mutable). Premultiplied formats are
         converted to straight RGBA. Requires Pillow."""
-        from PIL import Image as PILImage
-
-        mode, rawmode = {
-            Format.RGBA8: ("RGBA", "RGBA"),
-            Format.RGBA8_PREMUL: ("RGBA", "RGBa"),
-            Format.BGRA8_PREMUL: ("RGBA", "BGRa"),
-            Format.RGB8: ("RGB", "RGB"),
-            Format.GRAY8: ("L", "L"),
-        }[self.format]
-        return PILImage.frombytes(mode, self.size, self.pixels, "raw", rawmode, self.stride, 1)
+        return _pil_image(self, self.pixels)
 
     def __repr__(self):
         state = " closed" if self._ref is None else ""
@@ -177,6 +156,7 @@ class Frame:
         return f"<pixload.Frame {self.index} {self.duration_ms} ms>"
 
 
+# An image's and a frame's conversions: the frame's view is laid out as its image's.
 def _packed(image, view):
     row = image.width * image.bytes_per_pixel
     if row == image.stride:
