@@ -249,6 +249,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_prefetch) \
   X(test_table_cached_rows_sync) \
   X(test_table_row_errors) \
+  X(test_table_refused_requests) \
   X(test_table_row_count) \
   X(test_table_free_stops_callbacks) \
   X(test_table_invalid_arguments) \
