@@ -4,11 +4,16 @@
 /// priority among those left (Nuke's TaskPool). The tasks and their phases are in
 /// `LoaderTasks.swift`.
 extension ImageLoader {
-  /// What the stages measured of a request still waiting (a cancel's metrics).
+  /// What the stages measured of a request still waiting (a cancel's metrics): the
+  /// download it waits on (through the variants it is processed from), with what its
+  /// transfer under way has measured so far.
   func measuredSoFar(_ pending: PendingRequest) -> RequestMetrics {
     var metrics = RequestMetrics()
     if let decode = pending.decode {
-      metrics = decode.download?.metrics ?? RequestMetrics()
+      if let download = download(under: decode) {
+        metrics = download.metrics
+        if let transfer = download.transfer, let timing = dataLoader.measuredSoFar(transfer) { metrics.take(timing) }
+      }
       metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
     }
     metrics.joined = pending.joined
