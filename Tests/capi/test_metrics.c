@@ -272,6 +272,52 @@ void test_metrics_cancelled_transfer(const struct test_env *env) {
   pxl_queue_free(other);
 }
 
+/* A custom processor that holds its step until the request is cancelled (10 s at most). */
+static pxl_status holding_processor(pxl_processor_frame *frame, char *message, size_t size, void *user_data) {
+  (void)message;
+  (void)size;
+  atomic_store((atomic_int *)user_data, 1);
+  double start = now_ms();
+  while (!__atomic_load_n(frame->cancelled, __ATOMIC_ACQUIRE) && now_ms() - start < 10000) sleep_ms(1);
+  return PXL_E_CANCELLED;
+}
+
+/* Cancelled after its transfer and decode, while its processor runs: it reports the
+ * download and the decode it waited for. */
+void test_metrics_cancelled_processing(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  atomic_int entered = 0;
+  CHECK_STATUS(pxl_loader_add_processor(loader, "hold", 1, holding_processor, &entered, NULL), PXL_OK);
+  pxl_processor hold;
+  memset(&hold, 0, sizeof hold);
+  hold.kind = PXL_PROCESS_CUSTOM;
+  hold.id = "hold";
+  struct test_url u = test_url(env, "/" FIXTURE_GRADIENT_JPG, "metrics-cancel-processing");
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.processors = &hold;
+  request.processor_count = 1;
+  struct measured m;
+  memset(&m, 0, sizeof m);
+  pxl_token token = 0;
+  CHECK_STATUS(pxl_load(loader, &request, queue, measured_callback, &m, &token), PXL_OK);
+  double deadline = now_ms() + 10000.0 * env->slow_factor;
+  while (!atomic_load(&entered) && now_ms() < deadline) sleep_ms(1);
+  CHECK(atomic_load(&entered));
+  CHECK_STATUS(pxl_cancel(loader, token), PXL_OK);
+  CHECK(drain_until(env, queue, &m.capture.calls, 1, 5000));
+  CHECK_STATUS(m.got, PXL_OK);
+  CHECK_STATUS(m.capture.status, PXL_E_CANCELLED);
+  CHECK_INT(m.metrics.tier, PXL_TIER_NONE);
+  CHECK_INT(m.metrics.http_status, 200);
+  CHECK_INT(m.metrics.bytes_received, fixture_bytes(env, FIXTURE_GRADIENT_JPG));
+  CHECKF(m.metrics.connect_us > 0 && m.metrics.decode_us > 0, "connect_us %llu, decode_us %llu",
+         (unsigned long long)m.metrics.connect_us, (unsigned long long)m.metrics.decode_us);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}
+
 void test_placeholder_api(const struct test_env *env) {
   (void)env;
   static const char blur[] = "LEHV6nWB2yk8pyo0adR*.7kCMdnj";
