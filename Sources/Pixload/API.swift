@@ -574,7 +574,7 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) throws(LoadEr
     throw refused("progress_interval_ms \(r.progress_interval_ms) or preview_interval_ms \(r.preview_interval_ms) is negative")
   }
   guard let headers = headerLines(r.headers) else {
-    throw refused("a header line is not \"Name: value\" on one line, or there are over 256")
+    throw refused("a header line is not \"Name: value\" on one line, or there are more than 256")
   }
   var converted = ImageRequest(url: String(cString: url), cacheKey: r.cache_key.map { String(cString: $0) },
                                targetWidth: Int(r.width), targetHeight: Int(r.height), mode: mode, format: format,
@@ -589,7 +589,7 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) throws(LoadEr
   converted.managesColor = r.flags & UInt32(PXL_FLAG_NO_COLOR_MANAGEMENT) == 0
   converted.processors = try processorChain(r.processors, count: r.processor_count, loader)
   guard readPlaceholder(r, into: &converted) else {
-    throw refused("placeholder_kind \(r.placeholder_kind) is unknown, or placeholder is NULL or over 64 KB")
+    throw refused("placeholder_kind \(r.placeholder_kind) is unknown, or placeholder is NULL with a length, or over 64 KB")
   }
   return converted
 }
