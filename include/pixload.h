@@ -988,7 +988,8 @@ typedef int (*pxl_table_request_fn)(int64_t row, pxl_request *request, void *use
 
 /* A visible row's result: result->status PXL_OK with an image (borrowed, as in
  * pxl_callback), or an error. Runs on the thread draining the table's queue, or inside
- * pxl_table_set_visible for rows the memory cache already holds (no placeholder flash).
+ * pxl_table_set_visible for rows the memory cache already holds (no placeholder flash)
+ * and rows whose request was refused.
  * Never for a row that is not visible at that moment; never CANCELLED.
  * Since 0.5.0: a row whose request carries a placeholder (pxl_request.placeholder_kind)
  * and that is not in the memory cache first gets it, decoded, inside the
@@ -1077,8 +1078,12 @@ PXL_API pxl_status pxl_table_new(pxl_loader *loader, pxl_queue *queue, const pxl
  * ones, 0 is still (prefetch looks both ways). Rows outside 0 .. row_count - 1 are
  * ignored (and loaded if pxl_table_set_row_count later makes them exist). A row that left
  * the screen and comes back is delivered again. A request refused for a visible row is
- * reported once through row_fn with its status. May call request_fn, and row_fn for
- * cached rows, before it returns. The host's thread; one call at a time per table.
+ * reported through row_fn with its status and message, as a delivered row is (once while
+ * it stays visible, again when it comes back): a request pxl_load would refuse (NULL url,
+ * bad struct_size, size, mode, format, flags, headers, processors or placeholder:
+ * PXL_E_INVALID_ARGUMENT, the message saying what), a malformed URL, a scheme not
+ * allowed. May call request_fn, and row_fn for cached and refused rows, before it
+ * returns. The host's thread; one call at a time per table.
  * Since 0.1.0. */
 PXL_API pxl_status pxl_table_set_visible(pxl_table *table, int64_t first, int32_t count,
                                          int32_t direction);
@@ -1340,7 +1345,8 @@ typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
  * of 0, a sigma over PXL_MAX_BLUR_SIGMA, a rotation other than 90/180/270, an unknown
  * kind, an unregistered custom id, more than PXL_MAX_PROCESSORS steps) fails pxl_load,
  * pxl_lookup, pxl_prefetch and tables with PXL_E_INVALID_ARGUMENT before any work; the
- * message naming the step goes to pxl_config.log (PXL_LOG_ERROR). A crop outside the image
+ * message naming the step goes to pxl_config.log (PXL_LOG_ERROR), and a table's row_fn
+ * gets it as the row's result->message. A crop outside the image
  * as it turns out is that request's result: PXL_E_INVALID_ARGUMENT with a message.
  * ------------------------------------------------------------------------------- */
 

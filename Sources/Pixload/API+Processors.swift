@@ -7,17 +7,17 @@ import PixloadCore
 import Glibc
 #endif
 
-/// The chain of a request, or nil (PXL_E_INVALID_ARGUMENT) when a step is wrong whatever
-/// the image: then the loader's log hears which step and why.
-func processorChain(_ steps: UnsafePointer<pxl_processor>?, count: Int, _ loader: ImageLoader) -> [ImageProcessor]? {
-  func reject(_ message: String) -> [ImageProcessor]? {
+/// The chain of a request; PXL_E_INVALID_ARGUMENT naming the step when one is wrong
+/// whatever the image, which the loader's log also hears (pxl_load returns only the status).
+func processorChain(_ steps: UnsafePointer<pxl_processor>?, count: Int, _ loader: ImageLoader) throws(LoadError) -> [ImageProcessor] {
+  func reject(_ message: String) -> LoadError {
     loader.configuration.log?(.error, "pixload: request: \(message)")
-    return nil
+    return LoadError(.invalidArgument, "request: \(message)")
   }
   guard count > 0 else { return [] }
-  guard let steps else { return reject("processor_count is \(count) but processors is NULL") }
+  guard let steps else { throw reject("processor_count is \(count) but processors is NULL") }
   guard count <= ImageProcessor.maxChainLength else {
-    return reject("a processor chain of \(count) steps exceeds the limit of \(ImageProcessor.maxChainLength)")
+    throw reject("a processor chain of \(count) steps exceeds the limit of \(ImageProcessor.maxChainLength)")
   }
   var chain: [ImageProcessor] = []
   for index in 0..<count {
@@ -35,28 +35,28 @@ func processorChain(_ steps: UnsafePointer<pxl_processor>?, count: Int, _ loader
       processor = .crop(x: Int(step.x), y: Int(step.y), width: Int(step.width), height: Int(step.height))
     case Int32(PXL_PROCESS_ROTATE.rawValue):
       guard [90, 180, 270].contains(step.degrees) else {
-        return reject("processor \(index) (rotate): \(step.degrees) degrees is not 90, 180 or 270")
+        throw reject("processor \(index) (rotate): \(step.degrees) degrees is not 90, 180 or 270")
       }
       processor = .rotate(quarterTurns: Int(step.degrees) / 90)
     case Int32(PXL_PROCESS_FLIP.rawValue):
       guard step.vertical == 0 || step.vertical == 1 else {
-        return reject("processor \(index) (flip): vertical is \(step.vertical), not 0 or 1")
+        throw reject("processor \(index) (flip): vertical is \(step.vertical), not 0 or 1")
       }
       processor = .flip(vertical: step.vertical == 1)
     case Int32(PXL_PROCESS_GRAY.rawValue): processor = .grayscale
     case Int32(PXL_PROCESS_TINT.rawValue): processor = .tint(.init(rgba: step.color))
     case Int32(PXL_PROCESS_CUSTOM.rawValue):
-      guard let id = step.id else { return reject("processor \(index) (custom): id is NULL") }
+      guard let id = step.id else { throw reject("processor \(index) (custom): id is NULL") }
       let name = String(cString: id)
       guard let custom = loader.customProcessors.processor(name) else {
-        return reject("processor \(index) (custom): no processor '\(name)' is registered")
+        throw reject("processor \(index) (custom): no processor '\(name)' is registered")
       }
       processor = .custom(custom)
-    default: return reject("processor \(index): unknown kind \(step.kind)")
+    default: throw reject("processor \(index): unknown kind \(step.kind)")
     }
     chain.append(processor)
   }
-  if let error = ImageProcessor.validate(chain) { return reject(error.message) }
+  if let error = ImageProcessor.validate(chain) { throw reject(error.message) }
   return chain
 }
 

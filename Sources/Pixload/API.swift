@@ -544,7 +544,7 @@ private func headerLines(_ list: UnsafePointer<UnsafePointer<CChar>?>?) -> [Stri
 /// Converts a C request, or nil when an argument is wrong.
 private func imageRequest(_ request: UnsafePointer<pxl_request>?, _ loader: ImageLoader) -> ImageRequest? {
   guard let request, let r = readRequest(request) else { return nil }
-  return imageRequest(r, loader)
+  return try? imageRequest(r, loader)
 }
 
 /// The caller's request as this library's struct, read only up to its struct_size.
@@ -552,15 +552,30 @@ private func readRequest(_ request: UnsafePointer<pxl_request>) -> pxl_request? 
   readGrowableStruct(request, defaults: defaultRequest(), knownEnds: requestVersions)
 }
 
-/// `loader` resolves custom processors and hears what is wrong with a chain.
-private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) -> ImageRequest? {
-  guard let url = r.url, r.width >= 0, r.height >= 0,
-        let mode = ScaleMode(rawValue: r.mode), let format = PixelFormat(rawValue: r.format),
-        r.flags & ~UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
-                          | PXL_FLAG_CACHE_ONLY | PXL_FLAG_ANIMATE | PXL_FLAG_NO_COLOR_MANAGEMENT) == 0,
-        r.flags & UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY) != UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY),
-        r.progress_interval_ms >= 0, r.preview_interval_ms >= 0, let headers = headerLines(r.headers)
-  else { return nil }
+/// The request, or PXL_E_INVALID_ARGUMENT saying what is wrong: pxl_load returns only the
+/// status, a table reports the message as the row's result. `loader` resolves custom
+/// processors and hears what is wrong with a chain.
+private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) throws(LoadError) -> ImageRequest {
+  func refused(_ message: String) -> LoadError { LoadError(.invalidArgument, "request: \(message)") }
+  let knownFlags = UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
+                          | PXL_FLAG_CACHE_ONLY | PXL_FLAG_ANIMATE | PXL_FLAG_NO_COLOR_MANAGEMENT)
+  let reloadAndCacheOnly = UInt32(PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY)
+  guard let url = r.url else { throw refused("url is NULL") }
+  guard r.width >= 0, r.height >= 0 else { throw refused("width \(r.width) or height \(r.height) is negative") }
+  guard let mode = ScaleMode(rawValue: r.mode) else { throw refused("unknown mode \(r.mode)") }
+  guard let format = PixelFormat(rawValue: r.format) else { throw refused("unknown format \(r.format)") }
+  guard r.flags & ~knownFlags == 0 else {
+    throw refused("unknown flag bits 0x\(String(r.flags & ~knownFlags, radix: 16))")
+  }
+  guard r.flags & reloadAndCacheOnly != reloadAndCacheOnly else {
+    throw refused("PXL_FLAG_RELOAD and PXL_FLAG_CACHE_ONLY together")
+  }
+  guard r.progress_interval_ms >= 0, r.preview_interval_ms >= 0 else {
+    throw refused("progress_interval_ms \(r.progress_interval_ms) or preview_interval_ms \(r.preview_interval_ms) is negative")
+  }
+  guard let headers = headerLines(r.headers) else {
+    throw refused("a header line is not \"Name: value\" on one line, or there are more than 256")
+  }
   var converted = ImageRequest(url: String(cString: url), cacheKey: r.cache_key.map { String(cString: $0) },
                                targetWidth: Int(r.width), targetHeight: Int(r.height), mode: mode, format: format,
                                priority: r.priority,
@@ -572,10 +587,27 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) -> ImageReque
   if r.flags & UInt32(PXL_FLAG_CACHE_ONLY) != 0 { converted.cachePolicy = .cacheOnly }
   converted.animates = r.flags & UInt32(PXL_FLAG_ANIMATE) != 0
   converted.managesColor = r.flags & UInt32(PXL_FLAG_NO_COLOR_MANAGEMENT) == 0
-  guard let chain = processorChain(r.processors, count: r.processor_count, loader) else { return nil }
-  converted.processors = chain
-  guard readPlaceholder(r, into: &converted) else { return nil }
+  converted.processors = try processorChain(r.processors, count: r.processor_count, loader)
+  guard readPlaceholder(r, into: &converted) else {
+    throw refused("placeholder_kind \(r.placeholder_kind) is unknown, or placeholder is NULL with a length, or over 64 KB")
+  }
   return converted
+}
+
+/// The request a table's request_fn filled for a row (`fill` calls it with the library's
+/// pxl_request), nil when it left the row without an image; a request that is wrong
+/// throws, and the table reports it as the row's result.
+private func tableRequest(_ loaderHandle: OpaquePointer?,
+                          _ fill: (UnsafeMutablePointer<pxl_request>) -> Int32) throws(LoadError) -> ImageRequest? {
+  var request = defaultRequest()
+  guard fill(&request) != 0, let owner = loader(loaderHandle) else { return nil }
+  // The struct is this library's: a larger struct_size would make readRequest read past it.
+  guard request.struct_size <= MemoryLayout<pxl_request>.stride,
+        let r = withUnsafePointer(to: &request, { readRequest($0) }) else {
+    throw LoadError(.invalidArgument, "request: struct_size \(request.struct_size) is not a pxl_request's "
+                    + "(the table's is \(MemoryLayout<pxl_request>.stride) bytes)")
+  }
+  return try imageRequest(r, owner)
 }
 
 @c @implementation public func pxl_load(_ loaderHandle: OpaquePointer?, _ request: UnsafePointer<pxl_request>?,
@@ -583,7 +615,7 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) -> ImageReque
                                         _ userData: UnsafeMutableRawPointer?,
                                         _ tokenOut: UnsafeMutablePointer<pxl_token>?) -> pxl_status {
   guard let loader = loader(loaderHandle), let queue = queue(queueHandle), let callback,
-        let request, let cRequest = readRequest(request), let parsed = imageRequest(cRequest, loader) else {
+        let request, let cRequest = readRequest(request), let parsed = try? imageRequest(cRequest, loader) else {
     return PXL_E_INVALID_ARGUMENT
   }
   let handler: (UInt64, Outcome, RequestMetrics) -> Void = { token, outcome, metrics in
@@ -761,11 +793,8 @@ private func defaultTableConfig() -> pxl_table_config {
                                                 _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
   out?.pointee = nil
   guard let requestFunction, let rowFunction else { return PXL_E_INVALID_ARGUMENT }
-  let provider: ImageTable.RequestProvider = { row in
-    var request = defaultRequest()
-    guard requestFunction(Int64(row), &request, userData) != 0 else { return nil }
-    guard let owner = loader(loaderHandle) else { return nil }
-    return withUnsafePointer(to: &request) { imageRequest($0, owner) }
+  let provider: ImageTable.RequestProvider = { row throws(LoadError) in
+    try tableRequest(loaderHandle) { requestFunction(Int64(row), $0, userData) }
   }
   let handler: ImageTable.MeasuredRowHandler = { row, outcome, metrics in
     withResult(outcome, metrics: metrics) { result in rowFunction(Int64(row), result, userData) }
@@ -813,11 +842,8 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
                                              _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
   out?.pointee = nil
   guard let requestFunction, let rowFunction else { return PXL_E_INVALID_ARGUMENT }
-  let provider: ImageTable.RequestProvider = { row in
-    var request = defaultRequest()
-    guard requestFunction(userData, Int64(row), &request) != 0 else { return nil }
-    guard let owner = loader(loaderHandle) else { return nil }
-    return withUnsafePointer(to: &request) { imageRequest($0, owner) }
+  let provider: ImageTable.RequestProvider = { row throws(LoadError) in
+    try tableRequest(loaderHandle) { requestFunction(userData, Int64(row), $0) }
   }
   let handler: ImageTable.MeasuredRowHandler = { row, outcome, _ in
     withResult(outcome) { result in rowFunction(userData, Int64(row), result) }

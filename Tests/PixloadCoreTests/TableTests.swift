@@ -153,6 +153,38 @@ final class TableTests: XCTestCase {
     XCTAssertEqual(network.started.count, 1)
   }
 
+  /// A request the provider refuses (a C request that does not convert) and one the loader
+  /// refuses (its scheme) are reported alike: at once, once while the row stays visible,
+  /// again when it comes back; prefetched, neither is reported nor started.
+  func testARefusedRequestIsReportedOnceWhileItsRowIsVisible() {
+    let wrong = LoadError(.invalidArgument, "request: processor 0 (rotate): 33 degrees is not 90, 180 or 270")
+    var configuration = ImageTable.Configuration()
+    configuration.prefetchRows = 4
+    configuration.keepRows = 0
+    configuration.speedWindowMilliseconds = 1000
+    let table = ImageTable(loader: loader, queue: queue, rowCount: 100, configuration: configuration,
+                           requestForRow: { row throws(LoadError) in
+                             if row == 1 || row == 5 { throw wrong }
+                             return ImageRequest(url: row == 6 ? "gopher://h/6" : "http://h/\(row).jpg")
+                           },
+                           onRow: { [unowned self] row, outcome in self.delivered.append((row, outcome)) })
+    func reports(_ row: Int) -> [LoadError] {
+      delivered.compactMap { if $0.row == row, case .failure(let error) = $0.outcome { return error } else { return nil } }
+    }
+    table.setVisible(first: 0, count: 3, direction: 1)  // prefetches 3 to 6
+    XCTAssertEqual(reports(1), [wrong], "reported inside setVisible")
+    XCTAssertTrue(reports(5).isEmpty && reports(6).isEmpty, "prefetched: not reported")
+    XCTAssertNil(transfer(forRow: 5))
+    table.setVisible(first: 0, count: 3, direction: 1)
+    XCTAssertEqual(reports(1).count, 1, "once while it stays visible")
+    table.setVisible(first: 4, count: 3, direction: 1)
+    XCTAssertEqual(reports(5), [wrong])
+    XCTAssertEqual(reports(6).map(\.status), [.schemeNotAllowed])
+    table.setVisible(first: 0, count: 3, direction: -1)
+    XCTAssertEqual(reports(1), [wrong, wrong], "again when it comes back")
+    XCTAssertEqual(table.stats.failed, 4)
+  }
+
   func testAFlingDelaysTransfersAndSkipsPrefetch() {
     let table = makeTable(rows: 1000, prefetch: 4, keep: 0, fastScrollMilliseconds: 0)  // screen jumps only
     table.setVisible(first: 0, count: 3, direction: 1)

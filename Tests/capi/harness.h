@@ -250,6 +250,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_prefetch) \
   X(test_table_cached_rows_sync) \
   X(test_table_row_errors) \
+  X(test_table_refused_requests) \
   X(test_table_row_count) \
   X(test_table_free_stops_callbacks) \
   X(test_table_invalid_arguments) \
@@ -309,6 +310,8 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_tls_session_resumption)    \
   X(test_proxy_setting) \
   X(test_metrics_tiers)             \
+  X(test_metrics_cancelled_transfer) \
+  X(test_metrics_cancelled_processing) \
   X(test_placeholder_api) \
   X(test_fetcher_sqlite)            \
   X(test_fetcher_cancel_and_limit)  \

@@ -162,6 +162,162 @@ void test_metrics_tiers(const struct test_env *env) {
   rmdir(directory);
 }
 
+/* A measured request that also records its download progress (progress_interval_ms 0). */
+struct progressing {
+  struct measured m; /* first: the callbacks share user_data */
+  uint64_t received;
+};
+
+static void progressing_progress(pxl_token token, uint64_t received, uint64_t expected, void *user_data) {
+  (void)token;
+  (void)expected;
+  ((struct progressing *)user_data)->received = received;
+}
+
+static void progressing_load(pxl_loader *loader, pxl_queue *queue, pxl_request *request,
+                             struct progressing *p, pxl_token *token) {
+  memset(p, 0, sizeof *p);
+  request->progress = progressing_progress;
+  request->progress_interval_ms = 0;
+  CHECK_STATUS(pxl_load(loader, request, queue, measured_callback, p, token), PXL_OK);
+}
+
+/* Dispatches queue until p's progress reached bytes. */
+static int wait_received(const struct test_env *env, pxl_queue *queue, struct progressing *p, uint64_t bytes) {
+  double deadline = now_ms() + 5000.0 * env->slow_factor;
+  while (p->received < bytes && now_ms() < deadline) {
+    pxl_queue_wait(queue, 20);
+    pxl_queue_dispatch(queue, 0);
+  }
+  return p->received == bytes;
+}
+
+/* What a request cancelled mid-transfer measured until the cancel: the header's "a
+ * request that failed or was cancelled has what was measured up to then" (the same
+ * stalled transfer ended by a timeout keeps them). */
+static void check_cancelled_mid_transfer(const char *what, const struct measured *m, uint64_t bytes) {
+  CHECKF(m->got == PXL_OK && m->capture.status == PXL_E_CANCELLED, "%s: metrics %d, status %d", what,
+         (int)m->got, (int)m->capture.status);
+  CHECKF(m->metrics.tier == PXL_TIER_NONE, "%s: tier %d", what, (int)m->metrics.tier);
+  CHECKF(m->metrics.http_status == 200 && m->metrics.bytes_received == bytes,
+         "%s: http_status %d, bytes_received %llu (want 200 and %llu)", what, (int)m->metrics.http_status,
+         (unsigned long long)m->metrics.bytes_received, (unsigned long long)bytes);
+  CHECKF(m->metrics.http_version == 11, "%s: http_version %d", what, (int)m->metrics.http_version);
+  /* A connection of its own was connected; a reused one was not. */
+  CHECKF((m->metrics.connect_us > 0) != m->metrics.connection_reused && m->metrics.first_byte_us > 0,
+         "%s: connect_us %llu, connection_reused %d, first_byte_us %llu", what,
+         (unsigned long long)m->metrics.connect_us, (int)m->metrics.connection_reused,
+         (unsigned long long)m->metrics.first_byte_us);
+}
+
+void test_metrics_cancelled_transfer(const struct test_env *env) {
+  CHECKF(env->fault_url != NULL, "no --fault-url: run the tests through Tests/capi/run.sh");
+  if (!env->fault_url) return;
+  enum { FIRST = 20000 };
+  pxl_config config;
+  pxl_config_init(&config);
+  config.stall_timeout_ms = 0; /* the gate holds the body as long as the test wants */
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue(), *other = new_queue();
+  struct test_url gate = fault_url(env, 0, "/gate/at=20000/file=" FIXTURE_MEDIUM_JPG, "metrics-cancel-gate");
+
+  /* Three requests share one transfer: a, b merged into one decode, c a processed variant
+   * of it. a and c are cancelled after the first 20000 bytes (pxl_cancel, pxl_cancel_all
+   * on c's queue), b goes on to the whole image. */
+  pxl_request request;
+  request_for(&request, gate.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  struct progressing *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b), *c = calloc(1, sizeof *c);
+  pxl_token token_a = 0;
+  progressing_load(loader, queue, &request, a, &token_a);
+  progressing_load(loader, queue, &request, b, NULL);
+  pxl_processor circle;
+  memset(&circle, 0, sizeof circle);
+  circle.kind = PXL_PROCESS_CIRCLE;
+  request.processors = &circle;
+  request.processor_count = 1;
+  progressing_load(loader, other, &request, c, NULL);
+  CHECKF(wait_received(env, queue, a, FIRST), "the gate's first bytes: %llu reported",
+         (unsigned long long)a->received);
+  CHECK_STATUS(pxl_cancel(loader, token_a), PXL_OK);
+  CHECK_INT(pxl_cancel_all(loader, other), 1);
+  CHECK(drain_until(env, queue, &a->m.capture.calls, 1, 5000));
+  CHECK(drain_until(env, other, &c->m.capture.calls, 1, 5000));
+  check_cancelled_mid_transfer("cancelled (pxl_cancel)", &a->m, FIRST);
+  CHECK_INT(a->m.metrics.joined, 0);
+  check_cancelled_mid_transfer("processed, cancelled (pxl_cancel_all)", &c->m, FIRST);
+  CHECK_INT(b->m.capture.calls, 0);
+  fault_release(env, gate.uri);
+  CHECK(drain_until(env, queue, &b->m.capture.calls, 1, 10000));
+  CHECKF(b->m.capture.status == PXL_OK, "the request left on the transfer: %s", b->m.capture.message);
+  CHECK_INT(b->m.metrics.tier, PXL_TIER_NETWORK);
+  CHECK_INT(b->m.metrics.joined, 1);
+  CHECK_INT(b->m.metrics.http_status, 200);
+  CHECK_INT(b->m.metrics.bytes_received, fixture_bytes(env, FIXTURE_MEDIUM_JPG));
+  CHECK_INT(b->m.metrics.connect_us, a->m.metrics.connect_us); /* one transfer */
+  capture_reset(&b->m.capture);
+
+  /* A loader freed mid-transfer: its request ends CANCELLED with what it measured. */
+  struct test_url stall = fault_url(env, 0, "/stall/after=20000/file=" FIXTURE_MEDIUM_JPG, "metrics-cancel-free");
+  request_for(&request, stall.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  progressing_load(loader, queue, &request, a, NULL);
+  CHECK(wait_received(env, queue, a, FIRST));
+  pxl_loader_free(loader);
+  CHECK_INT(a->m.capture.calls, 0);
+  CHECK(drain_until(env, queue, &a->m.capture.calls, 1, 5000));
+  check_cancelled_mid_transfer("its loader freed", &a->m, FIRST);
+  free(a);
+  free(b);
+  free(c);
+  pxl_queue_free(queue);
+  pxl_queue_free(other);
+}
+
+/* A custom processor that holds its step until the request is cancelled (10 s at most). */
+static pxl_status holding_processor(pxl_processor_frame *frame, char *message, size_t size, void *user_data) {
+  (void)message;
+  (void)size;
+  atomic_store((atomic_int *)user_data, 1);
+  double start = now_ms();
+  while (!__atomic_load_n(frame->cancelled, __ATOMIC_ACQUIRE) && now_ms() - start < 10000) sleep_ms(1);
+  return PXL_E_CANCELLED;
+}
+
+/* Cancelled after its transfer and decode, while its processor runs: it reports the
+ * download and the decode it waited for. */
+void test_metrics_cancelled_processing(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  atomic_int entered = 0;
+  CHECK_STATUS(pxl_loader_add_processor(loader, "hold", 1, holding_processor, &entered, NULL), PXL_OK);
+  pxl_processor hold;
+  memset(&hold, 0, sizeof hold);
+  hold.kind = PXL_PROCESS_CUSTOM;
+  hold.id = "hold";
+  struct test_url u = test_url(env, "/" FIXTURE_GRADIENT_JPG, "metrics-cancel-processing");
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.processors = &hold;
+  request.processor_count = 1;
+  struct measured m;
+  memset(&m, 0, sizeof m);
+  pxl_token token = 0;
+  CHECK_STATUS(pxl_load(loader, &request, queue, measured_callback, &m, &token), PXL_OK);
+  double deadline = now_ms() + 10000.0 * env->slow_factor;
+  while (!atomic_load(&entered) && now_ms() < deadline) sleep_ms(1);
+  CHECK(atomic_load(&entered));
+  CHECK_STATUS(pxl_cancel(loader, token), PXL_OK);
+  CHECK(drain_until(env, queue, &m.capture.calls, 1, 5000));
+  CHECK_STATUS(m.got, PXL_OK);
+  CHECK_STATUS(m.capture.status, PXL_E_CANCELLED);
+  CHECK_INT(m.metrics.tier, PXL_TIER_NONE);
+  CHECK_INT(m.metrics.http_status, 200);
+  CHECK_INT(m.metrics.bytes_received, fixture_bytes(env, FIXTURE_GRADIENT_JPG));
+  CHECKF(m.metrics.connect_us > 0 && m.metrics.decode_us > 0, "connect_us %llu, decode_us %llu",
+         (unsigned long long)m.metrics.connect_us, (unsigned long long)m.metrics.decode_us);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}
+
 void test_placeholder_api(const struct test_env *env) {
   (void)env;
   static const char blur[] = "LEHV6nWB2yk8pyo0adR*.7kCMdnj";

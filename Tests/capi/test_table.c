@@ -868,6 +868,136 @@ void test_table_row_errors(const struct test_env *env) {
   host_free(&h);
 }
 
+/* Every way a row's request can be refused, one row each: request_fn fills a request that
+ * pxl_load would refuse, or whose URL the loader refuses. The header: "a request refused
+ * for a visible row is reported through row_fn with its status and message, as a
+ * delivered row is". */
+enum refusal {
+  REFUSED_NONE, REFUSED_ROTATE_33, REFUSED_FLAG_BIT, REFUSED_NULL_URL, REFUSED_NEGATIVE_WIDTH,
+  REFUSED_MODE, REFUSED_FORMAT, REFUSED_RELOAD_AND_CACHE_ONLY, REFUSED_HEADER, REFUSED_SMALL_STRUCT,
+  REFUSED_LARGE_STRUCT, REFUSED_PLACEHOLDER_KIND, REFUSED_NULL_PROCESSORS, REFUSED_CUSTOM_ID,
+  REFUSED_INTERVAL, REFUSED_SCHEME, REFUSED_MALFORMED_URL, REFUSAL_COUNT
+};
+
+struct refusing_host {
+  struct host host;
+  pxl_processor rotate, custom;
+  const char *bad_headers[2];
+  char message[REFUSAL_COUNT][256]; /* of each row's last call */
+  pxl_tier tier[REFUSAL_COUNT];
+};
+
+/* Row r < REFUSAL_COUNT gets refusal r; the rows past them are good ones. */
+static int refusing_request(int64_t row, pxl_request *request, void *user_data) {
+  struct refusing_host *r = user_data;
+  if (!host_request(row, request, &r->host)) return 0;
+  switch (row) {
+  case REFUSED_ROTATE_33:
+    request->processors = &r->rotate;
+    request->processor_count = 1;
+    break;
+  case REFUSED_FLAG_BIT: request->flags = 1u << 30; break;
+  case REFUSED_NULL_URL: request->url = NULL; break;
+  case REFUSED_NEGATIVE_WIDTH: request->width = -1; break;
+  case REFUSED_MODE: request->mode = 99; break;
+  case REFUSED_FORMAT: request->format = 99; break;
+  case REFUSED_RELOAD_AND_CACHE_ONLY: request->flags = PXL_FLAG_RELOAD | PXL_FLAG_CACHE_ONLY; break;
+  case REFUSED_HEADER: request->headers = r->bad_headers; break;
+  case REFUSED_SMALL_STRUCT: request->struct_size = 8; break;
+  /* Only the library's bytes exist: a larger size must not make it read past them. */
+  case REFUSED_LARGE_STRUCT: request->struct_size = sizeof *request + 64; break;
+  case REFUSED_PLACEHOLDER_KIND: request->placeholder_kind = 99; break;
+  case REFUSED_NULL_PROCESSORS: request->processor_count = 1; break;
+  case REFUSED_CUSTOM_ID:
+    request->processors = &r->custom;
+    request->processor_count = 1;
+    break;
+  case REFUSED_INTERVAL: request->progress_interval_ms = -1; break;
+  case REFUSED_SCHEME: request->url = "gopher://127.0.0.1/x"; break;
+  case REFUSED_MALFORMED_URL: request->url = "http://[::1"; break;
+  default: break;
+  }
+  return 1;
+}
+
+static void refusing_row(int64_t row, const pxl_result *result, void *user_data) {
+  struct refusing_host *r = user_data;
+  host_row(row, result, &r->host);
+  if (row < 0 || row >= REFUSAL_COUNT) return;
+  snprintf(r->message[row], sizeof r->message[row], "%s", result->message ? result->message : "(NULL)");
+  pxl_metrics metrics = {.struct_size = sizeof metrics};
+  r->tier[row] = pxl_result_metrics(result, &metrics) == PXL_OK ? (pxl_tier)metrics.tier : (pxl_tier)-1;
+}
+
+void test_table_refused_requests(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  struct refusing_host *r = calloc(1, sizeof *r);
+  host_init(&r->host, env, "refused", 200, "/" FIXTURE_GRADIENT_JPG);
+  r->rotate.kind = PXL_PROCESS_ROTATE;
+  r->rotate.degrees = 33;
+  r->custom.kind = PXL_PROCESS_CUSTOM;
+  r->custom.id = "never-registered";
+  r->bad_headers[0] = "no colon here";
+  pxl_table_config config;
+  pxl_table_config_init(&config);
+  config.prefetch_rows = 0;
+  config.keep_rows = 0;
+  pxl_table *table = NULL;
+  CHECK_STATUS(pxl_table_new(loader, queue, &config, r->host.rows, refusing_request, refusing_row, r, &table),
+               PXL_OK);
+  if (!table) return;
+
+  /* Each refused row is reported inside set_visible, with its status and a message. */
+  CHECK_STATUS(host_show(&r->host, table, 0, REFUSAL_COUNT, 0), PXL_OK);
+  for (int row = 1; row < REFUSAL_COUNT; row++) {
+    pxl_status want = row == REFUSED_SCHEME          ? PXL_E_SCHEME_NOT_ALLOWED
+                      : row == REFUSED_MALFORMED_URL ? PXL_E_MALFORMED_URL
+                                                     : PXL_E_INVALID_ARGUMENT;
+    CHECKF(r->host.rec[row].sync_calls == 1 && r->host.rec[row].status == want,
+           "refusal %d: %d row_fn calls inside set_visible (want 1), status %d (want %d)", row,
+           r->host.rec[row].sync_calls, (int)r->host.rec[row].status, (int)want);
+    CHECKF(r->message[row][0] != '\0', "refusal %d: an empty message", row);
+    CHECKF(r->tier[row] == PXL_TIER_NONE, "refusal %d: metrics tier %d (want PXL_TIER_NONE)", row,
+           (int)r->tier[row]);
+  }
+  /* The message says what is wrong. */
+  CHECKF(strstr(r->message[REFUSED_ROTATE_33], "33") != NULL, "rotate 33: \"%s\"", r->message[REFUSED_ROTATE_33]);
+  CHECKF(strstr(r->message[REFUSED_FLAG_BIT], "flag") != NULL, "flag bit: \"%s\"", r->message[REFUSED_FLAG_BIT]);
+  CHECKF(strstr(r->message[REFUSED_SMALL_STRUCT], "struct_size") != NULL, "struct_size: \"%s\"",
+         r->message[REFUSED_SMALL_STRUCT]);
+  CHECKF(strstr(r->message[REFUSED_CUSTOM_ID], "never-registered") != NULL, "custom id: \"%s\"",
+         r->message[REFUSED_CUSTOM_ID]);
+  CHECK(host_wait_rows(&r->host, queue, 0, 1, 10000));
+  CHECK_STATUS(r->host.rec[0].status, PXL_OK);
+
+  /* Once while the rows stay visible. */
+  CHECK_STATUS(host_show(&r->host, table, 0, REFUSAL_COUNT, 0), PXL_OK);
+  drain_for(queue, 100);
+  for (int row = 0; row < REFUSAL_COUNT; row++)
+    CHECKF(r->host.rec[row].calls == 1, "row %d still on screen: %d row_fn calls (want 1)", row,
+           r->host.rec[row].calls);
+  pxl_table_stats stats = table_stats(table);
+  CHECK_INT(stats.failed, REFUSAL_COUNT - 1);
+
+  /* Away and back: reported again, as a delivered row is delivered again. */
+  CHECK_STATUS(host_show(&r->host, table, 100, REFUSAL_COUNT, 1), PXL_OK);
+  CHECK(host_wait_rows(&r->host, queue, 100, REFUSAL_COUNT, 10000));
+  CHECK_STATUS(host_show(&r->host, table, 0, REFUSAL_COUNT, -1), PXL_OK);
+  for (int row = 1; row < REFUSAL_COUNT; row++)
+    CHECKF(r->host.rec[row].calls == 2 && r->host.rec[row].sync_calls == 2,
+           "refusal %d came back on screen: %d row_fn calls, %d inside set_visible (want 2 and 2)", row,
+           r->host.rec[row].calls, r->host.rec[row].sync_calls);
+  stats = table_stats(table);
+  CHECK_INT(stats.failed, 2 * (REFUSAL_COUNT - 1));
+  host_check_rules(&r->host);
+  pxl_table_free(table);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+  host_free(&r->host);
+  free(r);
+}
+
 /* ---- rows appended and removed ---- */
 
 void test_table_row_count(const struct test_env *env) {

@@ -142,6 +142,11 @@ final class FetchRouter: DataLoading, @unchecked Sendable {
   var throughput: Throughput? { network.throughput }
   var tlsHandshakes: TLSHandshakeCounts { network.tlsHandshakes }
 
+  /// The network's transfers only: a fetcher's job is the host's, measured by nobody.
+  func measuredSoFar(_ id: TransferID) -> TransferTiming? {
+    id & Self.fetchBit == 0 ? network.measuredSoFar(id) : nil
+  }
+
   /// Stops the network engine, ends every fetch without its completion (the loader ends
   /// the requests), cancels the started ones, destroys every fetcher and joins the
   /// thread: no fetcher is called after this returns.

@@ -4,15 +4,31 @@
 /// priority among those left (Nuke's TaskPool). The tasks and their phases are in
 /// `LoaderTasks.swift`.
 extension ImageLoader {
-  /// What the stages measured of a request still waiting (a cancel's metrics).
+  /// What the stages measured of a request still waiting (a cancel's metrics; no tier
+  /// answered it).
   func measuredSoFar(_ pending: PendingRequest) -> RequestMetrics {
     var metrics = RequestMetrics()
     if let decode = pending.decode {
-      metrics = decode.download?.metrics ?? RequestMetrics()
+      metrics = measuredBelow(decode)
       metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
     }
+    metrics.tier = .none
     metrics.joined = pending.joined
     return metrics
+  }
+
+  /// What the work `decode` waits on has measured: its input's figures once it has its
+  /// input, else the download under way (through the tasks it is processed from) with what
+  /// its transfer has so far.
+  private func measuredBelow(_ decode: DecodeTask) -> RequestMetrics {
+    switch decode.phase {
+    case .waitingForBytes(let download):
+      var metrics = download.metrics
+      if let transfer = download.transfer, let timing = dataLoader.measuredSoFar(transfer) { metrics.take(timing) }
+      return metrics
+    case .waitingForParent(let parent): return measuredBelow(parent)
+    default: return decode.inputMetrics ?? RequestMetrics()
+    }
   }
 
   /// Joins the request to the decode task for its variant, creating the decode task (and

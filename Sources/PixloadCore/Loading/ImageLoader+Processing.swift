@@ -60,6 +60,7 @@ extension ImageLoader {
       let flag = CancelFlag()
       child.cancel = flag
       child.phase = .continuing
+      child.inputMetrics = input.metrics
       next = Continuation(decode: child, image: image, owned: !shared && children.count == 1, flag: flag)
     }
     return ([], next)
@@ -70,6 +71,7 @@ extension ImageLoader {
     let flag = CancelFlag()
     decode.cancel = flag
     let job = Continuation(decode: decode, image: image, owned: false, flag: flag)
+    decode.inputMetrics = input.metrics
     decode.phase = .queued(decodePool.submit(priority: decode.priority, cost: image.totalByteCount) {
       [weak self] in
       var measured = input

@@ -30,6 +30,7 @@ extension ImageLoader {
   /// size stands for the decode's cost (entropy decoding and inflating dominate a
   /// thumbnail's decode).
   func scheduleDecode(_ decode: DecodeTask, _ input: DecodeInput) {
+    decode.inputMetrics = input.metrics
     decode.phase = .queued(decodePool.submit(priority: decode.priority, cost: input.data.bytes.count) {
       [weak self, decode] in
       self?.runDecode(decode, input)

@@ -252,10 +252,12 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// Cancels every request (each still gets its one CANCELLED result through its queue),
   /// stops and joins the library's threads and empties the memory cache. Idempotent.
   public func close() {
-    let abandoned: [PendingRequest] = lock.withLock {
+    let abandoned: [(PendingRequest, RequestMetrics)] = lock.withLock {
       if closed { return [] }
       closed = true
       let all = Array(requests.values)
+      // As a cancel does: what each had measured, read before the graph goes.
+      let measured = all.map { ($0, measuredSoFar($0)) }
       // Break the task graph's back references so nothing outlives the loader.
       for download in downloads.values { download.decodes.removeAll() }
       for decode in decodes.values {
@@ -269,7 +271,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
       requests.removeAll()
       downloads.removeAll()
       decodes.removeAll()
-      return all.sorted { $0.token < $1.token }
+      return measured.sorted { $0.0.token < $1.0.token }
     }
     dataLoader.shutdown()
     codecs.cancelAll()
@@ -280,7 +282,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     // Every processor call has returned (the pool is joined): the registrations go, and
     // with the last reference to each, its destroy callback.
     customProcessors.removeAll()
-    for pending in abandoned { pending.queue.cancel(pending.delivery) }
+    for (pending, measured) in abandoned { pending.queue.cancel(pending.delivery, measured: measured) }
     memoryCache.removeAll()
   }
 

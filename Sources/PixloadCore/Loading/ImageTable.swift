@@ -70,9 +70,10 @@ public final class ImageTable: @unchecked Sendable {
     public var failed = 0
   }
 
-  /// Returns the request for a row, or nil to leave the row without an image. Called
+  /// Returns the request for a row, or nil to leave the row without an image; throws when
+  /// the host's request is wrong (refused, as `ImageLoader.load` refuses one). Called
   /// inside `setVisible`, under the table's lock: it must not call back into the table.
-  public typealias RequestProvider = (Int) -> ImageRequest?
+  public typealias RequestProvider = (Int) throws(LoadError) -> ImageRequest?
   /// A visible row's result: an image (from memory or freshly loaded) or an error.
   public typealias RowHandler = (Int, Outcome) -> Void
   /// A preview for a visible row still loading: its result follows (see `ImageLoader.load`).
@@ -185,7 +186,7 @@ public final class ImageTable: @unchecked Sendable {
           guard let record = rows[row], case .loading(_, let token?) = record.phase else { continue }
           // A row that comes on screen while it loads (a prefetch, a row kept behind)
           // gets its placeholder as a row that starts loading now does.
-          if onPlaceholder != nil, !wasVisible.contains(row), let request = requestForRow(row),
+          if onPlaceholder != nil, !wasVisible.contains(row), let request = try? requestForRow(row),
              request.placeholder != nil {
             placeholders.append((row, request))
           }
@@ -200,7 +201,15 @@ public final class ImageTable: @unchecked Sendable {
             }
           }
         case .load(let priority, let delay):
-          guard var request = requestForRow(row) else { continue }
+          let provided: ImageRequest?
+          do throws(LoadError) {
+            provided = try requestForRow(row)
+          } catch {
+            refused(row)
+            immediate.append((row, .failure(error)))
+            continue
+          }
+          guard var request = provided else { continue }
           request.priority = priority
           if let image = loader.cachedImage(for: request) {
             rows[row] = TableRow(phase: .shown)
@@ -225,7 +234,8 @@ public final class ImageTable: @unchecked Sendable {
         }
       }
       for (row, priority) in plan.prefetch {
-        guard var request = requestForRow(row) else { continue }
+        // A refused request is tried again, and reported, when its row shows.
+        guard var request = try? requestForRow(row) else { continue }
         request.priority = priority
         guard loader.cachedImage(for: request) == nil else { continue }
         let held = screenLoading && configuration.prefetchHoldMilliseconds > 0
@@ -245,9 +255,12 @@ public final class ImageTable: @unchecked Sendable {
     for token in toHoldAgain { loader.postpone(token, milliseconds: configuration.prefetchHoldMilliseconds) }
     for start in toStart { self.start(row: start.row, request: start.request, record: start.record) }
     for (row, outcome) in immediate {
+      // A refused request's metrics are empty.
       var metrics = RequestMetrics()
-      metrics.tier = .memory
-      if case .success(let image, _, _) = outcome { metrics.deliveredBytes = UInt64(image.totalByteCount) }
+      if case .success(let image, _, _) = outcome {
+        metrics.tier = .memory
+        metrics.deliveredBytes = UInt64(image.totalByteCount)
+      }
       onRow(row, outcome, metrics)
     }
   }
@@ -347,8 +360,7 @@ public final class ImageTable: @unchecked Sendable {
       let report: Bool = lock.withLock {
         guard case .loading(generation, nil)? = rows[row]?.phase, !closed else { return false }
         if visible.contains(row) {
-          rows[row] = TableRow(phase: .shown)
-          statistics.failed += 1
+          refused(row)
           return true
         }
         rows.removeValue(forKey: row)
@@ -356,6 +368,13 @@ public final class ImageTable: @unchecked Sendable {
       }
       if report { onRow(row, .failure(error), RequestMetrics()) }
     }
+  }
+
+  /// A visible row whose request was refused: shown with its error, which the caller
+  /// reports, so it is not asked for again while it stays on screen. Called under the lock.
+  private func refused(_ row: Int) {
+    rows[row] = TableRow(phase: .shown)
+    statistics.failed += 1
   }
 
   /// A preview reaches the host only for this start of a row that is visible and still

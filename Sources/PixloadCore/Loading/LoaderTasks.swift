@@ -88,6 +88,9 @@ final class DecodeTask {
   var cancel: CancelFlag?
   /// Its own stages' figures (the variant lookup); the download's come with its input.
   var metrics = RequestMetrics()
+  /// Those of its input (the download's, a parent's decode and steps) once it has it: a
+  /// request cancelled before its result reports them.
+  var inputMetrics: RequestMetrics?
   /// When the stage under way began (monotonic nanoseconds; request metrics).
   var stageStartedAt: UInt64 = 0
 

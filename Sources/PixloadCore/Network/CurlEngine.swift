@@ -42,9 +42,10 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private var hookFailures: [(CurlTransfer, LoadError)] = []
   private var hookSerial: UInt64 = 0
   private var cancelledWhileActive: Set<TransferID> = []
-  /// Transfers started on the engine thread and not finished yet, with their priority now
-  /// (a running background transfer may be preempted by a waiting foreground one).
-  private var runningPriorities: [TransferID: Int32] = [:]
+  /// Transfers started on the engine thread and not finished yet; their priority is
+  /// kept up to date (a running background transfer may be preempted by a waiting
+  /// foreground one).
+  private var running: [TransferID: CurlTransfer] = [:]
   private var stopping = false
   private var preempted = 0
   private var meter = ThroughputMeter()
@@ -136,12 +137,22 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       if hooked.remove(id) != nil { return false }
       // Remember only transfers still running: a cancel racing a finished transfer must
       // not leave its id behind forever.
-      guard runningPriorities[id] != nil else { return false }
+      guard running[id] != nil else { return false }
       cancelledWhileActive.insert(id)
       return true
     }
     // The engine thread removes a running transfer (and so frees its slot) at once.
     if engineMustStop { curl_multi_wakeup(multi) }
+  }
+
+  /// Lock held: the transfer `id` names while it is not finished (waiting, backing off,
+  /// waiting for the hook, or running).
+  private func transfer(_ id: TransferID) -> CurlTransfer? {
+    waiting.item(id) ?? backingOff.item(id) ?? hooked.item(id) ?? running[id]
+  }
+
+  public func measuredSoFar(_ id: TransferID) -> TransferTiming? {
+    lock.withLock { transfer(id)?.measuredSoFar }
   }
 
   public func startNow(_ id: TransferID) {
@@ -165,9 +176,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     lock.withLock {
       // Waiting ones are re-ranked; a running one keeps its slot, unless it is (now)
       // background and a foreground transfer waits for the slot (see preemptForForeground).
-      (waiting.item(id) ?? backingOff.item(id) ?? hooked.item(id))?.priority = priority
+      transfer(id)?.priority = priority
       waiting.setPriority(id, priority)
-      if runningPriorities[id] != nil { runningPriorities[id] = priority }
     }
   }
 
@@ -256,7 +266,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         // During a cancel storm (a fling through thousands of rows) new transfers wait:
         // most of them would be cancelled before their first byte.
         let starts = stormWait > 0 ? [] : takeStartable()
-        for transfer in starts { runningPriorities[transfer.id] = transfer.priority }
+        for transfer in starts { self.running[transfer.id] = transfer }
         let timeout = LoadError(.timeout, "the request hook did not answer within \(hookTimeoutNanoseconds / 1_000_000) ms")
         let ended = hookFailures + hooked.takeDue(now: now).map { ($0, timeout) }
         hookFailures.removeAll()
@@ -433,13 +443,15 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
 
   private func begin(_ transfer: CurlTransfer) {
     guard let easy = curl_easy_init() else {
-      lock.withLock { _ = runningPriorities.removeValue(forKey: transfer.id) }
+      lock.withLock { _ = running.removeValue(forKey: transfer.id) }
       transfer.completion(.failure(LoadError(.noMemory, "curl_easy_init failed")))
       return
     }
     transfer.easy = easy
     transfer.prepareAttempt()
     transfer.slotWaitNanoseconds += clock() &- transfer.lastQueued
+    // The attempt's figures start with its slot wait (a cancel before the response has it).
+    transfer.publishMeasured()
     let isHTTPS = transfer.url.isHTTPS
     do throws(LoadError) {
       // Every option is checked: a transfer that lacks one of the safety rules (scheme
@@ -480,7 +492,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     curl_easy_cleanup(easy)
     transfer.easy = nil
     lock.withLock {
-      _ = runningPriorities.removeValue(forKey: transfer.id)
+      _ = running.removeValue(forKey: transfer.id)
       _ = cancelledWhileActive.remove(transfer.id)
     }
     transfer.completion(.failure(error))
@@ -512,14 +524,14 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
         guard let host = waiting.nextForegroundHost(now: now) else { return nil }
         let hostFull = activePerHost[host, default: 0] >= configuration.maxDownloadsPerHost
         let engineFull = active.count >= configuration.maxConcurrentDownloads
-        let running = active.values.compactMap { transfer -> PreemptionCandidate? in
-          guard let priority = runningPriorities[transfer.id] else { return nil }
-          return PreemptionCandidate(id: transfer.id, host: transfer.host, priority: priority,
+        let candidates = active.values.compactMap { transfer -> PreemptionCandidate? in
+          guard running[transfer.id] != nil else { return nil }
+          return PreemptionCandidate(id: transfer.id, host: transfer.host, priority: transfer.priority,
                                      received: transfer.body.count, expected: Int(transfer.expectedLength),
                                      waitedLong: now &- (transfer.firstQueued ?? now) >= Self.starvationNanoseconds)
         }
         guard let id = PreemptionCandidate.victim(for: host, hostFull: hostFull, engineFull: engineFull,
-                                                  running: running) else { return nil }
+                                                  running: candidates) else { return nil }
         return activeByID[id]
       }
       guard let victim, let easy = victim.easy else { return }
@@ -529,7 +541,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       let starts: [CurlTransfer] = lock.withLock {
         meter.record(bytes: received, complete: false, busyNanoseconds: busy)
         handshakes.add(victim.handshake)
-        runningPriorities.removeValue(forKey: victim.id)
+        running.removeValue(forKey: victim.id)
         // Cancelled meanwhile: it ends here, reporting nothing, as a cancelled one does.
         if cancelledWhileActive.remove(victim.id) == nil && !stopping {
           victim.attempts -= 1  // not a failed attempt: no retry is spent on it
@@ -537,7 +549,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
           enqueue(victim, at: now)
         }
         let starts = takeStartable()
-        for transfer in starts { runningPriorities[transfer.id] = transfer.priority }
+        for transfer in starts { running[transfer.id] = transfer }
         return starts
       }
       for transfer in starts { begin(transfer) }
@@ -555,6 +567,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
                                            retryAfterSeconds: Int(pxl_curl_retry_after(easy)))
     let connects = pxl_curl_num_connects(easy)
     let timing = dropped ? TransferTiming() : transfer.timing(easy, httpStatus: httpStatus, connects: connects)
+    // Kept while a retry waits: a cancel then reports this attempt.
+    if !dropped { transfer.publish(timing) }
     detach(transfer, easy)
 
     let outcome = dropped ? nil : HTTPOutcome(attempt, attemptsMade: transfer.attempts, chain: transfer.chain,
@@ -566,7 +580,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       meter.record(bytes: attempt.body.count, complete: complete, busyNanoseconds: busy)
       connectionsOpened += connects
       handshakes.add(transfer.handshake)
-      runningPriorities.removeValue(forKey: transfer.id)
+      running.removeValue(forKey: transfer.id)
       let cancelled = cancelledWhileActive.remove(transfer.id) != nil
       if dropped || cancelled || stopping { return false }
       switch outcome {

@@ -67,6 +67,11 @@ final class CurlTransfer {
   /// them once it has passed (`heldProgressDue`), so the last bytes before the server pauses
   /// (the scan a preview waits for) are not left unreported until more come.
   private var progressHeld = false
+  /// What the transfer has measured so far, for a request cancelled before it ends
+  /// (`CurlEngine.measuredSoFar`): published on the engine thread as the response
+  /// arrives (libcurl's handle may be read only there), read on any thread.
+  private let measuredLock = Lock()
+  private var measured = TransferTiming()
 
   /// Progress reports from the network thread are throttled to this; each request's own
   /// interval is applied again on its queue.
@@ -168,6 +173,21 @@ final class CurlTransfer {
     return timing
   }
 
+  /// Publishes what the attempt under way has measured (`measured`): its timing so far.
+  func publishMeasured() {
+    guard let easy else { return }
+    publish(timing(easy, httpStatus: pxl_curl_response_code(easy), connects: pxl_curl_num_connects(easy)))
+  }
+
+  /// Publishes `timing` as what the transfer has measured (an attempt's final figures,
+  /// kept while it waits to retry).
+  func publish(_ timing: TransferTiming) {
+    measuredLock.withLock { measured = timing }
+  }
+
+  /// What the transfer has measured so far; any thread.
+  var measuredSoFar: TransferTiming { measuredLock.withLock { measured } }
+
   /// The attempt that just ended, as `HTTPOutcome` judges it: libcurl's `code`, the last
   /// HTTP status and the server's Retry-After (read off the handle before it was cleaned up).
   func finishedAttempt(code: CURLcode, httpStatus: Int, retryAfterSeconds: Int) -> FinishedAttempt {
@@ -218,6 +238,8 @@ final class CurlTransfer {
         body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
       }
     }
+    // Before the listener hears of the bytes: a request it cancels reports them.
+    publishMeasured()
     if progress != nil {
       if clock() - lastProgress < Self.progressGranularity {
         progressHeld = true
@@ -247,6 +269,8 @@ final class CurlTransfer {
       handshake = TLSHandshake(pxl_curl_tls_handshake(easy))
     }
     caching.take(headerLine: line)
+    // The end of a response's headers: its status and time to first byte are known.
+    if line == "\r\n" || line == "\n" { publishMeasured() }
     if line.hasPrefix("HTTP/") {
       location = nil
     } else if line.count > 9, line.prefix(9).lowercased() == "location:" {

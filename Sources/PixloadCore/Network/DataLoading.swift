@@ -36,11 +36,16 @@ public protocol DataLoading: AnyObject, Sendable {
   var throughput: Throughput? { get }
   /// TLS handshakes of the connections opened so far.
   var tlsHandshakes: TLSHandshakeCounts { get }
+  /// What a transfer that has not completed has measured so far (the attempt under way,
+  /// or the last one while a retry waits): a request cancelled meanwhile reports it. nil
+  /// when the transfer is unknown or over, or the engine does not measure.
+  func measuredSoFar(_ id: TransferID) -> TransferTiming?
 }
 
 extension DataLoading {
   public var throughput: Throughput? { nil }
   public var tlsHandshakes: TLSHandshakeCounts { TLSHandshakeCounts() }
+  public func measuredSoFar(_ id: TransferID) -> TransferTiming? { nil }
 }
 
 /// A complete response body.
