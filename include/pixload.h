@@ -1329,15 +1329,17 @@ typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
  *
  * Shapes: edges are anti-aliased by exact pixel coverage (an edge pixel keeps the
  * fraction of its area inside the shape, within 1/32; pixels wholly inside keep their
- * values); a radius over half the shorter side is clamped to it; a border is drawn
- * inside the shape, over the image.
+ * values); a radius over half the shorter side is clamped to it, however large (INFINITY
+ * included: the shorter sides become half circles); a border is drawn inside the shape,
+ * over the image, its width clamped the same way (so a border that wide fills the shape).
  *
- * A step wrong whatever the image (a negative radius, border or crop origin, a crop size
- * of 0, a sigma over PXL_MAX_BLUR_SIGMA, a rotation other than 90/180/270, an unknown
- * kind, an unregistered custom id, more than PXL_MAX_PROCESSORS steps) fails pxl_load,
- * pxl_lookup, pxl_prefetch and tables with PXL_E_INVALID_ARGUMENT before any work; the
- * message naming the step goes to pxl_config.log (PXL_LOG_ERROR). A crop outside the image
- * as it turns out is that request's result: PXL_E_INVALID_ARGUMENT with a message.
+ * A step wrong whatever the image (a negative or NaN radius or border width, a negative
+ * crop origin, a crop size of 0, a sigma over PXL_MAX_BLUR_SIGMA, a rotation other than
+ * 90/180/270, an unknown kind, an unregistered custom id, more than PXL_MAX_PROCESSORS
+ * steps) fails pxl_load, pxl_lookup, pxl_prefetch and tables with PXL_E_INVALID_ARGUMENT
+ * before any work; the message naming the step goes to pxl_config.log (PXL_LOG_ERROR). A
+ * crop outside the image as it turns out is that request's result: PXL_E_INVALID_ARGUMENT
+ * with a message.
  * ------------------------------------------------------------------------------- */
 
 #define PXL_MAX_PROCESSORS 16   /* steps in one chain */
@@ -1366,11 +1368,11 @@ typedef struct pxl_processor {
   int32_t kind;          /* pxl_processor_kind */
   uint32_t color;        /* 0xRRGGBBAA, straight alpha: the border (CIRCLE, ROUND; used when
                             border_width > 0) or the tint (TINT) */
-  double radius_tl;      /* ROUND: corner radii, >= 0: top-left, */
+  double radius_tl;      /* ROUND: corner radii, >= 0 (clamped): top-left, */
   double radius_tr;      /* top-right, */
   double radius_br;      /* bottom-right, */
   double radius_bl;      /* bottom-left */
-  double border_width;   /* CIRCLE, ROUND: >= 0; 0 for none */
+  double border_width;   /* CIRCLE, ROUND: >= 0 (clamped as a radius); 0 for none */
   double sigma;          /* BLUR: 0 ... PXL_MAX_BLUR_SIGMA */
   int32_t x;             /* CROP: origin, >= 0 */
   int32_t y;                 /* CROP: origin, >= 0 */

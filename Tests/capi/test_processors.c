@@ -7,6 +7,7 @@
  * and processed images through a table (the chain from request_fn), an animated GIF
  * (every frame processed, still animated) and a progressive JPEG's preview (circular).
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,7 +132,7 @@ void test_processors_invalid(const struct test_env *env) {
   struct { const char *what; const char *words; } cases[] = {
       {"sigma", "processor 1 (blur)"}, {"radius", "processor 1 (round)"}, {"rotate", "processor 1 (rotate)"},
       {"kind", "unknown kind"},        {"custom", "no processor 'nobody'"}, {"long", "exceeds the limit"},
-      {"crop", "processor 1 (crop)"},
+      {"crop", "processor 1 (crop)"},      {"nan", "processor 1 (circle)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     request.processor_count = 2;
@@ -144,6 +145,7 @@ void test_processors_invalid(const struct test_env *env) {
     if (!strcmp(what, "custom")) chain[1] = step(PXL_PROCESS_CUSTOM), chain[1].id = "nobody";
     if (!strcmp(what, "long")) request.processor_count = PXL_MAX_PROCESSORS + 1;
     if (!strcmp(what, "crop")) chain[1] = step(PXL_PROCESS_CROP), chain[1].x = -1, chain[1].width = 4, chain[1].height = 4;
+    if (!strcmp(what, "nan")) chain[1] = step(PXL_PROCESS_CIRCLE), chain[1].border_width = NAN;
     int before = log.count;
     CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &c, NULL), PXL_E_INVALID_ARGUMENT);
     pxl_image *img = NULL;
@@ -152,6 +154,13 @@ void test_processors_invalid(const struct test_env *env) {
     CHECKF(log.count > before && strstr(log.last, cases[i].words) != NULL, "%s: log \"%s\"", what, log.last);
     pthread_mutex_unlock(&log.lock);
   }
+  /* A radius or border past any image is clamped to it (a lookup that misses), not refused. */
+  chain[1] = step(PXL_PROCESS_ROUND);
+  chain[1].radius_tl = chain[1].radius_tr = chain[1].radius_br = chain[1].radius_bl = INFINITY;
+  chain[1].border_width = 2e6;
+  request.processor_count = 2;
+  pxl_image *img = NULL;
+  CHECK_STATUS(pxl_lookup(loader, &request, &img), PXL_E_NOT_FOUND);
   CHECK_INT(drain_for(queue, 100), 0); /* no callback for a refused request */
   CHECK_INT(log_count(env, u.uri), 0);  /* and no request reached the server */
 
