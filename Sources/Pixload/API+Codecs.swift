@@ -18,8 +18,11 @@ private let messageCapacity = 256
 
 @c @implementation public func pxl_loader_add_codec(_ handle: OpaquePointer?, _ codec: UnsafePointer<pxl_codec>?) -> pxl_status {
   guard let codec else { return PXL_E_INVALID_ARGUMENT }
-  // destroy is called on every failure once the struct could be read.
+  // Every failure calls destroy (pixload.h, "Extensions"), so that a host never frees
+  // user_data itself. A bad struct_size too: pxl_codec came with destroy and user_data,
+  // so every pxl_codec a program can declare holds them, whatever its struct_size says.
   guard let c = readGrowableStruct(codec, defaults: pxl_codec(), knownEnds: codecVersions) else {
+    codec.pointee.destroy?(codec.pointee.user_data)
     return PXL_E_INVALID_ARGUMENT
   }
   guard let loader = loader(handle), c.id != nil, c.version != nil, c.sniff != nil, c.read_header != nil,

@@ -117,7 +117,10 @@ void test_codec_qoi(const struct test_env *env) {
   c = qoi_codec(&bad, "1");
   c.struct_size = 8;
   CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
-  CHECK_INT(atomic_load(&bad.destroyed), 4); /* NULL loader, bad id twice, no decode (not the unreadable struct) */
+  c.struct_size = (size_t)1 << 20;
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
+  /* Every failure but the NULL codec: NULL loader, bad id twice, no decode, struct_size twice. */
+  CHECK_INT(atomic_load(&bad.destroyed), 6);
   CHECK_STATUS(pxl_codec_init_size(NULL, sizeof c), PXL_E_INVALID_ARGUMENT);
 
   struct qoi_state s = {0};

@@ -497,7 +497,10 @@ void test_fetcher_loader_freed(const struct test_env *env) {
   pthread_mutex_destroy(&s.mutex);
 }
 
-/* Registration: which schemes a fetcher may take, removal ends its requests. */
+static void count_destroy(void *user_data) { atomic_fetch_add((atomic_int *)user_data, 1); }
+
+/* Registration: which schemes a fetcher may take, removal ends its requests; every
+ * refusal calls destroy once (pixload.h, "Extensions"). */
 void test_fetcher_registration(const struct test_env *env) {
   pxl_loader *loader = new_loader(NULL);
   pxl_queue *queue = new_queue();
@@ -505,6 +508,9 @@ void test_fetcher_registration(const struct test_env *env) {
   CHECK_STATUS(pxl_fetcher_init_size(&fetcher, 8), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_fetcher_init(&fetcher), PXL_OK);
   CHECK_INT(fetcher.struct_size, sizeof fetcher);
+  atomic_int refused_destroys = 0;
+  fetcher.destroy = count_destroy;
+  fetcher.user_data = &refused_destroys;
   CHECK_STATUS(pxl_loader_add_fetcher(loader, "app", &fetcher), PXL_E_INVALID_ARGUMENT); /* no start */
   fetcher.start = silent_start;
   const char *refused[] = {"http", "HTTPS", "file", "data", "ftp", "", "a b", "1app", "app:"};
@@ -513,6 +519,12 @@ void test_fetcher_registration(const struct test_env *env) {
   fetcher.max_concurrent = 0;
   CHECK_STATUS(pxl_loader_add_fetcher(loader, "app", &fetcher), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_add_fetcher(NULL, "app", &fetcher), PXL_E_INVALID_ARGUMENT);
+  fetcher.struct_size = 8;
+  CHECK_STATUS(pxl_loader_add_fetcher(loader, "app", &fetcher), PXL_E_INVALID_ARGUMENT);
+  fetcher.struct_size = sizeof fetcher;
+  fetcher.max_concurrent = 1;
+  CHECK_STATUS(pxl_loader_add_fetcher(loader, "app", NULL), PXL_E_INVALID_ARGUMENT); /* nothing to call */
+  CHECK_INT(atomic_load(&refused_destroys), 13);
   CHECK_STATUS(pxl_loader_remove_fetcher(loader, "silent"), PXL_E_NOT_FOUND);
   CHECK_STATUS(pxl_fetch_write(NULL, "x", 1), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_fetch_finish(NULL, PXL_OK, NULL), PXL_E_INVALID_ARGUMENT);
@@ -528,6 +540,7 @@ void test_fetcher_registration(const struct test_env *env) {
   struct silent s;
   add_silent(loader, &s);
   CHECK_STATUS(pxl_loader_add_fetcher(loader, "SILENT", &fetcher), PXL_E_INVALID_ARGUMENT); /* taken */
+  CHECK_INT(atomic_load(&refused_destroys), 14);
   struct capture waiting;
   load_silent(loader, queue, "Silent://host/x", &waiting);
   wait_for(&s.starts, 1);

@@ -107,6 +107,8 @@ static void keep_log(int32_t level, const char *message, void *user_data) {
   pthread_mutex_unlock(&log->lock);
 }
 
+static void count_destroy(void *user_data) { atomic_fetch_add((atomic_int *)user_data, 1); }
+
 static pxl_status ok_processor(pxl_processor_frame *frame, char *message, size_t size, void *user_data) {
   (void)frame, (void)message, (void)size;
   atomic_fetch_add((atomic_int *)user_data, 1);
@@ -164,11 +166,17 @@ void test_processors_invalid(const struct test_env *env) {
   CHECK_INT(drain_for(queue, 100), 0); /* no callback for a refused request */
   CHECK_INT(log_count(env, u.uri), 0);  /* and no request reached the server */
 
-  /* Registration arguments. */
+  /* Registration arguments: each refusal calls destroy once (pixload.h, "Extensions"). */
   atomic_int calls = 0;
-  CHECK_STATUS(pxl_loader_add_processor(NULL, "x", 1, ok_processor, &calls, NULL), PXL_E_INVALID_ARGUMENT);
-  CHECK_STATUS(pxl_loader_add_processor(loader, NULL, 1, ok_processor, &calls, NULL), PXL_E_INVALID_ARGUMENT);
-  CHECK_STATUS(pxl_loader_add_processor(loader, "", 1, ok_processor, &calls, NULL), PXL_E_INVALID_ARGUMENT);
+  char long_id[258];
+  memset(long_id, 'a', sizeof long_id - 1);
+  long_id[sizeof long_id - 1] = 0;
+  CHECK_STATUS(pxl_loader_add_processor(NULL, "x", 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, NULL, 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, "", 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, long_id, 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, "x", 1, NULL, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_INT(atomic_load(&calls), 5);
   CHECK_STATUS(pxl_loader_add_processor(loader, "x", 1, NULL, &calls, NULL), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_remove_processor(loader, "x"), PXL_E_NOT_FOUND);
   CHECK_STATUS(pxl_loader_remove_processor(NULL, "x"), PXL_E_INVALID_ARGUMENT);

@@ -286,8 +286,7 @@ def _register(loader, custom):
                                           ctypes.cast(call, ctypes.c_void_p), token,
                                           ctypes.cast(_destroy, ctypes.c_void_p))
     if status != 0:
-        with _lock:
-            _live.pop(token, None)
+        # The failed call has run _destroy, which dropped the trampoline from _live.
         from ._core import _check
         _check(status, "pxl_loader_add_processor")
     registered[custom.id] = custom
