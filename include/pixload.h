@@ -1231,12 +1231,13 @@ typedef struct pxl_codec {
   size_t struct_size;       /* set by pxl_codec_init */
   const char *id;           /* short name, [a-z0-9_-], 1..31 characters ("qoi"); copied. Also
                                the name pxl_loader_formats() lists and that removes it */
-  const char *version;      /* the decoder's version ("1.2.0", a module "0.5.0 libheif 1.15.1");
-                               copied. Recorded with each thumbnail it decodes into the disk
-                               cache: one made by another version, or by a codec no longer
-                               registered, is dropped when read, so a new decoder never
-                               serves a thumbnail the old one made. Thumbnails of other
-                               formats do not depend on the codecs registered */
+  const char *version;      /* required, as id: the decoder's version ("1.2.0", a module
+                               "0.5.0 libheif 1.15.1"); copied. Recorded with each
+                               thumbnail it decodes into the disk cache: one made by
+                               another version, or by a codec no longer registered, is
+                               dropped when read, so a new decoder never serves a
+                               thumbnail the old one made. Thumbnails of other formats do
+                               not depend on the codecs registered */
   uint32_t flags;           /* PXL_CODEC_* bits above */
   void *user_data;           /* passed last to every function */
   /* Required. Whether the file is this codec's, from its first size bytes (at most
@@ -1276,10 +1277,10 @@ PXL_API pxl_status pxl_codec_init_size(pxl_codec *codec, size_t size);
 
 /* Registers a codec with a loader, after the built-in formats and the codecs added
  * before. The struct and its strings are copied. Returns PXL_OK, PXL_E_INVALID_ARGUMENT
- * (NULL, a bad struct_size, a missing required function, an id not of the form above or
- * already registered) or PXL_E_LOADER_CLOSED. On failure destroy(user_data) has been
- * called ("Extensions"). Requests made from now on may use it (a decode already under way
- * does not).
+ * (NULL, a bad struct_size, a NULL id or version or required function, an id not of the
+ * form above or already registered) or PXL_E_LOADER_CLOSED. On failure destroy(user_data)
+ * has been called ("Extensions") and the reason goes to pxl_config.log (PXL_LOG_ERROR).
+ * Requests made from now on may use it (a decode already under way does not).
  * Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_loader_add_codec(pxl_loader *loader, const pxl_codec *codec);
 
