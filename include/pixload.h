@@ -787,7 +787,8 @@ typedef struct pxl_request {
                             once (see pxl_table_row_fn); pxl_load ignores it (one callback
                             per request: its host decodes the hash itself) */
   const void *placeholder;  /* the hash: a BlurHash's text (not NUL-terminated) or a
-                            ThumbHash's raw bytes; copied; default NULL */
+                            ThumbHash's raw bytes; copied; default NULL. A malformed one
+                            does not fail the request (see pxl_table_row_fn) */
   size_t placeholder_length; /* its bytes; default 0 */
 } pxl_request;
 
@@ -1543,9 +1544,9 @@ typedef enum pxl_placeholder_kind {
 
 /* Decodes a placeholder into a new width x height PXL_FORMAT_RGBA8 (straight alpha) image
  * (1..PXL_PLACEHOLDER_MAX_SIDE each way) in *image_out (release it). Returns PXL_OK;
- * PXL_E_CORRUPT_IMAGE for a malformed hash (wrong length, characters outside base 83,
- * values out of range); PXL_E_INVALID_ARGUMENT for an unknown kind, NULL bytes or
- * image_out, or a size out of range. *image_out is NULL on an error. Any thread.
+ * PXL_E_CORRUPT_IMAGE for a malformed hash (a wrong length, however long; characters
+ * outside base 83; values out of range); PXL_E_INVALID_ARGUMENT for an unknown kind, NULL
+ * bytes or image_out, or a size out of range. *image_out is NULL on an error. Any thread.
  * Since 0.5.0. */
 PXL_API pxl_status pxl_placeholder_decode(int32_t kind, const void *bytes, size_t length,
                                           int32_t width, int32_t height, pxl_image **image_out);

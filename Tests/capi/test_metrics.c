@@ -209,6 +209,15 @@ void test_placeholder_api(const struct test_env *env) {
                PXL_E_CORRUPT_IMAGE);
   CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_THUMBHASH, out, length - 1, 32, 32, &image),
                PXL_E_CORRUPT_IMAGE);
+  /* Too long to be any hash is malformed too, not a wrong argument; only what tells so is read. */
+  static uint8_t long_hash[(1 << 16) + 1];
+  memset(long_hash, 'L', sizeof long_hash);
+  CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_BLURHASH, long_hash, sizeof long_hash, 32, 32, &image),
+               PXL_E_CORRUPT_IMAGE);
+  CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_THUMBHASH, long_hash, sizeof long_hash, 32, 32, &image),
+               PXL_E_CORRUPT_IMAGE);
+  CHECK_STATUS(pxl_placeholder_aspect_ratio(PXL_PLACEHOLDER_THUMBHASH, long_hash, SIZE_MAX, &ratio),
+               PXL_E_CORRUPT_IMAGE);
   CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_BLURHASH, blur, strlen(blur), 257, 32, &image),
                PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_BLURHASH, blur, strlen(blur), 32, 0, &image),
