@@ -114,6 +114,9 @@
  *    exactly once before it returns (on the calling thread). Only a NULL pxl_codec or
  *    pxl_fetcher pointer leaves nothing to call. (The request hook has no destroy: its
  *    user_data lives as long as the loader.)
+ *  - A status an extension hands back that this header does not define (a newer
+ *    header's, or a mistake) counts as PXL_E_IO, with the extension's message: from a
+ *    codec function, a custom processor, pxl_fetch_finish and pxl_hook_fail alike.
  *
  * Limits
  * ------
@@ -192,7 +195,8 @@ typedef enum pxl_status {
   PXL_E_UNSUPPORTED_IMAGE = 16,  /* 16: a valid image of a kind not supported (12-bit JPEG, ...) */
   PXL_E_NO_MEMORY = 17,          /* 17: an allocation failed */
   PXL_E_NOT_FOUND = 18,          /* 18: unknown token, or a memory-cache miss in pxl_lookup */
-  PXL_E_IO = 19,                 /* 19: a local file could not be read */
+  PXL_E_IO = 19,                 /* 19: a local file could not be read; an extension
+                                    failed with a status not defined here ("Extensions") */
   PXL_E_TOO_MANY_REDIRECTS = 20, /* 20: more redirects than max_redirects, or a loop */
   PXL_E_NOT_CACHED = 21,         /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
   PXL_E_UNSUPPORTED = 22         /* 22: a library the loader needs lacks a required feature
@@ -1229,7 +1233,8 @@ typedef void (*pxl_codec_destroy_fn)(void *user_data);
  * PXL_E_CORRUPT_IMAGE (the request fails with that status and "<id>: <message>"),
  * PXL_E_UNSUPPORTED_IMAGE (a valid file of a kind the codec cannot decode),
  * PXL_E_NO_MEMORY or PXL_E_CANCELLED; message (message_cap bytes, NUL-terminate it)
- * says what went wrong. */
+ * says what went wrong. A status not defined here counts as PXL_E_IO ("Extensions"), and
+ * PXL_E_IO stays itself; any other status not named here counts as PXL_E_CORRUPT_IMAGE. */
 typedef struct pxl_codec {
   size_t struct_size;       /* set by pxl_codec_init */
   const char *id;           /* short name, [a-z0-9_-], 1..31 characters ("qoi"); copied. Also
@@ -1426,8 +1431,8 @@ typedef struct pxl_processor_frame {
 
 /* A custom processor: processes frame in place (or into a resized output) and returns
  * PXL_OK, or any other status, which becomes the result of the requests that need this
- * step (with message, NUL-terminated, at most message_size bytes, when the callback
- * writes one). May run on several decoder threads at once, for different images: it must
+ * step (one not defined here as PXL_E_IO: "Extensions"), with message (NUL-terminated,
+ * at most message_size bytes) when the callback writes one. May run on several decoder threads at once, for different images: it must
  * be thread safe. It must not call back into the loader. */
 typedef pxl_status (*pxl_processor_callback)(pxl_processor_frame *frame, char *message, size_t message_size,
                                              void *user_data);

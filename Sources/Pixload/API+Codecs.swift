@@ -117,7 +117,7 @@ private final class CCodec: ExternalCodec, @unchecked Sendable {
     let status = message.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }
     guard status != PXL_OK else { return nil }
     message[messageCapacity - 1] = 0
-    return CodecFailure(Status(rawValue: Int32(bitPattern: status.rawValue)) ?? .corruptImage, String(cString: message))
+    return CodecFailure(hostFailureStatus(status), String(cString: message))
   }
 
   func sniff(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {

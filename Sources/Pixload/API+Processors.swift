@@ -119,9 +119,8 @@ private final class FrameContext {
     guard status != PXL_OK else { return nil }
     message[message.count - 1] = 0
     let text = String(cString: message)
-    let known = Status(rawValue: Int32(bitPattern: status.rawValue)) ?? .invalidArgument
-    return LoadError(known == .ok ? .invalidArgument : known,
-                     text.isEmpty ? "custom processor '\(name)' failed: \(known.description)" : text)
+    let known = hostFailureStatus(status)
+    return LoadError(known, text.isEmpty ? "custom processor '\(name)' failed: \(known.description)" : text)
   }, onRetired: destroy.map { destroy in { destroy(UnsafeMutableRawPointer(bitPattern: data)) } })
   guard loader.customProcessors.add(custom) else { return PXL_E_LOADER_CLOSED }
   return PXL_OK

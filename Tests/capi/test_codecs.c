@@ -66,7 +66,6 @@ static pxl_image *load(const struct test_env *env, pxl_loader *loader, pxl_queue
   return image;
 }
 
-/* Number of bytes that differ between two images of the same size and format. */
 /* The last line the loader logged about pxl_loader_add_codec (other threads may log too). */
 struct add_codec_log {
   pthread_mutex_t lock;
@@ -90,6 +89,7 @@ static int add_codec_logged(struct add_codec_log *log, const char *words) {
   return found;
 }
 
+/* Number of bytes that differ between two images of the same size and format. */
 static long differing(const pxl_image *a, const pxl_image *b) {
   if (pxl_image_width(a) != pxl_image_width(b) || pxl_image_height(a) != pxl_image_height(b)) return -1;
   long bad = 0;
@@ -211,6 +211,13 @@ void test_codec_qoi(const struct test_env *env) {
   image = load(env, loader, queue, huge.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
   CHECK_STATUS(status, PXL_E_TOO_MANY_PIXELS);
   CHECK_INT(atomic_load(&s.decodes), decodes);
+  /* A status this library does not know counts as PXL_E_IO (pixload.h, "Extensions"). */
+  s.fail_with = (pxl_status)1234;
+  struct test_url odd = test_url(env, "/alpha.qoi", "codec-qoi-unknown-status");
+  image = load(env, loader, queue, odd.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECK_STATUS(status, PXL_E_IO);
+  CHECKF(strstr(message, "qoi: told to fail") != NULL, "message: %s", message);
+  s.fail_with = PXL_OK;
 
   /* Removal: the format is gone (and the memory cache's result, made by the codec, is
    * not served for the loader without it); destroy once. */

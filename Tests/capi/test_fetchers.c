@@ -462,6 +462,14 @@ void test_fetcher_misbehaving(const struct test_env *env) {
   CHECK_STATUS(failed.status, PXL_E_NOT_FOUND);
   CHECKF(strcmp(failed.message, "gone") == 0, "message %s", failed.message);
   CHECK_STATUS(junk.status, PXL_E_NOT_AN_IMAGE);
+  /* A status this library does not know counts as PXL_E_IO (pixload.h, "Extensions"). */
+  struct capture unknown;
+  load_silent(loader, queue, "silent:unknown", &unknown);
+  wait_for(&s.starts, 6);
+  CHECK_STATUS(pxl_fetch_finish(s.fetches[5], (pxl_status)1234, "odd"), PXL_OK);
+  CHECK(drain_until(env, queue, &unknown.calls, 1, 5000));
+  CHECK_STATUS(unknown.status, PXL_E_IO);
+  CHECKF(strcmp(unknown.message, "odd") == 0, "message %s", unknown.message);
   CHECK_INT(atomic_load(&s.cancels), 3);
 
   CHECK_INT(atomic_load(&s.destroys), 0);

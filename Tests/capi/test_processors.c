@@ -191,7 +191,8 @@ struct custom_state {
   atomic_int destroyed;
   atomic_int saw_cancel;
   atomic_int entered;
-  int mode; /* 0 invert, 1 fail, 2 resize to 10x5, 3 wait for the cancel flag */
+  int mode; /* 0 invert, 1 fail, 2 resize to 10x5, 3 wait for the cancel flag, 4 fail with
+              a status the library does not know */
 };
 
 static pxl_status custom_processor(pxl_processor_frame *frame, char *message, size_t size, void *user_data) {
@@ -202,6 +203,9 @@ static pxl_status custom_processor(pxl_processor_frame *frame, char *message, si
   case 1:
     snprintf(message, size, "no faces in this %dx%d image", frame->width, frame->height);
     return PXL_E_UNSUPPORTED_IMAGE;
+  case 4:
+    snprintf(message, size, "told to fail");
+    return (pxl_status)1234;
   case 2: {
     uint8_t *out = pxl_processor_frame_resize(frame, 10, 5);
     if (!out || frame->width != 10 || frame->stride != 40 || frame->pixels != out) return PXL_E_NO_MEMORY;
@@ -283,6 +287,16 @@ void test_processors_custom(const struct test_env *env) {
   CHECK_STATUS(c.status, PXL_E_UNSUPPORTED_IMAGE);
   CHECKF(strcmp(c.message, "no faces in this 64x48 image") == 0, "message: %s", c.message);
   CHECK_INT(atomic_load(&c.calls), 1);
+  capture_reset(&c);
+
+  /* A status this library does not know counts as PXL_E_IO (pixload.h, "Extensions"). */
+  struct custom_state odd = {0};
+  odd.mode = 4;
+  CHECK_STATUS(pxl_loader_add_processor(loader, "odd", 1, custom_processor, &odd, destroy_state), PXL_OK);
+  one.id = "odd";
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &c), PXL_OK);
+  CHECK_STATUS(c.status, PXL_E_IO);
+  CHECKF(strcmp(c.message, "told to fail") == 0, "message: %s", c.message);
   capture_reset(&c);
 
   /* A new size, asked of the library. */
