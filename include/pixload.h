@@ -287,16 +287,23 @@ typedef enum pxl_mode {
 #define PXL_SCHEME_HTTP 0x1u
 #define PXL_SCHEME_HTTPS 0x2u
 #define PXL_SCHEME_FILE 0x4u              /* file:// URLs; off by default */
-#define PXL_SCHEME_DATA 0x8u              /* Since 0.5.0. data: URIs (RFC 2397: base64 or
-                                             percent-encoded; the media type is ignored, the
-                                             bytes are sniffed as any response's); off by
-                                             default. Decoded on the library's fetch thread,
-                                             never written to the disk cache; a body over
-                                             max_body_bytes is refused (PXL_E_BODY_TOO_LARGE)
-                                             before any decoding; invalid base64 or a URI
-                                             without a comma is PXL_E_MALFORMED_URL. The URI
-                                             is the cache key, as any URL. A scheme with a
-                                             fetcher (pxl_loader_add_fetcher) needs no bit. */
+#define PXL_SCHEME_DATA 0x8u              /* Since 0.5.0. data: URIs (below); off by
+                                             default */
+/* data: URIs (RFC 2397, "data:[<media type>][;base64],<data>") are read as browsers read
+ * them: the fetch standard's data: URL processor with its forgiving base64. What follows
+ * a "#" is the fragment, not data. The data is percent-decoded; a "%" not followed by two
+ * hex digits stays as it is ("%ZZ"). It is then base64 when the media type ends with
+ * ";base64" (any case; spaces may stand before "base64", ASCII whitespace around the
+ * media type is ignored): ASCII whitespace in it is ignored (spaces, or escaped tabs, line
+ * breaks and form feeds: a raw control character makes the URL malformed), "=" padding
+ * is optional (one or two, only at the end of a length that is a multiple of 4), the
+ * alphabet is the standard one ("+" and "/", not "-" and "_"), and a length that leaves
+ * one character over is invalid. Otherwise the media type is ignored: the bytes are
+ * sniffed as any response's. Decoded on the library's fetch thread, never written to
+ * the disk cache; a body over max_body_bytes is refused (PXL_E_BODY_TOO_LARGE) before
+ * any decoding; invalid base64 or a URI without a comma is PXL_E_MALFORMED_URL. The URI
+ * (fragment included) is the cache key, as any URL. A scheme with a fetcher
+ * (pxl_loader_add_fetcher) needs no bit. */
 
 /* Where a result came from (pxl_result.source). */
 typedef enum pxl_source {
