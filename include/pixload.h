@@ -911,14 +911,14 @@ typedef struct pxl_stats {
   uint64_t requests;         /* accepted loads, prefetches and tables' included */
   uint64_t memory_hits;      /* answered by the memory cache */
   uint64_t disk_hits;        /* answered by the disk cache (fresh entries) */
-  uint64_t network_fetches;  /* network transfers (http, https) that brought a body; a
-                                file:, data: or fetcher load is none (pxl_metrics.tier
-                                tells each request's source) */
+  uint64_t network_fetches;  /* transfers that brought a body: over http(s), or read from
+                                a file:// URL (as PXL_SOURCE_NETWORK); data: and fetcher
+                                loads are none (see pxl_metrics.tier) */
   uint64_t revalidated;      /* stale disk entries the server confirmed (HTTP 304) */
   uint64_t coalesced;        /* requests that joined a download or decode under way */
   uint64_t cancelled;        /* pxl_cancel (and table, cancel-all) calls that cancelled */
   uint64_t failed;           /* requests that ended with an error other than CANCELLED */
-  uint64_t bytes_downloaded; /* body bytes received over the network (http, https) */
+  uint64_t bytes_downloaded; /* body bytes those transfers received */
   uint64_t memory_bytes;     /* pixel bytes in the memory cache now */
   uint64_t memory_count;     /* images in the memory cache now */
   uint64_t disk_bytes;       /* as pxl_disk_cache_bytes */
@@ -1518,8 +1518,9 @@ typedef struct pxl_metrics {
   uint64_t decode_us;          /* decoding (on a decoder thread) */
   uint64_t process_us;         /* processors (0 without any) */
   uint64_t queue_wait_us;      /* from the result posted to its queue to the callback */
-  uint64_t bytes_received;     /* body bytes received over the network (http, https); 0
-                                  for a 304, and for file:, data: and fetcher loads */
+  uint64_t bytes_received;     /* body bytes its transfer received, as
+                                  pxl_stats.bytes_downloaded counts them (http(s) and
+                                  file://); 0 for a 304, a data: URL and a fetcher */
   int32_t http_status;         /* the last HTTP status seen, 0 if none */
   int32_t http_version;        /* 10, 11, 20, 30 for HTTP/1.0, 1.1, 2, 3; 0 if none */
   int32_t redirects;           /* redirects followed */

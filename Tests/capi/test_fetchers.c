@@ -247,6 +247,11 @@ void test_fetcher_sqlite(const struct test_env *env) {
     }
     if (round == 1) CHECKF(from_disk >= 1, "%d from disk", from_disk);
     CHECK_INT(atomic_load(&f.starts) - starts_before, round == 0 ? 1 : 0);
+    /* A fetcher's bytes are no transfer (pxl_stats.network_fetches). */
+    pxl_stats stats = {.struct_size = sizeof stats};
+    CHECK_STATUS(pxl_loader_get_stats(loader, &stats), PXL_OK);
+    CHECK_INT(stats.network_fetches, 0);
+    CHECK_INT(stats.bytes_downloaded, 0);
     /* A row the database lacks: the fetcher's status and message. */
     pxl_request request;
     request_for(&request, "db://images/missing.jpg", 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);

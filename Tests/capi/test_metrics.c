@@ -159,8 +159,8 @@ void test_metrics_tiers(const struct test_env *env) {
     pxl_loader_free(loader);
   }
 
-  /* Only http(s) is the network: a file: or data: load received no bytes over it, and the
-   * loader's stats count no network fetch or downloaded byte for either. */
+  /* A file:// read is a transfer, as PXL_SOURCE_NETWORK (0.1.0) says; a data: URL is
+   * none: no bytes received, no network fetch. */
   pxl_config local;
   pxl_config_init(&local);
   local.allowed_schemes = PXL_SCHEME_FILE | PXL_SCHEME_DATA;
@@ -170,19 +170,20 @@ void test_metrics_tiers(const struct test_env *env) {
   const char *urls[] = {
       file, "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="};
   const int tiers[] = {PXL_TIER_FILE, PXL_TIER_DATA};
+  const long received[] = {fixture_bytes(env, FIXTURE_GRADIENT_JPG), 0};
   for (int i = 0; i < 2; i++) {
     request_for(&request, urls[i], 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
     measured_load(env, loader, queue, &request, &m);
     CHECKF(m.capture.status == PXL_OK, "%s: %s", urls[i], m.capture.message);
     CHECK_INT(m.metrics.tier, tiers[i]);
-    CHECK_INT(m.metrics.bytes_received, 0);
+    CHECK_INT(m.metrics.bytes_received, received[i]);
     capture_reset(&m.capture);
   }
   pxl_stats stats = {.struct_size = sizeof stats};
   CHECK_STATUS(pxl_loader_get_stats(loader, &stats), PXL_OK);
   CHECK_INT(stats.requests, 2);
-  CHECK_INT(stats.network_fetches, 0);
-  CHECK_INT(stats.bytes_downloaded, 0);
+  CHECK_INT(stats.network_fetches, 1);
+  CHECK_INT(stats.bytes_downloaded, received[0]);
   pxl_loader_free(loader);
   pxl_queue_free(queue);
   rmdir(directory);

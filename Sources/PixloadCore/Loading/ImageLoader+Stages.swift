@@ -109,10 +109,10 @@ extension ImageLoader {
         default: download.metrics.tier = download.url.isFile ? .file : .network
         }
         // One rule for bytes_received, network_fetches and bytes_downloaded (pixload.h):
-        // they count http(s) only. A file: URL's bytes come through libcurl too, but never
-        // crossed a network, as a data: URL's and a fetcher's did not.
+        // they count what PXL_SOURCE_NETWORK names, libcurl's transfers: http(s), and
+        // file: URLs as 0.1.0 counted them. A data: URL's and a fetcher's bytes are not.
         switch download.metrics.tier {
-        case .network:
+        case .network, .file:
           counters.networkFetches += 1
           counters.bytesDownloaded += response.bytes.count
         case .revalidated:
