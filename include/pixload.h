@@ -103,6 +103,21 @@
  * copied before the call returns. Strings and images handed to a callback are borrowed
  * for the duration of that callback only: call pxl_image_retain() to keep an image.
  *
+ * Extensions
+ * ----------
+ * A host extends a loader with codecs (pxl_loader_add_codec), custom processors
+ * (pxl_loader_add_processor), fetchers (pxl_loader_add_fetcher) and a request hook
+ * (pxl_config.request_hook); their callbacks run on the library's threads, as each
+ * section says. Rules they all share:
+ *  - A registration hands user_data over, also when it fails: a registration call that
+ *    returns anything but PXL_OK has called its destroy(user_data), when there is one,
+ *    exactly once before it returns (on the calling thread). Only a NULL pxl_codec or
+ *    pxl_fetcher pointer leaves nothing to call. (The request hook has no destroy: its
+ *    user_data lives as long as the loader.)
+ *  - A status an extension hands back that this header does not define (a newer
+ *    header's, or a mistake) counts as PXL_E_IO, with the extension's message: from a
+ *    codec function, a custom processor, pxl_fetch_finish and pxl_hook_fail alike.
+ *
  * Limits
  * ------
  * A queue nobody drains does not grow without limit: once the images waiting in it for
@@ -180,7 +195,8 @@ typedef enum pxl_status {
   PXL_E_UNSUPPORTED_IMAGE = 16,  /* 16: a valid image of a kind not supported (12-bit JPEG, ...) */
   PXL_E_NO_MEMORY = 17,          /* 17: an allocation failed */
   PXL_E_NOT_FOUND = 18,          /* 18: unknown token, or a memory-cache miss in pxl_lookup */
-  PXL_E_IO = 19,                 /* 19: a local file could not be read */
+  PXL_E_IO = 19,                 /* 19: a local file could not be read; an extension
+                                    failed with a status not defined here ("Extensions") */
   PXL_E_TOO_MANY_REDIRECTS = 20, /* 20: more redirects than max_redirects, or a loop */
   PXL_E_NOT_CACHED = 21,         /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
   PXL_E_UNSUPPORTED = 22         /* 22: a library the loader needs lacks a required feature
@@ -271,16 +287,23 @@ typedef enum pxl_mode {
 #define PXL_SCHEME_HTTP 0x1u
 #define PXL_SCHEME_HTTPS 0x2u
 #define PXL_SCHEME_FILE 0x4u              /* file:// URLs; off by default */
-#define PXL_SCHEME_DATA 0x8u              /* Since 0.5.0. data: URIs (RFC 2397: base64 or
-                                             percent-encoded; the media type is ignored, the
-                                             bytes are sniffed as any response's); off by
-                                             default. Decoded on the library's fetch thread,
-                                             never written to the disk cache; a body over
-                                             max_body_bytes is refused (PXL_E_BODY_TOO_LARGE)
-                                             before any decoding; invalid base64 or a URI
-                                             without a comma is PXL_E_MALFORMED_URL. The URI
-                                             is the cache key, as any URL. A scheme with a
-                                             fetcher (pxl_loader_add_fetcher) needs no bit. */
+#define PXL_SCHEME_DATA 0x8u              /* Since 0.5.0. data: URIs (below); off by
+                                             default */
+/* data: URIs (RFC 2397, "data:[<media type>][;base64],<data>") are read as browsers read
+ * them: the fetch standard's data: URL processor with its forgiving base64. What follows
+ * a "#" is the fragment, not data. The data is percent-decoded; a "%" not followed by two
+ * hex digits stays as it is ("%ZZ"). It is then base64 when the media type ends with
+ * ";base64" (any case; spaces may stand before "base64", ASCII whitespace around the
+ * media type is ignored): ASCII whitespace in it is ignored (spaces, or escaped tabs, line
+ * breaks and form feeds: a raw control character makes the URL malformed), "=" padding
+ * is optional (one or two, only at the end of a length that is a multiple of 4), the
+ * alphabet is the standard one ("+" and "/", not "-" and "_"), and a length that leaves
+ * one character over is invalid. Otherwise the media type is ignored: the bytes are
+ * sniffed as any response's. Decoded on the library's fetch thread, never written to
+ * the disk cache; a body over max_body_bytes is refused (PXL_E_BODY_TOO_LARGE) before
+ * any decoding; invalid base64 or a URI without a comma is PXL_E_MALFORMED_URL. The URI
+ * (fragment included) is the cache key, as any URL. A scheme with a fetcher
+ * (pxl_loader_add_fetcher) needs no bit. */
 
 /* Where a result came from (pxl_result.source). */
 typedef enum pxl_source {
@@ -779,7 +802,8 @@ typedef struct pxl_request {
                             once (see pxl_table_row_fn); pxl_load ignores it (one callback
                             per request: its host decodes the hash itself) */
   const void *placeholder;  /* the hash: a BlurHash's text (not NUL-terminated) or a
-                            ThumbHash's raw bytes; copied; default NULL */
+                            ThumbHash's raw bytes; copied; default NULL. A malformed one
+                            does not fail the request (see pxl_table_row_fn) */
   size_t placeholder_length; /* its bytes; default 0 */
 } pxl_request;
 
@@ -891,12 +915,15 @@ typedef struct pxl_stats {
   uint64_t requests;         /* accepted loads, prefetches and tables' included */
   uint64_t memory_hits;      /* answered by the memory cache */
   uint64_t disk_hits;        /* answered by the disk cache (fresh entries) */
-  uint64_t network_fetches;  /* transfers that brought a body */
+  uint64_t network_fetches;  /* transfers that brought a body: over http(s), or read from
+                                a file:// URL (PXL_SOURCE_NETWORK and PXL_SOURCE_FILE; a
+                                0.1.0 program counts its file:// loads here); data: and
+                                fetcher loads are none (see pxl_metrics.tier) */
   uint64_t revalidated;      /* stale disk entries the server confirmed (HTTP 304) */
   uint64_t coalesced;        /* requests that joined a download or decode under way */
   uint64_t cancelled;        /* pxl_cancel (and table, cancel-all) calls that cancelled */
   uint64_t failed;           /* requests that ended with an error other than CANCELLED */
-  uint64_t bytes_downloaded; /* body bytes received */
+  uint64_t bytes_downloaded; /* body bytes those transfers received */
   uint64_t memory_bytes;     /* pixel bytes in the memory cache now */
   uint64_t memory_count;     /* images in the memory cache now */
   uint64_t disk_bytes;       /* as pxl_disk_cache_bytes */
@@ -1223,17 +1250,19 @@ typedef void (*pxl_codec_destroy_fn)(void *user_data);
  * PXL_E_CORRUPT_IMAGE (the request fails with that status and "<id>: <message>"),
  * PXL_E_UNSUPPORTED_IMAGE (a valid file of a kind the codec cannot decode),
  * PXL_E_NO_MEMORY or PXL_E_CANCELLED; message (message_cap bytes, NUL-terminate it)
- * says what went wrong. */
+ * says what went wrong. A status not defined here counts as PXL_E_IO ("Extensions"), and
+ * PXL_E_IO stays itself; any other status not named here counts as PXL_E_CORRUPT_IMAGE. */
 typedef struct pxl_codec {
   size_t struct_size;       /* set by pxl_codec_init */
   const char *id;           /* short name, [a-z0-9_-], 1..31 characters ("qoi"); copied. Also
                                the name pxl_loader_formats() lists and that removes it */
-  const char *version;      /* the decoder's version ("1.2.0", a module "0.5.0 libheif 1.15.1");
-                               copied. Recorded with each thumbnail it decodes into the disk
-                               cache: one made by another version, or by a codec no longer
-                               registered, is dropped when read, so a new decoder never
-                               serves a thumbnail the old one made. Thumbnails of other
-                               formats do not depend on the codecs registered */
+  const char *version;      /* required, as id: the decoder's version ("1.2.0", a module
+                               "0.5.0 libheif 1.15.1"); copied. Recorded with each
+                               thumbnail it decodes into the disk cache: one made by
+                               another version, or by a codec no longer registered, is
+                               dropped when read, so a new decoder never serves a
+                               thumbnail the old one made. Thumbnails of other formats do
+                               not depend on the codecs registered */
   uint32_t flags;           /* PXL_CODEC_* bits above */
   void *user_data;           /* passed last to every function */
   /* Required. Whether the file is this codec's, from its first size bytes (at most
@@ -1273,9 +1302,10 @@ PXL_API pxl_status pxl_codec_init_size(pxl_codec *codec, size_t size);
 
 /* Registers a codec with a loader, after the built-in formats and the codecs added
  * before. The struct and its strings are copied. Returns PXL_OK, PXL_E_INVALID_ARGUMENT
- * (NULL, a bad struct_size, a missing required function, an id not of the form above or
- * already registered) or PXL_E_LOADER_CLOSED. On failure destroy(user_data) has been
- * called. Requests made from now on may use it (a decode already under way does not).
+ * (NULL, a bad struct_size, a NULL id or version or required function, an id not of the
+ * form above or already registered) or PXL_E_LOADER_CLOSED. On failure destroy(user_data)
+ * has been called ("Extensions") and the reason goes to pxl_config.log (PXL_LOG_ERROR).
+ * Requests made from now on may use it (a decode already under way does not).
  * Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_loader_add_codec(pxl_loader *loader, const pxl_codec *codec);
 
@@ -1338,16 +1368,17 @@ typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
  *
  * Shapes: edges are anti-aliased by exact pixel coverage (an edge pixel keeps the
  * fraction of its area inside the shape, within 1/32; pixels wholly inside keep their
- * values); a radius over half the shorter side is clamped to it; a border is drawn
- * inside the shape, over the image.
+ * values); a radius over half the shorter side is clamped to it, however large (INFINITY
+ * included: the shorter sides become half circles); a border is drawn inside the shape,
+ * over the image, its width clamped the same way (so a border that wide fills the shape).
  *
- * A step wrong whatever the image (a negative radius, border or crop origin, a crop size
- * of 0, a sigma over PXL_MAX_BLUR_SIGMA, a rotation other than 90/180/270, an unknown
- * kind, an unregistered custom id, more than PXL_MAX_PROCESSORS steps) fails pxl_load,
- * pxl_lookup, pxl_prefetch and tables with PXL_E_INVALID_ARGUMENT before any work; the
- * message naming the step goes to pxl_config.log (PXL_LOG_ERROR), and a table's row_fn
- * gets it as the row's result->message. A crop outside the image
- * as it turns out is that request's result: PXL_E_INVALID_ARGUMENT with a message.
+ * A step wrong whatever the image (a negative or NaN radius or border width, a negative
+ * crop origin, a crop size of 0, a sigma over PXL_MAX_BLUR_SIGMA, a rotation other than
+ * 90/180/270, an unknown kind, an unregistered custom id, more than PXL_MAX_PROCESSORS
+ * steps) fails pxl_load, pxl_lookup, pxl_prefetch and tables with PXL_E_INVALID_ARGUMENT
+ * before any work; the message naming the step goes to pxl_config.log (PXL_LOG_ERROR),
+ * and a table's row_fn gets it as the row's result->message. A crop outside the image as
+ * it turns out is that request's result: PXL_E_INVALID_ARGUMENT with a message.
  * ------------------------------------------------------------------------------- */
 
 #define PXL_MAX_PROCESSORS 16   /* steps in one chain */
@@ -1376,11 +1407,11 @@ typedef struct pxl_processor {
   int32_t kind;          /* pxl_processor_kind */
   uint32_t color;        /* 0xRRGGBBAA, straight alpha: the border (CIRCLE, ROUND; used when
                             border_width > 0) or the tint (TINT) */
-  double radius_tl;      /* ROUND: corner radii, >= 0: top-left, */
+  double radius_tl;      /* ROUND: corner radii, >= 0 (clamped): top-left, */
   double radius_tr;      /* top-right, */
   double radius_br;      /* bottom-right, */
   double radius_bl;      /* bottom-left */
-  double border_width;   /* CIRCLE, ROUND: >= 0; 0 for none */
+  double border_width;   /* CIRCLE, ROUND: >= 0 (clamped as a radius); 0 for none */
   double sigma;          /* BLUR: 0 ... PXL_MAX_BLUR_SIGMA */
   int32_t x;             /* CROP: origin, >= 0 */
   int32_t y;                 /* CROP: origin, >= 0 */
@@ -1417,13 +1448,14 @@ typedef struct pxl_processor_frame {
 
 /* A custom processor: processes frame in place (or into a resized output) and returns
  * PXL_OK, or any other status, which becomes the result of the requests that need this
- * step (with message, NUL-terminated, at most message_size bytes, when the callback
- * writes one). May run on several decoder threads at once, for different images: it must
+ * step (one not defined here as PXL_E_IO: "Extensions"), with message (NUL-terminated,
+ * at most message_size bytes) when the callback writes one. May run on several decoder threads at once, for different images: it must
  * be thread safe. It must not call back into the loader. */
 typedef pxl_status (*pxl_processor_callback)(pxl_processor_frame *frame, char *message, size_t message_size,
                                              void *user_data);
 
-/* Called once with a custom processor's user_data when its registration is retired. */
+/* Called once with a custom processor's user_data when its registration is retired, or
+ * when pxl_loader_add_processor fails. */
 typedef void (*pxl_processor_destroy_fn)(void *user_data);
 
 /* Gives the frame a new, zeroed output buffer of width x height (premultiplied RGBA8,
@@ -1439,8 +1471,9 @@ PXL_API uint8_t *pxl_processor_frame_resize(pxl_processor_frame *frame, int32_t 
  * (the old one is retired as by pxl_loader_remove_processor). destroy (optional) is
  * called with user_data exactly once, when the registration is retired and no call of it
  * is running: never while or after a callback runs, and at the latest inside
- * pxl_loader_free. Returns PXL_OK or PXL_E_INVALID_ARGUMENT (NULL loader, id or process;
- * a bad id; then destroy is not called) or PXL_E_LOADER_CLOSED. Any thread. Since 0.5.0. */
+ * pxl_loader_free. Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL loader, id or process; a
+ * bad id) or PXL_E_LOADER_CLOSED; on failure destroy(user_data) has been called
+ * ("Extensions"). Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_loader_add_processor(pxl_loader *loader, const char *id, uint32_t version,
                                             pxl_processor_callback process, void *user_data,
                                             pxl_processor_destroy_fn destroy);
@@ -1495,7 +1528,9 @@ typedef struct pxl_metrics {
   uint64_t decode_us;          /* decoding (on a decoder thread) */
   uint64_t process_us;         /* processors (0 without any) */
   uint64_t queue_wait_us;      /* from the result posted to its queue to the callback */
-  uint64_t bytes_received;     /* body bytes received over the network (0 for a 304) */
+  uint64_t bytes_received;     /* body bytes its transfer received, as
+                                  pxl_stats.bytes_downloaded counts them (http(s) and
+                                  file://); 0 for a 304, a data: URL and a fetcher */
   int32_t http_status;         /* the last HTTP status seen, 0 if none */
   int32_t http_version;        /* 10, 11, 20, 30 for HTTP/1.0, 1.1, 2, 3; 0 if none */
   int32_t redirects;           /* redirects followed */
@@ -1535,9 +1570,9 @@ typedef enum pxl_placeholder_kind {
 
 /* Decodes a placeholder into a new width x height PXL_FORMAT_RGBA8 (straight alpha) image
  * (1..PXL_PLACEHOLDER_MAX_SIDE each way) in *image_out (release it). Returns PXL_OK;
- * PXL_E_CORRUPT_IMAGE for a malformed hash (wrong length, characters outside base 83,
- * values out of range); PXL_E_INVALID_ARGUMENT for an unknown kind, NULL bytes or
- * image_out, or a size out of range. *image_out is NULL on an error. Any thread.
+ * PXL_E_CORRUPT_IMAGE for a malformed hash (a wrong length, however long; characters
+ * outside base 83; values out of range); PXL_E_INVALID_ARGUMENT for an unknown kind, NULL
+ * bytes or image_out, or a size out of range. *image_out is NULL on an error. Any thread.
  * Since 0.5.0. */
 PXL_API pxl_status pxl_placeholder_decode(int32_t kind, const void *bytes, size_t length,
                                           int32_t width, int32_t height, pxl_image **image_out);
@@ -1577,8 +1612,9 @@ PXL_API pxl_status pxl_placeholder_encode(int32_t kind, const pxl_image *image, 
  * inside start or later. cancel is called at most once per handle and never before that
  * handle's start returned; destroy is called once, on the fetch thread, after the
  * fetcher's last start or cancel (after pxl_loader_remove_fetcher, or during
- * pxl_loader_free). No fetcher callback runs after pxl_loader_free() returns. Callbacks
- * may call pxl_fetch_write and pxl_fetch_finish but must not call pxl_loader_free.
+ * pxl_loader_free; a failed pxl_loader_add_fetcher calls it at once). No fetcher
+ * callback runs after pxl_loader_free() returns. Callbacks may call pxl_fetch_write and
+ * pxl_fetch_finish but must not call pxl_loader_free.
  *
  * Ownership. Each start hands the host one pxl_fetch; it stays valid until the host
  * passes it to pxl_fetch_finish() (exactly once: that call releases it), also after the
@@ -1634,7 +1670,8 @@ PXL_API pxl_status pxl_fetcher_init_size(pxl_fetcher *fetcher, size_t size);
  * max_concurrent below 1, a negative disk_max_age_s, a malformed scheme, a scheme the
  * loader serves itself (http, https, file, data, or any scheme libcurl knows, such as ftp)
  * or one that has a fetcher already; PXL_E_LOADER_CLOSED; PXL_E_NO_MEMORY (the fetch
- * thread could not start). On failure destroy is not called. Any thread. Since 0.5.0. */
+ * thread could not start). On failure destroy(user_data) has been called, on this thread
+ * ("Extensions"). Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_loader_add_fetcher(pxl_loader *loader, const char *scheme, const pxl_fetcher *fetcher);
 
 /* Removes the fetcher of scheme: its requests not yet answered end PXL_E_CANCELLED, the

@@ -18,22 +18,29 @@ private let messageCapacity = 256
 
 @c @implementation public func pxl_loader_add_codec(_ handle: OpaquePointer?, _ codec: UnsafePointer<pxl_codec>?) -> pxl_status {
   guard let codec else { return PXL_E_INVALID_ARGUMENT }
-  // destroy is called on every failure once the struct could be read.
+  // Every failure calls destroy (pixload.h, "Extensions"), so that a host never frees
+  // user_data itself. A bad struct_size too: pxl_codec came with destroy and user_data,
+  // so every pxl_codec a program can declare holds them, whatever its struct_size says.
+  // The log says why: a refused module is otherwise only "invalid argument".
+  func refuse(_ loader: ImageLoader?, _ status: Status, _ why: String) -> pxl_status {
+    codec.pointee.destroy?(codec.pointee.user_data)
+    if let loader { ImageLoader.log(loader.configuration, .error, "pixload: pxl_loader_add_codec: \(why)") }
+    return cStatus(status)
+  }
+  guard let loader = loader(handle) else { return refuse(nil, .invalidArgument, "no loader") }
   guard let c = readGrowableStruct(codec, defaults: pxl_codec(), knownEnds: codecVersions) else {
-    return PXL_E_INVALID_ARGUMENT
+    return refuse(loader, .invalidArgument, "struct_size \(codec.pointee.struct_size) is not a pxl_codec's (pxl_codec_init sets it)")
   }
-  guard let loader = loader(handle), c.id != nil, c.version != nil, c.sniff != nil, c.read_header != nil,
-        c.decode != nil else {
-    c.destroy?(c.user_data)
-    return PXL_E_INVALID_ARGUMENT
+  let missing = [("id", c.id == nil), ("version", c.version == nil), ("sniff", c.sniff == nil),
+                 ("read_header", c.read_header == nil), ("decode", c.decode == nil)].filter { $0.1 }.map { $0.0 }
+  guard missing.isEmpty else {
+    return refuse(loader, .invalidArgument, "the codec has no \(missing.joined(separator: ", ")) (required)")
   }
-  let registered = CCodec(c)
   do {
-    try loader.codecs.add(registered)
+    try loader.codecs.add(CCodec(c))
     return PXL_OK
   } catch {
-    registered.destroy()
-    return pxl_status(rawValue: UInt32(error.status.rawValue))
+    return refuse(loader, error.status, error.message)
   }
 }
 
@@ -110,7 +117,7 @@ private final class CCodec: ExternalCodec, @unchecked Sendable {
     let status = message.withUnsafeMutableBufferPointer { body($0.baseAddress!, $0.count) }
     guard status != PXL_OK else { return nil }
     message[messageCapacity - 1] = 0
-    return CodecFailure(Status(rawValue: Int32(bitPattern: status.rawValue)) ?? .corruptImage, String(cString: message))
+    return CodecFailure(hostFailureStatus(status), String(cString: message))
   }
 
   func sniff(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {

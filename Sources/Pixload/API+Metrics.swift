@@ -46,23 +46,27 @@ private func cMetrics(_ m: RequestMetrics) -> pxl_metrics {
 // MARK: - Placeholders
 
 /// The placeholder a pxl_request carries (0.5.0's fields, zero in older structs); false
-/// for an unknown kind or a NULL hash with a length.
+/// for an unknown kind or a NULL hash with a length. A malformed hash, also one too long
+/// to be a hash, is the table's to log when it draws the row.
 func readPlaceholder(_ r: pxl_request, into request: inout ImageRequest) -> Bool {
   if r.placeholder_kind == 0 { return true }
-  guard let kind = Placeholder.Kind(rawValue: r.placeholder_kind), r.placeholder != nil || r.placeholder_length == 0,
-        r.placeholder_length <= 1 << 16 else { return false }
-  request.placeholder = Placeholder(kind: kind, bytes: bytes(r.placeholder, r.placeholder_length))
+  guard let kind = Placeholder.Kind(rawValue: r.placeholder_kind), r.placeholder != nil || r.placeholder_length == 0
+  else { return false }
+  request.placeholder = hash(kind, r.placeholder, r.placeholder_length)
   return true
 }
 
-private func bytes(_ pointer: UnsafeRawPointer?, _ length: Int) -> [UInt8] {
-  guard let pointer, length > 0 else { return [] }
-  return Array(UnsafeRawBufferPointer(start: pointer, count: length))
+/// The hash at pointer: of one longer than any hash only enough is copied for decoding to
+/// refuse it as malformed. (length is a size_t: one past Int.max arrives negative.)
+private func hash(_ kind: Placeholder.Kind, _ pointer: UnsafeRawPointer?, _ length: Int) -> Placeholder {
+  let count = length < 0 ? Placeholder.maxHashBytes + 1 : min(length, Placeholder.maxHashBytes + 1)
+  guard let pointer, count > 0 else { return Placeholder(kind: kind, bytes: []) }
+  return Placeholder(kind: kind, bytes: Array(UnsafeRawBufferPointer(start: pointer, count: count)))
 }
 
 private func placeholder(_ kind: Int32, _ pointer: UnsafeRawPointer?, _ length: Int) -> Placeholder? {
-  guard let kind = Placeholder.Kind(rawValue: kind), pointer != nil, length <= 1 << 16 else { return nil }
-  return Placeholder(kind: kind, bytes: bytes(pointer, length))
+  guard let kind = Placeholder.Kind(rawValue: kind), pointer != nil else { return nil }
+  return hash(kind, pointer, length)
 }
 
 @c @implementation public func pxl_placeholder_decode(_ kind: Int32, _ pointer: UnsafeRawPointer?, _ length: Int,

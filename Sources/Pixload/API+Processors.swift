@@ -83,9 +83,17 @@ private final class FrameContext {
                                                         _ userData: UnsafeMutableRawPointer?,
                                                         _ destroy: pxl_processor_destroy_fn?)
   -> pxl_status {
-  guard let loader = loader(loaderHandle), let id, let process else { return PXL_E_INVALID_ARGUMENT }
+  // Every failure calls destroy (pixload.h, "Extensions"): these two by hand, a closed
+  // loader's through the refused CustomProcessor's deinit.
+  guard let loader = loader(loaderHandle), let id, let process else {
+    destroy?(userData)
+    return PXL_E_INVALID_ARGUMENT
+  }
   let name = String(cString: id)
-  guard !name.isEmpty, name.utf8.count <= 256 else { return PXL_E_INVALID_ARGUMENT }
+  guard !name.isEmpty, name.utf8.count <= 256 else {
+    destroy?(userData)
+    return PXL_E_INVALID_ARGUMENT
+  }
   // The user data travels as an integer: the callback may run on any decoder thread.
   let data = UInt(bitPattern: userData)
   let custom = CustomProcessor(id: name, version: version, process: { frame in
@@ -111,9 +119,8 @@ private final class FrameContext {
     guard status != PXL_OK else { return nil }
     message[message.count - 1] = 0
     let text = String(cString: message)
-    let known = Status(rawValue: Int32(bitPattern: status.rawValue)) ?? .invalidArgument
-    return LoadError(known == .ok ? .invalidArgument : known,
-                     text.isEmpty ? "custom processor '\(name)' failed: \(known.description)" : text)
+    let known = hostFailureStatus(status)
+    return LoadError(known, text.isEmpty ? "custom processor '\(name)' failed: \(known.description)" : text)
   }, onRetired: destroy.map { destroy in { destroy(UnsafeMutableRawPointer(bitPattern: data)) } })
   guard loader.customProcessors.add(custom) else { return PXL_E_LOADER_CLOSED }
   return PXL_OK

@@ -9,7 +9,7 @@ final class FetchingTests: XCTestCase {
     XCTAssertEqual(try DataURI.decode("data:;BASE64,aGVsbG8", maxBytes: 100).get(), Array("hello".utf8))
     XCTAssertEqual(try DataURI.decode("data:,a%20b%zz%4", maxBytes: 100).get(), Array("a b%zz%4".utf8))
     XCTAssertEqual(try DataURI.decode("data:text/plain;charset=x,%FF%00", maxBytes: 100).get(), [0xFF, 0])
-    XCTAssertEqual(try DataURI.decode("data:;base64,aGVs%2BbG8=", maxBytes: 100).get().count, 6)
+    XCTAssertEqual(try DataURI.decode("data:;base64,aGVs%2BbG8", maxBytes: 100).get().count, 6)
     XCTAssertEqual(try DataURI.decode("data:,", maxBytes: 100).get(), [])
     for bad in ["data:;base64,a", "data:;base64,aGVsbG8=x", "data:;base64,****", "data:nocomma"] {
       if case .failure(let error) = DataURI.decode(bad, maxBytes: 100) {
@@ -18,6 +18,38 @@ final class FetchingTests: XCTestCase {
         XCTFail("\(bad) decoded")
       }
     }
+  }
+
+  /// pixload.h, "data: URIs": the fetch standard's data: URL processor and the infra
+  /// standard's forgiving-base64 decode, rule by rule.
+  func testDataURIsAreReadAsTheFetchStandardReadsThem() {
+    func decoded(_ uri: String) -> String? {
+      (try? DataURI.decode(uri, maxBytes: 100).get()).map { String(decoding: $0, as: UTF8.self) }
+    }
+    // Percent-decoding: a % without two hex digits stays; the fragment is not data.
+    XCTAssertEqual(decoded("data:,%ZZ%4%41%2"), "%ZZ%4A%2")
+    XCTAssertEqual(decoded("data:,hi#there"), "hi")
+    XCTAssertEqual(decoded("data:,hi%23there"), "hi#there")
+    XCTAssertEqual(decoded("data:;base64,aGk=#x"), "hi")
+    // Base64 only for ";base64" at the end of the media type, spaces allowed before it.
+    XCTAssertEqual(decoded("data:text/plain; base64,aGk="), "hi")
+    XCTAssertEqual(decoded("data:text/plain;BaSe64 ,aGk="), "hi")
+    XCTAssertEqual(decoded("data:base64,aGk="), "aGk=")
+    XCTAssertEqual(decoded("data:;base64x,aGk="), "aGk=")
+    // Padding optional, and only where it completes a multiple of 4.
+    XCTAssertEqual(decoded("data:;base64,aGk"), "hi")
+    XCTAssertEqual(decoded("data:;base64,aA=="), "h")
+    XCTAssertEqual(decoded("data:;base64,aA"), "h")
+    XCTAssertNil(decoded("data:;base64,aA="))
+    XCTAssertNil(decoded("data:;base64,aGk=="))
+    XCTAssertNil(decoded("data:;base64,aG=k"))
+    // ASCII whitespace ignored, literal or escaped (form feed included).
+    XCTAssertEqual(decoded("data:;base64, aG k= "), "hi")
+    XCTAssertEqual(decoded("data:;base64,a%0AG%0Ck%09%0D="), "hi")
+    // The standard alphabet only; a length leaving one character over is invalid.
+    XCTAssertEqual(decoded("data:;base64,%2B%2F%2B%2F"), String(decoding: [0xFB, 0xFF, 0xBF], as: UTF8.self))
+    XCTAssertNil(decoded("data:;base64,-_-_"))
+    XCTAssertNil(decoded("data:;base64,aGVsb"))
   }
 
   func testTheBodyLimitComesBeforeDecoding() {

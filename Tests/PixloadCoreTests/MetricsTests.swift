@@ -35,6 +35,12 @@ final class MetricsTests: XCTestCase {
     XCTAssertThrowsError(try short.decode(width: 8, height: 8)) { error in
       XCTAssertEqual((error as? LoadError)?.status, .corruptImage)
     }
+    // Longer than any hash: malformed, as a wrong length is, and said so.
+    let long = Placeholder(kind: .thumbHash, bytes: [UInt8](repeating: 0x4C, count: Placeholder.maxHashBytes + 1))
+    XCTAssertThrowsError(try long.aspectRatio()) { error in
+      XCTAssertEqual((error as? LoadError)?.status, .corruptImage)
+      XCTAssertTrue((error as? LoadError)?.message.contains("longer than any hash") == true, "\(error)")
+    }
     let thumb = Placeholder(kind: .thumbHash, bytes: try Placeholder.encode(.thumbHash, image: blur.decode(width: 40, height: 20)).bytes)
     XCTAssertEqual(try thumb.aspectRatio(), 7.0 / 4.0, accuracy: 0.01)
     XCTAssertTrue(try thumb.drawingSize(width: 0, height: 0) == (32, 18))

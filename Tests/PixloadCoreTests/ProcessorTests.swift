@@ -135,6 +135,30 @@ final class ProcessorTests: XCTestCase {
     XCTAssertEqual(pixel(out, 0, 0), [0, 0, 0, 0], "outside the disc")
   }
 
+  /// pixload.h, "Shapes": any radius or border width from 0 up is clamped to half the
+  /// shorter side, infinity and values far past any image included; NaN and negatives are
+  /// refused.
+  func testHugeRadiiAndBordersAreClampedAndOnlyNaNOrNegativeAreRefused() throws {
+    let source = image(40, 20) { _, _, _ in (0, 0, 255, 255) }
+    let red = ImageProcessor.Color(r: 255, g: 0, b: 0, a: 255)
+    let halfSide = try apply(.roundedCorners(radii: .init(10), border: nil), source)
+    for radius in [2_000_000.0, .infinity] {
+      let step = ImageProcessor.roundedCorners(radii: .init(radius), border: .init(width: radius, color: red))
+      XCTAssertNil(ImageProcessor.validate([step]), "radius \(radius)")
+      let clamped = try apply(.roundedCorners(radii: .init(radius), border: nil), source)
+      for (x, y) in [(0, 0), (2, 3), (20, 0), (39, 19), (5, 10)] {
+        XCTAssertEqual(pixel(clamped, x, y), pixel(halfSide, x, y), "radius \(radius) at \(x),\(y)")
+      }
+      let filled = try apply(.circle(border: .init(width: radius, color: red)), source)
+      XCTAssertEqual(pixel(filled, 10, 10), [255, 0, 0, 255], "a border of \(radius) fills the disc")
+    }
+    for bad in [-1.0, .nan, -.infinity] {
+      XCTAssertNotNil(ImageProcessor.validate([.roundedCorners(radii: .init(topLeft: 0, topRight: bad, bottomRight: 0,
+                                                                             bottomLeft: 0), border: nil)]), "\(bad)")
+      XCTAssertNotNil(ImageProcessor.validate([.circle(border: .init(width: bad, color: red))]), "border \(bad)")
+    }
+  }
+
   /// The exact Gaussian: a direct separable convolution in doubles, edges extended.
   func referenceBlur(_ source: Image, sigma: Double) -> [Double] {
     let w = source.width, h = source.height

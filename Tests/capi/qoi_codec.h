@@ -130,6 +130,7 @@ struct qoi_state {
   int32_t frame_count;    /* > 1: decode_frames gives this many, frame i shifted by i */
   int choose;             /* choose_size draws what it is asked */
   int32_t asked_w, asked_h;
+  pxl_status fail_with;   /* not PXL_OK: decode returns it, with the message "told to fail" */
 };
 
 static int32_t qoi_sniff(const uint8_t *data, size_t size, void *user_data) {
@@ -175,6 +176,10 @@ static pxl_status qoi_decode_fn(const uint8_t *data, size_t size, pxl_codec_targ
                                 void *user_data) {
   struct qoi_state *s = user_data;
   atomic_fetch_add(&s->decodes, 1);
+  if (s->fail_with != PXL_OK) {
+    snprintf(message, cap, "told to fail");
+    return s->fail_with;
+  }
   return qoi_draw(data, size, t, message, cap);
 }
 

@@ -10,6 +10,7 @@
  * "install libpixload-X" error for a known format without its module.
  */
 #define _DEFAULT_SOURCE
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,29 @@ static pxl_image *load(const struct test_env *env, pxl_loader *loader, pxl_queue
   return image;
 }
 
+/* The last line the loader logged about pxl_loader_add_codec (other threads may log too). */
+struct add_codec_log {
+  pthread_mutex_t lock;
+  char last[512];
+};
+
+static void keep_add_codec_log(int32_t level, const char *message, void *user_data) {
+  struct add_codec_log *log = user_data;
+  if (level != PXL_LOG_ERROR || !strstr(message, "pxl_loader_add_codec")) return;
+  pthread_mutex_lock(&log->lock);
+  snprintf(log->last, sizeof log->last, "%s", message);
+  pthread_mutex_unlock(&log->lock);
+}
+
+static int add_codec_logged(struct add_codec_log *log, const char *words) {
+  pthread_mutex_lock(&log->lock);
+  int found = strstr(log->last, words) != NULL;
+  if (!found) fprintf(stderr, "  log: \"%s\", wanted \"%s\"\n", log->last, words);
+  log->last[0] = 0;
+  pthread_mutex_unlock(&log->lock);
+  return found;
+}
+
 /* Number of bytes that differ between two images of the same size and format. */
 static long differing(const pxl_image *a, const pxl_image *b) {
   if (pxl_image_width(a) != pxl_image_width(b) || pxl_image_height(a) != pxl_image_height(b)) return -1;
@@ -87,6 +111,9 @@ void test_codec_qoi(const struct test_env *env) {
   pxl_config config;
   pxl_config_init(&config);
   config.codec_modules = ""; /* none: this test is about the interface */
+  struct add_codec_log log = {PTHREAD_MUTEX_INITIALIZER, ""};
+  config.log = keep_add_codec_log;
+  config.log_user_data = &log;
   pxl_loader *loader = new_loader(&config);
   pxl_queue *queue = new_queue();
   pxl_status status;
@@ -109,15 +136,25 @@ void test_codec_qoi(const struct test_env *env) {
   CHECK_STATUS(pxl_loader_add_codec(loader, NULL), PXL_E_INVALID_ARGUMENT);
   c.id = "QOI";
   CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
+  CHECK(add_codec_logged(&log, "codec id \"QOI\""));
   c.id = "png";
   CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
   c.id = "qoi";
   c.decode = NULL;
   CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
+  CHECK(add_codec_logged(&log, "no decode (required)"));
+  c = qoi_codec(&bad, NULL); /* version is required, as id is */
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
+  CHECK(add_codec_logged(&log, "no version (required)"));
   c = qoi_codec(&bad, "1");
   c.struct_size = 8;
   CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
-  CHECK_INT(atomic_load(&bad.destroyed), 4); /* NULL loader, bad id twice, no decode (not the unreadable struct) */
+  CHECK(add_codec_logged(&log, "struct_size 8"));
+  c.struct_size = (size_t)1 << 20;
+  CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
+  /* Every failure but the NULL codec: NULL loader, bad id twice, no decode, no version,
+   * struct_size twice. */
+  CHECK_INT(atomic_load(&bad.destroyed), 7);
   CHECK_STATUS(pxl_codec_init_size(NULL, sizeof c), PXL_E_INVALID_ARGUMENT);
 
   struct qoi_state s = {0};
@@ -174,6 +211,13 @@ void test_codec_qoi(const struct test_env *env) {
   image = load(env, loader, queue, huge.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
   CHECK_STATUS(status, PXL_E_TOO_MANY_PIXELS);
   CHECK_INT(atomic_load(&s.decodes), decodes);
+  /* A status this library does not know counts as PXL_E_IO (pixload.h, "Extensions"). */
+  s.fail_with = (pxl_status)1234;
+  struct test_url odd = test_url(env, "/alpha.qoi", "codec-qoi-unknown-status");
+  image = load(env, loader, queue, odd.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECK_STATUS(status, PXL_E_IO);
+  CHECKF(strstr(message, "qoi: told to fail") != NULL, "message: %s", message);
+  s.fail_with = PXL_OK;
 
   /* Removal: the format is gone (and the memory cache's result, made by the codec, is
    * not served for the loader without it); destroy once. */

@@ -247,6 +247,11 @@ void test_fetcher_sqlite(const struct test_env *env) {
     }
     if (round == 1) CHECKF(from_disk >= 1, "%d from disk", from_disk);
     CHECK_INT(atomic_load(&f.starts) - starts_before, round == 0 ? 1 : 0);
+    /* A fetcher's bytes are no transfer (pxl_stats.network_fetches). */
+    pxl_stats stats = {.struct_size = sizeof stats};
+    CHECK_STATUS(pxl_loader_get_stats(loader, &stats), PXL_OK);
+    CHECK_INT(stats.network_fetches, 0);
+    CHECK_INT(stats.bytes_downloaded, 0);
     /* A row the database lacks: the fetcher's status and message. */
     pxl_request request;
     request_for(&request, "db://images/missing.jpg", 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
@@ -462,6 +467,14 @@ void test_fetcher_misbehaving(const struct test_env *env) {
   CHECK_STATUS(failed.status, PXL_E_NOT_FOUND);
   CHECKF(strcmp(failed.message, "gone") == 0, "message %s", failed.message);
   CHECK_STATUS(junk.status, PXL_E_NOT_AN_IMAGE);
+  /* A status this library does not know counts as PXL_E_IO (pixload.h, "Extensions"). */
+  struct capture unknown;
+  load_silent(loader, queue, "silent:unknown", &unknown);
+  wait_for(&s.starts, 6);
+  CHECK_STATUS(pxl_fetch_finish(s.fetches[5], (pxl_status)1234, "odd"), PXL_OK);
+  CHECK(drain_until(env, queue, &unknown.calls, 1, 5000));
+  CHECK_STATUS(unknown.status, PXL_E_IO);
+  CHECKF(strcmp(unknown.message, "odd") == 0, "message %s", unknown.message);
   CHECK_INT(atomic_load(&s.cancels), 3);
 
   CHECK_INT(atomic_load(&s.destroys), 0);
@@ -497,7 +510,10 @@ void test_fetcher_loader_freed(const struct test_env *env) {
   pthread_mutex_destroy(&s.mutex);
 }
 
-/* Registration: which schemes a fetcher may take, removal ends its requests. */
+static void count_destroy(void *user_data) { atomic_fetch_add((atomic_int *)user_data, 1); }
+
+/* Registration: which schemes a fetcher may take, removal ends its requests; every
+ * refusal calls destroy once (pixload.h, "Extensions"). */
 void test_fetcher_registration(const struct test_env *env) {
   pxl_loader *loader = new_loader(NULL);
   pxl_queue *queue = new_queue();
@@ -505,6 +521,9 @@ void test_fetcher_registration(const struct test_env *env) {
   CHECK_STATUS(pxl_fetcher_init_size(&fetcher, 8), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_fetcher_init(&fetcher), PXL_OK);
   CHECK_INT(fetcher.struct_size, sizeof fetcher);
+  atomic_int refused_destroys = 0;
+  fetcher.destroy = count_destroy;
+  fetcher.user_data = &refused_destroys;
   CHECK_STATUS(pxl_loader_add_fetcher(loader, "app", &fetcher), PXL_E_INVALID_ARGUMENT); /* no start */
   fetcher.start = silent_start;
   const char *refused[] = {"http", "HTTPS", "file", "data", "ftp", "", "a b", "1app", "app:"};
@@ -513,6 +532,12 @@ void test_fetcher_registration(const struct test_env *env) {
   fetcher.max_concurrent = 0;
   CHECK_STATUS(pxl_loader_add_fetcher(loader, "app", &fetcher), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_add_fetcher(NULL, "app", &fetcher), PXL_E_INVALID_ARGUMENT);
+  fetcher.struct_size = 8;
+  CHECK_STATUS(pxl_loader_add_fetcher(loader, "app", &fetcher), PXL_E_INVALID_ARGUMENT);
+  fetcher.struct_size = sizeof fetcher;
+  fetcher.max_concurrent = 1;
+  CHECK_STATUS(pxl_loader_add_fetcher(loader, "app", NULL), PXL_E_INVALID_ARGUMENT); /* nothing to call */
+  CHECK_INT(atomic_load(&refused_destroys), 13);
   CHECK_STATUS(pxl_loader_remove_fetcher(loader, "silent"), PXL_E_NOT_FOUND);
   CHECK_STATUS(pxl_fetch_write(NULL, "x", 1), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_fetch_finish(NULL, PXL_OK, NULL), PXL_E_INVALID_ARGUMENT);
@@ -528,6 +553,7 @@ void test_fetcher_registration(const struct test_env *env) {
   struct silent s;
   add_silent(loader, &s);
   CHECK_STATUS(pxl_loader_add_fetcher(loader, "SILENT", &fetcher), PXL_E_INVALID_ARGUMENT); /* taken */
+  CHECK_INT(atomic_load(&refused_destroys), 14);
   struct capture waiting;
   load_silent(loader, queue, "Silent://host/x", &waiting);
   wait_for(&s.starts, 1);

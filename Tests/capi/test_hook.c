@@ -410,6 +410,15 @@ void test_hook_failures(const struct test_env *env) {
   CHECK_INT(atomic_load(&failing.calls), 3);
   pxl_loader_free(loader);
 
+  /* A status this library does not know counts as PXL_E_IO (pixload.h, "Extensions"). */
+  struct rule_hook odd = {.fail_with = (pxl_status)1234};
+  loader = rule_loader(&odd);
+  load_fault(env, loader, queue, path, "hook-fail-unknown", &c, &u);
+  CHECK_STATUS(c.status, PXL_E_IO);
+  CHECKF(strstr(c.message, "no account signed in") != NULL, "message '%s'", c.message);
+  capture_reset(&c);
+  pxl_loader_free(loader);
+
   struct rule_hook refreshing = {.header = "Authorization: Bearer stale-secret",
                                  .after_401 = "Authorization: Bearer good-secret"};
   loader = rule_loader(&refreshing);

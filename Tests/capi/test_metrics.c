@@ -158,6 +158,33 @@ void test_metrics_tiers(const struct test_env *env) {
     }
     pxl_loader_free(loader);
   }
+
+  /* A file:// read is a transfer, as PXL_SOURCE_NETWORK (0.1.0) says; a data: URL is
+   * none: no bytes received, no network fetch. */
+  pxl_config local;
+  pxl_config_init(&local);
+  local.allowed_schemes = PXL_SCHEME_FILE | PXL_SCHEME_DATA;
+  loader = new_loader(&local);
+  char file[1024];
+  file_url(env, FIXTURE_GRADIENT_JPG, file, sizeof file);
+  const char *urls[] = {
+      file, "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="};
+  const int tiers[] = {PXL_TIER_FILE, PXL_TIER_DATA};
+  const long received[] = {fixture_bytes(env, FIXTURE_GRADIENT_JPG), 0};
+  for (int i = 0; i < 2; i++) {
+    request_for(&request, urls[i], 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+    measured_load(env, loader, queue, &request, &m);
+    CHECKF(m.capture.status == PXL_OK, "%s: %s", urls[i], m.capture.message);
+    CHECK_INT(m.metrics.tier, tiers[i]);
+    CHECK_INT(m.metrics.bytes_received, received[i]);
+    capture_reset(&m.capture);
+  }
+  pxl_stats stats = {.struct_size = sizeof stats};
+  CHECK_STATUS(pxl_loader_get_stats(loader, &stats), PXL_OK);
+  CHECK_INT(stats.requests, 2);
+  CHECK_INT(stats.network_fetches, 1);
+  CHECK_INT(stats.bytes_downloaded, received[0]);
+  pxl_loader_free(loader);
   pxl_queue_free(queue);
   rmdir(directory);
 }
@@ -364,6 +391,15 @@ void test_placeholder_api(const struct test_env *env) {
   CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_BLURHASH, "LEHV6nWB2yk8pyo0adR*.7kCMd\"j", 28, 32, 32, &image),
                PXL_E_CORRUPT_IMAGE);
   CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_THUMBHASH, out, length - 1, 32, 32, &image),
+               PXL_E_CORRUPT_IMAGE);
+  /* Too long to be any hash is malformed too, not a wrong argument; only what tells so is read. */
+  static uint8_t long_hash[(1 << 16) + 1];
+  memset(long_hash, 'L', sizeof long_hash);
+  CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_BLURHASH, long_hash, sizeof long_hash, 32, 32, &image),
+               PXL_E_CORRUPT_IMAGE);
+  CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_THUMBHASH, long_hash, sizeof long_hash, 32, 32, &image),
+               PXL_E_CORRUPT_IMAGE);
+  CHECK_STATUS(pxl_placeholder_aspect_ratio(PXL_PLACEHOLDER_THUMBHASH, long_hash, SIZE_MAX, &ratio),
                PXL_E_CORRUPT_IMAGE);
   CHECK_STATUS(pxl_placeholder_decode(PXL_PLACEHOLDER_BLURHASH, blur, strlen(blur), 257, 32, &image),
                PXL_E_INVALID_ARGUMENT);

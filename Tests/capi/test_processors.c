@@ -7,6 +7,7 @@
  * and processed images through a table (the chain from request_fn), an animated GIF
  * (every frame processed, still animated) and a progressive JPEG's preview (circular).
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,8 @@ static void keep_log(int32_t level, const char *message, void *user_data) {
   pthread_mutex_unlock(&log->lock);
 }
 
+static void count_destroy(void *user_data) { atomic_fetch_add((atomic_int *)user_data, 1); }
+
 static pxl_status ok_processor(pxl_processor_frame *frame, char *message, size_t size, void *user_data) {
   (void)frame, (void)message, (void)size;
   atomic_fetch_add((atomic_int *)user_data, 1);
@@ -131,7 +134,7 @@ void test_processors_invalid(const struct test_env *env) {
   struct { const char *what; const char *words; } cases[] = {
       {"sigma", "processor 1 (blur)"}, {"radius", "processor 1 (round)"}, {"rotate", "processor 1 (rotate)"},
       {"kind", "unknown kind"},        {"custom", "no processor 'nobody'"}, {"long", "exceeds the limit"},
-      {"crop", "processor 1 (crop)"},
+      {"crop", "processor 1 (crop)"},      {"nan", "processor 1 (circle)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     request.processor_count = 2;
@@ -144,6 +147,7 @@ void test_processors_invalid(const struct test_env *env) {
     if (!strcmp(what, "custom")) chain[1] = step(PXL_PROCESS_CUSTOM), chain[1].id = "nobody";
     if (!strcmp(what, "long")) request.processor_count = PXL_MAX_PROCESSORS + 1;
     if (!strcmp(what, "crop")) chain[1] = step(PXL_PROCESS_CROP), chain[1].x = -1, chain[1].width = 4, chain[1].height = 4;
+    if (!strcmp(what, "nan")) chain[1] = step(PXL_PROCESS_CIRCLE), chain[1].border_width = NAN;
     int before = log.count;
     CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &c, NULL), PXL_E_INVALID_ARGUMENT);
     pxl_image *img = NULL;
@@ -152,14 +156,27 @@ void test_processors_invalid(const struct test_env *env) {
     CHECKF(log.count > before && strstr(log.last, cases[i].words) != NULL, "%s: log \"%s\"", what, log.last);
     pthread_mutex_unlock(&log.lock);
   }
+  /* A radius or border past any image is clamped to it (a lookup that misses), not refused. */
+  chain[1] = step(PXL_PROCESS_ROUND);
+  chain[1].radius_tl = chain[1].radius_tr = chain[1].radius_br = chain[1].radius_bl = INFINITY;
+  chain[1].border_width = 2e6;
+  request.processor_count = 2;
+  pxl_image *img = NULL;
+  CHECK_STATUS(pxl_lookup(loader, &request, &img), PXL_E_NOT_FOUND);
   CHECK_INT(drain_for(queue, 100), 0); /* no callback for a refused request */
   CHECK_INT(log_count(env, u.uri), 0);  /* and no request reached the server */
 
-  /* Registration arguments. */
+  /* Registration arguments: each refusal calls destroy once (pixload.h, "Extensions"). */
   atomic_int calls = 0;
-  CHECK_STATUS(pxl_loader_add_processor(NULL, "x", 1, ok_processor, &calls, NULL), PXL_E_INVALID_ARGUMENT);
-  CHECK_STATUS(pxl_loader_add_processor(loader, NULL, 1, ok_processor, &calls, NULL), PXL_E_INVALID_ARGUMENT);
-  CHECK_STATUS(pxl_loader_add_processor(loader, "", 1, ok_processor, &calls, NULL), PXL_E_INVALID_ARGUMENT);
+  char long_id[258];
+  memset(long_id, 'a', sizeof long_id - 1);
+  long_id[sizeof long_id - 1] = 0;
+  CHECK_STATUS(pxl_loader_add_processor(NULL, "x", 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, NULL, 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, "", 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, long_id, 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_loader_add_processor(loader, "x", 1, NULL, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
+  CHECK_INT(atomic_load(&calls), 5);
   CHECK_STATUS(pxl_loader_add_processor(loader, "x", 1, NULL, &calls, NULL), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_remove_processor(loader, "x"), PXL_E_NOT_FOUND);
   CHECK_STATUS(pxl_loader_remove_processor(NULL, "x"), PXL_E_INVALID_ARGUMENT);
@@ -174,7 +191,8 @@ struct custom_state {
   atomic_int destroyed;
   atomic_int saw_cancel;
   atomic_int entered;
-  int mode; /* 0 invert, 1 fail, 2 resize to 10x5, 3 wait for the cancel flag */
+  int mode; /* 0 invert, 1 fail, 2 resize to 10x5, 3 wait for the cancel flag, 4 fail with
+              a status the library does not know */
 };
 
 static pxl_status custom_processor(pxl_processor_frame *frame, char *message, size_t size, void *user_data) {
@@ -185,6 +203,9 @@ static pxl_status custom_processor(pxl_processor_frame *frame, char *message, si
   case 1:
     snprintf(message, size, "no faces in this %dx%d image", frame->width, frame->height);
     return PXL_E_UNSUPPORTED_IMAGE;
+  case 4:
+    snprintf(message, size, "told to fail");
+    return (pxl_status)1234;
   case 2: {
     uint8_t *out = pxl_processor_frame_resize(frame, 10, 5);
     if (!out || frame->width != 10 || frame->stride != 40 || frame->pixels != out) return PXL_E_NO_MEMORY;
@@ -266,6 +287,16 @@ void test_processors_custom(const struct test_env *env) {
   CHECK_STATUS(c.status, PXL_E_UNSUPPORTED_IMAGE);
   CHECKF(strcmp(c.message, "no faces in this 64x48 image") == 0, "message: %s", c.message);
   CHECK_INT(atomic_load(&c.calls), 1);
+  capture_reset(&c);
+
+  /* A status this library does not know counts as PXL_E_IO (pixload.h, "Extensions"). */
+  struct custom_state odd = {0};
+  odd.mode = 4;
+  CHECK_STATUS(pxl_loader_add_processor(loader, "odd", 1, custom_processor, &odd, destroy_state), PXL_OK);
+  one.id = "odd";
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, &c), PXL_OK);
+  CHECK_STATUS(c.status, PXL_E_IO);
+  CHECKF(strcmp(c.message, "told to fail") == 0, "message: %s", c.message);
   capture_reset(&c);
 
   /* A new size, asked of the library. */

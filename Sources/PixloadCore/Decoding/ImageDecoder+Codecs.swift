@@ -63,8 +63,10 @@ extension ImageDecoder {
     while let last = text.last, last.isWhitespace { text.removeLast() }
     let line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
     let message = "\(codec.id): " + (line.isEmpty ? failure.status.description : line)
+    // .io too: the C API's name for a status the library does not know (pixload.h,
+    // "Extensions"), the same for every kind of extension.
     switch failure.status {
-    case .unsupportedImage, .noMemory, .cancelled, .tooManyPixels, .notFound: return LoadError(failure.status, message)
+    case .unsupportedImage, .noMemory, .cancelled, .tooManyPixels, .notFound, .io: return LoadError(failure.status, message)
     default: return LoadError(.corruptImage, message)
     }
   }

@@ -24,6 +24,19 @@ public struct Placeholder: Sendable, Equatable {
     self.bytes = bytes
   }
 
+  /// More bytes than any hash has (the longest, a BlurHash of 9x9 components, has 166): a
+  /// longer one is malformed whatever it holds, so a caller copying a hash from a buffer
+  /// needs no more than one byte past this to know.
+  public static let maxHashBytes = 1 << 16
+
+  /// A hash too long to be one is malformed, as one of a wrong length is (pixload.h:
+  /// PXL_E_CORRUPT_IMAGE), not a wrong argument.
+  private func checkLength() throws(LoadError) {
+    guard bytes.count <= Self.maxHashBytes else {
+      throw LoadError(.corruptImage, "malformed placeholder: over \(Self.maxHashBytes) bytes, longer than any hash")
+    }
+  }
+
   /// The largest image a placeholder decodes into, each way.
   public static let maxSide = 256
 
@@ -33,6 +46,7 @@ public struct Placeholder: Sendable, Equatable {
     guard (1...Self.maxSide).contains(width), (1...Self.maxSide).contains(height) else {
       throw LoadError(.invalidArgument, "placeholder size \(width)x\(height) is outside 1x1...256x256")
     }
+    try checkLength()
     let pixels = malloc(width * height * 4)!.assumingMemoryBound(to: UInt8.self)
     do throws(LoadError) {
       switch kind {
@@ -50,6 +64,7 @@ public struct Placeholder: Sendable, Equatable {
   /// The width / height ratio the hash records: ThumbHash's approximate one; 1 for a
   /// BlurHash (which records none). Throws `.corruptImage` for a malformed hash.
   public func aspectRatio() throws(LoadError) -> Double {
+    try checkLength()
     switch kind {
     case .blurHash:
       _ = try BlurHash.Header(bytes)

@@ -1,32 +1,51 @@
-/// `data:` URIs (RFC 2397): `data:[<media type>][;base64],<data>`. The media type is
-/// ignored (the decoders sniff the bytes, as for any response); the data is
-/// percent-decoded, then base64-decoded when the parameters end with `;base64`.
+/// `data:` URIs (RFC 2397: `data:[<media type>][;base64],<data>`), read as browsers read
+/// them: the fetch standard's data: URL processor
+/// (https://fetch.spec.whatwg.org/#data-url-processor) with the infra standard's
+/// forgiving-base64 decode (https://infra.spec.whatwg.org/#forgiving-base64-decode). So
+/// the fragment is not data; the data is percent-decoded, a `%` without two hex digits
+/// staying as it is; it is base64 when the media type ends with `;base64` (any case,
+/// spaces allowed before `base64`), whose ASCII whitespace is ignored and whose `=`
+/// padding is optional. The media type is ignored otherwise (the decoders sniff the
+/// bytes, as for any response).
 enum DataURI {
   /// The bytes of `text` (a whole `data:` URI), refusing a body over `maxBytes` before
   /// decoding it: the size is computed from the text first.
   static func decode(_ text: String, maxBytes: Int) -> Result<[UInt8], LoadError> {
-    let utf8 = Array(text.utf8)
-    guard utf8.count >= 5, let comma = utf8.firstIndex(of: UInt8(ascii: ",")) else {
+    let url = Array(text.utf8).prefix { $0 != UInt8(ascii: "#") }
+    guard let comma = url.dropFirst(5).firstIndex(of: UInt8(ascii: ",")) else {
       return .failure(LoadError(.malformedURL, "data: URI without a comma"))
     }
-    let parameters = String(decoding: utf8[5..<comma], as: UTF8.self).lowercased()
-    let isBase64 = parameters.split(separator: ";").last.map { $0.trimmingCharacters(in: " ") == "base64" } ?? false
-    let payload = utf8[(comma + 1)...]
+    let payload = url[(comma + 1)...]
     // Percent-decoding only shrinks: the decoded size is known from the text, so a body
     // over the limit is refused before any decoding.
     let escapes = payload.indices.filter { payload[$0] == UInt8(ascii: "%") && isEscape(payload, at: $0) }.count
-    if !isBase64 {
+    guard isBase64(mediaType: url[5..<comma]) else {
       guard payload.count - 2 * escapes <= maxBytes else { return .failure(tooLarge(maxBytes)) }
       return .success(percentDecoded(payload))
     }
     // Base64, under percent-encoding (a `+` or `/` may arrive escaped): 6 bits a character.
-    let ignored = payload.lazy.filter { $0 == UInt8(ascii: "=") || $0 == UInt8(ascii: " ") }.count
+    let ignored = payload.lazy.filter { $0 == UInt8(ascii: "=") || isASCIIWhitespace($0) }.count
     guard (payload.count - 2 * escapes - ignored) * 3 / 4 <= maxBytes else { return .failure(tooLarge(maxBytes)) }
-    guard let bytes = base64Decoded(percentDecoded(payload)) else {
+    guard let bytes = forgivingBase64Decoded(percentDecoded(payload)) else {
       return .failure(LoadError(.malformedURL, "data: URI with invalid base64"))
     }
     guard bytes.count <= maxBytes else { return .failure(tooLarge(maxBytes)) }
     return .success(bytes)
+  }
+
+  /// Whether the media type (between `data:` and the comma) ends with `;`, any spaces,
+  /// then `base64` in any case, ASCII whitespace around it ignored: the fetch standard's
+  /// test, so `data:base64,` (no semicolon) is not base64.
+  private static func isBase64(mediaType: ArraySlice<UInt8>) -> Bool {
+    var type = mediaType.drop(while: isASCIIWhitespace)
+    while let last = type.last, isASCIIWhitespace(last) { type.removeLast() }
+    guard type.count >= 7, String(decoding: type.suffix(6), as: UTF8.self).lowercased() == "base64" else { return false }
+    return type.dropLast(6).reversed().first { $0 != UInt8(ascii: " ") } == UInt8(ascii: ";")
+  }
+
+  /// TAB, LF, FF, CR and SPACE (the infra standard's ASCII whitespace).
+  private static func isASCIIWhitespace(_ byte: UInt8) -> Bool {
+    byte == 0x09 || byte == 0x0A || byte == 0x0C || byte == 0x0D || byte == 0x20
   }
 
   private static func tooLarge(_ maxBytes: Int) -> LoadError {
@@ -63,29 +82,31 @@ enum DataURI {
     return out
   }
 
-  /// Standard or URL-safe alphabet; spaces are skipped; `=` only as padding at the end.
-  /// nil for any other character, or a length no base64 text has.
-  private static func base64Decoded(_ text: [UInt8]) -> [UInt8]? {
+  /// The forgiving-base64 decode: ASCII whitespace removed; one or two `=` removed when
+  /// the length is a multiple of 4; then only the standard alphabet (`+`, `/`; not the
+  /// URL-safe `-`, `_`), and not a length that leaves 1 character over (6 bits make no
+  /// byte); the bits past the last whole byte are dropped. nil when it is not base64.
+  private static func forgivingBase64Decoded(_ text: [UInt8]) -> [UInt8]? {
+    var data = text.filter { !isASCIIWhitespace($0) }
+    if data.count % 4 == 0, data.last == UInt8(ascii: "=") {
+      data.removeLast()
+      if data.last == UInt8(ascii: "=") { data.removeLast() }
+    }
+    guard data.count % 4 != 1 else { return nil }
     var out: [UInt8] = []
-    out.reserveCapacity(text.count / 4 * 3)
+    out.reserveCapacity(data.count / 4 * 3 + 2)
     var accumulator: UInt32 = 0
     var bits = 0
-    var padding = 0
-    for byte in text {
+    for byte in data {
       let value: UInt8
       switch byte {
       case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = byte - UInt8(ascii: "A")
       case UInt8(ascii: "a")...UInt8(ascii: "z"): value = byte - UInt8(ascii: "a") + 26
       case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0") + 52
-      case UInt8(ascii: "+"), UInt8(ascii: "-"): value = 62
-      case UInt8(ascii: "/"), UInt8(ascii: "_"): value = 63
-      case UInt8(ascii: "="):
-        padding += 1
-        continue
-      case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"), UInt8(ascii: "\n"): continue
+      case UInt8(ascii: "+"): value = 62
+      case UInt8(ascii: "/"): value = 63
       default: return nil
       }
-      if padding > 0 { return nil }  // data after padding
       accumulator = accumulator << 6 | UInt32(value)
       bits += 6
       if bits >= 8 {
@@ -93,7 +114,6 @@ enum DataURI {
         out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
       }
     }
-    // 6 leftover bits cannot end a base64 text (one character of a final quantum).
-    return bits == 6 || padding > 2 ? nil : out
+    return out
   }
 }

@@ -99,17 +99,27 @@ extension ImageLoader {
           // The first scans, as a file: what the thumbnails decode from.
           response.bytes = decoder.scansPrefix(response.bytes, length: download.endedEarly)
         }
-        counters.bytesDownloaded += response.bytes.count
         let received = diskTier?.received(response, for: download.key.cacheKey, url: download.url,
                                           revalidating: stored)
           ?? ReceivedBytes(data: response, source: response.source, origin: nil)
-        if received.source == .revalidated { counters.revalidated += 1 } else { counters.networkFetches += 1 }
         download.metrics.take(response.timing)
         switch received.source {
         case .revalidated: download.metrics.tier = .revalidated
         case .fetcher: download.metrics.tier = .fetcher
         case .data: download.metrics.tier = .data
         default: download.metrics.tier = download.url.isFile ? .file : .network
+        }
+        // One rule for bytes_received, network_fetches and bytes_downloaded (pixload.h):
+        // they count what PXL_SOURCE_NETWORK names, libcurl's transfers: http(s), and
+        // file: URLs as 0.1.0 counted them. A data: URL's and a fetcher's bytes are not.
+        switch download.metrics.tier {
+        case .network, .file:
+          counters.networkFetches += 1
+          counters.bytesDownloaded += response.bytes.count
+        case .revalidated:
+          counters.revalidated += 1
+          counters.bytesDownloaded += response.bytes.count
+        default: download.metrics.bytesReceived = 0
         }
         decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
       }

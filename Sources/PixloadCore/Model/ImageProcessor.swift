@@ -32,8 +32,6 @@ public enum ImageProcessor: Hashable, Sendable {
   public static let maxChainLength = 16
   /// The largest blur sigma (pixload.h: PXL_MAX_BLUR_SIGMA).
   public static let maxSigma = 250.0
-  /// The largest radius or border width accepted (far beyond any image: clamped anyway).
-  public static let maxLength = 1_000_000.0
 
   /// Straight (not premultiplied) 8-bit RGBA.
   public struct Color: Hashable, Sendable {
@@ -92,8 +90,10 @@ public enum ImageProcessor: Hashable, Sendable {
 
   /// What is wrong with the parameters whatever the image, nil when nothing.
   public var problem: String? {
+    // Any length from 0 up, infinity included: applying clamps it to the image (pixload.h,
+    // "Shapes"), so a huge one is a circle-like corner, not a mistake. NaN fails `>= 0`.
     func length(_ value: Double, _ what: String) -> String? {
-      value.isFinite && value >= 0 && value <= Self.maxLength ? nil : "\(what) \(value) is not in 0...\(Int(Self.maxLength))"
+      value >= 0 ? nil : "\(what) \(value) is not a length (0 or more)"
     }
     switch self {
     case .circle(let border): return border.flatMap { length($0.width, "border width") }

@@ -203,8 +203,7 @@ def add_fetcher(loader, scheme, fetch, max_concurrent=8, disk_cache=False, disk_
     fetcher.disk_max_age_s = int(disk_max_age)
     status = lib.pxl_loader_add_fetcher(loader._handle(), _encode(scheme), ctypes.byref(fetcher))
     if status != Status.OK:
-        with _lock:
-            _fetchers.pop(key, None)  # destroy is not called on failure
+        # The failed call has run destroy (_on_destroy): the entry is gone already.
         raise PixloadError.from_status(status, f"pxl_loader_add_fetcher {scheme!r}")
     return entry
 

@@ -287,8 +287,7 @@ def _register(loader, custom):
                                           ctypes.cast(call, ctypes.c_void_p), token,
                                           ctypes.cast(_destroy, ctypes.c_void_p))
     if status != 0:
-        with _lock:
-            _live.pop(token, None)
+        # The failed call has run _destroy, which dropped the trampoline from _live.
         _check(status, "pxl_loader_add_processor")
     registered[custom.id] = custom
 

@@ -166,11 +166,9 @@ impl Loader {
             raw.disk_cache = 1;
             raw.disk_max_age_s = age.as_secs().min(i64::MAX as u64) as i64;
         }
+        // SAFETY: on_destroy gets the box back exactly once, also when the call fails
+        // (pixload.h, "Extensions"), so it is never ours to free.
         let status = unsafe { sys::pxl_loader_add_fetcher(self.as_ptr(), scheme.as_ptr(), &raw) };
-        if status != sys::PXL_OK {
-            // Refused: destroy is not called, the box is ours to free.
-            drop(unsafe { Box::from_raw(boxed) });
-        }
         check(status)
     }
 
