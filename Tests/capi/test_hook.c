@@ -638,6 +638,12 @@ static void latest_hook(const char *url, const char *const *headers, size_t coun
   atomic_fetch_add(&l->count, 1);
 }
 
+static void latest_config(pxl_config *config, struct latest_call *l) {
+  pxl_config_init(config);
+  config->request_hook = latest_hook;
+  config->request_hook_user_data = l;
+}
+
 /* Loads case_name through the fault server and returns the call its hook kept. */
 static pxl_hook_call *kept_call(const struct test_env *env, pxl_loader *loader, pxl_queue *queue, struct latest_call *l,
                                 const char *case_name, struct capture *c, pxl_token *token) {
@@ -664,9 +670,7 @@ void test_hook_answered_twice(const struct test_env *env) {
   }
   struct latest_call l = {0};
   pxl_config config;
-  pxl_config_init(&config);
-  config.request_hook = latest_hook;
-  config.request_hook_user_data = &l;
+  latest_config(&config, &l);
   pxl_loader *loader = new_loader(&config);
   pxl_queue *queue = new_queue();
   const char *line = "X-Twice: 1";
@@ -794,9 +798,7 @@ void test_hook_answer_races(const struct test_env *env) {
   }
   struct latest_call l = {0};
   pxl_config config;
-  pxl_config_init(&config);
-  config.request_hook = latest_hook;
-  config.request_hook_user_data = &l;
+  latest_config(&config, &l);
   pxl_queue *queue = new_queue();
   pxl_loader *loader = new_loader(&config);
   for (int round = 0; round < 30; round++) {
