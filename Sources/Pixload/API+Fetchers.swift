@@ -70,7 +70,8 @@ private final class CFetcher: Fetcher, @unchecked Sendable {
 }
 
 @c @implementation public func pxl_fetch_write(_ handle: OpaquePointer?, _ data: UnsafeRawPointer?, _ length: Int) -> pxl_status {
-  guard let fetch = hostObject(handle, as: FetchHandle.self), data != nil || length == 0 else { return PXL_E_INVALID_ARGUMENT }
+  guard let fetch = hostObject(handle, as: FetchHandle.self), data != nil || length == 0
+  else { return PXL_E_INVALID_ARGUMENT }
   return cStatus(fetch.write(UnsafeRawBufferPointer(start: data, count: length)))
 }
 
