@@ -1618,13 +1618,20 @@ PXL_API pxl_status pxl_placeholder_encode(int32_t kind, const pxl_image *image, 
  *
  * Ownership. Each start hands the host one pxl_fetch; it stays valid until the host
  * passes it to pxl_fetch_finish() (exactly once: that call releases it), also after the
- * request ended. A fetch ends when the host finishes it, or earlier: its last request was
- * cancelled, timeout_ms passed since start (PXL_E_TIMEOUT), the bytes went over
- * max_body_bytes (PXL_E_BODY_TOO_LARGE), a thumbnail had all it needed, the fetcher was
- * removed or the loader freed (its requests end PXL_E_CANCELLED). An early end calls
- * cancel, telling the host to stop; from then on pxl_fetch_write and pxl_fetch_finish do
- * nothing (the handle must still be finished to be released). A host that never answers
- * loses only its handle: timeout_ms (when not 0) ends the request.
+ * request ended or the loader was freed. A fetch ends when the host finishes it, or
+ * earlier: its last request was cancelled, timeout_ms passed since start (PXL_E_TIMEOUT),
+ * the bytes went over max_body_bytes (PXL_E_BODY_TOO_LARGE), a thumbnail had all it
+ * needed, the fetcher was removed or the loader freed (its requests end PXL_E_CANCELLED).
+ * An early end calls cancel, telling the host to stop; from then on pxl_fetch_write and
+ * pxl_fetch_finish do nothing and return PXL_E_CANCELLED (the handle must still be
+ * finished to be released). cancel names the handle start was given, and may come after
+ * the host finished it (the two can cross). A host that never answers loses only its
+ * handle: timeout_ms (when not 0) ends the request.
+ *
+ * Misuse. A handle once finished is refused, also when a race of the host's makes the
+ * call, and nothing happens: pxl_fetch_write or pxl_fetch_finish with it returns
+ * PXL_E_INVALID_ARGUMENT. A handle is a checked number, not an address: it never names a
+ * later fetch, and using a finished one reads no freed memory.
  * ------------------------------------------------------------------------------- */
 
 /* One fetch a fetcher was asked for: a handle for pxl_fetch_write and pxl_fetch_finish. */
@@ -1684,15 +1691,18 @@ PXL_API pxl_status pxl_loader_remove_fetcher(pxl_loader *loader, const char *sch
 /* Appends len bytes (copied) to the fetch's body. Returns PXL_OK; PXL_E_CANCELLED when
  * the fetch has ended (the bytes are ignored: stop fetching); PXL_E_BODY_TOO_LARGE when
  * these bytes took it over max_body_bytes (the request fails so, and cancel is called);
- * PXL_E_INVALID_ARGUMENT for a NULL fetch, or NULL data with len > 0. Any thread. Since
- * 0.5.0. */
+ * PXL_E_INVALID_ARGUMENT for a NULL fetch, NULL data with len > 0, or a fetch already
+ * finished (misuse: the bytes are ignored). A write racing its own fetch's finish on
+ * another thread returns what comes first. Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_fetch_write(pxl_fetch *fetch, const void *data, size_t len);
 
 /* Ends the fetch and releases the handle (never use it again): status PXL_OK delivers the
  * bytes written (to be decoded, sniffed as any response); any other status fails the
  * fetch's requests with it (an unknown number as PXL_E_IO) and message (NULL: the
  * status's text; copied). Returns PXL_OK; PXL_E_CANCELLED when the fetch had already
- * ended (nothing else happens); PXL_E_INVALID_ARGUMENT for NULL. Any thread. Since 0.5.0. */
+ * ended (the handle is released, nothing else happens); PXL_E_INVALID_ARGUMENT for NULL
+ * or a fetch already finished (misuse: nothing happens; of finishes racing on several
+ * threads the first counts). Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_fetch_finish(pxl_fetch *fetch, pxl_status status, const char *message);
 
 /* ---------------------------------------------------------------------------------
@@ -1725,6 +1735,12 @@ PXL_API pxl_status pxl_fetch_finish(pxl_fetch *fetch, pxl_status status, const c
  * shorter and not 0) fails its request with PXL_E_TIMEOUT. A loader freed while calls
  * wait ends their requests PXL_E_CANCELLED, as any request still running.
  *
+ * Misuse. A call once answered is refused, also when a race of the host's makes the
+ * second answer, and nothing happens: pxl_hook_answer or pxl_hook_fail with it returns
+ * PXL_E_INVALID_ARGUMENT (of answers racing on several threads the first counts). A call
+ * is a checked number, not an address: it never names a later call, and answering one
+ * already answered reads no freed memory.
+ *
  * One refresh for many requests. When the token expires, many transfers get a 401 at
  * once, and each asks the hook with status 401. The host refreshes once: the first such
  * call starts the refresh (on the host's thread) and is kept, later calls are kept too
@@ -1741,15 +1757,17 @@ PXL_API pxl_status pxl_fetch_finish(pxl_fetch *fetch, pxl_status status, const c
  * with count 0: none), each "Name: value" replacing the transfer's lines of that name or
  * added. Releases call (never use it again). Returns PXL_OK; PXL_E_CANCELLED when the call
  * no longer waits (its request was cancelled or timed out, the loader was freed): nothing
- * happens; PXL_E_INVALID_ARGUMENT for a NULL call, NULL headers with count > 0, more than
- * 256 lines or a line without a colon or with CR or LF (the request then fails with
- * PXL_E_INVALID_ARGUMENT, and call is released all the same). Any thread. Since 0.5.0. */
+ * happens; PXL_E_INVALID_ARGUMENT for a NULL call or one already answered (misuse: nothing
+ * happens), and for NULL headers with count > 0, more than 256 lines or a line without a
+ * colon or with CR or LF (the request then fails with PXL_E_INVALID_ARGUMENT, and call is
+ * released all the same). Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_hook_answer(pxl_hook_call *call, const char *const *headers, size_t count);
 
 /* Answers a hook call by failing its request with status (PXL_OK or an unknown number
  * count as PXL_E_IO) and message (NULL: the status's text; copied; it must not hold the
  * secret). Releases call. Returns PXL_OK; PXL_E_CANCELLED when the call no longer waits;
- * PXL_E_INVALID_ARGUMENT for NULL. Any thread. Since 0.5.0. */
+ * PXL_E_INVALID_ARGUMENT for NULL or a call already answered (misuse: nothing happens).
+ * Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_hook_fail(pxl_hook_call *call, pxl_status status, const char *message);
 
 #ifdef __cplusplus

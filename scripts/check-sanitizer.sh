@@ -63,7 +63,9 @@ export PXL_SWIFT_RUNTIME=dynamic
 # outliving their loader; chains working in place on animations, table rows and previews),
 # host fetchers answering from their own threads, cancelled, timed out and freed with
 # handles out, and the request hook refreshing a token on its own thread for 50 requests,
-# timing out and outliving its loader (about 20 s under either sanitizer here).
+# timing out and outliving its loader; hook calls and fetches answered twice, stale, and
+# answered by two threads while their request is cancelled or their loader freed (about
+# 25 s under either sanitizer here).
 short_tests=(test_exactly_once_under_races test_cancel_from_other_thread test_cancel_inside_callback
   test_cancel_wins_over_queued test_free_orders test_free_loader_in_flight test_queue_wait_and_wakeup
   test_load_and_memory_cache test_pixel_formats test_exif_orientation test_no_head_of_line_blocking
@@ -72,7 +74,8 @@ short_tests=(test_exactly_once_under_races test_cancel_from_other_thread test_ca
   test_fetcher_sqlite test_fetcher_cancel_and_limit test_fetcher_misbehaving test_fetcher_loader_freed
   test_processors_builtin test_processors_invalid test_processors_custom test_processors_table
   test_processors_animated test_processors_preview test_hook_token_refresh test_hook_misbehaving
-  test_hook_loader_freed)
+  test_hook_loader_freed test_fetcher_finished_twice test_fetcher_finish_races test_hook_answered_twice
+  test_hook_answer_races)
 capi_args=()
 [ "$short" = 1 ] && capi_args=("${short_tests[@]}")
 

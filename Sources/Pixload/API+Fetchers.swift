@@ -1,6 +1,7 @@
 // The C API of fetchers (pixload.h, "Fetchers"): pxl_fetcher's callbacks as a core
-// `Fetcher`, and pxl_fetch handles as `FetchHandle`s. A handle is retained once for the
-// host when start receives it, and released by pxl_fetch_finish.
+// `Fetcher`, and pxl_fetch handles as `FetchHandle`s. A fetch is in the host handle table
+// (API.swift) from when start receives it until pxl_fetch_finish takes it out: a write or
+// finish after that finds nothing and is refused.
 import CPixload
 import PixloadCore
 
@@ -31,19 +32,16 @@ private final class CFetcher: Fetcher, @unchecked Sendable {
   private var userDataPointer: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(bitPattern: userData) }
 
   func start(url: String, fetch: FetchHandle) {
-    let retained = retainedHandle(fetch)
-    url.withCString { startFunction($0, retained, userDataPointer) }
+    let handle = insertHostObject(fetch)
+    fetch.hostHandle = UInt(bitPattern: handle)  // cancel names the fetch as start did
+    url.withCString { startFunction($0, handle, userDataPointer) }
   }
 
   func cancel(_ fetch: FetchHandle) {
-    cancelFunction?(handle(fetch), userDataPointer)
+    cancelFunction?(OpaquePointer(bitPattern: fetch.hostHandle), userDataPointer)
   }
 
   func destroy() { destroyFunction?(userDataPointer) }
-}
-
-@inline(__always) private func fetch(_ handle: OpaquePointer?) -> FetchHandle? {
-  handle.map { Unmanaged<FetchHandle>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
 @c @implementation public func pxl_fetcher_init_size(_ fetcher: UnsafeMutablePointer<pxl_fetcher>?, _ size: Int) -> pxl_status {
@@ -82,19 +80,18 @@ private final class CFetcher: Fetcher, @unchecked Sendable {
 }
 
 @c @implementation public func pxl_fetch_write(_ handle: OpaquePointer?, _ data: UnsafeRawPointer?, _ length: Int) -> pxl_status {
-  guard let fetch = fetch(handle), data != nil || length == 0 else { return PXL_E_INVALID_ARGUMENT }
+  guard let fetch = hostObject(handle, as: FetchHandle.self), data != nil || length == 0
+  else { return PXL_E_INVALID_ARGUMENT }
   return cStatus(fetch.write(UnsafeRawBufferPointer(start: data, count: length)))
 }
 
 @c @implementation public func pxl_fetch_finish(_ handle: OpaquePointer?, _ status: pxl_status,
                                                 _ message: UnsafePointer<CChar>?) -> pxl_status {
-  guard let handle else { return PXL_E_INVALID_ARGUMENT }
-  let unmanaged = Unmanaged<FetchHandle>.fromOpaque(UnsafeRawPointer(handle))
-  defer { unmanaged.release() }
+  guard let fetch = takeHostObject(handle, as: FetchHandle.self) else { return PXL_E_INVALID_ARGUMENT }
   var error: LoadError?
   if status != PXL_OK {
     let core = hostFailureStatus(status)
     error = LoadError(core, message.map { String(cString: $0) } ?? core.description)
   }
-  return unmanaged.takeUnretainedValue().finish(error) ? PXL_OK : PXL_E_CANCELLED
+  return fetch.finish(error) ? PXL_OK : PXL_E_CANCELLED
 }

@@ -1,6 +1,7 @@
 // The C API of the request hook (pixload.h, "Request hook"): pxl_config.request_hook as a
-// core `RequestHook`, and pxl_hook_call handles as `HookCall`s. A call is retained once
-// for the host when the hook receives it, and released by pxl_hook_answer or pxl_hook_fail.
+// core `RequestHook`, and pxl_hook_call handles as `HookCall`s. A call is in the host
+// handle table (API.swift) from when the hook receives it until pxl_hook_answer or
+// pxl_hook_fail takes it out: a second answer finds nothing and is refused.
 import CPixload
 import PixloadCore
 #if canImport(Glibc)
@@ -19,7 +20,7 @@ final class CRequestHook: RequestHook, @unchecked Sendable {
   }
 
   func call(_ call: HookCall) {
-    let handle = retainedHandle(call)
+    let handle = insertHostObject(call)
     withCStrings(call.headers) { lines in
       call.url.withCString {
         function($0, lines.baseAddress, call.headers.count, Int32(clamping: call.status), handle,
@@ -41,15 +42,9 @@ func hostFailureStatus(_ status: pxl_status) -> Status {
   Status(rawValue: Int32(bitPattern: status.rawValue)).flatMap { $0 == .ok ? nil : $0 } ?? .io
 }
 
-/// Takes the host's reference to a call: it is released when this returns.
-private func takeCall(_ handle: OpaquePointer?) -> HookCall? {
-  guard let handle else { return nil }
-  return Unmanaged<HookCall>.fromOpaque(UnsafeRawPointer(handle)).takeRetainedValue()
-}
-
 @c @implementation public func pxl_hook_answer(_ handle: OpaquePointer?, _ headers: UnsafePointer<UnsafePointer<CChar>?>?,
                                                _ count: Int) -> pxl_status {
-  guard let call = takeCall(handle) else { return PXL_E_INVALID_ARGUMENT }
+  guard let call = takeHostObject(handle, as: HookCall.self) else { return PXL_E_INVALID_ARGUMENT }
   var lines: [String] = []
   var valid = (headers != nil || count == 0) && count <= 256
   if valid, let headers {
@@ -71,7 +66,7 @@ private func takeCall(_ handle: OpaquePointer?) -> HookCall? {
 
 @c @implementation public func pxl_hook_fail(_ handle: OpaquePointer?, _ status: pxl_status,
                                              _ message: UnsafePointer<CChar>?) -> pxl_status {
-  guard let call = takeCall(handle) else { return PXL_E_INVALID_ARGUMENT }
+  guard let call = takeHostObject(handle, as: HookCall.self) else { return PXL_E_INVALID_ARGUMENT }
   let core = hostFailureStatus(status)
   return call.fail(LoadError(core, message.map { String(cString: $0) } ?? core.description)) ? PXL_OK : PXL_E_CANCELLED
 }

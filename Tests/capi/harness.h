@@ -318,13 +318,17 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_fetcher_misbehaving)       \
   X(test_fetcher_loader_freed)      \
   X(test_fetcher_registration)      \
+  X(test_fetcher_finished_twice)    \
+  X(test_fetcher_finish_races)      \
   X(test_fetcher_table)             \
   X(test_data_uris)                 \
   X(test_hook_token_refresh)        \
   X(test_hook_redirect_hops)        \
   X(test_hook_failures)             \
   X(test_hook_misbehaving)          \
-  X(test_hook_loader_freed)
+  X(test_hook_loader_freed)         \
+  X(test_hook_answered_twice)       \
+  X(test_hook_answer_races)
 
 #define DECLARE_TEST(name) void name(const struct test_env *env);
 TEST_LIST(DECLARE_TEST)

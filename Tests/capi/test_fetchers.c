@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include <pthread.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -569,6 +570,209 @@ void test_fetcher_registration(const struct test_env *env) {
   CHECK_INT(atomic_load(&s.destroys), 1);
   pxl_queue_free(queue);
   pthread_mutex_destroy(&s.mutex);
+}
+
+/* ---- misuse: a fetch finished twice, written after finish, stale, racing its end ---- */
+
+/* A fetcher that answers "instant" URLs inside start and keeps the latest other fetch. */
+struct latest_fetch {
+  _Atomic(pxl_fetch *) fetch;
+  atomic_int starts, cancels;
+};
+
+static void latest_start(const char *url, pxl_fetch *fetch, void *user_data) {
+  struct latest_fetch *l = user_data;
+  if (strstr(url, "instant")) {
+    pxl_fetch_write(fetch, "x", 1);
+    pxl_fetch_finish(fetch, PXL_E_NOT_FOUND, "instant");
+  } else {
+    atomic_store(&l->fetch, fetch);
+  }
+  atomic_fetch_add(&l->starts, 1);
+}
+
+static void latest_cancel(pxl_fetch *fetch, void *user_data) {
+  (void)fetch;
+  struct latest_fetch *l = user_data;
+  atomic_fetch_add(&l->cancels, 1);
+}
+
+static void add_latest(pxl_loader *loader, struct latest_fetch *l) {
+  memset(l, 0, sizeof *l);
+  pxl_fetcher fetcher;
+  pxl_fetcher_init(&fetcher);
+  fetcher.start = latest_start;
+  fetcher.cancel = latest_cancel;
+  fetcher.user_data = l;
+  CHECK_STATUS(pxl_loader_add_fetcher(loader, "latest", &fetcher), PXL_OK);
+}
+
+/* Loads url and returns the fetch its fetcher kept. */
+static pxl_fetch *kept_fetch(pxl_loader *loader, pxl_queue *queue, struct latest_fetch *l, const char *url,
+                             struct capture *c, pxl_token *token) {
+  int before = atomic_load(&l->starts);
+  atomic_store(&l->fetch, NULL);
+  *token = load_silent(loader, queue, url, c);
+  wait_for(&l->starts, before + 1);
+  pxl_fetch *fetch = atomic_load(&l->fetch);
+  CHECKF(fetch != NULL, "no fetch for %s", url);
+  return fetch;
+}
+
+/* A fetch finished once is refused afterwards with PXL_E_INVALID_ARGUMENT (writes and
+ * finishes alike) and nothing happens, also after a late finish that got PXL_E_CANCELLED,
+ * and when later fetches took over its slot: a stale handle never reaches another fetch. */
+void test_fetcher_finished_twice(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  struct latest_fetch l;
+  add_latest(loader, &l);
+  struct capture c;
+  pxl_token token;
+
+  pxl_fetch *done = kept_fetch(loader, queue, &l, "latest:done", &c, &token);
+  CHECK_STATUS(pxl_fetch_write(done, "hello", 5), PXL_OK);
+  CHECK_STATUS(pxl_fetch_finish(done, PXL_OK, NULL), PXL_OK);
+  CHECK_STATUS(pxl_fetch_write(done, "more", 4), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_fetch_finish(done, PXL_OK, NULL), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_fetch_finish(done, PXL_E_IO, "twice"), PXL_E_INVALID_ARGUMENT);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_E_NOT_AN_IMAGE); /* "hello", not "hellomore" */
+
+  pxl_fetch *failed = kept_fetch(loader, queue, &l, "latest:failed", &c, &token);
+  CHECK_STATUS(pxl_fetch_finish(failed, PXL_E_NOT_FOUND, "gone"), PXL_OK);
+  CHECK_STATUS(pxl_fetch_finish(failed, PXL_OK, NULL), PXL_E_INVALID_ARGUMENT);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_E_NOT_FOUND);
+
+  /* Cancelled: writes and the first finish are late (CANCELLED), then misuse. */
+  pxl_fetch *late = kept_fetch(loader, queue, &l, "latest:cancelled", &c, &token);
+  CHECK_STATUS(pxl_cancel(loader, token), PXL_OK);
+  wait_for(&l.cancels, 1);
+  CHECK_STATUS(pxl_fetch_write(late, "x", 1), PXL_E_CANCELLED);
+  CHECK_STATUS(pxl_fetch_finish(late, PXL_OK, NULL), PXL_E_CANCELLED);
+  CHECK_STATUS(pxl_fetch_write(late, "x", 1), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_fetch_finish(late, PXL_OK, NULL), PXL_E_INVALID_ARGUMENT);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_E_CANCELLED);
+
+  /* Many later fetches reuse what the finished ones held; the stale handle reaches none. */
+  pxl_fetch *stale = kept_fetch(loader, queue, &l, "latest:stale", &c, &token);
+  CHECK_STATUS(pxl_fetch_finish(stale, PXL_E_NOT_FOUND, NULL), PXL_OK);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  for (int i = 0; i < 200; i++) {
+    char url[48];
+    snprintf(url, sizeof url, "latest:instant-%d", i);
+    struct capture instant;
+    load_silent(loader, queue, url, &instant);
+    CHECK(drain_until(env, queue, &instant.calls, 1, 5000));
+    CHECK_STATUS(instant.status, PXL_E_NOT_FOUND);
+  }
+  pxl_fetch *held = kept_fetch(loader, queue, &l, "latest:held", &c, &token);
+  CHECK(held != stale);
+  CHECK_STATUS(pxl_fetch_write(stale, "stale", 5), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_fetch_finish(stale, PXL_E_IO, "stale"), PXL_E_INVALID_ARGUMENT);
+  CHECK_INT(drain_for(queue, 50), 0); /* the held fetch still waits for its own finish */
+  CHECK_STATUS(pxl_fetch_write(held, "held", 4), PXL_OK);
+  CHECK_STATUS(pxl_fetch_finish(held, PXL_E_NOT_FOUND, "held"), PXL_OK);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_E_NOT_FOUND);
+  CHECKF(strcmp(c.message, "held") == 0, "message %s", c.message);
+
+  pxl_loader_free(loader);
+  /* After the loader: handles finished before stay refused. */
+  CHECK_STATUS(pxl_fetch_write(held, "x", 1), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_fetch_finish(held, PXL_OK, NULL), PXL_E_INVALID_ARGUMENT);
+  pxl_queue_free(queue);
+}
+
+struct finish_racer {
+  pxl_fetch *fetch;
+  pxl_status with;
+  atomic_int *go;
+  pxl_status write_status, finish_status;
+};
+
+static void *race_finish(void *arg) {
+  struct finish_racer *r = arg;
+  while (!atomic_load(r->go)) sched_yield();
+  r->write_status = pxl_fetch_write(r->fetch, "x", 1);
+  r->finish_status = pxl_fetch_finish(r->fetch, r->with, "raced");
+  return NULL;
+}
+
+struct fetch_cancel_arg {
+  pxl_loader *loader;
+  pxl_token token;
+};
+
+static void fetch_cancel_end(void *arg) {
+  struct fetch_cancel_arg *a = arg;
+  pxl_cancel(a->loader, a->token);
+}
+
+static void fetch_free_end(void *arg) { pxl_loader_free(arg); }
+
+/* Two threads write to and finish one fetch while end (a cancel, a loader free) runs on
+ * this one: the first finish counts (PXL_OK, or PXL_E_CANCELLED when the end came first),
+ * the other is refused, and no write or finish reaches freed memory. */
+static void race_two_finishes(pxl_fetch *fetch, void (*end)(void *), void *arg) {
+  atomic_int go = 0;
+  struct finish_racer racers[2] = {{fetch, PXL_OK, &go, 0, 0}, {fetch, PXL_E_IO, &go, 0, 0}};
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++) pthread_create(&threads[i], NULL, race_finish, &racers[i]);
+  atomic_store(&go, 1);
+  end(arg);
+  for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+  int refused = 0, counted = 0;
+  for (int i = 0; i < 2; i++) {
+    pxl_status w = racers[i].write_status, f = racers[i].finish_status;
+    CHECKF(w == PXL_OK || w == PXL_E_CANCELLED || w == PXL_E_INVALID_ARGUMENT, "write returned %s",
+           pxl_status_string(w));
+    if (f == PXL_E_INVALID_ARGUMENT) refused++;
+    if (f == PXL_OK || f == PXL_E_CANCELLED) counted++;
+  }
+  CHECKF(refused == 1 && counted == 1, "finishes returned %s and %s", pxl_status_string(racers[0].finish_status),
+         pxl_status_string(racers[1].finish_status));
+  CHECK_STATUS(pxl_fetch_write(fetch, "x", 1), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_fetch_finish(fetch, PXL_OK, NULL), PXL_E_INVALID_ARGUMENT);
+}
+
+/* Two host threads finish one fetch while its request is cancelled, or its loader freed:
+ * the first finish counts, the other is refused, and the request ends exactly once. */
+void test_fetcher_finish_races(const struct test_env *env) {
+  pxl_queue *queue = new_queue();
+  pxl_loader *loader = new_loader(NULL);
+  struct latest_fetch l;
+  add_latest(loader, &l);
+  for (int round = 0; round < 50; round++) {
+    char url[48];
+    snprintf(url, sizeof url, "latest:race-cancel-%d", round);
+    struct capture c;
+    struct fetch_cancel_arg a = {loader, 0};
+    pxl_fetch *fetch = kept_fetch(loader, queue, &l, url, &c, &a.token);
+    race_two_finishes(fetch, fetch_cancel_end, &a);
+    CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+    CHECKF(c.status == PXL_E_NOT_AN_IMAGE || c.status == PXL_E_CANCELLED || c.status == PXL_E_IO, "round %d: %s",
+           round, pxl_status_string(c.status));
+    CHECK_INT(drain_for(queue, 10), 0);
+    CHECK_INT(atomic_load(&c.calls), 1);
+  }
+  pxl_loader_free(loader);
+  for (int round = 0; round < 6; round++) {
+    char url[48];
+    snprintf(url, sizeof url, "latest:race-free-%d", round);
+    loader = new_loader(NULL);
+    add_latest(loader, &l);
+    struct capture c;
+    pxl_token token;
+    pxl_fetch *fetch = kept_fetch(loader, queue, &l, url, &c, &token);
+    race_two_finishes(fetch, fetch_free_end, loader);
+    CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+    CHECK_INT(drain_for(queue, 10), 0);
+    CHECK_INT(atomic_load(&c.calls), 1);
+  }
+  pxl_queue_free(queue);
 }
 
 /* ---- data: URIs ---- */

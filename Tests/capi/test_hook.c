@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE /* mkdtemp, memmem */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -622,4 +623,220 @@ void test_hook_loader_freed(const struct test_env *env) {
   CHECK_STATUS(pxl_hook_answer(k.calls[2], &line, 1), PXL_E_CANCELLED);
   pxl_queue_free(queue);
   pthread_mutex_destroy(&k.mutex);
+}
+
+/* ---- misuse: a call answered twice, a stale call, answers racing the request's end ---- */
+
+/* A hook that answers "fast" URLs at once and keeps the latest other call. */
+struct latest_call {
+  _Atomic(pxl_hook_call *) call;
+  atomic_int count;
+};
+
+static void latest_hook(const char *url, const char *const *headers, size_t count, int32_t status,
+                        pxl_hook_call *call, void *user_data) {
+  (void)headers;
+  (void)count;
+  (void)status;
+  struct latest_call *l = user_data;
+  if (strstr(url, "fast")) {
+    pxl_hook_answer(call, NULL, 0);
+  } else {
+    atomic_store(&l->call, call);
+  }
+  atomic_fetch_add(&l->count, 1);
+}
+
+static void latest_config(pxl_config *config, struct latest_call *l) {
+  pxl_config_init(config);
+  config->request_hook = latest_hook;
+  config->request_hook_user_data = l;
+}
+
+/* Loads case_name through the fault server and returns the call its hook kept. */
+static pxl_hook_call *kept_call(const struct test_env *env, pxl_loader *loader, pxl_queue *queue, struct latest_call *l,
+                                const char *case_name, struct capture *c, pxl_token *token) {
+  struct test_url u = fault_url(env, 0, "/image", case_name);
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  memset(c, 0, sizeof *c);
+  int before = atomic_load(&l->count);
+  atomic_store(&l->call, NULL);
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, c, token), PXL_OK);
+  wait_count(&l->count, before + 1);
+  pxl_hook_call *call = atomic_load(&l->call);
+  CHECKF(call != NULL, "no hook call for %s", case_name);
+  return call;
+}
+
+/* A call answered (or failed) once is refused afterwards with PXL_E_INVALID_ARGUMENT and
+ * nothing happens, also a late call's second answer after its first got PXL_E_CANCELLED
+ * and a call whose slot later calls took over: a stale call never answers another. */
+void test_hook_answered_twice(const struct test_env *env) {
+  if (!env->fault_url) {
+    CHECKF(0, "no --fault-url given");
+    return;
+  }
+  struct latest_call l = {0};
+  pxl_config config;
+  latest_config(&config, &l);
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  const char *line = "X-Twice: 1";
+  struct capture c;
+  pxl_token token;
+
+  pxl_hook_call *answered = kept_call(env, loader, queue, &l, "hook-twice-answered", &c, &token);
+  CHECK_STATUS(pxl_hook_answer(answered, &line, 1), PXL_OK);
+  CHECK_STATUS(pxl_hook_answer(answered, &line, 1), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_hook_fail(answered, PXL_E_IO, "twice"), PXL_E_INVALID_ARGUMENT);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_OK);
+  capture_reset(&c);
+
+  pxl_hook_call *failed = kept_call(env, loader, queue, &l, "hook-twice-failed", &c, &token);
+  CHECK_STATUS(pxl_hook_fail(failed, PXL_E_NOT_FOUND, "no token"), PXL_OK);
+  CHECK_STATUS(pxl_hook_answer(failed, NULL, 0), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_hook_fail(failed, PXL_E_IO, "twice"), PXL_E_INVALID_ARGUMENT);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_E_NOT_FOUND);
+
+  /* A bad answer fails the request and uses the call up. */
+  pxl_hook_call *bad = kept_call(env, loader, queue, &l, "hook-twice-bad", &c, &token);
+  const char *broken = "no colon";
+  CHECK_STATUS(pxl_hook_answer(bad, &broken, 1), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_hook_answer(bad, NULL, 0), PXL_E_INVALID_ARGUMENT);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_E_INVALID_ARGUMENT);
+
+  /* Cancelled: the first answer is late (CANCELLED), the second misuse. */
+  pxl_hook_call *late = kept_call(env, loader, queue, &l, "hook-twice-cancelled", &c, &token);
+  CHECK_STATUS(pxl_cancel(loader, token), PXL_OK);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_E_CANCELLED);
+  CHECK_STATUS(pxl_hook_fail(late, PXL_E_IO, "late"), PXL_E_CANCELLED);
+  CHECK_STATUS(pxl_hook_fail(late, PXL_E_IO, "late"), PXL_E_INVALID_ARGUMENT);
+
+  /* Later calls reuse what the answered ones held; a stale call answers none of them. */
+  pxl_hook_call *stale = kept_call(env, loader, queue, &l, "hook-twice-stale", &c, &token);
+  CHECK_STATUS(pxl_hook_answer(stale, NULL, 0), PXL_OK);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  capture_reset(&c);
+  for (int i = 0; i < 20; i++) {
+    char name[48];
+    snprintf(name, sizeof name, "hook-twice-fast-%d", i);
+    struct test_url u = fault_url(env, 0, "/image", name);
+    pxl_request request;
+    request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+    struct capture fast;
+    memset(&fast, 0, sizeof fast);
+    CHECK_STATUS(load_and_wait(env, loader, queue, &request, &fast), PXL_OK);
+    CHECK_STATUS(fast.status, PXL_OK);
+    capture_reset(&fast);
+  }
+  pxl_hook_call *held = kept_call(env, loader, queue, &l, "hook-twice-held", &c, &token);
+  CHECK(held != stale);
+  CHECK_STATUS(pxl_hook_fail(stale, PXL_E_IO, "stale"), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_hook_answer(stale, NULL, 0), PXL_E_INVALID_ARGUMENT);
+  CHECK_INT(drain_for(queue, 100), 0); /* the held request still waits for its own call */
+  CHECK_STATUS(pxl_hook_answer(held, NULL, 0), PXL_OK);
+  CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+  CHECK_STATUS(c.status, PXL_OK);
+  capture_reset(&c);
+
+  CHECK_STATUS(pxl_hook_answer(NULL, NULL, 0), PXL_E_INVALID_ARGUMENT);
+  pxl_loader_free(loader);
+  /* After the loader: a call answered before stays refused. */
+  CHECK_STATUS(pxl_hook_answer(held, NULL, 0), PXL_E_INVALID_ARGUMENT);
+  pxl_queue_free(queue);
+}
+
+struct answer_racer {
+  pxl_hook_call *call;
+  int fail;
+  atomic_int *go;
+  pxl_status status;
+};
+
+static void *race_answer(void *arg) {
+  struct answer_racer *r = arg;
+  while (!atomic_load(r->go)) sched_yield();
+  r->status = r->fail ? pxl_hook_fail(r->call, PXL_E_IO, "raced") : pxl_hook_answer(r->call, NULL, 0);
+  return NULL;
+}
+
+/* Starts two threads answering call at once (one answers, one fails), lets them go with
+ * end (a cancel, a loader free) on this thread, and checks that the first answer counted
+ * (PXL_OK, or PXL_E_CANCELLED when the end came first) and the other was refused. */
+static void race_two_answers(pxl_hook_call *call, void (*end)(void *), void *arg) {
+  atomic_int go = 0;
+  struct answer_racer racers[2] = {{call, 0, &go, 0}, {call, 1, &go, 0}};
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++) pthread_create(&threads[i], NULL, race_answer, &racers[i]);
+  atomic_store(&go, 1);
+  end(arg);
+  for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+  int refused = 0, counted = 0;
+  for (int i = 0; i < 2; i++) {
+    if (racers[i].status == PXL_E_INVALID_ARGUMENT) refused++;
+    if (racers[i].status == PXL_OK || racers[i].status == PXL_E_CANCELLED) counted++;
+  }
+  CHECKF(refused == 1 && counted == 1, "answers returned %s and %s", pxl_status_string(racers[0].status),
+         pxl_status_string(racers[1].status));
+  CHECK_STATUS(pxl_hook_answer(call, NULL, 0), PXL_E_INVALID_ARGUMENT);
+}
+
+struct cancel_arg {
+  pxl_loader *loader;
+  pxl_token token;
+};
+
+static void cancel_end(void *arg) {
+  struct cancel_arg *a = arg;
+  pxl_cancel(a->loader, a->token);
+}
+
+static void free_end(void *arg) { pxl_loader_free(arg); }
+
+/* Two host threads answer one call while the request is cancelled, or its loader freed:
+ * the first answer counts, the other is refused, and the request ends exactly once. */
+void test_hook_answer_races(const struct test_env *env) {
+  if (!env->fault_url) {
+    CHECKF(0, "no --fault-url given");
+    return;
+  }
+  struct latest_call l = {0};
+  pxl_config config;
+  latest_config(&config, &l);
+  pxl_queue *queue = new_queue();
+  pxl_loader *loader = new_loader(&config);
+  for (int round = 0; round < 30; round++) {
+    char name[48];
+    snprintf(name, sizeof name, "hook-race-cancel-%d", round);
+    struct capture c;
+    struct cancel_arg a = {loader, 0};
+    pxl_hook_call *call = kept_call(env, loader, queue, &l, name, &c, &a.token);
+    race_two_answers(call, cancel_end, &a);
+    CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+    CHECKF(c.status == PXL_OK || c.status == PXL_E_CANCELLED || c.status == PXL_E_IO, "round %d: %s", round,
+           pxl_status_string(c.status));
+    CHECK_INT(drain_for(queue, 20), 0);
+    CHECK_INT(atomic_load(&c.calls), 1);
+    capture_reset(&c);
+  }
+  pxl_loader_free(loader);
+  for (int round = 0; round < 6; round++) {
+    char name[48];
+    snprintf(name, sizeof name, "hook-race-free-%d", round);
+    loader = new_loader(&config);
+    struct capture c;
+    pxl_token token;
+    pxl_hook_call *call = kept_call(env, loader, queue, &l, name, &c, &token);
+    race_two_answers(call, free_end, loader);
+    CHECK(drain_until(env, queue, &c.calls, 1, 5000));
+    CHECK_INT(drain_for(queue, 20), 0);
+    CHECK_INT(atomic_load(&c.calls), 1);
+    capture_reset(&c);
+  }
+  pxl_queue_free(queue);
 }

@@ -31,6 +31,9 @@ public struct FetcherSettings: Sendable {
 public final class FetchHandle: @unchecked Sendable {
   private weak var router: FetchRouter?
   let job: FetchJob
+  /// What the host knows this fetch by (the C API's pxl_fetch handle), for the fetcher's
+  /// `cancel` to name it as `start` did. Set and read on the stage's thread only.
+  public var hostHandle: UInt = 0
 
   init(router: FetchRouter, job: FetchJob) {
     self.router = router
