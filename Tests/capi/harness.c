@@ -511,6 +511,17 @@ int main(int argc, char **argv) {
   parse_options(&env, argc, argv);
   const char *slow = getenv("PXL_TEST_SLOW_FACTOR");
   if (slow && atoi(slow) > 1) env.slow_factor = atoi(slow);
+  /* A name that is no test (a file's name, a typo) is an error, not an empty run that
+   * ends in "0 passed, 0 failed" and a success. */
+  for (int i = 4; i < argc; i++) {
+    if (strncmp(argv[i], "--", 2) == 0) continue;
+    size_t k = 0;
+    while (k < sizeof k_tests / sizeof k_tests[0] && strcmp(k_tests[k].name, argv[i]) != 0) k++;
+    if (k == sizeof k_tests / sizeof k_tests[0]) {
+      fprintf(stderr, "no test named %s\n", argv[i]);
+      return 2;
+    }
+  }
 
   for (size_t i = 0; i < sizeof k_tests / sizeof k_tests[0]; i++) {
     if (!selected(k_tests[i].name, argc, argv)) continue;
