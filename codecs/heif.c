@@ -400,9 +400,10 @@ static int read_items(const uint8_t *data, size_t size, const uint32_t *ids, str
   return 1;
 }
 
-/* The first `want` bytes of item `id`'s data (iloc: in the file or in idat, its extents one
- * after another, as libheif 1.15 reads them); 0 when the file does not hold that many. */
-static int item_data(const uint8_t *data, size_t size, uint32_t id, uint8_t *out, size_t want) {
+/* Up to the first `want` bytes of item `id`'s data (iloc: in the file or in idat, its extents
+ * one after another, as libheif 1.15 reads them): how many; 0 when it has none or the file
+ * does not hold an extent it names. */
+static size_t item_data(const uint8_t *data, size_t size, uint32_t id, uint8_t *out, size_t want) {
   size_t meta, meta_end, iloc, iloc_end, idat = 0, idat_end = 0;
   if (!meta_children(data, size, &meta, &meta_end) || !find_box(data, meta, meta_end, "iloc", &iloc, &iloc_end) ||
       iloc + 6 > iloc_end)
@@ -455,7 +456,7 @@ static int item_data(const uint8_t *data, size_t size, uint32_t id, uint8_t *out
       got += take;
     }
     (void)index;
-    if (item == id) return got == want; /* the first entry for the item, as libheif looks it up */
+    if (item == id) return got; /* the first entry for the item, as libheif looks it up */
   }
 #undef FIELD
   return 0;
@@ -487,16 +488,12 @@ static pxl_status check_sizes(const struct heif_file *file, struct heif_edge *ed
     if (!grid && !overlay) continue;
     /* The canvas: grid: version, flags, rows - 1, columns - 1, width, height; iovl: version,
      * flags, a 16-bit RGBA fill colour, width, height; 32-bit sizes when flags & 1, else 16. */
-    uint8_t head[16];
-    size_t at = grid ? 4 : 10;
-    if (!item_data(file->data, file->size, ids[i], head, 2)) {
-      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "the %.4s item %u has no readable data",
+    uint8_t head[18];
+    size_t at = grid ? 4 : 10, got = item_data(file->data, file->size, ids[i], head, sizeof head);
+    int bytes = got >= 2 && (head[1] & 1) ? 4 : 2;
+    if (got < at + 2 * (size_t)bytes) {
+      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "the %.4s item %u's canvas is cut short",
                                items[i].type, ids[i]);
-      break;
-    }
-    int bytes = head[1] & 1 ? 4 : 2;
-    if (!item_data(file->data, file->size, ids[i], head, at + 2 * (size_t)bytes)) {
-      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "the %.4s item %u is cut short", items[i].type, ids[i]);
       break;
     }
     uint32_t w = read_be(head + at, bytes), h = read_be(head + at + bytes, bytes);
@@ -504,8 +501,9 @@ static pxl_status check_sizes(const struct heif_file *file, struct heif_edge *ed
     /* Either way round for an item turned sideways: libheif 1.15's writer stores its ispe
      * turned (see handle_size), over the canvas as coded. The same pixels either way. */
     if ((w > iw || h > ih) && !(w <= ih && h <= iw && turns_sideways(file->data, file->size, ids[i])))
-      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "the %.4s item %u's canvas %ux%u is larger than its declared size %dx%d",
-                               items[i].type, ids[i], w, h, items[i].width, items[i].height);
+      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap,
+                               "the %.4s item %u's canvas %ux%u is larger than its declared size %dx%d", items[i].type,
+                               ids[i], w, h, items[i].width, items[i].height);
   }
   free(ids);
   free(items);
