@@ -26,7 +26,7 @@ import time
 from PIL import Image
 
 from harness import Harness, max_difference, run
-from heif_grid import read_tile, write_grid
+from heif_grid import read_tile, write_grid, write_overlay
 
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 work = tempfile.mkdtemp(prefix="pxl-modules.")
@@ -156,6 +156,14 @@ if len(tiles) == 3:
     got, why = fetch(lie)
     check(got is None and "canvas 3000x3000" in why,
           f"heic grid declared 29x100 with a 3000x3000 canvas and a tile declared 4000x4000: refused ({why})")
+    # An overlay (iovl) is checked the same way: its 32-bit fields too.
+    overlay = os.path.join(work, "overlay100x100.heic")
+    write_overlay(overlay, [tiles["tile64x100"], tiles["piece0"]], 100, 100, [(0, 0), (50, 20)])
+    heic_against_reference("100x100 overlay of a 64x100 and a 64x64 tile", overlay)
+    lie = os.path.join(work, "overlay-canvas-over-ispe.heic")
+    write_overlay(lie, [tiles["tile64x100"]], 20000, 20000, [(0, 0)], ispe=(100, 100))
+    got, why = fetch(lie)
+    check(got is None and "canvas 20000x20000" in why, f"heic overlay declared 100x100 with a 20000x20000 canvas: refused ({why})")
 
 # A phone-style HEIC with an embedded thumbnail: a 150x150 request is served from it.
 big = Image.new("RGB", (1600, 1200))

@@ -5,8 +5,9 @@ read_tile(path): the coded picture of the one HEVC (hvc1) item in a file heif-en
 hvcC box, its ispe size, its data). write_grid(path, tiles, rows, columns, width, height):
 a HEIF file whose primary item is a grid of those tiles (row by row) on a width x height
 canvas; `ispe` and `tile_ispe` override the sizes the file declares for the grid and for each
-tile (for a file that contradicts itself). Only what libheif 1.15 needs: ftyp, meta (hdlr,
-pitm, iinf, iref dimg, iprp, iloc, idat holding the grid descriptor), mdat.
+tile (for a file that contradicts itself). write_overlay: the same for an overlay (iovl).
+Only what libheif 1.15 needs: ftyp, meta (hdlr, pitm, iinf, iref dimg, iprp, iloc, idat
+holding the descriptor), mdat.
 """
 import struct
 
@@ -109,22 +110,34 @@ def _full(kind, version, flags, payload):
 
 def write_grid(path, tiles, rows, columns, width, height, ispe=None, tile_ispe=None):
     assert len(tiles) == rows * columns
-    grid = len(tiles) + 1  # tiles are items 1..n, the grid n+1
+    descriptor = struct.pack(">BBBBHH", 0, 0, rows - 1, columns - 1, width, height)
+    _write_derived(path, b"grid", tiles, descriptor, ispe or (width, height), tile_ispe)
+
+
+def write_overlay(path, tiles, width, height, offsets, ispe=None):
+    """An overlay (iovl) of the tiles at offsets [(x, y)] on a width x height canvas, its
+    fields 32-bit (flags 1), an opaque white fill."""
+    descriptor = struct.pack(">BB4HII", 0, 1, 65535, 65535, 65535, 65535, width, height)
+    descriptor += b"".join(struct.pack(">ii", x, y) for x, y in offsets)
+    _write_derived(path, b"iovl", tiles, descriptor, ispe or (width, height), None)
+
+
+def _write_derived(path, kind, tiles, descriptor, ispe, tile_ispe):
+    derived = len(tiles) + 1  # tiles are items 1..n, the derived image n+1
     infes = [_full(b"infe", 2, 1, struct.pack(">HH4s", i + 1, 0, b"hvc1") + b"\0") for i in range(len(tiles))]
-    infes.append(_full(b"infe", 2, 0, struct.pack(">HH4s", grid, 0, b"grid") + b"\0"))
+    infes.append(_full(b"infe", 2, 0, struct.pack(">HH4s", derived, 0, kind) + b"\0"))
     iinf = _full(b"iinf", 0, 0, struct.pack(">H", len(infes)) + b"".join(infes))
-    iref = _full(b"iref", 0, 0, _box(b"dimg", struct.pack(">HH", grid, len(tiles)) +
+    iref = _full(b"iref", 0, 0, _box(b"dimg", struct.pack(">HH", derived, len(tiles)) +
                                      b"".join(struct.pack(">H", i + 1) for i in range(len(tiles)))))
     props, ipma = [], []
     for i, (hvcc, size, _) in enumerate(tiles):
         props.append(hvcc)
         props.append(_full(b"ispe", 0, 0, struct.pack(">II", *(tile_ispe or size))))
         ipma.append(struct.pack(">HBBB", i + 1, 2, 0x80 | len(props) - 1, len(props)))
-    props.append(_full(b"ispe", 0, 0, struct.pack(">II", *(ispe or (width, height)))))
-    ipma.append(struct.pack(">HBB", grid, 1, len(props)))
+    props.append(_full(b"ispe", 0, 0, struct.pack(">II", *ispe)))
+    ipma.append(struct.pack(">HBB", derived, 1, len(props)))
     iprp = _box(b"iprp", _box(b"ipco", b"".join(props)) +
                 _full(b"ipma", 0, 0, struct.pack(">I", len(ipma)) + b"".join(ipma)))
-    descriptor = struct.pack(">BBBBHH", 0, 0, rows - 1, columns - 1, width, height)
     hdlr = _full(b"hdlr", 0, 0, struct.pack(">I4s12x", 0, b"pict") + b"\0")
 
     def meta(body_start):
@@ -132,9 +145,9 @@ def write_grid(path, tiles, rows, columns, width, height, ispe=None, tile_ispe=N
         for i, (_, _, coded) in enumerate(tiles):  # construction method 0: the file's offsets
             extents.append(struct.pack(">HHHHII", i + 1, 0, 0, 1, at, len(coded)))
             at += len(coded)
-        extents.append(struct.pack(">HHHHII", grid, 1, 0, 1, 0, len(descriptor)))  # 1: idat
+        extents.append(struct.pack(">HHHHII", derived, 1, 0, 1, 0, len(descriptor)))  # 1: idat
         iloc = _full(b"iloc", 1, 0, struct.pack(">BBH", 0x44, 0x00, len(extents)) + b"".join(extents))
-        return _full(b"meta", 0, 0, hdlr + _full(b"pitm", 0, 0, struct.pack(">H", grid)) + iinf + iref + iprp +
+        return _full(b"meta", 0, 0, hdlr + _full(b"pitm", 0, 0, struct.pack(">H", derived)) + iinf + iref + iprp +
                      iloc + _box(b"idat", descriptor))
 
     ftyp = _box(b"ftyp", b"heic" + struct.pack(">I", 0) + b"mif1heic")
