@@ -141,9 +141,11 @@ static int turns_sideways(const uint8_t *data, size_t size, heif_item_id id) {
 
 #define PXL_HEIF_MAX_REFERENCES 65536 /* edges; a 12 MP phone grid has about 50 */
 
-/* Decoding item `from` decodes item `to`; or, `thumb`, `to` is a thumbnail of `from`, decoded
- * instead of it (never with it: no loop through it). */
-struct heif_edge { uint32_t from, to; int thumb; };
+/* Decoding item `from` decodes item `to` (dimg: `from` is made of `to`; auxl: `to` is an
+ * auxiliary image of `from`), or (thmb) `to` is a thumbnail of `from`, decoded instead of it,
+ * never with it: no loop through it. */
+enum heif_edge_kind { HEIF_DIMG, HEIF_AUXL, HEIF_THMB };
+struct heif_edge { uint32_t from, to; enum heif_edge_kind kind; };
 
 static int compare_u32(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -174,7 +176,7 @@ static int has_loop(struct heif_edge *edges, size_t count) {
   for (size_t i = 0; i <= nodes; i++) first[i] = 0;
   for (size_t i = 0; i < count; i++) {
     first[NODE(edges[i].from) + 1]++;
-    if (!edges[i].thumb) indegree[NODE(edges[i].to)]++;
+    if (edges[i].kind != HEIF_THMB) indegree[NODE(edges[i].to)]++;
   }
   for (size_t i = 0; i < nodes; i++) first[i + 1] += first[i];
   size_t head = 0, tail = 0, taken = 0;
@@ -184,7 +186,7 @@ static int has_loop(struct heif_edge *edges, size_t count) {
     size_t node = queue[head++];
     taken++;
     for (size_t e = first[node]; e < first[node + 1]; e++)
-      if (!edges[e].thumb && --indegree[NODE(edges[e].to)] == 0) queue[tail++] = NODE(edges[e].to);
+      if (edges[e].kind != HEIF_THMB && --indegree[NODE(edges[e].to)] == 0) queue[tail++] = NODE(edges[e].to);
   }
 #undef NODE
   loop = taken < nodes;
@@ -241,7 +243,8 @@ static pxl_status check_references(const uint8_t *data, size_t size, struct heif
       uint32_t to = read_be(data + at, id_bytes);
       /* dimg: the derived image `from` is made of `to`. auxl: `from` is an auxiliary image
        * (alpha, depth) of `to`, decoded with it. thmb: `from` is a thumbnail of `to`. */
-      edges[count++] = dimg ? (struct heif_edge){from, to, 0} : (struct heif_edge){to, from, thmb};
+      edges[count++] = dimg ? (struct heif_edge){from, to, HEIF_DIMG}
+                            : (struct heif_edge){to, from, thmb ? HEIF_THMB : HEIF_AUXL};
     }
   }
   if (count > 0) {
@@ -329,7 +332,8 @@ done:
 /* What the file declares about one item the decode makes. */
 struct heif_item {
   int32_t width, height; /* its ispe (the last one it is associated with, as libheif 1.15 reads it); 0: none */
-  char type[4];          /* its infe item type */
+  char type[4];          /* its infe item type (its first infe's, as libheif 1.15 keeps it); zeros: none */
+  int declared;          /* an infe was read for it */
   int has_properties;    /* its first ipma entry was read (libheif reads the first) */
 };
 
@@ -348,11 +352,14 @@ static int read_items(const uint8_t *data, size_t size, const uint32_t *ids, str
     size_t at = iinf + 4 + (data[iinf] == 0 ? 2 : 4), payload, payload_end;
     char type[4];
     while (next_box(data, &at, iinf_end, type, &payload, &payload_end)) {
-      if (memcmp(type, "infe", 4) != 0 || payload_end - payload < 4 || data[payload] < 2) continue;
-      int id_bytes = data[payload] == 2 ? 2 : 4;
-      if (payload_end - payload < 4 + (size_t)id_bytes + 2 + 4) continue;
+      if (memcmp(type, "infe", 4) != 0 || payload_end - payload < 6) continue;
+      /* Versions 0 and 1: a 16-bit id and no item type; 2: a 16-bit id, 3: a 32-bit one. */
+      int version = data[payload], id_bytes = version == 3 ? 4 : 2;
+      if (version >= 2 && payload_end - payload < 4 + (size_t)id_bytes + 2 + 4) continue;
       struct heif_item *item = find_item(ids, items, n, read_be(data + payload + 4, id_bytes));
-      if (item) memcpy(item->type, data + payload + 4 + id_bytes + 2, 4);
+      if (!item || item->declared) continue;
+      item->declared = 1;
+      if (version >= 2) memcpy(item->type, data + payload + 4 + id_bytes + 2, 4);
     }
   }
   if (!find_box(data, meta, meta_end, "iprp", &iprp, &iprp_end) ||
@@ -462,6 +469,18 @@ static size_t item_data(const uint8_t *data, size_t size, uint32_t id, uint8_t *
   return 0;
 }
 
+/* Item types libheif 1.15 decodes as images (item_type_is_image), and the derived ones. */
+static int is_image(const char type[4]) {
+  static const char *types[] = {"hvc1", "av01", "vvc1", "grid", "iovl", "iden"};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (memcmp(type, types[i], 4) == 0) return 1;
+  return 0;
+}
+
+static int is_derived(const char type[4]) {
+  return memcmp(type, "grid", 4) == 0 || memcmp(type, "iovl", 4) == 0 || memcmp(type, "iden", 4) == 0;
+}
+
 /* PXL_OK and the side for heif_context_set_maximum_image_size_limit (*side, 0: none), or why
  * the file is refused. */
 static pxl_status check_sizes(const struct heif_file *file, struct heif_edge *edges, size_t count, int64_t *side,
@@ -481,6 +500,15 @@ static pxl_status check_sizes(const struct heif_file *file, struct heif_edge *ed
     return PXL_E_NO_MEMORY;
   }
   pxl_status status = PXL_OK;
+  /* What a derived image (grid, overlay, identity) is made of must be images: libheif 1.15
+   * (Debian's build, its assertions on) aborts decoding an overlay made of an item it has no
+   * image for (make fuzz-heif, input kept); a grid's it refuses. */
+  for (size_t e = 0; e < count && status == PXL_OK; e++) {
+    const struct heif_item *from = find_item(ids, items, n, edges[e].from), *to = find_item(ids, items, n, edges[e].to);
+    if (edges[e].kind != HEIF_DIMG || !from || !to || !is_derived(from->type) || is_image(to->type)) continue;
+    status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "the %.4s item %u is made of item %u, which is no image",
+                             from->type, edges[e].from, edges[e].to);
+  }
   for (size_t i = 0; i < n && status == PXL_OK; i++) {
     if (items[i].width > *side) *side = items[i].width;
     if (items[i].height > *side) *side = items[i].height;
