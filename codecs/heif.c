@@ -12,6 +12,9 @@
  * - RGBA8 straight (heif_chroma_interleaved_RGBA: 10-bit is reduced to 8 by libheif),
  *   alpha from the alpha auxiliary image; the ICC profile (prof/rICC) or nclx code points
  *   to the library's colour stage.
+ * - Sizes: libheif may make no image larger than the file's decoded items declare, HEVC's
+ *   padding admitted, and a grid's or overlay's canvas may not exceed its own ispe
+ *   (check_sizes); item references may not loop (check_references).
  * - Thumbnails: choose_size picks the smallest embedded thumbnail (thmb) that covers the
  *   size asked, and decode then decodes that thumbnail instead of the primary image; the
  *   library resamples it. Without one that covers it: the full image.
@@ -266,15 +269,15 @@ static pxl_status check_references(const uint8_t *data, size_t size, struct heif
  * heif_context_set_maximum_image_size_limit is one side, for width and height, and libheif
  * (Debian's 1.15.1-1+deb12u2 and later) holds two things to it: each coded picture's size
  * (HEVC's, or AV1's, from the bitstream: refused when larger) and a grid's or overlay's canvas
- * (from its descriptor: refused when equal or larger). A coded picture is
- * larger than the size the file declares for its item: HEVC codes whole minimum coding blocks
- * (8 to 64 luma samples; x265's default 8 makes a 97x61 image 104x64, min-cu-size=32 makes it
- * 128x64) and crops the rest by its conformance window. And a grid's tiles are items of their
- * own, with their own ispe, which may exceed the grid's (pillow_heif's 29x100 grids: one 64x100
- * tile, coded 64x104). So the limit is the largest side declared by any item the decode makes
- * (the primary image, the tiles it is made of, its auxiliary images and thumbnails, and
- * theirs), rounded up to a multiple of 64 (the largest HEVC coding block: every legal minimum
- * block size divides it), plus one for the canvas check's "equal is too large".
+ * (from its descriptor: refused when equal or larger). A coded picture is larger than the
+ * size the file declares for its item: HEVC codes whole minimum coding blocks (8 to 64 luma
+ * samples; x265's default 8 makes a 97x61 image 104x64, min-cu-size=32 makes it 128x64) and
+ * crops the rest by its conformance window. And a grid's tiles are items of their own, with
+ * their own ispe, which may exceed the grid's (pillow_heif's 29x100 grids: one 64x100 tile,
+ * coded 64x104). So the limit is the largest side declared by any item the decode makes (the
+ * primary image, the tiles it is made of, its auxiliary images and thumbnails, and theirs),
+ * rounded up to a multiple of 64 (the largest HEVC coding block: every legal minimum block
+ * size divides it), plus one for the canvas check's "equal is too large".
  *
  * That limit alone no longer bounds a canvas by the size read_header reports (which the
  * library checks max_pixels against): a tile declared 30000 wide would admit a 30000x30000
