@@ -12,10 +12,14 @@
  * - RGBA8 straight (heif_chroma_interleaved_RGBA: 10-bit is reduced to 8 by libheif),
  *   alpha from the alpha auxiliary image; the ICC profile (prof/rICC) or nclx code points
  *   to the library's colour stage.
+ * - Sizes: libheif may make no image larger than the file's decoded items declare, HEVC's
+ *   padding admitted, and a grid's or overlay's canvas may not exceed its own ispe
+ *   (check_sizes); item references may not loop (check_references).
  * - Thumbnails: choose_size picks the smallest embedded thumbnail (thmb) that covers the
  *   size asked, and decode then decodes that thumbnail instead of the primary image; the
  *   library resamples it. Without one that covers it: the full image.
  */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include <libheif/heif.h>
@@ -140,7 +144,11 @@ static int turns_sideways(const uint8_t *data, size_t size, heif_item_id id) {
 
 #define PXL_HEIF_MAX_REFERENCES 65536 /* edges; a 12 MP phone grid has about 50 */
 
-struct heif_edge { uint32_t from, to; }; /* decoding item `from` decodes item `to` */
+/* Decoding item `from` decodes item `to` (dimg: `from` is made of `to`; auxl: `to` is an
+ * auxiliary image of `from`), or (thmb) `to` is a thumbnail of `from`, decoded instead of it,
+ * never with it: no loop through it. */
+enum heif_edge_kind { HEIF_DIMG, HEIF_AUXL, HEIF_THMB };
+struct heif_edge { uint32_t from, to; enum heif_edge_kind kind; };
 
 static int compare_u32(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -171,7 +179,7 @@ static int has_loop(struct heif_edge *edges, size_t count) {
   for (size_t i = 0; i <= nodes; i++) first[i] = 0;
   for (size_t i = 0; i < count; i++) {
     first[NODE(edges[i].from) + 1]++;
-    indegree[NODE(edges[i].to)]++;
+    if (edges[i].kind != HEIF_THMB) indegree[NODE(edges[i].to)]++;
   }
   for (size_t i = 0; i < nodes; i++) first[i + 1] += first[i];
   size_t head = 0, tail = 0, taken = 0;
@@ -181,7 +189,7 @@ static int has_loop(struct heif_edge *edges, size_t count) {
     size_t node = queue[head++];
     taken++;
     for (size_t e = first[node]; e < first[node + 1]; e++)
-      if (--indegree[NODE(edges[e].to)] == 0) queue[tail++] = NODE(edges[e].to);
+      if (edges[e].kind != HEIF_THMB && --indegree[NODE(edges[e].to)] == 0) queue[tail++] = NODE(edges[e].to);
   }
 #undef NODE
   loop = taken < nodes;
@@ -193,8 +201,12 @@ done:
   return loop;
 }
 
-/* PXL_OK, or why the file's item references are refused. */
-static pxl_status check_references(const uint8_t *data, size_t size, char *message, size_t cap) {
+/* PXL_OK, or why the file's item references are refused. On PXL_OK, *edges (malloc'd, the
+ * caller frees it; NULL when none) holds the dimg, auxl and thmb references, *count of them. */
+static pxl_status check_references(const uint8_t *data, size_t size, struct heif_edge **edges_out, size_t *count_out,
+                                   char *message, size_t cap) {
+  *edges_out = NULL;
+  *count_out = 0;
   size_t meta, meta_end, iref, iref_end;
   if (!meta_children(data, size, &meta, &meta_end) || !find_box(data, meta, meta_end, "iref", &iref, &iref_end) ||
       iref + 4 > iref_end)
@@ -211,6 +223,7 @@ static pxl_status check_references(const uint8_t *data, size_t size, char *messa
   while (iref_end - at >= 8) {
     const uint8_t *p = data + at;
     int dimg = memcmp(p + 4, "dimg", 4) == 0, auxl = memcmp(p + 4, "auxl", 4) == 0;
+    int thmb = memcmp(p + 4, "thmb", 4) == 0;
     size_t header = 8 + (read_be(p, 4) == 1 ? 8 : 0) + (memcmp(p + 4, "uuid", 4) == 0 ? 16 : 0);
     if (iref_end - at < header + (size_t)id_bytes + 2) break;
     at += header;
@@ -218,7 +231,7 @@ static pxl_status check_references(const uint8_t *data, size_t size, char *messa
     uint32_t refs = read_be(data + at + id_bytes, 2);
     at += (size_t)id_bytes + 2;
     for (uint32_t r = 0; r < refs && iref_end - at >= (size_t)id_bytes; r++, at += (size_t)id_bytes) {
-      if (!dimg && !auxl) continue;
+      if (!dimg && !auxl && !thmb) continue;
       if (count == capacity) {
         if (capacity == PXL_HEIF_MAX_REFERENCES) {
           free(edges);
@@ -232,8 +245,9 @@ static pxl_status check_references(const uint8_t *data, size_t size, char *messa
       }
       uint32_t to = read_be(data + at, id_bytes);
       /* dimg: the derived image `from` is made of `to`. auxl: `from` is an auxiliary image
-       * (alpha, depth) of `to`, decoded with it. */
-      edges[count++] = dimg ? (struct heif_edge){from, to} : (struct heif_edge){to, from};
+       * (alpha, depth) of `to`, decoded with it. thmb: `from` is a thumbnail of `to`. */
+      edges[count++] = dimg ? (struct heif_edge){from, to, HEIF_DIMG}
+                            : (struct heif_edge){to, from, thmb ? HEIF_THMB : HEIF_AUXL};
     }
   }
   if (count > 0) {
@@ -241,23 +255,312 @@ static pxl_status check_references(const uint8_t *data, size_t size, char *messa
     if (loop < 0) status = PXL_E_NO_MEMORY;
     else if (loop) status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "the item references form a loop");
   }
-  free(edges);
+  if (status != PXL_OK) {
+    free(edges);
+    return status;
+  }
+  *edges_out = edges;
+  *count_out = count;
+  return PXL_OK;
+}
+
+/* ---- The largest image libheif may make for the file ----
+ *
+ * heif_context_set_maximum_image_size_limit is one side, for width and height, and libheif
+ * (Debian's 1.15.1-1+deb12u2 and later) holds two things to it: each coded picture's size
+ * (HEVC's, or AV1's, from the bitstream: refused when larger) and a grid's or overlay's canvas
+ * (from its descriptor: refused when equal or larger). A coded picture is larger than the
+ * size the file declares for its item: HEVC codes whole minimum coding blocks (8 to 64 luma
+ * samples; x265's default 8 makes a 97x61 image 104x64, min-cu-size=32 makes it 128x64) and
+ * crops the rest by its conformance window. And a grid's tiles are items of their own, with
+ * their own ispe, which may exceed the grid's (pillow_heif's 29x100 grids: one 64x100 tile,
+ * coded 64x104). So the limit is the largest side declared by any item the decode makes (the
+ * primary image, the tiles it is made of, its auxiliary images and thumbnails, and theirs),
+ * rounded up to a multiple of 64 (the largest HEVC coding block: every legal minimum block
+ * size divides it), plus one for the canvas check's "equal is too large".
+ *
+ * That limit alone no longer bounds a canvas by the size read_header reports (which the
+ * library checks max_pixels against): a tile declared 30000 wide would admit a 30000x30000
+ * canvas. So a grid's or overlay's canvas is checked here, before libheif reads it, against
+ * the ispe its item declares: a 64x48 grid whose descriptor says 25705x28007 (2.8 GB in
+ * libheif 1.15, which then crashed writing; Tests/fuzz-regressions/heif) is refused. */
+
+/* The items decoding `primary` makes: it, what it is made of (dimg), its auxiliary images
+ * (auxl) and thumbnails (thmb), and theirs; sorted ids, *n of them. NULL when out of memory.
+ * The edges come back sorted by compare_edge. */
+static uint32_t *decoded_items(struct heif_edge *edges, size_t count, uint32_t primary, size_t *n) {
+  uint32_t *ids = malloc((2 * count + 1) * sizeof *ids), *out = NULL;
+  size_t *queue = malloc((2 * count + 1) * sizeof *queue);
+  uint8_t *seen = calloc(2 * count + 1, 1);
+  if (!ids || !queue || !seen) goto done;
+  size_t nodes = 0;
+  ids[nodes++] = primary;
+  for (size_t i = 0; i < count; i++) { ids[nodes++] = edges[i].from; ids[nodes++] = edges[i].to; }
+  qsort(ids, nodes, sizeof *ids, compare_u32);
+  size_t unique = 0;
+  for (size_t i = 0; i < nodes; i++)
+    if (unique == 0 || ids[unique - 1] != ids[i]) ids[unique++] = ids[i];
+  nodes = unique;
+  if (count > 0) qsort(edges, count, sizeof *edges, compare_edge); /* edges is NULL when none */
+#define NODE(id) ((size_t)((uint32_t *)bsearch(&(id), ids, nodes, sizeof *ids, compare_u32) - ids))
+  size_t head = 0, tail = 0;
+  queue[tail++] = NODE(primary);
+  seen[queue[0]] = 1;
+  while (head < tail) {
+    uint32_t id = ids[queue[head++]];
+    /* The first edge from `id` (edges are sorted by from), then each of its edges. */
+    size_t lo = 0, hi = count;
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (edges[mid].from < id) lo = mid + 1; else hi = mid;
+    }
+    for (size_t e = lo; e < count && edges[e].from == id; e++) {
+      size_t to = NODE(edges[e].to);
+      if (!seen[to]) { seen[to] = 1; queue[tail++] = to; }
+    }
+  }
+#undef NODE
+  out = malloc(tail * sizeof *out);
+  if (!out) goto done;
+  *n = 0;
+  for (size_t i = 0; i < nodes; i++)
+    if (seen[i]) out[(*n)++] = ids[i];
+done:
+  free(ids);
+  free(queue);
+  free(seen);
+  return out;
+}
+
+/* What the file declares about one item the decode makes. */
+struct heif_item {
+  int32_t width, height; /* its ispe (the last one it is associated with, as libheif 1.15 reads it); 0: none */
+  char type[4];          /* its infe item type (its first infe's, as libheif 1.15 keeps it); zeros: none */
+  int declared;          /* an infe was read for it */
+  int has_properties;    /* its first ipma entry was read (libheif reads the first) */
+};
+
+static struct heif_item *find_item(const uint32_t *ids, struct heif_item *items, size_t n, uint32_t id) {
+  const uint32_t *at = bsearch(&id, ids, n, sizeof *ids, compare_u32);
+  return at ? &items[at - ids] : NULL;
+}
+
+/* Reads ipco (the ispe properties), ipma (which belong to which item) and iinf (the item
+ * types) for the items `ids`. A box missing or cut short leaves what was read: libheif
+ * refuses such a file itself, or it declares less. */
+static int read_items(const uint8_t *data, size_t size, const uint32_t *ids, struct heif_item *items, size_t n) {
+  size_t meta, meta_end, iprp, iprp_end, ipco, ipco_end, ipma, ipma_end, iinf, iinf_end;
+  if (!meta_children(data, size, &meta, &meta_end)) return 1;
+  if (find_box(data, meta, meta_end, "iinf", &iinf, &iinf_end) && iinf + 4 <= iinf_end) {
+    size_t at = iinf + 4 + (data[iinf] == 0 ? 2 : 4), payload, payload_end;
+    char type[4];
+    while (next_box(data, &at, iinf_end, type, &payload, &payload_end)) {
+      if (memcmp(type, "infe", 4) != 0 || payload_end - payload < 6) continue;
+      /* Versions 0 and 1: a 16-bit id and no item type; 2: a 16-bit id, 3: a 32-bit one. */
+      int version = data[payload], id_bytes = version == 3 ? 4 : 2;
+      if (version >= 2 && payload_end - payload < 4 + (size_t)id_bytes + 2 + 4) continue;
+      struct heif_item *item = find_item(ids, items, n, read_be(data + payload + 4, id_bytes));
+      if (!item || item->declared) continue;
+      item->declared = 1;
+      if (version >= 2) memcpy(item->type, data + payload + 4 + id_bytes + 2, 4);
+    }
+  }
+  if (!find_box(data, meta, meta_end, "iprp", &iprp, &iprp_end) ||
+      !find_box(data, iprp, iprp_end, "ipco", &ipco, &ipco_end) ||
+      !find_box(data, iprp, iprp_end, "ipma", &ipma, &ipma_end))
+    return 1;
+  /* The ispe properties by their 1-based index (up to 32767, ipma's widest). */
+  int32_t (*ispe)[2] = calloc(32768, sizeof *ispe);
+  if (!ispe) return 0;
+  char type[4];
+  size_t at = ipco, payload, payload_end;
+  for (uint32_t index = 1; index < 32768 && next_box(data, &at, ipco_end, type, &payload, &payload_end); index++)
+    if (memcmp(type, "ispe", 4) == 0 && payload_end - payload >= 12) {
+      uint32_t w = read_be(data + payload + 4, 4), h = read_be(data + payload + 8, 4);
+      /* Over INT32_MAX: libheif refuses it (its own limit, 32768), so never the decode's. */
+      ispe[index][0] = w > INT32_MAX ? INT32_MAX : (int32_t)w;
+      ispe[index][1] = h > INT32_MAX ? INT32_MAX : (int32_t)h;
+    }
+  if (ipma + 8 <= ipma_end) {
+    int version = data[ipma], wide_index = data[ipma + 3] & 1;
+    uint32_t entries = read_be(data + ipma + 4, 4);
+    size_t p = ipma + 8;
+    for (uint32_t e = 0; e < entries; e++) {
+      int id_bytes = version < 1 ? 2 : 4;
+      if (p + (size_t)id_bytes + 1 > ipma_end) break;
+      struct heif_item *item = find_item(ids, items, n, read_be(data + p, id_bytes));
+      unsigned count = data[p + (size_t)id_bytes];
+      p += (size_t)id_bytes + 1;
+      size_t each = wide_index ? 2 : 1;
+      if (p + count * each > ipma_end) break;
+      if (item && !item->has_properties) {
+        item->has_properties = 1;
+        for (unsigned i = 0; i < count; i++) {
+          uint32_t index = wide_index ? read_be(data + p + i * each, 2) & 0x7fff : data[p + i] & 0x7fu;
+          if (ispe[index][0] || ispe[index][1]) {
+            item->width = ispe[index][0];
+            item->height = ispe[index][1];
+          }
+        }
+      }
+      p += count * each;
+    }
+  }
+  free(ispe);
+  return 1;
+}
+
+/* Up to the first `want` bytes of item `id`'s data (iloc: in the file or in idat, its extents
+ * one after another, as libheif 1.15 reads them): how many; 0 when it has none or the file
+ * does not hold an extent it names. */
+static size_t item_data(const uint8_t *data, size_t size, uint32_t id, uint8_t *out, size_t want) {
+  size_t meta, meta_end, iloc, iloc_end, idat = 0, idat_end = 0;
+  if (!meta_children(data, size, &meta, &meta_end) || !find_box(data, meta, meta_end, "iloc", &iloc, &iloc_end) ||
+      iloc + 6 > iloc_end)
+    return 0;
+  int has_idat = find_box(data, meta, meta_end, "idat", &idat, &idat_end);
+  int version = data[iloc];
+  const uint8_t *p = data + iloc + 4;
+  int offset_size = p[0] >> 4, length_size = p[0] & 15, base_size = p[1] >> 4, index_size = version > 1 ? p[1] & 15 : 0;
+  size_t at = iloc + 6, id_bytes = version < 2 ? 2 : 4;
+  if (at + id_bytes > iloc_end) return 0;
+  uint32_t items = read_be(data + at, (int)id_bytes);
+  at += id_bytes;
+  /* A field of 4 or 8 bytes is read; any other size is none (libheif's reading). */
+#define FIELD(bytes, value)                                                                    \
+  do {                                                                                         \
+    size_t b_ = (bytes) == 4 || (bytes) == 8 ? (size_t)(bytes) : 0;                            \
+    if (at + b_ > iloc_end) return 0;                                                          \
+    uint64_t v_ = 0;                                                                           \
+    for (size_t i_ = 0; i_ < b_; i_++) v_ = v_ << 8 | data[at + i_];                           \
+    at += b_;                                                                                  \
+    (value) = v_;                                                                              \
+  } while (0)
+  for (uint32_t i = 0; i < items; i++) {
+    if (at + id_bytes + (version >= 1 ? 2 : 0) + 2 > iloc_end) return 0;
+    uint32_t item = read_be(data + at, (int)id_bytes);
+    at += id_bytes;
+    int method = 0;
+    if (version >= 1) { method = data[at + 1] & 15; at += 2; }
+    at += 2; /* data_reference_index */
+    uint64_t base = 0, index = 0, offset = 0, length = 0;
+    FIELD(base_size, base);
+    if (at + 2 > iloc_end) return 0;
+    uint32_t extents = read_be(data + at, 2);
+    at += 2;
+    size_t got = 0;
+    for (uint32_t e = 0; e < extents; e++) {
+      if (version > 1) FIELD(index_size, index);
+      FIELD(offset_size, offset);
+      FIELD(length_size, length);
+      if (item != id || got == want) continue;
+      /* The extent's bytes: file offsets (method 0) or idat's (method 1); libheif 1.15
+       * implements no other method. */
+      size_t from, end;
+      if (method == 0) { from = 0; end = size; }
+      else if (method == 1 && has_idat) { from = idat; end = idat_end; }
+      else return 0;
+      if (offset > end - from || base > end - from - offset || length > end - from - offset - base) return 0;
+      size_t start = from + (size_t)(base + offset), take = want - got < length ? want - got : (size_t)length;
+      memcpy(out + got, data + start, take);
+      got += take;
+    }
+    (void)index;
+    if (item == id) return got; /* the first entry for the item, as libheif looks it up */
+  }
+#undef FIELD
+  return 0;
+}
+
+/* Item types libheif 1.15 decodes as images (item_type_is_image), and the derived ones. */
+static int is_image(const char type[4]) {
+  static const char *types[] = {"hvc1", "av01", "vvc1", "grid", "iovl", "iden"};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+    if (memcmp(type, types[i], 4) == 0) return 1;
+  return 0;
+}
+
+static int is_derived(const char type[4]) {
+  return memcmp(type, "grid", 4) == 0 || memcmp(type, "iovl", 4) == 0 || memcmp(type, "iden", 4) == 0;
+}
+
+/* PXL_OK and the side for heif_context_set_maximum_image_size_limit (*side, 0: none), or why
+ * the file is refused. */
+static pxl_status check_sizes(const struct heif_file *file, struct heif_edge *edges, size_t count, int64_t *side,
+                              char *message, size_t cap) {
+  /* What libheif itself says of the primary image. */
+  int32_t sides[4] = {heif_image_handle_get_width(file->primary), heif_image_handle_get_height(file->primary),
+                      heif_image_handle_get_ispe_width(file->primary), heif_image_handle_get_ispe_height(file->primary)};
+  *side = 0;
+  for (int i = 0; i < 4; i++)
+    if (sides[i] > *side) *side = sides[i];
+  size_t n = 0;
+  uint32_t *ids = decoded_items(edges, count, file->primary_id, &n);
+  struct heif_item *items = ids ? calloc(n, sizeof *items) : NULL;
+  if (!items || !read_items(file->data, file->size, ids, items, n)) {
+    free(ids);
+    free(items);
+    return PXL_E_NO_MEMORY;
+  }
+  pxl_status status = PXL_OK;
+  /* What a derived image (grid, overlay, identity) is made of must be images: libheif 1.15
+   * (Debian's build, its assertions on) aborts decoding an overlay made of an item it has no
+   * image for (make fuzz-heif, input kept); a grid's it refuses. */
+  for (size_t e = 0; e < count && status == PXL_OK; e++) {
+    const struct heif_item *from = find_item(ids, items, n, edges[e].from), *to = find_item(ids, items, n, edges[e].to);
+    if (edges[e].kind != HEIF_DIMG || !from || !to || !is_derived(from->type) || is_image(to->type)) continue;
+    status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "the %.4s item %u is made of item %u, which is no image",
+                             from->type, edges[e].from, edges[e].to);
+  }
+  for (size_t i = 0; i < n && status == PXL_OK; i++) {
+    if (items[i].width > *side) *side = items[i].width;
+    if (items[i].height > *side) *side = items[i].height;
+    int grid = memcmp(items[i].type, "grid", 4) == 0, overlay = memcmp(items[i].type, "iovl", 4) == 0;
+    if (!grid && !overlay) continue;
+    /* The canvas: grid: version, flags, rows - 1, columns - 1, width, height; iovl: version,
+     * flags, a 16-bit RGBA fill colour, width, height; 32-bit sizes when flags & 1, else 16. */
+    uint8_t head[18];
+    size_t at = grid ? 4 : 10, got = item_data(file->data, file->size, ids[i], head, sizeof head);
+    int bytes = got >= 2 && (head[1] & 1) ? 4 : 2;
+    if (got < at + 2 * (size_t)bytes) {
+      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap, "the %.4s item %u's canvas is cut short",
+                               items[i].type, ids[i]);
+      break;
+    }
+    uint32_t w = read_be(head + at, bytes), h = read_be(head + at + bytes, bytes);
+    uint32_t iw = (uint32_t)items[i].width, ih = (uint32_t)items[i].height;
+    /* Either way round for an item turned sideways: libheif 1.15's writer stores its ispe
+     * turned (see handle_size), over the canvas as coded. The same pixels either way. */
+    if ((w > iw || h > ih) && !(w <= ih && h <= iw && turns_sideways(file->data, file->size, ids[i])))
+      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap,
+                               "the %.4s item %u's canvas %ux%u is larger than its declared size %dx%d", items[i].type,
+                               ids[i], w, h, items[i].width, items[i].height);
+  }
+  free(ids);
+  free(items);
+  /* The largest HEVC coding block: every minimum block size (8, 16, 32, 64) divides it. */
+  *side = (*side + 63) / 64 * 64;
   return status;
 }
+
+static void close_heif(struct heif_file *file);
 
 static pxl_status open_heif(const uint8_t *data, size_t size, struct heif_file *file, char *message, size_t cap) {
   file->context = NULL;
   file->primary = NULL;
-  pxl_status checked = check_references(data, size, message, cap);
+  struct heif_edge *edges = NULL;
+  size_t count = 0;
+  pxl_status checked = check_references(data, size, &edges, &count, message, cap);
   if (checked != PXL_OK) return checked;
   file->context = heif_context_alloc();
-  if (!file->context) return PXL_E_NO_MEMORY;
+  if (!file->context) { free(edges); return PXL_E_NO_MEMORY; }
   file->data = data;
   file->size = size;
   struct heif_error error = heif_context_read_from_memory_without_copy(file->context, data, size, NULL);
   if (error.code == heif_error_Ok) error = heif_context_get_primary_image_ID(file->context, &file->primary_id);
   if (error.code == heif_error_Ok) error = heif_context_get_primary_image_handle(file->context, &file->primary);
   if (error.code != heif_error_Ok) {
+    free(edges);
     pxl_status status = error.code == heif_error_Unsupported_feature || error.code == heif_error_Unsupported_filetype
                             ? PXL_E_UNSUPPORTED_IMAGE : PXL_E_CORRUPT_IMAGE;
     /* error.message may live in the context (libheif keeps its error strings there): copied
@@ -267,18 +570,19 @@ static pxl_status open_heif(const uint8_t *data, size_t size, struct heif_file *
     file->context = NULL;
     return status;
   }
-  /* libheif 1.15 sizes a grid's canvas from the grid's own descriptor, not from the size the
-   * file declares (ispe), which is what read_header reports and max_pixels was checked
-   * against: a 64x48 grid whose descriptor said 25705x28007 took 2.8 GB and then crashed
-   * inside libheif (make fuzz-heif; Tests/fuzz-regressions/heif). So no image libheif makes
-   * for this file may be wider or taller than the larger side it declares. */
-  int32_t w = heif_image_handle_get_width(file->primary), h = heif_image_handle_get_height(file->primary);
-  int32_t iw = heif_image_handle_get_ispe_width(file->primary), ih = heif_image_handle_get_ispe_height(file->primary);
-  int32_t side = w > h ? w : h;
-  if (iw > side) side = iw;
-  if (ih > side) side = ih;
-  /* libheif refuses a side equal to the limit: one more. */
-  if (side > 0 && side < 0x7fffffff) heif_context_set_maximum_image_size_limit(file->context, side + 1);
+  /* No image libheif makes for this file may be larger than what its items declare, with
+   * the format's padding (check_sizes). */
+  int64_t side = 0;
+  pxl_status status = check_sizes(file, edges, count, &side, message, cap);
+  free(edges);
+  if (status != PXL_OK) {
+    close_heif(file);
+    file->context = NULL;
+    file->primary = NULL;
+    return status;
+  }
+  /* One more: libheif refuses a canvas side equal to the limit. None declared: 1, nothing. */
+  heif_context_set_maximum_image_size_limit(file->context, side < INT32_MAX ? (int)side + 1 : INT32_MAX);
   return PXL_OK;
 }
 

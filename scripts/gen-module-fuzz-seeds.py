@@ -4,7 +4,7 @@ targets (make fuzz-heif, fuzz-jxl), made now by heif-enc and cjxl from images Pi
 draws here, into OUT/heif and OUT/jxl. Small on purpose (at most 128x96): the fuzzer
 mutates them thousands of times a second. Each covers a path of its module: alpha or
 not, lossless and lossy, 10-bit, an embedded thumbnail (choose_size), nclx and ICC colour,
-several images (HEIF); progressive passes (PXL_CODEC_PARTIAL), an animation
+several images, a grid and an overlay (HEIF); progressive passes (PXL_CODEC_PARTIAL), an animation
 (decode_frames), the container, ICC (JPEG XL). Prints one line per file it could not
 make and exits 1 if it made none of a format. (The SVG seeds are text, kept in
 Tests/fuzz/seeds/svg.)
@@ -69,6 +69,17 @@ made["heif"] += make("heif-enc", "heif", "no-alpha-nclx.heic", png("d", 40, 24),
 made["heif"] += make("heif-enc", "heif", "icc.heic", png("e", 32, 32, alpha=False, icc=True), "-q", "40")
 made["heif"] += make("heif-enc", "heif", "ten-bit.heic", png("f", 32, 16, alpha=False, sixteen=True), "-q", "40",
                      "-b", "10")
+# A grid of two tiles and an overlay (32-bit fields), assembled from heif-enc's tiles: the
+# module reads their descriptors itself (check_sizes in codecs/heif.c).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Tests", "modules"))
+from heif_grid import read_tile, write_grid, write_overlay  # noqa: E402
+
+if make("heif-enc", "heif", "tile.heic", png("m", 24, 20, alpha=False), "-q", "30"):
+    tile = read_tile(os.path.join(out, "heif", "tile.heic"))
+    os.remove(os.path.join(out, "heif", "tile.heic"))
+    write_grid(os.path.join(out, "heif", "grid.heic"), [tile, tile], 2, 1, 40, 100)
+    write_overlay(os.path.join(out, "heif", "overlay.heic"), [tile, tile], 90, 70, [(0, 0), (20, 10)])
+    made["heif"] += 2
 made["jxl"] += make("cjxl", "jxl", "lossless-alpha.jxl", png("g", 64, 48), "-d", "0")
 made["jxl"] += make("cjxl", "jxl", "lossy.jxl", png("h", 40, 24, alpha=False), "-d", "2")
 made["jxl"] += make("cjxl", "jxl", "progressive.jxl", png("i", 128, 96, alpha=False), "-d", "1", "-p")

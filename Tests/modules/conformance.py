@@ -4,10 +4,11 @@ reference tools, through the installed-style build (BUILD_DIR/bin/pixload, modul
 BUILD_DIR/lib/pixload/codecs).
 
 A set generated at run time per format (Pillow draws the sources; heif-enc, cjxl and an
-SVG writer here encode them), expected pixels from the format's reference decoder
-(heif-convert, djxl, rsvg-convert at the same size), pixload's output through the CLI
-(`pixload fetch --out x.png`, RGBA8 at full size, no colour management: the tools apply
-none). Then: corrupt and truncated files refused cleanly (an error status, no crash);
+SVG writer here encode them; HEIC grids are assembled from heif-enc's tiles by heif_grid.py,
+and odd sizes and larger HEVC coding blocks check the module's size limit), expected pixels
+from the format's reference decoder (heif-convert, djxl, rsvg-convert at the same size),
+pixload's output through the CLI (`pixload fetch --out x.png`, RGBA8 at full size, no
+colour management: the tools apply none). Then: corrupt and truncated files refused cleanly (an error status, no crash);
 HEIC thumbnails from the embedded thumbnail; SVG external references load nothing (a
 file that exists, a local server counting requests); hostile SVGs refused before
 rendering, with the time taken; each module hidden in turn (PIXLOAD_CODEC_PATH) gives
@@ -25,6 +26,7 @@ import time
 from PIL import Image
 
 from harness import Harness, max_difference, run
+from heif_grid import read_tile, write_grid, write_overlay
 
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 work = tempfile.mkdtemp(prefix="pxl-modules.")
@@ -82,23 +84,86 @@ else:
     check(False, "cjxl could not encode an APNG: " + r.stderr[-200:])
 
 # --- HEIC: heif-enc (lossy and lossless), reference heif-convert ----------------------
+def heic_against_reference(label, heic):
+    """pixload's decode of `heic` equals heif-convert's (the same libheif 1.15: exact)."""
+    ref = heic[:-len(".heic")] + ".ref.png"
+    r = run("heif-convert", heic, ref)
+    if r.returncode:
+        check(False, f"heic {label}: heif-convert failed {r.stdout[-200:]}{r.stderr[-200:]}")
+        return
+    got, why = fetch(heic)
+    want = Image.open(ref).convert("RGBA")
+    d = max_difference(got, want) if got else 999
+    check(d == 0, f"heic {label}: max difference {d} against heif-convert {why}")
+    counts["heic"] += 1
+
+
+def heic_encode(src, heic, *flags):
+    r = run("heif-enc", *flags, src, "-o", heic)
+    if r.returncode:
+        check(False, f"heif-enc {' '.join(flags)} {os.path.basename(src)}: {r.stdout[-200:]}{r.stderr[-200:]}")
+    return r.returncode == 0
+
+
+# Odd sizes: HEVC codes whole minimum coding blocks (x265: 8x8 unless min-cu-size says 16 or
+# 32) and crops the rest, so the coded picture is larger than the size the file declares
+# (97x61 is coded 104x64, or 128x64 with 32), and heif-enc 1.15 stores an image under 64 on a
+# side (1x1, 300x17) as a grid of one tile padded to 64. libheif 1.15.1-1+deb12u2 holds the
+# coded picture to the module's size limit: these were refused while it ignored the padding.
 for name, im in sources():
-    if im.size[0] < 8 or im.size[1] < 8:
-        continue  # x265 refuses images smaller than its CTU minimum
     src = os.path.join(work, name + ".png")
     for mode, flags in [("lossy", ["-q", "80"]), ("lossless", ["-L"])]:
         heic = os.path.join(work, f"{name}-{mode}.heic")
-        ref = os.path.join(work, f"{name}-{mode}.ref.png")
-        r1 = run("heif-enc", *flags, src, "-o", heic)
-        r2 = run("heif-convert", heic, ref)
-        if r1.returncode or r2.returncode:
-            check(False, f"heic {name} {mode}: tools failed {r1.stdout[-200:]}{r1.stderr[-200:]} {r2.stderr[-200:]}")
-            continue
-        got, why = fetch(heic)
-        want = Image.open(ref).convert("RGBA")
-        d = max_difference(got, want) if got else 999
-        check(d == 0, f"heic {name} {mode}: max difference {d} against heif-convert {why}")
-        counts["heic"] += 1
+        if heic_encode(src, heic, *flags):
+            heic_against_reference(f"{name} {mode}", heic)
+for name, blocks in [("g97x61a", 32), ("g300x17a", 16), ("g33x200a", 32)]:
+    heic = os.path.join(work, f"{name}-cu{blocks}.heic")
+    if heic_encode(os.path.join(work, name + ".png"), heic, "-q", "80", "-p", f"x265:min-cu-size={blocks}"):
+        heic_against_reference(f"{name} min-cu-size={blocks}", heic)
+
+# A phone screenshot's size: 1170x2532 is coded 1176x2536.
+phone = Image.merge("RGB", (Image.linear_gradient("L").resize((1170, 2532)),
+                            Image.linear_gradient("L").rotate(90).resize((1170, 2532)),
+                            Image.radial_gradient("L").resize((1170, 2532))))
+phone_src = os.path.join(work, "phone1170x2532.png")
+phone.save(phone_src)
+if heic_encode(phone_src, os.path.join(work, "phone1170x2532.heic"), "-q", "60"):
+    heic_against_reference("1170x2532 lossy", os.path.join(work, "phone1170x2532.heic"))
+
+# Grids (heif_grid.py assembles them from heif-enc's tiles): a grid's tiles are items of their
+# own, with their own declared size and padding, larger than the grid's canvas. A 29x100
+# canvas on one 64x100 tile (coded 64x104; pillow_heif's 29x100 files are made so), and on two
+# rows of 64x64 tiles (heif-enc's own padding of a 29x64 and a 29x36 piece).
+small = phone.resize((29, 100))
+wide = Image.new("RGB", (64, 100))
+wide.paste(small, (0, 0))
+pieces = [("tile64x100", wide), ("piece0", small.crop((0, 0, 29, 64))), ("piece1", small.crop((0, 64, 29, 100)))]
+tiles = {}
+for name, im in pieces:
+    im.save(os.path.join(work, name + ".png"))
+    if heic_encode(os.path.join(work, name + ".png"), os.path.join(work, name + ".heic"), "-q", "80"):
+        tiles[name] = read_tile(os.path.join(work, name + ".heic"))
+if len(tiles) == 3:
+    write_grid(os.path.join(work, "grid29x100-1x1.heic"), [tiles["tile64x100"]], 1, 1, 29, 100)
+    heic_against_reference("29x100 grid of one 64x100 tile", os.path.join(work, "grid29x100-1x1.heic"))
+    write_grid(os.path.join(work, "grid29x100-2x1.heic"), [tiles["piece0"], tiles["piece1"]], 2, 1, 29, 100)
+    heic_against_reference("29x100 grid of 2 rows of 64x64 tiles", os.path.join(work, "grid29x100-2x1.heic"))
+    # The limit now follows the tiles' declared sizes, so it no longer bounds the canvas by the
+    # grid's: a canvas larger than the grid declares is refused by its own check, before libheif
+    # makes it (what read_header reports is what max_pixels was checked against).
+    lie = os.path.join(work, "grid-canvas-over-ispe.heic")
+    write_grid(lie, [tiles["tile64x100"]], 1, 1, 3000, 3000, ispe=(29, 100), tile_ispe=(4000, 4000))
+    got, why = fetch(lie)
+    check(got is None and "canvas 3000x3000" in why,
+          f"heic grid declared 29x100 with a 3000x3000 canvas and a tile declared 4000x4000: refused ({why})")
+    # An overlay (iovl) is checked the same way: its 32-bit fields too.
+    overlay = os.path.join(work, "overlay100x100.heic")
+    write_overlay(overlay, [tiles["tile64x100"], tiles["piece0"]], 100, 100, [(0, 0), (50, 20)])
+    heic_against_reference("100x100 overlay of a 64x100 and a 64x64 tile", overlay)
+    lie = os.path.join(work, "overlay-canvas-over-ispe.heic")
+    write_overlay(lie, [tiles["tile64x100"]], 20000, 20000, [(0, 0)], ispe=(100, 100))
+    got, why = fetch(lie)
+    check(got is None and "canvas 20000x20000" in why, f"heic overlay declared 100x100 with a 20000x20000 canvas: refused ({why})")
 
 # A phone-style HEIC with an embedded thumbnail: a 150x150 request is served from it.
 big = Image.new("RGB", (1600, 1200))
