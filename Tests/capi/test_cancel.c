@@ -429,8 +429,10 @@ void test_exactly_once_under_races(const struct test_env *env) {
             first_bad, (unsigned long long)atomic_load(&r->token), atomic_load(&r->calls),
             atomic_load(&r->status), atomic_load(&r->cancel_ok));
   }
-  /* Both outcomes happened, or the test did not test much. */
-  CHECKF(ok > 100 && cancelled > 100, "%d OK, %d cancelled of %d", ok, cancelled, accepted);
+  /* Both outcomes happened, or the test did not test much. How many cancels land before
+   * their request ends depends on the machine's load (73 to 166 of 1200 seen on 2 busy
+   * cores, the same on 0.5.0): the floor asks for dozens, not for a lucky schedule. */
+  CHECKF(ok > 100 && cancelled > 40, "%d OK, %d cancelled of %d", ok, cancelled, accepted);
   printf("  races: %d loads, %d OK, %d cancelled\n", accepted, ok, cancelled);
 
   /* Everything has had its callback: every token is now unknown. */
