@@ -68,6 +68,49 @@ public struct CodecTarget {
   public let cancel: UnsafePointer<Int32>
 }
 
+/// Which codecs a loader has registered, in order, as a value (`ImageVariant.codecs`, part of
+/// the memory key): each codec's id and version and the stamp a disk variant it made
+/// records (`Image.decoderStamp`). Built and compared as a value: nobody re-reads it from
+/// text. Empty for none (the built-in formats are never part of it: their pixels do not
+/// depend on the codecs registered).
+public struct CodecSignature: Hashable, Sendable, CustomStringConvertible {
+  /// One registered codec.
+  public struct Codec: Hashable, Sendable {
+    public let id: String
+    public let version: String
+    /// A 32-bit digest of "id@version", never 0 (0 is the built-in decoders'): what a disk
+    /// variant this codec made records.
+    public let stamp: UInt32
+
+    public init(id: String, version: String) {
+      self.id = id
+      self.version = version
+      // The digest of the text 0.5.0 wrote, where commas and line breaks separated the
+      // key's parts: kept, so thumbnails already on disk stay current.
+      stamp = KeyHash.stamp(of: id + "@" + String(version.map { $0 == "," || $0.isNewline ? "_" : $0 }))
+    }
+
+    /// The stamp alone: a memory-key lookup hashes one integer per codec, not its texts.
+    public func hash(into hasher: inout Hasher) { hasher.combine(stamp) }
+  }
+
+  public let codecs: [Codec]
+
+  public init(_ codecs: [Codec] = []) { self.codecs = codecs }
+
+  /// None registered.
+  public static let none = CodecSignature()
+
+  public var isEmpty: Bool { codecs.isEmpty }
+
+  /// The stamps of these codecs: a disk variant one of them made is current; one another
+  /// codec made (another version, or one not registered now) is not.
+  public var stamps: Set<UInt32> { Set(codecs.map(\.stamp)) }
+
+  /// "id@version,..." for logs and messages.
+  public var description: String { codecs.map { "\($0.id)@\($0.version)" }.joined(separator: ",") }
+}
+
 /// A loader's registered codecs, in order, for the decode stage: the built-in sniffers
 /// come first (`ImageDecoder.sniff`), then these. A codec removed while decodes use it is
 /// destroyed after the last of them; `close` (after the decode threads are joined)
@@ -75,17 +118,16 @@ public struct CodecTarget {
 public final class CodecTable: @unchecked Sendable {
   final class Entry {
     let codec: ExternalCodec
-    /// "id@version" (`CodecTable.signature`'s part) and its `stamp`.
-    let signature: String
-    let stamp: UInt32
+    /// Its part of `CodecTable.signature`.
+    let signature: CodecSignature.Codec
+    /// What a disk variant it made records (`signature.stamp`).
+    var stamp: UInt32 { signature.stamp }
     var users = 0
     var removed = false
     var destroyed = false
     init(_ codec: ExternalCodec) {
       self.codec = codec
-      // Commas and line breaks separate the key's parts: a version cannot bring its own.
-      signature = codec.id + "@" + String(codec.version.map { $0 == "," || $0.isNewline ? "_" : $0 })
-      stamp = CodecTable.stamp(signature)
+      signature = CodecSignature.Codec(id: codec.id, version: codec.version)
     }
   }
 
@@ -96,7 +138,7 @@ public final class CodecTable: @unchecked Sendable {
   private var cancelFlags: [ObjectIdentifier: CancelFlag] = [:]
   private var cancelling = false
   /// Cached `signature`.
-  private var signatureText = ""
+  private var signatureValue = CodecSignature.none
 
   public init() {}
 
@@ -147,23 +189,11 @@ public final class CodecTable: @unchecked Sendable {
   public var isEmpty: Bool { lock.withLock { entries.isEmpty } }
 
   /// What the registered codecs are, as part of a variant's memory key
-  /// (`ImageVariant.codecs`): "id@version" in order, comma separated; "" for none.
-  public var signature: String { lock.withLock { signatureText } }
+  /// (`ImageVariant.codecs`); `.none` for none.
+  public var signature: CodecSignature { lock.withLock { signatureValue } }
 
   private func updateSignature() {
-    signatureText = entries.map(\.signature).joined(separator: ",")
-  }
-
-  /// What a disk variant entry records of the codec that decoded it
-  /// (`Image.decoderStamp`): a 32-bit digest of its "id@version", never 0 (the built-in
-  /// decoders).
-  static func stamp(_ signature: Substring) -> UInt32 { KeyHash.stamp(of: String(signature)) }
-  static func stamp(_ signature: String) -> UInt32 { KeyHash.stamp(of: signature) }
-
-  /// The stamps of the codecs a `signature` names: a disk variant one of them made is
-  /// current; one another codec made (another version, or one not registered now) is not.
-  public static func stamps(inSignature signature: String) -> Set<UInt32> {
-    Set(signature.split(separator: ",").map(stamp))
+    signatureValue = CodecSignature(entries.map(\.signature))
   }
 
   /// The first codec that takes `bytes`, in use until `release`d; nil for none. Sniffs
