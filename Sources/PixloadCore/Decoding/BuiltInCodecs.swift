@@ -210,6 +210,8 @@ final class BuiltInCodec: ExternalCodec, @unchecked Sendable {
     return status == PXL_CODEC_OK ? .success(info) : .failure(Self.failure(status, String(cString: message)))
   }
 
+  /// What the shim's colour reader gives (`pxl_codec_color`, freed after `body`); nil
+  /// when the format has none or the file's colour chunks cannot be read.
   private func withColor<T>(_ bytes: UnsafeBufferPointer<UInt8>, _ body: (pxl_codec_color) -> T?) -> T? {
     guard let read = native.color else { return nil }
     var color = pxl_codec_color()
@@ -218,22 +220,24 @@ final class BuiltInCodec: ExternalCodec, @unchecked Sendable {
     return body(color)
   }
 
+  /// The header from read_info; the ICC size and CICP code points from the colour reader
+  /// (PNG's sRGB, gAMA and cHRM have no place here: `native.color` keeps them).
   func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure> {
     info(bytes).map { info in
-      var header = CodecHeader()
+      var header = withColor(bytes) { color in
+        var header = CodecHeader()
+        header.iccSize = color.icc == nil ? 0 : color.icc_size
+        header.cicpPrimaries = color.cicp_primaries
+        header.cicpTransfer = color.cicp_transfer
+        header.cicpMatrix = color.cicp_matrix
+        return header
+      } ?? CodecHeader()
       header.width = Int(info.width)
       header.height = Int(info.height)
       header.frameCount = Int(max(1, info.frame_count))
       header.loopCount = Int(info.loop_count)
       header.orientation = Int(info.orientation)
       header.hasAlpha = info.has_alpha != 0
-      _ = withColor(bytes) { color -> Void? in
-        header.iccSize = color.icc == nil ? 0 : color.icc_size
-        header.cicpPrimaries = color.cicp_primaries
-        header.cicpTransfer = color.cicp_transfer
-        header.cicpMatrix = color.cicp_matrix
-        return nil
-      }
       return header
     }
   }
