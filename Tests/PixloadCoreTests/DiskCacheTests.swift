@@ -217,15 +217,24 @@ final class DiskCacheTests: XCTestCase {
       return image
     }
     let origin = VariantOrigin(length: 0, checksum: 0)
-    let qoi1 = CodecTable.stamps(inSignature: "qoi@1.0"), both = CodecTable.stamps(inSignature: "heic@2,qoi@1.0")
+    func stamps(_ codecs: (id: String, version: String)...) -> Set<UInt32> {
+      CodecSignature(codecs.map { CodecSignature.Codec(id: $0.id, version: $0.version) }).stamps
+    }
+    let qoi1 = stamps(("qoi", "1.0")), both = stamps(("heic", "2"), ("qoi", "1.0"))
     XCTAssertEqual(qoi1.count, 1)
     XCTAssertFalse(qoi1.contains(0))
+    // A stamp is the digest 0.5.0 wrote (of "id@version", a comma or line break in the
+    // version written "_"), so the thumbnails already on disk stay current; a version's
+    // comma is part of it, not a separator.
+    XCTAssertEqual(qoi1, [KeyHash.stamp(of: "qoi@1.0")])
+    XCTAssertEqual(stamps(("qoi", "1,0\n")), [KeyHash.stamp(of: "qoi@1_0_")])
+    XCTAssertEqual(CodecSignature([CodecSignature.Codec(id: "qoi", version: "1,0")]).codecs.count, 1)
     cache.storeVariant(image(stamp: 0), descriptor: "small", cacheKey: "http://h/a.jpg", metadata: .init(), origin: origin)
     cache.storeVariant(image(stamp: qoi1.first!), descriptor: "small", cacheKey: "http://h/a.qoi", metadata: .init(),
                        origin: origin)
 
     // Built-in pixels: whatever codecs are registered.
-    for current in [[], qoi1, both, CodecTable.stamps(inSignature: "qoi@2.0")] {
+    for current in [[], qoi1, both, stamps(("qoi", "2.0"))] {
       XCTAssertEqual(cache.variant(descriptor: "small", cacheKey: "http://h/a.jpg", currentCodecs: current)?
                        .image.decoderStamp, 0)
     }
@@ -235,7 +244,7 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertNotNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: qoi1))
     // Another version: outdated, deleted silently.
     XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi",
-                               currentCodecs: CodecTable.stamps(inSignature: "qoi@1.1")))
+                               currentCodecs: stamps(("qoi", "1.1"))))
     XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: qoi1), "deleted")
     // No longer registered: the same.
     cache.storeVariant(image(stamp: qoi1.first!), descriptor: "small", cacheKey: "http://h/a.qoi", metadata: .init(),

@@ -21,8 +21,8 @@ final class GifDecoderTests: XCTestCase {
   }
 
   func testSniffsBothVersions() throws {
-    XCTAssertEqual(ImageDecoder.sniff(Array("GIF87a".utf8) + [0, 0]), .gif)
-    XCTAssertEqual(ImageDecoder.sniff(Array("GIF89a".utf8)), .gif)
+    XCTAssertEqual(ImageDecoder.sniff(Array("GIF87a".utf8) + [0, 0]), "gif")
+    XCTAssertEqual(ImageDecoder.sniff(Array("GIF89a".utf8)), "gif")
     XCTAssertNil(ImageDecoder.sniff(Array("GIF88a".utf8)))
   }
 

@@ -29,7 +29,7 @@ final class WebPDecoderTests: XCTestCase {
 
   func testSniff() {
     let riff = Array("RIFF".utf8) + [4, 0, 0, 0]
-    XCTAssertEqual(ImageDecoder.sniff(riff + Array("WEBPVP8 ".utf8)), .webp)
+    XCTAssertEqual(ImageDecoder.sniff(riff + Array("WEBPVP8 ".utf8)), "webp")
     XCTAssertNil(ImageDecoder.sniff(riff + Array("WAVEfmt ".utf8)))
     XCTAssertNil(ImageDecoder.sniff(riff + Array("WEB".utf8)))
     XCTAssertTrue(ImageDecoder.describeNonImage(Array("<html>".utf8)).contains("WebP"))
@@ -111,7 +111,7 @@ final class WebPDecoderTests: XCTestCase {
 
   func testCodecEntryHasFrames() throws {
     let bytes = try fixture("test.webp")
-    let codec = ImageDecoder.codec(.webp)
+    let codec = BuiltInCodecs.webp.native
     XCTAssertEqual(codec.name, "WebP")
     let frames = try XCTUnwrap(codec.decodeFrames)
     final class Count { var frames = 0 }

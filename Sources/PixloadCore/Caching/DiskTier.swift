@@ -168,7 +168,7 @@ public final class LocalDiskTier: DiskTier, @unchecked Sendable {
       // A fresh variant (or any, offline) is served; a stale one is made anew from its
       // revalidated or refetched original.
       let entry = cache?.variant(descriptor: descriptor, cacheKey: variant.cacheKey.text,
-                                 currentCodecs: CodecTable.stamps(inSignature: variant.codecs))
+                                 currentCodecs: variant.codecs.stamps)
       if let entry, freshness.isFresh(entry.metadata) || policy == .cacheOnly {
         answer(entry.image)
       } else {

@@ -2,9 +2,9 @@
 import Glibc
 #endif
 
-/// A decoder for a format the built-in shims do not know, registered with a loader (in C:
-/// pxl_loader_add_codec; pixload.h, "Codecs"). Bytes in, pixels out: it never sees the
-/// loader. Every function may run on any decode thread, several at once.
+/// A codec of pxl_codec's shape (pixload.h, "Codecs"): one registered with a loader (in C:
+/// pxl_loader_add_codec), or a built-in format's (`BuiltInCodecs`). Bytes in, pixels out:
+/// it never sees the loader. Every function may run on any decode thread, several at once.
 public protocol ExternalCodec: AnyObject, Sendable {
   /// The short name ("qoi", "heic"): what the format list shows and what removes it.
   var id: String { get }
@@ -68,26 +68,96 @@ public struct CodecTarget {
   public let cancel: UnsafePointer<Int32>
 }
 
-/// A loader's registered codecs, in order, for the decode stage: the built-in sniffers
-/// come first (`ImageDecoder.sniff`), then these. A codec removed while decodes use it is
+/// Which codecs a loader has registered, in order, as a value (`ImageVariant.codecs`, part of
+/// the memory key): each codec's id and version and the stamp a disk variant it made
+/// records (`Image.decoderStamp`). Built and compared as a value: nobody re-reads it from
+/// text. Empty for none (the built-in formats are never part of it: their pixels do not
+/// depend on the codecs registered).
+public struct CodecSignature: Hashable, Sendable, CustomStringConvertible {
+  /// One registered codec.
+  public struct Codec: Hashable, Sendable {
+    public let id: String
+    public let version: String
+    /// A 32-bit digest of "id@version", never 0 (0 is the built-in decoders'): what a disk
+    /// variant this codec made records.
+    public let stamp: UInt32
+
+    public init(id: String, version: String) {
+      self.id = id
+      self.version = version
+      // The digest of the text 0.5.0 wrote, where commas and line breaks separated the
+      // key's parts: kept, so thumbnails already on disk stay current.
+      stamp = KeyHash.stamp(of: id + "@" + String(version.map { $0 == "," || $0.isNewline ? "_" : $0 }))
+    }
+
+    /// The stamp alone: a memory-key lookup hashes one integer per codec, not its texts.
+    public func hash(into hasher: inout Hasher) { hasher.combine(stamp) }
+  }
+
+  public let codecs: [Codec]
+
+  public init(_ codecs: [Codec] = []) { self.codecs = codecs }
+
+  /// None registered.
+  public static let none = CodecSignature()
+
+  public var isEmpty: Bool { codecs.isEmpty }
+
+  /// The stamps of these codecs: a disk variant one of them made is current; one another
+  /// codec made (another version, or one not registered now) is not.
+  public var stamps: Set<UInt32> { Set(codecs.map(\.stamp)) }
+
+  /// "id@version,..." for logs and messages.
+  public var description: String { codecs.map { "\($0.id)@\($0.version)" }.joined(separator: ",") }
+}
+
+/// A loader's codecs, in order, for the decode stage: the built-in formats first
+/// (`builtIns`, the same in every table), then the registered ones. A codec removed while decodes use it is
 /// destroyed after the last of them; `close` (after the decode threads are joined)
 /// destroys the rest, so no codec function runs once the loader is gone.
 public final class CodecTable: @unchecked Sendable {
   final class Entry {
     let codec: ExternalCodec
-    /// "id@version" (`CodecTable.signature`'s part) and its `stamp`.
-    let signature: String
+    /// Its part of `CodecTable.signature`.
+    let signature: CodecSignature.Codec
+    /// What a disk variant it made records: `signature.stamp`; 0 for a built-in format.
     let stamp: UInt32
+    /// A built-in format's capabilities beyond pxl_codec's shape (`NativeCodec`), which
+    /// the decode stage uses in place of that shape; nil for a registered codec.
+    let native: NativeCodec?
     var users = 0
     var removed = false
     var destroyed = false
     init(_ codec: ExternalCodec) {
       self.codec = codec
-      // Commas and line breaks separate the key's parts: a version cannot bring its own.
-      signature = codec.id + "@" + String(codec.version.map { $0 == "," || $0.isNewline ? "_" : $0 })
-      stamp = CodecTable.stamp(signature)
+      signature = CodecSignature.Codec(id: codec.id, version: codec.version)
+      stamp = signature.stamp
+      native = nil
+    }
+
+    /// A built-in format: never removed, so never counted or destroyed.
+    init(builtIn codec: BuiltInCodec) {
+      self.codec = codec
+      signature = CodecSignature.Codec(id: codec.id, version: codec.version)
+      stamp = 0
+      native = codec.native
     }
   }
+
+  /// The built-in formats (`BuiltInCodecs`), in every table before its registered codecs,
+  /// in pxl_loader_formats' order.
+  static let builtIns: [Entry] = BuiltInCodecs.all.map(Entry.init(builtIn:))
+
+  /// The built-in format whose codec takes `bytes`, or nil. Needs no lock and no release.
+  static func builtIn(for bytes: UnsafeBufferPointer<UInt8>) -> Entry? {
+    let head = UnsafeBufferPointer(rebasing: bytes[0..<min(bytes.count, sniffBytes)])
+    return builtIns.first { $0.codec.sniff(head) }
+  }
+
+  static func builtIn(for data: [UInt8]) -> Entry? { data.withUnsafeBufferPointer { builtIn(for: $0) } }
+
+  /// A table of the built-in formats alone (an `ImageDecoder` made without a loader's).
+  static let builtInOnly = CodecTable()
 
   private let lock = Lock()
   private var entries: [Entry] = []
@@ -96,7 +166,7 @@ public final class CodecTable: @unchecked Sendable {
   private var cancelFlags: [ObjectIdentifier: CancelFlag] = [:]
   private var cancelling = false
   /// Cached `signature`.
-  private var signatureText = ""
+  private var signatureValue = CodecSignature.none
 
   public init() {}
 
@@ -111,7 +181,7 @@ public final class CodecTable: @unchecked Sendable {
   /// Adds `codec` last. Throws invalidArgument (bad or taken id, the name of a built-in
   /// format) or loaderClosed; the caller then destroys it.
   public func add(_ codec: ExternalCodec) throws(LoadError) {
-    guard Self.isValidID(codec.id), !ImageDecoder.builtInFormats.contains(codec.id) else {
+    guard Self.isValidID(codec.id), !Self.builtIns.contains(where: { $0.codec.id == codec.id }) else {
       throw LoadError(.invalidArgument, "codec id \"\(codec.id)\" is not of the form [a-z0-9_-]{1,31} or is built in")
     }
     let refusal: LoadError? = lock.withLock {
@@ -141,34 +211,24 @@ public final class CodecTable: @unchecked Sendable {
     return true
   }
 
-  /// The registered codecs' ids, in order.
+  /// The registered codecs' ids, in order (not the built-in formats').
   public var ids: [String] { lock.withLock { entries.map(\.codec.id) } }
 
   public var isEmpty: Bool { lock.withLock { entries.isEmpty } }
 
   /// What the registered codecs are, as part of a variant's memory key
-  /// (`ImageVariant.codecs`): "id@version" in order, comma separated; "" for none.
-  public var signature: String { lock.withLock { signatureText } }
+  /// (`ImageVariant.codecs`); `.none` for none.
+  public var signature: CodecSignature { lock.withLock { signatureValue } }
 
   private func updateSignature() {
-    signatureText = entries.map(\.signature).joined(separator: ",")
+    signatureValue = CodecSignature(entries.map(\.signature))
   }
 
-  /// What a disk variant entry records of the codec that decoded it
-  /// (`Image.decoderStamp`): a 32-bit digest of its "id@version", never 0 (the built-in
-  /// decoders).
-  static func stamp(_ signature: Substring) -> UInt32 { KeyHash.stamp(of: String(signature)) }
-  static func stamp(_ signature: String) -> UInt32 { KeyHash.stamp(of: signature) }
-
-  /// The stamps of the codecs a `signature` names: a disk variant one of them made is
-  /// current; one another codec made (another version, or one not registered now) is not.
-  public static func stamps(inSignature signature: String) -> Set<UInt32> {
-    Set(signature.split(separator: ",").map(stamp))
-  }
-
-  /// The first codec that takes `bytes`, in use until `release`d; nil for none. Sniffs
-  /// outside the lock, over the first PXL_CODEC_SNIFF_BYTES.
+  /// The first codec that takes `bytes`, a built-in format's first, in use until
+  /// `release`d; nil for none. Sniffs outside the lock, over the first
+  /// PXL_CODEC_SNIFF_BYTES.
   func acquire(for bytes: UnsafeBufferPointer<UInt8>) -> Entry? {
+    if let builtIn = Self.builtIn(for: bytes) { return builtIn }
     let candidates: [Entry] = lock.withLock {
       if closed || bytes.isEmpty { return [] }
       for entry in entries { entry.users += 1 }
@@ -185,6 +245,7 @@ public final class CodecTable: @unchecked Sendable {
   static let sniffBytes = 4096
 
   func release(_ entry: Entry) {
+    if entry.native != nil { return }
     lock.withLock { entry.users -= 1 }
     if claimDestroy(entry) { entry.codec.destroy() }
   }

@@ -15,7 +15,7 @@ final class ColorConversion {
 
   /// The conversion for a file of `codec`, or nil (nothing to do, or the profile cannot be
   /// used: then `warning` says why and the decoded values are kept).
-  static func forFile(_ bytes: UnsafeBufferPointer<UInt8>, codec: ImageDecoder.Codec) -> (ColorConversion?, warning: String?) {
+  static func forFile(_ bytes: UnsafeBufferPointer<UInt8>, codec: NativeCodec) -> (ColorConversion?, warning: String?) {
     guard let read = codec.color else { return (nil, nil) }
     var color = pxl_codec_color()
     defer { pxl_codec_color_free(&color) }

@@ -23,10 +23,10 @@ extension ImageDecoder {
 
   /// The animation for the plan, or nil to deliver the first frame as a still: the format
   /// has no frames entry, or the frames would take more than `Animation.maxBytes`.
-  static func decodeAnimation(_ bytes: UnsafeBufferPointer<UInt8>, kind: Kind, info: pxl_codec_info, plan: SizePlan,
-                              color: ColorStep, format: PixelFormat, orientation: Orientation,
+  static func decodeAnimation(_ bytes: UnsafeBufferPointer<UInt8>, codec: NativeCodec, info: pxl_codec_info,
+                              plan: SizePlan, color: ColorStep, format: PixelFormat, orientation: Orientation,
                               maxPixels: UInt64) -> Result<Image, LoadError>? {
-    guard let decodeFrames = codec(kind).decodeFrames else { return nil }
+    guard let decodeFrames = codec.decodeFrames else { return nil }
     let frameBytes = plan.outputWidth * plan.outputHeight * format.bytesPerPixel
     // Refused before any frame is built when the count read_info gives is over the bound;
     // the collector stops too, should the file hold more frames than it said.
@@ -41,10 +41,10 @@ extension ImageDecoder {
     }
     if status != PXL_CODEC_OK {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-      return .failure(error(status, kind: kind, message: text))
+      return .failure(error(status, codec: codec, message: text))
     }
     let result = collector.animation(loopCount: Int(info.loop_count), sourceFrameCount: Int(info.frame_count),
-                                     noFrame: error(PXL_CODEC_CORRUPT, kind: kind, message: "no frame"))
+                                     noFrame: error(PXL_CODEC_CORRUPT, codec: codec, message: "no frame"))
     if case .success(let image)? = result { image.isIncomplete = output.incomplete != 0 }
     return result
   }

@@ -10,25 +10,31 @@ import Glibc
 /// orientation. The declared size meets max_pixels, and the frame count the animation
 /// bound, before any buffer exists.
 extension ImageDecoder {
-  /// A body none of the built-in formats takes: the first registered codec that takes it
-  /// decodes it; else a format we know by sight but whose module is not loaded is
-  /// PXL_E_UNSUPPORTED_IMAGE, and anything else is not an image.
+  /// The first codec that takes the body decodes it (a built-in format's before a
+  /// registered one's): through its native capabilities when it has them, else through
+  /// pxl_codec's shape; when none takes it, a format we know by sight but whose module is
+  /// not loaded is PXL_E_UNSUPPORTED_IMAGE, and anything else is not an image.
   /// `cancel` (the decode task's, raised when nobody waits for it any more; nil: one of
-  /// its own) is what the codec polls.
+  /// its own) is what a registered codec polls. `partial`: a prefix of a download, for a
+  /// codec that decodes prefixes (PXL_CODEC_PROGRESSIVE).
   func decodeWithCodec(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64, cancel: CancelFlag? = nil,
                        partial: Bool = false) -> Result<Image, LoadError> {
     data.withUnsafeBufferPointer { bytes in
-      guard let codecs, let entry = codecs.acquire(for: bytes) else {
+      guard let entry = codecs.acquire(for: bytes) else {
         if let missing = Self.unloadedFormat(bytes) {
           return .failure(LoadError(.unsupportedImage, "\(missing.name) image, and no \(missing.name) codec is loaded "
                                       + "(install \(missing.package))"))
         }
-        return .failure(LoadError(.notAnImage, Self.describeNonImage(data, codecs: codecs?.ids ?? [])))
+        return .failure(LoadError(.notAnImage, Self.describeNonImage(data, codecs: codecs.ids)))
       }
       defer { codecs.release(entry) }
-      // A prefix only for a codec that draws one (PXL_CODEC_PARTIAL is PROGRESSIVE's).
+      // A prefix only for a codec that draws one (PXL_CODEC_PARTIAL is PROGRESSIVE's; a
+      // progressive JPEG's scans are previewed by previewPrefix).
       if partial && !entry.codec.isProgressive {
         return .failure(LoadError(.notFound, "\(entry.codec.id) does not decode a prefix"))
+      }
+      if let native = entry.native {
+        return Self.decode(bytes, native: native, variant: variant, maxPixels: maxPixels)
       }
       let flag = cancel ?? CancelFlag()
       codecs.register(flag)
@@ -40,10 +46,9 @@ extension ImageDecoder {
     }
   }
 
-  /// Whether a registered codec that decodes prefixes takes `data` (previews).
+  /// Whether the codec that takes `data` decodes prefixes (previews).
   public func decodesPrefixes(_ data: [UInt8]) -> Bool {
-    guard let codecs, Self.sniff(data) == nil else { return false }
-    return data.withUnsafeBufferPointer { bytes in
+    data.withUnsafeBufferPointer { bytes in
       guard let entry = codecs.acquire(for: bytes) else { return false }
       defer { codecs.release(entry) }
       return entry.codec.isProgressive
@@ -51,10 +56,7 @@ extension ImageDecoder {
   }
 
   public func decodePrefix(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64) -> Result<Image, LoadError> {
-    // A built-in format's prefix is not a codec's (a progressive JPEG's scans are previewed
-    // by previewPrefix).
-    guard Self.sniff(data) == nil else { return .failure(LoadError(.notFound, "a built-in format's prefix")) }
-    return decodeWithCodec(data, variant: variant, maxPixels: maxPixels, partial: true)
+    decodeWithCodec(data, variant: variant, maxPixels: maxPixels, partial: true)
   }
 
   static func error(_ failure: CodecFailure, codec: ExternalCodec) -> LoadError {
@@ -71,7 +73,8 @@ extension ImageDecoder {
     }
   }
 
-  private static func decode(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec, variant: ImageVariant,
+  /// Decodes through pxl_codec's shape (`ExternalCodec`).
+  static func decode(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec, variant: ImageVariant,
                              maxPixels: UInt64, cancel: UnsafePointer<Int32>,
                              partial: Bool) -> Result<Image, LoadError> {
     let keepOrientation = !variant.appliesOrientation

@@ -38,7 +38,7 @@ public final class Image: @unchecked Sendable {
   /// early". Never stored as a disk variant. Set by the decoder before the image is shared.
   public internal(set) var isIncomplete = false
   /// Which decoder made the pixels, for the disk variant entry that keeps them:
-  /// `CodecTable.stamp` of the registered codec that decoded them, 0 for the built-in
+  /// `CodecSignature.Codec.stamp` of the registered codec that decoded them, 0 for the built-in
   /// decoders. Set by the decoder before the image is shared.
   public internal(set) var decoderStamp: UInt32 = 0
 

@@ -114,11 +114,12 @@ public struct ImageVariant: Hashable, Sendable {
   public var animates = false
   /// Converted to sRGB (the default), or the decoded values: two different renditions.
   public var managesColor = true
-  /// The loader's registered codecs ("id@version,..."; `CodecTable.signature`): another
-  /// decoder may give other pixels. "" for none. Part of the memory key only: a disk
-  /// variant records the one codec that made it (`Image.decoderStamp`), so that adding or
-  /// upgrading a module does not miss every other format's thumbnails on disk.
-  public var codecs = ""
+  /// The loader's registered codecs (`CodecTable.signature`): another decoder may give
+  /// other pixels. `.none` for none. Part of the memory key only: a disk variant records
+  /// the one codec that made it (`Image.decoderStamp`), checked against
+  /// `codecs.stamps`, so that adding or upgrading a module does not miss every other
+  /// format's thumbnails on disk.
+  public var codecs = CodecSignature.none
   /// The processor chain applied to the decoded pixels (empty: none).
   public var processors: [ImageProcessor] = []
 }
