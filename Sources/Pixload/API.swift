@@ -36,29 +36,6 @@ import Glibc
   OpaquePointer(Unmanaged.passRetained(object).toOpaque())
 }
 
-/// The handles of hook calls and fetches (pxl_hook_call, pxl_fetch) are numbers in this
-/// table, not object addresses: pixload.h lets a host's race answer a call twice or write
-/// to a finished fetch, and that must be refused (PXL_E_INVALID_ARGUMENT), not reach a freed
-/// object. One table for the process, not one per loader: a host may answer a call or
-/// finish a fetch after its loader was freed (PXL_E_CANCELLED).
-private let hostHandles = HandleTable()
-
-/// A new handle for `object`, named until `takeHostObject` takes it.
-func insertHostObject(_ object: AnyObject) -> OpaquePointer {
-  OpaquePointer(bitPattern: UInt(hostHandles.insert(object)))!
-}
-
-/// The object `handle` names: nil for NULL, a handle already taken, or another kind's.
-func hostObject<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type) -> T? {
-  hostHandles.object(UInt64(UInt(bitPattern: handle)), as: type)
-}
-
-/// Takes the object `handle` names out of the table, as `hostObject` finds it: of racing
-/// calls with one handle, only the first gets it.
-func takeHostObject<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type) -> T? {
-  hostHandles.remove(UInt64(UInt(bitPattern: handle)), as: type)
-}
-
 /// The *_free pattern: shut the object down while the host's reference still keeps it
 /// alive, then drop that reference. NULL is a no-op.
 private func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closing close: (T) -> Void) {
