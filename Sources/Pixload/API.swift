@@ -19,7 +19,7 @@ import Glibc
   handle.map { Unmanaged<ImageLoader>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
-@inline(__always) private func queue(_ handle: OpaquePointer?) -> CompletionQueue? {
+@inline(__always) func queue(_ handle: OpaquePointer?) -> CompletionQueue? {
   handle.map { Unmanaged<CompletionQueue>.fromOpaque(UnsafeRawPointer($0)).takeUnretainedValue() }
 }
 
@@ -38,7 +38,7 @@ import Glibc
 
 /// The *_free pattern: shut the object down while the host's reference still keeps it
 /// alive, then drop that reference. NULL is a no-op.
-private func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closing close: (T) -> Void) {
+func free<T: AnyObject>(_ handle: OpaquePointer?, as type: T.Type, closing close: (T) -> Void) {
   guard let handle else { return }
   let unmanaged = Unmanaged<T>.fromOpaque(UnsafeRawPointer(handle))
   close(unmanaged.takeUnretainedValue())
@@ -125,44 +125,6 @@ private let requestVersions = [end(\pxl_request.progress_interval_ms), end(\pxl_
 private let tableConfigVersions = [end(\pxl_table_config.prefetch_priority), end(\pxl_table_config.previews)]
 private let statsSize01 = end(\pxl_stats.disk_bytes)
 private let tableStatsSize01 = end(\pxl_table_stats.failed)
-
-// MARK: - Queues
-
-@c @implementation public func pxl_queue_new(_ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
-  guard let out else { return PXL_E_INVALID_ARGUMENT }
-  out.pointee = nil
-  do {
-    let created = try CompletionQueue()
-    out.pointee = retainedHandle(created)
-    return PXL_OK
-  } catch {
-    return cStatus(error.status)
-  }
-}
-
-@c @implementation public func pxl_queue_free(_ handle: OpaquePointer?) {
-  free(handle, as: CompletionQueue.self) { $0.close() }
-}
-
-@c @implementation public func pxl_queue_fd(_ handle: OpaquePointer?) -> Int32 {
-  queue(handle)?.fileDescriptor ?? -1
-}
-
-@c @implementation public func pxl_queue_dispatch(_ handle: OpaquePointer?, _ max: Int32) -> Int32 {
-  Int32(queue(handle)?.dispatch(max: Int(max)) ?? 0)
-}
-
-@c @implementation public func pxl_queue_wait(_ handle: OpaquePointer?, _ timeoutMilliseconds: Int32) -> Int32 {
-  Int32(clamping: queue(handle)?.wait(timeoutMilliseconds: timeoutMilliseconds) ?? 0)
-}
-
-@c @implementation public func pxl_queue_wakeup(_ handle: OpaquePointer?) {
-  queue(handle)?.wakeup()
-}
-
-@c @implementation public func pxl_queue_pending(_ handle: OpaquePointer?) -> Int32 {
-  Int32(clamping: queue(handle)?.pendingCount ?? 0)
-}
 
 // MARK: - Configuration fields
 
