@@ -1,6 +1,6 @@
-// The fields of pxl_config and pxl_table_config, each stated once (`ConfigField`): its
-// default, its check and where it goes in the core's configuration. API+Loader.swift and
-// API+Tables.swift read the structs with them.
+// The fields of pxl_config (pixload.h, "Loader configuration") and pxl_table_config, each
+// stated once (`ConfigField`): its default, its check and where it goes in the core's
+// configuration. API+Loader.swift and API+Tables.swift read the structs through them.
 import CPixload
 import PixloadCore
 

@@ -1,6 +1,6 @@
-// The C API of loaders (pixload.h, "Loader", "Memory cache", "Disk cache", "Statistics"):
-// pxl_config_init, pxl_loader_new and _free over the core's `ImageLoader`, its caches
-// and its statistics.
+// The C API of loaders (pixload.h, "Loader"): pxl_config_init, pxl_loader_new and
+// pxl_loader_free over the core's `ImageLoader`, and the calls on its memory cache, its
+// disk cache and its statistics.
 import CPixload
 import PixloadCore
 

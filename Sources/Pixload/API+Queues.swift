@@ -1,5 +1,5 @@
-// The C API of completion queues (pixload.h, "Queues"): pxl_queue handles over the
-// core's `CompletionQueue`.
+// The C API of completion queues (pixload.h, "Completion queues"): pxl_queue handles
+// over the core's `CompletionQueue`.
 import CPixload
 import PixloadCore
 

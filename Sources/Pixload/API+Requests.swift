@@ -1,12 +1,7 @@
-// The C API: every function declared in include/pixload.h, implemented with
-// `@c @implementation` so the compiler checks each signature against the header.
-//
-// This layer is deliberately thin and boring: it validates arguments, converts C structs
-// to PixloadCore types and back, and maps handles with Unmanaged (passRetained in *_new,
-// release in *_free, takeUnretainedValue elsewhere). Nothing Swift-specific (errors,
-// traps, existentials) crosses it. Each field of pxl_config and pxl_table_config has one
-// entry ("Configuration fields") holding its default, its check and where it goes in the
-// core's configuration.
+// The C API of requests (pixload.h, "Requests"): a pxl_request read and checked into the
+// core's `ImageRequest` (also one a table's request_fn filled), and what a host does with
+// requests: pxl_load, pxl_cancel, pxl_set_priority, pxl_lookup, pxl_cancel_all,
+// pxl_prefetch, pxl_bind.
 import CPixload
 import PixloadCore
 #if canImport(Glibc)
