@@ -38,7 +38,7 @@ let package = Package(
     // `swift build` and `swift test` leave in .build too; the sanitizer builds
     // (scripts/check-sanitizer.sh) link it dynamically, to share the toolchain's
     // instrumented runtime with the test program (PXL_SWIFT_RUNTIME=dynamic).
-    .target(name: "Pixload", dependencies: ["PixloadCore", "CPixload"],
+    .target(name: "Pixload", dependencies: ["PixloadCore", "CPixload"], exclude: ["README.md"],
             linkerSettings: Context.environment["PXL_SWIFT_RUNTIME"] == "dynamic" ? [] : [.unsafeFlags(["-static-stdlib"])]),
     .testTarget(name: "PixloadCoreTests", dependencies: ["PixloadCore", "FuzzDriver"]),
     // libFuzzer target on ImageDecoder (`make fuzz-decode` builds it with

@@ -1,7 +1,7 @@
 // The C API of fetchers (pixload.h, "Fetchers"): pxl_fetcher's callbacks as a core
 // `Fetcher`, and pxl_fetch handles as `FetchHandle`s. A fetch is in the host handle table
-// (API.swift) from when start receives it until pxl_fetch_finish takes it out: a write or
-// finish after that finds nothing and is refused.
+// (API+Extensions.swift) from when start receives it until pxl_fetch_finish takes it out:
+// a write or finish after that finds nothing and is refused.
 import CPixload
 import PixloadCore
 

@@ -1,7 +1,8 @@
 // The C API of the request hook (pixload.h, "Request hook"): pxl_config.request_hook as a
 // core `RequestHook`, and pxl_hook_call handles as `HookCall`s. A call is in the host
-// handle table (API.swift) from when the hook receives it until pxl_hook_answer or
-// pxl_hook_fail takes it out: a second answer finds nothing and is refused.
+// handle table (API+Extensions.swift) from when the hook receives it until
+// pxl_hook_answer or pxl_hook_fail takes it out: a second answer finds nothing and is
+// refused.
 import CPixload
 import PixloadCore
 #if canImport(Glibc)
@@ -35,11 +36,6 @@ private func withCStrings<R>(_ strings: [String], _ body: (UnsafeBufferPointer<U
   let copies = strings.map { strdup($0) }
   defer { copies.forEach { free($0) } }
   return copies.map { UnsafePointer($0) }.withUnsafeBufferPointer(body)
-}
-
-/// The core's status for a host's failure status: an unknown number, or PXL_OK, is `.io`.
-func hostFailureStatus(_ status: pxl_status) -> Status {
-  Status(rawValue: Int32(bitPattern: status.rawValue)).flatMap { $0 == .ok ? nil : $0 } ?? .io
 }
 
 @c @implementation public func pxl_hook_answer(_ handle: OpaquePointer?, _ headers: UnsafePointer<UnsafePointer<CChar>?>?,
