@@ -89,8 +89,17 @@ final class DecodeTask {
   /// Its own stages' figures (the variant lookup); the download's come with its input.
   var metrics = RequestMetrics()
   /// Those of its input (the download's, a parent's decode and steps) once it has it: a
-  /// request cancelled before its result reports them.
-  var inputMetrics: RequestMetrics?
+  /// request cancelled before its result reports them. Boxed: a task waiting for its bytes
+  /// (thousands may) pays a pointer, not the figures.
+  var inputMetrics: RequestMetrics? {
+    get { inputMetricsBox?.metrics }
+    set { inputMetricsBox = newValue.map(MetricsBox.init) }
+  }
+  private var inputMetricsBox: MetricsBox?
+  private final class MetricsBox {
+    let metrics: RequestMetrics
+    init(_ metrics: RequestMetrics) { self.metrics = metrics }
+  }
   /// When the stage under way began (monotonic nanoseconds; request metrics).
   var stageStartedAt: UInt64 = 0
 

@@ -114,7 +114,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
       nextID += 1
       let transfer = CurlTransfer(id: nextID, url: url, request: request,
                                   priority: priority, maxBodyBytes: configuration.maxBodyBytes, clock: clock,
-                                  progress: progress, completion: completion)
+                                  engineLock: lock, progress: progress, completion: completion)
       transfer.conditional = revalidating != nil
       if delay > 0 {
         // Held like a retry backoff: cancellable without ever opening a connection.

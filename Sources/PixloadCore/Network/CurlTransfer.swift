@@ -69,18 +69,26 @@ final class CurlTransfer {
   private var progressHeld = false
   /// What the transfer has measured so far, for a request cancelled before it ends
   /// (`CurlEngine.measuredSoFar`): published on the engine thread as the response
-  /// arrives (libcurl's handle may be read only there), read on any thread.
-  private let measuredLock = Lock()
-  private var measured = TransferTiming()
+  /// arrives (libcurl's handle may be read only there), read on any thread, both under
+  /// the engine's lock. Boxed and made at the first attempt: thousands of transfers may
+  /// wait, and a waiting one pays a pointer for it, not a lock and the figures
+  /// (Tests/e2e/exhaust.c holds a queued request under 4 KiB).
+  private final class Measured {
+    var timing: TransferTiming
+    init(_ timing: TransferTiming) { self.timing = timing }
+  }
+  private var measured: Measured?
+  private let engineLock: Lock
 
   /// Progress reports from the network thread are throttled to this; each request's own
   /// interval is applied again on its queue.
   static let progressGranularity: UInt64 = 20_000_000
 
   init(id: TransferID, url: RequestURL, request: TransferRequest, priority: Int32, maxBodyBytes: Int,
-       clock: @escaping EngineClock, progress: TransferProgress?,
+       clock: @escaping EngineClock, engineLock: Lock, progress: TransferProgress?,
        completion: @escaping @Sendable (Result<DownloadedData, LoadError>) -> Void) {
     self.id = id
+    self.engineLock = engineLock
     chain = RedirectChain(url)
     self.request = request
     self.priority = priority
@@ -182,11 +190,14 @@ final class CurlTransfer {
   /// Publishes `timing` as what the transfer has measured (an attempt's final figures,
   /// kept while it waits to retry).
   func publish(_ timing: TransferTiming) {
-    measuredLock.withLock { measured = timing }
+    engineLock.withLock {
+      if let measured { measured.timing = timing } else { measured = Measured(timing) }
+    }
   }
 
-  /// What the transfer has measured so far; any thread.
-  var measuredSoFar: TransferTiming { measuredLock.withLock { measured } }
+  /// What the transfer has measured so far (nothing before its first attempt); the
+  /// engine's lock held.
+  var measuredSoFar: TransferTiming { measured?.timing ?? TransferTiming() }
 
   /// The attempt that just ended, as `HTTPOutcome` judges it: libcurl's `code`, the last
   /// HTTP status and the server's Retry-After (read off the handle before it was cleaned up).
