@@ -312,9 +312,22 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     }
     if let error = ImageProcessor.validate(request.processors) { throw error }
     let url = try RequestURL(parsing: request.url)
-    if !configuration.network.allowedSchemes.contains(url.scheme) && !fetchRouter.hasFetcher(for: url.scheme) {
-      throw LoadError(.schemeNotAllowed, "scheme '\(url.scheme)' is not allowed by this loader")
-    }
+    try fetchRouter.admit(url)
     return url
   }
+
+  // MARK: - Fetchers
+
+  /// Serves URLs of `scheme` with `fetcher`: such requests go through the loader as any
+  /// other (merging, priorities, caches, progress, previews). The fetch stage states which
+  /// schemes may have one (`FetchRouter.register`); `.loaderClosed` once closed.
+  public func addFetcher(_ fetcher: Fetcher, for scheme: String, settings: FetcherSettings = FetcherSettings()) throws(LoadError) {
+    try fetchRouter.register(fetcher, for: scheme, settings: settings)
+  }
+
+  /// Removes the fetcher of `scheme`: requests it has not answered end CANCELLED, the
+  /// fetches it started are cancelled, then it is destroyed (on the fetch thread, soon).
+  /// False when the scheme had none.
+  @discardableResult
+  public func removeFetcher(for scheme: String) -> Bool { fetchRouter.unregister(scheme: scheme) }
 }
