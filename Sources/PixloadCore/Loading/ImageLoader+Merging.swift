@@ -68,29 +68,42 @@ extension ImageLoader {
   }
 
   /// Starts a new task: the decoded variant on disk, else its input (`attachInput`).
-  func start(_ decode: DecodeTask, _ source: DownloadSource) {
+  /// `lookup`: what the disk job of a task processed from this one said (a task it missed
+  /// goes straight to its input).
+  func start(_ decode: DecodeTask, _ source: DownloadSource, after lookup: PrefixLookup? = nil) {
     let key = decode.key
-    if let diskTier, key.policy != .reload, diskTier.keepsVariant(key.variant) {
-      // A decoded variant on disk needs neither the encoded bytes nor a decode: look for
-      // it first; the download joins in only on a miss.
-      decode.stageStartedAt = monotonicNanoseconds()
-      let job = diskTier.lookUpVariant(key.variant, policy: key.policy, priority: decode.priority) {
-        [weak self, weak decode] image in
-        guard let self, let decode else { return }
-        self.variantLookupFinished(decode, image)
-      }
-      decode.phase = .lookingUpVariant(job, source: source)
+    if let lookup, lookup.missed.contains(key.variant) {
+      attachInput(decode, source, after: lookup)
       return
     }
-    attachInput(decode, source)
+    if let diskTier, key.policy != .reload {
+      // A decoded variant on disk needs neither the encoded bytes nor a decode, and one of a
+      // prefix of its chain saves the decode and those steps: look for them all first, in
+      // one job (longest first); the download joins in only on a miss.
+      let variants = ([key.variant] + ImageProcessing.ancestors(of: key.variant)).filter(diskTier.keepsVariant)
+      if !variants.isEmpty {
+        decode.stageStartedAt = monotonicNanoseconds()
+        let job = diskTier.lookUpVariants(variants, policy: key.policy, priority: decode.priority) {
+          [weak self, weak decode] found in
+          guard let self, let decode else { return }
+          self.variantLookupFinished(decode, variants, found)
+        }
+        decode.phase = .lookingUpVariant(job, source: source)
+        return
+      }
+    }
+    attachInput(decode, source, after: lookup)
   }
 
   /// Joins a task to what it is made from: the image of its parent variant when it is a
   /// processed one (`attachParent`), else the download of its bytes.
-  func attachInput(_ decode: DecodeTask, _ source: DownloadSource) {
+  func attachInput(_ decode: DecodeTask, _ source: DownloadSource, after lookup: PrefixLookup? = nil) {
     if let (parent, _) = ImageProcessing.parent(of: decode.variant) {
-      attachParent(decode, parent, source)
+      attachParent(decode, parent, source, after: lookup)
     } else {
+      // The decoded variant's lookup was the job of a task processed from it: the time
+      // on disk counts for the decode as its own lookup's would.
+      if let lookup, lookup.asker != decode.key { decode.metrics.diskReadMicroseconds += lookup.diskReadMicroseconds }
       attachDownload(decode, source)
     }
   }

@@ -9,12 +9,24 @@ extension ImageLoader {
   /// Lock held: joins `decode` to the task of `parentVariant`, creating and starting it
   /// when it is the first; a parent in the memory cache (an earlier request's result) is
   /// processed at once.
-  func attachParent(_ decode: DecodeTask, _ parentVariant: ImageVariant, _ source: DownloadSource) {
+  func attachParent(_ decode: DecodeTask, _ parentVariant: ImageVariant, _ source: DownloadSource,
+                    after lookup: PrefixLookup? = nil) {
     let key = DecodeKey(variant: parentVariant, policy: decode.key.policy)
     if key.policy != .reload, let image = memoryCache.image(for: parentVariant) {
       var input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .memory, origin: nil)
       input.metrics.tier = .memory
       scheduleProcessing(decode, image, input)
+      return
+    }
+    if decodes[key] == nil, let lookup, let found = lookup.found, found.variant == parentVariant {
+      // Found on disk by the lookup of a task processed from it: processed at once, as a
+      // task of its own would hand on its variant hit.
+      counters.diskHits += 1
+      counters.variantHits += 1
+      var input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .disk, origin: nil)
+      input.metrics.diskReadMicroseconds = lookup.diskReadMicroseconds
+      input.metrics.tier = .diskVariant
+      scheduleProcessing(decode, found.image, input)
       return
     }
     decode.phase = .waitingForParent(decodes[key] ?? DecodeTask(key: key))
@@ -27,7 +39,7 @@ extension ImageLoader {
     }
     parent.priority = decode.priority
     decodes[key] = parent
-    start(parent, source)
+    start(parent, source, after: lookup)
   }
 
   /// A processed task whose step runs in the pool job that made its parent's image, once

@@ -40,21 +40,27 @@ extension ImageLoader {
 
 
   /// The variant lookup answered: a servable variant is the result of every requester,
-  /// with no download and no decode; otherwise the decode waits for the bytes as usual.
-  func variantLookupFinished(_ decode: DecodeTask, _ image: Image?) {
+  /// with no download and no decode; one of a prefix of its chain is processed from;
+  /// otherwise the task waits for its input as usual, the variants looked up not looked up
+  /// again.
+  func variantLookupFinished(_ decode: DecodeTask, _ variants: [ImageVariant], _ found: VariantFound?) {
     var input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .disk, origin: nil)
     let done: TaskResults? = lock.withLock {
       guard decodes[decode.key] === decode, case .lookingUpVariant(_, let source) = decode.phase else { return nil }
-      decode.metrics.diskReadMicroseconds += microseconds(from: decode.stageStartedAt, to: monotonicNanoseconds())
-      guard let image else {
-        attachInput(decode, source)
+      let spent = microseconds(from: decode.stageStartedAt, to: monotonicNanoseconds())
+      decode.metrics.diskReadMicroseconds += spent
+      guard let found, variants[found.index] == decode.variant else {
+        let missed = variants[..<(found?.index ?? variants.count)]
+        attachInput(decode, source, after: PrefixLookup(asker: decode.key, missed: Set(missed),
+                                                        found: found.map { (variants[$0.index], $0.image) },
+                                                        diskReadMicroseconds: spent))
         return nil
       }
       counters.diskHits += 1
       counters.variantHits += 1
       input.metrics = decode.metrics
       input.metrics.tier = .diskVariant
-      return finishLocked(decode, .success(image), input, onPool: false)
+      return finishLocked(decode, .success(found.image), input, onPool: false)
     }
     if let done { report(done, decode, input) }
   }

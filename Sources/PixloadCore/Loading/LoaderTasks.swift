@@ -43,6 +43,19 @@ struct DownloadSource {
   var startDelayMilliseconds: Int
 }
 
+/// What the one disk job of a task's variant lookup said of the variants it is made from
+/// (its chain's prefixes): those it missed are not looked up again, the one it found is
+/// processed from at once. Handed down the tasks the lookup's task creates.
+struct PrefixLookup {
+  /// The task that asked (its own metrics have the job's time already).
+  let asker: DecodeKey
+  /// Looked up and not servable.
+  let missed: Set<ImageVariant>
+  /// The longest prefix found, with its image.
+  let found: (variant: ImageVariant, image: Image)?
+  let diskReadMicroseconds: UInt64
+}
+
 /// The bytes a decode runs on, where they came from, and what a decoded variant stored on
 /// disk records of them (nil: none is stored).
 struct DecodeInput {

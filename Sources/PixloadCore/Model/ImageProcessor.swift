@@ -163,6 +163,26 @@ public enum ImageProcessor: Hashable, Sendable {
   }
 }
 
+/// A processor chain as one value: its steps and its canonical form
+/// (`ImageProcessor.canonical`: kind, parameters, version), computed once. Equal and hashed
+/// by the canonical form alone, so the memory key (`ImageVariant`) and the disk key
+/// (`VariantKey`'s descriptor) take the chain's identity from one place.
+public struct ProcessorChain: Hashable, Sendable {
+  public let steps: [ImageProcessor]
+  /// "" for the empty chain.
+  public let canonical: String
+
+  public init(_ steps: [ImageProcessor] = []) {
+    self.steps = steps
+    canonical = ImageProcessor.canonical(steps)
+  }
+
+  public var isEmpty: Bool { steps.isEmpty }
+
+  public static func == (a: ProcessorChain, b: ProcessorChain) -> Bool { a.canonical == b.canonical }
+  public func hash(into hasher: inout Hasher) { hasher.combine(canonical) }
+}
+
 /// Runs a registered processor's calls and retires it: the state behind `CustomProcessor`
 /// (its lock, its calls under way), which Processing keeps.
 protocol ProcessorCalls: AnyObject, Sendable {
