@@ -86,51 +86,62 @@ extension ImageLoader {
              metrics: download.metrics)
   }
 
+  /// A transfer ended. Its bytes go to the disk tier (`DiskTier.received`: what to keep,
+  /// a 304's stored bytes) without the loader's lock, between the two sections that take
+  /// the download off the table and hand the bytes to its decodes.
   func downloadFinished(_ download: DownloadTask, _ result: Result<DownloadedData, LoadError>) {
     var failed: [PendingRequest] = []
     var failure: LoadError?
-    lock.withLock {
+    let taken: (stored: StoredOriginal?, endedEarly: Int)? = lock.withLock {
       // A download cancelled while finishing is no longer registered: drop its result.
       // One that ended early left the table on purpose.
-      guard downloads[download.key] === download || download.endedEarly > 0 else { return }
+      guard downloads[download.key] === download || download.endedEarly > 0 else { return nil }
       let stored = download.revalidating
       switch result {
       case .failure(let error):
         failure = error
         download.metrics.take(error.timing)
         failed = abandon(download)
-      case .success(var response):
+        return nil
+      case .success(let response):
         if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
-        if response.endedEarly, download.endedEarly > 0, download.endedEarly <= response.bytes.count {
-          // The first scans, as a file: what the thumbnails decode from.
-          response.bytes = decoder.scansPrefix(response.bytes, length: download.endedEarly)
-        }
-        let received = diskTier?.received(response, for: download.key.cacheKey, url: download.url,
-                                          revalidating: stored)
-          ?? ReceivedBytes(data: response, source: response.source, origin: nil)
+        // Over: a decode that leaves meanwhile cancels nothing below it.
+        download.phase = .idle
         download.metrics.take(response.timing)
-        switch received.source {
-        case .revalidated: download.metrics.tier = .revalidated
-        case .fetcher: download.metrics.tier = .fetcher
-        case .data: download.metrics.tier = .data
-        default: download.metrics.tier = download.url.isFile ? .file : .network
-        }
-        // One rule for bytes_received, network_fetches and bytes_downloaded (pixload.h):
-        // they count what PXL_SOURCE_NETWORK names, libcurl's transfers: http(s), and
-        // file: URLs as 0.1.0 counted them. A data: URL's and a fetcher's bytes are not.
-        switch download.metrics.tier {
-        case .network, .file:
-          counters.networkFetches += 1
-          counters.bytesDownloaded += response.bytes.count
-        case .revalidated:
-          counters.revalidated += 1
-          counters.bytesDownloaded += response.bytes.count
-        default: download.metrics.bytesReceived = 0
-        }
-        decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
+        return (stored, download.endedEarly)
       }
     }
     if let failure { complete(failed, with: .failure(failure), metrics: download.metrics) }
+    guard let taken, case .success(var response) = result else { return }
+    if response.endedEarly, taken.endedEarly > 0, taken.endedEarly <= response.bytes.count {
+      // The first scans, as a file: what the thumbnails decode from.
+      response.bytes = decoder.scansPrefix(response.bytes, length: taken.endedEarly)
+    }
+    let received = diskTier?.received(response, for: download.key.cacheKey, url: download.url,
+                                      revalidating: taken.stored)
+      ?? ReceivedBytes(data: response, source: response.source, origin: nil)
+    lock.withLock {
+      guard !closed else { return }
+      switch received.source {
+      case .revalidated: download.metrics.tier = .revalidated
+      case .fetcher: download.metrics.tier = .fetcher
+      case .data: download.metrics.tier = .data
+      default: download.metrics.tier = download.url.isFile ? .file : .network
+      }
+      // One rule for bytes_received, network_fetches and bytes_downloaded (pixload.h):
+      // they count what PXL_SOURCE_NETWORK names, libcurl's transfers: http(s), and
+      // file: URLs as 0.1.0 counted them. A data: URL's and a fetcher's bytes are not.
+      switch download.metrics.tier {
+      case .network, .file:
+        counters.networkFetches += 1
+        counters.bytesDownloaded += response.bytes.count
+      case .revalidated:
+        counters.revalidated += 1
+        counters.bytesDownloaded += response.bytes.count
+      default: download.metrics.bytesReceived = 0
+      }
+      decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
+    }
   }
 
   func runDecode(_ decode: DecodeTask, _ input: DecodeInput) {
