@@ -2,14 +2,14 @@
 import Glibc
 #endif
 
-/// The coordinator's part in progressive downloads: when a transfer's progress reaches its
+/// The preview task of an original's transfer (progressive downloads): when a transfer's progress reaches its
 /// requesters, when a preview decode runs and for whom, and when a thumbnail's transfer
 /// may end early. What the bytes mean (scans, prefixes, the EOI that closes them) is the
 /// decoder's (`ImageDecoding.previewPrefix`, `firstScansEnd`, `scansPrefix`).
-extension ImageLoader {
+extension TaskPool {
   /// Returns true when the body so far is all the download's requesters need (see
   /// `endsEarly`): the engine then ends the transfer with it.
-  func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64,
+  func downloadProgressed(_ download: OriginalDataTask, received: UInt64, expected: UInt64,
                                   body: [UInt8]) -> Bool {
     if endsEarly(download, received: received, expected: expected, body: body) { return true }
     var previewNow = false
@@ -37,7 +37,7 @@ extension ImageLoader {
   /// for has passed since the last preview made (the queue drops what comes sooner anyway;
   /// counting from the last attempt would let one before the first complete scan hold the
   /// first preview back).
-  private func previewIsDue(_ download: DownloadTask) -> Bool {
+  private func previewIsDue(_ download: OriginalDataTask) -> Bool {
     let previewers = download.decodes.values.flatMap { requestsBelow($0) }.filter(\.delivery.wantsPreview)
     guard !previewers.isEmpty, download.previewScans < Self.previewScanLimit else { return false }
     let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
@@ -46,7 +46,7 @@ extension ImageLoader {
     return true
   }
 
-  private func submitPreview(_ download: DownloadTask, _ body: [UInt8]) {
+  private func submitPreview(_ download: OriginalDataTask, _ body: [UInt8]) {
     _ = decodePool.submit(priority: download.priority) { [weak self, weak download] in
       guard let self, let download else { return }
       self.previewDownload(download, body)
@@ -67,7 +67,7 @@ extension ImageLoader {
   /// ends once those scans have arrived. Previews do not keep it going: the final image is
   /// then ready as soon as a preview would be. The download leaves the table first, so a
   /// request that comes later starts its own transfer.
-  private func endsEarly(_ download: DownloadTask, received: UInt64, expected: UInt64, body: [UInt8]) -> Bool {
+  private func endsEarly(_ download: OriginalDataTask, received: UInt64, expected: UInt64, body: [UInt8]) -> Bool {
     guard diskTier == nil else { return false }
     let variants: [ImageVariant]? = lock.withLock {
       guard downloads[download.key] === download, download.revalidating == nil, !download.decodes.isEmpty
@@ -93,7 +93,7 @@ extension ImageLoader {
   /// or the prefix itself when a registered codec decodes prefixes (JPEG XL's module
   /// flushes the passes it has). Baseline JPEGs and other formats get no preview: their
   /// rows arrive top to bottom, and a half-drawn image is not what a list row should show.
-  private func previewDownload(_ download: DownloadTask, _ body: [UInt8]) {
+  private func previewDownload(_ download: OriginalDataTask, _ body: [UInt8]) {
     let source: PreviewSource
     if let prefix = decoder.previewPrefix(body) {
       source = .scans(prefix.length, count: prefix.scans)
