@@ -67,3 +67,63 @@ extension TaskPool {
     if let done { proceed(done, decode, measured) }
   }
 }
+
+/// A variant task finished (a decode, a step, a variant found on disk): its image or
+/// error to its requests, the memory cache, the disk tier and the tasks processed from it.
+extension TaskPool {
+  /// What a finished task hands out once the lock is released: its result to its own
+  /// requests, and the failure of the tasks below it to theirs.
+  struct TaskResults {
+    let result: Result<Image, LoadError>
+    let finished: [PendingRequest]
+    let failedBelow: [PendingRequest]
+    /// The task processed from this one whose step runs next in the same pool job.
+    let next: Continuation?
+  }
+
+  /// Lock held: ends a task with its image or error: its requests (returned), the memory
+  /// cache, and the tasks processed from it (queued, or failed with it; on a pool thread,
+  /// `onPool`, one of them continues in the same job). nil when the task was dropped
+  /// meanwhile.
+  func finishLocked(_ decode: VariantTask, _ result: Result<Image, LoadError>, _ input: DecodeInput,
+                    onPool: Bool) -> TaskResults? {
+    guard decodes[decode.key] === decode else { return nil }
+    let finished = finish(decode)
+    if case .success(let image) = result, finished.contains(where: \.usesMemoryCache) {
+      memoryCache.insert(image, for: decode.variant)
+    }
+    let (failedBelow, next) = handOn(decode, result, input, continuing: onPool, shared: !finished.isEmpty)
+    return TaskResults(result: result, finished: finished, failedBelow: failedBelow, next: next)
+  }
+
+  /// Not holding the lock: stores a finished task's image as a disk variant and posts the
+  /// results `finishLocked` collected.
+  func report(_ done: TaskResults, _ decode: VariantTask, _ input: DecodeInput) {
+    // An incomplete image (its data ended early) stays out of the disk tier: a variant
+    // hit would hand it on without the flag's cause ever being looked at again.
+    if case .success(let image) = done.result, !image.isIncomplete, !done.finished.isEmpty, let origin = input.origin {
+      storeVariant(image, decode.variant, origin)
+    }
+    let outcome: Outcome
+    switch done.result {
+    case .success(let image): outcome = .success(image, input.source, httpStatus: input.data.httpStatus)
+    case .failure(var error):
+      if error.httpStatus == 0 { error.httpStatus = input.data.httpStatus }
+      outcome = .failure(error)
+    }
+    complete(done.finished, with: outcome, metrics: input.metrics)
+    if case .failure = outcome { complete(done.failedBelow, with: outcome, metrics: input.metrics) }
+  }
+
+  /// Offers a decoded image to the disk tier as a variant of its original (not holding the
+  /// lock: a tier may report the write at once).
+  func storeVariant(_ image: Image, _ variant: ImageVariant, _ origin: OriginalRecord) {
+    diskTier?.storeVariant(image, of: variant, origin: origin) { [weak self] written in
+      guard let self else { return }
+      self.lock.withLock {
+        self.counters.variantsStored += 1
+        self.counters.variantBytesStored += written
+      }
+    }
+  }
+}

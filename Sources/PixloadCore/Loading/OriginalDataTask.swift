@@ -23,14 +23,8 @@ final class OriginalDataTask {
   var phase = Phase.idle
   /// Set by the request that started it (a table during a fling).
   var startDelayMilliseconds = 0
-  /// The length of the prefix its transfer ended with (see `ImageLoader.endsEarly`); 0: none.
-  var endedEarly = 0
-  /// Previews: a decode under way, the newest body that came during it, when the last
-  /// began, the scan count of the last made.
-  var previewing = false
-  var previewPending: [UInt8]?
-  var lastPreviewAt: UInt64 = 0
-  var previewScans = 0
+  /// Its transfer's previews and early end (PreviewTask.swift).
+  let preview = PreviewTask()
   /// What its stages measured so far, and when the disk lookup under way began.
   var metrics = RequestMetrics()
   var stageStartedAt: UInt64 = 0
@@ -160,7 +154,7 @@ extension TaskPool {
     let taken: (stored: StoredOriginal?, endedEarly: Int)? = lock.withLock {
       // A download cancelled while finishing is no longer registered: drop its result.
       // One that ended early left the table on purpose.
-      guard downloads[download.key] === download || download.endedEarly > 0 else { return nil }
+      guard downloads[download.key] === download || download.preview.endedEarly > 0 else { return nil }
       let stored = download.revalidating
       switch result {
       case .failure(let error):
@@ -173,14 +167,13 @@ extension TaskPool {
         // Over: a decode that leaves meanwhile cancels nothing below it.
         download.phase = .idle
         download.metrics.take(response.timing)
-        return (stored, download.endedEarly)
+        return (stored, download.preview.endedEarly)
       }
     }
     if let failure { complete(failed, with: .failure(failure), metrics: download.metrics) }
     guard let taken, case .success(var response) = result else { return }
-    if response.endedEarly, taken.endedEarly > 0, taken.endedEarly <= response.bytes.count {
-      // The first scans, as a file: what the thumbnails decode from.
-      response.bytes = decoder.scansPrefix(response.bytes, length: taken.endedEarly)
+    if response.endedEarly {
+      response.bytes = PreviewTask.bytesToDecode(response.bytes, endedEarly: taken.endedEarly, decoder: decoder)
     }
     let received = diskTier?.received(response, for: download.key.cacheKey, url: download.url,
                                       revalidating: taken.stored)

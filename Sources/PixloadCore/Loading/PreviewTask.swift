@@ -2,6 +2,36 @@
 import Glibc
 #endif
 
+/// The previews of one original's transfer, and the early end of a thumbnail's transfer:
+/// its state (one preview decode at a time, the body that came during it, when the last
+/// was made and from how many scans) and the only place the loader asks the decoder what
+/// a body's bytes mean (`ImageDecoding.previewPrefix`, `firstScansEnd`, `scansPrefix`).
+/// Its functions on the pool below run with the pool's lock where they take it.
+final class PreviewTask {
+  var previewing = false
+  /// The newest body that came during the preview decode under way.
+  var pending: [UInt8]?
+  var lastPreviewAt: UInt64 = 0
+  /// The scan count of the last preview made.
+  var scans = 0
+  /// The length of the prefix its transfer ended with (`TaskPool.endsEarly`); 0: none.
+  var endedEarly = 0
+
+  /// Where the first scans end that decode each of `variants` exactly (a progressive
+  /// JPEG's 1/8 scale); nil when some variant needs more.
+  static func firstScansEnd(_ body: [UInt8], of variants: [ImageVariant], decoder: ImageDecoding) -> Int? {
+    decoder.firstScansEnd(body, variants: variants)
+  }
+
+  /// The bytes the decodes take of a transfer that ended early with `body` (its
+  /// `endedEarly` read under the lock): the first scans as a file (what the thumbnails
+  /// decode from).
+  static func bytesToDecode(_ body: [UInt8], endedEarly: Int, decoder: ImageDecoding) -> [UInt8] {
+    guard endedEarly > 0, endedEarly <= body.count else { return body }
+    return decoder.scansPrefix(body, length: endedEarly)
+  }
+}
+
 /// The preview task of an original's transfer (progressive downloads): when a transfer's progress reaches its
 /// requesters, when a preview decode runs and for whom, and when a thumbnail's transfer
 /// may end early. What the bytes mean (scans, prefixes, the EOI that closes them) is the
@@ -16,10 +46,10 @@ extension TaskPool {
     let listeners: [PendingRequest] = lock.withLock {
       guard downloads[download.key] === download else { return [] }
       let requesters = download.decodes.values.flatMap { requestsBelow($0) }
-      if download.previewing {
+      if download.preview.previewing {
         // One preview decode at a time per download: the newest body waits for the one
         // under way, so the scans it completes are not lost if the server pauses now.
-        if requesters.contains(where: \.delivery.wantsPreview) { download.previewPending = body }
+        if requesters.contains(where: \.delivery.wantsPreview) { download.preview.pending = body }
       } else {
         previewNow = previewIsDue(download)
       }
@@ -39,10 +69,10 @@ extension TaskPool {
   /// first preview back).
   private func previewIsDue(_ download: OriginalDataTask) -> Bool {
     let previewers = download.decodes.values.flatMap { requestsBelow($0) }.filter(\.delivery.wantsPreview)
-    guard !previewers.isEmpty, download.previewScans < Self.previewScanLimit else { return false }
+    guard !previewers.isEmpty, download.preview.scans < Self.previewScanLimit else { return false }
     let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
-    guard download.lastPreviewAt == 0 || monotonicNanoseconds() - download.lastPreviewAt >= interval else { return false }
-    download.previewing = true
+    guard download.preview.lastPreviewAt == 0 || monotonicNanoseconds() - download.preview.lastPreviewAt >= interval else { return false }
+    download.preview.previewing = true
     return true
   }
 
@@ -52,9 +82,9 @@ extension TaskPool {
       self.previewDownload(download, body)
       // A body that arrived during the decode is previewed next, if still due.
       let next: [UInt8]? = self.lock.withLock {
-        download.previewing = false
-        guard let pending = download.previewPending else { return nil }
-        download.previewPending = nil
+        download.preview.previewing = false
+        guard let pending = download.preview.pending else { return nil }
+        download.preview.pending = nil
         return self.downloads[download.key] === download && self.previewIsDue(download) ? pending : nil
       }
       if let next { self.submitPreview(download, next) }
@@ -74,12 +104,12 @@ extension TaskPool {
       else { return nil }
       return Array(download.decodes.keys)
     }
-    guard let variants, let end = decoder.firstScansEnd(body, variants: variants) else { return false }
+    guard let variants, let end = PreviewTask.firstScansEnd(body, of: variants, decoder: decoder) else { return false }
     return lock.withLock {
       // Unchanged meanwhile: still registered, no other variant joined.
       guard downloads[download.key] === download, Set(download.decodes.keys) == Set(variants) else { return false }
       downloads.removeValue(forKey: download.key)
-      download.endedEarly = end
+      download.preview.endedEarly = end
       if expected > received { counters.bytesSaved += Int(expected - received) }
       return true
     }
@@ -105,9 +135,9 @@ extension TaskPool {
     let targets: [(ImageVariant, [PendingRequest])] = lock.withLock {
       guard downloads[download.key] === download else { return [] }
       if case .scans(_, let count) = source {
-        guard count > download.previewScans else { return [] }
-        download.previewScans = count
-        download.lastPreviewAt = monotonicNanoseconds()
+        guard count > download.preview.scans else { return [] }
+        download.preview.scans = count
+        download.preview.lastPreviewAt = monotonicNanoseconds()
       }
       return download.decodes.values.flatMap { tasksBelow($0, \.delivery.wantsPreview) }
     }
@@ -150,9 +180,9 @@ extension TaskPool {
     case .scans(_, let count): scans = count
     case .codecPrefix:
       scans = lock.withLock {
-        download.previewScans += 1
-        download.lastPreviewAt = monotonicNanoseconds()
-        return download.previewScans
+        download.preview.scans += 1
+        download.preview.lastPreviewAt = monotonicNanoseconds()
+        return download.preview.scans
       }
     }
     for (image, previewers) in previews {
