@@ -224,7 +224,7 @@ final class ManualDiskTier: DiskTier, @unchecked Sendable {
     stored(image.byteCount)
   }
 
-  func remove(_ key: String) {}
+  func remove(_ key: CacheKey) {}
   func removeAll() {}
   var bytesSeen: Int { 0 }
   func shutdown() {}

@@ -27,7 +27,8 @@ public protocol DiskTier: AnyObject, Sendable {
   func cancel(_ job: DiskJob)
   /// A finished transfer of `url` for `key` (conditional on `revalidating` when set): the
   /// bytes to decode (the stored ones when the server said 304) and where they came from.
-  /// Stores the bytes in the background when the response lets it.
+  /// Stores the bytes in the background when the response lets it. Called without the
+  /// coordinator's lock (a tier may take its own or touch the disk here).
   func received(_ response: DownloadedData, for key: CacheKey, url: RequestURL,
                 revalidating: StoredOriginal?) -> ReceivedBytes
   /// Keeps `image`, decoded from the bytes `origin` describes, as the variant `variant`
@@ -36,7 +37,7 @@ public protocol DiskTier: AnyObject, Sendable {
   func storeVariant(_ image: Image, of variant: ImageVariant, origin: OriginalRecord,
                     stored: @escaping @Sendable (Int) -> Void)
   /// Forgets `key` and the credentialed keys made from it, with their variants.
-  func remove(_ key: String)
+  func remove(_ key: CacheKey)
   /// Empties the cache. Blocks on the disk.
   func removeAll()
   /// The cache's size as last seen, without touching the disk.
@@ -255,8 +256,8 @@ public final class LocalDiskTier: DiskTier, @unchecked Sendable {
     }
   }
 
-  public func remove(_ key: String) {
-    _ = pool.submit(priority: Int32.max) { [self] in cache?.remove(key) }
+  public func remove(_ key: CacheKey) {
+    _ = pool.submit(priority: Int32.max) { [self] in cache?.remove(key.text) }
   }
 
   public func removeAll() { cache?.removeAll() }

@@ -182,7 +182,7 @@ public final class ImageLoader: @unchecked Sendable {
   /// a disk thread).
   public func removeCached(cacheKey: String) {
     memoryCache.removeAll(cacheKey: cacheKey)
-    diskTier?.remove(cacheKey)
+    diskTier?.remove(CacheKey(cacheKey))
   }
 
   /// Cancels every request (each still gets its one CANCELLED result through its queue),
