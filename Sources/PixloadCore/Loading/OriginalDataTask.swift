@@ -15,7 +15,7 @@ final class OriginalDataTask {
     case transferring(TransferID, revalidating: StoredOriginal?)
   }
 
-  let key: DownloadKey
+  let key: OriginalDataKey
   let url: RequestURL
   let headers: [String]
   var decodes: [ImageVariant: VariantTask] = [:]
@@ -29,7 +29,7 @@ final class OriginalDataTask {
   var metrics = RequestMetrics()
   var stageStartedAt: UInt64 = 0
 
-  init(key: DownloadKey, url: RequestURL, headers: [String]) {
+  init(key: OriginalDataKey, url: RequestURL, headers: [String]) {
     self.key = key
     self.url = url
     self.headers = headers
@@ -50,7 +50,7 @@ extension TaskPool {
   /// Joins a decode task to the download of its bytes, starting the download (disk lookup,
   /// then network) when it is the first.
   func attachDownload(_ decode: VariantTask, _ source: DownloadSource) {
-    let downloadKey = DownloadKey(cacheKey: decode.variant.cacheKey, policy: decode.key.policy)
+    let downloadKey = OriginalDataKey(cacheKey: decode.variant.cacheKey, policy: decode.key.policy)
     if let download = downloads[downloadKey] {
       download.decodes[decode.variant] = decode
       decode.phase = .waitingForBytes(download)

@@ -11,7 +11,7 @@ extension TaskPool {
   /// processed at once.
   func attachParent(_ decode: VariantTask, _ parentVariant: ImageVariant, _ source: DownloadSource,
                     after lookup: PrefixLookup? = nil) {
-    let key = DecodeKey(variant: parentVariant, policy: decode.key.policy)
+    let key = VariantTaskKey(variant: parentVariant, policy: decode.key.policy)
     if key.policy != .reload, let image = memoryCache.image(for: parentVariant) {
       var input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .memory, origin: nil)
       input.metrics.tier = .memory

@@ -29,8 +29,8 @@ final class TaskPool: DeliveryOwner, @unchecked Sendable {
   var closed = false
   /// Every accepted request whose handler has not started yet.
   var requests: [UInt64: PendingRequest] = [:]
-  var downloads: [DownloadKey: OriginalDataTask] = [:]
-  var decodes: [DecodeKey: VariantTask] = [:]
+  var downloads: [OriginalDataKey: OriginalDataTask] = [:]
+  var decodes: [VariantTaskKey: VariantTask] = [:]
   var counters = LoaderStatistics()
 
   init(configuration: LoaderConfiguration, memoryCache: MemoryCache, diskTier: DiskTier?, dataLoader: DataLoading,
@@ -80,7 +80,7 @@ final class TaskPool: DeliveryOwner, @unchecked Sendable {
       queue.complete(delivery, with: .failure(LoadError(.notCached, "not in the memory cache (cache-only request, no disk cache)")))
       return token
     }
-    attach(pending, to: DecodeKey(variant: variant, policy: request.cachePolicy),
+    attach(pending, to: VariantTaskKey(variant: variant, policy: request.cachePolicy),
            source: DownloadSource(url: url, headers: request.headers,
                                   startDelayMilliseconds: request.startDelayMilliseconds))
     lock.unlock()
@@ -192,15 +192,18 @@ final class PendingRequest {
   }
 }
 
-/// What a download is shared by: requests for the same bytes under the same cache policy
-/// (a request never fails, or skips the network, because of another requester's policy).
-struct DownloadKey: Hashable {
+/// The key of an original-data task: requests for the same bytes under the same cache
+/// policy share it (a request never fails, or skips the network, because of another
+/// requester's policy).
+struct OriginalDataKey: Hashable {
   let cacheKey: CacheKey
   let policy: ImageRequest.CachePolicy
 }
 
-/// What a decode is shared by: requests for the same variant under the same cache policy.
-struct DecodeKey: Hashable {
+/// The key of a variant task: requests for the same variant (its chain's identity its
+/// canonical form, `ProcessorChain`) under the same cache policy share it. Its disk key,
+/// when the tier keeps such variants, is the tier's `VariantKey`.
+struct VariantTaskKey: Hashable {
   let variant: ImageVariant
   let policy: ImageRequest.CachePolicy
 }
@@ -245,7 +248,7 @@ extension TaskPool {
 
   /// Joins the request to the decode task for its variant, creating the decode task (and
   /// the download task it waits on) when it is the first requester.
-  func attach(_ pending: PendingRequest, to key: DecodeKey, source: DownloadSource) {
+  func attach(_ pending: PendingRequest, to key: VariantTaskKey, source: DownloadSource) {
     if let decode = decodes[key] {
       decode.requests[pending.token] = pending
       pending.decode = decode

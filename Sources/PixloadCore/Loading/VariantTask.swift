@@ -24,14 +24,14 @@ final class VariantTask {
     case continuing
   }
 
-  let key: DecodeKey
+  let key: VariantTaskKey
   var variant: ImageVariant { key.variant }
   var requests: [UInt64: PendingRequest] = [:]
   var priority: Int32 = 0
   var phase = Phase.idle
   /// The tasks of the variants processed from this one's image (one step each): a task
   /// lives while it has requests or children.
-  var children: [DecodeKey: VariantTask] = [:]
+  var children: [VariantTaskKey: VariantTask] = [:]
   /// Raised when the decode or processing step under way is no longer wanted (the last
   /// requester left, or the loader is closing).
   var cancel: CancelFlag?
@@ -43,7 +43,7 @@ final class VariantTask {
   /// When the stage under way began (monotonic nanoseconds; request metrics).
   var stageStartedAt: UInt64 = 0
 
-  init(key: DecodeKey) { self.key = key }
+  init(key: VariantTaskKey) { self.key = key }
 
   var isUnused: Bool { requests.isEmpty && children.isEmpty }
 
@@ -53,13 +53,12 @@ final class VariantTask {
   }
 }
 
-
 /// What the one disk job of a task's variant lookup said of the variants it is made from
 /// (its chain's prefixes): those it missed are not looked up again, the one it found is
 /// processed from at once. Handed down the tasks the lookup's task creates.
 struct PrefixLookup {
   /// The task that asked (its own metrics have the job's time already).
-  let asker: DecodeKey
+  let asker: VariantTaskKey
   /// Looked up and not servable.
   let missed: Set<ImageVariant>
   /// The longest prefix found, with its image.
