@@ -1,11 +1,14 @@
 /// The coordinator's pool of stage tasks (Nuke's `TaskPool`): every accepted request, the
 /// one variant task of each variant that requests share (`VariantTask.swift`), the one
 /// original-data task of each cache key that variant tasks share (`OriginalDataTask.swift`),
-/// with the decode (`VariantTask.swift`), the process task of each chain prefix
-/// (`ProcessTask.swift`) and the previews of a transfer (`PreviewTask.swift`). A task
-/// subscribes to the one below it, is cancelled when its last subscriber leaves, and runs
-/// at the highest priority among them. Each task's phase is one enum value, so a task is in
-/// exactly one state and leaving it drops what that state held.
+/// with the decode (`DecodeTask.swift`), the process task of each chain prefix
+/// (`ProcessTask.swift`) and the previews of a transfer (`PreviewTask.swift`). The task of
+/// a decoded variant is the decode task (its key is what a decode merges on: source, size,
+/// mode, format), the task of a processed variant the process task of its chain's prefix
+/// (Nuke's TaskLoadImage per prefix); both are `VariantTask`s. A task subscribes to the one
+/// below it, is cancelled when its last subscriber leaves, and runs at the highest priority
+/// among them. Each task's phase is one enum value, so a task is in exactly one state and
+/// leaving it drops what that state held.
 ///
 /// One lock discipline: `lock` guards every table, every task and every request's link to
 /// its task, and is held only for bookkeeping, never while a stage works. The stages answer
