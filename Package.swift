@@ -32,7 +32,8 @@ let package = Package(
     // Each folder's README.md says what it owns and may import (not a resource).
     .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport", "CProcessing"],
             exclude: ["Caching/README.md", "Decoding/README.md", "Internal/README.md", "Loading/README.md",
-                      "Model/README.md", "Network/README.md", "Processing/README.md", "Fetching/README.md"]),
+                      "Model/README.md", "Network/README.md", "Processing/README.md", "Fetching/README.md",
+                      "Delivery/README.md", "Tables/README.md"]),
     // The C API: thin @c @implementation functions over PixloadCore. Every build of
     // libpixload.so carries the Swift runtime (no libswift* in NEEDED), the debug one that
     // `swift build` and `swift test` leave in .build too; the sanitizer builds

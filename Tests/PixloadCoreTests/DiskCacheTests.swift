@@ -39,7 +39,7 @@ final class DiskCacheTests: XCTestCase {
   func path(_ kind: Kind, _ key: String) -> String {
     switch kind {
     case .encoded: return path(for: key)
-    case .variant: return "\(directory)/\(DiskCache.variantFileName(descriptor: Self.descriptor, cacheKey: key))"
+    case .variant: return "\(directory)/\(DiskCache.variantFileName(VariantKey(cacheKey: CacheKey(key), descriptor: Self.descriptor)))"
     }
   }
 
@@ -54,7 +54,7 @@ final class DiskCacheTests: XCTestCase {
       bytes.withUnsafeBytes { pixels.copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
       let image = Image(width: bytes.count, height: 1, stride: bytes.count, format: .gray8,
                         originalWidth: 2 * bytes.count, originalHeight: 2, takingPixels: pixels)
-      XCTAssertGreaterThan(cache.storeVariant(image, descriptor: Self.descriptor, cacheKey: key, metadata: metadata,
+      XCTAssertGreaterThan(cache.storeVariant(image, VariantKey(cacheKey: CacheKey(key), descriptor: Self.descriptor), metadata: metadata,
                                               origin: VariantOrigin(length: 0, checksum: 0)), 0)
     }
   }
@@ -65,7 +65,7 @@ final class DiskCacheTests: XCTestCase {
     case .encoded:
       return cache.entry(for: key)?.bytes
     case .variant:
-      guard let image = cache.variant(descriptor: Self.descriptor, cacheKey: key)?.image else { return nil }
+      guard let image = cache.variant(VariantKey(cacheKey: CacheKey(key), descriptor: Self.descriptor))?.image else { return nil }
       return Array(UnsafeRawBufferPointer(start: image.pixels, count: image.byteCount))
     }
   }
@@ -170,38 +170,38 @@ final class DiskCacheTests: XCTestCase {
     cache.store(original, metadata: metadata, for: "http://h/a.jpg")
     let origin = VariantOrigin(length: UInt64(original.count), checksum: DiskCache.checksum(original))
     XCTAssertEqual(cache.entry(for: "http://h/a.jpg")?.checksum, origin.checksum)
-    XCTAssertGreaterThan(cache.storeVariant(image, descriptor: "small", cacheKey: "http://h/a.jpg", metadata: metadata,
+    XCTAssertGreaterThan(cache.storeVariant(image, VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "small"), metadata: metadata,
                                             origin: origin), 0)
-    cache.storeVariant(image, descriptor: "small", cacheKey: "http://h/b.jpg", metadata: metadata, origin: origin)
+    cache.storeVariant(image, VariantKey(cacheKey: CacheKey("http://h/b.jpg"), descriptor: "small"), metadata: metadata, origin: origin)
 
-    let read = try XCTUnwrap(cache.variant(descriptor: "small", cacheKey: "http://h/a.jpg"))
+    let read = try XCTUnwrap(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "small")))
     XCTAssertEqual([read.image.width, read.image.height, read.image.stride, read.image.originalWidth,
                     read.image.originalHeight], [2, 3, 8, 400, 600])
     XCTAssertEqual(read.image.format, .bgra8Premultiplied)
     XCTAssertEqual(Array(UnsafeRawBufferPointer(start: read.image.pixels, count: 24)), (0..<24).map { UInt8($0) })
     XCTAssertEqual(read.metadata, metadata)
     XCTAssertEqual(read.origin, origin)
-    XCTAssertNil(cache.variant(descriptor: "large", cacheKey: "http://h/a.jpg"), "another variant: a miss")
+    XCTAssertNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "large")), "another variant: a miss")
 
     // The original evicted: the variant is still served.
     unlink(path(for: "http://h/a.jpg"))
-    XCTAssertNotNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.jpg"))
+    XCTAssertNotNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "small")))
     // The original stored again with other bytes (a reload, a changed image): outdated.
     cache.store(Array("new bytes".utf8), metadata: metadata, for: "http://h/a.jpg")
-    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.jpg"))
-    XCTAssertNotEqual(access("\(directory)/\(DiskCache.variantFileName(descriptor: "small", cacheKey: "http://h/a.jpg"))",
+    XCTAssertNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "small")))
+    XCTAssertNotEqual(access("\(directory)/\(DiskCache.variantFileName(VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "small")))",
                              F_OK), 0, "deleted")
     XCTAssertTrue(logged.isEmpty, "outdated is not damaged: \(logged)")
 
     // Removing a key removes its variants, not another key's.
-    cache.storeVariant(image, descriptor: "small", cacheKey: "http://h/a.jpg", metadata: metadata, origin: origin)
-    cache.storeVariant(image, descriptor: "other", cacheKey: "http://h/a.jpg", metadata: metadata, origin: origin)
+    cache.storeVariant(image, VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "small"), metadata: metadata, origin: origin)
+    cache.storeVariant(image, VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "other"), metadata: metadata, origin: origin)
     cache.store(original, metadata: metadata, for: "http://h/a.jpg")
     cache.remove("http://h/a.jpg")
     XCTAssertNil(cache.entry(for: "http://h/a.jpg"))
-    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.jpg"))
-    XCTAssertNil(cache.variant(descriptor: "other", cacheKey: "http://h/a.jpg"))
-    XCTAssertNotNil(cache.variant(descriptor: "small", cacheKey: "http://h/b.jpg"))
+    XCTAssertNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "small")))
+    XCTAssertNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "other")))
+    XCTAssertNotNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/b.jpg"), descriptor: "small")))
     cache.rescan()  // the unlink above went behind the ledger's back
     XCTAssertEqual(cache.count, 1, "\(cache.listEntries().map(\.name))")
   }
@@ -229,28 +229,28 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(qoi1, [KeyHash.stamp(of: "qoi@1.0")])
     XCTAssertEqual(stamps(("qoi", "1,0\n")), [KeyHash.stamp(of: "qoi@1_0_")])
     XCTAssertEqual(CodecSignature([CodecSignature.Codec(id: "qoi", version: "1,0")]).codecs.count, 1)
-    cache.storeVariant(image(stamp: 0), descriptor: "small", cacheKey: "http://h/a.jpg", metadata: .init(), origin: origin)
-    cache.storeVariant(image(stamp: qoi1.first!), descriptor: "small", cacheKey: "http://h/a.qoi", metadata: .init(),
+    cache.storeVariant(image(stamp: 0), VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "small"), metadata: .init(), origin: origin)
+    cache.storeVariant(image(stamp: qoi1.first!), VariantKey(cacheKey: CacheKey("http://h/a.qoi"), descriptor: "small"), metadata: .init(),
                        origin: origin)
 
     // Built-in pixels: whatever codecs are registered.
     for current in [[], qoi1, both, stamps(("qoi", "2.0"))] {
-      XCTAssertEqual(cache.variant(descriptor: "small", cacheKey: "http://h/a.jpg", currentCodecs: current)?
+      XCTAssertEqual(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.jpg"), descriptor: "small"), currentCodecs: current)?
                        .image.decoderStamp, 0)
     }
     // The codec's: while it is registered in that version, beside others or not.
-    let read = cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: both)
+    let read = cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.qoi"), descriptor: "small"), currentCodecs: both)
     XCTAssertEqual(read?.image.decoderStamp, qoi1.first!)
-    XCTAssertNotNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: qoi1))
+    XCTAssertNotNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.qoi"), descriptor: "small"), currentCodecs: qoi1))
     // Another version: outdated, deleted silently.
-    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi",
+    XCTAssertNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.qoi"), descriptor: "small"),
                                currentCodecs: stamps(("qoi", "1.1"))))
-    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: qoi1), "deleted")
+    XCTAssertNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.qoi"), descriptor: "small"), currentCodecs: qoi1), "deleted")
     // No longer registered: the same.
-    cache.storeVariant(image(stamp: qoi1.first!), descriptor: "small", cacheKey: "http://h/a.qoi", metadata: .init(),
+    cache.storeVariant(image(stamp: qoi1.first!), VariantKey(cacheKey: CacheKey("http://h/a.qoi"), descriptor: "small"), metadata: .init(),
                        origin: origin)
-    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi"))
-    XCTAssertNil(cache.variant(descriptor: "small", cacheKey: "http://h/a.qoi", currentCodecs: qoi1), "deleted")
+    XCTAssertNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.qoi"), descriptor: "small")))
+    XCTAssertNil(cache.variant(VariantKey(cacheKey: CacheKey("http://h/a.qoi"), descriptor: "small"), currentCodecs: qoi1), "deleted")
     XCTAssertTrue(logged.isEmpty, "outdated is not damaged: \(logged)")
   }
 
@@ -493,8 +493,8 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(source(first.outcome), .network)
     XCTAssertEqual(first.stats.variantsStored, 1)
     XCTAssertEqual(first.stats.variantBytesStored, 150 * 150 * 4 + DiskCache.variantHeaderSize
-                   + DiskCache.variantKey(descriptor: "v\(LocalDiskTier.variantRendition) 150x150 mode=1 format=0 orient=1",
-                                                        cacheKey: "http://h/a.jpg").utf8.count)
+                   + VariantKey(cacheKey: "http://h/a.jpg",
+                                descriptor: "v\(LocalDiskTier.variantRendition) 150x150 mode=1 format=0 orient=1").text.utf8.count)
     unlink(path(for: "http://h/a.jpg"))  // the original evicted
 
     let warm = try loadWithFreshLoader(thumbnail)

@@ -59,6 +59,52 @@ final class DiskTierTests: XCTestCase {
     XCTAssertEqual(loader.statistics.coalesced, 1)
   }
 
+  /// A processed request whose chain is `[grayscale, flip, rotate]`, as RGBA8.
+  func loadChain(_ url: String, side: Int) throws -> UInt64 {
+    var request = ImageRequest(url: url, targetWidth: side, targetHeight: side)
+    request.processors = [.grayscale, .flip(vertical: true), .rotate(quarterTurns: 2)]
+    return try loader.load(request, queue: queue, handler: recorder.handler)
+  }
+
+  func testAChainReachesTheOriginalAfterOneDiskJob() throws {
+    try makeLoader(variantMaxSide: 64)
+    let token = try loadChain("http://h/a.jpg", side: 8)
+    // One job for the chain and every prefix (its own variant, its premultiplied form,
+    // two shorter chains, the decoded variant), not five lookups one after another.
+    XCTAssertEqual(tier.variantLookups.count, 1)
+    XCTAssertEqual(tier.variantLookups[0].variants.map(\.processors.count), [3, 3, 2, 1, 0])
+    XCTAssertTrue(tier.originalLookups.isEmpty, "the original waits for the variants' answer")
+    tier.variantLookups[0].found(nil)
+    XCTAssertEqual(tier.variantLookups.count, 1, "the prefixes are not looked up again")
+    XCTAssertEqual(tier.originalLookups.count, 1, "the miss looks for the original next")
+    tier.originalLookups[0].answer(.fresh([1, 2, 3], OriginalRecord(metadata: .init(), bytes: [1, 2, 3])))
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 1))
+    guard case .success(_, .disk, _)? = recorder.outcome(token) else { return XCTFail("a disk decode expected") }
+    XCTAssertEqual(decoder.count, 1)
+    XCTAssertEqual(tier.variantLookups.count, 1)
+    XCTAssertTrue(network.started.isEmpty)
+  }
+
+  func testAChainPrefixOnDiskIsProcessedFrom() throws {
+    try makeLoader(variantMaxSide: 64)
+    let token = try loadChain("http://h/a.jpg", side: 8)
+    let lookup = try XCTUnwrap(tier.variantLookups.first)
+    // The one-step prefix ([grayscale], premultiplied) is on disk: two steps and the
+    // conversion remain, no original, no decode.
+    let prefix = lookup.variants[3]
+    XCTAssertEqual(prefix.processors, [.grayscale])
+    let image = try XCTUnwrap(FakeDecoder().decode([1, 2], variant: prefix, maxPixels: 1 << 20).get())
+    lookup.found(VariantFound(index: 3, image: image))
+    XCTAssertTrue(queue.drain(until: recorder, reaches: 1))
+    guard case .success(let result, .disk, _)? = recorder.outcome(token) else { return XCTFail("an image expected") }
+    XCTAssertEqual(result.format, .rgba8)
+    XCTAssertTrue(tier.originalLookups.isEmpty)
+    XCTAssertEqual(tier.variantLookups.count, 1)
+    XCTAssertEqual(decoder.count, 0)
+    XCTAssertEqual(loader.statistics.variantHits, 1)
+    XCTAssertEqual(loader.statistics.processorRuns, 2)
+  }
+
   func testAVariantMissDecodesTheStoredOriginalAndKeepsTheVariant() throws {
     try makeLoader(variantMaxSide: 64)
     let token = try load("http://h/a.jpg", side: 8)

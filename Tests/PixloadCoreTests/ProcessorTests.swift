@@ -319,6 +319,23 @@ final class ProcessorTests: XCTestCase {
     XCTAssertNotEqual(ImageProcessor.custom(evil), ImageProcessor.custom(v2), "a new version is a new entry")
   }
 
+  func testTheChainsIdentityIsItsCanonicalFormInTheMemoryAndTheDiskKey() {
+    var request = ImageRequest(url: "http://h/a.jpg", targetWidth: 96, targetHeight: 96)
+    request.processors = [.blur(sigma: -0.0), .custom(CustomProcessor(id: "p", version: 1) { _ in nil })]
+    let a = request.variant
+    // Another registration of the same id and version, a blur of +0: the same chain.
+    request.processors = [.blur(sigma: 0), .custom(CustomProcessor(id: "p", version: 1) { _ in nil })]
+    let b = request.variant
+    XCTAssertEqual(a, b)
+    XCTAssertEqual(a.hashValue, b.hashValue)
+    XCTAssertEqual(a.chain.canonical, ImageProcessor.canonical(b.processors))
+    XCTAssertEqual(VariantKey(a, rendition: 2), VariantKey(b, rendition: 2))
+    XCTAssertEqual(VariantKey(a, rendition: 2).text, CacheKey.variantDescriptor(a, rendition: 2) + "\nhttp://h/a.jpg")
+    request.processors = [.blur(sigma: 0), .custom(CustomProcessor(id: "p", version: 2) { _ in nil })]
+    XCTAssertNotEqual(a, request.variant, "a new version is another chain")
+    XCTAssertNotEqual(VariantKey(a, rendition: 2), VariantKey(request.variant, rendition: 2))
+  }
+
   func testInvalidParametersAreRejectedBeforeAnyWorkNamingTheProcessor() throws {
     let loader = try ImageLoader(dataLoader: ManualDataLoader(), decoder: FakeDecoder())
     defer { loader.close() }

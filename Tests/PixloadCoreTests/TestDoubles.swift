@@ -135,11 +135,16 @@ extension CompletionQueue {
 /// store and received response, so the coordinator's disk rules are tested without a
 /// directory, a disk thread or a wait.
 final class ManualDiskTier: DiskTier, @unchecked Sendable {
+  /// One lookup job: the variants asked for (longest chain first).
   struct VariantLookup {
-    let variant: ImageVariant
+    let variants: [ImageVariant]
     let policy: ImageRequest.CachePolicy
     let job: DiskJob
-    let answer: @Sendable (Image?) -> Void
+    let found: @Sendable (VariantFound?) -> Void
+    /// The first variant asked for.
+    var variant: ImageVariant { variants[0] }
+    /// Answers with `image` as the first variant, or a miss of all.
+    func answer(_ image: Image?) { found(image.map { VariantFound(index: 0, image: $0) }) }
   }
   struct OriginalLookup {
     let key: CacheKey
@@ -180,10 +185,10 @@ final class ManualDiskTier: DiskTier, @unchecked Sendable {
     variantMaxSide > 0 && variant.width > 0 && variant.width <= variantMaxSide && variant.height <= variantMaxSide
   }
 
-  func lookUpVariant(_ variant: ImageVariant, policy: ImageRequest.CachePolicy, priority: Int32,
-                     answer: @escaping @Sendable (Image?) -> Void) -> DiskJob {
+  func lookUpVariants(_ variants: [ImageVariant], policy: ImageRequest.CachePolicy, priority: Int32,
+                      answer: @escaping @Sendable (VariantFound?) -> Void) -> DiskJob {
     let job = DiskJob()
-    lock.withLock { _variantLookups.append(VariantLookup(variant: variant, policy: policy, job: job, answer: answer)) }
+    lock.withLock { _variantLookups.append(VariantLookup(variants: variants, policy: policy, job: job, found: answer)) }
     return job
   }
 
@@ -219,7 +224,7 @@ final class ManualDiskTier: DiskTier, @unchecked Sendable {
     stored(image.byteCount)
   }
 
-  func remove(_ key: String) {}
+  func remove(_ key: CacheKey) {}
   func removeAll() {}
   var bytesSeen: Int { 0 }
   func shutdown() {}

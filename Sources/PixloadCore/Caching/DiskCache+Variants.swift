@@ -62,24 +62,20 @@ extension DiskCache {
   static let variantHeaderSize = 88
   private static let variantChecksumOffset = 56
 
-  /// The key stored in a variant's entry (`CacheKey.variantKey`): the descriptor (no line
-  /// break) first, so that the pair maps to one string whatever the cache key holds.
-  static func variantKey(descriptor: String, cacheKey: String) -> String {
-    CacheKey(cacheKey).variantKey(descriptor: descriptor)
+  /// The name of a variant's entry: its original's name prefix (so that removing the
+  /// original finds it), then a hash of the key's text (`VariantKey.text`, which the entry
+  /// also stores).
+  static func variantFileName(_ key: VariantKey) -> String {
+    namePrefix(for: key.cacheKey.text) + KeyHash.hex(KeyHash.fnv1a(Array(key.text.utf8), seed: KeyHash.secondSeed))
   }
 
-  static func variantFileName(descriptor: String, cacheKey: String) -> String {
-    namePrefix(for: cacheKey) + KeyHash.hex(KeyHash.fnv1a(Array(variantKey(descriptor: descriptor, cacheKey: cacheKey).utf8),
-                                                          seed: KeyHash.secondSeed))
-  }
-
-  /// Stores `image` as the variant `descriptor` of `cacheKey`, made from the bytes `origin`
+  /// Stores `image` as the variant `key`, made from the bytes `origin`
   /// describes, whose response said `metadata`. Returns the bytes written, 0 when nothing
   /// was (larger than the whole cache, or a failed write, logged as for encoded entries).
   @discardableResult
-  public func storeVariant(_ image: Image, descriptor: String, cacheKey: String, metadata: Metadata,
+  public func storeVariant(_ image: Image, _ key: VariantKey, metadata: Metadata,
                            origin: VariantOrigin) -> Int {
-    let keyBytes = Array(Self.variantKey(descriptor: descriptor, cacheKey: cacheKey).utf8)
+    let keyBytes = Array(key.text.utf8)
     let etag = Array(metadata.etag.utf8), modified = Array(metadata.lastModified.utf8)
     let pixelCount = image.byteCount
     let size = Self.variantHeaderSize + keyBytes.count + etag.count + modified.count + pixelCount
@@ -107,16 +103,16 @@ extension DiskCache {
     withUnsafeBytes(of: sum.littleEndian) { sumBytes in
       for i in 0..<8 { file[Self.variantChecksumOffset + i] = sumBytes[i] }
     }
-    return commit(file, name: Self.variantFileName(descriptor: descriptor, cacheKey: cacheKey)) ? size : 0
+    return commit(file, name: Self.variantFileName(key)) ? size : 0
   }
 
-  /// The variant `descriptor` of `cacheKey`, verified; nil on a miss. A damaged entry is
+  /// The variant `key`, verified; nil on a miss. A damaged entry is
   /// deleted and logged; one whose original is on disk with other bytes, or made by a
   /// registered codec not among `currentCodecs` (their stamps), is deleted silently
   /// (outdated, not damaged). Does not need the original: a variant whose original was
   /// evicted is still served.
-  public func variant(descriptor: String, cacheKey: String, currentCodecs: Set<UInt32> = []) -> VariantEntry? {
-    let name = Self.variantFileName(descriptor: descriptor, cacheKey: cacheKey)
+  public func variant(_ key: VariantKey, currentCodecs: Set<UInt32> = []) -> VariantEntry? {
+    let name = Self.variantFileName(key)
     let path = "\(directory)/\(name)"
     guard let (fd, size) = openUnexpired(name) else { return nil }
     defer { close(fd) }
@@ -160,7 +156,7 @@ extension DiskCache {
     let storedKey = reader.string(keyLength)
     metadata.etag = reader.string(etagLength)
     metadata.lastModified = reader.string(modifiedLength)
-    guard storedKey == Self.variantKey(descriptor: descriptor, cacheKey: cacheKey) else { return nil }
+    guard storedKey == key.text else { return nil }
     // Made by a codec not registered now (or in another version): outdated, not read.
     if decoder != 0 && !currentCodecs.contains(decoder) {
       delete(name)
@@ -182,7 +178,7 @@ extension DiskCache {
       return badVariant(name, path, "checksum mismatch (corrupt)")
     }
     // Made from other bytes than the original now on disk: outdated.
-    if let current = storedOrigin(for: cacheKey), current != origin {
+    if let current = storedOrigin(for: key.cacheKey.text), current != origin {
       free(pixels)
       delete(name)
       return nil

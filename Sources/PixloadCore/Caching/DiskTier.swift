@@ -14,10 +14,12 @@ public protocol DiskTier: AnyObject, Sendable {
   /// Whether decoded variants like `variant` are kept on disk, so that looking one up
   /// first may spare the download and the decode.
   func keepsVariant(_ variant: ImageVariant) -> Bool
-  /// Looks for a decoded variant; `answer` gets it when it may be served now (fresh, or
-  /// any under `.cacheOnly`), nil otherwise.
-  func lookUpVariant(_ variant: ImageVariant, policy: ImageRequest.CachePolicy, priority: Int32,
-                     answer: @escaping @Sendable (Image?) -> Void) -> DiskJob
+  /// Looks for decoded variants in one job, in order (a processed variant and the
+  /// variants it is made from, longest chain first): `answer` gets the first that may be
+  /// served now (fresh, or any under `.cacheOnly`) with its index in `variants`, nil when
+  /// none may. The variants are ones the tier keeps (`keepsVariant`).
+  func lookUpVariants(_ variants: [ImageVariant], policy: ImageRequest.CachePolicy, priority: Int32,
+                      answer: @escaping @Sendable (VariantFound?) -> Void) -> DiskJob
   /// Looks for the encoded bytes of `key`.
   func lookUpOriginal(_ key: CacheKey, policy: ImageRequest.CachePolicy, priority: Int32,
                       answer: @escaping @Sendable (DiskAnswer) -> Void) -> DiskJob
@@ -25,7 +27,8 @@ public protocol DiskTier: AnyObject, Sendable {
   func cancel(_ job: DiskJob)
   /// A finished transfer of `url` for `key` (conditional on `revalidating` when set): the
   /// bytes to decode (the stored ones when the server said 304) and where they came from.
-  /// Stores the bytes in the background when the response lets it.
+  /// Stores the bytes in the background when the response lets it. Called without the
+  /// coordinator's lock (a tier may take its own or touch the disk here).
   func received(_ response: DownloadedData, for key: CacheKey, url: RequestURL,
                 revalidating: StoredOriginal?) -> ReceivedBytes
   /// Keeps `image`, decoded from the bytes `origin` describes, as the variant `variant`
@@ -34,7 +37,7 @@ public protocol DiskTier: AnyObject, Sendable {
   func storeVariant(_ image: Image, of variant: ImageVariant, origin: OriginalRecord,
                     stored: @escaping @Sendable (Int) -> Void)
   /// Forgets `key` and the credentialed keys made from it, with their variants.
-  func remove(_ key: String)
+  func remove(_ key: CacheKey)
   /// Empties the cache. Blocks on the disk.
   func removeAll()
   /// The cache's size as last seen, without touching the disk.
@@ -49,6 +52,17 @@ public final class DiskJob: @unchecked Sendable {
 
   public init() { poolJob = nil }
   init(_ job: PriorityWorkPool.Job) { poolJob = job }
+}
+
+/// A decoded variant a lookup found: which of those asked for, and its image.
+public struct VariantFound: Sendable {
+  public let index: Int
+  public let image: Image
+
+  public init(index: Int, image: Image) {
+    self.index = index
+    self.image = image
+  }
 }
 
 /// The tier's answer for the encoded bytes of a key.
@@ -149,31 +163,32 @@ public final class LocalDiskTier: DiskTier, @unchecked Sendable {
   public var cache: DiskCache? { lazyCache.cache() }
   public var bytesSeen: Int { lazyCache.bytesSeen }
 
-  /// The name of `variant` among the decoded variants on disk, nil when it is not one the
+  /// The key of `variant` among the decoded variants on disk, nil when it is not one the
   /// tier keeps (variants off, no target size, a side over the limit, an animation: a
   /// variant file holds one frame).
-  private func descriptor(_ variant: ImageVariant) -> String? {
+  private func variantKey(_ variant: ImageVariant) -> VariantKey? {
     let limit = variantMaxSide
     guard limit > 0, !variant.animates, variant.width > 0 || variant.height > 0, variant.width <= limit,
           variant.height <= limit else { return nil }
-    return CacheKey.variantDescriptor(variant, rendition: Self.variantRendition)
+    return VariantKey(variant, rendition: Self.variantRendition)
   }
 
-  public func keepsVariant(_ variant: ImageVariant) -> Bool { descriptor(variant) != nil }
+  public func keepsVariant(_ variant: ImageVariant) -> Bool { variantKey(variant) != nil }
 
-  public func lookUpVariant(_ variant: ImageVariant, policy: ImageRequest.CachePolicy, priority: Int32,
-                            answer: @escaping @Sendable (Image?) -> Void) -> DiskJob {
-    let descriptor = descriptor(variant) ?? ""
+  public func lookUpVariants(_ variants: [ImageVariant], policy: ImageRequest.CachePolicy, priority: Int32,
+                             answer: @escaping @Sendable (VariantFound?) -> Void) -> DiskJob {
+    let keys = variants.map { ($0, variantKey($0)) }
     return DiskJob(pool.submit(priority: priority) { [self] in
       // A fresh variant (or any, offline) is served; a stale one is made anew from its
       // revalidated or refetched original.
-      let entry = cache?.variant(descriptor: descriptor, cacheKey: variant.cacheKey.text,
-                                 currentCodecs: variant.codecs.stamps)
-      if let entry, freshness.isFresh(entry.metadata) || policy == .cacheOnly {
-        answer(entry.image)
-      } else {
-        answer(nil)
+      for (index, (variant, key)) in keys.enumerated() {
+        guard let key, let entry = cache?.variant(key, currentCodecs: variant.codecs.stamps) else { continue }
+        if freshness.isFresh(entry.metadata) || policy == .cacheOnly {
+          answer(VariantFound(index: index, image: entry.image))
+          return
+        }
       }
+      answer(nil)
     })
   }
 
@@ -231,18 +246,17 @@ public final class LocalDiskTier: DiskTier, @unchecked Sendable {
 
   public func storeVariant(_ image: Image, of variant: ImageVariant, origin: OriginalRecord,
                            stored: @escaping @Sendable (Int) -> Void) {
-    guard let descriptor = descriptor(variant), image.width <= variantMaxSide, image.height <= variantMaxSide
+    guard let key = variantKey(variant), image.width <= variantMaxSide, image.height <= variantMaxSide
     else { return }
     _ = pool.submit(priority: Int32.min + 1) { [self] in
       guard let cache else { return }
-      let written = cache.storeVariant(image, descriptor: descriptor, cacheKey: variant.cacheKey.text,
-                                       metadata: origin.metadata, origin: origin.origin)
+      let written = cache.storeVariant(image, key, metadata: origin.metadata, origin: origin.origin)
       if written > 0 { stored(written) }
     }
   }
 
-  public func remove(_ key: String) {
-    _ = pool.submit(priority: Int32.max) { [self] in cache?.remove(key) }
+  public func remove(_ key: CacheKey) {
+    _ = pool.submit(priority: Int32.max) { [self] in cache?.remove(key.text) }
   }
 
   public func removeAll() { cache?.removeAll() }

@@ -17,6 +17,8 @@ final class FetchRouter: DataLoading, @unchecked Sendable {
   private let timeoutNanoseconds: UInt64
   private let maxBodyBytes: Int
   private let dataRegistration: Registration?
+  /// The schemes the loader's configuration lets in (http and https by default).
+  private let allowedSchemes: Set<String>
 
   private let lock = Lock()
   private var thread: WorkerThread?
@@ -31,6 +33,7 @@ final class FetchRouter: DataLoading, @unchecked Sendable {
     self.network = network
     timeoutNanoseconds = UInt64(max(0, configuration.timeoutMilliseconds)) * 1_000_000
     maxBodyBytes = configuration.maxBodyBytes
+    allowedSchemes = Set(configuration.allowedSchemes)
     if configuration.allowedSchemes.contains("data") {
       dataRegistration = Registration(scheme: "data", fetcher: DataURIFetcher(maxBytes: configuration.maxBodyBytes),
                                       settings: FetcherSettings(maxConcurrent: Int.max), source: .data)
@@ -47,9 +50,45 @@ final class FetchRouter: DataLoading, @unchecked Sendable {
 
   // MARK: - Fetchers
 
+  // MARK: - Scheme rules
+
+  /// Lets a request for `url` in when the allow-list has its scheme or a host's fetcher
+  /// serves it; throws `.schemeNotAllowed` otherwise.
+  func admit(_ url: RequestURL) throws(LoadError) {
+    if !allowedSchemes.contains(url.scheme) && !hasFetcher(for: url.scheme) {
+      throw LoadError(.schemeNotAllowed, "scheme '\(url.scheme)' is not allowed by this loader")
+    }
+  }
+
+  /// Serves URLs of `scheme` (any case; not one libcurl or the loader itself serves:
+  /// http, https, file, data...) with `fetcher`; the scheme allow-list lets them in.
+  /// Throws `.invalidArgument` for such a scheme, a malformed one, one that has a fetcher
+  /// already or a limit below 1; `.loaderClosed` after shutdown, `.noMemory` when the
+  /// thread cannot start.
+  func register(_ fetcher: Fetcher, for scheme: String, settings: FetcherSettings) throws(LoadError) {
+    guard let name = RequestURL.leadingScheme(scheme + ":"), name.utf8.count == scheme.utf8.count else {
+      throw LoadError(.invalidArgument, "'\(scheme.prefix(64))' is not a URL scheme")
+    }
+    guard !Self.reservedSchemes.contains(name), !Self.curlServes(name) else {
+      throw LoadError(.invalidArgument, "scheme '\(name)' is served by the loader itself")
+    }
+    guard settings.maxConcurrent > 0, (settings.diskMaxAgeSeconds ?? 0) >= 0 else {
+      throw LoadError(.invalidArgument, "a fetcher's limit must be at least 1 and its disk lifetime not negative")
+    }
+    try register(fetcher, named: name, settings: settings)
+  }
+
+  private static let reservedSchemes: Set<String> = ["http", "https", "file", "data"]
+
+  /// Whether libcurl parses `scheme` as one of its own (ftp, ...): such URLs never reach
+  /// a fetcher (RequestURL hands them to libcurl's parser).
+  private static func curlServes(_ scheme: String) -> Bool {
+    (try? RequestURL(parsing: scheme + "://example.invalid/"))?.isVerbatim == false
+  }
+
   /// Registers `fetcher` for `scheme` (lower case). Throws `.invalidArgument` when the
   /// scheme has one, `.loaderClosed` after shutdown, `.noMemory` when the thread cannot start.
-  func register(_ fetcher: Fetcher, for scheme: String, settings: FetcherSettings) throws(LoadError) {
+  private func register(_ fetcher: Fetcher, named scheme: String, settings: FetcherSettings) throws(LoadError) {
     lock.lock()
     defer { lock.unlock() }
     guard !stopping else { throw LoadError(.loaderClosed, "the loader is closed") }
@@ -60,12 +99,13 @@ final class FetchRouter: DataLoading, @unchecked Sendable {
     registrations[scheme] = Registration(scheme: scheme, fetcher: fetcher, settings: settings, source: .fetcher)
   }
 
-  /// Removes the fetcher of `scheme`: its fetches end (their requests CANCELLED), the
-  /// started ones are cancelled, then it is destroyed, all on the stage's thread. False
-  /// when the scheme has none.
+  /// Removes the fetcher of `scheme` (any case): its fetches end (their requests
+  /// CANCELLED), the started ones are cancelled, then it is destroyed, all on the stage's
+  /// thread. False when the scheme has none.
   @discardableResult
   func unregister(scheme: String) -> Bool {
-    lock.withLock {
+    let scheme = scheme.lowercased()
+    return lock.withLock {
       guard let registration = registrations.removeValue(forKey: scheme) else { return false }
       registration.removed = true
       let error = LoadError(.cancelled, "the fetcher of scheme '\(scheme)' was removed")

@@ -2,22 +2,18 @@
 import Glibc
 #endif
 
-/// The coordinator: accepts requests, merges duplicates into shared download and decode
-/// tasks (`LoaderTasks.swift`), ranks them, cancels them when their last requester leaves,
-/// and hands each result to its request's completion queue. It decides when, for whom and
+/// The coordinator: intake and the pool of stage tasks. It accepts requests (checks them,
+/// answers from the memory cache), and hands them to its `TaskPool`, which merges them into
+/// shared stage tasks, ranks them and cancels them when their last requester leaves; each
+/// result goes to its request's completion queue (Delivery). It decides when, for whom and
 /// at which priority; the stages decide how: the disk tier (`DiskTier`: what the disk holds
-/// and whether it is fresh), fetching (`DataLoading`), decoding (`ImageDecoding`) and
-/// delivery (`CompletionQueue`), with processing (`ImageProcessing`) after decoding.
+/// and whether it is fresh), fetching (`FetchRouter`: fetchers, `data:`, the network and the
+/// scheme rules), decoding (`ImageDecoding`) and processing (`ImageProcessing`).
 ///
-/// This file is intake and the host's calls; the merge graph is `ImageLoader+Merging`,
-/// handing work to the stages and taking their answers `ImageLoader+Stages`, processor
-/// chains `ImageLoader+Processing`, progressive downloads `ImageLoader+Progressive`.
-///
-/// All bookkeeping happens under one lock and is cheap; downloading happens on the
-/// engine's thread, disk work on the tier's and decoding on a `PriorityWorkPool`, never
-/// under the lock. Lock order: loader, then queue, memory cache, pool, tier or engine;
-/// never the reverse.
-public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
+/// Bookkeeping happens under the pool's one lock (its rules are in TaskPool.swift);
+/// downloading happens on the engine's thread, disk work on the tier's and decoding on a
+/// `PriorityWorkPool`, never under the lock.
+public final class ImageLoader: @unchecked Sendable {
   public let configuration: LoaderConfiguration
   public let memoryCache: MemoryCache
   /// nil: no disk cache.
@@ -33,19 +29,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// Where prefetches "deliver": it drops their results.
   let prefetchSink: CompletionQueue
 
-  let lock = Lock()
-  var nextToken: UInt64 = 0
-  var closed = false
-  /// Every accepted request whose handler has not started yet.
-  var requests: [UInt64: PendingRequest] = [:]
-  var downloads: [DownloadKey: DownloadTask] = [:]
-  var decodes: [DecodeKey: DecodeTask] = [:]
+  /// The requests and the stage tasks they share, under one lock.
+  let pool: TaskPool
   /// The custom processors requests may name (pxl_loader_add_processor).
   public let customProcessors = ProcessorRegistry()
-  var counters = LoaderStatistics()
 
   /// A snapshot of what this loader did so far.
-  public var statistics: LoaderStatistics { lock.withLock { counters } }
+  public var statistics: LoaderStatistics { pool.lock.withLock { pool.counters } }
 
   /// Uses `dataLoader` for the network (a `CurlEngine` by default; URLs of a fetcher's
   /// scheme and `data:` URIs never reach it), `diskTier` for the disk
@@ -89,6 +79,8 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     self.fetchRouter = router
     self.decodePool = decodePool
     self.diskTier = tier
+    pool = TaskPool(configuration: configuration, memoryCache: memoryCache, diskTier: tier, dataLoader: router,
+                    decoder: self.decoder, decodePool: decodePool)
   }
 
   /// The variant `request` asks for from this loader: its registered codecs are part of
@@ -126,46 +118,12 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
                    preview: ((UInt64, Image) -> Void)? = nil,
                    completion handler: @escaping (UInt64, Outcome, RequestMetrics) -> Void) throws(LoadError) -> UInt64 {
     let url = try validate(request)
-    let variant = self.variant(of: request)
-    lock.lock()
-    if closed {
-      lock.unlock()
-      throw LoadError(.loaderClosed, "the loader is closed")
+    return try pool.accept(request, url: url, variant: variant(of: request), queue: queue) { [pool] token in
+      Delivery(token: token, owner: pool, progressHandler: progress,
+               progressIntervalMilliseconds: request.progressIntervalMilliseconds,
+               previewHandler: preview, previewIntervalMilliseconds: request.previewIntervalMilliseconds,
+               completion: handler)
     }
-    nextToken += 1
-    let token = nextToken
-    let delivery = Delivery(token: token, owner: self, progressHandler: progress,
-                            progressIntervalMilliseconds: request.progressIntervalMilliseconds,
-                            previewHandler: preview, previewIntervalMilliseconds: request.previewIntervalMilliseconds,
-                            completion: handler)
-    guard queue.register(delivery) else {
-      lock.unlock()
-      throw LoadError(.invalidArgument, "the completion queue is closed")
-    }
-    let pending = PendingRequest(token: token, delivery: delivery, queue: queue,
-                                 priority: request.priority, usesMemoryCache: request.usesMemoryCache)
-    requests[token] = pending
-    counters.requests += 1
-    if request.usesMemoryCache, request.cachePolicy != .reload, let image = memoryCache.image(for: variant) {
-      counters.memoryHits += 1
-      lock.unlock()
-      var metrics = RequestMetrics()
-      metrics.tier = .memory
-      queue.complete(delivery, with: .success(image, .memory, httpStatus: 0), metrics: metrics)
-      return token
-    }
-    if request.cachePolicy == .cacheOnly && diskTier == nil {
-      // Offline and no disk cache: the memory miss above was the whole answer.
-      counters.failed += 1
-      lock.unlock()
-      queue.complete(delivery, with: .failure(LoadError(.notCached, "not in the memory cache (cache-only request, no disk cache)")))
-      return token
-    }
-    attach(pending, to: DecodeKey(variant: variant, policy: request.cachePolicy),
-           source: DownloadSource(url: url, headers: request.headers,
-                                  startDelayMilliseconds: request.startDelayMilliseconds))
-    lock.unlock()
-    return token
   }
 
   /// Warms the memory cache with `request`: the same pipeline as `load`, merged with
@@ -178,9 +136,7 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// nil, prefetches included). Returns how many were cancelled.
   @discardableResult
   public func cancelAll(queue: CompletionQueue? = nil) -> Int {
-    let tokens: [UInt64] = lock.withLock {
-      requests.values.filter { queue == nil || $0.queue === queue }.map(\.token)
-    }
+    let tokens = pool.tokens(of: queue)
     return tokens.reduce(0) { $0 + (cancel($1) ? 1 : 0) }
   }
 
@@ -188,45 +144,25 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// work continues for the other requesters. False for unknown or finished tokens.
   @discardableResult
   public func cancel(_ token: UInt64) -> Bool {
-    let found: (PendingRequest, RequestMetrics)? = lock.withLock {
-      guard let pending = requests.removeValue(forKey: token) else { return nil }
-      let measured = measuredSoFar(pending)
-      detach(pending)
-      return (pending, measured)
-    }
-    guard let (pending, measured) = found else { return false }
-    let cancelled = pending.queue.cancel(pending.delivery, measured: measured)
-    if cancelled { lock.withLock { counters.cancelled += 1 } }
-    return cancelled
+    pool.cancel(token)
   }
 
   /// Re-ranks a request and the shared work it belongs to. False for unknown tokens.
   @discardableResult
   public func setPriority(_ token: UInt64, _ priority: Int32) -> Bool {
-    lock.withLock {
-      guard let pending = requests[token] else { return false }
-      pending.priority = priority
-      if let decode = pending.decode { rerank(decode) }
-      return true
-    }
+    pool.setPriority(token, priority)
   }
 
   /// Ends the start delay of the request's transfer (a table confirming a row that is
   /// still on screen one frame after a fling brought it there).
   public func startNow(_ token: UInt64) {
-    lock.withLock {
-      guard let transfer = requests[token]?.decode.flatMap(download(under:))?.transfer else { return }
-      dataLoader.startNow(transfer)
-    }
+    pool.withTransfer(of: token) { dataLoader.startNow($0) }
   }
 
   /// Pushes back the end of the start delay of the request's transfer (a table whose row
   /// is still being flung past); no effect once the transfer runs.
   public func postpone(_ token: UInt64, milliseconds: Int) {
-    lock.withLock {
-      guard let transfer = requests[token]?.decode.flatMap(download(under:))?.transfer else { return }
-      dataLoader.postpone(transfer, nanoseconds: UInt64(max(0, milliseconds)) * 1_000_000)
-    }
+    pool.withTransfer(of: token) { dataLoader.postpone($0, nanoseconds: UInt64(max(0, milliseconds)) * 1_000_000) }
   }
 
   /// What the network has delivered lately (nil until measured): tables size their
@@ -246,33 +182,13 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
   /// a disk thread).
   public func removeCached(cacheKey: String) {
     memoryCache.removeAll(cacheKey: cacheKey)
-    diskTier?.remove(cacheKey)
+    diskTier?.remove(CacheKey(cacheKey))
   }
 
   /// Cancels every request (each still gets its one CANCELLED result through its queue),
   /// stops and joins the library's threads and empties the memory cache. Idempotent.
   public func close() {
-    let abandoned: [(PendingRequest, RequestMetrics)] = lock.withLock {
-      if closed { return [] }
-      closed = true
-      let all = Array(requests.values)
-      // As a cancel does: what each had measured, read before the graph goes.
-      let measured = all.map { ($0, measuredSoFar($0)) }
-      // Break the task graph's back references so nothing outlives the loader.
-      for download in downloads.values { download.decodes.removeAll() }
-      for decode in decodes.values {
-        decode.phase = .idle
-        decode.requests.removeAll()
-        decode.children.removeAll()
-        // A custom processor under way sees its flag and returns before the join below.
-        if let flag = decode.cancel { ImageProcessing.raise(flag) }
-      }
-      for pending in all { pending.decode = nil }
-      requests.removeAll()
-      downloads.removeAll()
-      decodes.removeAll()
-      return measured.sorted { $0.0.token < $1.0.token }
-    }
+    let abandoned = pool.close()
     dataLoader.shutdown()
     codecs.cancelAll()
     decodePool.shutdown()
@@ -286,35 +202,35 @@ public final class ImageLoader: DeliveryOwner, @unchecked Sendable {
     memoryCache.removeAll()
   }
 
-  // MARK: - DeliveryOwner
-
-  func deliveryFinished(_ delivery: Delivery) {
-    lock.withLock {
-      if let pending = requests.removeValue(forKey: delivery.token) { detach(pending) }
-    }
-  }
-
-  /// A queue the host drained again: decodes held back for it run (in priority order, as
-  /// the pool ranks them) unless all their other requesters' queues are still full.
-  func queueDrained(_ queue: CompletionQueue) {
-    lock.withLock {
-      for decode in decodes.values {
-        guard case .held(let input) = decode.phase, decode.requests.values.contains(where: { $0.queue === queue })
-        else { continue }
-        scheduleDecode(decode, input)
-      }
-    }
-  }
-
   func validate(_ request: ImageRequest) throws(LoadError) -> RequestURL {
     if request.targetWidth < 0 || request.targetHeight < 0 {
       throw LoadError(.invalidArgument, "target size must not be negative")
     }
     if let error = ImageProcessor.validate(request.processors) { throw error }
     let url = try RequestURL(parsing: request.url)
-    if !configuration.network.allowedSchemes.contains(url.scheme) && !fetchRouter.hasFetcher(for: url.scheme) {
-      throw LoadError(.schemeNotAllowed, "scheme '\(url.scheme)' is not allowed by this loader")
-    }
+    try fetchRouter.admit(url)
     return url
+  }
+
+  // MARK: - Fetchers
+
+  /// Serves URLs of `scheme` with `fetcher`: such requests go through the loader as any
+  /// other (merging, priorities, caches, progress, previews). The fetch stage states which
+  /// schemes may have one (`FetchRouter.register`); `.loaderClosed` once closed.
+  public func addFetcher(_ fetcher: Fetcher, for scheme: String, settings: FetcherSettings = FetcherSettings()) throws(LoadError) {
+    try fetchRouter.register(fetcher, for: scheme, settings: settings)
+  }
+
+  /// Removes the fetcher of `scheme`: requests it has not answered end CANCELLED, the
+  /// fetches it started are cancelled, then it is destroyed (on the fetch thread, soon).
+  /// False when the scheme had none.
+  @discardableResult
+  public func removeFetcher(for scheme: String) -> Bool { fetchRouter.unregister(scheme: scheme) }
+
+  /// Library diagnostics (an unusable cache directory, a dropped corrupt entry): one line
+  /// to the host's log callback if it wants that level, never a failed load.
+  public static func log(_ configuration: LoaderConfiguration, _ level: LogLevel, _ line: String) {
+    guard let sink = configuration.log, level <= configuration.logLevel else { return }
+    sink(level, line)
   }
 }

@@ -71,12 +71,3 @@ public struct LoaderStatistics: Sendable, Equatable {
   public var decodes = 0
   public var processorRuns = 0
 }
-
-extension ImageLoader {
-  /// Library diagnostics (an unusable cache directory, a dropped corrupt entry): one line
-  /// to the host's log callback if it wants that level, never a failed load.
-  public static func log(_ configuration: LoaderConfiguration, _ level: LogLevel, _ line: String) {
-    guard let sink = configuration.log, level <= configuration.logLevel else { return }
-    sink(level, line)
-  }
-}

@@ -47,13 +47,34 @@ public struct CacheKey: Hashable, Sendable, CustomStringConvertible, Expressible
     text == key || text.hasPrefix(key + "\n")
   }
 
-  /// The key of a decoded variant of this resource, named by `descriptor`.
-  public func variantKey(descriptor: String) -> String { descriptor + "\n" + text }
-
   /// The descriptor of `variant` at `rendition` (the disk tier's version of its pixels).
   public static func variantDescriptor(_ variant: ImageVariant, rendition: Int) -> String {
     "v\(rendition) \(variant.width)x\(variant.height) mode=\(variant.mode.rawValue) format=\(variant.format.rawValue) "
       + "orient=\(variant.appliesOrientation ? 1 : 0)" + (variant.managesColor ? "" : " nocolor")
-      + (variant.processors.isEmpty ? "" : " process=" + ImageProcessor.canonical(variant.processors))
+      + (variant.chain.isEmpty ? "" : " process=" + variant.chain.canonical)
   }
+}
+
+/// The disk key of one decoded variant (the grammar's `variant key`) as a value: the
+/// resource's `CacheKey` and the variant's descriptor (size, mode, format, orientation,
+/// colour, the chain's canonical form). The disk tier makes it, the disk cache names and
+/// checks its entries by it; nobody re-parses its text.
+public struct VariantKey: Hashable, Sendable, CustomStringConvertible {
+  public let cacheKey: CacheKey
+  public let descriptor: String
+
+  public init(cacheKey: CacheKey, descriptor: String) {
+    self.cacheKey = cacheKey
+    self.descriptor = descriptor
+  }
+
+  /// The key of `variant` at `rendition` (the disk tier's version of its pixels).
+  public init(_ variant: ImageVariant, rendition: Int) {
+    self.init(cacheKey: variant.cacheKey, descriptor: CacheKey.variantDescriptor(variant, rendition: rendition))
+  }
+
+  /// The key's text, as a variant entry stores it: the descriptor (no line break) first, so
+  /// that the pair maps to one string whatever the cache key holds.
+  public var text: String { descriptor + "\n" + cacheKey.text }
+  public var description: String { text }
 }

@@ -163,6 +163,34 @@ public enum ImageProcessor: Hashable, Sendable {
   }
 }
 
+/// A processor chain as one value: its steps and its canonical form
+/// (`ImageProcessor.canonical`: kind, parameters, version), computed once. Equal and hashed
+/// by the canonical form alone, so the memory key (`ImageVariant`) and the disk key
+/// (`VariantKey`'s descriptor) take the chain's identity from one place.
+public struct ProcessorChain: Hashable, Sendable {
+  public let steps: [ImageProcessor]
+  /// "" for the empty chain.
+  public let canonical: String
+
+  public init(_ steps: [ImageProcessor] = []) {
+    self.steps = steps
+    canonical = ImageProcessor.canonical(steps)
+  }
+
+  public var isEmpty: Bool { steps.isEmpty }
+
+  public static func == (a: ProcessorChain, b: ProcessorChain) -> Bool { a.canonical == b.canonical }
+  public func hash(into hasher: inout Hasher) { hasher.combine(canonical) }
+}
+
+/// Runs a registered processor's calls and retires it: the state behind `CustomProcessor`
+/// (its lock, its calls under way), which Processing keeps.
+protocol ProcessorCalls: AnyObject, Sendable {
+  /// nil: the processor is retired (the caller reports CANCELLED); else the call's result.
+  func run(_ frame: ProcessingFrame) -> LoadError??
+  func retire()
+}
+
 /// A processor the host registered (pxl_loader_add_processor). Equal, and merged and
 /// cached, by id and version. Requests resolve it when accepted; once it is retired
 /// (unregistered, replaced, or its loader closed) a request that has not run it yet fails
@@ -171,55 +199,24 @@ public enum ImageProcessor: Hashable, Sendable {
 public final class CustomProcessor: Hashable, @unchecked Sendable {
   public let id: String
   public let version: UInt32
-  private let lock = Lock()
-  private var process: ((ProcessingFrame) -> LoadError?)?
-  private var onRetired: (() -> Void)?
-  private var running: [ObjectIdentifier: CancelFlag] = [:]
-  private var runningCount = 0
+  /// What runs it and retires it (Processing's `RetiringProcessorCalls`).
+  private let calls: ProcessorCalls
 
-  public init(id: String, version: UInt32, process: @escaping (ProcessingFrame) -> LoadError?,
-              onRetired: (() -> Void)? = nil) {
+  init(id: String, version: UInt32, calls: ProcessorCalls) {
     self.id = id
     self.version = version
-    self.process = process
-    self.onRetired = onRetired
+    self.calls = calls
   }
-
-  deinit { onRetired?() }
 
   /// Runs the processor on one frame (a decode thread); its error, or CANCELLED once retired.
   func run(_ frame: ProcessingFrame) -> LoadError? {
-    let process: ((ProcessingFrame) -> LoadError?)? = lock.withLock {
-      guard let process = self.process else { return nil }
-      runningCount += 1
-      running[ObjectIdentifier(frame.cancel), default: frame.cancel] = frame.cancel
-      return process
-    }
-    guard let process else { return LoadError(.cancelled, "custom processor '\(id)' was unregistered") }
-    let error = process(frame)
-    let retired: (() -> Void)? = lock.withLock {
-      runningCount -= 1
-      if runningCount == 0 { running.removeAll() }
-      guard self.process == nil, runningCount == 0 else { return nil }
-      defer { onRetired = nil }
-      return onRetired
-    }
-    retired?()
-    return error
+    guard let result = calls.run(frame) else { return LoadError(.cancelled, "custom processor '\(id)' was unregistered") }
+    return result
   }
 
-  /// No new call starts; calls under way see their flags raised. `onRetired` runs now, or
-  /// when the last call under way returns.
-  public func retire() {
-    let retired: (() -> Void)? = lock.withLock {
-      process = nil
-      for flag in running.values { flag.raise() }
-      guard runningCount == 0 else { return nil }
-      defer { onRetired = nil }
-      return onRetired
-    }
-    retired?()
-  }
+  /// No new call starts; calls under way see their flags raised. The destroy callback runs
+  /// now, or when the last call under way returns.
+  public func retire() { calls.retire() }
 
   public static func == (a: CustomProcessor, b: CustomProcessor) -> Bool { a.id == b.id && a.version == b.version }
   public func hash(into hasher: inout Hasher) {

@@ -98,7 +98,7 @@ public struct ImageRequest: Sendable {
   public var variant: ImageVariant {
     ImageVariant(cacheKey: cacheKey, width: targetWidth, height: targetHeight, mode: mode,
                  format: format, appliesOrientation: appliesOrientation, animates: animates,
-                 managesColor: managesColor, processors: processors)
+                 managesColor: managesColor, chain: ProcessorChain(processors))
   }
 }
 
@@ -120,6 +120,12 @@ public struct ImageVariant: Hashable, Sendable {
   /// `codecs.stamps`, so that adding or upgrading a module does not miss every other
   /// format's thumbnails on disk.
   public var codecs = CodecSignature.none
-  /// The processor chain applied to the decoded pixels (empty: none).
-  public var processors: [ImageProcessor] = []
+  /// The processor chain applied to the decoded pixels (empty: none); its identity is its
+  /// canonical form, which the disk key (`VariantKey`) reads too.
+  public var chain = ProcessorChain()
+  /// The chain's steps.
+  public var processors: [ImageProcessor] {
+    get { chain.steps }
+    set { chain = ProcessorChain(newValue) }
+  }
 }

@@ -1,5 +1,3 @@
-import CSupport
-
 /// What one request cost, stage by stage: every final result carries one (C:
 /// `pxl_result_metrics`). Filled as the request passes each stage; a request that failed or
 /// was cancelled has what was measured up to then (a zero is "not reached" or "not
@@ -136,35 +134,4 @@ public struct TransferTiming: Sendable, Equatable {
 /// Microseconds between two monotonic nanosecond readings (0 if `start` is 0: not taken).
 @inline(__always) func microseconds(from start: UInt64, to end: UInt64) -> UInt64 {
   start == 0 || end < start ? 0 : (end - start) / 1000
-}
-
-
-/// The C API's way from a `pxl_result` to its metrics: while a final callback runs, the
-/// thread's current record names that callback's result and holds its metrics; records of
-/// nested callbacks (a callback that dispatches another queue) chain to the outer one.
-public struct ResultRecord {
-  public let result: UnsafeRawPointer
-  public let metrics: RequestMetrics
-  let outer: UnsafeMutableRawPointer?
-
-  /// Runs `body` with `metrics` findable for `result` on this thread (`find`).
-  public static func with(_ result: UnsafeRawPointer, _ metrics: RequestMetrics, _ body: () -> Void) {
-    var record = ResultRecord(result: result, metrics: metrics, outer: pxl_current_result_record())
-    withUnsafeMutablePointer(to: &record) { pointer in
-      pxl_set_current_result_record(UnsafeMutableRawPointer(pointer))
-      body()
-      pxl_set_current_result_record(pointer.pointee.outer)
-    }
-  }
-
-  /// The metrics of the callback now running on this thread whose result is `result`.
-  public static func find(_ result: UnsafeRawPointer) -> RequestMetrics? {
-    var next = pxl_current_result_record()
-    while let raw = next {
-      let record = raw.assumingMemoryBound(to: ResultRecord.self)
-      if record.pointee.result == result { return record.pointee.metrics }
-      next = record.pointee.outer
-    }
-    return nil
-  }
 }

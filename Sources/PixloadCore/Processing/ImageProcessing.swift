@@ -28,6 +28,17 @@ public enum ImageProcessing {
     return (parent, .process(last))
   }
 
+  /// The variants `variant` is made from, its parent first, down to the decoded one.
+  public static func ancestors(of variant: ImageVariant) -> [ImageVariant] {
+    var ancestors: [ImageVariant] = []
+    var current = variant
+    while let (parent, _) = parent(of: current) {
+      ancestors.append(parent)
+      current = parent
+    }
+    return ancestors
+  }
+
   /// Every variant down to the decoded one, with their steps, decode first (for previews).
   public static func lineage(of variant: ImageVariant) -> (root: ImageVariant, steps: [Step]) {
     var steps: [Step] = []

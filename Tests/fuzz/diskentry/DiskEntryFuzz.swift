@@ -86,14 +86,14 @@ func storedKeyMatches(_ data: [UInt8], _ shape: Layout, _ key: String) -> Bool {
 /// `input` as the variant entry of a fixed key: whatever it holds, reading it does not trap;
 /// a hit's image has the pixels the file says, and the file is left in place.
 func fuzzVariant(_ input: [UInt8]) -> String {
-  let path = fuzzDirectory + "/" + DiskCache.variantFileName(descriptor: "fuzz", cacheKey: "fuzz-key")
+  let path = fuzzDirectory + "/" + DiskCache.variantFileName(VariantKey(cacheKey: CacheKey("fuzz-key"), descriptor: "fuzz"))
   let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
   precondition(fd >= 0, "cannot write \(path)")
   let written = input.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
   precondition(written == input.count, "short write")
   close(fd)
   defer { unlink(path) }
-  guard let hit = fuzzCache.variant(descriptor: "fuzz", cacheKey: "fuzz-key") else { return "" }
+  guard let hit = fuzzCache.variant(VariantKey(cacheKey: CacheKey("fuzz-key"), descriptor: "fuzz")) else { return "" }
   precondition(access(path, F_OK) == 0, "a hit deleted its file")
   let image = hit.image
   precondition(image.byteCount == Int(littleEndian(input, 48, 8)) && image.stride >= image.width * image.format.bytesPerPixel,

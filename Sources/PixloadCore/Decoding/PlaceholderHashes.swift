@@ -2,33 +2,12 @@
 import Glibc
 #endif
 
-/// A tiny placeholder a server sends with an image's URL, drawn before the image arrives:
-/// BlurHash (https://blurha.sh: base 83 text, a DCT of the image in linear light) or
+/// Placeholder hashes decoded and encoded (the value itself, `Placeholder`, is Model's):
+/// BlurHash (https://blurha.sh: base 83 text, a DCT of the image in linear light) and
 /// ThumbHash (https://evanw.github.io/thumbhash: about 25 bytes in an LPQA colour space,
 /// with alpha and the aspect ratio). Decoding is synchronous and cheap (a 32x32 image takes
 /// a few microseconds); encoding reads a copy scaled to fit in 100x100.
-public struct Placeholder: Sendable, Equatable {
-  /// C: pxl_placeholder_kind (append-only raw values).
-  public enum Kind: Int32, Sendable {
-    /// The BlurHash string's bytes (ASCII).
-    case blurHash = 1
-    /// The ThumbHash's raw bytes.
-    case thumbHash = 2
-  }
-
-  public var kind: Kind
-  public var bytes: [UInt8]
-
-  public init(kind: Kind, bytes: [UInt8]) {
-    self.kind = kind
-    self.bytes = bytes
-  }
-
-  /// More bytes than any hash has (the longest, a BlurHash of 9x9 components, has 166): a
-  /// longer one is malformed whatever it holds, so a caller copying a hash from a buffer
-  /// needs no more than one byte past this to know.
-  public static let maxHashBytes = 1 << 16
-
+extension Placeholder {
   /// A hash too long to be one is malformed, as one of a wrong length is (pixload.h:
   /// PXL_E_CORRUPT_IMAGE), not a wrong argument.
   private func checkLength() throws(LoadError) {
@@ -36,9 +15,6 @@ public struct Placeholder: Sendable, Equatable {
       throw LoadError(.corruptImage, "malformed placeholder: over \(Self.maxHashBytes) bytes, longer than any hash")
     }
   }
-
-  /// The largest image a placeholder decodes into, each way.
-  public static let maxSide = 256
 
   /// Decodes into a `width` x `height` RGBA8 (straight alpha) image. Throws
   /// `.invalidArgument` for a size outside 1...maxSide, `.corruptImage` for a malformed hash.

@@ -2,24 +2,54 @@
 import Glibc
 #endif
 
-/// The coordinator's part in progressive downloads: when a transfer's progress reaches its
+/// The previews of one original's transfer, and the early end of a thumbnail's transfer:
+/// its state (one preview decode at a time, the body that came during it, when the last
+/// was made and from how many scans) and the only place the loader asks the decoder what
+/// a body's bytes mean (`ImageDecoding.previewPrefix`, `firstScansEnd`, `scansPrefix`).
+/// Its functions on the pool below run with the pool's lock where they take it.
+final class PreviewTask {
+  var previewing = false
+  /// The newest body that came during the preview decode under way.
+  var pending: [UInt8]?
+  var lastPreviewAt: UInt64 = 0
+  /// The scan count of the last preview made.
+  var scans = 0
+  /// The length of the prefix its transfer ended with (`TaskPool.endsEarly`); 0: none.
+  var endedEarly = 0
+
+  /// Where the first scans end that decode each of `variants` exactly (a progressive
+  /// JPEG's 1/8 scale); nil when some variant needs more.
+  static func firstScansEnd(_ body: [UInt8], of variants: [ImageVariant], decoder: ImageDecoding) -> Int? {
+    decoder.firstScansEnd(body, variants: variants)
+  }
+
+  /// The bytes the decodes take of a transfer that ended early with `body` (its
+  /// `endedEarly` read under the lock): the first scans as a file (what the thumbnails
+  /// decode from).
+  static func bytesToDecode(_ body: [UInt8], endedEarly: Int, decoder: ImageDecoding) -> [UInt8] {
+    guard endedEarly > 0, endedEarly <= body.count else { return body }
+    return decoder.scansPrefix(body, length: endedEarly)
+  }
+}
+
+/// The preview task of an original's transfer (progressive downloads): when a transfer's progress reaches its
 /// requesters, when a preview decode runs and for whom, and when a thumbnail's transfer
 /// may end early. What the bytes mean (scans, prefixes, the EOI that closes them) is the
 /// decoder's (`ImageDecoding.previewPrefix`, `firstScansEnd`, `scansPrefix`).
-extension ImageLoader {
+extension TaskPool {
   /// Returns true when the body so far is all the download's requesters need (see
   /// `endsEarly`): the engine then ends the transfer with it.
-  func downloadProgressed(_ download: DownloadTask, received: UInt64, expected: UInt64,
+  func downloadProgressed(_ download: OriginalDataTask, received: UInt64, expected: UInt64,
                                   body: [UInt8]) -> Bool {
     if endsEarly(download, received: received, expected: expected, body: body) { return true }
     var previewNow = false
     let listeners: [PendingRequest] = lock.withLock {
       guard downloads[download.key] === download else { return [] }
       let requesters = download.decodes.values.flatMap { requestsBelow($0) }
-      if download.previewing {
+      if download.preview.previewing {
         // One preview decode at a time per download: the newest body waits for the one
         // under way, so the scans it completes are not lost if the server pauses now.
-        if requesters.contains(where: \.delivery.wantsPreview) { download.previewPending = body }
+        if requesters.contains(where: \.delivery.wantsPreview) { download.preview.pending = body }
       } else {
         previewNow = previewIsDue(download)
       }
@@ -37,24 +67,24 @@ extension ImageLoader {
   /// for has passed since the last preview made (the queue drops what comes sooner anyway;
   /// counting from the last attempt would let one before the first complete scan hold the
   /// first preview back).
-  private func previewIsDue(_ download: DownloadTask) -> Bool {
+  private func previewIsDue(_ download: OriginalDataTask) -> Bool {
     let previewers = download.decodes.values.flatMap { requestsBelow($0) }.filter(\.delivery.wantsPreview)
-    guard !previewers.isEmpty, download.previewScans < Self.previewScanLimit else { return false }
+    guard !previewers.isEmpty, download.preview.scans < Self.previewScanLimit else { return false }
     let interval = previewers.map(\.delivery.previewInterval).min() ?? 0
-    guard download.lastPreviewAt == 0 || monotonicNanoseconds() - download.lastPreviewAt >= interval else { return false }
-    download.previewing = true
+    guard download.preview.lastPreviewAt == 0 || monotonicNanoseconds() - download.preview.lastPreviewAt >= interval else { return false }
+    download.preview.previewing = true
     return true
   }
 
-  private func submitPreview(_ download: DownloadTask, _ body: [UInt8]) {
+  private func submitPreview(_ download: OriginalDataTask, _ body: [UInt8]) {
     _ = decodePool.submit(priority: download.priority) { [weak self, weak download] in
       guard let self, let download else { return }
       self.previewDownload(download, body)
       // A body that arrived during the decode is previewed next, if still due.
       let next: [UInt8]? = self.lock.withLock {
-        download.previewing = false
-        guard let pending = download.previewPending else { return nil }
-        download.previewPending = nil
+        download.preview.previewing = false
+        guard let pending = download.preview.pending else { return nil }
+        download.preview.pending = nil
         return self.downloads[download.key] === download && self.previewIsDue(download) ? pending : nil
       }
       if let next { self.submitPreview(download, next) }
@@ -67,19 +97,19 @@ extension ImageLoader {
   /// ends once those scans have arrived. Previews do not keep it going: the final image is
   /// then ready as soon as a preview would be. The download leaves the table first, so a
   /// request that comes later starts its own transfer.
-  private func endsEarly(_ download: DownloadTask, received: UInt64, expected: UInt64, body: [UInt8]) -> Bool {
+  private func endsEarly(_ download: OriginalDataTask, received: UInt64, expected: UInt64, body: [UInt8]) -> Bool {
     guard diskTier == nil else { return false }
     let variants: [ImageVariant]? = lock.withLock {
       guard downloads[download.key] === download, download.revalidating == nil, !download.decodes.isEmpty
       else { return nil }
       return Array(download.decodes.keys)
     }
-    guard let variants, let end = decoder.firstScansEnd(body, variants: variants) else { return false }
+    guard let variants, let end = PreviewTask.firstScansEnd(body, of: variants, decoder: decoder) else { return false }
     return lock.withLock {
       // Unchanged meanwhile: still registered, no other variant joined.
       guard downloads[download.key] === download, Set(download.decodes.keys) == Set(variants) else { return false }
       downloads.removeValue(forKey: download.key)
-      download.endedEarly = end
+      download.preview.endedEarly = end
       if expected > received { counters.bytesSaved += Int(expected - received) }
       return true
     }
@@ -93,7 +123,7 @@ extension ImageLoader {
   /// or the prefix itself when a registered codec decodes prefixes (JPEG XL's module
   /// flushes the passes it has). Baseline JPEGs and other formats get no preview: their
   /// rows arrive top to bottom, and a half-drawn image is not what a list row should show.
-  private func previewDownload(_ download: DownloadTask, _ body: [UInt8]) {
+  private func previewDownload(_ download: OriginalDataTask, _ body: [UInt8]) {
     let source: PreviewSource
     if let prefix = decoder.previewPrefix(body) {
       source = .scans(prefix.length, count: prefix.scans)
@@ -105,9 +135,9 @@ extension ImageLoader {
     let targets: [(ImageVariant, [PendingRequest])] = lock.withLock {
       guard downloads[download.key] === download else { return [] }
       if case .scans(_, let count) = source {
-        guard count > download.previewScans else { return [] }
-        download.previewScans = count
-        download.lastPreviewAt = monotonicNanoseconds()
+        guard count > download.preview.scans else { return [] }
+        download.preview.scans = count
+        download.preview.lastPreviewAt = monotonicNanoseconds()
       }
       return download.decodes.values.flatMap { tasksBelow($0, \.delivery.wantsPreview) }
     }
@@ -150,9 +180,9 @@ extension ImageLoader {
     case .scans(_, let count): scans = count
     case .codecPrefix:
       scans = lock.withLock {
-        download.previewScans += 1
-        download.lastPreviewAt = monotonicNanoseconds()
-        return download.previewScans
+        download.preview.scans += 1
+        download.preview.lastPreviewAt = monotonicNanoseconds()
+        return download.preview.scans
       }
     }
     for (image, previewers) in previews {
