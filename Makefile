@@ -97,14 +97,14 @@ RELEASE_FLAGS = -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test check-build-deps lib cli modules test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
+.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
-all: lib cli modules
+all: lib cli modules worker
 
 # A target a user runs for a result installs its packages first, then runs the rest in a
 # sub-make, so the packages are there before anything builds, also under make -j.
@@ -163,6 +163,19 @@ $(MODULE_DIR)/libpixload-%.so: codecs/%.c codecs/common.h include/pixload.h | li
 	  $$(pkg-config --cflags $(word 2,$(subst :, ,$(filter $*:%,$(MODULE_PKGS))))) $< -o $@ \
 	  -L$(STAGE)/lib -lpixload $$(pkg-config --libs $(word 2,$(subst :, ,$(filter $*:%,$(MODULE_PKGS))))) \
 	  -Wl,-z,defs
+
+# The decode worker (worker/README.md): a C executable beside the codec modules, without the
+# Swift runtime, that loads them and decodes locked (no_new_privs, namespaces, landlock,
+# seccomp, RLIMIT_AS). It exports the two functions a module imports from libpixload.
+WORKER_EXE  := $(STAGE)/lib/pixload/pixload-decode-worker
+WORKER_SOURCES := worker/worker_main.c worker/codecs.c worker/sandbox.c worker/landlock.c worker/seccomp.c
+
+worker: $(WORKER_EXE)
+
+$(WORKER_EXE): $(WORKER_SOURCES) $(wildcard worker/*.h) include/pixload.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -Iinclude $(WORKER_SOURCES) -o $@ $$(pkg-config --libs libseccomp) -ldl \
+	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec
 
 # --- install -------------------------------------------------------------------------
 
@@ -251,6 +264,20 @@ test:
 
 test-swift:
 	$(SWIFT) test
+
+# The decode worker against a hostile codec module (Tests/worker/test_worker.c): segfault,
+# endless loop, 16 GB, writing past its buffer, reading a secret, connecting, /bin/sh,
+# fork, killing its parent, writing a file: each a decoder failure or a refusal, then a QOI
+# file decoded by a fresh worker (the QOI test codec as a module). Needs no Swift build:
+# the test modules import their two library functions from the worker.
+WORKER_TEST := $(STAGE)/tests/worker
+test-worker: $(WORKER_EXE)
+	@mkdir -p $(WORKER_TEST)/codecs
+	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude Tests/worker/hostile_module.c \
+	  -o $(WORKER_TEST)/codecs/libpixload-hostile.so -pthread
+	$(CC) $(CFLAGS) -fPIC -shared -Iinclude $(fuzz_source_qoi) -o $(WORKER_TEST)/codecs/libpixload-qoi.so
+	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/test_worker.c worker/worker_client.c -o $(WORKER_TEST)/test_worker
+	$(WORKER_TEST)/test_worker $(WORKER_EXE) $(WORKER_TEST)/codecs
 
 # The codec modules against heif-convert, djxl and rsvg-convert on files made at run time,
 # their limits, and each module hidden in turn (Tests/modules/conformance.py).

@@ -1,0 +1,267 @@
+/*
+ * Tests/worker/test_worker.c (`make test-worker`): the decode worker (worker/README.md)
+ * against a hostile codec module (hostile_module.c), through the library's side of it
+ * (worker/worker_client.c).
+ *
+ *   test_worker WORKER MODULE_DIR
+ *
+ * MODULE_DIR holds libpixload-hostile.so and libpixload-qoi.so (the QOI test codec as a
+ * module, Tests/fuzz/qoi/module). Each hostile case must end as a decoder failure or a
+ * refusal, this process must survive it, and the next image (a QOI file made now) must
+ * decode, pixel for pixel as the same codec decodes it here. At the end: the secret file
+ * was never read, the loopback listener saw no connection, no file was written, no signal
+ * reached this process. Prints the layers in force, each case's outcome, the worker's start
+ * to its first decode (median of 20), and "N passed, N failed" last.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../worker/worker_client.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "../capi/qoi_codec.h"
+#pragma GCC diagnostic pop
+
+/* The one library function the in-process reference codec uses (qoi_codec): the test does
+ * not link libpixload. */
+pxl_status pxl_codec_init_size(pxl_codec *codec, size_t size) {
+  memset(codec, 0, size);
+  codec->struct_size = size;
+  return PXL_OK;
+}
+
+static int passed, failed;
+static volatile sig_atomic_t signals_received;
+
+static void check(int ok, const char *what) {
+  if (ok) passed++;
+  else {
+    failed++;
+    printf("FAIL: %s\n", what);
+  }
+  fflush(stdout);
+}
+
+static void on_usr1(int sig) {
+  (void)sig;
+  signals_received++;
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+static pxl_worker_options options;
+static pxl_worker *worker;
+
+static void ensure_worker(void) {
+  if (pxl_worker_alive(worker)) return;
+  pxl_worker_free(worker);
+  worker = NULL;
+  char message[256];
+  if (pxl_worker_spawn(&options, 5000, &worker, message, sizeof message) != PXL_OK) {
+    printf("FAIL: cannot start the worker: %s\n", message);
+    printf("%d passed, %d failed\n", passed, failed + 1);
+    exit(1);
+  }
+}
+
+/* ---- the good image: a QOI file made now, and its pixels from the same codec here ---- */
+
+static uint8_t *qoi_file;
+static size_t qoi_size;
+static uint8_t expected[24 * 16 * 4];
+enum { QW = 24, QH = 16 };
+
+static void make_qoi(void) {
+  uint8_t rgba[QW * QH * 4];
+  for (int y = 0; y < QH; y++)
+    for (int x = 0; x < QW; x++) {
+      uint8_t *p = rgba + (y * QW + x) * 4;
+      p[0] = (uint8_t)(x * 10), p[1] = (uint8_t)(y * 15), p[2] = (uint8_t)(x ^ y), p[3] = 255;
+    }
+  qoi_file = qoi_encode(rgba, QW, QH, &qoi_size);
+  /* What the codec draws in-process: the reference for the worker's pixels. */
+  static struct qoi_state state = {.frame_count = 1};
+  pxl_codec c = qoi_codec(&state, "reference");
+  static const volatile int32_t no = 0;
+  pxl_codec_target t = {.struct_size = sizeof t, .width = QW, .height = QH, .pixels = expected, .stride = QW * 4, .cancel = &no};
+  char message[256];
+  if (c.decode(qoi_file, qoi_size, &t, message, sizeof message, c.user_data) != PXL_OK) {
+    printf("FAIL: the reference decode: %s\n", message);
+    exit(1);
+  }
+}
+
+/* Decodes the QOI file through the worker; 1 when its pixels are the reference's. */
+static int good_decode(double *ms) {
+  ensure_worker();
+  pxl_worker_result r;
+  double start = now_ms();
+  pxl_worker_decode(worker, qoi_file, qoi_size, NULL, 0, 0, 5000, &r);
+  if (ms) *ms = now_ms() - start;
+  int ok = r.status == PXL_OK && r.header.width == QW && r.header.height == QH && strcmp(r.header.codec, "qoi") == 0;
+  for (int y = 0; ok && y < QH; y++) ok = memcmp(r.pixels + y * r.stride, expected + y * QW * 4, QW * 4) == 0;
+  if (!ok) printf("  good decode: status %d: %s\n", r.status, r.message);
+  pxl_worker_result_release(&r);
+  return ok;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The statuses a worker's decode can end with (the test does not link libpixload). */
+static const char *status_name(int s) {
+  switch (s) {
+  case PXL_OK: return "OK";
+  case PXL_E_NOT_AN_IMAGE: return "NOT_AN_IMAGE";
+  case PXL_E_CORRUPT_IMAGE: return "CORRUPT_IMAGE";
+  case PXL_E_TOO_MANY_PIXELS: return "TOO_MANY_PIXELS";
+  case PXL_E_UNSUPPORTED_IMAGE: return "UNSUPPORTED_IMAGE";
+  case PXL_E_NO_MEMORY: return "NO_MEMORY";
+  case PXL_E_IO: return "IO";
+  case PXL_WORKER_E_DECODER_FAILED: return "DECODER_FAILED";
+  default: return "other";
+  }
+}
+
+static const char *end_name(pxl_worker_end e) {
+  static const char *names[] = {"worker alive", "worker exited", "worker killed", "killed: timeout", "killed: protocol"};
+  return names[e];
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: %s WORKER MODULE_DIR\n", argv[0]);
+    return 2;
+  }
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  signal(SIGUSR1, on_usr1);
+  options = (pxl_worker_options){.executable = argv[1], .module_dir = argv[2], .max_pixels = 16u << 20,
+                                 .keep_stderr = getenv("WORKER_STDERR") != NULL,
+                                 .debug_seccomp = getenv("WORKER_DEBUG_SECCOMP") != NULL};
+  make_qoi();
+
+  /* The things a hostile decoder must not reach: a secret, a listener, a path to write. */
+  char dir[] = "/tmp/pixload-worker-test-XXXXXX";
+  if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
+  char secret[300], written[300], shell_written[300];
+  snprintf(secret, sizeof secret, "%s/secret", dir);
+  snprintf(written, sizeof written, "%s/written", dir);
+  snprintf(shell_written, sizeof shell_written, "%s/by-shell", dir);
+  const char *secret_text = "TOP-SECRET-6f1c2a";
+  FILE *f = fopen(secret, "w");
+  fputs(secret_text, f);
+  fclose(f);
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET};
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof addr;
+  if (bind(listener, (struct sockaddr *)&addr, sizeof addr) || listen(listener, 4) ||
+      getsockname(listener, (struct sockaddr *)&addr, &alen))
+    return perror("listener"), 1;
+  int port = ntohs(addr.sin_port);
+
+  /* Start to first decode, and to HELLO, median of 20 fresh workers. */
+  double hello[20], first[20];
+  for (int i = 0; i < 20; i++) {
+    pxl_worker_free(worker);
+    worker = NULL;
+    double start = now_ms();
+    ensure_worker();
+    hello[i] = now_ms() - start;
+    double ms;
+    check(good_decode(&ms), "a fresh worker decodes the QOI file");
+    first[i] = hello[i] + ms;
+  }
+  qsort(hello, 20, sizeof hello[0], cmp_double);
+  qsort(first, 20, sizeof first[0], cmp_double);
+  char layers[128];
+  const pxl_worker_msg_hello *h = pxl_worker_hello_of(worker);
+  pxl_worker_layers_string(h->layers, layers, sizeof layers);
+  printf("layers in force: %s (landlock ABI %u, RLIMIT_AS %llu MiB); codecs: %s\n", layers, h->landlock_abi,
+         (unsigned long long)(h->as_limit >> 20), h->codecs);
+  printf("worker start to hello: median %.2f ms (min %.2f, max %.2f); start to first decode done: median %.2f ms "
+         "(min %.2f, max %.2f)\n", hello[10], hello[0], hello[19], first[10], first[0], first[19]);
+  double warm[50];
+  for (int i = 0; i < 50; i++) good_decode(&warm[i]);
+  qsort(warm, 50, sizeof warm[0], cmp_double);
+  printf("a warm worker's decode of a 24x16 QOI, round trip: median %.3f ms\n", warm[25]);
+
+  /* Every layer this machine offers: the outcomes below depend on them. */
+  uint32_t want = PXL_WORKER_LAYER_NO_NEW_PRIVS | PXL_WORKER_LAYER_LANDLOCK | PXL_WORKER_LAYER_SECCOMP |
+                  PXL_WORKER_LAYER_RLIMITS | PXL_WORKER_LAYER_FDS_CLOSED;
+  check((h->layers & want) == want, "no_new_privs, landlock, seccomp, rlimits and closed fds in force");
+
+  struct {
+    const char *input;
+    int timeout_ms;
+  } cases[] = {
+      {"ok", 5000},        {"thread", 5000}, {"segv", 5000},    {"spin", 1000},      {"alloc16g", 10000},
+      {"overflow", 5000},  {"huge", 5000},   {"read %s", 5000}, {"connect %d", 5000}, {"exec %s", 5000},
+      {"fork", 5000},      {"killparent", 5000}, {"write %s", 5000},
+  };
+  printf("%-12s | %-15s | %-16s | %s\n", "case", "status", "worker", "message");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char input[600] = "HOSTILE:", name[64];
+    const char *fmt = cases[i].input;
+    if (strstr(fmt, "%d")) snprintf(input + 8, sizeof input - 8, fmt, port);
+    else if (strncmp(fmt, "read", 4) == 0) snprintf(input + 8, sizeof input - 8, fmt, secret);
+    else if (strncmp(fmt, "exec", 4) == 0) snprintf(input + 8, sizeof input - 8, fmt, shell_written);
+    else if (strncmp(fmt, "write", 5) == 0) snprintf(input + 8, sizeof input - 8, fmt, written);
+    else snprintf(input + 8, sizeof input - 8, "%s", fmt);
+    sscanf(fmt, "%63s", name);
+    ensure_worker();
+    pxl_worker_result r;
+    double start = now_ms();
+    pxl_worker_decode(worker, (const uint8_t *)input, strlen(input), NULL, 0, 0, cases[i].timeout_ms, &r);
+    double ms = now_ms() - start;
+    printf("%-12s | %-15s | %-16s | %s (%.0f ms)\n", name, status_name(r.status), end_name(r.end), r.message, ms);
+    int good = strcmp(name, "ok") == 0 || strcmp(name, "thread") == 0;
+    char what[160];
+    snprintf(what, sizeof what, good ? "%s decodes" : "%s ends as a decoder failure or a refusal", name);
+    check(good ? r.status == PXL_OK : r.status != PXL_OK, what);
+    if (r.status == PXL_OK && strcmp(name, "read") == 0)
+      check(memmem(r.pixels, r.map_size, secret_text, strlen(secret_text)) == NULL, "the secret is not in the pixels");
+    if (strcmp(name, "spin") == 0) check(r.end == PXL_WORKER_TIMED_OUT, "spin is killed at its time limit");
+    if (strcmp(name, "segv") == 0) check(r.end == PXL_WORKER_SIGNALLED && r.signal == SIGSEGV, "segv dies of SIGSEGV");
+    if (strcmp(name, "huge") == 0) check(r.status == PXL_E_TOO_MANY_PIXELS && pxl_worker_alive(worker),
+                                         "a header over max_pixels is refused before any buffer");
+    if (strcmp(name, "alloc16g") == 0) check(strstr(r.message, "decoder exceeded") != NULL, "alloc16g meets RLIMIT_AS");
+    pxl_worker_result_release(&r);
+    snprintf(what, sizeof what, "the next image decodes after %s", name);
+    check(good_decode(NULL), what);
+  }
+
+  /* What must not have happened. */
+  int conn = accept(listener, NULL, NULL);
+  check(conn < 0 && (errno == EAGAIN || errno == EWOULDBLOCK), "the listener saw no connection");
+  struct stat st;
+  check(stat(written, &st) != 0 && errno == ENOENT, "no file was written");
+  check(stat(shell_written, &st) != 0 && errno == ENOENT, "no shell ran");
+  check(signals_received == 0, "no signal reached the test process");
+
+  pxl_worker_free(worker);
+  unlink(secret);
+  unlink(written);
+  unlink(shell_written);
+  rmdir(dir);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
