@@ -166,7 +166,10 @@ $(MODULE_DIR)/libpixload-%.so: codecs/%.c codecs/common.h include/pixload.h | li
 
 # The decode worker (worker/README.md): a C executable beside the codec modules, without the
 # Swift runtime, that loads them and decodes locked (no_new_privs, namespaces, landlock,
-# seccomp, RLIMIT_AS). It exports the two functions a module imports from libpixload.
+# seccomp, RLIMIT_AS). It exports the two functions a module imports from libpixload, and
+# its soname is libpixload.so.0, so a module's NEEDED libpixload.so.0 is the worker itself
+# (glibc matches a NEEDED against the sonames of what is loaded, the program's included):
+# libpixload.so.0, and the Swift runtime in it, are never loaded into a worker.
 WORKER_EXE  := $(STAGE)/lib/pixload/pixload-decode-worker
 WORKER_SOURCES := worker/worker_main.c worker/codecs.c worker/sandbox.c worker/landlock.c worker/seccomp.c
 
@@ -175,7 +178,8 @@ worker: $(WORKER_EXE)
 $(WORKER_EXE): $(WORKER_SOURCES) $(wildcard worker/*.h) include/pixload.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) -Iinclude $(WORKER_SOURCES) -o $@ $$(pkg-config --libs libseccomp) -ldl \
-	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec
+	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec \
+	  -Wl,-soname,libpixload.so.$(SOVERSION)
 
 # --- install -------------------------------------------------------------------------
 
@@ -268,16 +272,31 @@ test-swift:
 # The decode worker against a hostile codec module (Tests/worker/test_worker.c): segfault,
 # endless loop, 16 GB, writing past its buffer, reading a secret, connecting, /bin/sh,
 # fork, killing its parent, writing a file: each a decoder failure or a refusal, then a QOI
-# file decoded by a fresh worker (the QOI test codec as a module). Needs no Swift build:
-# the test modules import their two library functions from the worker.
+# file decoded by a fresh worker (the QOI test codec as a module). Then the shipped modules
+# (heif, jxl, svg) on the module fuzz seeds and an SVG with text: the same pixels in the
+# worker as in the test's own process. Needs no Swift build: the modules are linked against
+# a stub with libpixload's soname (Tests/worker/libpixload_stub.c), as they ship they are
+# linked against the library, and the worker answers that NEEDED itself.
 WORKER_TEST := $(STAGE)/tests/worker
+WORKER_TEST_MODULES := $(WORKER_TEST)/codecs
 test-worker: $(WORKER_EXE)
-	@mkdir -p $(WORKER_TEST)/codecs
+	@$(SUBMAKE) module-fuzz-seeds >/dev/null
+	@mkdir -p $(WORKER_TEST_MODULES) $(WORKER_TEST)/stub
+	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -Iinclude Tests/worker/libpixload_stub.c -o $(WORKER_TEST)/stub/libpixload.so \
+	  -Wl,-soname,libpixload.so.$(SOVERSION)
+	$(foreach m,$(MODULE_PKGS),$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude \
+	  $$(pkg-config --cflags $(word 2,$(subst :, ,$(m)))) codecs/$(firstword $(subst :, ,$(m))).c \
+	  -o $(WORKER_TEST_MODULES)/libpixload-$(firstword $(subst :, ,$(m))).so -L$(WORKER_TEST)/stub -lpixload \
+	  $$(pkg-config --libs $(word 2,$(subst :, ,$(m)))) -Wl,-z,defs && ) true
 	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude Tests/worker/hostile_module.c \
-	  -o $(WORKER_TEST)/codecs/libpixload-hostile.so -pthread
-	$(CC) $(CFLAGS) -fPIC -shared -Iinclude $(fuzz_source_qoi) -o $(WORKER_TEST)/codecs/libpixload-qoi.so
-	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/test_worker.c worker/worker_client.c -o $(WORKER_TEST)/test_worker
-	$(WORKER_TEST)/test_worker $(WORKER_EXE) $(WORKER_TEST)/codecs
+	  -o $(WORKER_TEST_MODULES)/libpixload-hostile.so -pthread
+	$(CC) $(CFLAGS) -fPIC -shared -Iinclude $(fuzz_source_qoi) -o $(WORKER_TEST_MODULES)/libpixload-qoi.so
+	@# The test loads the shipped modules too (the in-process reference): the same soname trick.
+	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/test_worker.c worker/worker_client.c worker/codecs.c \
+	  -o $(WORKER_TEST)/test_worker -ldl -Wl,-soname,libpixload.so.$(SOVERSION) \
+	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec
+	$(WORKER_TEST)/test_worker $(WORKER_EXE) $(WORKER_TEST_MODULES) $(MODULE_FUZZ_SEEDS)/heif/* \
+	  $(MODULE_FUZZ_SEEDS)/jxl/* Tests/fuzz/seeds/svg/*
 
 # The codec modules against heif-convert, djxl and rsvg-convert on files made at run time,
 # their limits, and each module hidden in turn (Tests/modules/conformance.py).

@@ -63,12 +63,13 @@ int pxl_sandbox_namespaces(void) {
  * touching (malloc arenas, thread stacks); worker_main.c computes it. RLIMIT_CORE 0: no
  * core file. RLIMIT_FSIZE 0: no file the worker might still hold open for writing grows
  * (SIGXFSZ); the socket is no file. */
-int pxl_sandbox_rlimits(uint64_t as_limit) {
+int pxl_sandbox_rlimits(uint64_t as_limit, int keep_stderr) {
   struct rlimit zero = {0, 0};
   struct rlimit as = {as_limit, as_limit};
   int ok = setrlimit(RLIMIT_AS, &as) == 0;
   ok &= setrlimit(RLIMIT_CORE, &zero) == 0;
-  ok &= setrlimit(RLIMIT_FSIZE, &zero) == 0;
+  /* Not when debugging: a stderr redirected to a file would raise SIGXFSZ. */
+  if (!keep_stderr) ok &= setrlimit(RLIMIT_FSIZE, &zero) == 0;
   return ok;
 }
 

@@ -18,8 +18,9 @@ int pxl_sandbox_no_new_privs(void);
  * while the process has one thread (unshare(CLONE_NEWUSER) refuses otherwise). 1: in force. */
 int pxl_sandbox_namespaces(void);
 
-/* RLIMIT_AS = as_limit, no core files, no file growth. 1: in force. */
-int pxl_sandbox_rlimits(uint64_t as_limit);
+/* RLIMIT_AS = as_limit, no core files, no file growth (unless keep_stderr: debugging).
+ * 1: in force. */
+int pxl_sandbox_rlimits(uint64_t as_limit, int keep_stderr);
 
 /* Closes every descriptor but keep_fd (and 2 with keep_stderr: debugging). 1: done. */
 int pxl_sandbox_close_fds(int keep_fd, int keep_stderr);

@@ -35,13 +35,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include "sandbox.h"
 
-#ifndef __O_TMPFILE
-#define __O_TMPFILE 020000000
-#endif
+/* O_TMPFILE's own bit: glibc's __O_TMPFILE includes O_DIRECTORY, which read-only opens of
+ * directories (fontconfig's scan) carry. */
+#define PXL_O_TMPFILE_BIT 020000000
 
 /* Calls allowed whatever their arguments. */
 static const int allowed[] = {
@@ -73,10 +74,20 @@ static const int allowed[] = {
 
 static void on_sigsys(int sig, siginfo_t *info, void *context) {
   (void)sig;
+  /* Debugging only (--debug-seccomp): name the call and its first arguments, then die as
+   * the filter would have. */
+  unsigned long long a[3] = {0, 0, 0};
+#if defined(__x86_64__)
+  const ucontext_t *uc = context;
+  a[0] = (unsigned long long)uc->uc_mcontext.gregs[REG_RDI];
+  a[1] = (unsigned long long)uc->uc_mcontext.gregs[REG_RSI];
+  a[2] = (unsigned long long)uc->uc_mcontext.gregs[REG_RDX];
+#else
   (void)context;
-  /* Debugging only (--debug-seccomp): name the call, then die as the filter would have. */
-  char line[96];
-  int n = snprintf(line, sizeof line, "pixload-decode-worker: forbidden system call %d\n", info->si_syscall);
+#endif
+  char line[160];
+  int n = snprintf(line, sizeof line, "pixload-decode-worker: forbidden system call %d (%#llx, %#llx, %#llx)\n",
+                   info->si_syscall, a[0], a[1], a[2]);
   if (write(2, line, (size_t)n) < 0) {
   }
   _exit(128 + SIGSYS);
@@ -105,12 +116,12 @@ int pxl_seccomp_apply(int debug) {
 
   /* Files: read-only. Landlock decides which; this makes sure none is opened to write,
    * create or truncate even where landlock is missing. */
-  const uint64_t writing = O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND | __O_TMPFILE;
+  const uint64_t writing = O_ACCMODE | O_CREAT | O_TRUNC | O_APPEND | PXL_O_TMPFILE_BIT;
   rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(openat), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, writing, 0));
   rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(open), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, writing, 0));
   /* Any one of the writing bits: EACCES (a filter compares masked values for equality
    * only, so one rule per bit; they never overlap the allowing rule above). */
-  const uint64_t bits[] = {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND, __O_TMPFILE};
+  const uint64_t bits[] = {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND, PXL_O_TMPFILE_BIT};
   for (size_t i = 0; i < sizeof bits / sizeof bits[0]; i++) {
     rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(openat), 1, SCMP_A2(SCMP_CMP_MASKED_EQ, bits[i], bits[i]));
     rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(open), 1, SCMP_A1(SCMP_CMP_MASKED_EQ, bits[i], bits[i]));

@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
 
   /* 5-8 */
   as_limit = address_space_limit(&o);
-  if (pxl_sandbox_rlimits(as_limit)) hello.layers |= PXL_WORKER_LAYER_RLIMITS;
+  if (pxl_sandbox_rlimits(as_limit, o.keep_stderr)) hello.layers |= PXL_WORKER_LAYER_RLIMITS;
   else as_limit = 0;
   const char *paths[16];
   int n = 0;
