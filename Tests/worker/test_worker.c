@@ -17,6 +17,11 @@
  * (worker/codecs.c loads the modules here too). Prints the layers in force, each case's
  * outcome, the worker's start to its first decode (median of 20, with every module and
  * with QOI's alone), and "N passed, N failed" last.
+ *
+ * Controls, last: the same hostile cases in a child of this test without the worker (the
+ * module loaded in-process, as PXL_ISOLATION_NONE would) must succeed in what they try:
+ * the segfault kills the child, the secret comes back, the listener sees the connection,
+ * the files are written, the signal arrives. So every check above can fail.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -29,6 +34,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -162,6 +168,35 @@ static int same_in_worker(const char *path, int text) {
   pxl_worker_result_release(&r);
   free(pixels);
   return same;
+}
+
+/* Runs the hostile case input in a forked child of this test, the module loaded there
+ * (no worker, no confinement). Returns the child's wait status; *pixels gets the first
+ * bytes its decode wrote when it returned. */
+static int unconfined(const char *module_dir, const char *input, char *pixels, size_t cap) {
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(out[0]);
+    char message[256];
+    if (pxl_worker_codecs_load(module_dir, "hostile", message, sizeof message) < 0) _exit(3);
+    const pxl_codec *c = pxl_worker_codec_named("hostile");
+    static uint8_t buffer[4 * 4 * 4];
+    static const volatile int32_t no = 0;
+    pxl_codec_target t = {.struct_size = sizeof t, .width = 4, .height = 4, .pixels = buffer, .stride = 16, .cancel = &no};
+    pxl_status s = c->decode((const uint8_t *)input, strlen(input), &t, message, sizeof message, c->user_data);
+    if (write(out[1], buffer, sizeof buffer) < 0) _exit(4);
+    _exit(s == PXL_OK ? 0 : 1);
+  }
+  close(out[1]);
+  memset(pixels, 0, cap);
+  ssize_t n = read(out[0], pixels, cap - 1);
+  (void)n;
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -330,6 +365,30 @@ int main(int argc, char **argv) {
     free(paths);
     printf("real modules: %d of %d files decode in the worker exactly as in-process\n", matched, files);
   }
+
+  /* Controls: unconfined, each case does what it tries, and each detector sees it. */
+  char input[600], got[128];
+  int st_child = unconfined(argv[2], "HOSTILE:segv", got, sizeof got);
+  check(WIFSIGNALED(st_child) && WTERMSIG(st_child) == SIGSEGV, "control: unconfined, segv kills its process");
+  snprintf(input, sizeof input, "HOSTILE:read %s", secret);
+  unconfined(argv[2], input, got, sizeof got);
+  check(strstr(got, secret_text) != NULL, "control: unconfined, the secret is read");
+  snprintf(input, sizeof input, "HOSTILE:connect %d", port);
+  unconfined(argv[2], input, got, sizeof got);
+  conn = accept(listener, NULL, NULL);
+  check(conn >= 0, "control: unconfined, the listener sees the connection");
+  if (conn >= 0) close(conn);
+  snprintf(input, sizeof input, "HOSTILE:write %s", written);
+  unconfined(argv[2], input, got, sizeof got);
+  check(stat(written, &st) == 0, "control: unconfined, the file is written");
+  snprintf(input, sizeof input, "HOSTILE:exec %s", shell_written);
+  unconfined(argv[2], input, got, sizeof got);
+  check(stat(shell_written, &st) == 0, "control: unconfined, /bin/sh runs");
+  st_child = unconfined(argv[2], "HOSTILE:fork", got, sizeof got);
+  check(WIFEXITED(st_child) && WEXITSTATUS(st_child) == 0, "control: unconfined, fork succeeds");
+  /* The child's parent is this test: the signal arrives here. */
+  unconfined(argv[2], "HOSTILE:killparent", got, sizeof got);
+  check(signals_received == 1, "control: unconfined, the signal reaches the test");
 
   pxl_worker_free(worker);
   unlink(svg);
