@@ -8,8 +8,10 @@
  * Why it is here: seccomp (seccomp.c) cannot look at a path (the argument is a pointer), so
  * without landlock a hijacked decoder could read the user's files (~/.ssh, the browser's
  * cookies) and send them back inside its "pixels". What it does not stop: reading the
- * allowed directories (fonts, our modules: nothing secret), using descriptors it already
- * holds (only its socket, sandbox.c), and anything not on the file system (seccomp's job).
+ * allowed directories (fonts, our modules: nothing secret), stat and readlink anywhere
+ * (landlock governs opening, not metadata: which files exist is visible), using
+ * descriptors it already holds (only its socket, sandbox.c), and anything not on the file
+ * system (seccomp's job).
  *
  * The rules use the highest ABI the kernel offers up to the one written here (6): 1 file
  * access, 2 refer (rename across directories), 3 truncate, 4 TCP bind/connect (denied
