@@ -272,7 +272,9 @@ test-swift:
 # The decode worker against a hostile codec module (Tests/worker/test_worker.c): segfault,
 # endless loop, 16 GB, writing past its buffer, reading a secret, connecting, /bin/sh,
 # fork, killing its parent, writing a file: each a decoder failure or a refusal, then a QOI
-# file decoded by a fresh worker (the QOI test codec as a module). Then the shipped modules
+# file decoded by a fresh worker (the QOI test codec as a module). A lying worker
+# (Tests/worker/lying_worker.c) breaks the protocol each way it can: every lie refused.
+# Then the shipped modules
 # (heif, jxl, svg) on the module fuzz seeds and an SVG with text: the same pixels in the
 # worker as in the test's own process. Needs no Swift build: the modules are linked against
 # a stub with libpixload's soname (Tests/worker/libpixload_stub.c), as they ship they are
@@ -291,11 +293,12 @@ test-worker: $(WORKER_EXE)
 	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude Tests/worker/hostile_module.c \
 	  -o $(WORKER_TEST_MODULES)/libpixload-hostile.so -pthread
 	$(CC) $(CFLAGS) -fPIC -shared -Iinclude $(fuzz_source_qoi) -o $(WORKER_TEST_MODULES)/libpixload-qoi.so
+	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/lying_worker.c -o $(WORKER_TEST)/lying-worker
 	@# The test loads the shipped modules too (the in-process reference): the same soname trick.
 	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/test_worker.c worker/worker_client.c worker/codecs.c \
 	  -o $(WORKER_TEST)/test_worker -ldl -Wl,-soname,libpixload.so.$(SOVERSION) \
 	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec
-	$(WORKER_TEST)/test_worker $(WORKER_EXE) $(WORKER_TEST_MODULES) $(MODULE_FUZZ_SEEDS)/heif/* \
+	$(WORKER_TEST)/test_worker $(WORKER_EXE) $(WORKER_TEST_MODULES) $(WORKER_TEST)/lying-worker $(MODULE_FUZZ_SEEDS)/heif/* \
 	  $(MODULE_FUZZ_SEEDS)/jxl/* Tests/fuzz/seeds/svg/*
 
 # The codec modules against heif-convert, djxl and rsvg-convert on files made at run time,

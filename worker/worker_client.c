@@ -292,7 +292,12 @@ static int answer(pxl_worker *w, void *buf, size_t cap, uint16_t type, size_t si
     finish(w, r, PXL_WORKER_TIMED_OUT, 0);
     return -1;
   }
-  if (n <= 0) {
+  if (n < 0) {
+    snprintf(r->message, sizeof r->message, "decoder sent a message that fails the checks (%s)", strerror(errno));
+    finish(w, r, PXL_WORKER_PROTOCOL, 0);
+    return -1;
+  }
+  if (n == 0) {
     /* Closed or reset: it died (or is dying). Give it its deadline to be reaped. */
     int left = (int)(deadline - now_ms());
     finish(w, r, PXL_WORKER_PROTOCOL, left > 0 ? left : 0);

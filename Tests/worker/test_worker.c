@@ -3,7 +3,7 @@
  * against a hostile codec module (hostile_module.c), through the library's side of it
  * (worker/worker_client.c).
  *
- *   test_worker WORKER MODULE_DIR [FILE...]
+ *   test_worker WORKER MODULE_DIR LYING_WORKER [FILE...]
  *
  * MODULE_DIR holds libpixload-hostile.so, libpixload-qoi.so (the QOI test codec as a
  * module, Tests/fuzz/qoi/module) and the shipped modules (heif, jxl, svg) as `make
@@ -17,6 +17,9 @@
  * (worker/codecs.c loads the modules here too). Prints the layers in force, each case's
  * outcome, the worker's start to its first decode (median of 20, with every module and
  * with QOI's alone), and "N passed, N failed" last.
+ *
+ * LYING_WORKER (lying_worker.c) breaks the protocol in each of its ways: the library's side
+ * must refuse every lie (kill the worker, or refuse the image) and take no descriptor.
  *
  * Controls, last: the same hostile cases in a child of this test without the worker (the
  * module loaded in-process, as PXL_ISOLATION_NONE would) must succeed in what they try:
@@ -56,6 +59,26 @@ static void check(int ok, const char *what) {
     printf("FAIL: %s\n", what);
   }
   fflush(stdout);
+}
+
+/* The statuses a worker's decode can end with (the test does not link libpixload). */
+static const char *status_name(int s) {
+  switch (s) {
+  case PXL_OK: return "OK";
+  case PXL_E_NOT_AN_IMAGE: return "NOT_AN_IMAGE";
+  case PXL_E_CORRUPT_IMAGE: return "CORRUPT_IMAGE";
+  case PXL_E_TOO_MANY_PIXELS: return "TOO_MANY_PIXELS";
+  case PXL_E_UNSUPPORTED_IMAGE: return "UNSUPPORTED_IMAGE";
+  case PXL_E_NO_MEMORY: return "NO_MEMORY";
+  case PXL_E_IO: return "IO";
+  case PXL_WORKER_E_DECODER_FAILED: return "DECODER_FAILED";
+  default: return "other";
+  }
+}
+
+static const char *end_name(pxl_worker_end e) {
+  static const char *names[] = {"worker alive", "worker exited", "worker killed", "killed: timeout", "killed: protocol"};
+  return names[e];
 }
 
 static void on_usr1(int sig) {
@@ -124,8 +147,6 @@ static int good_decode(double *ms) {
   pxl_worker_result_release(&r);
   return ok;
 }
-
-static const char *status_name(int s);
 
 /* Decodes path in this process (the module loaded here) and in the worker: 1 when both
  * give the same status and, decoded, the same pixels. */
@@ -199,34 +220,69 @@ static int unconfined(const char *module_dir, const char *input, char *pixels, s
   return status;
 }
 
+static int open_fds(void) {
+  int n = 0;
+  for (int fd = 0; fd < 1024; fd++) n += fcntl(fd, F_GETFD) >= 0;
+  return n;
+}
+
+/* The library's side against a worker that lies (lying_worker.c). */
+static void lying_worker(const char *liar) {
+  struct {
+    const char *mode;
+    pxl_status status;   /* PXL_OK: the honest 4 x 4 of 0x5a */
+    pxl_worker_end end;
+  } cases[] = {
+      {"silent", PXL_WORKER_E_DECODER_FAILED, PXL_WORKER_TIMED_OUT},
+      {"zero-size", PXL_WORKER_E_DECODER_FAILED, PXL_WORKER_PROTOCOL},
+      {"over-max", PXL_E_TOO_MANY_PIXELS, PXL_WORKER_ALIVE},
+      {"icc-huge", PXL_WORKER_E_DECODER_FAILED, PXL_WORKER_PROTOCOL},
+      {"wrong-serial", PXL_WORKER_E_DECODER_FAILED, PXL_WORKER_PROTOCOL},
+      {"oversized", PXL_WORKER_E_DECODER_FAILED, PXL_WORKER_PROTOCOL},
+      {"garbage", PXL_WORKER_E_DECODER_FAILED, PXL_WORKER_PROTOCOL},
+      {"keep-mapping", PXL_WORKER_E_DECODER_FAILED, PXL_WORKER_PROTOCOL},
+      {"shrink", PXL_OK, PXL_WORKER_ALIVE},
+      {"send-fd", PXL_OK, PXL_WORKER_ALIVE},
+  };
+  pxl_worker_options o = {.executable = liar, .max_pixels = options.max_pixels};
+  pxl_worker *w;
+  char message[256], what[300];
+  o.module_dir = "bad-hello";
+  check(pxl_worker_spawn(&o, 2000, &w, message, sizeof message) == PXL_WORKER_E_DECODER_FAILED,
+        "liar bad-hello: a HELLO one byte short starts no worker");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    o.module_dir = cases[i].mode;
+    int fds = open_fds();
+    if (pxl_worker_spawn(&o, 2000, &w, message, sizeof message) != PXL_OK) {
+      snprintf(what, sizeof what, "liar %s: starts (%s)", cases[i].mode, message);
+      check(0, what);
+      continue;
+    }
+    pxl_worker_result r;
+    pxl_worker_decode(w, (const uint8_t *)"x", 1, NULL, 0, 0, 500, &r);
+    int ok = r.status == cases[i].status && r.end == cases[i].end;
+    if (ok && r.status == PXL_OK) {
+      ok = r.header.width == 4 && r.header.height == 4;
+      for (int k = 0; ok && k < 64; k++) ok = r.pixels[k] == 0x5a;
+    }
+    printf("  liar %-13s %-15s %-16s %s\n", cases[i].mode, status_name(r.status), end_name(r.end), r.message);
+    snprintf(what, sizeof what, "liar %s: %s, %s", cases[i].mode, status_name(cases[i].status), end_name(cases[i].end));
+    check(ok, what);
+    pxl_worker_result_release(&r);
+    pxl_worker_free(w);
+    snprintf(what, sizeof what, "liar %s: no descriptor left behind", cases[i].mode);
+    check(open_fds() == fds, what);
+  }
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
-/* The statuses a worker's decode can end with (the test does not link libpixload). */
-static const char *status_name(int s) {
-  switch (s) {
-  case PXL_OK: return "OK";
-  case PXL_E_NOT_AN_IMAGE: return "NOT_AN_IMAGE";
-  case PXL_E_CORRUPT_IMAGE: return "CORRUPT_IMAGE";
-  case PXL_E_TOO_MANY_PIXELS: return "TOO_MANY_PIXELS";
-  case PXL_E_UNSUPPORTED_IMAGE: return "UNSUPPORTED_IMAGE";
-  case PXL_E_NO_MEMORY: return "NO_MEMORY";
-  case PXL_E_IO: return "IO";
-  case PXL_WORKER_E_DECODER_FAILED: return "DECODER_FAILED";
-  default: return "other";
-  }
-}
-
-static const char *end_name(pxl_worker_end e) {
-  static const char *names[] = {"worker alive", "worker exited", "worker killed", "killed: timeout", "killed: protocol"};
-  return names[e];
-}
-
 int main(int argc, char **argv) {
-  if (argc < 3) {
-    fprintf(stderr, "usage: %s WORKER MODULE_DIR [FILE...]\n", argv[0]);
+  if (argc < 4) {
+    fprintf(stderr, "usage: %s WORKER MODULE_DIR LYING_WORKER [FILE...]\n", argv[0]);
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -337,6 +393,8 @@ int main(int argc, char **argv) {
     check(good_decode(NULL), what);
   }
 
+  lying_worker(argv[3]);
+
   /* What must not have happened. */
   int conn = accept(listener, NULL, NULL);
   check(conn < 0 && (errno == EAGAIN || errno == EWOULDBLOCK), "the listener saw no connection");
@@ -360,7 +418,7 @@ int main(int argc, char **argv) {
     const char **paths = calloc((size_t)argc, sizeof *paths);
     int n = 0;
     paths[n++] = svg;
-    for (int i = 3; i < argc; i++) paths[n++] = argv[i];
+    for (int i = 4; i < argc; i++) paths[n++] = argv[i];
     for (int i = 0; i < n; i++, files++) matched += same_in_worker(paths[i], i == 0);
     free(paths);
     printf("real modules: %d of %d files decode in the worker exactly as in-process\n", matched, files);
