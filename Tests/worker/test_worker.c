@@ -21,6 +21,11 @@
  * LYING_WORKER (lying_worker.c) breaks the protocol in each of its ways: the library's side
  * must refuse every lie (kill the worker, or refuse the image) and take no descriptor.
  *
+ * Degraded: in a child whose own seccomp filter refuses unshare (EPERM) and landlock
+ * (ENOSYS), as a container or an old kernel would, the worker starts with the other layers,
+ * says so in HELLO, and decodes; and the secret is then readable, which is what landlock
+ * stops and nothing else does.
+ *
  * Controls, last: the same hostile cases in a child of this test without the worker (the
  * module loaded in-process, as PXL_ISOLATION_NONE would) must succeed in what they try:
  * the segfault kills the child, the secret comes back, the listener sees the connection,
@@ -35,6 +40,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <seccomp.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -275,6 +282,46 @@ static void lying_worker(const char *liar) {
   }
 }
 
+/* In a child without user namespaces and landlock (see the file's comment): 0 when the
+ * worker reports exactly the other layers, decodes the QOI file, and reads the secret. */
+static int degraded(const char *secret, const char *secret_text, char *report, size_t cap) {
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(out[0]);
+    scmp_filter_ctx c = seccomp_init(SCMP_ACT_ALLOW);
+    seccomp_rule_add(c, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 0);
+    seccomp_rule_add(c, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(landlock_create_ruleset), 0);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || seccomp_load(c) != 0) _exit(10);
+    pxl_worker_free(worker);
+    worker = NULL;
+    ensure_worker();
+    char line[256], layers[128];
+    pxl_worker_layers_string(pxl_worker_hello_of(worker)->layers, layers, sizeof layers);
+    int result = strcmp(layers, "no_new_privs seccomp rlimits fds_closed") == 0 ? 0 : 1;
+    if (!good_decode(NULL)) result |= 2;
+    char input[400];
+    snprintf(input, sizeof input, "HOSTILE:read %s", secret);
+    pxl_worker_result r;
+    pxl_worker_decode(worker, (const uint8_t *)input, strlen(input), NULL, 0, 0, 5000, &r);
+    int read = r.status == PXL_OK && memmem(r.pixels, r.map_size, secret_text, strlen(secret_text)) != NULL;
+    if (!read) result |= 4;
+    pxl_worker_result_release(&r);
+    snprintf(line, sizeof line, "layers in force: %s; the secret %s", layers, read ? "is read" : "is not read");
+    if (write(out[1], line, strlen(line)) < 0) result |= 8;
+    _exit(result);
+  }
+  close(out[1]);
+  memset(report, 0, cap);
+  ssize_t n = read(out[0], report, cap - 1);
+  (void)n;
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -423,6 +470,12 @@ int main(int argc, char **argv) {
     free(paths);
     printf("real modules: %d of %d files decode in the worker exactly as in-process\n", matched, files);
   }
+
+  char report[300];
+  int degraded_result = degraded(secret, secret_text, report, sizeof report);
+  printf("without user namespaces and landlock: %s\n", report);
+  check(degraded_result == 0, "without user namespaces and landlock: the worker reports the other layers, decodes, "
+                              "and the secret is readable (landlock's part)");
 
   /* Controls: unconfined, each case does what it tries, and each detector sees it. */
   char input[600], got[128];
