@@ -189,8 +189,15 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
     rc = send_error(sock, serial, status, message);
     goto out;
   }
+  /* The library checks this too; answering it here keeps a codec's mistake a corrupt image
+   * rather than a worker killed for a bad header. */
+  if (header.width < 1 || header.height < 1) {
+    snprintf(message, sizeof message, "%s reported a size of %d x %d", codec->id, header.width, header.height);
+    rc = send_error(sock, serial, PXL_E_CORRUPT_IMAGE, message);
+    goto out;
+  }
   int32_t width = header.width, height = header.height;
-  if (width >= 1 && height >= 1 && req->target_width > 0 && req->target_height > 0 && codec->choose_size &&
+  if (req->target_width > 0 && req->target_height > 0 && codec->choose_size &&
       ((int64_t)req->target_width * req->target_height < (int64_t)width * height)) {
     int32_t w = req->target_width, h = req->target_height;
     if (codec->choose_size(data, size, header.flags, &w, &h, codec->user_data) == PXL_OK && w >= 1 && h >= 1) width = w, height = h;
