@@ -275,10 +275,11 @@ test-swift:
 # file decoded by a fresh worker (the QOI test codec as a module). A lying worker
 # (Tests/worker/lying_worker.c) breaks the protocol each way it can: every lie refused.
 # Then the shipped modules
-# (heif, jxl, svg) on the module fuzz seeds and an SVG with text: the same pixels in the
-# worker as in the test's own process. Needs no Swift build: the modules are linked against
-# a stub with libpixload's soname (Tests/worker/libpixload_stub.c), as they ship they are
-# linked against the library, and the worker answers that NEEDED itself.
+# (heif, jxl, svg) on the module fuzz seeds, their fuzz regressions and an SVG with text:
+# the same status and pixels in the worker as in the test's own process. Needs no Swift
+# build: the modules are linked against a stub with libpixload's soname
+# (Tests/worker/libpixload_stub.c), as they ship they are linked against the library, and
+# the worker answers that NEEDED itself.
 WORKER_TEST := $(STAGE)/tests/worker
 WORKER_TEST_MODULES := $(WORKER_TEST)/codecs
 test-worker: $(WORKER_EXE)
@@ -299,7 +300,8 @@ test-worker: $(WORKER_EXE)
 	  -o $(WORKER_TEST)/test_worker -ldl $$(pkg-config --libs libseccomp) -Wl,-soname,libpixload.so.$(SOVERSION) \
 	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec
 	$(WORKER_TEST)/test_worker $(WORKER_EXE) $(WORKER_TEST_MODULES) $(WORKER_TEST)/lying-worker $(MODULE_FUZZ_SEEDS)/heif/* \
-	  $(MODULE_FUZZ_SEEDS)/jxl/* Tests/fuzz/seeds/svg/*
+	  $(MODULE_FUZZ_SEEDS)/jxl/* Tests/fuzz/seeds/svg/* \
+	  $(filter-out %/README.md,$(wildcard $(addprefix Tests/fuzz-regressions/,$(addsuffix /*,$(MODULE_FUZZ)))))
 
 # The codec modules against heif-convert, djxl and rsvg-convert on files made at run time,
 # their limits, and each module hidden in turn (Tests/modules/conformance.py).
