@@ -273,10 +273,9 @@ test-swift:
 # endless loop, 16 GB, writing past its buffer, reading a secret, connecting, /bin/sh,
 # fork, killing its parent, writing a file: each a decoder failure or a refusal, then a QOI
 # file decoded by a fresh worker (the QOI test codec as a module). A lying worker
-# (Tests/worker/lying_worker.c) breaks the protocol each way it can: every lie refused.
-# Then the shipped modules
-# (heif, jxl, svg) on the module fuzz seeds, their fuzz regressions and an SVG with text:
-# the same status and pixels in the worker as in the test's own process. Needs no Swift
+# (Tests/worker/lying_worker.c) breaks the protocol each way it can: every lie refused. Then
+# the shipped modules (heif, jxl, svg) on the module fuzz seeds, their fuzz regressions and
+# an SVG with text: the same status and pixels in the worker as in-process. Needs no Swift
 # build: the modules are linked against a stub with libpixload's soname
 # (Tests/worker/libpixload_stub.c), as they ship they are linked against the library, and
 # the worker answers that NEEDED itself.
