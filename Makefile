@@ -97,7 +97,7 @@ RELEASE_FLAGS = -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
+.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
@@ -268,6 +268,18 @@ test:
 
 test-swift:
 	$(SWIFT) test
+
+# The decode worker's cost (bench/worker_cost.c): the shipped modules on a 1600x1200 HEIC,
+# JPEG XL and SVG made now (bench/worker_files.py), in-process against a warm worker,
+# wall and CPU (the worker's included), medians of 9. Uses test-worker's build of them.
+bench-worker: test-worker
+	@python3 bench/worker_files.py $(STAGE)/bench-worker
+	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/worker_cost.c worker/worker_client.c worker/codecs.c \
+	  -o $(STAGE)/bench-worker/worker-cost -ldl -Wl,-soname,libpixload.so.$(SOVERSION) \
+	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec
+	$(STAGE)/bench-worker/worker-cost $(WORKER_EXE) $(WORKER_TEST_MODULES) $(STAGE)/bench-worker/*.heic \
+	  $(STAGE)/bench-worker/*.jxl $(STAGE)/bench-worker/*.svg $(MODULE_FUZZ_SEEDS)/heif/lossy-alpha.heic \
+	  $(MODULE_FUZZ_SEEDS)/jxl/lossy.jxl Tests/fuzz/seeds/svg/shapes.svg
 
 # The decode worker against a hostile codec module (Tests/worker/test_worker.c): segfault,
 # endless loop, 16 GB, writing past its buffer, reading a secret, connecting, /bin/sh,
