@@ -30,6 +30,7 @@ struct pxl_worker {
   int alive;
   uint32_t serial;
   uint64_t max_pixels;
+  uint64_t max_input_bytes;
   pxl_worker_msg_hello hello;
 };
 
@@ -219,6 +220,7 @@ pxl_status pxl_worker_spawn(const pxl_worker_options *o, int timeout_ms, pxl_wor
   w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   w->alive = 1;
   w->max_pixels = o->max_pixels;
+  w->max_input_bytes = o->max_input_bytes ? o->max_input_bytes : 256ull << 20;
 
   union {
     pxl_worker_msg_hello hello;
@@ -326,6 +328,14 @@ void pxl_worker_decode(pxl_worker *w, const uint8_t *data, size_t size, const ch
   if (!w->alive) {
     snprintf(r->message, sizeof r->message, "decoder already ended");
     r->end = PXL_WORKER_EXITED;
+    return;
+  }
+  if (size == 0 || size > w->max_input_bytes) {
+    r->status = size ? PXL_E_BODY_TOO_LARGE : PXL_E_NOT_AN_IMAGE;
+    snprintf(r->message, sizeof r->message, "%zu bytes: more than the worker maps (%llu)", size,
+             (unsigned long long)w->max_input_bytes);
+    if (!size) snprintf(r->message, sizeof r->message, "no data");
+    r->end = PXL_WORKER_ALIVE;
     return;
   }
   double start = now_ms(), deadline = start + timeout_ms;
