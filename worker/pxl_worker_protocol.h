@@ -88,10 +88,12 @@ typedef struct pxl_worker_msg_hello {
 typedef struct pxl_worker_msg_decode {
   pxl_worker_msg_head head;
   uint64_t data_size;    /* bytes of encoded data at the start of the memfd (<= its size) */
-  int32_t target_width;  /* the size the library would like (choose_size), 0: full size */
-  int32_t target_height;
+  int32_t target_width;  /* the size the library would like (choose_size), 0: full size; */
+  int32_t target_height; /*   computed by the library from the request's size and mode */
   uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION */
-  uint32_t reserved;
+  uint32_t mode;         /* the request's pxl_mode. Not used yet (the library resizes what the
+                            worker draws); here so the resize can move into the worker and
+                            only the thumbnail cross, without a new protocol version */
   char codec[PXL_WORKER_ID_CAP]; /* the codec to use; "" : the first whose sniff takes it */
 } pxl_worker_msg_decode;
 
