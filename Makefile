@@ -97,14 +97,14 @@ RELEASE_FLAGS = -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test check-build-deps lib cli modules test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
+.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
-all: lib cli modules
+all: lib cli modules worker
 
 # A target a user runs for a result installs its packages first, then runs the rest in a
 # sub-make, so the packages are there before anything builds, also under make -j.
@@ -163,6 +163,23 @@ $(MODULE_DIR)/libpixload-%.so: codecs/%.c codecs/common.h include/pixload.h | li
 	  $$(pkg-config --cflags $(word 2,$(subst :, ,$(filter $*:%,$(MODULE_PKGS))))) $< -o $@ \
 	  -L$(STAGE)/lib -lpixload $$(pkg-config --libs $(word 2,$(subst :, ,$(filter $*:%,$(MODULE_PKGS))))) \
 	  -Wl,-z,defs
+
+# The decode worker (worker/README.md): a C executable beside the codec modules, without the
+# Swift runtime, that loads them and decodes locked (no_new_privs, namespaces, landlock,
+# seccomp, RLIMIT_AS). It exports the two functions a module imports from libpixload, and
+# its soname is libpixload.so.0, so a module's NEEDED libpixload.so.0 is the worker itself
+# (glibc matches a NEEDED against the sonames of what is loaded, the program's included):
+# libpixload.so.0, and the Swift runtime in it, are never loaded into a worker.
+WORKER_EXE  := $(STAGE)/lib/pixload/pixload-decode-worker
+WORKER_SOURCES := worker/worker_main.c worker/codecs.c worker/sandbox.c worker/landlock.c worker/seccomp.c
+
+worker: $(WORKER_EXE)
+
+$(WORKER_EXE): $(WORKER_SOURCES) $(wildcard worker/*.h) include/pixload.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -Iinclude $(WORKER_SOURCES) -o $@ $$(pkg-config --libs libseccomp) -ldl \
+	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec \
+	  -Wl,-soname,libpixload.so.$(SOVERSION)
 
 # --- install -------------------------------------------------------------------------
 
@@ -251,6 +268,51 @@ test:
 
 test-swift:
 	$(SWIFT) test
+
+# The decode worker's cost (bench/worker_cost.c): the shipped modules on a 1600x1200 HEIC,
+# JPEG XL and SVG made now (bench/worker_files.py), in-process against a warm worker,
+# wall and CPU (the worker's included), medians of 9. Uses test-worker's build of them.
+bench-worker: test-worker
+	@python3 bench/worker_files.py $(STAGE)/bench-worker
+	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/worker_cost.c worker/worker_client.c worker/codecs.c \
+	  -o $(STAGE)/bench-worker/worker-cost -ldl -Wl,-soname,libpixload.so.$(SOVERSION) \
+	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec
+	$(STAGE)/bench-worker/worker-cost $(WORKER_EXE) $(WORKER_TEST_MODULES) $(STAGE)/bench-worker/*.heic \
+	  $(STAGE)/bench-worker/*.jxl $(STAGE)/bench-worker/*.svg $(MODULE_FUZZ_SEEDS)/heif/lossy-alpha.heic \
+	  $(MODULE_FUZZ_SEEDS)/jxl/lossy.jxl Tests/fuzz/seeds/svg/shapes.svg
+
+# The decode worker against a hostile codec module (Tests/worker/test_worker.c): segfault,
+# endless loop, 16 GB, writing past its buffer, reading a secret, connecting, /bin/sh,
+# fork, killing its parent, writing a file: each a decoder failure or a refusal, then a QOI
+# file decoded by a fresh worker (the QOI test codec as a module). A lying worker
+# (Tests/worker/lying_worker.c) breaks the protocol each way it can: every lie refused. Then
+# the shipped modules (heif, jxl, svg) on the module fuzz seeds, their fuzz regressions and
+# an SVG with text: the same status and pixels in the worker as in-process. Needs no Swift
+# build: the modules are linked against a stub with libpixload's soname
+# (Tests/worker/libpixload_stub.c), as they ship they are linked against the library, and
+# the worker answers that NEEDED itself.
+WORKER_TEST := $(STAGE)/tests/worker
+WORKER_TEST_MODULES := $(WORKER_TEST)/codecs
+test-worker: $(WORKER_EXE)
+	@$(SUBMAKE) module-fuzz-seeds >/dev/null
+	@mkdir -p $(WORKER_TEST_MODULES) $(WORKER_TEST)/stub
+	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -Iinclude Tests/worker/libpixload_stub.c -o $(WORKER_TEST)/stub/libpixload.so \
+	  -Wl,-soname,libpixload.so.$(SOVERSION)
+	$(foreach m,$(MODULE_PKGS),$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude \
+	  $$(pkg-config --cflags $(word 2,$(subst :, ,$(m)))) codecs/$(firstword $(subst :, ,$(m))).c \
+	  -o $(WORKER_TEST_MODULES)/libpixload-$(firstword $(subst :, ,$(m))).so -L$(WORKER_TEST)/stub -lpixload \
+	  $$(pkg-config --libs $(word 2,$(subst :, ,$(m)))) -Wl,-z,defs && ) true
+	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude Tests/worker/hostile_module.c \
+	  -o $(WORKER_TEST_MODULES)/libpixload-hostile.so -pthread
+	$(CC) $(CFLAGS) -fPIC -shared -Iinclude $(fuzz_source_qoi) -o $(WORKER_TEST_MODULES)/libpixload-qoi.so
+	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/lying_worker.c -o $(WORKER_TEST)/lying-worker
+	@# The test loads the shipped modules too (the in-process reference): the same soname trick.
+	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/test_worker.c worker/worker_client.c worker/codecs.c \
+	  -o $(WORKER_TEST)/test_worker -ldl $$(pkg-config --libs libseccomp) -Wl,-soname,libpixload.so.$(SOVERSION) \
+	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec
+	$(WORKER_TEST)/test_worker $(WORKER_EXE) $(WORKER_TEST_MODULES) $(WORKER_TEST)/lying-worker $(MODULE_FUZZ_SEEDS)/heif/* \
+	  $(MODULE_FUZZ_SEEDS)/jxl/* Tests/fuzz/seeds/svg/* \
+	  $(filter-out %/README.md,$(wildcard $(addprefix Tests/fuzz-regressions/,$(addsuffix /*,$(MODULE_FUZZ)))))
 
 # The codec modules against heif-convert, djxl and rsvg-convert on files made at run time,
 # their limits, and each module hidden in turn (Tests/modules/conformance.py).

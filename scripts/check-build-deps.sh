@@ -2,7 +2,7 @@
 # scripts/check-build-deps.sh [SWIFT]
 #
 # What `make`, `make lib` and `make install` need, checked without installing anything:
-# a C compiler, pkg-config, libcurl, libjpeg, libpng, libwebp, giflib, libavif and lcms2 (through pkg-config, so
+# a C compiler, pkg-config, libcurl, libjpeg, libpng, libwebp, giflib, libavif, lcms2 and libseccomp (through pkg-config, so
 # PKG_CONFIG_LIBDIR and PKG_CONFIG_PATH apply), and the Swift toolchain (SWIFT, default
 # swift from PATH). Silent when all are there; otherwise one line naming the Debian
 # packages to install, and exit status 1. scripts/deps.sh is what installs them
@@ -25,6 +25,8 @@ else
 fi
 # giflib ships no pkg-config file in Debian 12: look for its header.
 echo '#include <gif_lib.h>' | "${CC:-cc}" -E -x c - >/dev/null 2>&1 || missing+=(libgif-dev)
+# The decode worker's seccomp filter (worker/seccomp.c): libseccomp.
+pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
 
 # Not a Debian package: the toolchain comes from swift.org.
 swift_note=""

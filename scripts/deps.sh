@@ -47,6 +47,8 @@ APT_PKGS=(
   libheif-dev              # the codec modules (codecs/*.c), each its own shared object:
   libjxl-dev               #   libpixload-heif (libheif 1.15 + libde265), libpixload-jxl
   librsvg2-dev             #   (libjxl 0.7), libpixload-svg (librsvg 2.54, cairo)
+  libseccomp-dev           # the decode worker's system-call allow-list (worker/seccomp.c):
+                           # libseccomp builds the BPF filter and keeps it right per arch
   libheif-examples         # heif-enc/heif-convert: HEIC fixtures and their reference pixels
   libjxl-tools             # cjxl/djxl: JPEG XL fixtures and their reference pixels
   librsvg2-bin             # rsvg-convert: the SVG fixtures' reference pixels

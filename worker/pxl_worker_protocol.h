@@ -1,0 +1,140 @@
+/*
+ * worker/pxl_worker_protocol.h: the wire protocol between pixload and its decode worker
+ * (pixload-decode-worker, worker/README.md). Shared by the worker and the library's side
+ * (worker/worker_client.c today, the Swift decode stage through it later).
+ *
+ * One AF_UNIX SOCK_SEQPACKET socket: every message is one datagram, a fixed-size struct
+ * that starts with pxl_worker_msg_head. Message boundaries are kept by the socket, so a
+ * reader gets a whole message or nothing; each side checks the head (magic, version, type)
+ * and that the datagram's length is exactly the struct's size before reading a field, and
+ * NUL-terminates every string itself. File descriptors travel with SCM_RIGHTS, at most one
+ * per message, only on DECODE (the encoded bytes) and PIXELS (the pixel buffer): the
+ * library never accepts a descriptor from the worker.
+ *
+ * A conversation:
+ *   worker  -> HELLO      once, after the worker has locked itself, before it reads a byte
+ *   library -> DECODE     + memfd of the encoded bytes (sealed: F_SEAL_WRITE|SHRINK|GROW)
+ *   worker  -> HEADER     what it will draw (or ERROR: not an image, corrupt, ...)
+ *   library -> PIXELS     + memfd of stride * height + icc_size bytes (sealed SHRINK|GROW:
+ *                           the worker cannot cut it short under the library's mapping),
+ *              or CANCEL  (too many pixels for the library's max_pixels, ...)
+ *   worker  -> DONE       the pixels, then the ICC profile, are in the memfd and the
+ *                           worker has unmapped it (or ERROR)
+ *   the library adds F_SEAL_WRITE (which fails while the worker still maps the buffer
+ *   writable) and maps the buffer read-only as the image's pixels.
+ * The worker answers nothing else; a worker that dies, answers out of turn, or with a
+ * message that fails a check is killed and its decode fails (PXL_E_DECODER_FAILED).
+ *
+ * Everything here is host byte order: both ends run on one machine.
+ */
+#ifndef PXL_WORKER_PROTOCOL_H
+#define PXL_WORKER_PROTOCOL_H
+
+#include <stdint.h>
+
+#define PXL_WORKER_MAGIC 0x574c5850u /* "PXLW" */
+/* Bump on any change to a struct below: the library refuses a worker of another version
+ * (the worker ships with the library, so this only catches a mixed install). */
+#define PXL_WORKER_PROTOCOL_VERSION 1u
+
+/* The fd the worker's socket has in the worker (the spawn dup2s it there). */
+#define PXL_WORKER_SOCKET_FD 3
+
+enum pxl_worker_msg_type {
+  PXL_WORKER_HELLO = 1,  /* worker -> library */
+  PXL_WORKER_DECODE = 2, /* library -> worker, with the data memfd */
+  PXL_WORKER_HEADER = 3, /* worker -> library */
+  PXL_WORKER_PIXELS = 4, /* library -> worker, with the pixel memfd */
+  PXL_WORKER_CANCEL = 5, /* library -> worker: no pixels for this decode */
+  PXL_WORKER_DONE = 6,   /* worker -> library */
+  PXL_WORKER_ERROR = 7   /* worker -> library: the decode failed, with a status */
+};
+
+/* The confinement layers in force, HELLO's layers (worker/README.md says what each stops
+ * and what it does not). */
+#define PXL_WORKER_LAYER_NO_NEW_PRIVS 0x01u
+#define PXL_WORKER_LAYER_NAMESPACES 0x02u /* user + network + IPC + mount (not PID) */
+#define PXL_WORKER_LAYER_LANDLOCK 0x04u
+#define PXL_WORKER_LAYER_SECCOMP 0x08u
+#define PXL_WORKER_LAYER_RLIMITS 0x10u    /* RLIMIT_AS from max_pixels, no core, no file size */
+#define PXL_WORKER_LAYER_FDS_CLOSED 0x20u /* every fd but the socket closed */
+
+#define PXL_WORKER_ID_CAP 32       /* a codec id, NUL-terminated (pxl_codec.id: 1..31) */
+#define PXL_WORKER_VERSION_CAP 64  /* a codec version, NUL-terminated (truncated) */
+#define PXL_WORKER_CODECS_CAP 256  /* HELLO's codec list: ids, space separated */
+#define PXL_WORKER_MESSAGE_CAP 256 /* an error message (CCodec's messageCapacity) */
+
+typedef struct pxl_worker_msg_head {
+  uint32_t magic;   /* PXL_WORKER_MAGIC */
+  uint16_t version; /* PXL_WORKER_PROTOCOL_VERSION */
+  uint16_t type;    /* enum pxl_worker_msg_type */
+  uint32_t size;    /* the whole message's size in bytes: sizeof its struct */
+  uint32_t serial;  /* DECODE's serial, echoed by each answer to it (0 in HELLO) */
+} pxl_worker_msg_head;
+
+typedef struct pxl_worker_msg_hello {
+  pxl_worker_msg_head head;
+  uint32_t layers;       /* PXL_WORKER_LAYER_* in force */
+  uint32_t landlock_abi; /* the ABI the worker's rules use (0: none) */
+  int32_t pid;           /* the worker's pid, as the library's namespace sees it */
+  uint32_t codec_count;
+  uint64_t as_limit;     /* RLIMIT_AS in bytes (0: none) */
+  char codecs[PXL_WORKER_CODECS_CAP]; /* the codecs' ids in the order they sniff */
+} pxl_worker_msg_hello;
+
+/* DECODE flags */
+#define PXL_WORKER_KEEP_ORIENTATION 0x1u /* pxl_codec_target's PXL_CODEC_KEEP_ORIENTATION */
+
+typedef struct pxl_worker_msg_decode {
+  pxl_worker_msg_head head;
+  uint64_t data_size;    /* bytes of encoded data at the start of the memfd (<= its size) */
+  int32_t target_width;  /* the size the library would like (choose_size), 0: full size; */
+  int32_t target_height; /*   computed by the library from the request's size and mode */
+  uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION */
+  uint32_t mode;         /* the request's pxl_mode. Not used yet (the library resizes what the
+                            worker draws); here so the resize can move into the worker and
+                            only the thumbnail cross, without a new protocol version */
+  char codec[PXL_WORKER_ID_CAP]; /* the codec to use; "" : the first whose sniff takes it */
+} pxl_worker_msg_decode;
+
+typedef struct pxl_worker_msg_header {
+  pxl_worker_msg_head head;
+  int32_t image_width;   /* the header's size (pxl_codec_header) */
+  int32_t image_height;
+  int32_t width;         /* the size decode will draw (choose_size's answer, or the header's) */
+  int32_t height;
+  int32_t frame_count, loop_count, orientation, has_alpha;
+  int32_t cicp_primaries, cicp_transfer, cicp_matrix;
+  uint32_t icc_size;     /* bytes of ICC profile the worker writes after the pixels */
+  uint32_t codec_flags;  /* pxl_codec.flags (PXL_CODEC_PREMULTIPLIED, ...) */
+  uint32_t reserved;
+  char codec[PXL_WORKER_ID_CAP];
+  char codec_version[PXL_WORKER_VERSION_CAP];
+} pxl_worker_msg_header;
+
+typedef struct pxl_worker_msg_pixels {
+  pxl_worker_msg_head head;
+  uint64_t stride;       /* bytes per row, >= 4 * width */
+  uint64_t size;         /* the memfd's size: stride * height + icc_size */
+} pxl_worker_msg_pixels;
+
+typedef struct pxl_worker_msg_cancel {
+  pxl_worker_msg_head head;
+} pxl_worker_msg_cancel;
+
+typedef struct pxl_worker_msg_done {
+  pxl_worker_msg_head head;
+  uint64_t cpu_ns;       /* the worker's CPU time for this decode (its threads too) */
+} pxl_worker_msg_done;
+
+typedef struct pxl_worker_msg_error {
+  pxl_worker_msg_head head;
+  int32_t status;        /* a pxl_status: a codec's answer (PXL_E_CORRUPT_IMAGE, ...) */
+  uint32_t reserved;
+  char message[PXL_WORKER_MESSAGE_CAP];
+} pxl_worker_msg_error;
+
+/* The largest message either side receives. */
+#define PXL_WORKER_MSG_MAX 512
+
+#endif

@@ -1,0 +1,445 @@
+/*
+ * worker/worker_client.c: the library's side of the decode worker (worker_client.h).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "worker_client.h"
+#include "wire.h"
+
+/* The largest ICC profile accepted (PXL_ICC_MAX_BYTES, Sources/CCodecs/include/pxl_codecs.h). */
+#define ICC_MAX_BYTES (4u << 20)
+
+struct pxl_worker {
+  pid_t pid;
+  int sock;
+  int pidfd;        /* readable once the worker has exited: waits with a deadline */
+  int alive;
+  uint32_t serial;
+  uint64_t max_pixels;
+  uint64_t max_input_bytes;
+  pxl_worker_msg_hello hello;
+};
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+const pxl_worker_msg_hello *pxl_worker_hello_of(const pxl_worker *w) { return &w->hello; }
+pid_t pxl_worker_pid(const pxl_worker *w) { return w->pid; }
+int pxl_worker_alive(const pxl_worker *w) { return w && w->alive; }
+
+void pxl_worker_layers_string(uint32_t layers, char *buf, size_t cap) {
+  static const struct { uint32_t bit; const char *name; } names[] = {
+      {PXL_WORKER_LAYER_NO_NEW_PRIVS, "no_new_privs"}, {PXL_WORKER_LAYER_NAMESPACES, "namespaces"},
+      {PXL_WORKER_LAYER_LANDLOCK, "landlock"},         {PXL_WORKER_LAYER_SECCOMP, "seccomp"},
+      {PXL_WORKER_LAYER_RLIMITS, "rlimits"},           {PXL_WORKER_LAYER_FDS_CLOSED, "fds_closed"}};
+  size_t used = 0;
+  if (cap) buf[0] = 0;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if ((layers & names[i].bit) && used < cap) {
+      int n = snprintf(buf + used, cap - used, "%s%s", used ? " " : "", names[i].name);
+      if (n > 0) used += (size_t)n;
+    }
+}
+
+/* ---- ending a worker ---- */
+
+/* Waits for the worker to exit, at most ms (-1: no limit); then reaps it. 1: reaped. */
+static int reap(pxl_worker *w, int ms, int *status) {
+  if (w->pidfd >= 0) {
+    struct pollfd p = {.fd = w->pidfd, .events = POLLIN};
+    int n;
+    do n = poll(&p, 1, ms);
+    while (n < 0 && errno == EINTR);
+    if (n == 0) return 0;
+  } else if (ms >= 0) {
+    /* No pidfd (Linux < 5.3): poll the pid. */
+    double end = now_ms() + ms;
+    for (;;) {
+      pid_t r = waitpid(w->pid, status, WNOHANG);
+      if (r == w->pid) return 1;
+      if (r < 0 || now_ms() >= end) return r < 0;
+      usleep(1000);
+    }
+  }
+  pid_t r;
+  do r = waitpid(w->pid, status, 0);
+  while (r < 0 && errno == EINTR);
+  return 1;
+}
+
+/* The worker is done for: closes our side, kills it unless it already exited, reaps it,
+ * and fills end, exit_code, signal and (unless already set) message. */
+static void finish(pxl_worker *w, pxl_worker_result *r, pxl_worker_end why, int grace_ms) {
+  int status = 0;
+  if (!w->alive) return;
+  w->alive = 0;
+  if (!reap(w, grace_ms, &status)) {
+    kill(w->pid, SIGKILL);
+    reap(w, -1, &status);
+  } else if (why == PXL_WORKER_TIMED_OUT || why == PXL_WORKER_PROTOCOL) {
+    why = PXL_WORKER_EXITED; /* it ended on its own first */
+  }
+  close(w->sock);
+  if (w->pidfd >= 0) close(w->pidfd);
+  w->sock = w->pidfd = -1;
+  if (!r) return;
+  r->status = PXL_WORKER_E_DECODER_FAILED;
+  if (why == PXL_WORKER_TIMED_OUT || why == PXL_WORKER_PROTOCOL) {
+    r->end = why;
+    r->signal = SIGKILL;
+    return;
+  }
+  if (WIFSIGNALED(status)) {
+    r->end = PXL_WORKER_SIGNALLED;
+    r->signal = WTERMSIG(status);
+    if (!r->message[0])
+      snprintf(r->message, sizeof r->message, "decoder killed by %s%s", sigabbrev_np(r->signal) ? "SIG" : "signal ",
+               sigabbrev_np(r->signal) ? sigabbrev_np(r->signal) : "?");
+    if (r->signal == SIGSYS) strncat(r->message, ": a forbidden system call", sizeof r->message - strlen(r->message) - 1);
+  } else {
+    r->end = PXL_WORKER_EXITED;
+    r->exit_code = WEXITSTATUS(status);
+    if (!r->message[0]) snprintf(r->message, sizeof r->message, "decoder exited (%d)", r->exit_code);
+  }
+}
+
+void pxl_worker_free(pxl_worker *w) {
+  if (!w) return;
+  if (w->alive) {
+    /* Closing the socket ends its loop; a worker that does not notice is killed. */
+    shutdown(w->sock, SHUT_RDWR);
+    finish(w, NULL, PXL_WORKER_EXITED, 100);
+  }
+  free(w);
+}
+
+/* Receives the next message within the deadline. Returns its length; 0 when the worker
+ * closed its socket or died, -2 on timeout, -1 on an error (a message too long, ...). */
+static ssize_t receive(pxl_worker *w, void *buf, size_t cap, double deadline) {
+  for (;;) {
+    int left = (int)(deadline - now_ms());
+    if (left <= 0) return -2;
+    struct pollfd p = {.fd = w->sock, .events = POLLIN};
+    int n = poll(&p, 1, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) return -2;
+    if (n < 0) return -1;
+    /* No descriptors from the worker: any that come are closed unread. */
+    ssize_t got = pxl_wire_recv(w->sock, buf, cap, NULL);
+    if (got < 0 && errno == ECONNRESET) return 0;
+    return got;
+  }
+}
+
+/* ---- spawning ---- */
+
+static char *env_entry(const char *name) {
+  const char *v = getenv(name);
+  if (!v) return NULL;
+  size_t n = strlen(name) + strlen(v) + 2;
+  char *e = malloc(n);
+  if (e) snprintf(e, n, "%s=%s", name, v);
+  return e;
+}
+
+pxl_status pxl_worker_spawn(const pxl_worker_options *o, int timeout_ms, pxl_worker **out, char *message, size_t cap) {
+  *out = NULL;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    snprintf(message, cap, "socketpair: %s", strerror(errno));
+    return PXL_E_IO;
+  }
+  /* dup2 onto the same number would leave FD_CLOEXEC set: keep the child's end off 3. */
+  if (sv[1] == PXL_WORKER_SOCKET_FD) {
+    int moved = fcntl(sv[1], F_DUPFD_CLOEXEC, PXL_WORKER_SOCKET_FD + 1);
+    close(sv[1]);
+    sv[1] = moved;
+  }
+  char pixels[32], input[32];
+  snprintf(pixels, sizeof pixels, "%llu", (unsigned long long)o->max_pixels);
+  snprintf(input, sizeof input, "%llu", (unsigned long long)(o->max_input_bytes ? o->max_input_bytes : 256ull << 20));
+  const char *argv[16];
+  int a = 0;
+  argv[a++] = "pixload-decode-worker";
+  argv[a++] = "--modules", argv[a++] = o->module_dir;
+  argv[a++] = "--max-pixels", argv[a++] = pixels;
+  argv[a++] = "--max-input-bytes", argv[a++] = input;
+  if (o->only) argv[a++] = "--only", argv[a++] = o->only;
+  if (o->keep_stderr) argv[a++] = "--stderr";
+  if (o->debug_seccomp) argv[a++] = "--debug-seccomp";
+  argv[a] = NULL;
+  /* The environment the worker needs (fontconfig's user directories), nothing more: no
+   * LD_PRELOAD, no proxies, no tokens of the host's. */
+  char *envp[4] = {env_entry("HOME"), env_entry("XDG_CACHE_HOME"), env_entry("XDG_DATA_HOME"), NULL};
+  for (int i = 0, j = 0; i < 3; i++) envp[j] = envp[i], j += envp[i] != NULL, envp[j] = NULL;
+
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], PXL_WORKER_SOCKET_FD);
+  /* Only the socket crosses, whatever the host left without O_CLOEXEC. */
+  posix_spawn_file_actions_addclosefrom_np(&fa, PXL_WORKER_SOCKET_FD + 1);
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid;
+  int rc = posix_spawn(&pid, o->executable, &fa, &attr, (char *const *)argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  for (int i = 0; envp[i]; i++) free(envp[i]);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    snprintf(message, cap, "cannot start %s: %s", o->executable, strerror(rc));
+    return PXL_E_IO;
+  }
+  pxl_worker *w = calloc(1, sizeof *w);
+  w->pid = pid;
+  w->sock = sv[0];
+  w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  w->alive = 1;
+  w->max_pixels = o->max_pixels;
+  w->max_input_bytes = o->max_input_bytes ? o->max_input_bytes : 256ull << 20;
+
+  union {
+    pxl_worker_msg_hello hello;
+    pxl_worker_msg_error error;
+    char bytes[PXL_WORKER_MSG_MAX];
+  } in;
+  ssize_t n = receive(w, &in, sizeof in, now_ms() + timeout_ms);
+  if (n > 0 && pxl_wire_valid(&in, n, PXL_WORKER_HELLO, sizeof in.hello)) {
+    w->hello = in.hello;
+    w->hello.codecs[sizeof w->hello.codecs - 1] = 0;
+    *out = w;
+    return PXL_OK;
+  }
+  pxl_worker_result r;
+  memset(&r, 0, sizeof r);
+  if (n > 0 && pxl_wire_valid(&in, n, PXL_WORKER_ERROR, sizeof in.error)) {
+    in.error.message[sizeof in.error.message - 1] = 0;
+    snprintf(r.message, sizeof r.message, "decode worker: %s", in.error.message);
+  }
+  finish(w, &r, n == -2 ? PXL_WORKER_TIMED_OUT : PXL_WORKER_PROTOCOL, n == 0 ? 1000 : 0);
+  if (!r.message[0] || r.end == PXL_WORKER_TIMED_OUT)
+    snprintf(r.message, sizeof r.message, "decode worker did not start (%s)", r.end == PXL_WORKER_TIMED_OUT ? "no hello in time" : "no hello");
+  snprintf(message, cap, "%s", r.message);
+  free(w);
+  return PXL_WORKER_E_DECODER_FAILED;
+}
+
+/* ---- decoding ---- */
+
+static int sealed_data(const uint8_t *data, size_t size) {
+  int fd = memfd_create("pixload-data", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return close(fd), -1;
+    done += (size_t)n;
+  }
+  /* Sealed whole: the worker cannot change the bytes under a decoder that maps them. */
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) return close(fd), -1;
+  return fd;
+}
+
+/* A codec's own failure keeps its status; anything else a worker says is a corrupt image. */
+static pxl_status codec_status(int32_t s) {
+  switch (s) {
+  case PXL_E_CORRUPT_IMAGE: case PXL_E_UNSUPPORTED_IMAGE: case PXL_E_NOT_AN_IMAGE: case PXL_E_CANCELLED:
+  case PXL_E_IO: case PXL_E_TOO_MANY_PIXELS:
+    return (pxl_status)s;
+  case PXL_E_NO_MEMORY: return PXL_WORKER_E_DECODER_FAILED; /* RLIMIT_AS: "decoder exceeded N MiB" */
+  default: return PXL_E_CORRUPT_IMAGE;
+  }
+}
+
+static int terminated(const char *s, size_t cap) { return memchr(s, 0, cap) != NULL; }
+
+static int header_sane(const pxl_worker_msg_header *h) {
+  return h->image_width >= 1 && h->image_height >= 1 && h->width >= 1 && h->height >= 1 && h->frame_count >= 1 &&
+         h->orientation >= 1 && h->orientation <= 8 && h->icc_size <= ICC_MAX_BYTES &&
+         terminated(h->codec, sizeof h->codec) && terminated(h->codec_version, sizeof h->codec_version);
+}
+
+/* The answer to DECODE or PIXELS: the expected type, or ERROR. 1: expected; 0: ERROR
+ * (result filled, worker alive); -1: the worker is finished (result filled). */
+static int answer(pxl_worker *w, void *buf, size_t cap, uint16_t type, size_t size, double deadline, int timeout_ms,
+                  pxl_worker_result *r) {
+  ssize_t n = receive(w, buf, cap, deadline);
+  if (n == -2) {
+    snprintf(r->message, sizeof r->message, "decoder timed out after %d ms", timeout_ms);
+    finish(w, r, PXL_WORKER_TIMED_OUT, 0);
+    return -1;
+  }
+  if (n < 0) {
+    snprintf(r->message, sizeof r->message, "decoder sent a message that fails the checks (%s)", strerror(errno));
+    finish(w, r, PXL_WORKER_PROTOCOL, 0);
+    return -1;
+  }
+  if (n == 0) {
+    /* Closed or reset: it died (or is dying). Give it its deadline to be reaped. */
+    int left = (int)(deadline - now_ms());
+    finish(w, r, PXL_WORKER_PROTOCOL, left > 0 ? left : 0);
+    if (r->end == PXL_WORKER_PROTOCOL) snprintf(r->message, sizeof r->message, "decoder closed its socket");
+    return -1;
+  }
+  const pxl_worker_msg_head *head = buf;
+  if (pxl_wire_valid(buf, n, PXL_WORKER_ERROR, sizeof(pxl_worker_msg_error)) && head->serial == w->serial) {
+    pxl_worker_msg_error *e = buf;
+    e->message[sizeof e->message - 1] = 0;
+    r->status = codec_status(e->status);
+    snprintf(r->message, sizeof r->message, "%s", e->message);
+    return 0;
+  }
+  if (pxl_wire_valid(buf, n, type, size) && head->serial == w->serial) return 1;
+  snprintf(r->message, sizeof r->message, "decoder answered out of turn (type %u, %zd bytes)", head->type, n);
+  finish(w, r, PXL_WORKER_PROTOCOL, 0);
+  return -1;
+}
+
+void pxl_worker_decode(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
+                       int32_t target_height, int timeout_ms, pxl_worker_result *r) {
+  memset(r, 0, sizeof *r);
+  r->memfd = -1;
+  r->status = PXL_WORKER_E_DECODER_FAILED;
+  if (!w->alive) {
+    snprintf(r->message, sizeof r->message, "decoder already ended");
+    r->end = PXL_WORKER_EXITED;
+    return;
+  }
+  if (size == 0 || size > w->max_input_bytes) {
+    r->status = size ? PXL_E_BODY_TOO_LARGE : PXL_E_NOT_AN_IMAGE;
+    snprintf(r->message, sizeof r->message, "%zu bytes: more than the worker maps (%llu)", size,
+             (unsigned long long)w->max_input_bytes);
+    if (!size) snprintf(r->message, sizeof r->message, "no data");
+    r->end = PXL_WORKER_ALIVE;
+    return;
+  }
+  double start = now_ms(), deadline = start + timeout_ms;
+  int data_fd = sealed_data(data, size);
+  if (data_fd < 0) {
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot make the data's memfd: %s", strerror(errno));
+    return;
+  }
+  pxl_worker_msg_decode req;
+  memset(&req, 0, sizeof req);
+  pxl_wire_head(&req.head, PXL_WORKER_DECODE, sizeof req, ++w->serial);
+  req.data_size = size;
+  req.target_width = target_width;
+  req.target_height = target_height;
+  snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
+  int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
+  close(data_fd);
+  if (sent != 0) {
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
+    return;
+  }
+
+  union {
+    pxl_worker_msg_header header;
+    pxl_worker_msg_done done;
+    pxl_worker_msg_error error;
+    char bytes[PXL_WORKER_MSG_MAX];
+  } in;
+  int got = answer(w, &in, sizeof in, PXL_WORKER_HEADER, sizeof in.header, deadline, timeout_ms, r);
+  if (got <= 0) return;
+  pxl_worker_msg_header h = in.header;
+  if (!header_sane(&h)) {
+    snprintf(r->message, sizeof r->message, "decoder sent a header that fails the checks");
+    finish(w, r, PXL_WORKER_PROTOCOL, 0);
+    return;
+  }
+  r->header = h;
+  /* max_pixels on what will be drawn, before any buffer exists (the worker's word is no
+   * more than a claim; this is the library's check). */
+  if ((uint64_t)h.width * (uint64_t)h.height > w->max_pixels) {
+    pxl_worker_msg_cancel c;
+    pxl_wire_head(&c.head, PXL_WORKER_CANCEL, sizeof c, w->serial);
+    if (pxl_wire_send(w->sock, &c, sizeof c, -1) != 0) finish(w, NULL, PXL_WORKER_PROTOCOL, 0);
+    r->status = PXL_E_TOO_MANY_PIXELS;
+    snprintf(r->message, sizeof r->message, "%d x %d exceeds max_pixels (%llu)", h.width, h.height,
+             (unsigned long long)w->max_pixels);
+    return;
+  }
+  size_t stride = (size_t)h.width * 4, map_size = stride * (size_t)h.height + h.icc_size;
+  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  /* Its size sealed before the worker has it: a worker that shrank it would fault our
+   * mapping (SIGBUS in the host). */
+  if (fd < 0 || ftruncate(fd, (off_t)map_size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+    if (fd >= 0) close(fd);
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot make the pixel memfd: %s", strerror(errno));
+    finish(w, NULL, PXL_WORKER_PROTOCOL, 0); /* it waits for PIXELS: start afresh */
+    return;
+  }
+  pxl_worker_msg_pixels px;
+  memset(&px, 0, sizeof px);
+  pxl_wire_head(&px.head, PXL_WORKER_PIXELS, sizeof px, w->serial);
+  px.stride = stride;
+  px.size = map_size;
+  if (pxl_wire_send(w->sock, &px, sizeof px, fd) != 0) {
+    close(fd);
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
+    return;
+  }
+  got = answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, r);
+  if (got <= 0) {
+    close(fd);
+    return;
+  }
+  /* No more writes by anyone: this fails (EBUSY) while the worker still maps it writable. */
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    close(fd);
+    snprintf(r->message, sizeof r->message, "decoder kept its pixel buffer mapped (%s)", strerror(errno));
+    finish(w, r, PXL_WORKER_PROTOCOL, 0);
+    return;
+  }
+  void *map = mmap(NULL, map_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    close(fd);
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot map the pixels: %s", strerror(errno));
+    return;
+  }
+  r->status = PXL_OK;
+  r->end = PXL_WORKER_ALIVE;
+  r->pixels = map;
+  r->stride = stride;
+  r->icc = h.icc_size ? (const uint8_t *)map + stride * (size_t)h.height : NULL;
+  r->memfd = fd;
+  r->map_size = map_size;
+  r->wall_ms = now_ms() - start;
+  r->worker_cpu_ns = in.done.cpu_ns;
+}
+
+void pxl_worker_result_release(pxl_worker_result *r) {
+  if (!r) return;
+  if (r->pixels) munmap((void *)r->pixels, r->map_size);
+  if (r->memfd >= 0) close(r->memfd);
+  r->pixels = r->icc = NULL;
+  r->memfd = -1;
+}

@@ -1,0 +1,90 @@
+/*
+ * worker/worker_client.h: the library's side of the decode worker, in C: spawn a worker,
+ * read its HELLO, decode one image through it under a wall-clock limit, and say how it
+ * ended. The library's decode stage will call these; today Tests/worker/test_worker.c
+ * does. Nothing here trusts the worker: every answer is checked (sizes against
+ * max_pixels, strings terminated, messages in turn), a worker that fails a check is
+ * killed, and the pixels come back in a memfd the worker can no longer change.
+ *
+ * A pxl_worker is used by one thread at a time (the pool hands one to each decode).
+ */
+#ifndef PXL_WORKER_CLIENT_H
+#define PXL_WORKER_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "pixload.h"
+#include "pxl_worker_protocol.h"
+
+/* The status a failed worker gives its decode: PXL_E_DECODER_FAILED once pixload.h has it
+ * (issue 39; the status enum is append-only, so 23 is its number if nothing else lands
+ * first). */
+#define PXL_WORKER_E_DECODER_FAILED 23
+
+typedef struct pxl_worker pxl_worker;
+
+typedef struct pxl_worker_options {
+  const char *executable;    /* pixload-decode-worker's path */
+  const char *module_dir;    /* the codec modules' directory */
+  const char *only;          /* module names ("heif,jxl"), NULL: all in module_dir */
+  uint64_t max_pixels;       /* pxl_config.max_pixels: RLIMIT_AS and the header check */
+  uint64_t max_input_bytes;  /* the largest encoded file the worker maps */
+  int keep_stderr;           /* the worker keeps fd 2 (debugging) */
+  int debug_seccomp;         /* a forbidden call is named on stderr (debugging) */
+} pxl_worker_options;
+
+/* How a worker ended. */
+typedef enum pxl_worker_end {
+  PXL_WORKER_ALIVE = 0,      /* still running: the decode ended normally */
+  PXL_WORKER_EXITED = 1,     /* exited (code); a broken conversation or socket closed */
+  PXL_WORKER_SIGNALLED = 2,  /* killed by signal (SIGSYS: a forbidden system call) */
+  PXL_WORKER_TIMED_OUT = 3,  /* over the wall-clock limit: killed by us */
+  PXL_WORKER_PROTOCOL = 4    /* answered something that failed a check: killed by us */
+} pxl_worker_end;
+
+typedef struct pxl_worker_result {
+  pxl_status status;         /* PXL_OK, a codec's status, or PXL_WORKER_E_DECODER_FAILED */
+  char message[PXL_WORKER_MESSAGE_CAP + 64]; /* what happened, for the request's message */
+  pxl_worker_end end;        /* how the worker ended (ALIVE: it can decode again) */
+  int exit_code, signal;
+  pxl_worker_msg_header header;  /* the worker's header, as checked */
+  const uint8_t *pixels;     /* sealed, mapped read-only: height rows of stride bytes */
+  size_t stride;
+  const uint8_t *icc;        /* header.icc_size bytes after the pixels, or NULL */
+  int memfd;                 /* the sealed pixel memfd (-1: none) */
+  size_t map_size;
+  double wall_ms;            /* DECODE sent to DONE received */
+  uint64_t worker_cpu_ns;    /* the worker's CPU time for it, as it reports */
+} pxl_worker_result;
+
+/* Spawns a worker and waits (timeout_ms) for its HELLO. Returns PXL_OK and *out, or a
+ * failure with message. The worker is not a fork of this process: posix_spawn, only its
+ * socket inherited, signals at their defaults, an environment of HOME and XDG_* only. */
+pxl_status pxl_worker_spawn(const pxl_worker_options *options, int timeout_ms, pxl_worker **out, char *message,
+                            size_t cap);
+
+/* HELLO as checked; the worker's pid. */
+const pxl_worker_msg_hello *pxl_worker_hello_of(const pxl_worker *worker);
+pid_t pxl_worker_pid(const pxl_worker *worker);
+int pxl_worker_alive(const pxl_worker *worker);
+
+/* The layers in HELLO as words ("no_new_privs namespaces landlock seccomp rlimits
+ * fds_closed"), into buf. */
+void pxl_worker_layers_string(uint32_t layers, char *buf, size_t cap);
+
+/* Decodes data (size bytes; copied into a sealed memfd) with codec (NULL or "": sniffed),
+ * at most timeout_ms of wall clock from DECODE to DONE. target 0 x 0: full size. The result
+ * holds the sealed pixels until pxl_worker_result_release. A worker that dies, overruns or
+ * breaks the protocol is killed and reaped, the result says how (end, signal), and the
+ * worker can decode no more (pxl_worker_alive 0): spawn a fresh one. */
+void pxl_worker_decode(pxl_worker *worker, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
+                       int32_t target_height, int timeout_ms, pxl_worker_result *result);
+
+void pxl_worker_result_release(pxl_worker_result *result);
+
+/* Closes the socket (the worker exits), kills it if it lingers, reaps it. NULL is fine. */
+void pxl_worker_free(pxl_worker *worker);
+
+#endif

@@ -1,0 +1,345 @@
+/*
+ * worker/worker_main.c: pixload-decode-worker, the process that decodes strangers' bytes
+ * for pixload where an exploit cannot reach the host (worker/README.md).
+ *
+ *   pixload-decode-worker --modules DIR [--only heif,jxl] --max-pixels N
+ *                         [--max-input-bytes N] [--socket-fd 3] [--font-dir DIR]...
+ *                         [--stderr] [--debug-seccomp]
+ *
+ * Started by the library with posix_spawn, its socket at fd 3. It locks itself before it
+ * reads a byte, in this order (each step needs the ones before it, or must run before the
+ * ones after):
+ *   1. every descriptor but the socket closed (nothing of the host's leaks in);
+ *   2. no_new_privs (needed by landlock and seccomp, sandbox.c);
+ *   3. namespaces: while it is still one thread (unshare(CLONE_NEWUSER) demands it);
+ *   4. the codec modules loaded and registered (dlopen needs their files, and their
+ *      libraries' constructors may start threads);
+ *   5. resource limits: RLIMIT_AS from max_pixels, now that the libraries are mapped;
+ *   6. landlock: read-only beneath the modules' and the fonts' directories;
+ *   7. descriptors closed again (what a library opened while loading);
+ *   8. seccomp last: it forbids the calls that steps 3-7 make.
+ * Then it says HELLO with the layers in force and serves decodes, one at a time, until
+ * its socket closes. It never forks, before or after locking.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codecs.h"
+#include "pxl_worker_protocol.h"
+#include "sandbox.h"
+#include "wire.h"
+
+typedef struct options {
+  int sock;
+  const char *modules;
+  const char *only;
+  uint64_t max_pixels;
+  uint64_t max_input_bytes;
+  const char *font_dirs[8];
+  int font_dir_count;
+  int keep_stderr;
+  int debug_seccomp;
+} options;
+
+static void usage(void) {
+  fprintf(stderr, "usage: pixload-decode-worker --modules DIR [--only LIST] --max-pixels N "
+                  "[--max-input-bytes N] [--socket-fd FD] [--font-dir DIR]... [--stderr] [--debug-seccomp]\n");
+  exit(2);
+}
+
+static uint64_t number(const char *s) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || !*s) usage();
+  return v;
+}
+
+static options parse(int argc, char **argv) {
+  options o = {.sock = PXL_WORKER_SOCKET_FD, .max_pixels = 100000000ull, .max_input_bytes = 256ull << 20};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(a, "--stderr") == 0) o.keep_stderr = 1;
+    else if (strcmp(a, "--debug-seccomp") == 0) o.debug_seccomp = o.keep_stderr = 1;
+    else if (!v) usage();
+    else if (strcmp(a, "--modules") == 0) o.modules = v, i++;
+    else if (strcmp(a, "--only") == 0) o.only = v, i++;
+    else if (strcmp(a, "--max-pixels") == 0) o.max_pixels = number(v), i++;
+    else if (strcmp(a, "--max-input-bytes") == 0) o.max_input_bytes = number(v), i++;
+    else if (strcmp(a, "--socket-fd") == 0) o.sock = (int)number(v), i++;
+    else if (strcmp(a, "--font-dir") == 0 && o.font_dir_count < 8) o.font_dirs[o.font_dir_count++] = v, i++;
+    else usage();
+  }
+  if (!o.modules || o.sock < 0 || o.max_pixels == 0 || o.max_pixels > (1ull << 40)) usage();
+  return o;
+}
+
+/* ---- the address-space limit ---- */
+
+/* What the worker has mapped now (libraries, their data), from /proc before landlock. */
+static uint64_t mapped_now(void) {
+  unsigned long long pages = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f) {
+    if (fscanf(f, "%llu", &pages) != 1) pages = 0;
+    fclose(f);
+  }
+  return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* RLIMIT_AS: what is mapped now, the input, the output (4 bytes a pixel) and the
+ * decoder's own working copies of it (planes, a second RGBA image: three times the
+ * output), and 512 MiB for thread stacks and malloc's arenas (capped at 2 below), which
+ * reserve address space they may never touch. */
+static uint64_t address_space_limit(const options *o) {
+  return mapped_now() + o->max_input_bytes + o->max_pixels * 16 + (512ull << 20);
+}
+
+/* ---- fonts ---- */
+
+/* Where fontconfig reads its configuration, fonts and caches (SVG text, librsvg through
+ * pango): Debian's /etc/fonts/conf.d links into /usr/share/fontconfig, and landlock checks
+ * the link's target. The user's fonts and cache too, read-only. */
+static int font_paths(const char **paths, int cap) {
+  static char user[4][4096];
+  int n = 0;
+  const char *system[] = {"/usr/share/fonts", "/usr/local/share/fonts", "/etc/fonts", "/usr/share/fontconfig",
+                          "/var/cache/fontconfig"};
+  for (size_t i = 0; i < sizeof system / sizeof system[0] && n < cap; i++) paths[n++] = system[i];
+  const char *home = getenv("HOME"), *cache = getenv("XDG_CACHE_HOME"), *data = getenv("XDG_DATA_HOME");
+  if (cache && *cache) snprintf(user[0], sizeof user[0], "%s/fontconfig", cache);
+  else if (home) snprintf(user[0], sizeof user[0], "%s/.cache/fontconfig", home);
+  if (data && *data) snprintf(user[1], sizeof user[1], "%s/fonts", data);
+  else if (home) snprintf(user[1], sizeof user[1], "%s/.local/share/fonts", home);
+  if (home) snprintf(user[2], sizeof user[2], "%s/.fonts", home);
+  for (int i = 0; i < 3 && n < cap; i++)
+    if (user[i][0]) paths[n++] = user[i];
+  return n;
+}
+
+/* ---- serving decodes ---- */
+
+static const volatile int32_t never_cancelled = 0;
+static uint64_t as_limit;
+
+static uint64_t cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int send_error(int sock, uint32_t serial, pxl_status status, const char *message) {
+  pxl_worker_msg_error e;
+  memset(&e, 0, sizeof e);
+  pxl_wire_head(&e.head, PXL_WORKER_ERROR, sizeof e, serial);
+  e.status = status;
+  /* An allocation refused under RLIMIT_AS is the limit, whatever the codec called it. */
+  if (status == PXL_E_NO_MEMORY)
+    snprintf(e.message, sizeof e.message, "decoder exceeded %llu MiB: %s", (unsigned long long)(as_limit >> 20), message);
+  else
+    snprintf(e.message, sizeof e.message, "%s", message);
+  return pxl_wire_send(sock, &e, sizeof e, -1);
+}
+
+/* One decode: DECODE has arrived with data_fd. Returns 0 to go on, -1 when the
+ * conversation is broken (the worker then exits: the library starts a fresh one). */
+static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, int data_fd) {
+  uint32_t serial = req->head.serial;
+  uint64_t start = cpu_ns();
+  struct stat st;
+  if (fstat(data_fd, &st) != 0 || req->data_size == 0 || req->data_size > (uint64_t)st.st_size ||
+      req->data_size > o->max_input_bytes)
+    return send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the data's size does not match its memfd");
+  size_t size = (size_t)req->data_size;
+  const uint8_t *data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+  if (data == MAP_FAILED) return send_error(sock, serial, PXL_E_NO_MEMORY, "cannot map the data");
+
+  char id[PXL_WORKER_ID_CAP];
+  memcpy(id, req->codec, sizeof id);
+  id[sizeof id - 1] = 0;
+  const pxl_codec *codec = id[0] ? pxl_worker_codec_named(id) : pxl_worker_codec_sniff(data, size);
+  int rc = 0;
+  if (!codec) {
+    rc = send_error(sock, serial, PXL_E_NOT_AN_IMAGE, id[0] ? "no such codec in the worker" : "no codec takes these bytes");
+    goto out;
+  }
+
+  char message[PXL_WORKER_MESSAGE_CAP] = {0};
+  pxl_codec_header header;
+  memset(&header, 0, sizeof header);
+  header.struct_size = sizeof header;
+  header.flags = req->flags & PXL_WORKER_KEEP_ORIENTATION ? PXL_CODEC_KEEP_ORIENTATION : 0;
+  header.frame_count = 1;
+  header.orientation = 1;
+  header.has_alpha = 1;
+  pxl_status status = codec->read_header(data, size, &header, message, sizeof message, codec->user_data);
+  message[sizeof message - 1] = 0;
+  if (status != PXL_OK) {
+    rc = send_error(sock, serial, status, message);
+    goto out;
+  }
+  /* The library checks this too; answering it here keeps a codec's mistake a corrupt image
+   * rather than a worker killed for a bad header. */
+  if (header.width < 1 || header.height < 1) {
+    snprintf(message, sizeof message, "%s reported a size of %d x %d", codec->id, header.width, header.height);
+    rc = send_error(sock, serial, PXL_E_CORRUPT_IMAGE, message);
+    goto out;
+  }
+  int32_t width = header.width, height = header.height;
+  if (req->target_width > 0 && req->target_height > 0 && codec->choose_size &&
+      ((int64_t)req->target_width * req->target_height < (int64_t)width * height)) {
+    int32_t w = req->target_width, h = req->target_height;
+    if (codec->choose_size(data, size, header.flags, &w, &h, codec->user_data) == PXL_OK && w >= 1 && h >= 1) width = w, height = h;
+  }
+
+  pxl_worker_msg_header answer;
+  memset(&answer, 0, sizeof answer);
+  pxl_wire_head(&answer.head, PXL_WORKER_HEADER, sizeof answer, serial);
+  answer.image_width = header.width;
+  answer.image_height = header.height;
+  answer.width = width;
+  answer.height = height;
+  answer.frame_count = header.frame_count;
+  answer.loop_count = header.loop_count;
+  answer.orientation = header.orientation;
+  answer.has_alpha = header.has_alpha;
+  answer.cicp_primaries = header.cicp_primaries;
+  answer.cicp_transfer = header.cicp_transfer;
+  answer.cicp_matrix = header.cicp_matrix;
+  answer.icc_size = codec->read_icc && header.icc_size <= UINT32_MAX ? (uint32_t)header.icc_size : 0;
+  answer.codec_flags = codec->flags;
+  snprintf(answer.codec, sizeof answer.codec, "%s", codec->id);
+  snprintf(answer.codec_version, sizeof answer.codec_version, "%s", codec->version);
+  if (pxl_wire_send(sock, &answer, sizeof answer, -1) != 0) {
+    rc = -1;
+    goto out;
+  }
+
+  /* The library's answer: a pixel buffer, or CANCEL. */
+  union {
+    pxl_worker_msg_head head;
+    pxl_worker_msg_pixels pixels;
+    char bytes[PXL_WORKER_MSG_MAX];
+  } in;
+  int pixel_fd = -1;
+  ssize_t n = pxl_wire_recv(sock, &in, sizeof in, &pixel_fd);
+  if (n > 0 && pxl_wire_valid(&in, n, PXL_WORKER_CANCEL, sizeof(pxl_worker_msg_cancel)) && in.head.serial == serial) {
+    if (pixel_fd >= 0) close(pixel_fd);
+    goto out;
+  }
+  if (n <= 0 || !pxl_wire_valid(&in, n, PXL_WORKER_PIXELS, sizeof in.pixels) || in.head.serial != serial || pixel_fd < 0) {
+    if (pixel_fd >= 0) close(pixel_fd);
+    rc = -1;
+    goto out;
+  }
+  uint64_t stride = in.pixels.stride, need = stride * (uint64_t)height + answer.icc_size;
+  if (fstat(pixel_fd, &st) != 0 || stride < 4ull * (uint64_t)width || stride > (1ull << 32) ||
+      in.pixels.size != need || (uint64_t)st.st_size != need) {
+    close(pixel_fd);
+    rc = send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the pixel buffer's size does not match the header");
+    goto out;
+  }
+  uint8_t *pixels = mmap(NULL, (size_t)need, PROT_READ | PROT_WRITE, MAP_SHARED, pixel_fd, 0);
+  close(pixel_fd);
+  if (pixels == MAP_FAILED) {
+    rc = send_error(sock, serial, PXL_E_NO_MEMORY, "cannot map the pixel buffer");
+    goto out;
+  }
+  pxl_codec_target target;
+  memset(&target, 0, sizeof target);
+  target.struct_size = sizeof target;
+  target.flags = header.flags;
+  target.width = width;
+  target.height = height;
+  target.pixels = pixels;
+  target.stride = (size_t)stride;
+  target.cancel = &never_cancelled;
+  memset(message, 0, sizeof message);
+  status = codec->decode(data, size, &target, message, sizeof message, codec->user_data);
+  message[sizeof message - 1] = 0;
+  if (status == PXL_OK && answer.icc_size)
+    status = codec->read_icc(data, size, pixels + stride * (uint64_t)height, answer.icc_size, codec->user_data);
+  /* Unmapped before DONE: the library's F_SEAL_WRITE fails while a writable mapping exists. */
+  munmap(pixels, (size_t)need);
+  if (status != PXL_OK) {
+    rc = send_error(sock, serial, status, message[0] ? message : "the decoder failed");
+    goto out;
+  }
+  pxl_worker_msg_done done;
+  memset(&done, 0, sizeof done);
+  pxl_wire_head(&done.head, PXL_WORKER_DONE, sizeof done, serial);
+  done.cpu_ns = cpu_ns() - start;
+  rc = pxl_wire_send(sock, &done, sizeof done, -1);
+out:
+  munmap((void *)data, size);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  options o = parse(argc, argv);
+  pxl_worker_msg_hello hello;
+  memset(&hello, 0, sizeof hello);
+
+  /* 1-3 */
+  if (pxl_sandbox_close_fds(o.sock, o.keep_stderr)) hello.layers |= PXL_WORKER_LAYER_FDS_CLOSED;
+  if (pxl_sandbox_no_new_privs()) hello.layers |= PXL_WORKER_LAYER_NO_NEW_PRIVS;
+  if (pxl_sandbox_namespaces()) hello.layers |= PXL_WORKER_LAYER_NAMESPACES;
+
+  /* 4: modules. Two malloc arenas at most: each reserves 64 MiB of address space, which
+   * counts against RLIMIT_AS whether touched or not. */
+  mallopt(M_ARENA_MAX, 2);
+  char message[256] = "";
+  int codecs = pxl_worker_codecs_load(o.modules, o.only, message, sizeof message);
+
+  /* 5-8 */
+  as_limit = address_space_limit(&o);
+  if (pxl_sandbox_rlimits(as_limit, o.keep_stderr)) hello.layers |= PXL_WORKER_LAYER_RLIMITS;
+  else as_limit = 0;
+  const char *paths[16];
+  int n = 0;
+  paths[n++] = o.modules;
+  for (int i = 0; i < o.font_dir_count; i++) paths[n++] = o.font_dirs[i];
+  n += font_paths(paths + n, 15 - n);
+  paths[n] = NULL;
+  hello.landlock_abi = (uint32_t)pxl_landlock_apply(paths);
+  if (hello.landlock_abi) hello.layers |= PXL_WORKER_LAYER_LANDLOCK;
+  if (!pxl_sandbox_close_fds(o.sock, o.keep_stderr)) hello.layers &= ~PXL_WORKER_LAYER_FDS_CLOSED;
+  if (pxl_seccomp_apply(o.debug_seccomp)) hello.layers |= PXL_WORKER_LAYER_SECCOMP;
+
+  /* Locked. HELLO, or an ERROR saying why there are no codecs. */
+  if (codecs < 0) {
+    send_error(o.sock, 0, PXL_E_UNSUPPORTED, message);
+    return 1;
+  }
+  pxl_wire_head(&hello.head, PXL_WORKER_HELLO, sizeof hello, 0);
+  hello.pid = getpid();
+  hello.as_limit = as_limit;
+  hello.codec_count = (uint32_t)pxl_worker_codec_list(hello.codecs, sizeof hello.codecs);
+  if (pxl_wire_send(o.sock, &hello, sizeof hello, -1) != 0) return 1;
+
+  for (;;) {
+    union {
+      pxl_worker_msg_head head;
+      pxl_worker_msg_decode decode;
+      char bytes[PXL_WORKER_MSG_MAX];
+    } in;
+    int fd = -1;
+    ssize_t got = pxl_wire_recv(o.sock, &in, sizeof in, &fd);
+    if (got == 0) return 0; /* the library closed the socket: done */
+    if (got < 0 || !pxl_wire_valid(&in, got, PXL_WORKER_DECODE, sizeof in.decode) || fd < 0) return 1;
+    int rc = serve(o.sock, &o, &in.decode, fd);
+    close(fd);
+    if (rc != 0) return 1;
+  }
+}
