@@ -283,7 +283,11 @@ static pxl_status check_references(const uint8_t *data, size_t size, struct heif
  * library checks max_pixels against): a tile declared 30000 wide would admit a 30000x30000
  * canvas. So a grid's or overlay's canvas is checked here, before libheif reads it, against
  * the ispe its item declares: a 64x48 grid whose descriptor says 25705x28007 (2.8 GB in
- * libheif 1.15, which then crashed writing; Tests/fuzz-regressions/heif) is refused. */
+ * libheif 1.15, which then crashed writing; Tests/fuzz-regressions/heif) is refused. Nor
+ * does it bound the items themselves: a 64x48 grid on one tile declared 16384x16384 decoded
+ * that tile (1.2 GB). So each item's sides may exceed the primary's (padded) only up to
+ * ITEM_SIDE_FLOOR, and all items together cover at most ITEMS_AREA_FACTOR times its area
+ * plus one such item. */
 
 /* The items decoding `primary` makes: it, what it is made of (dimg), its auxiliary images
  * (auxl) and thumbnails (thmb), and theirs; sorted ids, *n of them. NULL when out of memory.
@@ -480,6 +484,13 @@ static int is_image(const char type[4]) {
   return 0;
 }
 
+/* A side rounded up to the largest HEVC coding block: every minimum block size (8, 16, 32,
+ * 64) divides it, so a coded picture is at most this. */
+static int64_t pad_to_block(int64_t side) { return side > 0 ? (side + 63) / 64 * 64 : 0; }
+
+/* How far the items a decode makes may exceed the primary image (check_sizes). */
+enum { ITEM_SIDE_FLOOR = 1024, ITEMS_AREA_FACTOR = 4 };
+
 static int is_derived(const char type[4]) {
   return memcmp(type, "grid", 4) == 0 || memcmp(type, "iovl", 4) == 0 || memcmp(type, "iden", 4) == 0;
 }
@@ -494,6 +505,16 @@ static pxl_status check_sizes(const struct heif_file *file, struct heif_edge *ed
   *side = 0;
   for (int i = 0; i < 4; i++)
     if (sides[i] > *side) *side = sides[i];
+  /* What the items may add: the primary's own size read_header reports and max_pixels was
+   * checked against. An item may exceed its side (a tile padded past a small grid: Apple's
+   * 512x512 tiles under a 100x29 picture) up to ITEM_SIDE_FLOOR, and all of them together
+   * may cover its area a few times over (tiles, an alpha plane of as many, thumbnails); a
+   * 64x48 grid on one tile declared 16384x16384 took 1.2 GB before this (second reader). */
+  int64_t primary_side = pad_to_block(*side);
+  int64_t item_side = primary_side > ITEM_SIDE_FLOOR ? primary_side : ITEM_SIDE_FLOOR;
+  int64_t primary_area = pad_to_block(sides[0] > sides[2] ? sides[0] : sides[2]) *
+                         pad_to_block(sides[1] > sides[3] ? sides[1] : sides[3]);
+  int64_t area_budget = ITEMS_AREA_FACTOR * primary_area + ITEM_SIDE_FLOOR * ITEM_SIDE_FLOOR, area = 0;
   size_t n = 0;
   uint32_t *ids = decoded_items(edges, count, file->primary_id, &n);
   struct heif_item *items = ids ? calloc(n, sizeof *items) : NULL;
@@ -513,6 +534,13 @@ static pxl_status check_sizes(const struct heif_file *file, struct heif_edge *ed
                              from->type, edges[e].from, edges[e].to);
   }
   for (size_t i = 0; i < n && status == PXL_OK; i++) {
+    area += pad_to_block(items[i].width) * pad_to_block(items[i].height);
+    if (items[i].width > item_side || items[i].height > item_side || area > area_budget) {
+      status = pxl_module_fail(PXL_E_CORRUPT_IMAGE, message, cap,
+                               "item %u (%.4s, declared %dx%d) is more than a %dx%d image can be made of", ids[i],
+                               items[i].type, items[i].width, items[i].height, sides[0], sides[1]);
+      break;
+    }
     if (items[i].width > *side) *side = items[i].width;
     if (items[i].height > *side) *side = items[i].height;
     int grid = memcmp(items[i].type, "grid", 4) == 0, overlay = memcmp(items[i].type, "iovl", 4) == 0;
@@ -538,8 +566,7 @@ static pxl_status check_sizes(const struct heif_file *file, struct heif_edge *ed
   }
   free(ids);
   free(items);
-  /* The largest HEVC coding block: every minimum block size (8, 16, 32, 64) divides it. */
-  *side = (*side + 63) / 64 * 64;
+  *side = pad_to_block(*side);
   return status;
 }
 

@@ -152,10 +152,11 @@ if len(tiles) == 3:
     # grid's: a canvas larger than the grid declares is refused by its own check, before libheif
     # makes it (what read_header reports is what max_pixels was checked against).
     lie = os.path.join(work, "grid-canvas-over-ispe.heic")
-    write_grid(lie, [tiles["tile64x100"]], 1, 1, 3000, 3000, ispe=(29, 100), tile_ispe=(4000, 4000))
+    # (its tile declared as large as an item may be: 1000 is under the 1024 floor below)
+    write_grid(lie, [tiles["tile64x100"]], 1, 1, 3000, 3000, ispe=(29, 100), tile_ispe=(1000, 1000))
     got, why = fetch(lie)
     check(got is None and "canvas 3000x3000" in why,
-          f"heic grid declared 29x100 with a 3000x3000 canvas and a tile declared 4000x4000: refused ({why})")
+          f"heic grid declared 29x100 with a 3000x3000 canvas and a tile declared 1000x1000: refused ({why})")
     # An overlay (iovl) is checked the same way: its 32-bit fields too.
     overlay = os.path.join(work, "overlay100x100.heic")
     write_overlay(overlay, [tiles["tile64x100"], tiles["piece0"]], 100, 100, [(0, 0), (50, 20)])
@@ -164,6 +165,27 @@ if len(tiles) == 3:
     write_overlay(lie, [tiles["tile64x100"]], 20000, 20000, [(0, 0)], ispe=(100, 100))
     got, why = fetch(lie)
     check(got is None and "canvas 20000x20000" in why, f"heic overlay declared 100x100 with a 20000x20000 canvas: refused ({why})")
+
+# What the items a decode makes may add to the size read_header reports (max_pixels is
+# checked against it): a tile padded past its grid, up to 1024 a side, and all of them a few
+# times the image's area. A 64x48 grid on one tile declared 1280x1280 (a second reader's 61 KB
+# file with a 16384x16384 tile took 1.2 GB), and a 100x100 overlay of three 1024x1024 images.
+for side in (1280, 1024):
+    Image.new("RGB", (side, side), (90, 120, 150)).save(os.path.join(work, f"flat{side}.png"))
+    if heic_encode(os.path.join(work, f"flat{side}.png"), os.path.join(work, f"flat{side}.heic"), "-q", "50"):
+        tiles[f"flat{side}"] = read_tile(os.path.join(work, f"flat{side}.heic"))
+if "flat1280" in tiles:
+    lie = os.path.join(work, "grid64x48-big-tile.heic")
+    write_grid(lie, [tiles["flat1280"]], 1, 1, 64, 48)
+    got, why = fetch(lie)
+    check(got is None and "more than a 64x48 image can be made of" in why,
+          f"heic 64x48 grid on a 1280x1280 tile: refused before libheif decodes it ({why})")
+if "flat1024" in tiles:
+    lie = os.path.join(work, "overlay100x100-big-items.heic")
+    write_overlay(lie, [tiles["flat1024"]] * 3, 100, 100, [(0, 0), (10, 10), (20, 20)])
+    got, why = fetch(lie)
+    check(got is None and "more than a 100x100 image can be made of" in why,
+          f"heic 100x100 overlay of three 1024x1024 images: refused ({why})")
 
 # A phone-style HEIC with an embedded thumbnail: a 150x150 request is served from it.
 big = Image.new("RGB", (1600, 1200))
