@@ -79,6 +79,8 @@ final class CurlTransfer {
   }
   private var measured: Measured?
   private let engineLock: Lock
+  /// When the body's writes last published the timings (engine clock).
+  private var lastMeasuredPublish: UInt64 = 0
 
   /// Progress reports from the network thread are throttled to this; each request's own
   /// interval is applied again on its queue.
@@ -167,17 +169,17 @@ final class CurlTransfer {
 
   /// What the attempt that just ended measured, read off its handle (request metrics).
   func timing(_ easy: UnsafeMutableRawPointer, httpStatus: Int, connects: Int) -> TransferTiming {
-    var times: [Int64] = [0, 0, 0, 0, 0]
-    pxl_curl_times(easy, &times)
-    var timing = TransferTiming(nameLookup: times[0], connect: times[1], appConnect: times[2],
-                                startTransfer: times[3], total: times[4])
+    var times: (Int64, Int64, Int64, Int64, Int64) = (0, 0, 0, 0, 0)
+    withUnsafeMutableBytes(of: &times) { pxl_curl_times(easy, $0.baseAddress!.assumingMemoryBound(to: Int64.self)) }
+    var timing = TransferTiming(nameLookup: times.0, connect: times.1, appConnect: times.2,
+                                startTransfer: times.3, total: times.4)
     timing.slotWaitMicroseconds = slotWaitNanoseconds / 1000
     timing.bytesReceived = UInt64(body.count)
     timing.httpStatus = Int32(clamping: httpStatus)
     timing.httpVersion = Int32(clamping: pxl_curl_http_version(easy))
     // The engine follows redirects itself (RedirectChain): libcurl's own count is 0.
     timing.redirects = Int32(clamping: chain.hops)
-    timing.connectionReused = connects == 0 && url.isHTTP && times[3] > 0
+    timing.connectionReused = connects == 0 && url.isHTTP && times.3 > 0
     return timing
   }
 
@@ -249,8 +251,16 @@ final class CurlTransfer {
         body.append(contentsOf: UnsafeBufferPointer(start: $0, count: length))
       }
     }
-    // Before the listener hears of the bytes: a request it cancels reports them.
-    publishMeasured()
+    // Before the listener hears of the bytes: a request it cancels reports them. The
+    // timings (ten libcurl reads) at most every progress interval, the byte count always.
+    let now = clock()
+    if now &- lastMeasuredPublish >= Self.progressGranularity {
+      lastMeasuredPublish = now
+      publishMeasured()
+    } else {
+      let received = UInt64(body.count)
+      engineLock.withLock { measured?.timing.bytesReceived = received }
+    }
     if progress != nil {
       if clock() - lastProgress < Self.progressGranularity {
         progressHeld = true
