@@ -74,7 +74,7 @@ case "$mode" in ""|python|test|versions) ;; *) echo "usage: $0 [python|test|vers
 
 # The shared libraries behind the build and the reference tools, whose versions a run reports.
 VERSION_PKGS=(libcurl4 libjpeg62-turbo libpng16-16 libdeflate0 libwebp7 libgif7 libavif15 libdav1d6 libaom3
-              liblcms2-2 libheif1 libde265-0 libjxl0.7 librsvg2-2 nginx)
+              liblcms2-2 libheif1 libde265-0 libx265-199 libjxl0.7 librsvg2-2 nginx)
 print_versions() {
   local line="" p v
   for p in "${VERSION_PKGS[@]}"; do
@@ -183,11 +183,15 @@ if [ "${PIXLOAD_NO_UPGRADE:-0}" != 1 ]; then
     if [ ${#stale[@]} -gt 0 ]; then
       echo "deps.sh: upgrading to the archive's current versions: ${stale[*]}" >&2
       if ! log=$($SUDO apt-get install -y -qq --only-upgrade --no-install-recommends "${stale[@]}" 2>&1); then
-        echo "$log" >&2; echo "deps.sh: apt-get failed" >&2; exit 1
+        echo "$log" >&2; echo "deps.sh: apt-get failed (offline: PIXLOAD_NO_UPGRADE=1)" >&2; exit 1
       fi
     fi
   else
-    echo "deps.sh: warning: could not refresh the package lists; testing against the installed versions" >&2
+    # Going on would test yesterday's libraries as if they were today's: the case this
+    # step exists for. Offline, say so explicitly.
+    echo "deps.sh: could not refresh the package lists, so the installed versions may not be the" \
+         "archive's current ones; offline, run with PIXLOAD_NO_UPGRADE=1" >&2
+    exit 1
   fi
 fi
 
