@@ -115,6 +115,48 @@ static pxl_status ok_processor(pxl_processor_frame *frame, char *message, size_t
   return PXL_OK;
 }
 
+/* Registrations tried on a closed loader: from the destroy of a processor that
+ * pxl_loader_free retires (the loader is still valid there, and closed). */
+struct closed_probe {
+  pxl_loader *loader;
+  pxl_status processor, fetcher, codec;
+  atomic_int processor_destroys, fetcher_destroys, codec_destroys;
+};
+
+static void never_start(const char *url, pxl_fetch *fetch, void *user_data) { (void)url, (void)fetch, (void)user_data; }
+static int32_t never_sniff(const uint8_t *data, size_t size, void *user_data) { (void)data, (void)size, (void)user_data; return 0; }
+static pxl_status never_header(const uint8_t *data, size_t size, pxl_codec_header *header, char *message,
+                               size_t cap, void *user_data) {
+  (void)data, (void)size, (void)header, (void)message, (void)cap, (void)user_data;
+  return PXL_E_CORRUPT_IMAGE;
+}
+static pxl_status never_decode(const uint8_t *data, size_t size, pxl_codec_target *target, char *message, size_t cap,
+                               void *user_data) {
+  (void)data, (void)size, (void)target, (void)message, (void)cap, (void)user_data;
+  return PXL_E_CORRUPT_IMAGE;
+}
+
+static void probe_closed_loader(void *user_data) {
+  struct closed_probe *p = user_data;
+  p->processor = pxl_loader_add_processor(p->loader, "late", 1, ok_processor, &p->processor_destroys, count_destroy);
+  pxl_fetcher fetcher;
+  pxl_fetcher_init(&fetcher);
+  fetcher.start = never_start;
+  fetcher.destroy = count_destroy;
+  fetcher.user_data = &p->fetcher_destroys;
+  p->fetcher = pxl_loader_add_fetcher(p->loader, "late", &fetcher);
+  pxl_codec codec;
+  pxl_codec_init(&codec);
+  codec.id = "late";
+  codec.version = "1";
+  codec.sniff = never_sniff;
+  codec.read_header = never_header;
+  codec.decode = never_decode;
+  codec.destroy = count_destroy;
+  codec.user_data = &p->codec_destroys;
+  p->codec = pxl_loader_add_codec(p->loader, &codec);
+}
+
 void test_processors_invalid(const struct test_env *env) {
   struct log_lines log = {PTHREAD_MUTEX_INITIALIZER, "", 0};
   pxl_config config;
@@ -166,7 +208,8 @@ void test_processors_invalid(const struct test_env *env) {
   CHECK_INT(drain_for(queue, 100), 0); /* no callback for a refused request */
   CHECK_INT(log_count(env, u.uri), 0);  /* and no request reached the server */
 
-  /* Registration arguments: each refusal calls destroy once (pixload.h, "Extensions"). */
+  /* Registration arguments: a refusal never calls a processor's destroy, as 0.5.0
+   * promised (pixload.h, "Extensions"): user_data is still the caller's. */
   atomic_int calls = 0;
   char long_id[258];
   memset(long_id, 'a', sizeof long_id - 1);
@@ -176,12 +219,24 @@ void test_processors_invalid(const struct test_env *env) {
   CHECK_STATUS(pxl_loader_add_processor(loader, "", 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_add_processor(loader, long_id, 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_add_processor(loader, "x", 1, NULL, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
-  CHECK_INT(atomic_load(&calls), 5);
+  CHECK_INT(atomic_load(&calls), 0);
   CHECK_STATUS(pxl_loader_add_processor(loader, "x", 1, NULL, &calls, NULL), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_remove_processor(loader, "x"), PXL_E_NOT_FOUND);
   CHECK_STATUS(pxl_loader_remove_processor(NULL, "x"), PXL_E_INVALID_ARGUMENT);
+
+  /* A closed loader: PXL_E_LOADER_CLOSED, and the per-kind rule still holds: destroy is
+   * called for the codec only, never for the processor or the fetcher. */
+  struct closed_probe probe = {.loader = loader, .processor = PXL_OK, .fetcher = PXL_OK, .codec = PXL_OK};
+  /* "probe" never runs: its destroy, during pxl_loader_free, tries the registrations. */
+  CHECK_STATUS(pxl_loader_add_processor(loader, "probe", 1, ok_processor, &probe, probe_closed_loader), PXL_OK);
   pxl_queue_free(queue);
   pxl_loader_free(loader);
+  CHECK_STATUS(probe.processor, PXL_E_LOADER_CLOSED);
+  CHECK_STATUS(probe.fetcher, PXL_E_LOADER_CLOSED);
+  CHECK_STATUS(probe.codec, PXL_E_LOADER_CLOSED);
+  CHECK_INT(atomic_load(&probe.processor_destroys), 0);
+  CHECK_INT(atomic_load(&probe.fetcher_destroys), 0);
+  CHECK_INT(atomic_load(&probe.codec_destroys), 1);
 }
 
 /* ---- custom processors ---- */
