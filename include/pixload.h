@@ -306,8 +306,9 @@ typedef enum pxl_mode {
  * alphabet is the standard one ("+" and "/", not "-" and "_"), and a length that leaves
  * one character over is invalid. Otherwise the media type is ignored: the bytes are
  * sniffed as any response's. Decoded on the library's fetch thread, never written to
- * the disk cache; a body over max_body_bytes is refused (PXL_E_BODY_TOO_LARGE) before
- * any decoding; invalid base64 or a URI without a comma is PXL_E_MALFORMED_URL. The URI
+ * the disk cache; a body that decodes to more than max_body_bytes is refused
+ * (PXL_E_BODY_TOO_LARGE) before any decoding (its size is counted from the text, where
+ * whitespace and "=", raw or escaped, count for nothing); invalid base64 or a URI without a comma is PXL_E_MALFORMED_URL. The URI
  * (fragment included) is the cache key, as any URL. A scheme with a fetcher
  * (pxl_loader_add_fetcher) needs no bit. */
 
