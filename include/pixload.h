@@ -1384,8 +1384,10 @@ typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
  * crop origin, a crop size of 0, a sigma over PXL_MAX_BLUR_SIGMA, a rotation other than
  * 90/180/270, an unknown kind, an unregistered custom id, more than PXL_MAX_PROCESSORS
  * steps) fails pxl_load, pxl_lookup, pxl_prefetch and tables with PXL_E_INVALID_ARGUMENT
- * before any work; the message naming the step goes to pxl_config.log (PXL_LOG_ERROR),
- * and a table's row_fn gets it as the row's result->message. A crop outside the image as
+ * before any work; the message naming the step goes to pxl_config.log (PXL_LOG_ERROR):
+ * once per call of pxl_load, pxl_lookup or pxl_prefetch, and for a table once per row while
+ * the row stays refused for that reason (not on every pxl_table_set_visible that reaches
+ * it again); a table's row_fn gets it as the row's result->message. A crop outside the image as
  * it turns out is that request's result: PXL_E_INVALID_ARGUMENT with a message.
  * ------------------------------------------------------------------------------- */
 

@@ -8,10 +8,12 @@ import Glibc
 #endif
 
 /// The chain of a request; PXL_E_INVALID_ARGUMENT naming the step when one is wrong
-/// whatever the image, which the loader's log also hears (pxl_load returns only the status).
-func processorChain(_ steps: UnsafePointer<pxl_processor>?, count: Int, _ loader: ImageLoader) throws(LoadError) -> [ImageProcessor] {
+/// whatever the image, which `log` also hears as a log line (pxl_load returns only the
+/// status; a table logs a row's reason once while the row stays refused, `RowRefusals`).
+func processorChain(_ steps: UnsafePointer<pxl_processor>?, count: Int, _ loader: ImageLoader,
+                    log: (String) -> Void) throws(LoadError) -> [ImageProcessor] {
   func reject(_ message: String) -> LoadError {
-    loader.configuration.log?(.error, "pixload: request: \(message)")
+    log("pixload: request: \(message)")
     return LoadError(.invalidArgument, "request: \(message)")
   }
   guard count > 0 else { return [] }

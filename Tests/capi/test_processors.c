@@ -498,6 +498,82 @@ void test_processors_table(const struct test_env *env) {
   pxl_loader_free(loader);
 }
 
+/* A table whose rows 1, 3 and 4 ask for a chain that is refused (rotate by 45 degrees):
+ * each refused row's reason goes to the log once while it stays refused, not once per
+ * pxl_table_set_visible (rows in the prefetch window are converted again on each call). */
+struct refused_rows {
+  int bad[16];
+  pxl_processor rotate;
+  atomic_int lines; /* log lines about a refused request */
+  atomic_int results;
+};
+
+static void count_request_log(int32_t level, const char *message, void *user_data) {
+  (void)level;
+  if (strstr(message, "pixload: request:")) atomic_fetch_add(&((struct refused_rows *)user_data)->lines, 1);
+}
+
+static int refused_rows_request(int64_t row, pxl_request *request, void *user_data) {
+  struct refused_rows *t = user_data;
+  if (row < 0 || row >= 16 || !t->bad[row]) return 0; /* no image: nothing reaches the network */
+  request->url = "http://127.0.0.1:9/never.png";
+  request->processors = &t->rotate;
+  request->processor_count = 1;
+  return 1;
+}
+
+static void refused_rows_row(int64_t row, const pxl_result *result, void *user_data) {
+  (void)row, (void)result;
+  atomic_fetch_add(&((struct refused_rows *)user_data)->results, 1);
+}
+
+void test_processors_table_refused_log(const struct test_env *env) {
+  (void)env;
+  struct refused_rows t = {.bad = {[1] = 1, [3] = 1, [4] = 1}};
+  t.rotate = step(PXL_PROCESS_ROTATE);
+  t.rotate.degrees = 45;
+  pxl_config config;
+  pxl_config_init(&config);
+  config.log = count_request_log;
+  config.log_user_data = &t;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  pxl_table *table = NULL;
+  CHECK_STATUS(pxl_table_create(loader, queue, NULL, 16, refused_rows_request, refused_rows_row, &t, &table), PXL_OK);
+  CHECK_STATUS(pxl_table_set_visible(table, 0, 2, 0), PXL_OK);
+  pxl_queue_dispatch(queue, 0);
+  int first = atomic_load(&t.lines);
+  /* Row 1 (visible) and at least one prefetched row (3, 4) were refused and logged. */
+  CHECKF(first >= 2 && first <= 3, "%d log lines after the first set_visible", first);
+  for (int frame = 0; frame < 20; frame++) {
+    CHECK_STATUS(pxl_table_set_visible(table, 0, 2, frame % 2 ? 1 : 0), PXL_OK);
+    pxl_queue_dispatch(queue, 0);
+  }
+  CHECKF(atomic_load(&t.lines) == first, "%d log lines after 21 set_visible calls, %d after the first",
+         atomic_load(&t.lines), first);
+  CHECK(atomic_load(&t.results) >= 1); /* the visible row's refusal reached row_fn */
+  /* Row 3 accepted (no image) and refused again: its reason is news, logged once more. */
+  t.bad[3] = 0;
+  CHECK_STATUS(pxl_table_set_visible(table, 2, 2, 0), PXL_OK);
+  t.bad[3] = 1;
+  for (int frame = 0; frame < 5; frame++) CHECK_STATUS(pxl_table_set_visible(table, 2, 2, 0), PXL_OK);
+  pxl_queue_dispatch(queue, 0);
+  int after = atomic_load(&t.lines);
+  CHECKF(after >= first + 1 && after <= first + 2, "%d log lines after row 3 came back refused, %d before", after, first);
+  pxl_table_free(table);
+  /* pxl_load keeps its one line per call. */
+  pxl_request request;
+  request_for(&request, "http://127.0.0.1:9/never.png", 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.processors = &t.rotate;
+  request.processor_count = 1;
+  struct capture c = {0};
+  for (int i = 0; i < 3; i++)
+    CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &c, NULL), PXL_E_INVALID_ARGUMENT);
+  CHECK_INT(atomic_load(&t.lines), after + 3);
+  pxl_queue_free(queue);
+  pxl_loader_free(loader);
+}
+
 /* A 12x8 GIF of three frames, each one colour of the palette (red, green, blue), 100,
  * 200 and 300 ms: through a circle it stays animated, every frame its own 8x8 disc. */
 void test_processors_animated(const struct test_env *env) {
