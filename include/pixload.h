@@ -109,11 +109,17 @@
  * (pxl_loader_add_processor), fetchers (pxl_loader_add_fetcher) and a request hook
  * (pxl_config.request_hook); their callbacks run on the library's threads, as each
  * section says. Rules they all share:
- *  - A registration hands user_data over, also when it fails: a registration call that
- *    returns anything but PXL_OK has called its destroy(user_data), when there is one,
- *    exactly once before it returns (on the calling thread). Only a NULL pxl_codec or
- *    pxl_fetcher pointer leaves nothing to call. (The request hook has no destroy: its
- *    user_data lives as long as the loader.)
+ *  - Who frees user_data when a registration fails depends on the kind, as 0.5.0 set it
+ *    (a 0.5.0 program runs against this library unchanged, so the rule cannot move):
+ *    . codecs: pxl_loader_add_codec hands user_data over, also when it fails: a call that
+ *      returns anything but PXL_OK has called destroy(user_data), when there is one,
+ *      exactly once before it returns (on the calling thread); only a NULL pxl_codec
+ *      pointer leaves nothing to call.
+ *    . processors and fetchers: a pxl_loader_add_processor or pxl_loader_add_fetcher that
+ *      returns anything but PXL_OK has not called destroy and never will: user_data is
+ *      still the host's to free (a 0.5.0 host does, after the failure).
+ *    After PXL_OK destroy runs exactly once, when the registration ends, for all three.
+ *    (The request hook has no destroy: its user_data lives as long as the loader.)
  *  - A status an extension hands back that this header does not define (a newer
  *    header's, or a mistake) counts as PXL_E_IO, with the extension's message: from a
  *    codec function, a custom processor, pxl_fetch_finish and pxl_hook_fail alike.
@@ -300,8 +306,9 @@ typedef enum pxl_mode {
  * alphabet is the standard one ("+" and "/", not "-" and "_"), and a length that leaves
  * one character over is invalid. Otherwise the media type is ignored: the bytes are
  * sniffed as any response's. Decoded on the library's fetch thread, never written to
- * the disk cache; a body over max_body_bytes is refused (PXL_E_BODY_TOO_LARGE) before
- * any decoding; invalid base64 or a URI without a comma is PXL_E_MALFORMED_URL. The URI
+ * the disk cache; a body that decodes to more than max_body_bytes is refused
+ * (PXL_E_BODY_TOO_LARGE) before any decoding (its size is counted from the text, where
+ * whitespace and "=", raw or escaped, count for nothing); invalid base64 or a URI without a comma is PXL_E_MALFORMED_URL. The URI
  * (fragment included) is the cache key, as any URL. A scheme with a fetcher
  * (pxl_loader_add_fetcher) needs no bit. */
 
@@ -1303,8 +1310,9 @@ PXL_API pxl_status pxl_codec_init_size(pxl_codec *codec, size_t size);
 /* Registers a codec with a loader, after the built-in formats and the codecs added
  * before. The struct and its strings are copied. Returns PXL_OK, PXL_E_INVALID_ARGUMENT
  * (NULL, a bad struct_size, a NULL id or version or required function, an id not of the
- * form above or already registered) or PXL_E_LOADER_CLOSED. On failure destroy(user_data)
- * has been called ("Extensions") and the reason goes to pxl_config.log (PXL_LOG_ERROR).
+ * form above or already registered) or PXL_E_LOADER_CLOSED. On every failure
+ * destroy(user_data) has been called, as 0.5.0 did (unlike processors and fetchers:
+ * "Extensions"), and the reason goes to pxl_config.log (PXL_LOG_ERROR).
  * Requests made from now on may use it (a decode already under way does not).
  * Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_loader_add_codec(pxl_loader *loader, const pxl_codec *codec);
@@ -1376,8 +1384,10 @@ typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
  * crop origin, a crop size of 0, a sigma over PXL_MAX_BLUR_SIGMA, a rotation other than
  * 90/180/270, an unknown kind, an unregistered custom id, more than PXL_MAX_PROCESSORS
  * steps) fails pxl_load, pxl_lookup, pxl_prefetch and tables with PXL_E_INVALID_ARGUMENT
- * before any work; the message naming the step goes to pxl_config.log (PXL_LOG_ERROR),
- * and a table's row_fn gets it as the row's result->message. A crop outside the image as
+ * before any work; the message naming the step goes to pxl_config.log (PXL_LOG_ERROR):
+ * once per call of pxl_load, pxl_lookup or pxl_prefetch, and for a table once per row while
+ * the row stays refused for that reason (not on every pxl_table_set_visible that reaches
+ * it again); a table's row_fn gets it as the row's result->message. A crop outside the image as
  * it turns out is that request's result: PXL_E_INVALID_ARGUMENT with a message.
  * ------------------------------------------------------------------------------- */
 
@@ -1454,8 +1464,8 @@ typedef struct pxl_processor_frame {
 typedef pxl_status (*pxl_processor_callback)(pxl_processor_frame *frame, char *message, size_t message_size,
                                              void *user_data);
 
-/* Called once with a custom processor's user_data when its registration is retired, or
- * when pxl_loader_add_processor fails. */
+/* Called once with a custom processor's user_data when its registration is retired;
+ * never when pxl_loader_add_processor fails ("Extensions"). */
 typedef void (*pxl_processor_destroy_fn)(void *user_data);
 
 /* Gives the frame a new, zeroed output buffer of width x height (premultiplied RGBA8,
@@ -1472,8 +1482,8 @@ PXL_API uint8_t *pxl_processor_frame_resize(pxl_processor_frame *frame, int32_t 
  * called with user_data exactly once, when the registration is retired and no call of it
  * is running: never while or after a callback runs, and at the latest inside
  * pxl_loader_free. Returns PXL_OK, PXL_E_INVALID_ARGUMENT (NULL loader, id or process; a
- * bad id) or PXL_E_LOADER_CLOSED; on failure destroy(user_data) has been called
- * ("Extensions"). Any thread. Since 0.5.0. */
+ * bad id) or PXL_E_LOADER_CLOSED. On failure destroy is not called: user_data stays the
+ * caller's to free, as 0.5.0 promised ("Extensions"). Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_loader_add_processor(pxl_loader *loader, const char *id, uint32_t version,
                                             pxl_processor_callback process, void *user_data,
                                             pxl_processor_destroy_fn destroy);
@@ -1612,7 +1622,7 @@ PXL_API pxl_status pxl_placeholder_encode(int32_t kind, const pxl_image *image, 
  * inside start or later. cancel is called at most once per handle and never before that
  * handle's start returned; destroy is called once, on the fetch thread, after the
  * fetcher's last start or cancel (after pxl_loader_remove_fetcher, or during
- * pxl_loader_free; a failed pxl_loader_add_fetcher calls it at once). No fetcher
+ * pxl_loader_free; never after a failed pxl_loader_add_fetcher). No fetcher
  * callback runs after pxl_loader_free() returns. Callbacks may call pxl_fetch_write and
  * pxl_fetch_finish but must not call pxl_loader_free.
  *
@@ -1677,8 +1687,8 @@ PXL_API pxl_status pxl_fetcher_init_size(pxl_fetcher *fetcher, size_t size);
  * max_concurrent below 1, a negative disk_max_age_s, a malformed scheme, a scheme the
  * loader serves itself (http, https, file, data, or any scheme libcurl knows, such as ftp)
  * or one that has a fetcher already; PXL_E_LOADER_CLOSED; PXL_E_NO_MEMORY (the fetch
- * thread could not start). On failure destroy(user_data) has been called, on this thread
- * ("Extensions"). Any thread. Since 0.5.0. */
+ * thread could not start). On failure destroy is not called: user_data stays the
+ * caller's to free, as 0.5.0 promised ("Extensions"). Any thread. Since 0.5.0. */
 PXL_API pxl_status pxl_loader_add_fetcher(pxl_loader *loader, const char *scheme, const pxl_fetcher *fetcher);
 
 /* Removes the fetcher of scheme: its requests not yet answered end PXL_E_CANCELLED, the

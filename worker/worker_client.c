@@ -265,14 +265,20 @@ static int sealed_data(const uint8_t *data, size_t size) {
   return fd;
 }
 
-/* A codec's own failure keeps its status; anything else a worker says is a corrupt image. */
+/* The last status pixload.h defines: raise it when the header appends one. */
+#define LAST_DEFINED_STATUS PXL_E_UNSUPPORTED
+
+/* A codec's own failure keeps its status; another failure status the header defines is a
+ * corrupt image; a status it does not define (a newer header's, a mistake, or PXL_OK
+ * reported as a failure) is PXL_E_IO, as the library counts any extension's (pixload.h,
+ * "Extensions"; hostFailureStatus in-process). */
 static pxl_status codec_status(int32_t s) {
   switch (s) {
   case PXL_E_CORRUPT_IMAGE: case PXL_E_UNSUPPORTED_IMAGE: case PXL_E_NOT_AN_IMAGE: case PXL_E_CANCELLED:
   case PXL_E_IO: case PXL_E_TOO_MANY_PIXELS:
     return (pxl_status)s;
   case PXL_E_NO_MEMORY: return PXL_WORKER_E_DECODER_FAILED; /* RLIMIT_AS: "decoder exceeded N MiB" */
-  default: return PXL_E_CORRUPT_IMAGE;
+  default: return s > PXL_OK && s <= LAST_DEFINED_STATUS ? PXL_E_CORRUPT_IMAGE : PXL_E_IO;
   }
 }
 

@@ -18,9 +18,10 @@ private let messageCapacity = 256
 
 @c @implementation public func pxl_loader_add_codec(_ handle: OpaquePointer?, _ codec: UnsafePointer<pxl_codec>?) -> pxl_status {
   guard let codec else { return PXL_E_INVALID_ARGUMENT }
-  // Every failure calls destroy (pixload.h, "Extensions"), so that a host never frees
-  // user_data itself. A bad struct_size too: pxl_codec came with destroy and user_data,
-  // so every pxl_codec a program can declare holds them, whatever its struct_size says.
+  // Every failure calls destroy, as 0.5.0 promised for codecs (pixload.h, "Extensions";
+  // processors and fetchers never do), so that a host never frees user_data itself. A bad
+  // struct_size too: pxl_codec came with destroy and user_data, so every pxl_codec a
+  // program can declare holds them, whatever its struct_size says.
   // The log says why: a refused module is otherwise only "invalid argument".
   func refuse(_ loader: ImageLoader?, _ status: Status, _ why: String) -> pxl_status {
     codec.pointee.destroy?(codec.pointee.user_data)

@@ -50,26 +50,18 @@ private final class CFetcher: Fetcher, @unchecked Sendable {
 
 @c @implementation public func pxl_loader_add_fetcher(_ loaderHandle: OpaquePointer?, _ scheme: UnsafePointer<CChar>?,
                                                       _ fetcher: UnsafePointer<pxl_fetcher>?) -> pxl_status {
-  guard let fetcher else { return PXL_E_INVALID_ARGUMENT }
-  // Every failure calls destroy (pixload.h, "Extensions"). A bad struct_size too:
-  // pxl_fetcher came with destroy and user_data, so every one a program declares holds them.
-  guard let loader = loader(loaderHandle), let scheme,
-        let c = readGrowableStruct(fetcher, defaults: defaultFetcher(), knownEnds: fetcherVersions) else {
-    fetcher.pointee.destroy?(fetcher.pointee.user_data)
-    return PXL_E_INVALID_ARGUMENT
-  }
-  guard let start = c.start, c.max_concurrent > 0, c.disk_max_age_s >= 0 else {
-    c.destroy?(c.user_data)
-    return PXL_E_INVALID_ARGUMENT
-  }
+  // No failure calls destroy (pixload.h, "Extensions"): 0.5.0 promised it, and a 0.5.0
+  // host frees user_data itself after a refusal, so a call here would be a double free.
+  guard let loader = loader(loaderHandle), let scheme, let fetcher,
+        let c = readGrowableStruct(fetcher, defaults: defaultFetcher(), knownEnds: fetcherVersions),
+        let start = c.start, c.max_concurrent > 0, c.disk_max_age_s >= 0
+  else { return PXL_E_INVALID_ARGUMENT }
   let settings = FetcherSettings(maxConcurrent: Int(c.max_concurrent),
                                  diskMaxAgeSeconds: c.disk_cache != 0 ? Int(clamping: c.disk_max_age_s) : nil)
-  let registered = CFetcher(c, start: start)
   do {
-    try loader.addFetcher(registered, for: String(cString: scheme), settings: settings)
+    try loader.addFetcher(CFetcher(c, start: start), for: String(cString: scheme), settings: settings)
     return PXL_OK
   } catch {
-    registered.destroy()
     return cStatus(error.status)
   }
 }

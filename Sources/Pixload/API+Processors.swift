@@ -8,10 +8,12 @@ import Glibc
 #endif
 
 /// The chain of a request; PXL_E_INVALID_ARGUMENT naming the step when one is wrong
-/// whatever the image, which the loader's log also hears (pxl_load returns only the status).
-func processorChain(_ steps: UnsafePointer<pxl_processor>?, count: Int, _ loader: ImageLoader) throws(LoadError) -> [ImageProcessor] {
+/// whatever the image, which `log` also hears as a log line (pxl_load returns only the
+/// status; a table logs a row's reason once while the row stays refused, `RowRefusals`).
+func processorChain(_ steps: UnsafePointer<pxl_processor>?, count: Int, _ loader: ImageLoader,
+                    log: (String) -> Void) throws(LoadError) -> [ImageProcessor] {
   func reject(_ message: String) -> LoadError {
-    loader.configuration.log?(.error, "pixload: request: \(message)")
+    log("pixload: request: \(message)")
     return LoadError(.invalidArgument, "request: \(message)")
   }
   guard count > 0 else { return [] }
@@ -83,17 +85,12 @@ private final class FrameContext {
                                                         _ userData: UnsafeMutableRawPointer?,
                                                         _ destroy: pxl_processor_destroy_fn?)
   -> pxl_status {
-  // Every failure calls destroy (pixload.h, "Extensions"): these two by hand, a closed
-  // loader's through the refused CustomProcessor's deinit.
-  guard let loader = loader(loaderHandle), let id, let process else {
-    destroy?(userData)
-    return PXL_E_INVALID_ARGUMENT
-  }
+  // No failure calls destroy (pixload.h, "Extensions"): 0.5.0 promised it, and a 0.5.0
+  // host frees user_data itself after a refusal, so a call here would be a double free. A
+  // closed loader abandons the refused CustomProcessor (ProcessorRegistry.add) for the same reason.
+  guard let loader = loader(loaderHandle), let id, let process else { return PXL_E_INVALID_ARGUMENT }
   let name = String(cString: id)
-  guard !name.isEmpty, name.utf8.count <= 256 else {
-    destroy?(userData)
-    return PXL_E_INVALID_ARGUMENT
-  }
+  guard !name.isEmpty, name.utf8.count <= 256 else { return PXL_E_INVALID_ARGUMENT }
   // The user data travels as an integer: the callback may run on any decoder thread.
   let data = UInt(bitPattern: userData)
   let custom = CustomProcessor(id: name, version: version, process: { frame in

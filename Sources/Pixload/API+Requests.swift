@@ -69,8 +69,10 @@ private func readRequest(_ request: UnsafePointer<pxl_request>) -> pxl_request? 
 
 /// The request, or PXL_E_INVALID_ARGUMENT saying what is wrong: pxl_load returns only the
 /// status, a table reports the message as the row's result. `loader` resolves custom
-/// processors and hears what is wrong with a chain.
-private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) throws(LoadError) -> ImageRequest {
+/// processors; what is wrong with a chain goes to `log` (by default the loader's log, once
+/// per call).
+private func imageRequest(_ r: pxl_request, _ loader: ImageLoader,
+                          log: ((String) -> Void)? = nil) throws(LoadError) -> ImageRequest {
   func refused(_ message: String) -> LoadError { LoadError(.invalidArgument, "request: \(message)") }
   let knownFlags = UInt32(PXL_FLAG_IGNORE_ORIENTATION | PXL_FLAG_SKIP_MEMORY_CACHE | PXL_FLAG_RELOAD
                           | PXL_FLAG_CACHE_ONLY | PXL_FLAG_ANIMATE | PXL_FLAG_NO_COLOR_MANAGEMENT)
@@ -102,7 +104,8 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) throws(LoadEr
   if r.flags & UInt32(PXL_FLAG_CACHE_ONLY) != 0 { converted.cachePolicy = .cacheOnly }
   converted.animates = r.flags & UInt32(PXL_FLAG_ANIMATE) != 0
   converted.managesColor = r.flags & UInt32(PXL_FLAG_NO_COLOR_MANAGEMENT) == 0
-  converted.processors = try processorChain(r.processors, count: r.processor_count, loader)
+  converted.processors = try processorChain(r.processors, count: r.processor_count, loader,
+                                            log: log ?? { loader.configuration.log?(.error, $0) })
   guard readPlaceholder(r, into: &converted) else {
     throw refused("placeholder_kind \(r.placeholder_kind) is unknown, or placeholder is NULL with a length, or over 64 KB")
   }
@@ -111,18 +114,64 @@ private func imageRequest(_ r: pxl_request, _ loader: ImageLoader) throws(LoadEr
 
 /// The request a table's request_fn filled for a row (`fill` calls it with the library's
 /// pxl_request), nil when it left the row without an image; a request that is wrong
-/// throws, and the table reports it as the row's result.
-func tableRequest(_ loaderHandle: OpaquePointer?,
+/// throws, and the table reports it as the row's result. A row in the prefetch window is
+/// converted again on every pxl_table_set_visible: `refusals` lets its chain's log line
+/// out once while the row stays refused for that reason, not once a scroll frame.
+func tableRequest(_ loaderHandle: OpaquePointer?, row: Int, refusals: RowRefusals,
                   _ fill: (UnsafeMutablePointer<pxl_request>) -> Int32) throws(LoadError) -> ImageRequest? {
   var request = defaultRequest()
-  guard fill(&request) != 0, let owner = loader(loaderHandle) else { return nil }
+  guard fill(&request) != 0, let owner = loader(loaderHandle) else {
+    refusals.accepted(row)
+    return nil
+  }
   // The struct is this library's: a larger struct_size would make readRequest read past it.
   guard request.struct_size <= MemoryLayout<pxl_request>.stride,
         let r = withUnsafePointer(to: &request, { readRequest($0) }) else {
+    refusals.accepted(row)
     throw LoadError(.invalidArgument, "request: struct_size \(request.struct_size) is not a pxl_request's "
                     + "(the table's is \(MemoryLayout<pxl_request>.stride) bytes)")
   }
-  return try imageRequest(r, owner)
+  var logged = false
+  do throws(LoadError) {
+    let converted = try imageRequest(r, owner) { line in
+      logged = true
+      if refusals.refused(row, line) { owner.configuration.log?(.error, line) }
+    }
+    refusals.accepted(row)
+    return converted
+  } catch {
+    if !logged { refusals.accepted(row) }  // refused for another reason, which is not logged
+    throw error
+  }
+}
+
+/// The rows of one table whose chain was refused, with the log line said for each: a row
+/// is logged again only once it was accepted in between, or refused for another reason.
+final class RowRefusals: @unchecked Sendable {
+  private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+  private var lines: [Int: String] = [:]
+
+  init() { pthread_mutex_init(mutex, nil) }
+  deinit {
+    pthread_mutex_destroy(mutex)
+    mutex.deallocate()
+  }
+
+  private func locked<T>(_ body: () -> T) -> T {
+    pthread_mutex_lock(mutex)
+    defer { pthread_mutex_unlock(mutex) }
+    return body()
+  }
+
+  /// Records `line` as row's refusal; true when it is news (to be logged).
+  func refused(_ row: Int, _ line: String) -> Bool {
+    locked { lines.updateValue(line, forKey: row) != line }
+  }
+
+  /// The row is no longer refused for its chain.
+  func accepted(_ row: Int) {
+    locked { _ = lines.removeValue(forKey: row) }
+  }
 }
 
 @c @implementation public func pxl_load(_ loaderHandle: OpaquePointer?, _ request: UnsafePointer<pxl_request>?,

@@ -36,8 +36,9 @@ private func defaultTableConfig() -> pxl_table_config {
                                                 _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
   out?.pointee = nil
   guard let requestFunction, let rowFunction else { return PXL_E_INVALID_ARGUMENT }
+  let refusals = RowRefusals()
   let provider: ImageTable.RequestProvider = { row throws(LoadError) in
-    try tableRequest(loaderHandle) { requestFunction(Int64(row), $0, userData) }
+    try tableRequest(loaderHandle, row: row, refusals: refusals) { requestFunction(Int64(row), $0, userData) }
   }
   let handler: ImageTable.MeasuredRowHandler = { row, outcome, metrics in
     withResult(outcome, metrics: metrics) { result in rowFunction(Int64(row), result, userData) }
@@ -85,8 +86,9 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
                                              _ out: UnsafeMutablePointer<OpaquePointer?>?) -> pxl_status {
   out?.pointee = nil
   guard let requestFunction, let rowFunction else { return PXL_E_INVALID_ARGUMENT }
+  let refusals = RowRefusals()
   let provider: ImageTable.RequestProvider = { row throws(LoadError) in
-    try tableRequest(loaderHandle) { requestFunction(userData, Int64(row), $0) }
+    try tableRequest(loaderHandle, row: row, refusals: refusals) { requestFunction(userData, Int64(row), $0) }
   }
   let handler: ImageTable.MeasuredRowHandler = { row, outcome, _ in
     withResult(outcome) { result in rowFunction(userData, Int64(row), result) }

@@ -64,6 +64,32 @@ final class FetchingTests: XCTestCase {
     XCTAssertEqual(try DataURI.decode("data:,%41%41%41", maxBytes: 3).get(), Array("AAA".utf8))
   }
 
+  /// The size checked before decoding never exceeds the decoded size: escaped whitespace
+  /// and an escaped `=` are ignored by base64 as their raw forms are (pixload.h, "data:
+  /// URIs"), so they count for nothing. Each case sits at the limit (taken) and one byte
+  /// over it (refused).
+  func testTheBodyLimitIgnoresEscapedWhitespaceAndPadding() {
+    func status(_ uri: String, _ maxBytes: Int) -> Status? {
+      switch DataURI.decode(uri, maxBytes: maxBytes) {
+      case .success(let bytes): return bytes.count <= maxBytes ? .ok : nil
+      case .failure(let error): return error.status
+      }
+    }
+    let cases: [(uri: String, size: Int)] = [
+      ("data:;base64,AAAA%0A%0A", 3),           // escaped LF
+      ("data:;base64,AA%20AA%09%0C%0D", 3),     // escaped space, TAB, FF, CR
+      ("data:;base64,AAAAAA%3D%3D", 4),         // escaped padding
+      ("data:;base64,AA%3d%0a%0A%20=", 1),      // lower-case hex, mixed with raw padding
+      ("data:;base64,%41%41%41%41%0A%0A", 3),   // escaped base64 characters too
+    ]
+    for (uri, size) in cases {
+      XCTAssertEqual(try DataURI.decode(uri, maxBytes: size).get().count, size, uri)
+      XCTAssertEqual(status(uri, size + 1), .ok, "\(uri) under the limit")
+      XCTAssertEqual(status(uri, size), .ok, "\(uri) at the limit")
+      XCTAssertEqual(status(uri, size - 1), .bodyTooLarge, "\(uri) one byte over the limit")
+    }
+  }
+
   func testRequestURLKeepsDataAndUnknownSchemesAsWritten() throws {
     let data = try RequestURL(parsing: "DATA:image/png;base64,AAAA")
     XCTAssertEqual(data.scheme, "data")

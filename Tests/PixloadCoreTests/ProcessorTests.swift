@@ -541,5 +541,10 @@ final class ProcessorLoaderTests: XCTestCase {
     XCTAssertEqual(retired, 1, "replacing retires the old version")
     loader.close()
     XCTAssertEqual(retired, 11)
+    // Refused by the closed loader: abandoned, its onRetired never runs (the C API's
+    // pxl_loader_add_processor leaves user_data to the host on failure, as 0.5.0 did).
+    XCTAssertFalse(loader.customProcessors.add(CustomProcessor(id: "b", version: 1, process: { _ in nil },
+                                                               onRetired: { retired += 100 })))
+    XCTAssertEqual(retired, 11)
   }
 }

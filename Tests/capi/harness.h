@@ -299,6 +299,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_processors_invalid)        \
   X(test_processors_custom) \
   X(test_processors_table)          \
+  X(test_processors_table_refused_log) \
   X(test_processors_animated)       \
   X(test_processors_preview)        \
   X(test_tls_odd_https_spelling)    \

@@ -152,8 +152,9 @@ void test_codec_qoi(const struct test_env *env) {
   CHECK(add_codec_logged(&log, "struct_size 8"));
   c.struct_size = (size_t)1 << 20;
   CHECK_STATUS(pxl_loader_add_codec(loader, &c), PXL_E_INVALID_ARGUMENT);
-  /* Every failure but the NULL codec: NULL loader, bad id twice, no decode, no version,
-   * struct_size twice. */
+  /* A codec's rule (pixload.h, "Extensions"; not a processor's or a fetcher's): every
+   * failure but the NULL codec calls destroy: NULL loader, bad id twice, no decode, no
+   * version, struct_size twice. */
   CHECK_INT(atomic_load(&bad.destroyed), 7);
   CHECK_STATUS(pxl_codec_init_size(NULL, sizeof c), PXL_E_INVALID_ARGUMENT);
 

@@ -115,6 +115,48 @@ static pxl_status ok_processor(pxl_processor_frame *frame, char *message, size_t
   return PXL_OK;
 }
 
+/* Registrations tried on a closed loader: from the destroy of a processor that
+ * pxl_loader_free retires (the loader is still valid there, and closed). */
+struct closed_probe {
+  pxl_loader *loader;
+  pxl_status processor, fetcher, codec;
+  atomic_int processor_destroys, fetcher_destroys, codec_destroys;
+};
+
+static void never_start(const char *url, pxl_fetch *fetch, void *user_data) { (void)url, (void)fetch, (void)user_data; }
+static int32_t never_sniff(const uint8_t *data, size_t size, void *user_data) { (void)data, (void)size, (void)user_data; return 0; }
+static pxl_status never_header(const uint8_t *data, size_t size, pxl_codec_header *header, char *message,
+                               size_t cap, void *user_data) {
+  (void)data, (void)size, (void)header, (void)message, (void)cap, (void)user_data;
+  return PXL_E_CORRUPT_IMAGE;
+}
+static pxl_status never_decode(const uint8_t *data, size_t size, pxl_codec_target *target, char *message, size_t cap,
+                               void *user_data) {
+  (void)data, (void)size, (void)target, (void)message, (void)cap, (void)user_data;
+  return PXL_E_CORRUPT_IMAGE;
+}
+
+static void probe_closed_loader(void *user_data) {
+  struct closed_probe *p = user_data;
+  p->processor = pxl_loader_add_processor(p->loader, "late", 1, ok_processor, &p->processor_destroys, count_destroy);
+  pxl_fetcher fetcher;
+  pxl_fetcher_init(&fetcher);
+  fetcher.start = never_start;
+  fetcher.destroy = count_destroy;
+  fetcher.user_data = &p->fetcher_destroys;
+  p->fetcher = pxl_loader_add_fetcher(p->loader, "late", &fetcher);
+  pxl_codec codec;
+  pxl_codec_init(&codec);
+  codec.id = "late";
+  codec.version = "1";
+  codec.sniff = never_sniff;
+  codec.read_header = never_header;
+  codec.decode = never_decode;
+  codec.destroy = count_destroy;
+  codec.user_data = &p->codec_destroys;
+  p->codec = pxl_loader_add_codec(p->loader, &codec);
+}
+
 void test_processors_invalid(const struct test_env *env) {
   struct log_lines log = {PTHREAD_MUTEX_INITIALIZER, "", 0};
   pxl_config config;
@@ -166,7 +208,8 @@ void test_processors_invalid(const struct test_env *env) {
   CHECK_INT(drain_for(queue, 100), 0); /* no callback for a refused request */
   CHECK_INT(log_count(env, u.uri), 0);  /* and no request reached the server */
 
-  /* Registration arguments: each refusal calls destroy once (pixload.h, "Extensions"). */
+  /* Registration arguments: a refusal never calls a processor's destroy, as 0.5.0
+   * promised (pixload.h, "Extensions"): user_data is still the caller's. */
   atomic_int calls = 0;
   char long_id[258];
   memset(long_id, 'a', sizeof long_id - 1);
@@ -176,12 +219,24 @@ void test_processors_invalid(const struct test_env *env) {
   CHECK_STATUS(pxl_loader_add_processor(loader, "", 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_add_processor(loader, long_id, 1, ok_processor, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_add_processor(loader, "x", 1, NULL, &calls, count_destroy), PXL_E_INVALID_ARGUMENT);
-  CHECK_INT(atomic_load(&calls), 5);
+  CHECK_INT(atomic_load(&calls), 0);
   CHECK_STATUS(pxl_loader_add_processor(loader, "x", 1, NULL, &calls, NULL), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_loader_remove_processor(loader, "x"), PXL_E_NOT_FOUND);
   CHECK_STATUS(pxl_loader_remove_processor(NULL, "x"), PXL_E_INVALID_ARGUMENT);
+
+  /* A closed loader: PXL_E_LOADER_CLOSED, and the per-kind rule still holds: destroy is
+   * called for the codec only, never for the processor or the fetcher. */
+  struct closed_probe probe = {.loader = loader, .processor = PXL_OK, .fetcher = PXL_OK, .codec = PXL_OK};
+  /* "probe" never runs: its destroy, during pxl_loader_free, tries the registrations. */
+  CHECK_STATUS(pxl_loader_add_processor(loader, "probe", 1, ok_processor, &probe, probe_closed_loader), PXL_OK);
   pxl_queue_free(queue);
   pxl_loader_free(loader);
+  CHECK_STATUS(probe.processor, PXL_E_LOADER_CLOSED);
+  CHECK_STATUS(probe.fetcher, PXL_E_LOADER_CLOSED);
+  CHECK_STATUS(probe.codec, PXL_E_LOADER_CLOSED);
+  CHECK_INT(atomic_load(&probe.processor_destroys), 0);
+  CHECK_INT(atomic_load(&probe.fetcher_destroys), 0);
+  CHECK_INT(atomic_load(&probe.codec_destroys), 1);
 }
 
 /* ---- custom processors ---- */
@@ -439,6 +494,82 @@ void test_processors_table(const struct test_env *env) {
   pxl_table_free(table);
   for (int row = 0; row < 3; row++) pxl_image_release(t->image[row]);
   free(t);
+  pxl_queue_free(queue);
+  pxl_loader_free(loader);
+}
+
+/* A table whose rows 1, 3 and 4 ask for a chain that is refused (rotate by 45 degrees):
+ * each refused row's reason goes to the log once while it stays refused, not once per
+ * pxl_table_set_visible (rows in the prefetch window are converted again on each call). */
+struct refused_rows {
+  int bad[16];
+  pxl_processor rotate;
+  atomic_int lines; /* log lines about a refused request */
+  atomic_int results;
+};
+
+static void count_request_log(int32_t level, const char *message, void *user_data) {
+  (void)level;
+  if (strstr(message, "pixload: request:")) atomic_fetch_add(&((struct refused_rows *)user_data)->lines, 1);
+}
+
+static int refused_rows_request(int64_t row, pxl_request *request, void *user_data) {
+  struct refused_rows *t = user_data;
+  if (row < 0 || row >= 16 || !t->bad[row]) return 0; /* no image: nothing reaches the network */
+  request->url = "http://127.0.0.1:9/never.png";
+  request->processors = &t->rotate;
+  request->processor_count = 1;
+  return 1;
+}
+
+static void refused_rows_row(int64_t row, const pxl_result *result, void *user_data) {
+  (void)row, (void)result;
+  atomic_fetch_add(&((struct refused_rows *)user_data)->results, 1);
+}
+
+void test_processors_table_refused_log(const struct test_env *env) {
+  (void)env;
+  struct refused_rows t = {.bad = {[1] = 1, [3] = 1, [4] = 1}};
+  t.rotate = step(PXL_PROCESS_ROTATE);
+  t.rotate.degrees = 45;
+  pxl_config config;
+  pxl_config_init(&config);
+  config.log = count_request_log;
+  config.log_user_data = &t;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  pxl_table *table = NULL;
+  CHECK_STATUS(pxl_table_create(loader, queue, NULL, 16, refused_rows_request, refused_rows_row, &t, &table), PXL_OK);
+  CHECK_STATUS(pxl_table_set_visible(table, 0, 2, 0), PXL_OK);
+  pxl_queue_dispatch(queue, 0);
+  int first = atomic_load(&t.lines);
+  /* Row 1 (visible) and at least one prefetched row (3, 4) were refused and logged. */
+  CHECKF(first >= 2 && first <= 3, "%d log lines after the first set_visible", first);
+  for (int frame = 0; frame < 20; frame++) {
+    CHECK_STATUS(pxl_table_set_visible(table, 0, 2, frame % 2 ? 1 : 0), PXL_OK);
+    pxl_queue_dispatch(queue, 0);
+  }
+  CHECKF(atomic_load(&t.lines) == first, "%d log lines after 21 set_visible calls, %d after the first",
+         atomic_load(&t.lines), first);
+  CHECK(atomic_load(&t.results) >= 1); /* the visible row's refusal reached row_fn */
+  /* Row 3 accepted (no image) and refused again: its reason is news, logged once more. */
+  t.bad[3] = 0;
+  CHECK_STATUS(pxl_table_set_visible(table, 2, 2, 0), PXL_OK);
+  t.bad[3] = 1;
+  for (int frame = 0; frame < 5; frame++) CHECK_STATUS(pxl_table_set_visible(table, 2, 2, 0), PXL_OK);
+  pxl_queue_dispatch(queue, 0);
+  int after = atomic_load(&t.lines);
+  CHECKF(after >= first + 1 && after <= first + 2, "%d log lines after row 3 came back refused, %d before", after, first);
+  pxl_table_free(table);
+  /* pxl_load keeps its one line per call. */
+  pxl_request request;
+  request_for(&request, "http://127.0.0.1:9/never.png", 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.processors = &t.rotate;
+  request.processor_count = 1;
+  struct capture c = {0};
+  for (int i = 0; i < 3; i++)
+    CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, &c, NULL), PXL_E_INVALID_ARGUMENT);
+  CHECK_INT(atomic_load(&t.lines), after + 3);
   pxl_queue_free(queue);
   pxl_loader_free(loader);
 }

@@ -18,6 +18,7 @@
  *   killparent      sends SIGUSR1 to its parent (seccomp does not look at the signal: SIGKILL
  *                   would be refused the same way, and a failure here would not end the test)
  *   write PATH      creates PATH and writes into it
+ *   status N        fails with status N (any number: one pixload.h does not define too)
  *
  * Whatever a case achieves, it returns PXL_OK, so a case that is not stopped shows up as a
  * successful decode; where a call fails it answers PXL_E_IO with the call's error.
@@ -140,6 +141,9 @@ static pxl_status decode(const uint8_t *data, size_t size, pxl_codec_target *t, 
     waitpid(pid, NULL, 0);
   } else if (strcmp(what, "killparent") == 0) {
     if (kill(getppid(), SIGUSR1) != 0) return fail(message, cap, "kill");
+  } else if (strcmp(what, "status") == 0) {
+    snprintf(message, cap, "hostile status %s", arg);
+    return (pxl_status)atoi(arg);
   } else if (strcmp(what, "write") == 0) {
     int fd = open(arg, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) return fail(message, cap, "open");

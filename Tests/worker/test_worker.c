@@ -406,7 +406,8 @@ int main(int argc, char **argv) {
   } cases[] = {
       {"ok", 5000},        {"thread", 5000}, {"segv", 5000},    {"spin", 1000},      {"alloc16g", 10000},
       {"overflow", 5000},  {"huge", 5000},   {"read %s", 5000}, {"connect %d", 5000}, {"exec %s", 5000},
-      {"fork", 5000},      {"killparent", 5000}, {"write %s", 5000},
+      {"fork", 5000},      {"killparent", 5000}, {"write %s", 5000}, {"status 9999", 5000},
+      {"status -7", 5000}, {"status 7", 5000},
   };
   printf("%-12s | %-15s | %-16s | %s\n", "case", "status", "worker", "message");
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -435,6 +436,14 @@ int main(int argc, char **argv) {
     if (strcmp(name, "huge") == 0) check(r.status == PXL_E_TOO_MANY_PIXELS && pxl_worker_alive(worker),
                                          "a header over max_pixels is refused before any buffer");
     if (strcmp(name, "alloc16g") == 0) check(strstr(r.message, "decoder exceeded") != NULL, "alloc16g meets RLIMIT_AS");
+    if (strcmp(name, "status") == 0) {
+      /* A status pixload.h does not define counts as PXL_E_IO, as any extension's does in
+       * the library ("Extensions"); a defined one not a codec's (PXL_E_TIMEOUT) stays a
+       * corrupt image. The worker lives on, and the message is the module's. */
+      pxl_status want = strcmp(input, "HOSTILE:status 7") == 0 ? PXL_E_CORRUPT_IMAGE : PXL_E_IO;
+      snprintf(what, sizeof what, "%s is %s, the worker alive, the module's message", input + 8, status_name(want));
+      check(r.status == want && pxl_worker_alive(worker) && strstr(r.message, "hostile status") != NULL, what);
+    }
     pxl_worker_result_release(&r);
     snprintf(what, sizeof what, "the next image decodes after %s", name);
     check(good_decode(NULL), what);

@@ -24,8 +24,10 @@ enum DataURI {
       return .success(percentDecoded(payload))
     }
     // Base64, under percent-encoding (a `+` or `/` may arrive escaped): 6 bits a character.
-    let ignored = payload.lazy.filter { $0 == UInt8(ascii: "=") || isASCIIWhitespace($0) }.count
-    guard (payload.count - 2 * escapes - ignored) * 3 / 4 <= maxBytes else { return .failure(tooLarge(maxBytes)) }
+    // The characters counted are the percent-decoded ones that are not `=` or whitespace,
+    // whether they came raw or escaped (`%0A`, `%20`, `%3D` are ignored as `\n`, ` `, `=`
+    // are), so the estimate is the decoded size: never above it.
+    guard base64Characters(payload) * 3 / 4 <= maxBytes else { return .failure(tooLarge(maxBytes)) }
     guard let bytes = forgivingBase64Decoded(percentDecoded(payload)) else {
       return .failure(LoadError(.malformedURL, "data: URI with invalid base64"))
     }
@@ -63,6 +65,24 @@ enum DataURI {
 
   private static func isEscape(_ text: ArraySlice<UInt8>, at index: Int) -> Bool {
     index + 2 < text.endIndex && hexValue(text[index + 1]) != nil && hexValue(text[index + 2]) != nil
+  }
+
+  /// How many characters of `text`, once percent-decoded, forgiving-base64 decodes (all
+  /// but `=` and ASCII whitespace), without decoding it.
+  private static func base64Characters(_ text: ArraySlice<UInt8>) -> Int {
+    var count = 0
+    var index = text.startIndex
+    while index < text.endIndex {
+      var byte = text[index]
+      if byte == UInt8(ascii: "%"), isEscape(text, at: index) {
+        byte = hexValue(text[index + 1])! << 4 | hexValue(text[index + 2])!
+        index += 3
+      } else {
+        index += 1
+      }
+      if byte != UInt8(ascii: "="), !isASCIIWhitespace(byte) { count += 1 }
+    }
+    return count
   }
 
   /// `%XX` as a byte; a `%` not followed by two hex digits stays as it is (as browsers do).

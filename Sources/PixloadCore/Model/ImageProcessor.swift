@@ -189,6 +189,8 @@ protocol ProcessorCalls: AnyObject, Sendable {
   /// nil: the processor is retired (the caller reports CANCELLED); else the call's result.
   func run(_ frame: ProcessingFrame) -> LoadError??
   func retire()
+  /// Never registered: no call will start, and `onRetired` is dropped without running.
+  func abandon()
 }
 
 /// A processor the host registered (pxl_loader_add_processor). Equal, and merged and
@@ -217,6 +219,10 @@ public final class CustomProcessor: Hashable, @unchecked Sendable {
   /// No new call starts; calls under way see their flags raised. The destroy callback runs
   /// now, or when the last call under way returns.
   public func retire() { calls.retire() }
+
+  /// It was never registered (its loader had closed): no call starts and the destroy
+  /// callback never runs, the registration's caller keeps what it would free.
+  public func abandon() { calls.abandon() }
 
   public static func == (a: CustomProcessor, b: CustomProcessor) -> Bool { a.id == b.id && a.version == b.version }
   public func hash(into hasher: inout Hasher) {

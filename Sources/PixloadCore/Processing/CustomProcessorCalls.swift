@@ -46,6 +46,13 @@ final class RetiringProcessorCalls: ProcessorCalls, @unchecked Sendable {
     }
     retired?()
   }
+
+  func abandon() {
+    lock.withLock {
+      process = nil
+      onRetired = nil
+    }
+  }
 }
 
 extension CustomProcessor {

@@ -9,16 +9,21 @@ public final class ProcessorRegistry: @unchecked Sendable {
   public init() {}
 
   /// Adds `processor`, replacing (and retiring) one of the same id. False once the loader
-  /// closed: then `processor` is retired at once.
+  /// closed: then `processor` is abandoned, its `onRetired` never runs (the caller keeps
+  /// what it would free: pxl_loader_add_processor's failures do not call destroy).
   @discardableResult
   public func add(_ processor: CustomProcessor) -> Bool {
     let (added, replaced): (Bool, CustomProcessor?) = lock.withLock {
-      if closed { return (false, processor) }
+      if closed { return (false, nil) }
       defer { processors[processor.id] = processor }
       return (true, processors[processor.id])
     }
+    guard added else {
+      processor.abandon()
+      return false
+    }
     replaced?.retire()
-    return added
+    return true
   }
 
   /// Removes and retires the processor `id`; false when none is registered.

@@ -203,7 +203,8 @@ def add_fetcher(loader, scheme, fetch, max_concurrent=8, disk_cache=False, disk_
     fetcher.disk_max_age_s = int(disk_max_age)
     status = lib.pxl_loader_add_fetcher(loader._handle(), _encode(scheme), ctypes.byref(fetcher))
     if status != Status.OK:
-        # The failed call has run destroy (_on_destroy): the entry is gone already.
+        with _lock:
+            _fetchers.pop(key, None)  # a refusal never calls destroy (pixload.h, "Extensions")
         raise PixloadError.from_status(status, f"pxl_loader_add_fetcher {scheme!r}")
     return entry
 

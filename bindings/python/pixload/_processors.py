@@ -287,7 +287,8 @@ def _register(loader, custom):
                                           ctypes.cast(call, ctypes.c_void_p), token,
                                           ctypes.cast(_destroy, ctypes.c_void_p))
     if status != 0:
-        # The failed call has run _destroy, which dropped the trampoline from _live.
+        with _lock:
+            _live.pop(token, None)  # a refusal never calls _destroy (pixload.h, "Extensions")
         _check(status, "pxl_loader_add_processor")
     registered[custom.id] = custom
 

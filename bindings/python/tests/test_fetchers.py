@@ -249,10 +249,15 @@ def test_misbehaving_fetchers():
 
 
 def test_registration_rules():
+    from pixload import _fetchers
+
     with pixload.Loader() as loader:
+        before = len(_fetchers._fetchers)
         for scheme in ("http", "data", "file", "ftp", "a b", ""):
             with pytest.raises(pixload.InvalidArgumentError):
                 loader.add_fetcher(scheme, lambda url, sink: None)
+        # A refusal never calls destroy (pixload.h, "Extensions"): the binding drops its entry.
+        assert len(_fetchers._fetchers) == before
         with pytest.raises(pixload.URLError):
             loader.fetch_sync("app:x")
         loader.add_fetcher("app", lambda url, sink: sink.finish(pixload.Status.NOT_FOUND))

@@ -157,6 +157,17 @@ def test_custom_processors(server, loader, queue):
     assert seen == [True]
 
 
+def test_a_refused_custom_processor_keeps_no_trampoline(loader):
+    from pixload import _processors
+
+    before = len(_processors._live)
+    # "" is refused by pxl_loader_add_processor, which never calls destroy then
+    # (pixload.h, "Extensions"): the binding drops the trampoline itself.
+    with pytest.raises(pixload.InvalidArgumentError):
+        loader.fetch_sync("http://127.0.0.1:9/x.png", process=[pixload.Custom("", 1, lambda pixels: None)])
+    assert len(_processors._live) == before
+
+
 def test_cli_process_and_the_disk_cache_across_processes(server, cli, tmp_path):
     import subprocess
 

@@ -131,12 +131,15 @@ impl Loader {
     {
         let id = c_string("a processor id", id)?;
         let data = Box::into_raw(Box::new(Box::new(process) as ProcessFn));
-        // SAFETY: a live loader; on_destroy gets data back exactly once, also when the call
-        // fails (pixload.h, "Extensions"), so the box is never ours to free.
+        // SAFETY: a live loader; after PXL_OK on_destroy gets data back exactly once; a
+        // refusal never calls destroy (pixload.h, "Extensions", as 0.5.0), so the box is ours.
         let status = unsafe {
             sys::pxl_loader_add_processor(self.as_ptr(), id.as_ptr(), version, Some(on_process), data as *mut c_void,
                                           Some(on_destroy))
         };
+        if status != sys::PXL_OK {
+            drop(unsafe { Box::from_raw(data) });
+        }
         check(status)
     }
 

@@ -166,9 +166,12 @@ impl Loader {
             raw.disk_cache = 1;
             raw.disk_max_age_s = age.as_secs().min(i64::MAX as u64) as i64;
         }
-        // SAFETY: on_destroy gets the box back exactly once, also when the call fails
-        // (pixload.h, "Extensions"), so it is never ours to free.
+        // SAFETY: after PXL_OK on_destroy gets the box back exactly once; a refusal never
+        // calls destroy (pixload.h, "Extensions", as 0.5.0), so the box is ours to free.
         let status = unsafe { sys::pxl_loader_add_fetcher(self.as_ptr(), scheme.as_ptr(), &raw) };
+        if status != sys::PXL_OK {
+            drop(unsafe { Box::from_raw(boxed) });
+        }
         check(status)
     }
 
