@@ -249,8 +249,10 @@ void test_fault_retry_after(const struct test_env *env) {
          now_ms() - start);
   CHECKF(gaps[0] >= 1000.0, "429 with Retry-After: 1 retried after %.0f ms", gaps[0]);
   CHECKF(gaps[1] >= 1000.0, "503 with Retry-After: 1 retried after %.0f ms", gaps[1]);
-  /* The date has whole seconds: 2 s from now is at least 1 s from now. */
-  CHECKF(gaps[2] >= 1000.0 && gaps[2] <= 3000.0 * env->slow_factor,
+  /* The date has whole seconds: 2 s from now is at least 1 s from now. And at most 3 s:
+   * libcurl subtracts time(NULL), glibc's coarse clock, which can still read the previous
+   * second a few ms after the server's clock turned (seen: 3002 ms, 1 run in 7). */
+  CHECKF(gaps[2] >= 1000.0 && gaps[2] <= 3500.0 * env->slow_factor,
          "503 with Retry-After: <date 2 s ahead> retried after %.0f ms", gaps[2]);
   CHECKF(gaps[3] >= 300.0 && gaps[3] <= 1000.0 * env->slow_factor,
          "Retry-After: 30 with retry_max_delay_ms 300: retried after %.0f ms", gaps[3]);
