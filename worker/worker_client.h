@@ -82,6 +82,17 @@ void pxl_worker_layers_string(uint32_t layers, char *buf, size_t cap);
 void pxl_worker_decode(pxl_worker *worker, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
                        int32_t target_height, int timeout_ms, pxl_worker_result *result);
 
+/* A flag of pxl_worker_decode_flags, not sent: stop at the worker's HEADER (the image's
+ * size, and the size it would draw for the target), answer CANCEL, return PXL_OK and the
+ * header without pixels. */
+#define PXL_WORKER_CLIENT_HEADER_ONLY 0x10000u
+
+/* pxl_worker_decode with DECODE's flags (PXL_WORKER_KEEP_ORIENTATION,
+ * PXL_WORKER_CLIENT_HEADER_ONLY). */
+void pxl_worker_decode_flags(pxl_worker *worker, const uint8_t *data, size_t size, const char *codec,
+                             int32_t target_width, int32_t target_height, uint32_t flags, int timeout_ms,
+                             pxl_worker_result *result);
+
 void pxl_worker_result_release(pxl_worker_result *result);
 
 /* Closes the socket (the worker exits), kills it if it lingers, reaps it. NULL is fine. */

@@ -10,7 +10,13 @@
  * "install libpixload-X" error for a known format without its module.
  */
 #define _DEFAULT_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -514,4 +520,134 @@ void test_codec_module_missing(const struct test_env *env) {
   CHECK(none == NULL);
   pxl_loader_free(loader);
   pxl_queue_free(queue);
+}
+
+/* Issue 39: a codec module that misbehaves on purpose (Tests/worker/hostile_module.c),
+ * loaded as a module through pxl_config.codec_modules and PIXLOAD_CODEC_PATH (run.sh builds
+ * it into PXL_TEST_HOSTILE_DIR), through a real loader at the default isolation: each
+ * hostile case ends in PXL_E_DECODER_FAILED or a refusal, the host survives, what it
+ * tried left no trace, and the next image decodes. With PXL_ISOLATION_NONE the segfault
+ * does crash a child process (so this test can fail). */
+void test_isolation_hostile_module(const struct test_env *env) {
+  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
+  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
+  if (!dir) return;
+  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
+  char *saved = old_path ? strdup(old_path) : NULL;
+  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+
+  /* What the module will try to reach. */
+  char secret[1024], written[1024], pwned[1024];
+  snprintf(secret, sizeof secret, "%s/isolation-secret.txt", env->fixture_dir);
+  snprintf(written, sizeof written, "%s/isolation-written.txt", env->fixture_dir);
+  snprintf(pwned, sizeof pwned, "%s/isolation-pwned.txt", env->fixture_dir);
+  write_fixture(env, "isolation-secret.txt", (const uint8_t *)"SECRET", 6);
+  unlink(written);
+  unlink(pwned);
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof addr;
+  CHECK(listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(listener, 4) == 0 &&
+        getsockname(listener, (struct sockaddr *)&addr, &len) == 0);
+
+  pxl_config config;
+  pxl_config_init(&config);
+  CHECK_INT(config.isolation, PXL_ISOLATION_MODULES);
+  CHECK_INT(config.decode_timeout_ms, 10000);
+  config.codec_modules = "hostile";
+  config.decode_timeout_ms = 2000 * env->slow_factor;
+  config.memory_cache_bytes = 0;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  char layers[128] = "";
+  pxl_loader_isolation(loader, layers, sizeof layers);
+  CHECKF(strstr(layers, "seccomp") != NULL, "isolation: %s", layers);
+
+  struct { const char *line; pxl_status want; const char *says; } cases[] = {
+      {"segv", PXL_E_DECODER_FAILED, "SIGSEGV"},
+      {"spin", PXL_E_DECODER_FAILED, "timed out after"},
+      {"alloc16g", PXL_E_DECODER_FAILED, "exceeded"},
+      {"overflow", PXL_E_DECODER_FAILED, "decoder"},
+      {"huge", PXL_E_TOO_MANY_PIXELS, NULL},
+      {"read", PXL_OK, NULL}, /* any refusal: checked below */
+      {"connect", PXL_E_DECODER_FAILED, "SIGSYS: a forbidden system call"},
+      {"exec", PXL_E_DECODER_FAILED, "SIGSYS"},
+      {"fork", PXL_E_DECODER_FAILED, "SIGSYS"},
+      {"killparent", PXL_OK, NULL}, /* any refusal: we are alive to check it */
+      {"write", PXL_OK, NULL},      /* any refusal */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char body[1200], name[64], path[80];
+    const char *arg = strcmp(cases[i].line, "read") == 0 ? secret
+                      : strcmp(cases[i].line, "write") == 0 ? written
+                      : strcmp(cases[i].line, "exec") == 0 ? pwned : "";
+    char port[16];
+    snprintf(port, sizeof port, "%d", ntohs(addr.sin_port));
+    if (strcmp(cases[i].line, "connect") == 0) arg = port;
+    snprintf(body, sizeof body, "HOSTILE:%s %s\n", cases[i].line, arg);
+    snprintf(name, sizeof name, "hostile-%s.bin", cases[i].line);
+    write_fixture(env, name, (const uint8_t *)body, strlen(body));
+    snprintf(path, sizeof path, "/%s", name);
+    struct test_url u = test_url(env, path, "isolation");
+    pxl_status status;
+    char message[256] = "";
+    pxl_image *image = load(env, loader, queue, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+    if (cases[i].want != PXL_OK) {
+      CHECKF(status == cases[i].want, "%s: %d %s", cases[i].line, status, message);
+    } else {
+      CHECKF(status != PXL_OK, "%s decoded: %s", cases[i].line, message);
+    }
+    if (cases[i].says) CHECKF(strstr(message, cases[i].says) != NULL, "%s: message %s", cases[i].line, message);
+    pxl_image_release(image);
+    /* The next image decodes (a fresh worker when that one died). */
+    write_fixture(env, "hostile-ok.bin", (const uint8_t *)"HOSTILE:ok\n", 11);
+    struct test_url ok = test_url(env, "/hostile-ok.bin", cases[i].line);
+    image = load(env, loader, queue, ok.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+    CHECKF(status == PXL_OK && image && pxl_image_width(image) == 4, "after %s: %d %s", cases[i].line, status, message);
+    pxl_image_release(image);
+  }
+  CHECK(access(written, F_OK) != 0);
+  CHECK(access(pwned, F_OK) != 0);
+  CHECKF(accept(listener, NULL, NULL) < 0, "the listener saw a connection");
+  close(listener);
+
+  /* A failed decode is not cached: the same URL fails again, through a fresh worker. */
+  struct test_url segv = test_url(env, "/hostile-segv.bin", "isolation");
+  pxl_status status;
+  char message[256] = "";
+  pxl_image *image = load(env, loader, queue, segv.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_E_DECODER_FAILED, "segv again: %d %s", status, message);
+  pxl_image_release(image);
+  CHECK(strcmp(pxl_status_string(PXL_E_DECODER_FAILED), "the decoder failed (crashed, killed or timed out)") == 0);
+  pxl_loader_free(loader);
+
+  /* PXL_ISOLATION_ALL is refused in this release. */
+  config.isolation = PXL_ISOLATION_ALL;
+  pxl_loader *all = NULL;
+  CHECK_STATUS(pxl_loader_new(&config, &all), PXL_E_UNSUPPORTED);
+
+  /* Without isolation, the segfault is the host's: in a child, which it kills. */
+  fflush(NULL);
+  pid_t child = fork();
+  if (child == 0) {
+    config.isolation = PXL_ISOLATION_NONE;
+    pxl_loader *host = NULL;
+    if (pxl_loader_new(&config, &host) != PXL_OK) _exit(3);
+    pxl_request request;
+    request_for(&request, segv.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+    struct capture got;
+    memset(&got, 0, sizeof got);
+    load_and_wait(env, host, queue, &request, &got);
+    _exit(4); /* not reached: the decode crashed the process */
+  }
+  int wstatus = 0;
+  CHECK(child > 0 && waitpid(child, &wstatus, 0) == child);
+  CHECKF(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGSEGV, "the in-process child ended with %#x", wstatus);
+  pxl_queue_free(queue);
+  if (saved) {
+    setenv("PIXLOAD_CODEC_PATH", saved, 1);
+    free(saved);
+  } else {
+    unsetenv("PIXLOAD_CODEC_PATH");
+  }
 }

@@ -216,6 +216,11 @@ public final class CodecTable: @unchecked Sendable {
 
   public var isEmpty: Bool { lock.withLock { entries.isEmpty } }
 
+  /// The first registered codec that decodes in a worker (pixload.h, "Isolation"), or nil.
+  public var firstIsolated: IsolatedCodec? {
+    lock.withLock { entries.lazy.compactMap { $0.codec as? IsolatedCodec }.first }
+  }
+
   /// What the registered codecs are, as part of a variant's memory key
   /// (`ImageVariant.codecs`); `.none` for none.
   public var signature: CodecSignature { lock.withLock { signatureValue } }
