@@ -556,7 +556,6 @@ void test_isolation_hostile_module(const struct test_env *env) {
   CHECK_INT(config.decode_timeout_ms, 10000);
   config.codec_modules = "hostile";
   config.decode_timeout_ms = 2000 * env->slow_factor;
-  config.memory_cache_bytes = 0;
   pxl_loader *loader = new_loader(&config);
   pxl_queue *queue = new_queue();
   char layers[128] = "";
@@ -625,6 +624,22 @@ void test_isolation_hostile_module(const struct test_env *env) {
   config.isolation = PXL_ISOLATION_ALL;
   pxl_loader *all = NULL;
   CHECK_STATUS(pxl_loader_new(&config, &all), PXL_E_UNSUPPORTED);
+  config.isolation = 0x7F;
+  CHECK_STATUS(pxl_loader_new(&config, &all), PXL_E_INVALID_ARGUMENT);
+  /* REQUIRED, where every layer is in force (test-worker proves the kernel here has them),
+   * decodes; NONE isolates nothing. */
+  config.isolation = PXL_ISOLATION_MODULES | PXL_ISOLATION_REQUIRED;
+  loader = new_loader(&config);
+  struct test_url ok = test_url(env, "/hostile-ok.bin", "required");
+  image = load(env, loader, queue, ok.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_OK || strstr(message, "PXL_ISOLATION_REQUIRED") != NULL, "required: %d %s", status, message);
+  pxl_image_release(image);
+  pxl_loader_free(loader);
+  config.isolation = PXL_ISOLATION_NONE;
+  loader = new_loader(&config);
+  pxl_loader_isolation(loader, layers, sizeof layers);
+  CHECKF(strcmp(layers, "none") == 0, "isolation none: %s", layers);
+  pxl_loader_free(loader);
 
   /* Without isolation, the segfault is the host's: in a child, which it kills. */
   fflush(NULL);
