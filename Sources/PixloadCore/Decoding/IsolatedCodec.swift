@@ -197,6 +197,16 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
 
   // MARK: - Workers
 
+  private static let timeLock = Lock()
+  private nonisolated(unsafe) static var workerTime: [UInt: UInt64] = [:]
+
+  /// The worker time (ns) of the isolated conversations on this thread since the last call,
+  /// nil for none: the decode task's metrics (`RequestMetrics.isolated`).
+  public static func takeWorkerTime() -> UInt64? {
+    let key = UInt(pthread_self())
+    return timeLock.withLock { workerTime.removeValue(forKey: key) }
+  }
+
   /// One decode in a worker from the pool (a fresh one if none is idle).
   private func run(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
                    keepOrientation: Bool, headerOnly: Bool) -> Result<Output, CodecFailure> {
@@ -210,6 +220,12 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     var header = pxlw_header()
     var message = [CChar](repeating: 0, count: 512)
     let timeout = settings.timeoutMilliseconds > 0 ? settings.timeoutMilliseconds : Int(Int32.max)
+    let started = monotonicNanoseconds()
+    defer {
+      let spent = monotonicNanoseconds() &- started
+      let key = threadKey
+      Self.timeLock.withLock { Self.workerTime[key, default: 0] &+= spent }
+    }
     let result = pxlw_decode(worker.worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height),
                              keepOrientation ? 1 : 0, headerOnly ? 1 : 0, Int32(clamping: timeout), &status, &message, message.count,
                              &ended, &header)

@@ -222,7 +222,8 @@ class pxl_metrics(ctypes.Structure):  # since 0.5.0
         "slot_wait_us", "dns_us", "connect_us", "tls_us", "first_byte_us", "transfer_us",
         "disk_read_us", "decode_us", "process_us", "queue_wait_us", "bytes_received")] + [
         (name, ctypes.c_int32) for name in ("http_status", "http_version", "redirects", "connection_reused")
-    ] + [("decoded_bytes", ctypes.c_uint64), ("delivered_bytes", ctypes.c_uint64)]
+    ] + [("decoded_bytes", ctypes.c_uint64), ("delivered_bytes", ctypes.c_uint64),
+         ("worker_us", ctypes.c_uint64), ("isolated", ctypes.c_int32)]  # since 0.6.0
 
 
 class pxl_stats(ctypes.Structure):

@@ -402,6 +402,9 @@ pub struct pxl_metrics {
     pub connection_reused: i32,
     pub decoded_bytes: u64,
     pub delivered_bytes: u64,
+    // Since 0.6.0.
+    pub worker_us: u64,
+    pub isolated: i32,
 }
 
 pub const PXL_METRICS_SIZE_0_5: usize = offset_of!(pxl_metrics, delivered_bytes) + size_of::<u64>();
