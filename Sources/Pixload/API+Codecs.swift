@@ -125,7 +125,7 @@ private func isolating(_ codec: ExternalCodec, _ loader: ImageLoader) -> Externa
     maxPixels: configuration.maxPixels,
     maxInputBytes: UInt64(max(configuration.network.maxBodyBytes, 64 << 20)),
     timeoutMilliseconds: configuration.decodeTimeoutMilliseconds, poolSize: loader.decodeThreadCount,
-    required: configuration.isolationRequired, log: configuration.log)
+    required: configuration.isolationRequired, log: { level, line in ImageLoader.log(configuration, level, line) })
   return IsolatedCodec(wrapping: codec, settings: settings)
 }
 

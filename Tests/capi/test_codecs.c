@@ -17,6 +17,12 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,6 +528,73 @@ void test_codec_module_missing(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444
+#endif
+
+static void log_into(int32_t level, const char *message, void *user_data) {
+  (void)level;
+  char *buffer = user_data;
+  if (strstr(message, "runs without")) snprintf(buffer, 512, "%s", message);
+}
+
+/* In a child whose processes may create neither user namespaces nor landlock rulesets (a
+ * seccomp filter, which the worker inherits): with PXL_ISOLATION_REQUIRED the isolated
+ * format fails with PXL_E_DECODER_FAILED naming the missing layers; without, it decodes
+ * and the log says once which layers are missing. 0 when both hold. */
+static int degraded_isolation(const struct test_env *env, pxl_config *config, const char *url) {
+  fflush(NULL);
+  pid_t child = fork();
+  if (child != 0) {
+    int wstatus = 0;
+    if (child < 0 || waitpid(child, &wstatus, 0) != child) return 100;
+    return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 101;
+  }
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_unshare, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_landlock_create_ruleset, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {.len = sizeof filter / sizeof filter[0], .filter = filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) _exit(10);
+  int result = 0;
+  pxl_queue *queue = new_queue();
+  pxl_request request;
+  request_for(&request, url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  struct capture got;
+  config->isolation = PXL_ISOLATION_MODULES | PXL_ISOLATION_REQUIRED;
+  pxl_loader *loader = NULL;
+  if (pxl_loader_new(config, &loader) != PXL_OK) _exit(11);
+  memset(&got, 0, sizeof got);
+  load_and_wait(env, loader, queue, &request, &got);
+  if (got.status != PXL_E_DECODER_FAILED || !strstr(got.message, "PXL_ISOLATION_REQUIRED") ||
+      !strstr(got.message, "namespaces") || !strstr(got.message, "landlock")) {
+    fprintf(stderr, "required, degraded: %d %s\n", got.status, got.message);
+    result |= 1;
+  }
+  capture_reset(&got);
+  pxl_loader_free(loader);
+  char logged[512] = "";
+  config->isolation = PXL_ISOLATION_MODULES;
+  config->log = log_into;
+  config->log_user_data = logged;
+  if (pxl_loader_new(config, &loader) != PXL_OK) _exit(12);
+  memset(&got, 0, sizeof got);
+  request.flags |= PXL_FLAG_RELOAD;
+  load_and_wait(env, loader, queue, &request, &got);
+  if (got.status != PXL_OK) result |= 2;
+  if (!strstr(logged, "namespaces") || !strstr(logged, "landlock")) {
+    fprintf(stderr, "degraded log: %s\n", logged);
+    result |= 4;
+  }
+  capture_reset(&got);
+  pxl_loader_free(loader);
+  _exit(result);
+}
+
 /* Issue 39: a codec module that misbehaves on purpose (Tests/worker/hostile_module.c),
  * loaded as a module through pxl_config.codec_modules and PIXLOAD_CODEC_PATH (run.sh builds
  * it into PXL_TEST_HOSTILE_DIR), through a real loader at the default isolation: each
@@ -640,6 +713,12 @@ void test_isolation_hostile_module(const struct test_env *env) {
   pxl_loader_isolation(loader, layers, sizeof layers);
   CHECKF(strcmp(layers, "none") == 0, "isolation none: %s", layers);
   pxl_loader_free(loader);
+
+  /* Layers missing: REQUIRED refuses, otherwise the log says which. */
+  config.isolation = PXL_ISOLATION_MODULES;
+  CHECK_INT(degraded_isolation(env, &config, ok.url), 0);
+  config.log = NULL;
+  config.log_user_data = NULL;
 
   /* Without isolation, the segfault is the host's: in a child, which it kills. */
   fflush(NULL);
