@@ -691,6 +691,24 @@ void test_isolation_hostile_module(const struct test_env *env) {
   CHECKF(status == PXL_E_DECODER_FAILED, "segv again: %d %s", status, message);
   pxl_image_release(image);
   CHECK(strcmp(pxl_status_string(PXL_E_DECODER_FAILED), "the decoder failed (crashed, killed or timed out)") == 0);
+
+  /* Two requests merged on one decode whose worker spins: both get DECODER_FAILED. */
+  struct test_url spin = test_url(env, "/hostile-spin.bin", "merged");
+  pxl_request merged;
+  request_for(&merged, spin.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  struct capture both[2];
+  memset(both, 0, sizeof both);
+  atomic_int calls = 0;
+  for (int i = 0; i < 2; i++) {
+    both[i].seq = &calls;
+    CHECK_STATUS(pxl_load(loader, &merged, queue, capture_callback, &both[i], NULL), PXL_OK);
+  }
+  CHECK(drain_until(env, queue, &calls, 2, 15000));
+  for (int i = 0; i < 2; i++) {
+    CHECKF(both[i].status == PXL_E_DECODER_FAILED && strstr(both[i].message, "timed out"), "merged %d: %d %s", i,
+           both[i].status, both[i].message);
+    capture_reset(&both[i]);
+  }
   pxl_loader_free(loader);
 
   /* PXL_ISOLATION_ALL is refused in this release. */
