@@ -633,7 +633,17 @@ void test_isolation_hostile_module(const struct test_env *env) {
   pxl_queue *queue = new_queue();
   char layers[128] = "";
   pxl_loader_isolation(loader, layers, sizeof layers);
-  CHECKF(strstr(layers, "seccomp") != NULL, "isolation: %s", layers);
+  CHECKF(strstr(layers, "seccomp") != NULL, "isolation: %s (is PIXLOAD_DECODE_WORKER set? make worker)", layers);
+  if (!strstr(layers, "seccomp")) {
+    /* Without a worker the hostile module would run in this process: stop here. */
+    pxl_loader_free(loader);
+    pxl_queue_free(queue);
+    close(listener);
+    if (saved) setenv("PIXLOAD_CODEC_PATH", saved, 1);
+    else unsetenv("PIXLOAD_CODEC_PATH");
+    free(saved);
+    return;
+  }
 
   struct { const char *line; pxl_status want; const char *says; } cases[] = {
       {"segv", PXL_E_DECODER_FAILED, "SIGSEGV"},
