@@ -84,8 +84,9 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   private var idle: [Idle] = []
   private var closed = false
   private var loggedLayers = false
-  /// The decode under way on each thread: `readHeader`'s, for `readICC` and `decode`.
-  private var current: [UInt: Output] = [:]
+  /// The ICC profile of each thread's last decode, for `readICC`, with the bytes it came
+  /// from (a copy: the pixels are unmapped once drawn).
+  private var current: [UInt: (base: UnsafeRawPointer?, count: Int, icc: [UInt8])] = [:]
 
   /// One worker decode's result: the sealed pixels, mapped read-only, until deinit.
   final class Output {
@@ -139,9 +140,10 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// The profile the worker wrote after the pixels of this thread's last decode.
   public func readICC(_ bytes: UnsafeBufferPointer<UInt8>, size: Int) -> [UInt8]? {
     let key = threadKey
-    guard let output = lock.withLock({ current.removeValue(forKey: key) }), output.matches(bytes),
-          Int(output.header.icc_size) == size, let icc = pxlw_result_icc(output.result) else { return nil }
-    return Array(UnsafeBufferPointer(start: icc, count: size))
+    guard let kept = lock.withLock({ current.removeValue(forKey: key) }),
+          kept.base == UnsafeRawPointer(bytes.baseAddress), kept.count == bytes.count, kept.icc.count == size
+    else { return nil }
+    return kept.icc
   }
 
   /// The codec's choose_size, asked in the worker (its HEADER answers the size it would
@@ -171,8 +173,11 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     for row in 0..<target.height {
       (target.pixels + row * target.stride).update(from: pixels + row * stride, count: target.width * 4)
     }
-    // Kept for readICC (the colour step follows the draw); the pixels are unmapped then.
-    if output.header.icc_size > 0 { lock.withLock { current[key] = output } }
+    // The profile kept for readICC (the colour step follows the draw); the pixels go now.
+    if output.header.icc_size > 0, let icc = pxlw_result_icc(output.result) {
+      let profile = Array(UnsafeBufferPointer(start: icc, count: Int(output.header.icc_size)))
+      lock.withLock { current[key] = (UnsafeRawPointer(bytes.baseAddress), bytes.count, profile) }
+    }
     return nil
   }
 
