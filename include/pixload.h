@@ -1627,7 +1627,8 @@ typedef struct pxl_metrics {
   uint64_t decoded_bytes;      /* pixel bytes this request's decode produced (0: none ran) */
   uint64_t delivered_bytes;    /* pixel bytes of the image delivered (0: none) */
   /* Since 0.6.0 (check struct_size before reading). */
-  uint64_t worker_us;          /* of decode_us: waiting on the decode worker ("Isolation") */
+  uint64_t worker_us;          /* of decode_us: waiting on the decode worker, starting one
+                                  included ("Isolation") */
   int32_t isolated;            /* 1: its decode ran in a confined worker (also when the
                                   worker failed: PXL_E_DECODER_FAILED) */
 } pxl_metrics;

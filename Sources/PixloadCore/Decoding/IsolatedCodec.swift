@@ -215,6 +215,13 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// One decode in a worker from the pool (a fresh one if none is idle).
   private func run(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
                    keepOrientation: Bool, headerOnly: Bool) -> Result<Output, CodecFailure> {
+    // The worker's time includes starting one (the request's metrics: worker_us).
+    let started = monotonicNanoseconds()
+    defer {
+      let spent = monotonicNanoseconds() &- started
+      let key = threadKey
+      Self.timeLock.withLock { Self.workerTime[key, default: 0] &+= spent }
+    }
     var worker: Idle
     switch take() {
     case .failure(let failure): return .failure(failure)
@@ -225,12 +232,6 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     var header = pxlw_header()
     var message = [CChar](repeating: 0, count: 512)
     let timeout = settings.timeoutMilliseconds > 0 ? settings.timeoutMilliseconds : Int(Int32.max)
-    let started = monotonicNanoseconds()
-    defer {
-      let spent = monotonicNanoseconds() &- started
-      let key = threadKey
-      Self.timeLock.withLock { Self.workerTime[key, default: 0] &+= spent }
-    }
     let result = pxlw_decode(worker.worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height),
                              keepOrientation ? 1 : 0, headerOnly ? 1 : 0, Int32(clamping: timeout), &status, &message, message.count,
                              &ended, &header)
