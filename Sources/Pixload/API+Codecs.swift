@@ -146,6 +146,7 @@ private final class CCodec: ExternalCodec, @unchecked Sendable {
   var isProgressive: Bool { c.flags & UInt32(PXL_CODEC_PROGRESSIVE) != 0 }
   var isScalable: Bool { c.flags & UInt32(PXL_CODEC_SCALABLE) != 0 }
   var decodesFrames: Bool { c.decode_frames != nil }
+  var choosesSize: Bool { c.choose_size != nil }
 
   private func flags(keepOrientation: Bool, partial: Bool = false) -> UInt32 {
     (keepOrientation ? UInt32(PXL_CODEC_KEEP_ORIENTATION) : 0) | (partial ? UInt32(PXL_CODEC_PARTIAL) : 0)

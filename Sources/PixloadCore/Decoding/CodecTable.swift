@@ -18,6 +18,8 @@ public protocol ExternalCodec: AnyObject, Sendable {
   var decodesFrames: Bool { get }
   /// decode draws at any size, also above the header's (a vector format).
   var isScalable: Bool { get }
+  /// chooseSize may answer something else than nil (default true).
+  var choosesSize: Bool { get }
   func sniff(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool
   func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure>
   /// The ICC profile of `size` bytes the header announced; nil when it cannot be read.
@@ -33,6 +35,12 @@ public protocol ExternalCodec: AnyObject, Sendable {
                     frameDone: (Int) -> Bool) -> CodecFailure?
   /// The last call: the host's destroy(user_data).
   func destroy()
+}
+
+extension ExternalCodec {
+  /// Whether chooseSize may answer anything but nil (pxl_codec.choose_size is set): an
+  /// isolated codec asks its worker only then.
+  public var choosesSize: Bool { true }
 }
 
 /// What a codec's header reader reports (pxl_codec_header).

@@ -74,6 +74,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public var isProgressive: Bool { false }
   public var decodesFrames: Bool { false }
   public var isScalable: Bool { inner.isScalable }
+  public var choosesSize: Bool { inner.choosesSize }
 
   private struct Idle {
     let worker: UnsafeMutableRawPointer
@@ -150,6 +151,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// draw for the target).
   public func chooseSize(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool, width: Int,
                          height: Int) -> (width: Int, height: Int)? {
+    guard inner.choosesSize else { return nil }  // (no conversation for a codec without one)
     guard case .success(let output) = run(bytes, width: width, height: height, keepOrientation: keepOrientation,
                                           headerOnly: true) else { return nil }
     return (Int(output.header.width), Int(output.header.height))
