@@ -189,6 +189,8 @@ install: all
 	install -m 755 $(STAGE)/lib/$(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_REAL)
 	install -d $(DESTDIR)$(LIBDIR)/pixload/codecs
 	install -m 644 $(MODULES) $(DESTDIR)$(LIBDIR)/pixload/codecs/
+	@# The decode worker the library starts for the modules (pixload.h, "Isolation").
+	install -m 755 $(WORKER_EXE) $(DESTDIR)$(LIBDIR)/pixload/pixload-decode-worker
 	ln -sf $(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
 	install -m 644 include/pixload.h $(DESTDIR)$(INCLUDEDIR)/pixload.h
@@ -215,6 +217,7 @@ uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/pixload.h $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc $(DESTDIR)$(BINDIR)/pixload
 	rm -f $(DESTDIR)$(MANDIR)/man1/pixload.1
 	rm -f $(patsubst $(MODULE_DIR)/%,$(DESTDIR)$(LIBDIR)/pixload/codecs/%,$(MODULES))
+	rm -f $(DESTDIR)$(LIBDIR)/pixload/pixload-decode-worker
 	-@rmdir $(DESTDIR)$(LIBDIR)/pixload/codecs $(DESTDIR)$(LIBDIR)/pixload 2>/dev/null || true
 	rm -f $(DESTDIR)$(CMAKEDIR)/pixloadConfig.cmake $(DESTDIR)$(CMAKEDIR)/pixloadConfigVersion.cmake
 	@# The package's own folder goes when empty; the cmake/ above it may be another's.

@@ -29,8 +29,11 @@ let package = Package(
     // The built-in image processors (circle, rounded corners, blur...) on premultiplied
     // RGBA8, in C for speed; only libm.
     .target(name: "CProcessing"),
+    // The library's side of the decode worker (worker/worker_client.c, included by
+    // worker_glue.c): spawn, decode under a time limit, how a worker ended (issue 39).
+    .target(name: "CWorker", cSettings: [.headerSearchPath("../../include"), .headerSearchPath("../../worker")]),
     // Each folder's README.md says what it owns and may import (not a resource).
-    .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport", "CProcessing"],
+    .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport", "CProcessing", "CWorker"],
             exclude: ["Caching/README.md", "Decoding/README.md", "Internal/README.md", "Loading/README.md",
                       "Model/README.md", "Network/README.md", "Processing/README.md", "Fetching/README.md",
                       "Delivery/README.md", "Tables/README.md"]),

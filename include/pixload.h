@@ -205,9 +205,13 @@ typedef enum pxl_status {
                                     failed with a status not defined here ("Extensions") */
   PXL_E_TOO_MANY_REDIRECTS = 20, /* 20: more redirects than max_redirects, or a loop */
   PXL_E_NOT_CACHED = 21,         /* 21: PXL_FLAG_CACHE_ONLY and neither cache has the image */
-  PXL_E_UNSUPPORTED = 22         /* 22: a library the loader needs lacks a required feature
+  PXL_E_UNSUPPORTED = 22,        /* 22: a library the loader needs lacks a required feature
                                     (a libcurl too old for a safety option); since 0.2.0:
                                     pxl_loader_new may return it to 0.1.0 programs too */
+  PXL_E_DECODER_FAILED = 23      /* 23: since 0.6.0: the confined decode worker crashed, was
+                                    killed by its sandbox, ran out of its memory or time, or
+                                    broke the protocol ("Isolation"); the message says which.
+                                    Nothing is cached; the next request gets a fresh worker */
 } pxl_status;
 
 /* A short English description of a status ("cancelled"). Static storage; never NULL,
@@ -660,7 +664,26 @@ typedef struct pxl_config {
                                      request with PXL_E_TIMEOUT (so does timeout_ms, when
                                      shorter and not 0); default 30000; 0: only timeout_ms
                                      bounds it */
+  /* Since 0.6.0 (past 0.5.0's sizeof: no field in its tail padding). */
+  int64_t decode_timeout_ms;      /* an isolated decode not done in this much wall-clock time
+                                     is killed and fails with PXL_E_DECODER_FAILED
+                                     ("Isolation"); default 10000; 0: no limit */
+  int32_t isolation;              /* which codecs decode in a confined worker process
+                                     ("Isolation"): PXL_ISOLATION_MODULES (default, 0),
+                                     PXL_ISOLATION_NONE, or PXL_ISOLATION_ALL (not yet
+                                     available: pxl_loader_new returns PXL_E_UNSUPPORTED),
+                                     each optionally | PXL_ISOLATION_REQUIRED */
 } pxl_config;
+
+/* pxl_config.isolation values (Since 0.6.0); see "Isolation". */
+#define PXL_ISOLATION_MODULES 0      /* every codec module loaded from a file (HEIC, JPEG XL,
+                                        SVG, ...) decodes in the worker; built-in formats and
+                                        pxl_loader_add_codec's codecs in the host */
+#define PXL_ISOLATION_NONE 1         /* everything decodes in the host's process (0.5.0's way) */
+#define PXL_ISOLATION_ALL 2          /* built-in formats too: not in this release */
+#define PXL_ISOLATION_REQUIRED 0x100 /* a bit: an isolated format whose worker runs without
+                                        one of its layers (or cannot start) fails with
+                                        PXL_E_DECODER_FAILED rather than decode */
 
 /* pxl_config.tls_min_version values. Since 0.5.0. */
 #define PXL_TLS_1_2 12
@@ -1331,6 +1354,72 @@ PXL_API pxl_status pxl_loader_remove_codec(pxl_loader *loader, const char *id);
 PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capacity);
 
 /* ---------------------------------------------------------------------------------
+ * Isolation
+ *
+ * Since 0.6.0, the codec modules (HEIC, JPEG XL, SVG and every libpixload-*.so loaded
+ * from a file: the large C and C++ libraries behind them) decode a stranger's bytes in a
+ * separate, confined process, pixload-decode-worker, shipped beside the modules in
+ * LIBDIR/pixload/. pxl_config.isolation chooses: PXL_ISOLATION_MODULES (the default),
+ * PXL_ISOLATION_NONE (in the host, as 0.5.0 did). A codec a host registers with
+ * pxl_loader_add_codec, and the built-in formats (JPEG, PNG, WebP, GIF, AVIF), decode in
+ * the host's process; PXL_ISOLATION_ALL, which would move the built-in formats too, is
+ * refused (PXL_E_UNSUPPORTED) in this release.
+ *
+ * The loader keeps a pool of warm workers per module, at most decode_threads of each,
+ * started with posix_spawn (never a fork of the host) on the first image of their format,
+ * replaced after 200 decodes and after any failure, and ended by pxl_loader_free. A
+ * worker locks itself before it reads a byte. The layers, what each stops, and what it
+ * does not:
+ *
+ *   spawned, not forked; every descriptor but its socket closed; an environment of HOME
+ *     and XDG_* only: stops the decoder reaching the host's memory, threads, open files,
+ *     sockets and tokens.
+ *   no_new_privs, not dumpable: stops gaining privileges (setuid, file capabilities),
+ *     core files, ptrace by the user's other processes.
+ *   namespaces (user, network, IPC, mount; where the kernel allows unprivileged ones):
+ *     stop reaching any network even with a socket, and System V IPC. Not a PID
+ *     namespace (seccomp and landlock cover signals and /proc).
+ *   landlock: stops opening any file outside the modules' and fonts' directories, and
+ *     every write, creation, removal, rename or execution; TCP connect and signals outside
+ *     the worker (newer kernels). Does not stop stat() anywhere (which files exist).
+ *   seccomp (an allow-list): stops sockets, connect, execve, fork, ptrace, signals to other
+ *     processes, files opened for writing, executable memory, mount, bpf and the kernel's
+ *     rarer calls; a forbidden call kills the worker with SIGSYS. Does not stop what the
+ *     allowed calls can do, nor a kernel bug in one of them.
+ *   rlimits: an address space from max_pixels plus headroom (a decoder that allocates
+ *     without bound gets NULL, then fails), no core files, no file writes.
+ *   the library's checks: every message of the worker checked; its header against
+ *     max_pixels before the host sizes the pixel buffer (a memfd, sealed against shrinking
+ *     before the worker gets it and against writing once it is done); a decode not done
+ *     in decode_timeout_ms is killed. Pixels that are wrong but well-formed are not
+ *     stopped: they are a stranger's pixels, as before.
+ *
+ * Where a layer is missing (an old kernel, a container without user namespaces), the
+ * worker runs with the others and the log says once which are missing; with
+ * PXL_ISOLATION_REQUIRED such a decode fails with PXL_E_DECODER_FAILED instead.
+ *
+ * A worker that crashes, is killed by seccomp, runs out of its memory or its time, or
+ * breaks the protocol fails the decode with PXL_E_DECODER_FAILED and a message naming
+ * what happened ("decoder killed by SIGSYS: a forbidden system call", "decoder exceeded
+ * 1024 MiB", "decoder timed out after 10000 ms"); every request merged on that decode gets
+ * it, nothing is cached, and the next request gets a fresh worker. The host goes on.
+ *
+ * Not yet isolated in this release: the module's sniff (the host still loads the modules'
+ * libraries to tell their formats apart, and their sniff sees the first 4096 bytes in the
+ * host), previews of a prefix and animations (an isolated
+ * format decodes its first frame, whole files only). The pixels are copied once from the
+ * sealed buffer into the decode stage's canvas.
+ * ------------------------------------------------------------------------------- */
+
+/* Writes the confining layers the loader's decode workers run with, as words separated
+ * by spaces, of "namespaces landlock seccomp rlimits" (pixload version prints them), into
+ * buffer as pxl_loader_formats does (NUL-terminated, truncated to capacity - 1; buffer may
+ * be NULL with capacity 0); returns the text's length. Starts a worker if none runs yet.
+ * "none" when nothing is isolated (PXL_ISOLATION_NONE, no codec module loaded) or no
+ * worker starts; "" for a NULL loader. Any thread. Since 0.6.0. */
+PXL_API size_t pxl_loader_isolation(pxl_loader *loader, char *buffer, size_t capacity);
+
+/* ---------------------------------------------------------------------------------
  * Codec modules
  *
  * A codec module is a shared object named libpixload-<name>.so exporting
@@ -1547,6 +1636,11 @@ typedef struct pxl_metrics {
   int32_t connection_reused;   /* 1: the transfer reused an open connection */
   uint64_t decoded_bytes;      /* pixel bytes this request's decode produced (0: none ran) */
   uint64_t delivered_bytes;    /* pixel bytes of the image delivered (0: none) */
+  /* Since 0.6.0 (check struct_size before reading). */
+  uint64_t worker_us;          /* of decode_us: waiting on the decode worker, starting one
+                                  included ("Isolation") */
+  int32_t isolated;            /* 1: its decode ran in a confined worker (also when the
+                                  worker failed: PXL_E_DECODER_FAILED) */
 } pxl_metrics;
 
 /* The size of a 0.5.0 pxl_metrics (up to delivered_bytes): the smallest struct_size taken. */

@@ -71,6 +71,13 @@ for m in "${wheel_modules[@]}"; do
   patchelf --set-rpath '$ORIGIN/../..' "$src/pixload/pixload/codecs/libpixload-$m.so"
 done
 
+# The decode worker the library runs the module in (pixload.h, "Isolation"), where it looks:
+# pixload/ beside itself. Its libseccomp is grafted by auditwheel like the module's libraries.
+worker="$stage/lib/pixload/pixload-decode-worker"
+[ -x "$worker" ] || { echo "build-wheel.sh: no $worker (run make worker)" >&2; exit 1; }
+install -m 755 "$worker" "$src/pixload/pixload/pixload-decode-worker"
+strip --strip-debug "$src/pixload/pixload/pixload-decode-worker"
+
 # --no-build-isolation --no-index: setuptools and wheel from this python, nothing fetched.
 PIP_DISABLE_PIP_VERSION_CHECK=1 python3 -m pip wheel --quiet --no-deps --no-build-isolation --no-index \
   -w "$work/raw" "$src"

@@ -107,7 +107,7 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
   enum { OPT_SIZE = 256, OPT_MODE, OPT_FORMAT, OPT_NO_ORIENTATION, OPT_ALLOW_FILE, OPT_ALLOW_DATA,
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
-         OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
+         OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_ISOLATION, OPT_DECODE_TIMEOUT_MS, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
          OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT, OPT_PROCESS, OPT_CA_FILE, OPT_CA_PATH, OPT_PROXY, OPT_METRICS,
          OPT_BLURHASH, OPT_THUMBHASH };
   static const struct option long_options[] = {
@@ -132,6 +132,8 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"cache-dir", required_argument, NULL, OPT_CACHE_DIR},
       {"disk-cache-mb", required_argument, NULL, OPT_DISK_CACHE_MB},
       {"no-disk-cache", no_argument, NULL, OPT_NO_DISK_CACHE},
+      {"isolation", required_argument, NULL, OPT_ISOLATION},
+      {"decode-timeout-ms", required_argument, NULL, OPT_DECODE_TIMEOUT_MS},
       {"variant-max-side", required_argument, NULL, OPT_VARIANT_MAX_SIDE},
       {"cache-only", no_argument, NULL, OPT_CACHE_ONLY},
       {"reload", no_argument, NULL, OPT_RELOAD},
@@ -213,6 +215,16 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
         o->config.disk_cache_bytes = (uint64_t)n << 20;
         break;
       case OPT_NO_DISK_CACHE: o->config.disk_cache_bytes = 0; break;
+      case OPT_ISOLATION:
+        if (strcmp(optarg, "none") == 0) o->config.isolation = PXL_ISOLATION_NONE;
+        else if (strcmp(optarg, "modules") == 0) o->config.isolation = PXL_ISOLATION_MODULES;
+        else if (strcmp(optarg, "all") == 0) o->config.isolation = PXL_ISOLATION_ALL;
+        else return usage_error("--isolation wants none, modules or all, not '%s'", optarg);
+        break;
+      case OPT_DECODE_TIMEOUT_MS:
+        if (parse_int(optarg, 0, INT32_MAX, &n)) return usage_error("bad --decode-timeout-ms '%s'", optarg);
+        o->config.decode_timeout_ms = n;
+        break;
       case OPT_VARIANT_MAX_SIDE:
         if (parse_int(optarg, 0, 1L << 30, &n)) return usage_error("bad --variant-max-side '%s'", optarg);
         o->config.disk_variant_max_side = n;

@@ -46,6 +46,10 @@ int main(int argc, char **argv) {
       char formats[512];
       pxl_loader_formats(loader, formats, sizeof formats);
       printf("formats: %s\n", formats);
+      /* The layers the codec modules' decode workers run with ("Isolation"). */
+      char layers[128];
+      pxl_loader_isolation(loader, layers, sizeof layers);
+      printf("isolation: %s\n", layers);
       pxl_loader_free(loader);
     }
     return 0;

@@ -19,7 +19,7 @@ const char *status_name(pxl_status status) {
       "OK", "INVALID_ARGUMENT", "MALFORMED_URL", "SCHEME_NOT_ALLOWED", "DNS", "CONNECT",
       "TLS", "TIMEOUT", "HTTP", "BODY_TOO_LARGE", "NOT_AN_IMAGE", "CORRUPT_IMAGE",
       "TOO_MANY_PIXELS", "CANCELLED", "LOADER_CLOSED", "NETWORK", "UNSUPPORTED_IMAGE",
-      "NO_MEMORY", "NOT_FOUND", "IO", "TOO_MANY_REDIRECTS", "NOT_CACHED", "UNSUPPORTED"};
+      "NO_MEMORY", "NOT_FOUND", "IO", "TOO_MANY_REDIRECTS", "NOT_CACHED", "UNSUPPORTED", "DECODER_FAILED"};
   if ((unsigned)status < sizeof names / sizeof names[0]) return names[status];
   return pxl_status_string(status);
 }

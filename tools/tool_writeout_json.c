@@ -3,6 +3,7 @@
  * each, so that stdout pipes into jq: the request's pxl_metrics (pxl_result_metrics),
  * its status and size. The summary goes to stderr then (tool_operate.c).
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -54,6 +55,8 @@ void print_metrics(const struct job *job) {
   printf(",\"received_bytes\":%llu,\"decoded_bytes\":%llu,\"delivered_bytes\":%llu",
          (unsigned long long)m->bytes_received, (unsigned long long)m->decoded_bytes,
          (unsigned long long)m->delivered_bytes);
+  if (m->struct_size >= offsetof(pxl_metrics, isolated) + sizeof(int32_t))
+    printf(",\"isolated\":%s,\"worker_us\":%llu", m->isolated ? "true" : "false", (unsigned long long)m->worker_us);
   if (job->status != PXL_OK) {
     printf(",\"error\":");
     print_json_string(job->message ? job->message : pxl_status_string(job->status));

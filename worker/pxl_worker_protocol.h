@@ -1,7 +1,7 @@
 /*
  * worker/pxl_worker_protocol.h: the wire protocol between pixload and its decode worker
  * (pixload-decode-worker, worker/README.md). Shared by the worker and the library's side
- * (worker/worker_client.c today, the Swift decode stage through it later).
+ * (worker/worker_client.c, which the Swift decode stage calls through Sources/CWorker).
  *
  * One AF_UNIX SOCK_SEQPACKET socket: every message is one datagram, a fixed-size struct
  * that starts with pxl_worker_msg_head. Message boundaries are kept by the socket, so a

@@ -266,7 +266,7 @@ static int sealed_data(const uint8_t *data, size_t size) {
 }
 
 /* The last status pixload.h defines: raise it when the header appends one. */
-#define LAST_DEFINED_STATUS PXL_E_UNSUPPORTED
+#define LAST_DEFINED_STATUS PXL_E_DECODER_FAILED
 
 /* A codec's own failure keeps its status; another failure status the header defines is a
  * corrupt image; a status it does not define (a newer header's, a mistake, or PXL_OK
@@ -328,6 +328,11 @@ static int answer(pxl_worker *w, void *buf, size_t cap, uint16_t type, size_t si
 
 void pxl_worker_decode(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
                        int32_t target_height, int timeout_ms, pxl_worker_result *r) {
+  pxl_worker_decode_flags(w, data, size, codec, target_width, target_height, 0, timeout_ms, r);
+}
+
+void pxl_worker_decode_flags(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
+                             int32_t target_height, uint32_t flags, int timeout_ms, pxl_worker_result *r) {
   memset(r, 0, sizeof *r);
   r->memfd = -1;
   r->status = PXL_WORKER_E_DECODER_FAILED;
@@ -357,6 +362,7 @@ void pxl_worker_decode(pxl_worker *w, const uint8_t *data, size_t size, const ch
   req.data_size = size;
   req.target_width = target_width;
   req.target_height = target_height;
+  req.flags = flags & PXL_WORKER_KEEP_ORIENTATION;
   snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
   int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
   close(data_fd);
@@ -380,6 +386,19 @@ void pxl_worker_decode(pxl_worker *w, const uint8_t *data, size_t size, const ch
     return;
   }
   r->header = h;
+  if (flags & PXL_WORKER_CLIENT_HEADER_ONLY) {
+    /* The header (and choose_size's answer) is all the caller wants: no pixel buffer. */
+    pxl_worker_msg_cancel c;
+    pxl_wire_head(&c.head, PXL_WORKER_CANCEL, sizeof c, w->serial);
+    if (pxl_wire_send(w->sock, &c, sizeof c, -1) != 0) {
+      finish(w, r, PXL_WORKER_PROTOCOL, 0);
+      return;
+    }
+    r->status = PXL_OK;
+    r->end = PXL_WORKER_ALIVE;
+    r->wall_ms = now_ms() - start;
+    return;
+  }
   /* max_pixels on what will be drawn, before any buffer exists (the worker's word is no
    * more than a claim; this is the library's check). */
   if ((uint64_t)h.width * (uint64_t)h.height > w->max_pixels) {

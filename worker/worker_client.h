@@ -1,8 +1,8 @@
 /*
  * worker/worker_client.h: the library's side of the decode worker, in C: spawn a worker,
  * read its HELLO, decode one image through it under a wall-clock limit, and say how it
- * ended. The library's decode stage will call these; today Tests/worker/test_worker.c
- * does. Nothing here trusts the worker: every answer is checked (sizes against
+ * ended. The library's decode stage calls these (Sources/CWorker, IsolatedCodec.swift);
+ * so does Tests/worker/test_worker.c. Nothing here trusts the worker: every answer is checked (sizes against
  * max_pixels, strings terminated, messages in turn), a worker that fails a check is
  * killed, and the pixels come back in a memfd the worker can no longer change.
  *
@@ -18,10 +18,8 @@
 #include "pixload.h"
 #include "pxl_worker_protocol.h"
 
-/* The status a failed worker gives its decode: PXL_E_DECODER_FAILED once pixload.h has it
- * (issue 39; the status enum is append-only, so 23 is its number if nothing else lands
- * first). */
-#define PXL_WORKER_E_DECODER_FAILED 23
+/* The status a failed worker gives its decode (issue 39). */
+#define PXL_WORKER_E_DECODER_FAILED PXL_E_DECODER_FAILED
 
 typedef struct pxl_worker pxl_worker;
 
@@ -81,6 +79,17 @@ void pxl_worker_layers_string(uint32_t layers, char *buf, size_t cap);
  * worker can decode no more (pxl_worker_alive 0): spawn a fresh one. */
 void pxl_worker_decode(pxl_worker *worker, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
                        int32_t target_height, int timeout_ms, pxl_worker_result *result);
+
+/* A flag of pxl_worker_decode_flags, not sent: stop at the worker's HEADER (the image's
+ * size, and the size it would draw for the target), answer CANCEL, return PXL_OK and the
+ * header without pixels. */
+#define PXL_WORKER_CLIENT_HEADER_ONLY 0x10000u
+
+/* pxl_worker_decode with DECODE's flags (PXL_WORKER_KEEP_ORIENTATION,
+ * PXL_WORKER_CLIENT_HEADER_ONLY). */
+void pxl_worker_decode_flags(pxl_worker *worker, const uint8_t *data, size_t size, const char *codec,
+                             int32_t target_width, int32_t target_height, uint32_t flags, int timeout_ms,
+                             pxl_worker_result *result);
 
 void pxl_worker_result_release(pxl_worker_result *result);
 

@@ -201,6 +201,10 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
       ((int64_t)req->target_width * req->target_height < (int64_t)width * height)) {
     int32_t w = req->target_width, h = req->target_height;
     if (codec->choose_size(data, size, header.flags, &w, &h, codec->user_data) == PXL_OK && w >= 1 && h >= 1) width = w, height = h;
+  } else if (req->target_width > 0 && req->target_height > 0 && (codec->flags & PXL_CODEC_SCALABLE)) {
+    /* A vector format drawn larger than its header's size: the library asked for that size
+     * (and checks it against max_pixels before a buffer exists). */
+    width = req->target_width, height = req->target_height;
   }
 
   pxl_worker_msg_header answer;

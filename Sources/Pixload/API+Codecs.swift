@@ -38,7 +38,7 @@ private let messageCapacity = 256
     return refuse(loader, .invalidArgument, "the codec has no \(missing.joined(separator: ", ")) (required)")
   }
   do {
-    try loader.codecs.add(CCodec(c))
+    try loader.codecs.add(isolating(CCodec(c), loader))
     return PXL_OK
   } catch {
     return refuse(loader, error.status, error.message)
@@ -62,6 +62,21 @@ private let messageCapacity = 256
   return text.count
 }
 
+@c @implementation public func pxl_loader_isolation(_ handle: OpaquePointer?, _ buffer: UnsafeMutablePointer<CChar>?,
+                                                    _ capacity: Int) -> Int {
+  var text: [UInt8] = []
+  if let loader = loader(handle) {
+    let layers = loader.codecs.firstIsolated?.layers() ?? ""
+    text = Array((layers.isEmpty ? "none" : layers).utf8)
+  }
+  if let buffer, capacity > 0 {
+    let copied = min(text.count, capacity - 1)
+    text.withUnsafeBufferPointer { UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress!, byteCount: copied) }
+    buffer[copied] = 0
+  }
+  return text.count
+}
+
 /// pxl_loader_new's last step: the codec modules pxl_config.codec_modules selects, each
 /// registering itself through pxl_loader_add_codec on `handle`. A listed module that fails
 /// fails the loader (PXL_E_UNSUPPORTED); a found one is skipped with a warning.
@@ -73,7 +88,9 @@ func registerCodecModules(_ loader: ImageLoader, _ handle: OpaquePointer) -> pxl
     for line in skipped { ImageLoader.log(configuration, .warning, "pixload: \(line)") }
     for module in modules {
       let register = unsafeBitCast(module.register, to: pxl_codec_module_register_fn.self)
+      loader.registeringModule = module
       let status = register(handle)
+      loader.registeringModule = nil
       if status != PXL_OK {
         let line = "pixload: codec module \(module.path) failed to register: \(String(cString: pxl_status_string(status)))"
         if required {
@@ -88,6 +105,29 @@ func registerCodecModules(_ loader: ImageLoader, _ handle: OpaquePointer) -> pxl
     ImageLoader.log(configuration, .error, "pixload: pxl_loader_new: \(error.message)")
     return pxl_status(rawValue: UInt32(error.status.rawValue))
   }
+}
+
+/// A module's codec under isolation (pixload.h, "Isolation"): decoded by workers that load
+/// the same module file; a host's codec, or any codec with PXL_ISOLATION_NONE, as it is.
+/// Without the worker executable (a build without it), the module decodes in the host
+/// with a warning, unless PXL_ISOLATION_REQUIRED: then its images fail.
+private func isolating(_ codec: ExternalCodec, _ loader: ImageLoader) -> ExternalCodec {
+  let configuration = loader.configuration
+  guard let module = loader.registeringModule, configuration.isolation != .none else { return codec }
+  let executable = IsolatedCodec.defaultExecutable
+  if executable.map({ access($0, X_OK) != 0 }) ?? true, !configuration.isolationRequired {
+    ImageLoader.log(configuration, .warning, "pixload: no decode worker at \(executable ?? "?"): "
+                      + "codec \(codec.id) of module \(module.name) decodes in this process")
+    return codec
+  }
+  let directory = String(module.path[..<(module.path.lastIndex(of: "/") ?? module.path.startIndex)])
+  let settings = IsolatedCodec.Settings(
+    executable: executable ?? "", moduleDirectory: directory.isEmpty ? "." : directory, moduleName: module.name,
+    maxPixels: configuration.maxPixels,
+    maxInputBytes: UInt64(max(configuration.network.maxBodyBytes, 64 << 20)),
+    timeoutMilliseconds: configuration.decodeTimeoutMilliseconds, poolSize: loader.decodeThreadCount,
+    required: configuration.isolationRequired, log: { level, line in ImageLoader.log(configuration, level, line) })
+  return IsolatedCodec(wrapping: codec, settings: settings)
 }
 
 /// A host's (or module's) pxl_codec as the decode stage calls it.
@@ -107,6 +147,7 @@ private final class CCodec: ExternalCodec, @unchecked Sendable {
   var isProgressive: Bool { c.flags & UInt32(PXL_CODEC_PROGRESSIVE) != 0 }
   var isScalable: Bool { c.flags & UInt32(PXL_CODEC_SCALABLE) != 0 }
   var decodesFrames: Bool { c.decode_frames != nil }
+  var choosesSize: Bool { c.choose_size != nil }
 
   private func flags(keepOrientation: Bool, partial: Bool = false) -> UInt32 {
     (keepOrientation ? UInt32(PXL_CODEC_KEEP_ORIENTATION) : 0) | (partial ? UInt32(PXL_CODEC_PARTIAL) : 0)

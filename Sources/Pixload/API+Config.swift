@@ -171,6 +171,19 @@ let loaderConfigFields: [ConfigField<pxl_config, LoaderConfiguration>] = [
                 return true
               }),
   .number(\.hook_timeout_ms, \.network.hookTimeoutMilliseconds, valid: { $0 >= 0 }),
+  // 0.6.0: decode_timeout_ms and isolation (pixload.h, "Isolation"). ALL is refused by
+  // pxl_loader_new (PXL_E_UNSUPPORTED, with a log line), not here.
+  .number(\.decode_timeout_ms, \.decodeTimeoutMilliseconds, valid: { $0 >= 0 && $0 <= Int64(Int32.max) }),
+  ConfigField(setDefault: { c, defaults in c.isolation = defaults.isolation.rawValue },
+              apply: { c, configuration in
+                let required = Int32(PXL_ISOLATION_REQUIRED)
+                guard c.isolation & ~(required | 0xFF) == 0, let isolation = Isolation(rawValue: c.isolation & 0xFF) else {
+                  return false
+                }
+                configuration.isolation = isolation
+                configuration.isolationRequired = c.isolation & required != 0
+                return true
+              }),
 ]
 
 /// pxl_table_config, in the header's order: what pxl_table_config_init fills and

@@ -5,7 +5,8 @@ import CPixload
 import PixloadCore
 
 private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level),
-                              end(\pxl_config.disk_variant_max_side), end(\pxl_config.hook_timeout_ms)]
+                              end(\pxl_config.disk_variant_max_side), end(\pxl_config.hook_timeout_ms),
+                              end(\pxl_config.isolation)]
 private let statsSize01 = end(\pxl_stats.disk_bytes)
 
 // MARK: - Loader
@@ -36,6 +37,13 @@ private func defaultConfig() -> pxl_config {
       configuration.log?(.error, "pixload: pxl_loader_new: \(problem)")
       return PXL_E_INVALID_ARGUMENT
     }
+  }
+  // The worker does not link the built-in formats' shims yet (pixload.h, "Isolation"):
+  // asked for more confinement than there is, the loader says so rather than pretend.
+  if configuration.isolation == .all {
+    configuration.log?(.error, "pixload: pxl_loader_new: PXL_ISOLATION_ALL is not available in this release "
+                         + "(the built-in formats decode in the host); PXL_ISOLATION_MODULES isolates the codec modules")
+    return PXL_E_UNSUPPORTED
   }
   do {
     let created = try ImageLoader(configuration: configuration)

@@ -40,6 +40,8 @@ private func cMetrics(_ m: RequestMetrics) -> pxl_metrics {
   c.connection_reused = m.connectionReused ? 1 : 0
   c.decoded_bytes = m.decodedBytes
   c.delivered_bytes = m.deliveredBytes
+  c.worker_us = m.workerMicroseconds
+  c.isolated = m.isolated ? 1 : 0
   return c
 }
 

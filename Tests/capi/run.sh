@@ -72,6 +72,19 @@ read -r -a extra_cflags <<<"${PXL_CFLAGS:-}"
 "${PXL_CC:-gcc}" "${cflags[@]}" "${extra_cflags[@]}" -I "$incdir" "$here/harness.c" "$here"/test_*.c \
   -L "$libdir" -Wl,-rpath,"$libdir" -lpixload -lpthread -lsqlite3 -o "$work/capi_tests"
 
+# The hostile codec module (Tests/worker/hostile_module.c) for the isolation test, and the
+# decode worker the library runs it in: the one beside the library, else the build's.
+mkdir -p "$work/modules"
+gcc "${cflags[@]}" -fPIC -shared -fvisibility=hidden -I "$incdir" "$root/Tests/worker/hostile_module.c" \
+  -o "$work/modules/libpixload-hostile.so" -pthread
+export PXL_TEST_HOSTILE_DIR="$work/modules"
+if [ -z "${PIXLOAD_DECODE_WORKER:-}" ]; then
+  for worker in "$libdir/pixload/pixload-decode-worker" "$(abs "${PXL_LIBDIR:-.build-release/release}")/pixload/pixload-decode-worker" \
+                "$root/build/lib/pixload/pixload-decode-worker"; do
+    if [ -x "$worker" ]; then export PIXLOAD_DECODE_WORKER="$worker"; break; fi
+  done
+fi
+
 mkdir -p "$work/www"
 "$work/mkfixtures" "$work/www"
 gcc "${cflags[@]}" "$here/mkfixtures_avif.c" -lavif -o "$work/mkfixtures_avif"

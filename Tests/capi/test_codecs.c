@@ -10,7 +10,19 @@
  * "install libpixload-X" error for a known format without its module.
  */
 #define _DEFAULT_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -515,4 +527,276 @@ void test_codec_module_missing(const struct test_env *env) {
   CHECK(none == NULL);
   pxl_loader_free(loader);
   pxl_queue_free(queue);
+}
+
+/* ThreadSanitizer cannot start threads in a child forked from a threaded process: the
+ * subtests that make a loader in a child are skipped under it. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
+#ifndef __NR_landlock_create_ruleset
+#define __NR_landlock_create_ruleset 444
+#endif
+
+static void log_into(int32_t level, const char *message, void *user_data) {
+  (void)level;
+  char *buffer = user_data;
+  if (strstr(message, "runs without")) snprintf(buffer, 512, "%s", message);
+}
+
+/* In a child whose processes may create neither user namespaces nor landlock rulesets (a
+ * seccomp filter, which the worker inherits): with PXL_ISOLATION_REQUIRED the isolated
+ * format fails with PXL_E_DECODER_FAILED naming the missing layers; without, it decodes
+ * and the log says once which layers are missing. 0 when both hold. */
+static int degraded_isolation(const struct test_env *env, pxl_config *config, const char *url) {
+  fflush(NULL);
+  pid_t child = fork();
+  if (child != 0) {
+    int wstatus = 0;
+    if (child < 0 || waitpid(child, &wstatus, 0) != child) return 100;
+    return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 101;
+  }
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_unshare, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_landlock_create_ruleset, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {.len = sizeof filter / sizeof filter[0], .filter = filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) _exit(10);
+  int result = 0;
+  pxl_queue *queue = new_queue();
+  pxl_request request;
+  request_for(&request, url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  struct capture got;
+  config->isolation = PXL_ISOLATION_MODULES | PXL_ISOLATION_REQUIRED;
+  pxl_loader *loader = NULL;
+  if (pxl_loader_new(config, &loader) != PXL_OK) _exit(11);
+  memset(&got, 0, sizeof got);
+  load_and_wait(env, loader, queue, &request, &got);
+  if (got.status != PXL_E_DECODER_FAILED || !strstr(got.message, "PXL_ISOLATION_REQUIRED") ||
+      !strstr(got.message, "namespaces") || !strstr(got.message, "landlock")) {
+    fprintf(stderr, "required, degraded: %d %s\n", got.status, got.message);
+    result |= 1;
+  }
+  capture_reset(&got);
+  pxl_loader_free(loader);
+  char logged[512] = "";
+  config->isolation = PXL_ISOLATION_MODULES;
+  config->log = log_into;
+  config->log_user_data = logged;
+  if (pxl_loader_new(config, &loader) != PXL_OK) _exit(12);
+  memset(&got, 0, sizeof got);
+  request.flags |= PXL_FLAG_RELOAD;
+  load_and_wait(env, loader, queue, &request, &got);
+  if (got.status != PXL_OK) result |= 2;
+  if (!strstr(logged, "namespaces") || !strstr(logged, "landlock")) {
+    fprintf(stderr, "degraded log: %s\n", logged);
+    result |= 4;
+  }
+  capture_reset(&got);
+  pxl_loader_free(loader);
+  _exit(result);
+}
+
+/* Issue 39: a codec module that misbehaves on purpose (Tests/worker/hostile_module.c),
+ * loaded as a module through pxl_config.codec_modules and PIXLOAD_CODEC_PATH (run.sh builds
+ * it into PXL_TEST_HOSTILE_DIR), through a real loader at the default isolation: each
+ * hostile case ends in PXL_E_DECODER_FAILED or a refusal, the host survives, what it
+ * tried left no trace, and the next image decodes. With PXL_ISOLATION_NONE the segfault
+ * does crash a child process (so this test can fail). */
+void test_isolation_hostile_module(const struct test_env *env) {
+  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
+  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
+  if (!dir) return;
+  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
+  char *saved = old_path ? strdup(old_path) : NULL;
+  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+
+  /* What the module will try to reach. */
+  char secret[1024], written[1024], pwned[1024];
+  snprintf(secret, sizeof secret, "%s/isolation-secret.txt", env->fixture_dir);
+  snprintf(written, sizeof written, "%s/isolation-written.txt", env->fixture_dir);
+  snprintf(pwned, sizeof pwned, "%s/isolation-pwned.txt", env->fixture_dir);
+  write_fixture(env, "isolation-secret.txt", (const uint8_t *)"SECRET", 6);
+  unlink(written);
+  unlink(pwned);
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof addr;
+  CHECK(listener >= 0 && bind(listener, (struct sockaddr *)&addr, sizeof addr) == 0 && listen(listener, 4) == 0 &&
+        getsockname(listener, (struct sockaddr *)&addr, &len) == 0);
+
+  pxl_config config;
+  pxl_config_init(&config);
+  CHECK_INT(config.isolation, PXL_ISOLATION_MODULES);
+  CHECK_INT(config.decode_timeout_ms, 10000);
+  config.codec_modules = "hostile";
+  config.decode_timeout_ms = 2000 * env->slow_factor;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  char layers[128] = "";
+  pxl_loader_isolation(loader, layers, sizeof layers);
+  CHECKF(strstr(layers, "seccomp") != NULL, "isolation: %s (is PIXLOAD_DECODE_WORKER set? make worker)", layers);
+  if (!strstr(layers, "seccomp")) {
+    /* Without a worker the hostile module would run in this process: stop here. */
+    pxl_loader_free(loader);
+    pxl_queue_free(queue);
+    close(listener);
+    if (saved) setenv("PIXLOAD_CODEC_PATH", saved, 1);
+    else unsetenv("PIXLOAD_CODEC_PATH");
+    free(saved);
+    return;
+  }
+
+  struct { const char *line; pxl_status want; const char *says; } cases[] = {
+      {"segv", PXL_E_DECODER_FAILED, "SIGSEGV"},
+      {"spin", PXL_E_DECODER_FAILED, "timed out after"},
+      {"alloc16g", PXL_E_DECODER_FAILED, "exceeded"},
+      {"overflow", PXL_E_DECODER_FAILED, "decoder"},
+      {"huge", PXL_E_TOO_MANY_PIXELS, NULL},
+      {"read", PXL_OK, NULL}, /* any refusal: checked below */
+      {"connect", PXL_E_DECODER_FAILED, "SIGSYS: a forbidden system call"},
+      {"exec", PXL_E_DECODER_FAILED, "SIGSYS"},
+      {"fork", PXL_E_DECODER_FAILED, "SIGSYS"},
+      {"killparent", PXL_OK, NULL}, /* any refusal: we are alive to check it */
+      {"write", PXL_OK, NULL},      /* any refusal */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char body[1200], name[64], path[80];
+    const char *arg = strcmp(cases[i].line, "read") == 0 ? secret
+                      : strcmp(cases[i].line, "write") == 0 ? written
+                      : strcmp(cases[i].line, "exec") == 0 ? pwned : "";
+    char port[16];
+    snprintf(port, sizeof port, "%d", ntohs(addr.sin_port));
+    if (strcmp(cases[i].line, "connect") == 0) arg = port;
+    snprintf(body, sizeof body, "HOSTILE:%s %s\n", cases[i].line, arg);
+    snprintf(name, sizeof name, "hostile-%s.bin", cases[i].line);
+    write_fixture(env, name, (const uint8_t *)body, strlen(body));
+    snprintf(path, sizeof path, "/%s", name);
+    struct test_url u = test_url(env, path, "isolation");
+    pxl_status status;
+    char message[256] = "";
+    pxl_image *image = load(env, loader, queue, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+    if (cases[i].want != PXL_OK) {
+      CHECKF(status == cases[i].want, "%s: %d %s", cases[i].line, status, message);
+    } else {
+      CHECKF(status != PXL_OK, "%s decoded: %s", cases[i].line, message);
+    }
+    if (cases[i].says) CHECKF(strstr(message, cases[i].says) != NULL, "%s: message %s", cases[i].line, message);
+    pxl_image_release(image);
+    /* The next image decodes (a fresh worker when that one died). */
+    write_fixture(env, "hostile-ok.bin", (const uint8_t *)"HOSTILE:ok\n", 11);
+    struct test_url ok = test_url(env, "/hostile-ok.bin", cases[i].line);
+    image = load(env, loader, queue, ok.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+    CHECKF(status == PXL_OK && image && pxl_image_width(image) == 4, "after %s: %d %s", cases[i].line, status, message);
+    pxl_image_release(image);
+  }
+  CHECK(access(written, F_OK) != 0);
+  CHECK(access(pwned, F_OK) != 0);
+  CHECKF(accept(listener, NULL, NULL) < 0, "the listener saw a connection");
+  close(listener);
+
+  /* A failed decode is not cached: the same URL fails again, through a fresh worker. */
+  struct test_url segv = test_url(env, "/hostile-segv.bin", "isolation");
+  pxl_status status;
+  char message[256] = "";
+  pxl_image *image = load(env, loader, queue, segv.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_E_DECODER_FAILED, "segv again: %d %s", status, message);
+  pxl_image_release(image);
+  CHECK(strcmp(pxl_status_string(PXL_E_DECODER_FAILED), "the decoder failed (crashed, killed or timed out)") == 0);
+
+  /* Two requests merged on one decode whose worker spins: both get DECODER_FAILED. */
+  struct test_url spin = test_url(env, "/hostile-spin.bin", "merged");
+  pxl_request merged;
+  request_for(&merged, spin.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  struct capture both[2];
+  memset(both, 0, sizeof both);
+  atomic_int calls = 0;
+  for (int i = 0; i < 2; i++) {
+    both[i].seq = &calls;
+    CHECK_STATUS(pxl_load(loader, &merged, queue, capture_callback, &both[i], NULL), PXL_OK);
+  }
+  CHECK(drain_until(env, queue, &calls, 2, 15000));
+  for (int i = 0; i < 2; i++) {
+    CHECKF(both[i].status == PXL_E_DECODER_FAILED && strstr(both[i].message, "timed out"), "merged %d: %d %s", i,
+           both[i].status, both[i].message);
+    capture_reset(&both[i]);
+  }
+  pxl_loader_free(loader);
+
+  /* PXL_ISOLATION_ALL is refused in this release. */
+  config.isolation = PXL_ISOLATION_ALL;
+  pxl_loader *all = NULL;
+  CHECK_STATUS(pxl_loader_new(&config, &all), PXL_E_UNSUPPORTED);
+  config.isolation = 0x7F;
+  CHECK_STATUS(pxl_loader_new(&config, &all), PXL_E_INVALID_ARGUMENT);
+  /* REQUIRED, where every layer is in force (test-worker proves the kernel here has them),
+   * decodes; NONE isolates nothing. */
+  config.isolation = PXL_ISOLATION_MODULES | PXL_ISOLATION_REQUIRED;
+  loader = new_loader(&config);
+  struct test_url ok = test_url(env, "/hostile-ok.bin", "required");
+  image = load(env, loader, queue, ok.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_OK || strstr(message, "PXL_ISOLATION_REQUIRED") != NULL, "required: %d %s", status, message);
+  pxl_image_release(image);
+  pxl_loader_free(loader);
+  config.isolation = PXL_ISOLATION_NONE;
+  loader = new_loader(&config);
+  pxl_loader_isolation(loader, layers, sizeof layers);
+  CHECKF(strcmp(layers, "none") == 0, "isolation none: %s", layers);
+  pxl_loader_free(loader);
+
+  /* Layers missing: REQUIRED refuses, otherwise the log says which. */
+  config.isolation = PXL_ISOLATION_MODULES;
+  /* (Not under valgrind, which runs the child's system calls itself and reports the
+   * in-process crash below as an invalid write.) */
+  const char *valgrind = getenv("PXL_VALGRIND");
+  int forks = !UNDER_TSAN && !(valgrind && strcmp(valgrind, "1") == 0);
+  if (forks) CHECK_INT(degraded_isolation(env, &config, ok.url), 0);
+  config.log = NULL;
+  config.log_user_data = NULL;
+
+  /* Without isolation, the segfault is the host's: in a child, which it kills. */
+  fflush(NULL);
+  pid_t child = forks ? fork() : -1;
+  if (child == 0) {
+    /* The fault kills the child as it would a host, without a sanitizer's report (which
+     * would fail a sanitizer run) or valgrind's. */
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    config.isolation = PXL_ISOLATION_NONE;
+    pxl_loader *host = NULL;
+    if (pxl_loader_new(&config, &host) != PXL_OK) _exit(3);
+    pxl_request request;
+    request_for(&request, segv.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+    struct capture got;
+    memset(&got, 0, sizeof got);
+    load_and_wait(env, host, queue, &request, &got);
+    _exit(4); /* not reached: the decode crashed the process */
+  }
+  int wstatus = 0;
+  if (!forks) wstatus = SIGSEGV; /* (no child under TSan or valgrind) */
+  else CHECK(child > 0 && waitpid(child, &wstatus, 0) == child);
+  /* Killed by the fault, or ended by a sanitizer that reported it (ASan exits 1). */
+  int crashed = (WIFSIGNALED(wstatus) && (WTERMSIG(wstatus) == SIGSEGV || WTERMSIG(wstatus) == SIGABRT)) ||
+                (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0 && WEXITSTATUS(wstatus) != 3 &&
+                 WEXITSTATUS(wstatus) != 4);
+  CHECKF(crashed, "the in-process child ended with %#x", wstatus);
+  pxl_queue_free(queue);
+  if (saved) {
+    setenv("PIXLOAD_CODEC_PATH", saved, 1);
+    free(saved);
+  } else {
+    unsetenv("PIXLOAD_CODEC_PATH");
+  }
 }

@@ -128,6 +128,10 @@ done
 list_files
 check "the modules are in LIBDIR/pixload/codecs" \
   bash -c "[ \$(grep -c '^$sys_libdir/pixload/codecs/libpixload-[a-z]*\.so$' '$work/files') -eq 3 ]"
+check "the decode worker is in LIBDIR/pixload" grep -qx "$sys_libdir/pixload/pixload-decode-worker" "$work/files"
+out=$(env -u LD_LIBRARY_PATH -u PIXLOAD_CODEC_PATH /usr/bin/pixload version 2>&1)
+check "pixload version says the modules decode confined: ${out##*$'\n'}" \
+  bash -c "[[ '$out' == *'isolation: '*seccomp* ]]"
 
 purge
 check "apt-get purge ${pkgs[*]}" bash -c "! dpkg-query -W -f='\${db:Status-Status}\n' ${pkgs[*]} 2>/dev/null | grep -qv '^not-installed$'"

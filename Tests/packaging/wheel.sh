@@ -53,7 +53,7 @@ done
 
 # What a user without pixload has: no override, no library path; from a folder without
 # the sources, so `import pixload` is the installed one.
-clean_env=(env -u PIXLOAD_LIBRARY -u PIXLOAD_CODEC_PATH -u LD_LIBRARY_PATH -u LD_PRELOAD -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1)
+clean_env=(env -u PIXLOAD_LIBRARY -u PIXLOAD_CODEC_PATH -u PIXLOAD_DECODE_WORKER -u LD_LIBRARY_PATH -u LD_PRELOAD -u PYTHONPATH PYTHONDONTWRITEBYTECODE=1)
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
 check "pip install --no-index into a fresh venv" \
@@ -69,6 +69,9 @@ only_jxl_module() {
     test -f "$pkg/pixload/codecs/libpixload-jxl.so"
 }
 check "the JPEG XL codec module, and no other, in the package's pixload/codecs" only_jxl_module
+check "the decode worker, executable, in the package's pixload/" test -x "$pkg/pixload/pixload-decode-worker"
+worker_isolates() { "${clean_env[@]}" "$py" -c 'import pixload; assert "seccomp" in pixload.Loader().isolation().split()'; }
+check "the JPEG XL module decodes in the worker (Loader().isolation() names seccomp)" worker_isolates
 check "libjxl and libhwy bundled in pixload.libs/" \
   bash -c "ls '$site/pixload.libs' | grep -q '^libjxl-' && ls '$site/pixload.libs' | grep -q '^libhwy-'"
 # Every library auditwheel grafted has its Debian package's copyright file in

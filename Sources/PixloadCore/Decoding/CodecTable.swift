@@ -18,6 +18,8 @@ public protocol ExternalCodec: AnyObject, Sendable {
   var decodesFrames: Bool { get }
   /// decode draws at any size, also above the header's (a vector format).
   var isScalable: Bool { get }
+  /// chooseSize may answer something else than nil (default true).
+  var choosesSize: Bool { get }
   func sniff(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool
   func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure>
   /// The ICC profile of `size` bytes the header announced; nil when it cannot be read.
@@ -33,6 +35,12 @@ public protocol ExternalCodec: AnyObject, Sendable {
                     frameDone: (Int) -> Bool) -> CodecFailure?
   /// The last call: the host's destroy(user_data).
   func destroy()
+}
+
+extension ExternalCodec {
+  /// Whether chooseSize may answer anything but nil (pxl_codec.choose_size is set): an
+  /// isolated codec asks its worker only then.
+  public var choosesSize: Bool { true }
 }
 
 /// What a codec's header reader reports (pxl_codec_header).
@@ -172,6 +180,11 @@ public final class CodecTable: @unchecked Sendable {
   public var ids: [String] { lock.withLock { entries.map(\.codec.id) } }
 
   public var isEmpty: Bool { lock.withLock { entries.isEmpty } }
+
+  /// The first registered codec that decodes in a worker (pixload.h, "Isolation"), or nil.
+  public var firstIsolated: IsolatedCodec? {
+    lock.withLock { entries.lazy.compactMap { $0.codec as? IsolatedCodec }.first }
+  }
 
   /// What the registered codecs are, as part of a variant's memory key
   /// (`ImageVariant.codecs`); `.none` for none.

@@ -68,7 +68,7 @@ extension ImageDecoder {
     // .io too: the C API's name for a status the library does not know (pixload.h,
     // "Extensions"), the same for every kind of extension.
     switch failure.status {
-    case .unsupportedImage, .noMemory, .cancelled, .tooManyPixels, .notFound, .io: return LoadError(failure.status, message)
+    case .unsupportedImage, .noMemory, .cancelled, .tooManyPixels, .notFound, .io, .decoderFailed: return LoadError(failure.status, message)
     default: return LoadError(.corruptImage, message)
     }
   }
@@ -99,16 +99,20 @@ extension ImageDecoder {
     }
     let plan = SizePlan(sourceWidth: header.width, sourceHeight: header.height, orientation: orientation,
                         targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
-    let (conversion, colorWarning) = variant.managesColor ? colorConversion(bytes, codec: codec, header: header)
-                                                          : (nil, nil)
-    let color = ColorStep(conversion: conversion, warning: colorWarning, format: variant.format)
+    // The profile read when it is needed: for a still, after the draw (an isolated codec
+    // has it from the worker's decode, IsolatedCodec).
+    let colorStep = { () -> ColorStep in
+      let (conversion, colorWarning) = variant.managesColor ? colorConversion(bytes, codec: codec, header: header)
+                                                            : (nil, nil)
+      return ColorStep(conversion: conversion, warning: colorWarning, format: variant.format)
+    }
     let target = Target(cancel: cancel, keepOrientation: keepOrientation, partial: partial)
 
     if variant.animates && header.frameCount > 1 && codec.decodesFrames && !partial {
       let frameBytes = plan.outputWidth * plan.outputHeight * variant.format.bytesPerPixel
       // Over the bound by the declared count: the first frame, as a still, without a frame built.
       if header.frameCount <= Animation.maxBytes / max(1, frameBytes),
-         let animated = decodeFrames(bytes, codec: codec, header: header, plan: plan, color: color,
+         let animated = decodeFrames(bytes, codec: codec, header: header, plan: plan, color: colorStep(),
                                      format: variant.format, orientation: orientation, frameBytes: frameBytes,
                                      target: target) {
         return animated
@@ -133,6 +137,7 @@ extension ImageDecoder {
     case .failure(let failure): return .failure(failure)
     case .success(let drawn): canvas = drawn
     }
+    let color = colorStep()
     let collector = FrameCollector(plan: plan, color: color, format: variant.format, orientation: orientation,
                                    canvasWidth: width, canvasHeight: height, sourceHasAlpha: header.hasAlpha,
                                    frameBytes: 0, crop: crop.scaled(x: Double(width) / Double(header.width),

@@ -48,10 +48,15 @@ extension TaskPool {
     }
     if start != .run { return }
     let decodeStart = monotonicNanoseconds()
+    _ = IsolatedCodec.takeWorkerTime()
     let result = decoder.decode(input.data.bytes, variant: decode.variant, maxPixels: configuration.maxPixels,
                                 cancel: flag)
     var metrics = input.metrics
     metrics.decodeMicroseconds = microseconds(from: decodeStart, to: monotonicNanoseconds())
+    if let workerNanoseconds = IsolatedCodec.takeWorkerTime() {
+      metrics.isolated = true
+      metrics.workerMicroseconds = workerNanoseconds / 1000
+    }
     metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
     if case .success(let image) = result { metrics.decodedBytes = UInt64(image.totalByteCount) }
     if case .success(let image) = result, let warning = image.warning {

@@ -25,6 +25,14 @@ public final class ImageLoader: @unchecked Sendable {
   /// The codecs registered with this loader (pxl_loader_add_codec), which the default
   /// decoder tries after the built-in formats.
   public let codecs = CodecTable()
+  /// The codec module whose pxl_codec_module_register runs now (pxl_loader_new, on its
+  /// thread, before the handle is anyone else's): the codecs it adds are isolated
+  /// (pixload.h, "Isolation"). nil otherwise: a host's codec stays in-process.
+  public nonisolated(unsafe) var registeringModule: CodecModules.Module?
+  /// The decode threads (pool size of an isolated codec's workers).
+  public var decodeThreadCount: Int {
+    configuration.decodeThreads > 0 ? configuration.decodeThreads : availableCoreCount()
+  }
   let decodePool: PriorityWorkPool
   /// Where prefetches "deliver": it drops their results.
   let prefetchSink: CompletionQueue

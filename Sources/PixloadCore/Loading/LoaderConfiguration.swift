@@ -29,8 +29,22 @@ public struct LoaderConfiguration: Sendable {
   /// Which codec modules a loader made through the C API loads (`CodecModules`): nil every
   /// one found, "" none, "heif,jxl" exactly those.
   public var codecModules: String?
+  /// Which codecs decode in a confined worker process (pixload.h, "Isolation").
+  public var isolation = Isolation.modules
+  /// An isolated format whose worker lacks a layer (or cannot start) fails rather than
+  /// decodes (PXL_ISOLATION_REQUIRED).
+  public var isolationRequired = false
+  /// An isolated decode's wall-clock limit; 0: none.
+  public var decodeTimeoutMilliseconds = 10_000
 
   public init() {}
+}
+
+/// pxl_config.isolation without its REQUIRED bit. Raw values are the C API's.
+public enum Isolation: Int32, Sendable {
+  case modules = 0
+  case none = 1
+  case all = 2
 }
 
 /// Levels of the log callback. Raw values are the C API's PXL_LOG_*.

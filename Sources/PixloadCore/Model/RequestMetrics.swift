@@ -78,6 +78,10 @@ public struct RequestMetrics: Sendable, Equatable {
   public var decodedBytes: UInt64 = 0
   /// Pixel bytes of the image delivered (0 without an image).
   public var deliveredBytes: UInt64 = 0
+  /// The decode ran in a confined worker (`IsolatedCodec`), and how long of it the worker
+  /// took (its conversations, wall clock).
+  public var isolated = false
+  public var workerMicroseconds: UInt64 = 0
 
   public init() {}
 

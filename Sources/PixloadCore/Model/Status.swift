@@ -23,6 +23,8 @@ public enum Status: Int32, Sendable, CaseIterable {
   case tooManyRedirects = 20
   case notCached = 21
   case unsupported = 22
+  /// The isolated decode worker crashed, was killed by its sandbox, or ran out of memory or time.
+  case decoderFailed = 23
 
   /// The text of pxl_status_string(): this is the one table of status texts.
   public var description: String {
@@ -50,6 +52,7 @@ public enum Status: Int32, Sendable, CaseIterable {
     case .tooManyRedirects: return "too many redirects"
     case .notCached: return "not in the cache"
     case .unsupported: return "a library the loader needs lacks a required feature"
+    case .decoderFailed: return "the decoder failed (crashed, killed or timed out)"
     }
   }
 }

@@ -74,6 +74,7 @@ for _name, _restype, _argtypes in [
     ("pxl_loader_add_codec", c_status, [ctypes.c_void_p, ctypes.POINTER(pxl_codec)]),
     ("pxl_loader_remove_codec", c_status, [ctypes.c_void_p, ctypes.c_char_p]),
     ("pxl_loader_formats", ctypes.c_size_t, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]),
+    ("pxl_loader_isolation", ctypes.c_size_t, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]),
 ]:
     try:
         _fn = getattr(lib, _name)

@@ -20,6 +20,21 @@ def _as_tls_version(value):
     return int(value)
 
 
+ISOLATION_NONE, ISOLATION_MODULES, ISOLATION_ALL, ISOLATION_REQUIRED = 1, 0, 2, 0x100
+
+
+def _as_isolation(value):
+    """isolation: "modules" (default), "none", "all" (refused by this release), each
+    optionally with "+required" ("modules+required"); or the header's number."""
+    if isinstance(value, str):
+        names = {"modules": ISOLATION_MODULES, "none": ISOLATION_NONE, "all": ISOLATION_ALL}
+        base, _, extra = value.partition("+")
+        if base not in names or extra not in ("", "required"):
+            raise ValueError(f"isolation must be 'none', 'modules' or 'all' (optionally '+required'), not {value!r}")
+        return names[base] | (ISOLATION_REQUIRED if extra else 0)
+    return int(value)
+
+
 def _as_schemes(value):
     if isinstance(value, int):
         return int(value)
@@ -69,6 +84,8 @@ def _fill_config(cfg, config, keep):
             value = _header_array(value, keep)
         elif name == "tls_min_version":
             value = _as_tls_version(value)
+        elif name == "isolation":
+            value = _as_isolation(value)
         elif name in ("user_agent", "ca_file", "ca_path", "proxy", "disk_cache_dir", "codec_modules"):
             value = _encode(value)
             keep.append(value)

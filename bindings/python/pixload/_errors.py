@@ -34,6 +34,7 @@ class Status(enum.IntEnum):
     TOO_MANY_REDIRECTS = 20
     NOT_CACHED = 21
     UNSUPPORTED = 22
+    DECODER_FAILED = 23
 
 
 def status_string(status):
@@ -108,6 +109,7 @@ _ERROR_CLASSES = {
     Status.TOO_MANY_REDIRECTS: NetworkError,
     Status.NOT_CACHED: NotCachedError,
     Status.UNSUPPORTED: UnsupportedError,
+    Status.DECODER_FAILED: ImageError,
 }
 
 

@@ -161,6 +161,9 @@ class pxl_config(ctypes.Structure):
         ("request_hook", request_hook_fn),
         ("request_hook_user_data", ctypes.c_void_p),
         ("hook_timeout_ms", ctypes.c_int32),
+        # Since 0.6.0 (decode_timeout_ms past 0.5.0's sizeof: int64).
+        ("decode_timeout_ms", ctypes.c_int64),
+        ("isolation", ctypes.c_int32),
     ]
 
 
@@ -219,7 +222,8 @@ class pxl_metrics(ctypes.Structure):  # since 0.5.0
         "slot_wait_us", "dns_us", "connect_us", "tls_us", "first_byte_us", "transfer_us",
         "disk_read_us", "decode_us", "process_us", "queue_wait_us", "bytes_received")] + [
         (name, ctypes.c_int32) for name in ("http_status", "http_version", "redirects", "connection_reused")
-    ] + [("decoded_bytes", ctypes.c_uint64), ("delivered_bytes", ctypes.c_uint64)]
+    ] + [("decoded_bytes", ctypes.c_uint64), ("delivered_bytes", ctypes.c_uint64),
+         ("worker_us", ctypes.c_uint64), ("isolated", ctypes.c_int32)]  # since 0.6.0
 
 
 class pxl_stats(ctypes.Structure):
@@ -355,7 +359,7 @@ def init_struct(struct, into=None):
 # have been written. A field added to the header but not here, or a field of the wrong
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
-    "pxl_config": ("hook_timeout_ms", 30000),
+    "pxl_config": ("isolation", 0),
     "pxl_request": ("placeholder_length", 0),
     "pxl_table_config": ("previews", 1),
 }

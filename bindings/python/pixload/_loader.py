@@ -36,8 +36,10 @@ class Loader(_Handle):
     {"http", "https", "file"} or Scheme bits, headers=[...] or {...}, disk_cache_dir=...,
     user_agent=..., ca_file= / ca_path= (only those CAs are trusted, not the system's),
     proxy= (a URL; "" for none; default: the environment's http_proxy, https_proxy,
-    ALL_PROXY, no_proxy), tls_min_version="1.2" (default) or "1.3", ...); anything not
-    given keeps the library's default.
+    ALL_PROXY, no_proxy), tls_min_version="1.2" (default) or "1.3", isolation="modules"
+    (default: the codec modules decode in a confined worker process), "none" or
+    "modules+required" (pixload.h, "Isolation"), decode_timeout_ms=10000, ...); anything
+    not given keeps the library's default.
 
     log=callable(level, message) receives the library's diagnostics (a disk cache
     directory it cannot use, a corrupt cache entry dropped): a LogLevel and one line of
@@ -99,6 +101,14 @@ class Loader(_Handle):
     def remove_codec(self, codec_id):
         """Unregisters the codec named codec_id (NotFoundError if there is none)."""
         _codecs.remove_codec(self._handle(), codec_id)
+
+    def isolation(self):
+        """The confining layers of this loader's decode workers: "namespaces landlock
+        seccomp rlimits" where the kernel has them all; "none" when nothing is isolated."""
+        size = lib.pxl_loader_isolation(self._handle(), None, 0)
+        buffer = ctypes.create_string_buffer(size + 1)
+        lib.pxl_loader_isolation(self._handle(), buffer, size + 1)
+        return buffer.value.decode()
 
     def formats(self):
         """The short names of the formats this loader decodes: ["jpeg", ..., "heic", "jxl", "svg"]."""

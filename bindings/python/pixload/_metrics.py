@@ -47,11 +47,13 @@ class Metrics:
     connection_reused: bool = False
     decoded_bytes: int = 0
     delivered_bytes: int = 0
+    worker_us: int = 0  # of decode_us: the confined decode worker's (pixload.h, "Isolation")
+    isolated: bool = False
 
 
 _COPIED = ("slot_wait_us", "dns_us", "connect_us", "tls_us", "first_byte_us", "transfer_us", "disk_read_us",
            "decode_us", "process_us", "queue_wait_us", "http_status", "http_version", "redirects",
-           "decoded_bytes", "delivered_bytes")
+           "decoded_bytes", "delivered_bytes", "worker_us")
 
 
 def metrics_from_c(result_p):
@@ -61,4 +63,5 @@ def metrics_from_c(result_p):
         return None
     tier = Tier(m.tier) if m.tier in Tier._value2member_map_ else m.tier
     return Metrics(tier=tier, joined=bool(m.joined), received_bytes=m.bytes_received,
-                   connection_reused=bool(m.connection_reused), **{name: getattr(m, name) for name in _COPIED})
+                   connection_reused=bool(m.connection_reused), isolated=bool(m.isolated),
+                   **{name: getattr(m, name) for name in _COPIED})

@@ -147,3 +147,21 @@ def test_svg_drawn_larger_than_intrinsic(server, module_files, tmp_path):
     subprocess.run(["rsvg-convert", "-w", "480", "-h", "360", "-o", str(ref), str(server.www / "m.svg")], check=True)
     theirs = np.asarray(PILImage.open(ref).convert("RGBA"), dtype=np.int16)
     assert np.abs(pixels(image) - theirs).max() <= 1
+
+
+def test_isolation_option():
+    """Loader(isolation=...) (pixload.h, "Isolation"): the default isolates the modules in
+    workers with their layers; "none" isolates nothing; "all" is refused in this
+    release; a bad name is a ValueError."""
+    assert pixload.Status.DECODER_FAILED == 23
+    with pixload.Loader() as loader:
+        layers = loader.isolation()
+        if "svg" in loader.formats() or "heic" in loader.formats():
+            assert "seccomp" in layers.split(), layers
+    with pixload.Loader(isolation="none") as loader:
+        assert loader.isolation() == "none"
+    with pytest.raises(pixload.PixloadError) as error:
+        pixload.Loader(isolation="all")
+    assert error.value.status == pixload.Status.UNSUPPORTED
+    with pytest.raises(ValueError):
+        pixload.Loader(isolation="sometimes")

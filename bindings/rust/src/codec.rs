@@ -176,6 +176,17 @@ impl Loader {
         let text = CStr::from_bytes_until_nul(&buffer).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         text.split_whitespace().map(str::to_string).collect()
     }
+
+    /// The confining layers of this loader's decode workers ("namespaces landlock seccomp
+    /// rlimits" where the kernel has them all), starting one if none runs; "none" when
+    /// nothing is isolated (pixload.h, "Isolation").
+    pub fn isolation(&self) -> String {
+        // SAFETY: a NULL buffer of capacity 0 asks for the length only.
+        let length = unsafe { sys::pxl_loader_isolation(self.as_ptr(), ptr::null_mut(), 0) };
+        let mut buffer = vec![0u8; length + 1];
+        unsafe { sys::pxl_loader_isolation(self.as_ptr(), buffer.as_mut_ptr() as *mut c_char, buffer.len()) };
+        CStr::from_bytes_until_nul(&buffer).map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    }
 }
 
 /// Runs a codec method with panics caught (`fallback` then).

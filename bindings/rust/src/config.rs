@@ -72,6 +72,19 @@ pub enum TlsVersion {
     V1_3 = sys::PXL_TLS_1_3,
 }
 
+/// Which codecs decode in a confined worker process (`pxl_config.isolation`; pixload.h,
+/// "Isolation").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Isolation {
+    /// Every codec module loaded from a file (HEIC, JPEG XL, SVG): the default.
+    Modules = sys::PXL_ISOLATION_MODULES,
+    /// Everything in the host's process.
+    None = sys::PXL_ISOLATION_NONE,
+    /// The built-in formats too: refused by this release ([`Status::Unsupported`](crate::Status::Unsupported)).
+    All = sys::PXL_ISOLATION_ALL,
+}
+
 /// A loader's configuration: a builder over `pxl_config`, defaults from the library.
 // build() is in loader.rs, which owns the closures from there until the loader's Drop.
 pub struct LoaderBuilder {
@@ -169,6 +182,16 @@ impl LoaderBuilder {
         ///
         /// [`timeout`]: LoaderBuilder::timeout
         hook_timeout: Duration => |c, v| c.hook_timeout_ms = millis(v);
+        /// An isolated decode not done in this much wall-clock time is killed and fails
+        /// with [`Status::DecoderFailed`](crate::Status::DecoderFailed); default 10 s; zero: no limit.
+        decode_timeout: Duration => |c, v| c.decode_timeout_ms = i64::from(millis(v));
+    }
+
+    /// Which codecs decode in a confined worker process (default [`Isolation::Modules`]);
+    /// `required`: an isolated format whose worker lacks a layer fails rather than decodes.
+    pub fn isolation(mut self, isolation: Isolation, required: bool) -> LoaderBuilder {
+        self.config.isolation = isolation as i32 | if required { sys::PXL_ISOLATION_REQUIRED } else { 0 };
+        self
     }
 
     /// The request hook (pixload.h, "Request hook"; see [`HookCall`]): asked before each

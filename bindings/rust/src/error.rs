@@ -34,10 +34,12 @@ pub enum Status {
     NotCached,
     /// A library the loader needs (libcurl) lacks a required feature.
     Unsupported,
+    /// The isolated decode worker crashed, was killed by its sandbox, or ran out of memory or time (0.6.0).
+    DecoderFailed,
     Unknown(u32),
 }
 
-const STATUSES: [Status; 23] = [
+const STATUSES: [Status; 24] = [
     Status::Ok,
     Status::InvalidArgument,
     Status::MalformedUrl,
@@ -61,6 +63,7 @@ const STATUSES: [Status; 23] = [
     Status::TooManyRedirects,
     Status::NotCached,
     Status::Unsupported,
+    Status::DecoderFailed,
 ];
 
 impl Status {

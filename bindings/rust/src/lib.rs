@@ -49,7 +49,7 @@ mod version;
 
 pub use callbacks::caught_panics;
 pub use codec::{Codec, CodecHeader, CodecTarget};
-pub use config::{scheme, LoaderBuilder, LogLevel, TlsVersion};
+pub use config::{scheme, Isolation, LoaderBuilder, LogLevel, TlsVersion};
 pub use error::{Error, Status};
 pub use fetcher::{Fetch, FetcherOptions};
 pub use hook::HookCall;

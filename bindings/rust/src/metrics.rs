@@ -62,6 +62,10 @@ pub struct Metrics {
     pub connection_reused: bool,
     pub decoded_bytes: u64,
     pub delivered_bytes: u64,
+    /// Of `decode_us`: the confined decode worker's (pixload.h, "Isolation").
+    pub worker_us: u64,
+    /// The decode ran in a confined worker.
+    pub isolated: bool,
 }
 
 impl Metrics {
@@ -94,6 +98,8 @@ impl Metrics {
             connection_reused: m.connection_reused != 0,
             decoded_bytes: m.decoded_bytes,
             delivered_bytes: m.delivered_bytes,
+            worker_us: m.worker_us,
+            isolated: m.isolated != 0,
         })
     }
 }

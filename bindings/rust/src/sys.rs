@@ -54,6 +54,7 @@ pub const PXL_E_IO: pxl_status = 19;
 pub const PXL_E_TOO_MANY_REDIRECTS: pxl_status = 20;
 pub const PXL_E_NOT_CACHED: pxl_status = 21;
 pub const PXL_E_UNSUPPORTED: pxl_status = 22;
+pub const PXL_E_DECODER_FAILED: pxl_status = 23;
 
 // Pixel formats and sizing
 pub type pxl_format = c_uint;
@@ -156,7 +157,16 @@ pub struct pxl_config {
     pub request_hook: pxl_request_hook_fn,
     pub request_hook_user_data: *mut c_void,
     pub hook_timeout_ms: i32,
+    // Since 0.6.0.
+    pub decode_timeout_ms: i64,
+    pub isolation: i32,
 }
+
+// pxl_config.isolation values. Since 0.6.0.
+pub const PXL_ISOLATION_MODULES: i32 = 0;
+pub const PXL_ISOLATION_NONE: i32 = 1;
+pub const PXL_ISOLATION_ALL: i32 = 2;
+pub const PXL_ISOLATION_REQUIRED: i32 = 0x100;
 
 // pxl_config.tls_min_version values. Since 0.5.0.
 pub const PXL_TLS_1_2: i32 = 12;
@@ -392,6 +402,9 @@ pub struct pxl_metrics {
     pub connection_reused: i32,
     pub decoded_bytes: u64,
     pub delivered_bytes: u64,
+    // Since 0.6.0.
+    pub worker_us: u64,
+    pub isolated: i32,
 }
 
 pub const PXL_METRICS_SIZE_0_5: usize = offset_of!(pxl_metrics, delivered_bytes) + size_of::<u64>();
@@ -515,6 +528,7 @@ extern "C" {
     pub fn pxl_loader_add_codec(loader: *mut pxl_loader, codec: *const pxl_codec) -> pxl_status;
     pub fn pxl_loader_remove_codec(loader: *mut pxl_loader, id: *const c_char) -> pxl_status;
     pub fn pxl_loader_formats(loader: *mut pxl_loader, buffer: *mut c_char, capacity: usize) -> usize;
+    pub fn pxl_loader_isolation(loader: *mut pxl_loader, buffer: *mut c_char, capacity: usize) -> usize;
 }
 
 // Processors (since 0.5.0)

@@ -85,6 +85,7 @@ fn rust_side() -> (
             disk_cache_bytes, ignore_http_freshness, memory_cache_count, disk_cache_dir,
             disk_cache_max_age_s, log, log_user_data, log_level, disk_variant_max_side, codec_modules,
             ca_path, proxy, tls_min_version, request_hook, request_hook_user_data, hook_timeout_ms,
+            decode_timeout_ms, isolation,
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
@@ -95,7 +96,7 @@ fn rust_side() -> (
         pxl_metrics {
             struct_size, tier, joined, slot_wait_us, dns_us, connect_us, tls_us, first_byte_us, transfer_us,
             disk_read_us, decode_us, process_us, queue_wait_us, bytes_received, http_status, http_version,
-            redirects, connection_reused, decoded_bytes, delivered_bytes,
+            redirects, connection_reused, decoded_bytes, delivered_bytes, worker_us, isolated,
         }
         pxl_result { struct_size, status, image, http_status, source, message, preview, incomplete }
         pxl_stats {
@@ -130,7 +131,7 @@ fn rust_side() -> (
         PXL_E_CONNECT, PXL_E_TLS, PXL_E_TIMEOUT, PXL_E_HTTP, PXL_E_BODY_TOO_LARGE,
         PXL_E_NOT_AN_IMAGE, PXL_E_CORRUPT_IMAGE, PXL_E_TOO_MANY_PIXELS, PXL_E_CANCELLED,
         PXL_E_LOADER_CLOSED, PXL_E_NETWORK, PXL_E_UNSUPPORTED_IMAGE, PXL_E_NO_MEMORY,
-        PXL_E_NOT_FOUND, PXL_E_IO, PXL_E_TOO_MANY_REDIRECTS, PXL_E_NOT_CACHED, PXL_E_UNSUPPORTED,
+        PXL_E_NOT_FOUND, PXL_E_IO, PXL_E_TOO_MANY_REDIRECTS, PXL_E_NOT_CACHED, PXL_E_UNSUPPORTED, PXL_E_DECODER_FAILED,
         PXL_FORMAT_RGBA8, PXL_FORMAT_RGBA8_PREMUL, PXL_FORMAT_BGRA8_PREMUL, PXL_FORMAT_RGB8,
         PXL_FORMAT_GRAY8, PXL_MODE_FIT, PXL_MODE_FILL,
         PXL_PRIORITY_PREFETCH, PXL_PRIORITY_NORMAL, PXL_PRIORITY_VISIBLE,
@@ -141,6 +142,7 @@ fn rust_side() -> (
         PXL_SOURCE_NONE, PXL_SOURCE_MEMORY, PXL_SOURCE_NETWORK, PXL_SOURCE_DISK, PXL_SOURCE_REVALIDATED,
         PXL_SOURCE_FETCHER, PXL_SOURCE_DATA, PXL_SOURCE_FILE,
         PXL_LOG_ERROR, PXL_LOG_WARNING, PXL_LOG_INFO, PXL_TLS_1_2, PXL_TLS_1_3,
+        PXL_ISOLATION_MODULES, PXL_ISOLATION_NONE, PXL_ISOLATION_ALL, PXL_ISOLATION_REQUIRED,
         PXL_CONFIG_SIZE_0_1, PXL_REQUEST_SIZE_0_1, PXL_TABLE_CONFIG_SIZE_0_1, PXL_STATS_SIZE_0_1,
         PXL_TABLE_STATS_SIZE_0_1, PXL_CONFIG_SIZE_0_2, PXL_FETCHER_SIZE_0_5,
         PXL_CODEC_PREMULTIPLIED, PXL_CODEC_PROGRESSIVE, PXL_CODEC_SCALABLE, PXL_CODEC_KEEP_ORIENTATION, PXL_CODEC_PARTIAL,

@@ -1,0 +1,43 @@
+/*
+ * Sources/CWorker: the library's side of the decode worker (worker/worker_client.c) for
+ * the Swift decode stage, in plain C types (no pixload.h types, which Swift sees through
+ * CPixload). One pxlw_worker is used by one thread at a time (the pool hands it out).
+ */
+#ifndef PXL_WORKER_GLUE_H
+#define PXL_WORKER_GLUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct pxlw_header {
+  int32_t image_width, image_height; /* the image's size, as its header says */
+  int32_t width, height;             /* what the worker drew */
+  int32_t frame_count, loop_count, orientation, has_alpha;
+  int32_t cicp_primaries, cicp_transfer, cicp_matrix;
+  uint32_t icc_size, codec_flags;
+} pxlw_header;
+
+/* Spawns a worker for the modules in module_dir (only: "heif", NULL all) and waits for its
+ * HELLO. NULL on failure, with message. */
+void *pxlw_spawn(const char *executable, const char *module_dir, const char *only, uint64_t max_pixels,
+                 uint64_t max_input_bytes, int timeout_ms, char *message, size_t cap);
+uint32_t pxlw_layers(void *worker);
+void pxlw_layers_string(uint32_t layers, char *buf, size_t cap);
+int pxlw_alive(void *worker);
+void pxlw_free(void *worker);
+
+/* Decodes through the worker. Returns a result (free with pxlw_result_free) and sets
+ * *status (a pxl_status: 0 ok, 23 PXL_E_DECODER_FAILED, or a codec's) and message. On
+ * success the header and the sealed, read-only pixels are the result's. *worker_ended: the
+ * worker cannot decode again. */
+void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
+                  int32_t target_height, int keep_orientation, int header_only, int timeout_ms, int32_t *status, char *message,
+                  size_t cap, int *worker_ended, pxlw_header *header);
+const uint8_t *pxlw_result_pixels(const void *result);
+size_t pxlw_result_stride(const void *result);
+const uint8_t *pxlw_result_icc(const void *result);
+double pxlw_result_wall_ms(const void *result);
+uint64_t pxlw_result_cpu_ns(const void *result);
+void pxlw_result_free(void *result);
+
+#endif

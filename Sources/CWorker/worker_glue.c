@@ -1,0 +1,63 @@
+/* Sources/CWorker/worker_glue.c: worker/worker_client.c compiled into the library, behind
+ * pxl_worker_glue.h. The client's source stays in worker/ beside the worker it talks to
+ * (and Tests/worker tests it there); this file only includes it. */
+#include "../../worker/worker_client.c"
+
+#include "pxl_worker_glue.h"
+
+void *pxlw_spawn(const char *executable, const char *module_dir, const char *only, uint64_t max_pixels,
+                 uint64_t max_input_bytes, int timeout_ms, char *message, size_t cap) {
+  pxl_worker_options o;
+  memset(&o, 0, sizeof o);
+  o.executable = executable;
+  o.module_dir = module_dir;
+  o.only = only;
+  o.max_pixels = max_pixels;
+  o.max_input_bytes = max_input_bytes;
+  o.keep_stderr = getenv("PIXLOAD_WORKER_STDERR") != NULL;
+  pxl_worker *w = NULL;
+  if (pxl_worker_spawn(&o, timeout_ms, &w, message, cap) != PXL_OK) return NULL;
+  return w;
+}
+
+uint32_t pxlw_layers(void *worker) { return pxl_worker_hello_of(worker)->layers; }
+void pxlw_layers_string(uint32_t layers, char *buf, size_t cap) { pxl_worker_layers_string(layers, buf, cap); }
+int pxlw_alive(void *worker) { return pxl_worker_alive(worker); }
+void pxlw_free(void *worker) { pxl_worker_free(worker); }
+
+void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
+                  int32_t target_height, int keep_orientation, int header_only, int timeout_ms, int32_t *status, char *message,
+                  size_t cap, int *worker_ended, pxlw_header *header) {
+  pxl_worker_result *r = calloc(1, sizeof *r);
+  if (!r) {
+    *status = PXL_E_NO_MEMORY;
+    snprintf(message, cap, "out of memory");
+    *worker_ended = 0;
+    return NULL;
+  }
+  pxl_worker_decode_flags(worker, data, size, codec, target_width, target_height,
+                          (keep_orientation ? PXL_WORKER_KEEP_ORIENTATION : 0) |
+                              (header_only ? PXL_WORKER_CLIENT_HEADER_ONLY : 0),
+                          timeout_ms, r);
+  *status = (int32_t)r->status;
+  snprintf(message, cap, "%s", r->message);
+  *worker_ended = !pxl_worker_alive(worker);
+  const pxl_worker_msg_header *h = &r->header;
+  pxlw_header out = {h->image_width, h->image_height, h->width, h->height, h->frame_count, h->loop_count,
+                     h->orientation, h->has_alpha, h->cicp_primaries, h->cicp_transfer, h->cicp_matrix,
+                     h->icc_size, h->codec_flags};
+  *header = out;
+  return r;
+}
+
+const uint8_t *pxlw_result_pixels(const void *result) { return ((const pxl_worker_result *)result)->pixels; }
+size_t pxlw_result_stride(const void *result) { return ((const pxl_worker_result *)result)->stride; }
+const uint8_t *pxlw_result_icc(const void *result) { return ((const pxl_worker_result *)result)->icc; }
+double pxlw_result_wall_ms(const void *result) { return ((const pxl_worker_result *)result)->wall_ms; }
+uint64_t pxlw_result_cpu_ns(const void *result) { return ((const pxl_worker_result *)result)->worker_cpu_ns; }
+
+void pxlw_result_free(void *result) {
+  if (!result) return;
+  pxl_worker_result_release(result);
+  free(result);
+}
