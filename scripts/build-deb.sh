@@ -215,6 +215,7 @@ trees=("${all_pkgs[@]/#/debian/}")
 find "${trees[@]}" -type d -exec chmod 755 {} +
 find "${trees[@]}" -type f -exec chmod 644 {} +
 chmod 755 debian/pixload-tools/usr/bin/pixload
+chmod 755 "debian/libpixload0/$libdir/pixload/pixload-decode-worker"  # the library spawns it
 find "${trees[@]}" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 
 for pkg in "${all_pkgs[@]}"; do

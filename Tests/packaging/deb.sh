@@ -91,7 +91,7 @@ check "Meson: hello runs with the packaged library" \
 out=$(env -u LD_LIBRARY_PATH /usr/bin/pixload version 2>&1)
 check "pixload version: ${out%%$'\n'*}" bash -c "[[ '$out' == *'$version'* ]]"
 check "pixload version lists the built-in formats only" \
-  bash -c "[[ '$out' == *'formats: jpeg png webp gif avif' ]]"
+  grep -qx 'formats: jpeg png webp gif avif' <<< "$out"
 check "man page installed" test -f /usr/share/man/man1/pixload.1.gz
 
 # One file per module's format, made now.
@@ -119,8 +119,8 @@ check "without libpixload-heif a HEIC names the package: $out" \
 apt_install "${modules[*]}" "${module_debs[@]}"
 installed "${modules[@]}"
 out=$(env -u LD_LIBRARY_PATH -u PIXLOAD_CODEC_PATH /usr/bin/pixload version 2>&1)
-check "pixload version lists the modules' formats: ${out##*$'\n'}" \
-  bash -c "[[ '$out' == *'formats: jpeg png webp gif avif heic jxl svg' ]]"
+check "pixload version lists the modules' formats: $(grep '^formats:' <<< "$out")" \
+  grep -qx 'formats: jpeg png webp gif avif heic jxl svg' <<< "$out"
 for ext in heic jxl svg; do
   out=$(fetch "$ext")
   check "a $ext loads through its module: $out" bash -c "[[ '$out' == 'OK '*' 64x48 '* ]]"
