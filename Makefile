@@ -310,7 +310,7 @@ test-worker: $(WORKER_EXE)
 	$(CC) $(CFLAGS) -fPIC -shared -Iinclude $(fuzz_source_qoi) -o $(WORKER_TEST_MODULES)/libpixload-qoi.so
 	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/lying_worker.c -o $(WORKER_TEST)/lying-worker
 	@# The test loads the shipped modules too (the in-process reference): the same soname trick.
-	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/test_worker.c worker/worker_client.c worker/codecs.c \
+	$(CC) $(CFLAGS) $(WARN) -Iinclude Tests/worker/test_worker.c worker/worker_client.c worker/codecs.c worker/manifest.c \
 	  -o $(WORKER_TEST)/test_worker -ldl $$(pkg-config --libs libseccomp) -Wl,-soname,libpixload.so.$(SOVERSION) \
 	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec
 	$(WORKER_TEST)/test_worker $(WORKER_EXE) $(WORKER_TEST_MODULES) $(WORKER_TEST)/lying-worker $(MODULE_FUZZ_SEEDS)/heif/* \

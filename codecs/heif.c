@@ -771,6 +771,21 @@ static pxl_status heif_decode_fn(const uint8_t *data, size_t size, pxl_codec_tar
   return status;
 }
 
+/* The manifest (pixload.h, "Codec modules"): what register adds, for a host that does not
+ * load this module (isolation); heif_sniff's brands as rules. */
+PXL_MODULE_MANIFEST const pxl_codec_manifest pxl_codec_module_manifest = {
+    PXL_CODEC_MANIFEST_MAGIC, sizeof(pxl_codec_manifest), 1, 0,
+    {{"heic", PXL_VERSION_STRING " libheif " LIBHEIF_VERSION, 0, 1, 8,
+      {
+         {PXL_SNIFF_FTYP_BRAND, 0, 4, "heic"},
+         {PXL_SNIFF_FTYP_BRAND, 0, 4, "heix"},
+         {PXL_SNIFF_FTYP_BRAND, 0, 4, "heim"},
+         {PXL_SNIFF_FTYP_BRAND, 0, 4, "heis"},
+         {PXL_SNIFF_FTYP_BRAND, 0, 4, "hevc"},
+         {PXL_SNIFF_FTYP_BRAND, 0, 4, "hevx"},
+         {PXL_SNIFF_FTYP_BRAND, 0, 4, "mif1"},
+         {PXL_SNIFF_FTYP_BRAND, 0, 4, "msf1"}}}}};
+
 PXL_MODULE_EXPORT pxl_status pxl_codec_module_register(pxl_loader *loader) {
   static char version[64];
   snprintf(version, sizeof version, "%s libheif %s", PXL_VERSION_STRING, heif_get_version());

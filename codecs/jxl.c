@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include <jxl/decode.h>
+#include <jxl/version.h>
 
 #include "common.h"
 
@@ -147,6 +148,18 @@ static pxl_status jxl_frames(const uint8_t *data, size_t size, pxl_codec_target 
   struct jxl_job job = {.target = target, .frames = 1};
   return jxl_run(data, size, &job, message, cap);
 }
+
+#define PXL_JXL_STR2(x) #x
+#define PXL_JXL_STR(x) PXL_JXL_STR2(x)
+/* The manifest (pixload.h, "Codec modules"): JxlSignatureCheck's two signatures. */
+PXL_MODULE_MANIFEST const pxl_codec_manifest pxl_codec_module_manifest = {
+    PXL_CODEC_MANIFEST_MAGIC, sizeof(pxl_codec_manifest), 1, 0,
+    {{"jxl",
+      PXL_VERSION_STRING " libjxl " PXL_JXL_STR(JPEGXL_MAJOR_VERSION) "." PXL_JXL_STR(JPEGXL_MINOR_VERSION) "."
+          PXL_JXL_STR(JPEGXL_PATCH_VERSION),
+      PXL_CODEC_PROGRESSIVE, 0, 2,
+      {{PXL_SNIFF_BYTES, 0, 2, {0xFF, 0x0A}},
+       {PXL_SNIFF_BYTES, 0, 12, {0, 0, 0, 0x0C, 'J', 'X', 'L', ' ', 0x0D, 0x0A, 0x87, 0x0A}}}}}};
 
 PXL_MODULE_EXPORT pxl_status pxl_codec_module_register(pxl_loader *loader) {
   static char version[64];

@@ -248,6 +248,12 @@ static pxl_status svg_decode(const uint8_t *data, size_t size, pxl_codec_target 
   return PXL_OK;
 }
 
+/* The manifest (pixload.h, "Codec modules"): find_root's rule. */
+PXL_MODULE_MANIFEST const pxl_codec_manifest pxl_codec_module_manifest = {
+    PXL_CODEC_MANIFEST_MAGIC, sizeof(pxl_codec_manifest), 1, 0,
+    {{"svg", PXL_VERSION_STRING " librsvg " LIBRSVG_VERSION, PXL_CODEC_PREMULTIPLIED | PXL_CODEC_SCALABLE, 1, 1,
+      {{PXL_SNIFF_XML_ROOT, 0, 3, "svg"}}}}};
+
 PXL_MODULE_EXPORT pxl_status pxl_codec_module_register(pxl_loader *loader) {
   static char version[64];
   snprintf(version, sizeof version, "%s librsvg %u.%u.%u", PXL_VERSION_STRING, rsvg_major_version,

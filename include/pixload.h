@@ -1404,9 +1404,13 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  * 1024 MiB", "decoder timed out after 10000 ms"); every request merged on that decode gets
  * it, nothing is cached, and the next request gets a fresh worker. The host goes on.
  *
- * Not yet isolated in this release: the module's sniff (the host still loads the modules'
- * libraries to tell their formats apart, and their sniff sees the first 4096 bytes in the
- * host), previews of a prefix and animations (an isolated
+ * A module with a manifest (pixload.h, "Codec modules": the shipped three have one) is
+ * not loaded in the host at all under isolation, nor its libraries (libheif, libjxl,
+ * librsvg): the library reads the manifest from the module's file and sniffs with its
+ * declarative rules; only the workers load the module. A module without one is loaded in
+ * the host for its sniff, as before, and decodes in the workers.
+ *
+ * Not yet isolated in this release: previews of a prefix and animations (an isolated
  * format decodes its first frame, whole files only). The pixels are copied once from the
  * sealed buffer into the decode stage's canvas.
  * ------------------------------------------------------------------------------- */
@@ -1443,6 +1447,67 @@ PXL_API size_t pxl_loader_isolation(pxl_loader *loader, char *buffer, size_t cap
 
 /* What a module exports. Since 0.5.0. */
 typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
+
+/* A module's manifest (Since 0.6.0, optional): what its codecs are, read from the module's
+ * file without loading it. Exported as a data object named pxl_codec_module_manifest:
+ *
+ *     PXL_MODULE_MANIFEST const pxl_codec_manifest pxl_codec_module_manifest = {...};
+ *
+ * Under isolation (PXL_ISOLATION_MODULES) the library reads it from the file's ELF
+ * symbol table, never running the module's code nor loading its libraries: the host
+ * sniffs with the rules here, and only the decode workers load the module (with its
+ * pxl_codec_module_register). The ids, flags and choose_size must be those the module
+ * registers; the version is what the module's codec would report, as the module was
+ * built (a decoding library upgraded under it without a rebuild keeps the built one in
+ * cache keys). A module without a manifest, a manifest of another magic or a smaller
+ * struct_size, or isolation NONE: the module is loaded in the host as in 0.5.0. Plain
+ * data only (no pointers: they would need relocations the file does not hold). */
+#define PXL_CODEC_MANIFEST_MAGIC 0x4d4c5850u /* "PXLM" */
+#define PXL_CODEC_MANIFEST_CODECS 4          /* codecs per manifest, at most */
+#define PXL_CODEC_MANIFEST_RULES 12          /* sniff rules per codec, at most */
+
+/* A sniff rule: the codec takes the first PXL_CODEC_SNIFF_BYTES of a file when any one of
+ * its rules matches. */
+typedef enum pxl_codec_sniff_kind {
+  PXL_SNIFF_BYTES = 1,     /* bytes[0..length) at offset */
+  PXL_SNIFF_FTYP_BRAND = 2, /* an ISO-BMFF file (a box of at least 16 bytes at 0 whose type is
+                               "ftyp") whose major brand (offset 8) or a compatible brand
+                               (from offset 16, within the box) is bytes[0..4) */
+  PXL_SNIFF_XML_ROOT = 3   /* an XML text whose root element is named bytes[0..length)
+                               (followed by whitespace, '>' or '/'), after a UTF-8
+                               byte-order mark, whitespace, "<?xml ... ?>", comments and a
+                               DOCTYPE (with its internal subset) */
+} pxl_codec_sniff_kind;
+
+/* One sniff rule of a manifest's codec. Since 0.6.0. */
+typedef struct pxl_codec_sniff_rule {
+  uint32_t kind;      /* pxl_codec_sniff_kind; 0: none (ignored) */
+  uint32_t offset;    /* PXL_SNIFF_BYTES: where the bytes are, < PXL_CODEC_SNIFF_BYTES */
+  uint32_t length;    /* bytes used, 1..16 (4 for a brand) */
+  uint8_t bytes[16];  /* the bytes, the brand or the element name (length used) */
+} pxl_codec_sniff_rule;
+
+/* One codec of a manifest: what its pxl_codec would say. Since 0.6.0. */
+typedef struct pxl_codec_manifest_codec {
+  char id[32];        /* pxl_codec.id, NUL-terminated */
+  char version[64];   /* pxl_codec.version, NUL-terminated */
+  uint32_t flags;     /* pxl_codec.flags */
+  uint32_t has_choose_size; /* 1 when pxl_codec.choose_size is set */
+  uint32_t rule_count;      /* rules used, 1..PXL_CODEC_MANIFEST_RULES */
+  pxl_codec_sniff_rule rules[PXL_CODEC_MANIFEST_RULES]; /* any one matching takes the file */
+} pxl_codec_manifest_codec;
+
+/* The manifest a module exports as pxl_codec_module_manifest. Since 0.6.0. */
+typedef struct pxl_codec_manifest {
+  uint32_t magic;       /* PXL_CODEC_MANIFEST_MAGIC */
+  uint32_t struct_size; /* sizeof(pxl_codec_manifest) */
+  uint32_t codec_count; /* 1..PXL_CODEC_MANIFEST_CODECS, in the order they register */
+  uint32_t reserved;    /* 0 */
+  pxl_codec_manifest_codec codecs[PXL_CODEC_MANIFEST_CODECS]; /* codec_count used */
+} pxl_codec_manifest;
+
+/* How a module declares its manifest: exported, and kept by the linker. */
+#define PXL_MODULE_MANIFEST __attribute__((visibility("default"), used))
 
 /* ---------------------------------------------------------------------------------
  * Processors (Since 0.5.0)

@@ -2,6 +2,7 @@
  * pxl_worker_glue.h. The client's source stays in worker/ beside the worker it talks to
  * (and Tests/worker tests it there); this file only includes it. */
 #include "../../worker/worker_client.c"
+#include "../../worker/manifest.c"
 
 #include "pxl_worker_glue.h"
 
@@ -60,4 +61,22 @@ void pxlw_result_free(void *result) {
   if (!result) return;
   pxl_worker_result_release(result);
   free(result);
+}
+
+void *pxlw_manifest_read(const char *path) {
+  pxl_codec_manifest *m = malloc(sizeof *m);
+  if (m && pxl_manifest_read(path, m)) return m;
+  free(m);
+  return NULL;
+}
+void pxlw_manifest_free(void *manifest) { free(manifest); }
+int pxlw_manifest_codec_count(const void *m) { return (int)((const pxl_codec_manifest *)m)->codec_count; }
+const char *pxlw_manifest_id(const void *m, int i) { return ((const pxl_codec_manifest *)m)->codecs[i].id; }
+const char *pxlw_manifest_version(const void *m, int i) { return ((const pxl_codec_manifest *)m)->codecs[i].version; }
+uint32_t pxlw_manifest_flags(const void *m, int i) { return ((const pxl_codec_manifest *)m)->codecs[i].flags; }
+int pxlw_manifest_chooses_size(const void *m, int i) {
+  return ((const pxl_codec_manifest *)m)->codecs[i].has_choose_size != 0;
+}
+int pxlw_manifest_sniff(const void *m, int i, const uint8_t *data, size_t size) {
+  return pxl_manifest_sniff(&((const pxl_codec_manifest *)m)->codecs[i], data, size);
 }

@@ -84,10 +84,28 @@ func registerCodecModules(_ loader: ImageLoader, _ handle: OpaquePointer) -> pxl
   let configuration = loader.configuration
   let required = configuration.codecModules != nil
   do {
-    let (modules, skipped) = try CodecModules.open(selection: configuration.codecModules)
+    // Under isolation, with a worker to decode in, a module with a manifest is not loaded
+    // in this process (nor libheif, libjxl, librsvg): its manifest tells its codecs.
+    let (modules, skipped) = try CodecModules.open(selection: configuration.codecModules,
+                                                   manifests: configuration.isolation != .none && workerExecutable != nil)
     for line in skipped { ImageLoader.log(configuration, .warning, "pixload: \(line)") }
     for module in modules {
-      let register = unsafeBitCast(module.register, to: pxl_codec_module_register_fn.self)
+      guard let symbol = module.register else {
+        for codec in CodecModules.manifestCodecs(module) {
+          do {
+            try loader.codecs.add(IsolatedCodec(wrapping: codec, settings: isolationSettings(module, loader)))
+          } catch {
+            let line = "pixload: codec module \(module.path) failed to register: \(error.message)"
+            if required {
+              ImageLoader.log(configuration, .error, line)
+              return PXL_E_UNSUPPORTED
+            }
+            ImageLoader.log(configuration, .warning, line)
+          }
+        }
+        continue
+      }
+      let register = unsafeBitCast(symbol, to: pxl_codec_module_register_fn.self)
       loader.registeringModule = module
       let status = register(handle)
       loader.registeringModule = nil
@@ -120,14 +138,24 @@ private func isolating(_ codec: ExternalCodec, _ loader: ImageLoader) -> Externa
                       + "codec \(codec.id) of module \(module.name) decodes in this process")
     return codec
   }
+  return IsolatedCodec(wrapping: codec, settings: isolationSettings(module, loader))
+}
+
+/// The worker executable, when there is one to run.
+private var workerExecutable: String? {
+  IsolatedCodec.defaultExecutable.flatMap { access($0, X_OK) == 0 ? $0 : nil }
+}
+
+/// How the workers of a module's codecs run.
+private func isolationSettings(_ module: CodecModules.Module, _ loader: ImageLoader) -> IsolatedCodec.Settings {
+  let configuration = loader.configuration
   let directory = String(module.path[..<(module.path.lastIndex(of: "/") ?? module.path.startIndex)])
-  let settings = IsolatedCodec.Settings(
-    executable: executable ?? "", moduleDirectory: directory.isEmpty ? "." : directory, moduleName: module.name,
-    maxPixels: configuration.maxPixels,
+  return IsolatedCodec.Settings(
+    executable: IsolatedCodec.defaultExecutable ?? "", moduleDirectory: directory.isEmpty ? "." : directory,
+    moduleName: module.name, maxPixels: configuration.maxPixels,
     maxInputBytes: UInt64(max(configuration.network.maxBodyBytes, 64 << 20)),
     timeoutMilliseconds: configuration.decodeTimeoutMilliseconds, poolSize: loader.decodeThreadCount,
     required: configuration.isolationRequired, log: { level, line in ImageLoader.log(configuration, level, line) })
-  return IsolatedCodec(wrapping: codec, settings: settings)
 }
 
 /// A host's (or module's) pxl_codec as the decode stage calls it.

@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "../../worker/codecs.h"
+#include "../../worker/manifest.h"
 #include "../../worker/worker_client.h"
 
 #pragma GCC diagnostic push
@@ -196,6 +197,70 @@ static int same_in_worker(const char *path, int text) {
   pxl_worker_result_release(&r);
   free(pixels);
   return same;
+}
+
+/* Each shipped module's manifest (pixload.h, "Codec modules"), read from its file as the
+ * library reads it, says what its register adds (id, version, flags, choose_size), and its
+ * rules take exactly what the module's own sniff takes: every file given, every prefix of
+ * their first 64 bytes, and near misses; a module without a manifest (the hostile one,
+ * built as before) has none. */
+static void manifests_agree(const char *module_dir, const char **paths, int n) {
+  static const char *modules[] = {"heif", "jxl", "svg"};
+  static const char *near[] = {"<?xml version='1.0'?><!-- c --><!DOCTYPE svg [ <!ENTITY a 'b'> ]>\n<svg>",
+                               "\xef\xbb\xbf <svg/>", "<svgx>", "<svg", "<html><svg>", "<!-- <svg> -->",
+                               "\xff\x0a", "\xff\x0b", "\0\0\0\x0c" "JXL \r\n\x87\n", "\0\0\0\x0c" "JXL \r\n\x87\x0b",
+                               "\0\0\0\x18" "ftypmif1\0\0\0\0heic", "\0\0\0\x10" "ftypavif\0\0\0\0heic",
+                               "\0\0\0\x14" "ftypavif\0\0\0\0heic", "\0\0\0\x0c" "ftypheic\0\0\0\0"};
+  static const size_t near_size[] = {0, 0, 0, 0, 0, 0, 2, 2, 12, 12, 24, 20, 20, 16};
+  char what[800], path[600];
+  int rules_checked = 0;
+  for (size_t m = 0; m < sizeof modules / sizeof modules[0]; m++) {
+    pxl_codec_manifest manifest;
+    snprintf(path, sizeof path, "%s/libpixload-%s.so", module_dir, modules[m]);
+    snprintf(what, sizeof what, "%s has a manifest the library reads", path);
+    int has = pxl_manifest_read(path, &manifest);
+    check(has, what);
+    if (!has) continue;
+    for (uint32_t c = 0; c < manifest.codec_count; c++) {
+      const pxl_codec_manifest_codec *mc = &manifest.codecs[c];
+      const pxl_codec *codec = pxl_worker_codec_named(mc->id);
+      snprintf(what, sizeof what, "%s's manifest codec %s is registered with its version, flags and choose_size",
+               modules[m], mc->id);
+      int same = codec && strcmp(codec->version, mc->version) == 0 && codec->flags == mc->flags &&
+                 (codec->choose_size != NULL) == (mc->has_choose_size != 0);
+      check(same, what);
+      if (!same) continue;
+      int disagree = 0;
+      static uint8_t data[PXL_CODEC_SNIFF_BYTES];
+      for (int i = 0; i < n; i++) {
+        FILE *f = fopen(paths[i], "rb");
+        if (!f) continue;
+        size_t size = fread(data, 1, sizeof data, f);
+        fclose(f);
+        for (size_t len = 0; len <= size; len = len < 64 ? len + 1 : (len == size ? size + 1 : size)) {
+          rules_checked++;
+          if (pxl_manifest_sniff(mc, data, len) != (codec->sniff(data, len, codec->user_data) != 0)) {
+            if (!disagree++) fprintf(stderr, "  %s: manifest and sniff differ on %s at %zu bytes\n", mc->id, paths[i], len);
+          }
+        }
+      }
+      for (size_t i = 0; i < sizeof near / sizeof near[0]; i++) {
+        size_t len = near_size[i] ? near_size[i] : strlen(near[i]);
+        rules_checked++;
+        if (pxl_manifest_sniff(mc, (const uint8_t *)near[i], len) != (codec->sniff((const uint8_t *)near[i], len,
+                                                                                   codec->user_data) != 0)) {
+          if (!disagree++) fprintf(stderr, "  %s: manifest and sniff differ on near miss %zu\n", mc->id, i);
+        }
+      }
+      snprintf(what, sizeof what, "%s's manifest rules take what its sniff takes", mc->id);
+      check(disagree == 0, what);
+    }
+  }
+  snprintf(path, sizeof path, "%s/libpixload-hostile.so", module_dir);
+  pxl_codec_manifest none;
+  check(!pxl_manifest_read(path, &none), "a module without a manifest (built before them) has none: it is loaded");
+  check(!pxl_manifest_read("/nonexistent/libpixload-x.so", &none), "no file, no manifest");
+  printf("manifests: %d sniffs compared with the modules' own\n", rules_checked);
 }
 
 /* Runs the hostile case input in a forked child of this test, the module loaded there
@@ -476,8 +541,9 @@ int main(int argc, char **argv) {
     paths[n++] = svg;
     for (int i = 4; i < argc; i++) paths[n++] = argv[i];
     for (int i = 0; i < n; i++, files++) matched += same_in_worker(paths[i], i == 0);
-    free(paths);
     printf("real modules: %d of %d files decode in the worker exactly as in-process\n", matched, files);
+    manifests_agree(argv[2], paths, n);
+    free(paths);
   }
 
   char report[300];

@@ -40,4 +40,17 @@ double pxlw_result_wall_ms(const void *result);
 uint64_t pxlw_result_cpu_ns(const void *result);
 void pxlw_result_free(void *result);
 
+/* A codec module's manifest (pixload.h, "Codec modules"), read from the module's file
+ * without loading it (worker/manifest.c): NULL when it has none that passes the checks.
+ * Never freed by the library (its codecs keep it for the loader's life): pxlw_manifest_free. */
+void *pxlw_manifest_read(const char *path);
+void pxlw_manifest_free(void *manifest);
+int pxlw_manifest_codec_count(const void *manifest);
+const char *pxlw_manifest_id(const void *manifest, int codec);
+const char *pxlw_manifest_version(const void *manifest, int codec);
+uint32_t pxlw_manifest_flags(const void *manifest, int codec);
+int pxlw_manifest_chooses_size(const void *manifest, int codec);
+/* 1 when the codec's sniff rules take the first bytes of a file. */
+int pxlw_manifest_sniff(const void *manifest, int codec, const uint8_t *data, size_t size);
+
 #endif

@@ -165,3 +165,47 @@ def test_isolation_option():
     assert error.value.status == pixload.Status.UNSUPPORTED
     with pytest.raises(ValueError):
         pixload.Loader(isolation="sometimes")
+
+
+MODULE_LIBRARIES = ("libheif", "libjxl", "librsvg")
+
+HOST_MAPS = """
+import sys, pixload
+isolation, urls = sys.argv[1], sys.argv[2:]
+with pixload.Loader(isolation=isolation) as loader:
+    for url in urls:
+        image = loader.fetch_sync(url, size=(64, 64))
+        assert image.width > 0, url
+    with open("/proc/self/maps") as maps:
+        names = {line.split()[-1] for line in maps if len(line.split()) >= 6}
+    print(" ".join(sorted(n.rsplit("/", 1)[-1] for n in names
+                          if any(lib in n for lib in ("libheif", "libjxl", "librsvg")))))
+"""
+
+
+def mapped_module_libraries(server, module_files, isolation):
+    """The module libraries (libheif, libjxl, librsvg) mapped in a fresh process after a
+    Loader was made and each module's image decoded with `isolation` (a subprocess: a
+    module, once opened, stays open in its process)."""
+    urls = [server.url(path, case=f"maps-{isolation}") for path in module_files.values()]
+    run = subprocess.run([sys.executable, "-c", HOST_MAPS, isolation, *urls],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split()
+
+
+def test_module_libraries_mapped_in_process_without_isolation(server, module_files):
+    """The control of the check below: with isolation="none" the host decodes the modules'
+    images itself, so their libraries are in its /proc/self/maps."""
+    mapped = mapped_module_libraries(server, module_files, "none")
+    for fmt, lib in (("heic", "libheif"), ("jxl", "libjxl"), ("svg", "librsvg")):
+        if fmt in module_files:
+            assert any(name.startswith(lib) for name in mapped), (fmt, mapped)
+
+
+def test_module_libraries_not_mapped_in_host_when_isolated(server, module_files):
+    """Issue 39: under the default isolation the host never loads an isolated module's
+    library: a Loader made and a HEIC, a JPEG XL and an SVG decoded (in workers), and none
+    of libheif, libjxl, librsvg is mapped in the host: the host reads each module's
+    manifest from its file (pixload.h, "Codec modules") and sniffs with its rules."""
+    assert mapped_module_libraries(server, module_files, "modules") == []
