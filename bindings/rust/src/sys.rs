@@ -367,6 +367,50 @@ pub struct pxl_codec {
 }
 
 pub type pxl_codec_module_register_fn = Option<unsafe extern "C" fn(loader: *mut pxl_loader) -> pxl_status>;
+
+// A module's manifest (since 0.6.0): plain data a module exports as
+// pxl_codec_module_manifest, read from its file without loading it. The header's
+// PXL_MODULE_MANIFEST (an attribute: exported and kept) has no Rust counterpart: a Rust
+// module writes `#[no_mangle] #[used] pub static pxl_codec_module_manifest: pxl_codec_manifest`.
+pub const PXL_CODEC_MANIFEST_MAGIC: u32 = 0x4d4c5850;
+pub const PXL_CODEC_MANIFEST_CODECS: usize = 4;
+pub const PXL_CODEC_MANIFEST_RULES: usize = 12;
+
+pub type pxl_codec_sniff_kind = c_uint;
+pub const PXL_SNIFF_BYTES: pxl_codec_sniff_kind = 1;
+pub const PXL_SNIFF_FTYP_BRAND: pxl_codec_sniff_kind = 2;
+pub const PXL_SNIFF_XML_ROOT: pxl_codec_sniff_kind = 3;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_codec_sniff_rule {
+    pub kind: u32,
+    pub offset: u32,
+    pub length: u32,
+    pub bytes: [u8; 16],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_codec_manifest_codec {
+    pub id: [c_char; 32],
+    pub version: [c_char; 64],
+    pub flags: u32,
+    pub has_choose_size: u32,
+    pub rule_count: u32,
+    pub rules: [pxl_codec_sniff_rule; PXL_CODEC_MANIFEST_RULES],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_codec_manifest {
+    pub magic: u32,
+    pub struct_size: u32,
+    pub codec_count: u32,
+    pub reserved: u32,
+    pub codecs: [pxl_codec_manifest_codec; PXL_CODEC_MANIFEST_CODECS],
+}
+
 // Since 0.5.0: request metrics and placeholders.
 pub type pxl_tier = c_uint;
 pub const PXL_TIER_NONE: pxl_tier = 0;

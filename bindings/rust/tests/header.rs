@@ -124,6 +124,9 @@ fn rust_side() -> (
             input_height, cancelled, internal,
         }
         pxl_fetcher { struct_size, start, cancel, destroy, user_data, max_concurrent, disk_cache, disk_max_age_s }
+        pxl_codec_sniff_rule { kind, offset, length, bytes }
+        pxl_codec_manifest_codec { id, version, flags, has_choose_size, rule_count, rules }
+        pxl_codec_manifest { magic, struct_size, codec_count, reserved, codecs }
     };
     let constants = rust_constants![
         PXL_VERSION_MAJOR, PXL_VERSION_MINOR, PXL_VERSION_PATCH, PXL_VERSION_NUM,
@@ -147,6 +150,8 @@ fn rust_side() -> (
         PXL_TABLE_STATS_SIZE_0_1, PXL_CONFIG_SIZE_0_2, PXL_FETCHER_SIZE_0_5,
         PXL_CODEC_PREMULTIPLIED, PXL_CODEC_PROGRESSIVE, PXL_CODEC_SCALABLE, PXL_CODEC_KEEP_ORIENTATION, PXL_CODEC_PARTIAL,
         PXL_CODEC_SNIFF_BYTES,
+        PXL_CODEC_MANIFEST_MAGIC, PXL_CODEC_MANIFEST_CODECS, PXL_CODEC_MANIFEST_RULES,
+        PXL_SNIFF_BYTES, PXL_SNIFF_FTYP_BRAND, PXL_SNIFF_XML_ROOT,
         PXL_MAX_PROCESSORS, PXL_MAX_BLUR_SIGMA, PXL_PROCESS_CIRCLE, PXL_PROCESS_ROUND, PXL_PROCESS_BLUR,
         PXL_PROCESS_CROP, PXL_PROCESS_ROTATE, PXL_PROCESS_FLIP, PXL_PROCESS_GRAY, PXL_PROCESS_TINT,
         PXL_PROCESS_CUSTOM,
@@ -156,7 +161,7 @@ fn rust_side() -> (
         PXL_PLACEHOLDER_NONE, PXL_PLACEHOLDER_BLURHASH, PXL_PLACEHOLDER_THUMBHASH,
     ];
     let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source, pxl_processor_kind, pxl_tier,
-                            pxl_placeholder_kind];
+                            pxl_placeholder_kind, pxl_codec_sniff_kind];
     (structs, fields, order, constants, enums)
 }
 
@@ -212,7 +217,6 @@ fn c_type_to_rust(c: &str) -> String {
         "uint8_t" => "u8",
         "double" => "f64",
         "size_t" => "usize",
-        "double" => "f64",
         other => other,
     }
     .to_string();
@@ -223,12 +227,52 @@ fn c_type_to_rust(c: &str) -> String {
     rust
 }
 
-/// "const pxl_request *request" -> ("request", "*constpxl_request").
+/// "const pxl_request *request" -> ("request", "*constpxl_request"); an array
+/// "uint8_t bytes[16]" -> ("bytes", "[u8;16]") and "pxl_codec_sniff_rule
+/// rules[PXL_CODEC_MANIFEST_RULES]" -> ("rules", "[pxl_codec_sniff_rule;PXL_CODEC_MANIFEST_RULES]"),
+/// the length spelt as in the header: a number, or a #define that sys.rs declares as a
+/// usize constant of the same name (parse_header checks that the header defines it).
 fn c_declaration(decl: &str) -> (String, String) {
-    let decl = decl.trim();
+    let mut decl = decl.trim();
+    let mut lengths = Vec::new(); // outermost first: "T a[2][3]" is [[T; 3]; 2]
+    while let Some(open) = decl.strip_suffix(']').and_then(|d| d.rfind('[')) {
+        let length = decl[open + 1..decl.len() - 1].trim();
+        let is_number = !length.is_empty() && length.chars().all(|c| c.is_ascii_digit());
+        let is_name = length.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && length.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        assert!(is_number || is_name, "unexpected C array length in '{decl}'");
+        lengths.insert(0, length.to_string());
+        decl = decl[..open].trim_end();
+    }
     let name_start = decl.rfind(|c: char| !(c.is_alphanumeric() || c == '_')).map_or(0, |i| i + 1);
-    (decl[name_start..].to_string(), c_type_to_rust(&decl[..name_start]))
+    let mut ty = c_type_to_rust(&decl[..name_start]);
+    for length in lengths.iter().rev() {
+        ty = format!("[{ty};{length}]");
+    }
+    (decl[name_start..].to_string(), ty)
 }
+
+/// The array lengths a Rust type names ("[[T;A];3]" -> ["A"]): those that are not numbers.
+fn named_array_lengths(rust_type: &str) -> Vec<String> {
+    rust_type
+        .split(';')
+        .skip(1)
+        .map(|part| part.trim_end_matches(']').to_string())
+        .filter(|length| !length.chars().all(|c| c.is_ascii_digit()))
+        .collect()
+}
+
+/// The header's macros that are attributes, not values: no Rust constant, nothing for
+/// the C report to print. Each must be in the header and expand to __attribute__ (so
+/// that a value macro can never hide here); any other #define PXL_ is a constant.
+const ATTRIBUTE_MACROS: &[&str] = &[
+    // Marks the library's functions exported (or nothing, for a static build): Rust's
+    // extern block declares them instead.
+    "PXL_API",
+    // Marks a module's exported pxl_codec_module_manifest (exported, kept by the linker):
+    // a Rust module writes #[no_mangle] and #[used] on its static instead.
+    "PXL_MODULE_MANIFEST",
+];
 
 fn c_parameters(list: &str) -> Vec<String> {
     let list = list.trim();
@@ -262,14 +306,20 @@ struct Declarations {
 
 fn parse_header(text: &str) -> Declarations {
     let mut d = Declarations::default();
+    let mut attributes_seen = BTreeSet::new();
     for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.len() >= 3 && words[0] == "#define" && words[1].starts_with("PXL_") && !words[1].contains('(') {
-            if words[1] != "PXL_API" {
+            if ATTRIBUTE_MACROS.contains(&words[1]) {
+                assert!(words[2].starts_with("__attribute__"), "{} is listed as an attribute macro: {line}", words[1]);
+                attributes_seen.insert(words[1]);
+            } else {
                 d.defines.insert(words[1].to_string());
             }
         }
     }
+    let listed: BTreeSet<&str> = ATTRIBUTE_MACROS.iter().copied().collect();
+    assert_eq!(attributes_seen, listed, "ATTRIBUTE_MACROS no longer in the header (or not attributes)");
     let code = strip_c_comments(text);
     let code: String = code.lines().filter(|l| !l.trim_start().starts_with('#')).collect::<Vec<_>>().join("\n");
     let code = squash(&code);
@@ -322,6 +372,13 @@ fn parse_header(text: &str) -> Declarations {
             .map(c_declaration)
             .collect();
         d.structs.insert(name, fields);
+    }
+    for (name, fields) in &d.structs {
+        for (field, ty) in fields {
+            for length in named_array_lengths(ty) {
+                assert!(d.defines.contains(&length), "{name}.{field}: array length {length} is not a header #define");
+            }
+        }
     }
     d
 }
