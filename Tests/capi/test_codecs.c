@@ -642,7 +642,11 @@ void test_isolation_hostile_module(const struct test_env *env) {
   CHECK_INT(config.isolation, PXL_ISOLATION_MODULES);
   CHECK_INT(config.decode_timeout_ms, 10000);
   config.codec_modules = "hostile";
-  config.decode_timeout_ms = 2000 * env->slow_factor;
+  /* alloc16g must meet the worker's memory limit before its clock: a smaller max_pixels
+   * makes the limit (and the pages touched to reach it) smaller, and a loaded machine took
+   * over 2 s to fault in ~1.1 GB (a clean-clone run: "timed out" instead of "exceeded"). */
+  config.max_pixels = 4000000;
+  config.decode_timeout_ms = 6000 * env->slow_factor;
   pxl_loader *loader = new_loader(&config);
   pxl_queue *queue = new_queue();
   char layers[128] = "";
