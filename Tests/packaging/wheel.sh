@@ -139,8 +139,20 @@ with pixload.Loader(allowed_schemes={"http", "file"}) as loader:
             check(f"{name} fails", False)
         except pixload.PixloadError as e:
             check(f"{name} names its package: {e}", "install " + package in str(e))
-# Which files the process really mapped: the bundled copies, not the system's. (Not
-# libssl: Python's own ssl module maps the system's, next to the bundled one.)
+# Isolated (the default), the JPEG XL module and its libraries load in the decode worker,
+# not here: the host reads the module's manifest (pixload.h, "Isolation").
+mapped = {line.split()[-1] for line in open("/proc/self/maps") if len(line.split()) >= 6}
+for stem in ("libpixload-jxl", "libjxl", "libhwy"):
+    paths = sorted(p for p in mapped if os.path.basename(p).startswith(stem))
+    check(f"{stem} not mapped in the host while isolated: {paths}", not paths)
+# Decoded in this process, which files it really mapped: the bundled copies, not the
+# system's. (Not libssl: Python's own ssl module maps the system's, next to the bundled one.)
+with pixload.Loader(allowed_schemes={"file"}, isolation="none") as loader:
+    try:
+        image = loader.fetch_sync("file://" + jxl_path, timeout=30)
+        check(f"a JPEG XL decodes in-process too (isolation none): {image.size}", image.size == (300, 200))
+    except Exception as e:
+        check(f"a JPEG XL decodes in-process too (isolation none): {e!r}", False)
 mapped = {line.split()[-1] for line in open("/proc/self/maps") if len(line.split()) >= 6}
 libs_dir = os.path.join(os.path.dirname(pkg), "pixload.libs") + os.sep
 module = os.path.join(pkg, "pixload", "codecs", "libpixload-jxl.so")
