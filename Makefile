@@ -265,7 +265,7 @@ gtk-demo:
 
 test:
 	@scripts/deps.sh test
-	@$(SUBMAKE) test-swift test-tsan test-codecs test-modules test-c test-abi test-cli-conformance test-disk-cache \
+	@$(SUBMAKE) test-swift test-tsan test-codecs test-modules test-worker test-c test-abi test-cli-conformance test-disk-cache \
 	  check-dist test-python test-rust test-gtk test-qt test-sanitizers test-soak test-exhaustion test-wheel test-deb \
 	  docs
 
