@@ -1706,6 +1706,20 @@ typedef struct pxl_metrics {
                                   included ("Isolation") */
   int32_t isolated;            /* 1: its decode ran in a confined worker (also when the
                                   worker failed: PXL_E_DECODER_FAILED) */
+  /* Since 0.6.0 (check struct_size before reading). */
+  uint64_t other_us;           /* every microsecond from intake to the callback that is in
+                                  no other stage field: intake and memory-cache lookups, a
+                                  start delay, hand-offs between threads (waiting for a
+                                  decode thread included), storing the download on disk,
+                                  posting the result */
+  uint64_t total_us;           /* from intake (pxl_load; for a table's row, when the
+                                  table started its load) to the callback; always exactly slot_wait_us +
+                                  dns_us + connect_us + tls_us + first_byte_us + transfer_us
+                                  + disk_read_us + decode_us + process_us + queue_wait_us +
+                                  other_us (worker_us is part of decode_us). A joined
+                                  request counts from the intake of the request that started
+                                  the work it reports; where the stages' clocks (libcurl's)
+                                  overlap, the stages' sum with other_us 0 */
 } pxl_metrics;
 
 /* The size of a 0.5.0 pxl_metrics (up to delivered_bytes): the smallest struct_size taken. */

@@ -28,8 +28,9 @@ static const char *tier_name(int32_t tier) {
 }
 
 /* --metrics: one object per URL, one line each (jq reads the stream). Times end in _us,
- * sizes in _bytes; total_us is from the run's start to the callback. No header value
- * appears (neither the request's nor the response's). */
+ * sizes in _bytes; total_us is the library's (intake to callback, the stage fields and
+ * other_us add up to it), elapsed_us is from the run's start to the callback. No header
+ * value appears (neither the request's nor the response's). */
 void print_metrics(const struct job *job) {
   const pxl_metrics *m = &job->metrics;
   pxl_metrics none = {0};
@@ -45,7 +46,7 @@ void print_metrics(const struct job *job) {
          : m->http_version == 30 ? "3" : "", m->redirects, m->connection_reused ? "true" : "false");
   printf(",\"slot_wait_us\":%llu,\"dns_us\":%llu,\"connect_us\":%llu,\"tls_us\":%llu,"
          "\"first_byte_us\":%llu,\"transfer_us\":%llu,\"disk_read_us\":%llu,\"decode_us\":%llu,"
-         "\"process_us\":%llu,\"queue_wait_us\":%llu,\"total_us\":%llu",
+         "\"process_us\":%llu,\"queue_wait_us\":%llu,\"elapsed_us\":%llu",
          (unsigned long long)m->slot_wait_us, (unsigned long long)m->dns_us,
          (unsigned long long)m->connect_us, (unsigned long long)m->tls_us,
          (unsigned long long)m->first_byte_us, (unsigned long long)m->transfer_us,
@@ -57,6 +58,9 @@ void print_metrics(const struct job *job) {
          (unsigned long long)m->delivered_bytes);
   if (m->struct_size >= offsetof(pxl_metrics, isolated) + sizeof(int32_t))
     printf(",\"isolated\":%s,\"worker_us\":%llu", m->isolated ? "true" : "false", (unsigned long long)m->worker_us);
+  if (m->struct_size >= offsetof(pxl_metrics, total_us) + sizeof(uint64_t))
+    printf(",\"other_us\":%llu,\"total_us\":%llu", (unsigned long long)m->other_us,
+           (unsigned long long)m->total_us);
   if (job->status != PXL_OK) {
     printf(",\"error\":");
     print_json_string(job->message ? job->message : pxl_status_string(job->status));

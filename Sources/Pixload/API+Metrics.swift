@@ -42,6 +42,8 @@ private func cMetrics(_ m: RequestMetrics) -> pxl_metrics {
   c.delivered_bytes = m.deliveredBytes
   c.worker_us = m.workerMicroseconds
   c.isolated = m.isolated ? 1 : 0
+  c.other_us = m.otherMicroseconds
+  c.total_us = m.totalMicroseconds
   return c
 }
 

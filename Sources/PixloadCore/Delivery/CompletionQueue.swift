@@ -26,6 +26,8 @@ final class Delivery: @unchecked Sendable {
   /// The loader that still may hold pipeline state for this request; told on delivery so
   /// it can forget the token, and on queue close so it can detach the request.
   weak var owner: (any DeliveryOwner)?
+  /// When the load call took the request in (monotonic ns): where `total_us` starts.
+  let intakeAt: UInt64
 
   // Guarded by the queue's lock.
   var state = State.waiting
@@ -45,8 +47,10 @@ final class Delivery: @unchecked Sendable {
   init(token: UInt64, owner: (any DeliveryOwner)?,
        progressHandler: ((UInt64, UInt64, UInt64) -> Void)? = nil, progressIntervalMilliseconds: Int = 100,
        previewHandler: ((UInt64, Image) -> Void)? = nil, previewIntervalMilliseconds: Int = 250,
+       intakeAt: UInt64 = monotonicNanoseconds(),
        completion: @escaping (UInt64, Outcome, RequestMetrics) -> Void) {
     self.token = token
+    self.intakeAt = intakeAt
     self.owner = owner
     self.handler = completion
     self.progressHandler = progressHandler
@@ -303,8 +307,10 @@ public final class CompletionQueue: @unchecked Sendable {
           defer { delivery.outcome = nil }
           let outcome = delivery.outcome!
           var metrics = delivery.metrics
-          metrics.queueWaitMicroseconds = microseconds(from: delivery.postedAt, to: monotonicNanoseconds())
+          let now = monotonicNanoseconds()
+          metrics.queueWaitMicroseconds = microseconds(from: delivery.postedAt, to: now)
           if case .success(let image, _, _) = outcome { metrics.deliveredBytes = UInt64(image.totalByteCount) }
+          metrics.settle(intakeAt: delivery.intakeAt, now: now)
           return .result(delivery, outcome, metrics)
         case .progress(let delivery):
           delivery.progressQueued = false
@@ -387,7 +393,9 @@ public final class CompletionQueue: @unchecked Sendable {
     }
     for delivery in abandoned {
       delivery.owner?.deliveryFinished(delivery)
-      delivery.handler(delivery.token, .failure(.cancelled), RequestMetrics())
+      var metrics = RequestMetrics()
+      metrics.settle(intakeAt: delivery.intakeAt, now: monotonicNanoseconds())
+      delivery.handler(delivery.token, .failure(.cancelled), metrics)
     }
   }
 

@@ -125,12 +125,13 @@ public final class ImageLoader: @unchecked Sendable {
                    progress: ((UInt64, UInt64, UInt64) -> Void)? = nil,
                    preview: ((UInt64, Image) -> Void)? = nil,
                    completion handler: @escaping (UInt64, Outcome, RequestMetrics) -> Void) throws(LoadError) -> UInt64 {
+    let intakeAt = monotonicNanoseconds()
     let url = try validate(request)
     return try pool.accept(request, url: url, variant: variant(of: request), queue: queue) { [pool] token in
       Delivery(token: token, owner: pool, progressHandler: progress,
                progressIntervalMilliseconds: request.progressIntervalMilliseconds,
                previewHandler: preview, previewIntervalMilliseconds: request.previewIntervalMilliseconds,
-               completion: handler)
+               intakeAt: intakeAt, completion: handler)
     }
   }
 

@@ -61,6 +61,7 @@ extension TaskPool {
       return
     }
     let download = OriginalDataTask(key: downloadKey, url: source.url, headers: source.headers)
+    download.metrics.workStartedAt = decode.metrics.workStartedAt
     download.startDelayMilliseconds = source.startDelayMilliseconds
     download.decodes[decode.variant] = decode
     download.priority = decode.priority

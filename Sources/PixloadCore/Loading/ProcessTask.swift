@@ -15,6 +15,7 @@ extension TaskPool {
     if key.policy != .reload, let image = memoryCache.image(for: parentVariant) {
       var input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .memory, origin: nil)
       input.metrics.tier = .memory
+      input.metrics.workStartedAt = decode.metrics.workStartedAt
       scheduleProcessing(decode, image, input)
       return
     }
@@ -26,6 +27,7 @@ extension TaskPool {
       var input = DecodeInput(data: DownloadedData(bytes: [], httpStatus: 0), source: .disk, origin: nil)
       input.metrics.diskReadMicroseconds = lookup.diskReadMicroseconds
       input.metrics.tier = .diskVariant
+      input.metrics.workStartedAt = decode.metrics.workStartedAt
       scheduleProcessing(decode, found.image, input)
       return
     }
@@ -38,6 +40,7 @@ extension TaskPool {
       return
     }
     parent.priority = decode.priority
+    parent.metrics.workStartedAt = decode.metrics.workStartedAt
     decodes[key] = parent
     start(parent, source, after: lookup)
   }

@@ -264,6 +264,7 @@ extension TaskPool {
       return
     }
     let decode = VariantTask(key: key)
+    decode.metrics.workStartedAt = pending.delivery.intakeAt
     decode.requests[pending.token] = pending
     decode.priority = pending.priority
     pending.decode = decode

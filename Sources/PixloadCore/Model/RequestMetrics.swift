@@ -82,8 +82,36 @@ public struct RequestMetrics: Sendable, Equatable {
   /// took (its conversations, wall clock).
   public var isolated = false
   public var workerMicroseconds: UInt64 = 0
+  /// From intake (the load call) to the callback starting: the sum of the stage fields
+  /// (`stagesMicroseconds`) and `otherMicroseconds`, exactly. Set when the result is
+  /// dispatched (`settle`); a joined request counts from the intake of the request that
+  /// started the work whose figures it reports (`workStartedAt`).
+  public var totalMicroseconds: UInt64 = 0
+  /// What no stage field holds: intake and the cache lookups in memory, a start delay,
+  /// the hand-offs between threads (waiting for a decode thread included), storing the
+  /// bytes on disk, and delivery up to the queue. `totalMicroseconds - stagesMicroseconds`.
+  public var otherMicroseconds: UInt64 { totalMicroseconds - min(totalMicroseconds, stagesMicroseconds) }
+  /// When the work these figures measure began (monotonic ns): the intake of the request
+  /// that started it; 0 for none (the request's own intake counts).
+  var workStartedAt: UInt64 = 0
+
+  /// The stage fields' sum: the network's phases, the disk reads, decode, processing and
+  /// the queue wait (the worker's time is part of the decode's).
+  public var stagesMicroseconds: UInt64 {
+    slotWaitMicroseconds + dnsMicroseconds + connectMicroseconds + tlsMicroseconds + firstByteMicroseconds
+      + transferMicroseconds + diskReadMicroseconds + decodeMicroseconds + processMicroseconds + queueWaitMicroseconds
+  }
 
   public init() {}
+
+  /// The request's callback starts now (monotonic ns); its intake was at `intakeAt`: sets
+  /// `totalMicroseconds` to the time since the earlier of that and `workStartedAt`, or to
+  /// the stages' sum when that is larger (stage clocks that are libcurl's, or a joined
+  /// request's own disk lookup next to the shared work's), so the stages never exceed it.
+  mutating func settle(intakeAt: UInt64, now: UInt64) {
+    let start = workStartedAt != 0 && (intakeAt == 0 || workStartedAt < intakeAt) ? workStartedAt : intakeAt
+    totalMicroseconds = max(microseconds(from: start, to: now), stagesMicroseconds)
+  }
 
   /// Copies the network figures of a transfer.
   mutating func take(_ timing: TransferTiming) {
