@@ -1709,9 +1709,10 @@ typedef struct pxl_metrics {
   /* Since 0.6.0 (check struct_size before reading). */
   uint64_t other_us;           /* every microsecond from intake to the callback that is in
                                   no other stage field: intake and memory-cache lookups, a
-                                  start delay, hand-offs between threads (waiting for a
-                                  decode thread included), storing the download on disk,
-                                  posting the result */
+                                  start delay, retry backoffs and the attempts before the
+                                  last, hand-offs between threads (waiting for a decode
+                                  thread included), storing the download on disk, posting
+                                  the result */
   uint64_t total_us;           /* from intake (pxl_load; for a table's row, when the
                                   table started its load) to the callback; always exactly slot_wait_us +
                                   dns_us + connect_us + tls_us + first_byte_us + transfer_us

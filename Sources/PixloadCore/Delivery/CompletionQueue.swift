@@ -26,13 +26,12 @@ final class Delivery: @unchecked Sendable {
   /// The loader that still may hold pipeline state for this request; told on delivery so
   /// it can forget the token, and on queue close so it can detach the request.
   weak var owner: (any DeliveryOwner)?
-  /// When the load call took the request in (monotonic ns): where `total_us` starts.
-  let intakeAt: UInt64
 
   // Guarded by the queue's lock.
   var state = State.waiting
   var outcome: Outcome?
-  /// What the stages measured, and when the result was posted (0: not yet).
+  /// What the stages measured, and when the result was posted (0: not yet). Until then
+  /// `metrics.workStartedAt` is the intake (where `total_us` starts).
   var metrics = RequestMetrics()
   var postedAt: UInt64 = 0
   var progressValue: (received: UInt64, expected: UInt64) = (0, 0)
@@ -50,7 +49,7 @@ final class Delivery: @unchecked Sendable {
        intakeAt: UInt64 = monotonicNanoseconds(),
        completion: @escaping (UInt64, Outcome, RequestMetrics) -> Void) {
     self.token = token
-    self.intakeAt = intakeAt
+    metrics.workStartedAt = intakeAt
     self.owner = owner
     self.handler = completion
     self.progressHandler = progressHandler
@@ -206,7 +205,7 @@ public final class CompletionQueue: @unchecked Sendable {
     lock.withLock {
       guard delivery.state == .waiting, !closed else { return }
       delivery.outcome = outcome
-      delivery.metrics = metrics
+      delivery.metrics = Self.measured(metrics, since: delivery.metrics.workStartedAt)
       delivery.postedAt = now
       undrainedImageBytes += Self.imageBytes(outcome)
       delivery.state = .queued
@@ -264,7 +263,7 @@ public final class CompletionQueue: @unchecked Sendable {
       case .waiting:
         if closed { return false }
         delivery.outcome = .failure(.cancelled)
-        if let measured { delivery.metrics = measured }
+        if let measured { delivery.metrics = Self.measured(measured, since: delivery.metrics.workStartedAt) }
         delivery.postedAt = now
         delivery.previewImage = nil  // a queued preview no longer runs
         delivery.state = .queued
@@ -310,7 +309,7 @@ public final class CompletionQueue: @unchecked Sendable {
           let now = monotonicNanoseconds()
           metrics.queueWaitMicroseconds = microseconds(from: delivery.postedAt, to: now)
           if case .success(let image, _, _) = outcome { metrics.deliveredBytes = UInt64(image.totalByteCount) }
-          metrics.settle(intakeAt: delivery.intakeAt, now: now)
+          metrics.settle(now: now)
           return .result(delivery, outcome, metrics)
         case .progress(let delivery):
           delivery.progressQueued = false
@@ -394,9 +393,18 @@ public final class CompletionQueue: @unchecked Sendable {
     for delivery in abandoned {
       delivery.owner?.deliveryFinished(delivery)
       var metrics = RequestMetrics()
-      metrics.settle(intakeAt: delivery.intakeAt, now: monotonicNanoseconds())
+      metrics.workStartedAt = delivery.metrics.workStartedAt
+      metrics.settle(now: monotonicNanoseconds())
       delivery.handler(delivery.token, .failure(.cancelled), metrics)
     }
+  }
+
+  /// A request's stage figures, counted from `intake` or the start of the work they are
+  /// of, whichever came first (a joined request's work began before it).
+  private static func measured(_ metrics: RequestMetrics, since intake: UInt64) -> RequestMetrics {
+    var metrics = metrics
+    metrics.startNoLaterThan(intake)
+    return metrics
   }
 
   // MARK: - Lock held

@@ -127,7 +127,8 @@ public final class ImageLoader: @unchecked Sendable {
                    completion handler: @escaping (UInt64, Outcome, RequestMetrics) -> Void) throws(LoadError) -> UInt64 {
     let intakeAt = monotonicNanoseconds()
     let url = try validate(request)
-    return try pool.accept(request, url: url, variant: variant(of: request), queue: queue) { [pool] token in
+    return try pool.accept(request, url: url, variant: variant(of: request), queue: queue, intakeAt: intakeAt) {
+      [pool] token in
       Delivery(token: token, owner: pool, progressHandler: progress,
                progressIntervalMilliseconds: request.progressIntervalMilliseconds,
                previewHandler: preview, previewIntervalMilliseconds: request.previewIntervalMilliseconds,

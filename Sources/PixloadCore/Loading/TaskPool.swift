@@ -50,8 +50,9 @@ final class TaskPool: DeliveryOwner, @unchecked Sendable {
 
   /// Registers a request for `variant` with `queue` and answers it from the memory cache or
   /// attaches it to the task of its variant. Throws when closed or the queue is.
+  /// `intakeAt`: when the load call began (where its `total_us` starts).
   func accept(_ request: ImageRequest, url: RequestURL, variant: ImageVariant, queue: CompletionQueue,
-              delivery makeDelivery: (UInt64) -> Delivery) throws(LoadError) -> UInt64 {
+              intakeAt: UInt64, delivery makeDelivery: (UInt64) -> Delivery) throws(LoadError) -> UInt64 {
     lock.lock()
     if closed {
       lock.unlock()
@@ -85,7 +86,7 @@ final class TaskPool: DeliveryOwner, @unchecked Sendable {
     }
     attach(pending, to: VariantTaskKey(variant: variant, policy: request.cachePolicy),
            source: DownloadSource(url: url, headers: request.headers,
-                                  startDelayMilliseconds: request.startDelayMilliseconds))
+                                  startDelayMilliseconds: request.startDelayMilliseconds), intakeAt: intakeAt)
     lock.unlock()
     return token
   }
@@ -251,7 +252,7 @@ extension TaskPool {
 
   /// Joins the request to the decode task for its variant, creating the decode task (and
   /// the download task it waits on) when it is the first requester.
-  func attach(_ pending: PendingRequest, to key: VariantTaskKey, source: DownloadSource) {
+  func attach(_ pending: PendingRequest, to key: VariantTaskKey, source: DownloadSource, intakeAt: UInt64) {
     if let decode = decodes[key] {
       decode.requests[pending.token] = pending
       pending.decode = decode
@@ -264,7 +265,7 @@ extension TaskPool {
       return
     }
     let decode = VariantTask(key: key)
-    decode.metrics.workStartedAt = pending.delivery.intakeAt
+    decode.metrics.workStartedAt = intakeAt
     decode.requests[pending.token] = pending
     decode.priority = pending.priority
     pending.decode = decode

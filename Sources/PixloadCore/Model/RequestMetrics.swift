@@ -47,6 +47,12 @@ public struct RequestMetrics: Sendable, Equatable {
   public var tier = Tier.none
   /// The request joined a download or decode another request had started.
   public var joined = false
+  /// The decode ran in a confined worker (`IsolatedCodec`; `workerMicroseconds`).
+  public var isolated = false
+  /// `mark` holds the total (after `settle`), not `workStartedAt`. (The flags sit
+  /// together in one word's padding: a waiting request holds three of these, and its
+  /// memory is budgeted, Tests/e2e/exhaust.c.)
+  private var settled = false
 
   /// Waiting for a network slot (overall and per host), after any start delay.
   public var slotWaitMicroseconds: UInt64 = 0
@@ -78,22 +84,32 @@ public struct RequestMetrics: Sendable, Equatable {
   public var decodedBytes: UInt64 = 0
   /// Pixel bytes of the image delivered (0 without an image).
   public var deliveredBytes: UInt64 = 0
-  /// The decode ran in a confined worker (`IsolatedCodec`), and how long of it the worker
-  /// took (its conversations, wall clock).
-  public var isolated = false
+  /// How long of the decode the confined worker took (its conversations, wall clock;
+  /// `isolated`).
   public var workerMicroseconds: UInt64 = 0
+  /// `workStartedAt` until the result is dispatched, `totalMicroseconds` after.
+  private var mark: UInt64 = 0
+
   /// From intake (the load call) to the callback starting: the sum of the stage fields
   /// (`stagesMicroseconds`) and `otherMicroseconds`, exactly. Set when the result is
   /// dispatched (`settle`); a joined request counts from the intake of the request that
-  /// started the work whose figures it reports (`workStartedAt`).
-  public var totalMicroseconds: UInt64 = 0
+  /// started the work whose figures it reports (`workStartedAt`). 0 before.
+  public var totalMicroseconds: UInt64 { settled ? mark : 0 }
   /// What no stage field holds: intake and the cache lookups in memory, a start delay,
-  /// the hand-offs between threads (waiting for a decode thread included), storing the
+  /// retry backoffs and the attempts before the last, the hand-offs between threads (waiting for a decode thread included), storing the
   /// bytes on disk, and delivery up to the queue. `totalMicroseconds - stagesMicroseconds`.
   public var otherMicroseconds: UInt64 { totalMicroseconds - min(totalMicroseconds, stagesMicroseconds) }
   /// When the work these figures measure began (monotonic ns): the intake of the request
-  /// that started it; 0 for none (the request's own intake counts).
-  var workStartedAt: UInt64 = 0
+  /// that started it (a delivery's own: its intake); 0: not known. Kept until `settle`.
+  var workStartedAt: UInt64 {
+    get { settled ? 0 : mark }
+    set { if !settled { mark = newValue } }
+  }
+
+  /// The earlier of the two starts (0: not known).
+  mutating func startNoLaterThan(_ start: UInt64) {
+    if start != 0 && (workStartedAt == 0 || start < workStartedAt) { workStartedAt = start }
+  }
 
   /// The stage fields' sum: the network's phases, the disk reads, decode, processing and
   /// the queue wait (the worker's time is part of the decode's).
@@ -104,13 +120,15 @@ public struct RequestMetrics: Sendable, Equatable {
 
   public init() {}
 
-  /// The request's callback starts now (monotonic ns); its intake was at `intakeAt`: sets
-  /// `totalMicroseconds` to the time since the earlier of that and `workStartedAt`, or to
-  /// the stages' sum when that is larger (stage clocks that are libcurl's, or a joined
-  /// request's own disk lookup next to the shared work's), so the stages never exceed it.
-  mutating func settle(intakeAt: UInt64, now: UInt64) {
-    let start = workStartedAt != 0 && (intakeAt == 0 || workStartedAt < intakeAt) ? workStartedAt : intakeAt
-    totalMicroseconds = max(microseconds(from: start, to: now), stagesMicroseconds)
+  /// The request's callback starts now (monotonic ns): sets `totalMicroseconds` to the
+  /// time since `workStartedAt` (the delivery made it the earlier of its intake and the
+  /// work's start), or to the stages' sum when that is larger (stage clocks that are
+  /// libcurl's, or a joined request's own disk lookup next to the shared work's), so the
+  /// stages never exceed it.
+  mutating func settle(now: UInt64) {
+    let total = max(microseconds(from: workStartedAt, to: now), stagesMicroseconds)
+    settled = true
+    mark = total
   }
 
   /// Copies the network figures of a transfer.

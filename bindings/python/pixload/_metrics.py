@@ -49,11 +49,13 @@ class Metrics:
     delivered_bytes: int = 0
     worker_us: int = 0  # of decode_us: the confined decode worker's (pixload.h, "Isolation")
     isolated: bool = False
+    other_us: int = 0  # intake to callback in no stage above (hand-offs, storing on disk)
+    total_us: int = 0  # intake to callback: exactly the stages' sum plus other_us
 
 
 _COPIED = ("slot_wait_us", "dns_us", "connect_us", "tls_us", "first_byte_us", "transfer_us", "disk_read_us",
            "decode_us", "process_us", "queue_wait_us", "http_status", "http_version", "redirects",
-           "decoded_bytes", "delivered_bytes", "worker_us")
+           "decoded_bytes", "delivered_bytes", "worker_us", "other_us", "total_us")
 
 
 def metrics_from_c(result_p):

@@ -66,6 +66,10 @@ pub struct Metrics {
     pub worker_us: u64,
     /// The decode ran in a confined worker.
     pub isolated: bool,
+    /// From intake to the callback in no other stage field (hand-offs, storing on disk).
+    pub other_us: u64,
+    /// From intake to the callback: exactly the stage fields' sum plus `other_us`.
+    pub total_us: u64,
 }
 
 impl Metrics {
@@ -100,6 +104,8 @@ impl Metrics {
             delivered_bytes: m.delivered_bytes,
             worker_us: m.worker_us,
             isolated: m.isolated != 0,
+            other_us: m.other_us,
+            total_us: m.total_us,
         })
     }
 }
