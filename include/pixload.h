@@ -436,6 +436,29 @@ PXL_API const uint8_t *pxl_image_frame_pixels(const pxl_image *image, int32_t in
  * else 0; 0 for NULL. Any thread. Since 0.5.0. */
 PXL_API int32_t pxl_image_incomplete(const pxl_image *image);
 
+/* What the accessors above give, in one call: for bindings that pay per foreign call
+ * (Python's ctypes reads an image's ten fields at ten times the cost of one). A growable
+ * struct: set struct_size to sizeof(pxl_image_info) first. Since 0.6.0. */
+typedef struct pxl_image_info {
+  size_t struct_size;          /* set by the caller; on return, the bytes filled */
+  int32_t width;               /* pxl_image_width */
+  int32_t height;              /* pxl_image_height */
+  int32_t stride;              /* pxl_image_stride */
+  int32_t format;              /* pxl_format: pxl_image_format */
+  const uint8_t *pixels;       /* pxl_image_pixels: valid while a reference is held */
+  int32_t original_width;      /* pxl_image_original_width */
+  int32_t original_height;     /* pxl_image_original_height */
+  int32_t frame_count;         /* pxl_image_frame_count */
+  int32_t source_frame_count;  /* pxl_image_source_frame_count */
+  int32_t loop_count;          /* pxl_image_loop_count */
+  int32_t incomplete;          /* pxl_image_incomplete */
+} pxl_image_info;
+
+/* Fills *info (set info->struct_size first, at least up to incomplete) with the
+ * accessors' values. Returns PXL_OK, or PXL_E_INVALID_ARGUMENT for a NULL image or info
+ * or a bad struct_size (nothing written). Any thread. Since 0.6.0. */
+PXL_API pxl_status pxl_image_get_info(const pxl_image *image, pxl_image_info *info);
+
 /* ---------------------------------------------------------------------------------
  * Completion queues
  * ------------------------------------------------------------------------------- */

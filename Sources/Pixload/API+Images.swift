@@ -70,6 +70,26 @@ import PixloadCore
   image(handle)?.isIncomplete == true ? 1 : 0
 }
 
+@c @implementation public func pxl_image_get_info(_ handle: OpaquePointer?,
+                                                  _ info: UnsafeMutablePointer<pxl_image_info>?) -> pxl_status {
+  guard let image = image(handle), let info else { return PXL_E_INVALID_ARGUMENT }
+  var c = pxl_image_info()
+  c.struct_size = MemoryLayout<pxl_image_info>.stride
+  c.width = Int32(image.width)
+  c.height = Int32(image.height)
+  c.stride = Int32(image.stride)
+  c.format = Int32(image.format.rawValue)
+  c.pixels = UnsafePointer(image.pixels.assumingMemoryBound(to: UInt8.self))
+  c.original_width = Int32(image.originalWidth)
+  c.original_height = Int32(image.originalHeight)
+  c.frame_count = Int32(image.frameCount)
+  c.source_frame_count = Int32(image.sourceFrameCount)
+  c.loop_count = Int32(clamping: image.loopCount)
+  c.incomplete = image.isIncomplete ? 1 : 0
+  let size = MemoryLayout<pxl_image_info>.stride
+  return writeGrowableStruct(c, to: info, minimumSize: size) ? PXL_OK : PXL_E_INVALID_ARGUMENT
+}
+
 @c @implementation public func pxl_image_frame_duration_ms(_ handle: OpaquePointer?, _ index: Int32) -> Int32 {
   guard let image = image(handle), index >= 0, Int(index) < image.frameCount else { return -1 }
   return Int32(clamping: image.frameDurations[Int(index)])

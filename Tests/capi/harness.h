@@ -315,6 +315,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_metrics_cancelled_transfer) \
   X(test_metrics_cancelled_processing) \
   X(test_metrics_add_up)            \
+  X(test_image_get_info)            \
   X(test_placeholder_api) \
   X(test_fetcher_sqlite)            \
   X(test_fetcher_cancel_and_limit)  \

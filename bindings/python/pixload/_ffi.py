@@ -227,6 +227,13 @@ class pxl_metrics(ctypes.Structure):  # since 0.5.0
          ("other_us", ctypes.c_uint64), ("total_us", ctypes.c_uint64)]  # since 0.6.0
 
 
+class pxl_image_info(ctypes.Structure):  # since 0.6.0: an image's accessors in one call
+    _fields_ = [("struct_size", ctypes.c_size_t)] + [
+        (name, ctypes.c_int32) for name in ("width", "height", "stride", "format")] + [
+        ("pixels", ctypes.c_void_p)] + [(name, ctypes.c_int32) for name in (
+            "original_width", "original_height", "frame_count", "source_frame_count", "loop_count", "incomplete")]
+
+
 class pxl_stats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t)] + [
         (name, ctypes.c_uint64)
@@ -287,6 +294,7 @@ _FUNCTIONS = {
     "pxl_image_source_frame_count": (ctypes.c_int32, [image_p]),
     "pxl_image_loop_count": (ctypes.c_int32, [image_p]),
     "pxl_image_incomplete": (ctypes.c_int32, [image_p]),
+    "pxl_image_get_info": (c_status, [image_p, ctypes.POINTER(pxl_image_info)]),  # since 0.6.0
     "pxl_image_frame_duration_ms": (ctypes.c_int32, [image_p, ctypes.c_int32]),
     "pxl_image_frame_pixels": (ctypes.c_void_p, [image_p, ctypes.c_int32]),
     "pxl_queue_new": (c_status, [ctypes.POINTER(queue_p)]),

@@ -148,6 +148,10 @@ class Loader(_Handle):
         pxl_request.preview) and
         preview_interval_ms. Returns a Request; raises PixloadError (and calls nobody)
         when the library refuses the request."""
+        return self._load(url, callback, queue, progress, preview, request, False)
+
+    def _load(self, url, callback, queue, progress, preview, request, outcome):
+        """load(); outcome: callback(image, error) instead of callback(result)."""
         keep = []
         req = _new_request(url, keep, request, self)
         if progress is not None:
@@ -155,7 +159,7 @@ class Loader(_Handle):
         if preview is not None:
             req.preview = _on_preview
         loader_ptr, queue_ptr = self._handle(), queue._handle()
-        key = _register(callback, progress, preview)
+        key = _register(callback, progress, preview, outcome)
         token = _ffi.c_token()
         status = lib.pxl_load(loader_ptr, ctypes.byref(req), queue_ptr, _on_load, key, ctypes.byref(token))
         if status != Status.OK:
@@ -295,19 +299,22 @@ class Loader(_Handle):
         queue = self._queue_for_running_loop()
         future = loop.create_future()
 
-        def deliver(result):
+        # The callback gets the image or the error straight from the pxl_result: no
+        # Result, no metrics (nobody would see them).
+        def deliver(image, error):
             if future.done() or loop.is_closed():
                 return  # the task was cancelled; the Image (if any) is simply dropped
-            if result.ok:
-                future.set_result(result.image)
+            if error is None:
+                future.set_result(image)
             else:
-                future.set_exception(result.error)
+                future.set_exception(error)
 
         # A coroutine fetcher of url's scheme runs on this loop (the first awaiting one's).
         waiting = self._fetch_loops.setdefault(url, [loop, 0])
         waiting[1] += 1
         try:
-            handle = self.load(url, deliver, queue=queue, **request)
+            progress, preview = request.pop("progress", None), request.pop("preview", None)
+            handle = self._load(url, deliver, queue, progress, preview, request, True)
             try:
                 return await future
             except asyncio.CancelledError:

@@ -58,11 +58,25 @@ _COPIED = ("slot_wait_us", "dns_us", "connect_us", "tls_us", "first_byte_us", "t
            "decoded_bytes", "delivered_bytes", "worker_us", "other_us", "total_us")
 
 
+_SIZE = ctypes.sizeof(_ffi.pxl_metrics)
+
+
+def metrics_copy(result_p):
+    """The pxl_metrics of the result a final callback is running for (one C call, the
+    struct copied while that is allowed), or None (previews). `metrics_from_struct` makes
+    the Metrics when asked: most hosts never look."""
+    m = _ffi.pxl_metrics(struct_size=_SIZE)
+    return m if lib.pxl_result_metrics(result_p, ctypes.byref(m)) == 0 else None
+
+
 def metrics_from_c(result_p):
     """The metrics of the result a final callback is running for, or None (previews)."""
-    m = _ffi.pxl_metrics(struct_size=ctypes.sizeof(_ffi.pxl_metrics))
-    if lib.pxl_result_metrics(result_p, ctypes.byref(m)) != 0:
-        return None
+    m = metrics_copy(result_p)
+    return None if m is None else metrics_from_struct(m)
+
+
+def metrics_from_struct(m):
+    """A Metrics from a pxl_metrics the library filled."""
     tier = Tier(m.tier) if m.tier in Tier._value2member_map_ else m.tier
     return Metrics(tier=tier, joined=bool(m.joined), received_bytes=m.bytes_received,
                    connection_reused=bool(m.connection_reused), isolated=bool(m.isolated),

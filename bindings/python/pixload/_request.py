@@ -18,7 +18,7 @@ from . import _ffi, _processors
 from ._callbacks import _call_user
 from ._enums import PRIORITY_NORMAL, Format, Mode
 from ._image import Image
-from ._result import _result_from_c
+from ._result import _outcome_from_c, _result_from_c
 from ._strings import _encode, _header_array
 
 _FLAGS = {
@@ -33,16 +33,17 @@ _FLAGS = {
 
 # --- the callback registry ------------------------------------------------------------
 
-_Pending = collections.namedtuple("_Pending", "callback progress preview")
+# outcome: the callback takes (image, error) (_outcome_from_c), not a Result (Loader.fetch).
+_Pending = collections.namedtuple("_Pending", "callback progress preview outcome")
 _pending = {}             # user_data id -> _Pending, until the request's one callback
 _pending_lock = threading.Lock()
 _ids = itertools.count(1)
 
 
-def _register(callback, progress=None, preview=None):
+def _register(callback, progress=None, preview=None, outcome=False):
     with _pending_lock:
         key = next(_ids)
-        _pending[key] = _Pending(callback, progress, preview)
+        _pending[key] = _Pending(callback, progress, preview, outcome)
     return key
 
 
@@ -56,7 +57,10 @@ def _on_load(token, result_p, user_data):
     entry = _unregister(user_data)
     if entry is None:  # cannot happen if the library keeps rule 2; do not crash the host
         return
-    _call_user(entry.callback, _result_from_c(token, result_p))
+    if entry.outcome:
+        _call_user(entry.callback, *_outcome_from_c(result_p))
+    else:
+        _call_user(entry.callback, _result_from_c(token, result_p))
 
 
 @_ffi.progress_callback
@@ -154,9 +158,33 @@ def _fill_request(req, url, keep, size=None, width=None, height=None, mode=Mode.
         req.placeholder_length = len(placeholder.data)
 
 
+# Options that point at memory the caller keeps, or depend on the loader: never cached.
+_POINTING = frozenset(("cache_key", "headers", "process", "placeholder"))
+# Filled pxl_requests without a URL, by their other options (sizes, mode, format, flags):
+# most loads repeat a few, and a copy costs a tenth of filling one.
+_templates = {}
+
+
 def _new_request(url, keep, options, loader=None):
-    req = _ffi.init_struct(_ffi.pxl_request)
-    _fill_request(req, url, keep, _loader=loader, **options)
+    try:
+        key = None if _POINTING.intersection(options) else tuple(sorted(options.items()))
+        template = _templates.get(key) if key is not None else None
+    except TypeError:  # an unhashable value (a size given as a list)
+        key = template = None
+    if template is None:
+        req = _ffi.init_struct(_ffi.pxl_request)
+        _fill_request(req, url, keep, _loader=loader, **options)
+        if key is not None:
+            if len(_templates) >= 64:
+                _templates.clear()
+            template = _ffi.pxl_request.from_buffer_copy(req)
+            template.url = None
+            _templates[key] = template
+        return req
+    req = _ffi.pxl_request.from_buffer_copy(template)
+    url_bytes = _encode(url)
+    keep.append(url_bytes)
+    req.url = url_bytes
     return req
 
 

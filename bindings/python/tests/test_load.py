@@ -159,6 +159,26 @@ def test_error_statuses(server, loader, path, status, cls, http):
     assert pixload.status_string(status) in str(e)
 
 
+def test_fetch_awaits_images_errors_and_progress(server, loader):
+    # Loader.fetch's callback takes the image or the error straight from the pxl_result,
+    # and requests with the same options share one filled pxl_request (a copy per URL).
+    import asyncio
+
+    async def main():
+        progress = []
+        a, b = await asyncio.gather(
+            loader.fetch(server.url("gradient.jpg", case="fetch-a"), size=(40, 30), mode="fill"),
+            loader.fetch(server.url("alpha.png", case="fetch-b"), size=(40, 30), mode="fill",
+                         progress=lambda got, total: progress.append(got), progress_interval_ms=1))
+        assert (a.size, b.size, a.original_size, b.original_size) == ((40, 30), (40, 30), (640, 480), (300, 200))
+        assert a.pixels[0:3] != b.pixels[0:3] and progress
+        with pytest.raises(pixload.HTTPError) as info:
+            await loader.fetch(server.url("missing.jpg", case="fetch-404"), size=(40, 30), mode="fill")
+        assert info.value.status == pixload.Status.HTTP and info.value.http_status == 404 and info.value.message
+
+    asyncio.run(main())
+
+
 def test_connection_refused(loader):
     import socket
     with socket.socket() as s:  # a port nobody listens on

@@ -17,16 +17,30 @@ def load(loader, queue, url, **options):
     return got[0]
 
 
+STAGES = ("slot_wait_us", "dns_us", "connect_us", "tls_us", "first_byte_us", "transfer_us", "disk_read_us",
+          "decode_us", "process_us", "queue_wait_us")
+
+
+def assert_adds_up(m, host_us):
+    """total_us is the stages and other_us exactly, and no more than the host saw."""
+    assert sum(getattr(m, name) for name in STAGES) + m.other_us == m.total_us
+    assert 0 < m.total_us <= host_us + 1000
+
+
 def test_network_then_memory(server, loader, queue):
     url = server.url("gradient.jpg", case="metrics-net")
+    started = time.monotonic()
     first = load(loader, queue, url, size=(64, 48))
+    assert_adds_up(first.metrics, (time.monotonic() - started) * 1e6)
     m = first.metrics
     assert first.ok and m.tier == pixload.Tier.NETWORK and not m.joined
     assert m.http_status == 200 and m.http_version in (10, 11, 20)
     assert m.received_bytes == server.www.joinpath("gradient.jpg").stat().st_size
     assert m.decode_us > 0 and m.decoded_bytes == m.delivered_bytes == 64 * 48 * 4
     assert m.transfer_us + m.first_byte_us > 0 and m.disk_read_us == 0 and m.process_us == 0
+    started = time.monotonic()
     second = load(loader, queue, url, size=(64, 48))
+    assert_adds_up(second.metrics, (time.monotonic() - started) * 1e6)
     m = second.metrics
     assert m.tier == pixload.Tier.MEMORY and m.delivered_bytes == 64 * 48 * 4
     assert (m.received_bytes, m.decode_us, m.decoded_bytes, m.http_status) == (0, 0, 0, 0)

@@ -423,6 +423,24 @@ pub const PXL_TIER_FILE: pxl_tier = 6;
 pub const PXL_TIER_DATA: pxl_tier = 7;
 pub const PXL_TIER_FETCHER: pxl_tier = 8;
 
+/// Since 0.6.0.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_image_info {
+    pub struct_size: usize,
+    pub width: i32,
+    pub height: i32,
+    pub stride: i32,
+    pub format: i32,
+    pub pixels: *const u8,
+    pub original_width: i32,
+    pub original_height: i32,
+    pub frame_count: i32,
+    pub source_frame_count: i32,
+    pub loop_count: i32,
+    pub incomplete: i32,
+}
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct pxl_metrics {
@@ -482,6 +500,7 @@ extern "C" {
     pub fn pxl_image_source_frame_count(image: *const pxl_image) -> i32;
     pub fn pxl_image_loop_count(image: *const pxl_image) -> i32;
     pub fn pxl_image_incomplete(image: *const pxl_image) -> i32;
+    pub fn pxl_image_get_info(image: *const pxl_image, info: *mut pxl_image_info) -> pxl_status;
     pub fn pxl_image_frame_duration_ms(image: *const pxl_image, index: i32) -> i32;
     pub fn pxl_image_frame_pixels(image: *const pxl_image, index: i32) -> *const u8;
 

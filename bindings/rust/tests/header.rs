@@ -93,6 +93,10 @@ fn rust_side() -> (
             placeholder_kind, placeholder,
             placeholder_length,
         }
+        pxl_image_info {
+            struct_size, width, height, stride, format, pixels, original_width, original_height, frame_count,
+            source_frame_count, loop_count, incomplete,
+        }
         pxl_metrics {
             struct_size, tier, joined, slot_wait_us, dns_us, connect_us, tls_us, first_byte_us, transfer_us,
             disk_read_us, decode_us, process_us, queue_wait_us, bytes_received, http_status, http_version,
