@@ -96,8 +96,9 @@ public struct RequestMetrics: Sendable, Equatable {
   /// started the work whose figures it reports (`workStartedAt`). 0 before.
   public var totalMicroseconds: UInt64 { settled ? mark : 0 }
   /// What no stage field holds: intake and the cache lookups in memory, a start delay,
-  /// retry backoffs and the attempts before the last, the hand-offs between threads (waiting for a decode thread included), storing the
-  /// bytes on disk, and delivery up to the queue. `totalMicroseconds - stagesMicroseconds`.
+  /// retry backoffs and the attempts before the last, the hand-offs between threads
+  /// (waiting for a decode thread included), storing the bytes on disk, and delivery up
+  /// to the queue. `totalMicroseconds - stagesMicroseconds`.
   public var otherMicroseconds: UInt64 { totalMicroseconds - min(totalMicroseconds, stagesMicroseconds) }
   /// When the work these figures measure began (monotonic ns): the intake of the request
   /// that started it (a delivery's own: its intake); 0: not known. Kept until `settle`.
