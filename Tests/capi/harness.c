@@ -391,6 +391,12 @@ pxl_loader *new_loader(const pxl_config *config) {
   return loader;
 }
 
+void disk_cache_config(pxl_config *config, const char *directory) {
+  pxl_config_init(config);
+  config->disk_cache_bytes = 8 << 20;
+  config->disk_cache_dir = directory;
+}
+
 pxl_queue *new_queue(void) {
   pxl_queue *queue = NULL;
   pxl_status s = pxl_queue_new(&queue);

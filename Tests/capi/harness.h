@@ -173,6 +173,8 @@ int drain_for(pxl_queue *queue, int ms);
 
 pxl_loader *new_loader(const pxl_config *config); /* NULL config: defaults; fails the test run on error */
 pxl_queue *new_queue(void);
+/* The defaults with an 8 MiB disk cache in directory. */
+void disk_cache_config(pxl_config *config, const char *directory);
 void request_for(pxl_request *request, const char *url, int32_t width, int32_t height,
                  pxl_mode mode, pxl_format format);
 

@@ -29,10 +29,7 @@ static void check_info(const char *what, const pxl_image *image) {
 }
 
 void test_image_get_info(const struct test_env *env) {
-  pxl_config config;
-  pxl_config_init(&config);
-  config.disk_cache_bytes = 0;
-  pxl_loader *loader = new_loader(&config);
+  pxl_loader *loader = new_loader(NULL);
   pxl_queue *queue = new_queue();
   struct capture c;
   memset(&c, 0, sizeof c);

@@ -84,9 +84,7 @@ void test_metrics_add_up(const struct test_env *env) {
   char directory[] = "/tmp/pxl-metrics-total.XXXXXX";
   CHECK(mkdtemp(directory) != NULL);
   pxl_config config;
-  pxl_config_init(&config);
-  config.disk_cache_bytes = 8 << 20;
-  config.disk_cache_dir = directory;
+  disk_cache_config(&config, directory);
   pxl_loader *loader = new_loader(&config);
   pxl_queue *queue = new_queue();
   pxl_request request;
