@@ -356,6 +356,10 @@ test-codecs: deps
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
 	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) -f Tests/fixtures $(CORPUS)
 	$(STAGE)/tests/codec-edges
+	@# The fixed-point area resampler against a double-precision reference, on each code path.
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/resample_test.c Sources/CCodecs/resample.c \
+	  -o $(STAGE)/tests/resample -lm
+	$(STAGE)/tests/resample
 	@# The GIF fuzz target's replay build under ASan + UBSan (clang: gcc misses null + offset): its
 	@# regressions, the suite and the generated set.
 	$(CLANG) -fuse-ld=lld -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DGIF_FUZZ_MAIN \
