@@ -154,25 +154,42 @@ static void shrink_scalar(struct pxl_resampler *r, const uint8_t *src, int32_t x
     const uint8_t *p = src + (size_t)(c->first[x] - x0) * (size_t)ch;
     const int16_t *w = c->weight + c->offset[x];
     int32_t m = c->count[x];
-    if (r->premultiply) {
+    if (ch == 4) { /* four sums side by side: the compiler keeps them in registers */
       int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      for (int32_t k = 0; k < m; k++, p += 4) {
-        unsigned a = p[3];
-        s0 += premul(p[0], a) * w[k];
-        s1 += premul(p[1], a) * w[k];
-        s2 += premul(p[2], a) * w[k];
-        s3 += (int32_t)a * w[k];
+      if (r->premultiply) {
+        for (int32_t k = 0; k < m; k++, p += 4) {
+          unsigned a = p[3];
+          s0 += premul(p[0], a) * w[k];
+          s1 += premul(p[1], a) * w[k];
+          s2 += premul(p[2], a) * w[k];
+          s3 += (int32_t)a * w[k];
+        }
+      } else {
+        for (int32_t k = 0; k < m; k++, p += 4) {
+          s0 += p[0] * w[k];
+          s1 += p[1] * w[k];
+          s2 += p[2] * w[k];
+          s3 += p[3] * w[k];
+        }
       }
       dst[4 * x] = (int16_t)h_round(s0);
       dst[4 * x + 1] = (int16_t)h_round(s1);
       dst[4 * x + 2] = (int16_t)h_round(s2);
       dst[4 * x + 3] = (int16_t)h_round(s3);
-      continue;
-    }
-    for (int32_t i = 0; i < ch; i++) {
-      int32_t s = 0;
-      for (int32_t k = 0; k < m; k++) s += p[k * ch + i] * w[k];
-      dst[x * ch + i] = (int16_t)h_round(s);
+    } else if (ch == 3) {
+      int32_t s0 = 0, s1 = 0, s2 = 0;
+      for (int32_t k = 0; k < m; k++, p += 3) {
+        s0 += p[0] * w[k];
+        s1 += p[1] * w[k];
+        s2 += p[2] * w[k];
+      }
+      dst[3 * x] = (int16_t)h_round(s0);
+      dst[3 * x + 1] = (int16_t)h_round(s1);
+      dst[3 * x + 2] = (int16_t)h_round(s2);
+    } else {
+      int32_t s0 = 0;
+      for (int32_t k = 0; k < m; k++) s0 += p[k] * w[k];
+      dst[x] = (int16_t)h_round(s0);
     }
   }
 }
