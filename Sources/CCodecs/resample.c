@@ -60,6 +60,12 @@ struct pxl_resampler {
   int32_t *row_lo, *row_hi;   /* per source row in range: output rows [lo, hi] it feeds */
   size_t values, stride;      /* out_width * channels, and that rounded up to PAD */
   int16_t *shrunk;            /* one source row shrunk horizontally, 8.7 fixed point */
+  /* The 4-channel SIMD paths' uniform taps: every output pixel reads `uk` (2, 4 or 8)
+   * pixels from ustart[x], zero weights where its own taps do not reach (0: not used).
+   * uw: per two output pixels, per pair of taps, 8 int32 = [x's pair x4 | x+1's x4]. */
+  int32_t uk;
+  int32_t *ustart;
+  int32_t *uw;
   int32_t *acc;               /* ring x stride */
   uint8_t *output;            /* out_width * out_height * channels, handed over by finish */
   shrink_fn shrink;
@@ -273,6 +279,128 @@ static inline __attribute__((always_inline)) void shrink4(const taps *c, int16_t
   }
 }
 
+/* Interleaves the two pixels of int16 lanes [c0 c1 c2 c3 | c0' c1' c2' c3'] for a madd. */
+static inline __m128i pair_epi16(__m128i v) { return _mm_unpacklo_epi16(v, _mm_srli_si128(v, 8)); }
+
+/* One output pixel of the uniform taps: k pixels from p, weights w (4 int32 per pair of
+ * taps, 8 apart). */
+static inline __attribute__((always_inline)) __m128i utaps4(const uint8_t *p, const int32_t *w, int32_t k, int pre) {
+  const __m128i zero = _mm_setzero_si128();
+  __m128i sum;
+  if (k == 2) {
+    __m128i v = _mm_unpacklo_epi8(_mm_loadl_epi64((const __m128i *)p), zero);
+    if (pre) v = premul_epi16(v);
+    sum = _mm_madd_epi16(pair_epi16(v), _mm_loadu_si128((const __m128i *)w));
+  } else {
+    sum = zero;
+    for (int32_t q = 0; q < k / 4; q++) {
+      __m128i v = _mm_loadu_si128((const __m128i *)(p + 16 * q));
+      __m128i lo = _mm_unpacklo_epi8(v, zero), hi = _mm_unpackhi_epi8(v, zero);
+      if (pre) {
+        lo = premul_epi16(lo);
+        hi = premul_epi16(hi);
+      }
+      sum = _mm_add_epi32(sum, _mm_madd_epi16(pair_epi16(lo), _mm_loadu_si128((const __m128i *)(w + 16 * q))));
+      sum = _mm_add_epi32(sum, _mm_madd_epi16(pair_epi16(hi), _mm_loadu_si128((const __m128i *)(w + 16 * q + 8))));
+    }
+  }
+  return _mm_srai_epi32(_mm_add_epi32(sum, _mm_set1_epi32(1 << (H_SHIFT - 1))), H_SHIFT);
+}
+
+static inline __attribute__((always_inline)) void ushrink_sse2(const struct pxl_resampler *r, const uint8_t *src,
+                                                                int32_t x0, int32_t k, int pre) {
+  int16_t *dst = r->shrunk;
+  int32_t n = r->out_width;
+  size_t group = (size_t)(k / 2) * 8;
+  for (int32_t x = 0; x < n; x += 2) {
+    const int32_t *w = r->uw + (size_t)(x / 2) * group;
+    __m128i a = utaps4(src + (size_t)(r->ustart[x] - x0) * 4u, w, k, pre);
+    if (x + 1 < n) {
+      __m128i b = utaps4(src + (size_t)(r->ustart[x + 1] - x0) * 4u, w + 4, k, pre);
+      _mm_storeu_si128((__m128i *)(dst + 4 * x), _mm_packs_epi32(a, b));
+    } else {
+      _mm_storel_epi64((__m128i *)(dst + 4 * x), _mm_packs_epi32(a, a));
+    }
+  }
+}
+
+static void ushrink_dispatch_sse2(const struct pxl_resampler *r, const uint8_t *src, int32_t x0) {
+  int pre = r->premultiply;
+  switch (r->uk) {
+  case 2: pre ? ushrink_sse2(r, src, x0, 2, 1) : ushrink_sse2(r, src, x0, 2, 0); break;
+  case 4: pre ? ushrink_sse2(r, src, x0, 4, 1) : ushrink_sse2(r, src, x0, 4, 0); break;
+  default: pre ? ushrink_sse2(r, src, x0, 8, 1) : ushrink_sse2(r, src, x0, 8, 0); break;
+  }
+}
+
+/* AVX2: two output pixels at once, one per 128-bit lane. */
+__attribute__((target("avx2"))) static inline __m256i premul_epi16_avx2(__m256i v) {
+  __m256i a = _mm256_shufflehi_epi16(_mm256_shufflelo_epi16(v, 0xFF), 0xFF);
+  a = _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi64x(0x0000FFFFFFFFFFFFll)),
+                      _mm256_set1_epi64x(0x00FF000000000000ll));
+  __m256i t = _mm256_add_epi16(_mm256_mullo_epi16(v, a), _mm256_set1_epi16(128));
+  return _mm256_srli_epi16(_mm256_add_epi16(t, _mm256_srli_epi16(t, 8)), 8);
+}
+
+__attribute__((target("avx2"))) static inline __m256i two_lanes(__m128i a, __m128i b) {
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+}
+
+__attribute__((target("avx2"))) static inline __m256i pair_epi16_avx2(__m256i v) {
+  return _mm256_unpacklo_epi16(v, _mm256_srli_si256(v, 8));
+}
+
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
+ushrink_avx2(const struct pxl_resampler *r, const uint8_t *src, int32_t x0, int32_t k, int pre) {
+  const __m256i zero = _mm256_setzero_si256();
+  int16_t *dst = r->shrunk;
+  int32_t n = r->out_width, x = 0;
+  size_t group = (size_t)(k / 2) * 8;
+  for (; x + 1 < n; x += 2) {
+    const int32_t *w = r->uw + (size_t)(x / 2) * group;
+    const uint8_t *pa = src + (size_t)(r->ustart[x] - x0) * 4u, *pb = src + (size_t)(r->ustart[x + 1] - x0) * 4u;
+    __m256i sum;
+    if (k == 2) {
+      __m256i v = _mm256_unpacklo_epi8(two_lanes(_mm_loadl_epi64((const __m128i *)pa),
+                                                 _mm_loadl_epi64((const __m128i *)pb)), zero);
+      if (pre) v = premul_epi16_avx2(v);
+      sum = _mm256_madd_epi16(pair_epi16_avx2(v), _mm256_loadu_si256((const __m256i *)w));
+    } else {
+      sum = zero;
+      for (int32_t q = 0; q < k / 4; q++) {
+        __m256i v = two_lanes(_mm_loadu_si128((const __m128i *)(pa + 16 * q)),
+                              _mm_loadu_si128((const __m128i *)(pb + 16 * q)));
+        __m256i lo = _mm256_unpacklo_epi8(v, zero), hi = _mm256_unpackhi_epi8(v, zero);
+        if (pre) {
+          lo = premul_epi16_avx2(lo);
+          hi = premul_epi16_avx2(hi);
+        }
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pair_epi16_avx2(lo),
+                                                      _mm256_loadu_si256((const __m256i *)(w + 16 * q))));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pair_epi16_avx2(hi),
+                                                      _mm256_loadu_si256((const __m256i *)(w + 16 * q + 8))));
+      }
+    }
+    sum = _mm256_srai_epi32(_mm256_add_epi32(sum, _mm256_set1_epi32(1 << (H_SHIFT - 1))), H_SHIFT);
+    _mm_storeu_si128((__m128i *)(dst + 4 * x),
+                     _mm_packs_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1)));
+  }
+  if (x < n) {
+    __m128i a = utaps4(src + (size_t)(r->ustart[x] - x0) * 4u, r->uw + (size_t)(x / 2) * group, k, pre);
+    _mm_storel_epi64((__m128i *)(dst + 4 * x), _mm_packs_epi32(a, a));
+  }
+}
+
+__attribute__((target("avx2"))) static void ushrink_dispatch_avx2(const struct pxl_resampler *r, const uint8_t *src,
+                                                                  int32_t x0) {
+  int pre = r->premultiply;
+  switch (r->uk) {
+  case 2: pre ? ushrink_avx2(r, src, x0, 2, 1) : ushrink_avx2(r, src, x0, 2, 0); break;
+  case 4: pre ? ushrink_avx2(r, src, x0, 4, 1) : ushrink_avx2(r, src, x0, 4, 0); break;
+  default: pre ? ushrink_avx2(r, src, x0, 8, 1) : ushrink_avx2(r, src, x0, 8, 0); break;
+  }
+}
+
 static inline __attribute__((always_inline)) void shrink_x86(struct pxl_resampler *r, const uint8_t *src,
                                                               int32_t x0) {
   const taps *c = &r->cols;
@@ -304,10 +432,14 @@ static inline __attribute__((always_inline)) void shrink_x86(struct pxl_resample
   }
 }
 
-static void shrink_sse2(struct pxl_resampler *r, const uint8_t *src, int32_t x0) { shrink_x86(r, src, x0); }
+static void shrink_sse2(struct pxl_resampler *r, const uint8_t *src, int32_t x0) {
+  if (r->uk) ushrink_dispatch_sse2(r, src, x0);
+  else shrink_x86(r, src, x0);
+}
 
 __attribute__((target("avx2"))) static void shrink_avx2(struct pxl_resampler *r, const uint8_t *src, int32_t x0) {
-  shrink_x86(r, src, x0);
+  if (r->uk) ushrink_dispatch_avx2(r, src, x0);
+  else shrink_x86(r, src, x0);
 }
 
 /* 8 values per step; s and acc are padded to a multiple of PAD, out is not (the last
@@ -426,6 +558,35 @@ int32_t pxl_resampler_path(const pxl_resampler *r) { return r->path; }
 
 /* ---- the resampler -------------------------------------------------------------- */
 
+/* The uniform taps (see uk): padded to 2, 4 or 8 so a SIMD step reads a fixed number of
+ * pixels with no branch on the count, every read inside [first_col, end_col) (an output
+ * near the right edge starts further left, its extra weights in front). Sums are the
+ * same integers: the padding's weights are 0. */
+static void uniform_taps(pxl_resampler *r) {
+  const taps *c = &r->cols;
+  int32_t most = 1;
+  for (int32_t x = 0; x < r->out_width; x++)
+    if (c->count[x] > most) most = c->count[x];
+  int32_t k = most <= 2 ? 2 : most <= 4 ? 4 : 8;
+  r->uk = 0;
+  if (r->channels != 4 || most > 8 || r->end_col - r->first_col < k) return;
+  r->uk = k;
+  for (int32_t x = 0; x < r->out_width; x++) {
+    int32_t first = c->first[x], start = first < r->end_col - k ? first : r->end_col - k;
+    r->ustart[x] = start;
+    for (int32_t pair = 0; pair < k / 2; pair++) {
+      uint32_t wp = 0;
+      for (int32_t h = 0; h < 2; h++) {
+        int32_t j = start + 2 * pair + h - first;
+        int16_t w = j >= 0 && j < c->count[x] ? c->weight[c->offset[x] + j] : 0;
+        wp |= (uint32_t)(uint16_t)w << (16 * h);
+      }
+      int32_t *slot = r->uw + ((size_t)(x / 2) * (size_t)(k / 2) + (size_t)pair) * 8 + (size_t)(x % 2) * 4;
+      for (int32_t i = 0; i < 4; i++) slot[i] = (int32_t)wp;
+    }
+  }
+}
+
 void pxl_resampler_free(pxl_resampler *r) {
   if (r == NULL) return;
   free(r->output);
@@ -463,6 +624,10 @@ pxl_resampler *pxl_resampler_new(int32_t src_width, int32_t src_height, int32_t 
   at = align32(at + 2 * span_cap * sizeof(int32_t));
   size_t o_shrunk = at;
   at = align32(at + (stride + PAD) * sizeof(int16_t));
+  size_t o_ustart = at;
+  at = align32(at + (size_t)out_width * sizeof(int32_t));
+  size_t o_uw = at;
+  at = align32(at + ((size_t)out_width + 1) / 2 * 4 * 8 * sizeof(int32_t));
   size_t o_acc = at;
   /* ring <= out_height; and <= the rows one source row feeds, bounded below */
   char *block = malloc(at);
@@ -537,6 +702,9 @@ pxl_resampler *pxl_resampler_new(int32_t src_width, int32_t src_height, int32_t 
     r->row_lo = (int32_t *)(grown + o_map);
     r->row_hi = r->row_lo + span_cap;
   }
+  r->ustart = (int32_t *)(grown + o_ustart);
+  r->uw = (int32_t *)(grown + o_uw);
+  uniform_taps(r);
   r->shrunk = (int16_t *)(grown + o_shrunk);
   memset(r->shrunk, 0, (stride + PAD) * sizeof(int16_t)); /* the padding is read, never used */
   r->acc = (int32_t *)(grown + o_acc);
