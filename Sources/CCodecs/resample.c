@@ -442,8 +442,21 @@ __attribute__((target("avx2"))) static void shrink_avx2(struct pxl_resampler *r,
   else shrink_x86(r, src, x0);
 }
 
+/* The first `count` (8 or 16 in a whole step, fewer at the end) bytes of v to out. */
+static inline void store_bytes(uint8_t *out, __m128i v, size_t count) {
+  if (count == 16) {
+    _mm_storeu_si128((__m128i *)out, v);
+  } else if (count == 8) {
+    _mm_storel_epi64((__m128i *)out, v);
+  } else {
+    uint8_t bounce[16];
+    _mm_storeu_si128((__m128i *)bounce, v);
+    memcpy(out, bounce, count);
+  }
+}
+
 /* 8 values per step; s and acc are padded to a multiple of PAD, out is not (the last
- * partial step goes through a bounce buffer). */
+ * partial step goes through store_bytes' bounce buffer). */
 static void vertical_sse2(const int16_t *s, int32_t *acc, uint8_t *out, size_t n, int16_t w, int mode) {
   const __m128i wv = _mm_set1_epi16(w), half = _mm_set1_epi32(1 << (V_SHIFT - 1));
   for (size_t i = 0; i < n; i += 8) {
@@ -463,14 +476,7 @@ static void vertical_sse2(const int16_t *s, int32_t *acc, uint8_t *out, size_t n
     p0 = _mm_srai_epi32(_mm_add_epi32(p0, half), V_SHIFT);
     p1 = _mm_srai_epi32(_mm_add_epi32(p1, half), V_SHIFT);
     __m128i packed = _mm_packs_epi32(p0, p1);
-    packed = _mm_packus_epi16(packed, packed);
-    if (i + 8 <= n) {
-      _mm_storel_epi64((__m128i *)(out + i), packed);
-    } else {
-      uint8_t bounce[16];
-      _mm_storeu_si128((__m128i *)bounce, packed);
-      memcpy(out + i, bounce, n - i);
-    }
+    store_bytes(out + i, _mm_packus_epi16(packed, packed), n - i < 8 ? n - i : 8);
   }
 }
 
@@ -497,14 +503,7 @@ __attribute__((target("avx2"))) static void vertical_avx2(const int16_t *s, int3
     p1 = _mm256_srai_epi32(_mm256_add_epi32(p1, half), V_SHIFT);
     __m256i packed = _mm256_packs_epi32(p0, p1);                      /* 0-7 | 8-15 */
     packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(packed, packed), 0x08); /* bytes 0-15 */
-    __m128i bytes = _mm256_castsi256_si128(packed);
-    if (i + 16 <= n) {
-      _mm_storeu_si128((__m128i *)(out + i), bytes);
-    } else {
-      uint8_t bounce[16];
-      _mm_storeu_si128((__m128i *)bounce, bytes);
-      memcpy(out + i, bounce, n - i);
-    }
+    store_bytes(out + i, _mm256_castsi256_si128(packed), n - i < 16 ? n - i : 16);
   }
 }
 #endif
