@@ -100,7 +100,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-resample bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -356,6 +356,10 @@ test-codecs: deps
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
 	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) -f Tests/fixtures $(CORPUS)
 	$(STAGE)/tests/codec-edges
+	@# The fixed-point area resampler against a double-precision reference, on each code path.
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/resample_test.c Sources/CCodecs/resample.c \
+	  -o $(STAGE)/tests/resample -lm
+	$(STAGE)/tests/resample
 	@# The GIF fuzz target's replay build under ASan + UBSan (clang: gcc misses null + offset): its
 	@# regressions, the suite and the generated set.
 	$(CLANG) -fuse-ld=lld -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DGIF_FUZZ_MAIN \
@@ -549,6 +553,11 @@ bench-decode:
 	@scripts/deps.sh
 	@$(SUBMAKE) all
 	@CODEC_LIBS="$(CODEC_LIBS)" scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
+
+# The area resampler alone (scripts/bench-resample.sh, bench/resample.c): CPU per 150x150
+# FILL thumbnail of the demo JPEGs at their DCT scale, each code path against the float one.
+bench-resample:
+	@CODEC_LIBS="$(CODEC_LIBS)" scripts/bench-resample.sh $(STAGE) $(DEMO_DATA)
 
 # The cost of colour management (scripts/bench-color.sh): ImageDecoder's CPU per image on
 # the corpus photographs tagged Display P3 / Adobe RGB against the same files untagged, and

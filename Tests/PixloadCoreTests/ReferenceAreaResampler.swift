@@ -4,8 +4,8 @@ import Glibc
 @testable import PixloadCore
 
 /// The area resampler as it was written in Swift before it moved to C (pxl_resampler_*,
-/// CCodecs/resample.c), kept verbatim as the reference the C one must match to the bit:
-/// thumbnails keep their pixels.
+/// CCodecs/resample.c), kept verbatim as the float reference the fixed-point C one must
+/// match within 1 level: thumbnails keep their pixels to that level.
 ///
 /// Separable and streaming: source rows arrive one at a time (`addRow`) and are shrunk
 /// horizontally at once into float rows of the output's width; `finish` does the vertical

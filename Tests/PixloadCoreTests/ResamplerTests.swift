@@ -3,9 +3,29 @@ import FuzzDriver
 import XCTest
 @testable import PixloadCore
 
-/// The C area resampler (streamed, vectorised) against the Swift one it replaced
-/// (ReferenceAreaResampler): every byte equal, so thumbnails keep their pixels.
+/// The C area resampler (streamed, fixed point, SIMD) against the float Swift one it
+/// replaced (ReferenceAreaResampler): every byte within 1 level, the fixed-point
+/// arithmetic's allowance (Tests/codecs/resample_test.c checks it against the exact
+/// average on each code path).
 final class ResamplerTests: XCTestCase {
+  /// The bytes of `ours` that differ from `reference` by more than 1 level of the
+  /// resampled (premultiplied) value. Straight alpha (`straightAlpha`, 4 channels, alpha
+  /// last): a colour was divided by its alpha after resampling, which magnifies that level
+  /// to about 255 / alpha (and the alpha itself may differ by 1), so that is allowed there.
+  static func beyondOneLevel(_ ours: UnsafeBufferPointer<UInt8>, _ reference: UnsafeBufferPointer<UInt8>,
+                             channels: Int, straightAlpha: Bool) -> Int {
+    var count = 0
+    for i in 0..<min(ours.count, reference.count) {
+      var allowed = 1
+      if straightAlpha && channels == 4 && i % 4 != 3 {
+        let alpha = Int(min(ours[i - i % 4 + 3], reference[i - i % 4 + 3]))
+        if alpha < 255 { allowed = alpha == 0 ? 255 : 1 + 2 * 255 / alpha }
+      }
+      if abs(Int(ours[i]) - Int(reference[i])) > allowed { count += 1 }
+    }
+    return count + abs(ours.count - reference.count)
+  }
+
   /// SplitMix64: the same cases on every run.
   struct Random {
     var state: UInt64
@@ -58,10 +78,12 @@ final class ResamplerTests: XCTestCase {
         defer { free(out) }
         return Array(UnsafeBufferPointer(start: out, count: outWidth * outHeight * channels))
       }
-      if ours != reference {
-        let differing = zip(ours, reference).filter { $0 != $1 }.count
+      let differing = ours.withUnsafeBufferPointer { a in
+        reference.withUnsafeBufferPointer { Self.beyondOneLevel(a, $0, channels: channels, straightAlpha: false) }
+      }
+      if differing > 0 {
         return XCTFail("case \(round): \(width)x\(height)x\(channels) crop \(crop) -> \(outWidth)x\(outHeight) "
-                       + "premultiply \(premultiply): \(differing) of \(ours.count) bytes differ from the reference")
+                       + "premultiply \(premultiply): \(differing) of \(ours.count) bytes more than 1 level off the reference")
       }
     }
   }
@@ -82,8 +104,8 @@ final class ResamplerTests: XCTestCase {
 
   /// Real photographs (JPEG: rows streamed from libjpeg at the DCT scale; EXIF-rotated
   /// ones too) and PNGs with alpha, in every format and a few sizes and modes: the
-  /// decoder's thumbnail equals what the previous pipeline made (a whole DCT-scaled
-  /// bitmap, then the reference resampler, then orientation).
+  /// decoder's thumbnail is within 1 level of what the previous pipeline made (a whole
+  /// DCT-scaled bitmap, then the float reference resampler, then orientation).
   func testThumbnailsKeepTheirPixels() throws {
     guard let corpus = EngineTests.corpus else { throw XCTSkip("../shared/corpus is absent: thumbnail pixel test skipped") }
     let files = ["realworld/photos/mate-Blinds.jpg", "realworld/photos/mate-Elephants_3840x2160.jpg",
@@ -103,8 +125,10 @@ final class ResamplerTests: XCTestCase {
           defer { free(expected.pixels) }
           XCTAssertEqual([image.width, image.height], [expected.width, expected.height], "\(file) \(format)")
           let got = UnsafeBufferPointer(start: image.pixels.assumingMemoryBound(to: UInt8.self), count: image.byteCount)
-          XCTAssertTrue(got.elementsEqual(UnsafeBufferPointer(start: expected.pixels, count: image.byteCount)),
-                        "\(file) \(format) \(width)x\(height) \(mode): thumbnail pixels changed")
+          let want = UnsafeBufferPointer(start: expected.pixels, count: image.byteCount)
+          let off = Self.beyondOneLevel(got, want, channels: format.bytesPerPixel,
+                                        straightAlpha: format == .rgba8)
+          XCTAssertEqual(off, 0, "\(file) \(format) \(width)x\(height) \(mode): thumbnail pixels more than 1 level off")
         }
       }
     }

@@ -1,4 +1,4 @@
-/* Tests/codecs/check.h: the pass/fail counting the shim tests share (api_edges.c,
+/* Tests/codecs/check.h: the pass/fail counting the shim tests share (api_edges.c, resample_test.c,
  * color_test.c, webp_api.c). Each test is one translation unit: the counters are its own.
  * CHECK(cond, printf-format, ...) counts a pass, or a failure printed with its line; the
  * test ends by printing "N passed, N failed" from them. */

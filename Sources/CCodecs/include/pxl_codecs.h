@@ -352,6 +352,14 @@ void pxl_resampler_region(const pxl_resampler *resampler, int32_t *x, int32_t *y
 int pxl_resampler_add_row_at(void *resampler, int32_t y, int32_t x0, const uint8_t *row);
 
 void pxl_resampler_free(pxl_resampler *resampler);
+/* The arithmetic's code path (all compute the same pixels): x86-64 has SSE2 and, where
+ * the CPU has it, AVX2; elsewhere scalar. Chosen when a resampler is made: the best the
+ * CPU has, or PXL_RESAMPLE_PATH=scalar|sse2|avx2 from the environment. For tests:
+ * force_path makes later resamplers use `path` (-1: back to the choice above) and
+ * returns it, or -1 if the CPU lacks it; pxl_resampler_path says which one r uses. */
+enum { PXL_RESAMPLE_SCALAR = 0, PXL_RESAMPLE_SSE2 = 1, PXL_RESAMPLE_AVX2 = 2 };
+int pxl_resampler_force_path(int32_t path);
+int32_t pxl_resampler_path(const pxl_resampler *resampler);
 
 #ifdef __cplusplus
 }
