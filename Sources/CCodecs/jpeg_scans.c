@@ -539,23 +539,31 @@ static int ac_decode_block(bit_reader *b, const dc_table *t, ac_block *blk, int 
 /* The transcode's working memory (8 MB for a 12 MP 4:2:0 photo), kept for the next one:
  * fresh pages for it each time cost more than all the decoding (glibc hands memory this
  * size back to the kernel when freed). One block is kept, taken and returned atomically;
- * a decode that finds none allocates its own, and blocks over SCRATCH_KEEP_MAX are not kept. */
+ * a decode that finds none allocates its own. Over SCRATCH_KEEP_MAX nothing is kept and
+ * the memory comes from calloc, whose untouched pages cost nothing: a header declaring a
+ * huge frame whose scans never come costs only address space, as before. */
 #define SCRATCH_KEEP_MAX ((size_t)32 << 20)
 typedef struct scratch {
   size_t cap;
-  _Alignas(64) uint8_t bytes[];
+  _Alignas(16) uint8_t bytes[];
 } scratch;
 static _Atomic(scratch *) scratch_kept;
 
 /* cap zeroed bytes, or NULL. */
 static scratch *scratch_get(size_t cap) {
-  scratch *s = atomic_exchange(&scratch_kept, NULL);
+  scratch *s = NULL;
+  if (cap > SIZE_MAX - sizeof *s) return NULL;
+  if (cap > SCRATCH_KEEP_MAX) {
+    if ((s = calloc(1, sizeof *s + cap)) != NULL) s->cap = cap;
+    return s;
+  }
+  s = atomic_exchange(&scratch_kept, NULL);
   if (s != NULL && s->cap < cap) {
     free(s);
     s = NULL;
   }
   if (s == NULL) {
-    if (cap > SIZE_MAX - sizeof *s || (s = aligned_alloc(64, (sizeof *s + cap + 63) & ~(size_t)63)) == NULL) return NULL;
+    if ((s = malloc(sizeof *s + cap)) == NULL) return NULL;
     s->cap = cap;
   }
   memset(s->bytes, 0, cap);
