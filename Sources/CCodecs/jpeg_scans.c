@@ -208,7 +208,8 @@ size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out) {
  * camera photo, most of the first-scan decode's time), through the same IDCT,
  * upsampling and colour conversion: the same pixels. Anything unexpected (a marker
  * inside a scan's data, a value out of range, an odd layout) gives up, and the caller
- * takes the progressive path. */
+ * takes the progressive path. 4:2:0 chroma, whose 1/8 IDCT reads AC coefficients, gets
+ * them decoded and written too (below). */
 
 /* LOOK_BITS-bit lookahead: most codes resolve with one table read. */
 #define LOOK_BITS 10
