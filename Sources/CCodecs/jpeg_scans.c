@@ -484,7 +484,7 @@ static int ac_decode_block(bit_reader *b, const dc_table *t, ac_block *blk, int 
         k += r;
         if (k > se) return 0;
         int v = bits_get(b, s);
-        if (v < (1 << (s - 1))) v -= (1 << s) - 1;
+        v -= -(int)((unsigned)(v - (1 << (s - 1))) >> 31) & ((1 << s) - 1); /* EXTEND */
         ac_set(blk, k, (int16_t)(uint16_t)((unsigned)v << al));
       } else if (r == 15) {
         k += 15;
@@ -722,9 +722,10 @@ size_t pxl_jpeg_dc_baseline(const uint8_t *data, size_t size, uint8_t **out) {
         for (int i = 0; i < nblocks; i++) {
           int j = block_j[i];
           int t = huff_decode(&b, table[j]);
-          if (t < 0 || t > 11) goto done;
+          if ((unsigned)t > 11) goto done;
           int diff = bits_get(&b, t);
-          if (t && diff < (1 << (t - 1))) diff -= (1 << t) - 1; /* JPEG's EXTEND */
+          /* JPEG's EXTEND without a branch: a value below 2^(t-1) is negative. */
+          diff -= -(int)((unsigned)(diff - (1 << t >> 1)) >> 31) & ((1 << t) - 1);
           pred[j] += diff;
           if (pred[j] < -32768 || pred[j] > 32767) goto done; /* no real DC; and no overflow */
           base[j][corner[j] + block_at[i]] = (int32_t)((uint32_t)pred[j] << al);
