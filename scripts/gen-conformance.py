@@ -148,8 +148,30 @@ def add_jpeg(name, src, cjpeg_args):
     rows.append((name, "jpeg", w, h, md5_rgba(w, h, rgba), *thumbs))
 
 
+# A progression with the chroma's AC in split bands and several refinement steps (cjpeg
+# -scans syntax: components: Ss-Se, Ah, Al).
+SCANS_420_SCRIPT = """0,1,2: 0-0, 0, 2;
+0: 1-5, 0, 2;
+1: 1-9, 0, 3;
+2: 1-63, 0, 1;
+1: 10-63, 0, 1;
+0: 6-63, 0, 2;
+0,1,2: 0-0, 2, 1;
+1: 1-9, 3, 2;
+0,1,2: 0-0, 1, 0;
+1: 1-9, 2, 1;
+1: 1-63, 1, 0;
+2: 1-63, 1, 0;
+0: 1-63, 2, 1;
+0: 1-63, 1, 0;
+"""
+SCANS_420 = os.path.join(SRC_DIR, "scans-420.txt")
+
+
 def gen_jpeg():
     rnd = random.Random(21)
+    with open(SCANS_420, "w") as f:
+        f.write(SCANS_420_SCRIPT)
     colour_sources = [("gradient", 333, 201), ("noise", 17, 13), ("edges", 255, 3), ("noise", 1, 1),
                       ("edges", 40, 33)]
     variants = [
@@ -160,6 +182,12 @@ def gen_jpeg():
         ("411", ["-sample", "4x1"]),
         ("420-progressive", ["-sample", "2x2", "-progressive"]),
         ("444-progressive", ["-sample", "1x1", "-progressive"]),
+        # 4:2:0 progressive, whose 1/8 thumbnails need the chroma's AC scans: restart
+        # intervals inside them, large coefficients, and a scan script that splits the
+        # chroma's bands and refines them in several steps.
+        ("420-progressive-restart", ["-sample", "2x2", "-progressive", "-restart", "3B"]),
+        ("420-progressive-q100", ["-sample", "2x2", "-progressive", "-quality", "100"]),
+        ("420-progressive-script", ["-sample", "2x2", "-scans", SCANS_420]),
         ("420-restart1row", ["-sample", "2x2", "-restart", "1"]),
         ("422-restart3blocks", ["-sample", "2x1", "-restart", "3B"]),
         ("420-arithmetic", ["-sample", "2x2", "-arithmetic"]),

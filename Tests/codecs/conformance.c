@@ -217,6 +217,23 @@ static void check_failure_shape(row_result *r, const char *what, const pxl_codec
 /* Progressive JPEGs whose 1/8 thumbnail came from their DC scans alone (pxl_jpeg_dc_scans),
  * each compared with the full decode (PXL_JPEG_ALL_SCANS) in every layout. */
 static int first_scan_files, first_scan_identical, first_scan_transcoded, early_end_files;
+/* Of them, Huffman-coded 4:2:0 ones (the chroma's 1/8 IDCT reads AC), and how many the
+ * baseline transcode took (it must take them all: they are the camera photo's layout). */
+static int first_scan_420, first_scan_420_transcoded;
+
+/* Whether [d, d+n) has a Huffman progressive frame (SOF2) with 4:2:0 chroma: three
+ * components, the first 2x2, the others 1x1. */
+static int is_progressive_420(const uint8_t *d, size_t n) {
+  for (size_t at = 2; at + 4 <= n && d[at] == 0xFF;) {
+    uint8_t code = d[at + 1];
+    size_t len = (size_t)d[at + 2] << 8 | d[at + 3];
+    if (code == 0xDA || code == 0xD9) return 0;
+    if (code == 0xC2 && at + 4 + 6 + 9 <= n)
+      return d[at + 9] == 3 && d[at + 11] == 0x22 && d[at + 14] == 0x11 && d[at + 17] == 0x11;
+    at += 2 + len;
+  }
+  return 0;
+}
 static size_t early_end_saved, early_end_total;
 
 /* Decodes `bytes` at 1/8 with `options` and the whole file [d, d+n) at 1/8 with every scan,
@@ -250,8 +267,11 @@ static void check_first_scan(row_result *r, const uint8_t *d, size_t n) {
    * to the DC scans if it failed): the same pixels, every layout, no warning. */
   uint8_t *baseline = NULL;
   size_t baseline_size = pxl_jpeg_dc_baseline(d, n, &baseline);
+  int is_420 = is_progressive_420(d, n);
+  first_scan_420 += is_420;
   if (baseline_size > 0) {
     first_scan_transcoded++;
+    first_scan_420_transcoded += is_420;
     for (int32_t layout = PXL_CODEC_RGBA; layout <= PXL_CODEC_GRAY; layout++) {
       if (!same_as_all_scans(baseline, baseline_size, PXL_JPEG_ALL_SCANS, d, n, layout, &a, &b, &warnings) ||
           warnings != 0)
@@ -743,6 +763,12 @@ int main(int argc, char **argv) {
          png_fast_files, png_fast_identical);
   if (generated && png_fast_files == 0) {
     printf("FAIL: no generated PNG took the fast path\n");
+    t.failed++;
+  }
+  printf("first-scan 4:2:0: %d of %d transcoded with the chroma's AC coefficients\n", first_scan_420_transcoded,
+         first_scan_420);
+  if (generated && (first_scan_420 == 0 || first_scan_420_transcoded != first_scan_420)) {
+    printf("FAIL: a generated 4:2:0 progressive JPEG did not take the baseline transcode\n");
     t.failed++;
   }
   if (generated && first_scan_files == 0) {

@@ -136,11 +136,13 @@ size_t pxl_jpeg_dc_scans(const uint8_t *data, size_t size, uint8_t **out);
  * anything not understood. Never reads outside the buffer. */
 size_t pxl_jpeg_progressive_prefix(const uint8_t *data, size_t size, int32_t *scans);
 
-/* The 1/8 thumbnail of a progressive JPEG whose every component has a 1x1 IDCT at 1/8
- * (4:4:4, 4:2:2, grayscale: no vertical chroma subsampling) as a baseline JPEG of its DC
- * coefficients, AC empty, in a malloc'd buffer the caller frees; its size, or 0 when that
- * does not apply or anything is unexpected. Decoded at 1/8 it gives the progressive
- * file's pixels without libjpeg's whole-image coefficient buffer. */
+/* The 1/8 thumbnail of a progressive Huffman-coded JPEG as a baseline JPEG in a malloc'd
+ * buffer the caller frees: the DC coefficients of every component whose 1/8 IDCT is 1x1
+ * (4:4:4, 4:2:2, grayscale, luma), AC empty, and for 4:2:0-style chroma (a 2x2 IDCT) also
+ * the AC coefficients that IDCT reads. Its size, or 0 when that does not apply (another
+ * layout, arithmetic coding, a missing coefficient) or anything is unexpected. Decoded at
+ * 1/8 it gives the progressive file's pixels without libjpeg's whole-image coefficient
+ * buffer. */
 size_t pxl_jpeg_dc_baseline(const uint8_t *data, size_t size, uint8_t **out);
 
 /* The early end of a thumbnail's transfer: in a prefix of a progressive JPEG, the end of
