@@ -673,6 +673,13 @@ typedef struct pxl_config {
                                      PXL_ISOLATION_NONE, or PXL_ISOLATION_ALL (not yet
                                      available: pxl_loader_new returns PXL_E_UNSUPPORTED),
                                      each optionally | PXL_ISOLATION_REQUIRED */
+  uint32_t animation_ring_frames; /* Since 0.6.0. Frames an animation player holds (the one
+                                     shown and those decoded ahead): "Animation players";
+                                     0 (default): 3; at least 2 are used */
+  uint64_t animation_ring_bytes;  /* Since 0.6.0. Most frame bytes a player holds; 0
+                                     (default): no byte budget beyond the frame count;
+                                     otherwise the ring holds the frames that fit, at least
+                                     the one shown and the next */
 } pxl_config;
 
 /* pxl_config.isolation values (Since 0.6.0); see "Isolation". */
@@ -1013,6 +1020,141 @@ PXL_API pxl_status pxl_prefetch(pxl_loader *loader, const pxl_request *requests,
 PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_queue *queue,
                             pxl_callback callback, void *user_data, pxl_token *slot,
                             pxl_image **image_now);
+
+/* ---------------------------------------------------------------------------------
+ * Animation players: frames decoded on demand, into a small ring. Since 0.6.0.
+ *
+ * Which to choose: PXL_FLAG_ANIMATE gives one image holding every frame (all decoded
+ * before the callback, at most PXL_ANIMATION_MAX_BYTES of frames, else the first frame
+ * alone): for a host that wants every frame at once (exporting, a short sticker it keeps).
+ * A player (pxl_animation_load) is for showing an animation: frame 0 arrives as fast as
+ * the still image does (it is the still result of the same request, same pixels, same
+ * latency), later frames are decoded on the loader's decode threads just ahead of the
+ * playhead into a ring of pxl_config.animation_ring_frames frames (default 3, the one
+ * shown counts) and at most animation_ring_bytes, whatever the animation's length; a
+ * host that falls behind has frames skipped, not queued.
+ *
+ * Loading: the request goes through the pipeline as pxl_load's (caches, merging,
+ * cancellation; PXL_FLAG_ANIMATE in it is ignored). Its result is kept in the memory
+ * cache with the encoded bytes (counted in pxl_memory_cache_bytes), so players of the same
+ * request share one download, one cache entry and one copy of the bytes, each with its
+ * own playhead; the disk cache keeps the encoded bytes as for any request, never decoded
+ * frames. Every frame is rendered as frame 0 is: the request's size, mode, format,
+ * colour management, orientation and processors.
+ *
+ * Decoding: GIF and WebP decode one frame at a time from saved state (memory: the ring
+ * and the decoder's state, a canvas); looping starts the decoder over. AVIF sequences,
+ * and codecs registered with pxl_loader_add_codec, decode every frame at once through
+ * decode_frames when the player needs its second frame, within PXL_ANIMATION_MAX_BYTES
+ * (over it, the animation shows frame 0 alone and ENDS), and the player then copies
+ * frames from that into the ring. An isolated codec ("Isolation") decodes frame 0 only
+ * in this release: its animations show frame 0 and END.
+ *
+ * Time: the host's monotonic clock in milliseconds, passed to pxl_animation_frame_at.
+ * The first call after LOADED starts the playhead (frame 0 is due then); a frame is due
+ * when the durations of the frames before it (over every loop) have passed, a duration of
+ * 10 ms or less counting as 100 ms as browsers play them (pxl_animation_frame.duration_ms
+ * still reports the file's). pxl_animation_pause freezes the playhead at the last
+ * frame_at's time; pxl_animation_resume continues it from there.
+ *
+ * Events: after each pxl_animation_frame_at, exactly one of FRAME_READY (for the frame
+ * after the one returned: when it is decoded, or at once if it already is; once per
+ * frame), ENDED or FAILED follows on the queue unless the playback already ended. A host
+ * can drive the player from them alone: at LOADED call frame_at, at each FRAME_READY wait
+ * until due_ms and call frame_at again. ENDED is sent once, when frame_at returns the last
+ * frame of the last loop (pxl_animation_frame.ended = 1, next_due_ms -1); that frame
+ * stays shown. A still source ENDS at its first frame_at.
+ * ------------------------------------------------------------------------------- */
+
+typedef struct pxl_animation pxl_animation;
+
+typedef enum pxl_animation_event_kind {
+  PXL_ANIMATION_LOADED = 1,      /* the load ended: status PXL_OK and image = frame 0, or the
+                                    load's error (then no other event follows) */
+  PXL_ANIMATION_FRAME_READY = 2, /* the frame after the one last returned by frame_at is
+                                    decoded: index, due_ms */
+  PXL_ANIMATION_ENDED = 3,       /* the loop count is played out (the last frame stays shown) */
+  PXL_ANIMATION_FAILED = 4       /* a later frame failed to decode: status, message; playback
+                                    stops at the last good frame */
+} pxl_animation_event_kind;
+
+/* What a pxl_animation_fn gets; valid during the call. struct_size is the library's
+ * sizeof: fields may be added at the end (check it before reading them). */
+typedef struct pxl_animation_event {
+  size_t struct_size;
+  int32_t kind;            /* pxl_animation_event_kind */
+  pxl_status status;       /* PXL_OK, or the error of LOADED / FAILED */
+  const char *message;     /* NULL or a message, valid during the callback */
+  pxl_image *image;        /* LOADED with PXL_OK: frame 0 (borrowed; pxl_image_retain to keep) */
+  int32_t index;           /* FRAME_READY: the frame's index */
+  int64_t due_ms;          /* FRAME_READY: when it is due, on the host's clock given to frame_at */
+  int32_t frame_count;     /* the source's frames (LOADED onwards) */
+  int32_t loop_count;      /* 0 forever, n plays in all (as pxl_image_loop_count) */
+} pxl_animation_event;
+
+/* Runs on the queue's thread (pxl_queue_dispatch). May call any pxl_animation function
+ * on its own player, pxl_animation_free included (no event follows then). */
+typedef void (*pxl_animation_fn)(pxl_animation *animation, const pxl_animation_event *event, void *user_data);
+
+/* What pxl_animation_frame_at says of the frame it returned. The caller sets struct_size
+ * to its sizeof (0 is taken as this header's sizeof); the library fills the fields both
+ * know, as it fills pxl_stats ("Structs that grow"); a struct_size below the end of
+ * `ended` leaves it untouched. */
+typedef struct pxl_animation_frame {
+  size_t struct_size;
+  int32_t index;          /* the frame returned */
+  int32_t duration_ms;    /* as the file says it */
+  int64_t due_ms;         /* when it was due */
+  int64_t next_due_ms;    /* when the next frame is due; -1 when the animation has ended
+                             (or failed and no decoded frame is left) */
+  int32_t skipped;        /* frames passed over since the previous call (the host fell behind) */
+  int32_t ended;          /* 1: the loop count is played out: this is the last frame */
+} pxl_animation_frame;
+
+/* A player's counters (pxl_animation_stats_get fills them as pxl_stats is filled:
+ * "Structs that grow"). */
+typedef struct pxl_animation_stats {
+  size_t struct_size;       /* set by the caller to sizeof(pxl_animation_stats) */
+  uint64_t frames_decoded;  /* frames the decoder went through, frame 0 of each loop included */
+  uint64_t frames_skipped;  /* frames never shown: not rendered (the decoder knew they were
+                               late) or dropped from the ring by a late frame_at */
+  uint64_t frames_shown;    /* frame_at calls that returned a frame not returned before */
+  uint64_t ring_bytes;      /* frame bytes held now (the frame shown and those decoded ahead) */
+  uint64_t peak_ring_bytes; /* most frame bytes held at once */
+  int32_t loops_played;     /* loops the playhead completed */
+} pxl_animation_stats;
+
+/* Loads request (as pxl_load: same pipeline, caches, merging, cancellation) and makes a
+ * player: fn gets LOADED on queue as fast as a still's callback would, then FRAME_READY /
+ * ENDED / FAILED. Returns PXL_OK (*out: the player, free it with pxl_animation_free),
+ * PXL_E_INVALID_ARGUMENT (NULL loader, request, queue, fn or out; an invalid request, as
+ * pxl_load checks it) or PXL_E_LOADER_CLOSED. Any thread. Since 0.6.0. */
+PXL_API pxl_status pxl_animation_load(pxl_loader *loader, const pxl_request *request, pxl_queue *queue,
+                                      pxl_animation_fn fn, void *user_data, pxl_animation **out);
+
+/* The frame to show at now_ms (the host's monotonic clock in ms; the first call after
+ * LOADED starts the playhead: frame 0 is due then). A new reference (pxl_image_release
+ * it) or NULL before LOADED (or after a failed load); frames due before now that were
+ * never shown are skipped (decoded, not rendered where the decoder knows in time). frame
+ * (may be NULL) describes it. Decodes ahead into the ring. Any thread. Since 0.6.0. */
+PXL_API pxl_image *pxl_animation_frame_at(pxl_animation *animation, int64_t now_ms, pxl_animation_frame *frame);
+
+/* Stops decoding; the playhead stays frozen where the last frame_at put it (frame_at
+ * keeps returning that frame). The ring is kept. NULL is a no-op. Any thread. Since 0.6.0. */
+PXL_API void pxl_animation_pause(pxl_animation *animation);
+
+/* The playhead continues from where it was, now_ms being that moment; decoding starts
+ * again. No-op unless paused. NULL is a no-op. Any thread. Since 0.6.0. */
+PXL_API void pxl_animation_resume(pxl_animation *animation, int64_t now_ms);
+
+/* Fills *stats (struct_size set by the caller). Returns PXL_OK or PXL_E_INVALID_ARGUMENT
+ * (NULL, a struct_size below the first field's end). Any thread. Since 0.6.0. */
+PXL_API pxl_status pxl_animation_stats_get(const pxl_animation *animation, pxl_animation_stats *stats);
+
+/* Cancels the load and the decoding and frees the player (frames the host holds stay
+ * valid). No callback runs after it returns: one running on another thread is waited for.
+ * NULL is a no-op. Any thread, also from inside the player's own callback. Since 0.6.0. */
+PXL_API void pxl_animation_free(pxl_animation *animation);
 
 /* ---------------------------------------------------------------------------------
  * Tables: tell the library what is on screen, and it does the rest.

@@ -1,0 +1,153 @@
+import CCodecs
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The frames of one encoded animation, one at a time, each rendered for a variant exactly
+/// as ImageDecoder renders a still (size, crop, format, colour, orientation through
+/// `FrameCollector`, then the variant's processor chain). Used by one thread at a time
+/// (an animation player's decode job). Holds the bytes (shared, an Array), the decoder's
+/// state and one canvas, never more than the frame it is on.
+final class FrameSource {
+  /// What `advance` found: the next frame's index and duration (as the file says it), or
+  /// the end of the animation.
+  enum Step { case frame(index: Int, durationMs: Int), end }
+
+  private enum Kind {
+    /// A built-in format's frame reader (pxl_codecs.h, "Frame readers").
+    case reader(FrameReading, OpaquePointer, NativeCodec)
+    /// Every frame decoded at once (a format or codec without a reader): the animated
+    /// image of the variant, within `Animation.maxBytes`.
+    case decoded(Image)
+  }
+
+  private let bytes: [UInt8]
+  private var kind: Kind
+  private let collector: FrameCollector?
+  private let steps: [ImageProcessing.Step]
+  private let maxPixels: UInt64
+  private let cancel = CancelFlag()
+  private var index = -1
+  private var frame = pxl_codec_frame()
+
+  /// The frames of `bytes` for `variant` (its chain included); a failure when the bytes do
+  /// not decode. `decoder` decodes everything at once for formats without a reader.
+  init(bytes: [UInt8], variant: ImageVariant, decoder: ImageDecoding, maxPixels: UInt64) throws(LoadError) {
+    self.bytes = bytes
+    self.maxPixels = maxPixels
+    let (root, steps) = ImageProcessing.lineage(of: variant)
+    self.steps = steps
+    var rootVariant = root
+    rootVariant.keepsSource = false
+    if let native = CodecTable.builtIn(for: bytes)?.native, let reading = native.frames {
+      var setup: (FrameCollector, OpaquePointer)? = nil
+      var failure: LoadError? = nil
+      bytes.withUnsafeBufferPointer { buffer in
+        var info = pxl_codec_info()
+        var message = [CChar](repeating: 0, count: 256)
+        let status = native.readInfo(buffer.baseAddress, buffer.count, &info, &message, message.count)
+        guard status == PXL_CODEC_OK else {
+          failure = ImageDecoder.error(status, codec: native, message: String(cString: message))
+          return
+        }
+        let orientation = rootVariant.appliesOrientation ? Orientation(exif: Int(info.orientation)) : .up
+        let plan = SizePlan(sourceWidth: Int(info.width), sourceHeight: Int(info.height), orientation: orientation,
+                            targetWidth: rootVariant.width, targetHeight: rootVariant.height, mode: rootVariant.mode)
+        let (conversion, warning) = rootVariant.managesColor
+          ? ColorConversion.forFile(buffer, codec: native) : (nil, nil)
+        let color = ColorStep(conversion: conversion, warning: warning, format: rootVariant.format)
+        let collector = FrameCollector(plan: plan, color: color, format: rootVariant.format, orientation: orientation,
+                                       canvasWidth: Int(info.width), canvasHeight: Int(info.height),
+                                       sourceHasAlpha: info.has_alpha != 0,
+                                       frameBytes: plan.outputWidth * plan.outputHeight * rootVariant.format.bytesPerPixel)
+        var openStatus = PXL_CODEC_OK
+        guard let state = reading.open(buffer.baseAddress, buffer.count, maxPixels, &openStatus, &message,
+                                       message.count) else {
+          failure = ImageDecoder.error(openStatus, codec: native, message: String(cString: message))
+          return
+        }
+        setup = (collector, state)
+      }
+      if let failure { throw failure }
+      collector = setup!.0
+      kind = .reader(reading, setup!.1, native)
+    } else {
+      var animated = rootVariant
+      animated.animates = true
+      var image: Image
+      switch decoder.decode(bytes, variant: animated, maxPixels: maxPixels) {
+      case .failure(let error): throw error
+      case .success(let decoded): image = decoded
+      }
+      for step in steps {
+        switch ImageProcessing.apply(step, to: image, cancel: cancel, maxPixels: maxPixels) {
+        case .failure(let error): throw error
+        case .success(let processed): image = processed
+        }
+      }
+      collector = nil
+      kind = .decoded(image)
+    }
+  }
+
+  deinit {
+    if case .reader(let reading, let state, _) = kind { reading.close(state) }
+  }
+
+  /// Whether the frames come from a reader (false: all decoded at once).
+  var readsFrames: Bool {
+    if case .reader = kind { return true }
+    return false
+  }
+
+  /// Moves to the next frame (decoding it, not rendering it).
+  func advance() -> Result<Step, LoadError> {
+    switch kind {
+    case .reader(let reading, let state, let native):
+      let status = reading.next(state, &frame)
+      if status != PXL_CODEC_OK {
+        let text = withUnsafeBytes(of: &frame.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+        return .failure(ImageDecoder.error(status, codec: native, message: text))
+      }
+      guard frame.rgba != nil else { return .success(.end) }
+      index += 1
+      return .success(.frame(index: index, durationMs: Int(frame.duration_ms)))
+    case .decoded(let image):
+      guard index + 1 < image.frameCount else { return .success(.end) }
+      index += 1
+      return .success(.frame(index: index, durationMs: image.frameDurations[index]))
+    }
+  }
+
+  /// The frame `advance` moved to, rendered for the variant.
+  func render() -> Result<Image, LoadError> {
+    switch kind {
+    case .reader:
+      guard let collector, let rgba = frame.rgba,
+            let pixels = collector.render(rgba, stride: Int(frame.stride), width: collector.canvasWidth,
+                                          height: collector.canvasHeight) else {
+        return .failure(LoadError(.noMemory, "out of memory rendering frame \(index)"))
+      }
+      let plan = collector.plan, format = collector.format
+      var image = Image(width: plan.outputWidth, height: plan.outputHeight,
+                        stride: plan.outputWidth * format.bytesPerPixel, format: format,
+                        originalWidth: plan.displayWidth, originalHeight: plan.displayHeight,
+                        takingPixels: UnsafeMutableRawPointer(pixels))
+      for step in steps {
+        switch ImageProcessing.apply(step, to: image, owned: true, cancel: cancel, maxPixels: maxPixels) {
+        case .failure(let error): return .failure(error)
+        case .success(let processed): image = processed
+        }
+      }
+      return .success(image)
+    case .decoded(let image):
+      guard let source = image.framePixels(index), let copy = malloc(max(1, image.byteCount)) else {
+        return .failure(LoadError(.noMemory, "out of memory copying frame \(index)"))
+      }
+      memcpy(copy, source, image.byteCount)
+      return .success(Image(width: image.width, height: image.height, stride: image.stride, format: image.format,
+                            originalWidth: image.originalWidth, originalHeight: image.originalHeight,
+                            takingPixels: copy))
+    }
+  }
+}
