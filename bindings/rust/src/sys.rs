@@ -160,6 +160,8 @@ pub struct pxl_config {
     // Since 0.6.0.
     pub decode_timeout_ms: i64,
     pub isolation: i32,
+    pub animation_ring_frames: u32,
+    pub animation_ring_bytes: u64,
 }
 
 // pxl_config.isolation values. Since 0.6.0.
@@ -262,6 +264,55 @@ pub struct pxl_stats {
     // Since 0.5.0.
     pub tls_handshakes: u64,
     pub tls_resumed: u64,
+}
+
+// Animation players. Since 0.6.0.
+opaque!(pxl_animation);
+
+pub type pxl_animation_event_kind = c_uint;
+pub const PXL_ANIMATION_LOADED: pxl_animation_event_kind = 1;
+pub const PXL_ANIMATION_FRAME_READY: pxl_animation_event_kind = 2;
+pub const PXL_ANIMATION_ENDED: pxl_animation_event_kind = 3;
+pub const PXL_ANIMATION_FAILED: pxl_animation_event_kind = 4;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_animation_event {
+    pub struct_size: usize,
+    pub kind: i32,
+    pub status: pxl_status,
+    pub message: *const c_char,
+    pub image: *mut pxl_image,
+    pub index: i32,
+    pub due_ms: i64,
+    pub frame_count: i32,
+    pub loop_count: i32,
+}
+
+pub type pxl_animation_fn = Option<unsafe extern "C" fn(animation: *mut pxl_animation, event: *const pxl_animation_event, user_data: *mut c_void)>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_animation_frame {
+    pub struct_size: usize,
+    pub index: i32,
+    pub duration_ms: i32,
+    pub due_ms: i64,
+    pub next_due_ms: i64,
+    pub skipped: i32,
+    pub ended: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_animation_stats {
+    pub struct_size: usize,
+    pub frames_decoded: u64,
+    pub frames_skipped: u64,
+    pub frames_shown: u64,
+    pub ring_bytes: u64,
+    pub peak_ring_bytes: u64,
+    pub loops_played: i32,
 }
 
 // user_data last since 0.2.0.
@@ -538,6 +589,20 @@ extern "C" {
         slot: *mut pxl_token,
         image_now: *mut *mut pxl_image,
     ) -> pxl_status;
+
+    pub fn pxl_animation_load(
+        loader: *mut pxl_loader,
+        request: *const pxl_request,
+        queue: *mut pxl_queue,
+        fn_: pxl_animation_fn,
+        user_data: *mut c_void,
+        out: *mut *mut pxl_animation,
+    ) -> pxl_status;
+    pub fn pxl_animation_frame_at(animation: *mut pxl_animation, now_ms: i64, frame: *mut pxl_animation_frame) -> *mut pxl_image;
+    pub fn pxl_animation_pause(animation: *mut pxl_animation);
+    pub fn pxl_animation_resume(animation: *mut pxl_animation, now_ms: i64);
+    pub fn pxl_animation_stats_get(animation: *const pxl_animation, stats: *mut pxl_animation_stats) -> pxl_status;
+    pub fn pxl_animation_free(animation: *mut pxl_animation);
 
     pub fn pxl_table_config_init_size(config: *mut pxl_table_config, size: usize) -> pxl_status;
     /// 0.1.0's, as pxl_config_init: use pxl_table_config_init_size.
