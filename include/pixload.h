@@ -278,7 +278,9 @@ typedef enum pxl_mode {
 #define PXL_FLAG_ANIMATE 0x10u            /* every frame of an animated image (GIF, WebP,
                                              AVIF image sequence): see "Animated images"
                                              below. Without it an animation gives its first
-                                             frame. Since 0.4.0. */
+                                             frame. Since 0.4.0. To show an animation,
+                                             prefer a player ("Animation players", 0.6.0):
+                                             bounded memory, first frame at once */
 #define PXL_FLAG_NO_COLOR_MANAGEMENT 0x20u /* Since 0.4.0. Keep the decoded values: by default
                                              an embedded colour profile (JPEG APP2 ICC, PNG
                                              iCCP or cHRM/gAMA, WebP ICCP, AVIF ICC or nclx) is
@@ -1042,13 +1044,14 @@ PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_
  * frames. Every frame is rendered as frame 0 is: the request's size, mode, format,
  * colour management, orientation and processors.
  *
- * Decoding: GIF and WebP decode one frame at a time from saved state (memory: the ring
- * and the decoder's state, a canvas); looping starts the decoder over. AVIF sequences,
- * and codecs registered with pxl_loader_add_codec, decode every frame at once through
+ * Decoding: GIF, WebP and AVIF sequences decode one frame at a time from saved state
+ * (memory: the ring and the decoder's state, about a canvas); looping starts the decoder
+ * over. Codecs registered with pxl_loader_add_codec decode every frame at once through
  * decode_frames when the player needs its second frame, within PXL_ANIMATION_MAX_BYTES
- * (over it, the animation shows frame 0 alone and ENDS), and the player then copies
- * frames from that into the ring. An isolated codec ("Isolation") decodes frame 0 only
- * in this release: its animations show frame 0 and END.
+ * (over it, or without decode_frames, the animation shows frame 0 alone and ENDS), and
+ * the player then copies frames from that into the ring. An isolated codec
+ * ("Isolation") decodes frame 0 only in this release: its animations show frame 0 and
+ * END.
  *
  * Time: the host's monotonic clock in milliseconds, passed to pxl_animation_frame_at.
  * The first call after LOADED starts the playhead (frame 0 is due then); a frame is due

@@ -243,6 +243,20 @@ void test_player_webp(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
+/* An AVIF image sequence (mkfixtures_avif.c's seq.avif: 5 frames, 60 ms, forever). */
+void test_player_avif(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/seq.avif", "player-avif");
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  play_and_compare(env, loader, queue, &request, 12, 0, "avif");
+  request_for(&request, u.url, 12, 12, PXL_MODE_FILL, PXL_FORMAT_GRAY8);
+  play_and_compare(env, loader, queue, &request, 7, 0, "avif 12x12 fill gray");
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}
+
 /* 300 frames played to the end: the ring never holds more than its 3 frames, and with
  * animation_ring_bytes at two frames' bytes, never more than 2. */
 void test_player_ring_bound(const struct test_env *env) {

@@ -220,9 +220,11 @@ public final class AnimationPlayer: @unchecked Sendable {
           // What the file holds, which its header may have miscounted.
           frameCount = max(1, lastIndexInLoop + 1)
           lastIndexInLoop = -1
-          if loopCount == 0 || loop + 1 < loopCount {
+          // One frame (a codec that gave only the first, an animation over
+          // Animation.maxBytes decoded at once): nothing to play beyond it.
+          if frameCount > 1 && (loopCount == 0 || loop + 1 < loopCount) {
             decodeLoop += 1
-            source = nil  // reopened on the next round
+            source = reader!.rewind() ? reader : nil  // else made again on the next round
             return (true, nil)
           }
           decodeDone = true

@@ -94,10 +94,12 @@ final class FrameSource {
     if case .reader(let reading, let state, _) = kind { reading.close(state) }
   }
 
-  /// Whether the frames come from a reader (false: all decoded at once).
-  var readsFrames: Bool {
-    if case .reader = kind { return true }
-    return false
+  /// Back to frame 0 for the next loop, when the frames are all decoded already; false:
+  /// a reader starts over by being made again.
+  func rewind() -> Bool {
+    guard case .decoded = kind else { return false }
+    index = -1
+    return true
   }
 
   /// Moves to the next frame (decoding it, not rendering it).

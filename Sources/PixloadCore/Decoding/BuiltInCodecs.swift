@@ -59,7 +59,10 @@ enum BuiltInCodecs {
     native: NativeCodec(name: "AVIF", readInfo: pxl_avif_read_info,
                         decode: { pxl_avif_decode($0, $1, $2, $4, $5) },
                         decodeRows: { pxl_avif_decode_rows($0, $1, $2, $4, $5, $6, $7) },
-                        decodeFrames: pxl_avif_decode_frames, color: pxl_avif_color),
+                        decodeFrames: pxl_avif_decode_frames, color: pxl_avif_color,
+                        frames: FrameReading(open: pxl_avif_frames_open, next: pxl_avif_frames_next,
+                                             close: pxl_avif_frames_close,
+                                             firstDuration: pxl_avif_first_duration)),
     sniff: { isAVIF($0) })
 
   /// In pxl_loader_formats' order. Their sniffs never take the same bytes.
