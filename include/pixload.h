@@ -1044,14 +1044,15 @@ PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_
  * frames. Every frame is rendered as frame 0 is: the request's size, mode, format,
  * colour management, orientation and processors.
  *
- * Decoding: GIF, WebP and AVIF sequences decode one frame at a time from saved state
- * (memory: the ring and the decoder's state, about a canvas); looping starts the decoder
- * over. Codecs registered with pxl_loader_add_codec decode every frame at once through
- * decode_frames when the player needs its second frame, within PXL_ANIMATION_MAX_BYTES
- * (over it, or without decode_frames, the animation shows frame 0 alone and ENDS), and
- * the player then copies frames from that into the ring. An isolated codec
- * ("Isolation") decodes frame 0 only in this release: its animations show frame 0 and
- * END.
+ * Decoding: GIF, WebP and AVIF sequences, and codecs registered with
+ * pxl_loader_add_codec that have pxl_codec.open_frames (and next_frame, close_frames),
+ * decode one frame at a time from saved state (memory: the ring and the decoder's state,
+ * about a canvas); looping starts the decoder over. Other registered codecs decode every
+ * frame at once through decode_frames when the player needs its second frame, within
+ * PXL_ANIMATION_MAX_BYTES (over it, or without decode_frames, the animation shows frame 0
+ * alone and ENDS), and the player then copies frames from that into the ring. An
+ * isolated codec ("Isolation") decodes frame 0 only in this release: its animations show
+ * frame 0 and END.
  *
  * Time: the host's monotonic clock in milliseconds, passed to pxl_animation_frame_at.
  * The first call after LOADED starts the playhead (frame 0 is due then); a frame is due
@@ -1106,10 +1107,13 @@ typedef void (*pxl_animation_fn)(pxl_animation *animation, const pxl_animation_e
 typedef struct pxl_animation_frame {
   size_t struct_size;
   int32_t index;          /* the frame returned */
-  int32_t duration_ms;    /* as the file says it */
+  int32_t duration_ms;    /* as the file says it; -1 for frame 0 at the first call when
+                             it is not known yet (a registered codec's frames: its decoder
+                             has not reached it; GIF, WebP and AVIF always know it) */
   int64_t due_ms;         /* when it was due */
-  int64_t next_due_ms;    /* when the next frame is due; -1 when the animation has ended
-                             (or failed and no decoded frame is left) */
+  int64_t next_due_ms;    /* when the next frame is due (estimated when duration_ms is -1;
+                             FRAME_READY's due_ms is exact); -1 when the animation has
+                             ended (or failed and no decoded frame is left) */
   int32_t skipped;        /* frames passed over since the previous call (the host fell behind) */
   int32_t ended;          /* 1: the loop count is played out: this is the last frame */
 } pxl_animation_frame;
@@ -1419,6 +1423,12 @@ typedef pxl_status (*pxl_codec_choose_size_fn)(const uint8_t *data, size_t size,
 typedef pxl_status (*pxl_codec_decode_fn)(const uint8_t *data, size_t size, pxl_codec_target *target, char *message,
                                           size_t message_cap, void *user_data);
 typedef void (*pxl_codec_destroy_fn)(void *user_data);
+/* Since 0.6.0: frames one at a time (pxl_codec.open_frames below). */
+typedef pxl_status (*pxl_codec_open_frames_fn)(const uint8_t *data, size_t size, void **state, char *message,
+                                               size_t message_cap, void *user_data);
+typedef pxl_status (*pxl_codec_next_frame_fn)(void *state, pxl_codec_target *target, int32_t *duration_ms,
+                                              char *message, size_t message_cap, void *user_data);
+typedef void (*pxl_codec_close_frames_fn)(void *state, void *user_data);
 
 /* A codec, as pxl_loader_add_codec() takes it. Initialise with pxl_codec_init(). Every
  * function gets the codec's user_data last. A function returns PXL_OK, or
@@ -1465,6 +1475,22 @@ typedef struct pxl_codec {
    * removed and no decode uses it any more, or when its loader is freed (before
    * pxl_loader_free returns), or when pxl_loader_add_codec fails. */
   pxl_codec_destroy_fn destroy;  /* optional (above) */
+  /* Since 0.6.0 (past 0.5.0's sizeof). Optional, the three together (one or two alone are
+   * ignored): an animation's frames one at a time, from state the codec keeps between
+   * calls, for animation players ("Animation players"), which then hold the codec's
+   * state and one canvas instead of every frame (without them a player decodes every
+   * frame at once through decode_frames). open_frames parses data (valid until
+   * close_frames) and sets *state. next_frame draws the next frame, composited, into
+   * target (the header's size; the same buffer on every call of one state, holding what
+   * the previous call drew), sets *duration_ms and returns PXL_OK, or PXL_E_NOT_FOUND
+   * after the last frame, or an error (the player then stops: PXL_ANIMATION_FAILED).
+   * close_frames frees the state; a new loop opens again. Each frame must be what
+   * decode_frames hands over for it. A state is used by one thread at a time, maybe a
+   * different one each call; an isolated codec ("Isolation") does not use them in this
+   * release. */
+  pxl_codec_open_frames_fn open_frames;
+  pxl_codec_next_frame_fn next_frame;
+  pxl_codec_close_frames_fn close_frames;
 } pxl_codec;
 
 /* The most leading bytes sniff is given. */

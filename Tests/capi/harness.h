@@ -288,6 +288,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_player_gif)                \
   X(test_player_webp)               \
   X(test_player_avif)               \
+  X(test_player_codec_frames)       \
   X(test_player_ring_bound)         \
   X(test_player_skips_when_late)    \
   X(test_player_pause_resume)       \

@@ -94,8 +94,9 @@ public final class AnimationPlayer: @unchecked Sendable {
   /// (index, loop) of the last frame played, once known.
   private var finalFrame: (index: Int, loop: Int)?
   private var wantsReady = false
-  /// Frame 0's duration, once the decoder passed it.
-  private var firstDurationMs = 0
+  /// Frame 0's duration, once known (the container's first records, or the decoder
+  /// passed it); -1 before.
+  private var firstDurationMs = -1
   /// The index of the last frame the decoder went through in its current loop.
   private var lastIndexInLoop = -1
   /// The frame (index, loop) the last FRAME_READY announced: one event per frame.
@@ -158,10 +159,11 @@ public final class AnimationPlayer: @unchecked Sendable {
         if frameCount == 1 || bytes == nil {
           decodeDone = true
           finalFrame = (0, 0)
+          firstDurationMs = 0
         } else if let bytes, let reading = CodecTable.builtIn(for: bytes)?.native?.frames {
           // Read from the container's first records, no pixels: the first frame_at can
           // tell when frame 1 is due.
-          firstDurationMs = Int(max(0, bytes.withUnsafeBufferPointer { reading.firstDuration($0.baseAddress, $0.count) }))
+          firstDurationMs = Int(bytes.withUnsafeBufferPointer { reading.firstDuration($0.baseAddress, $0.count) })
         }
         scheduleLocked()
         return Event(kind: .loaded, image: image, frameCount: frameCount, loopCount: loopCount)
@@ -203,7 +205,7 @@ public final class AnimationPlayer: @unchecked Sendable {
       var reader = held
       if reader == nil {
         do throws(LoadError) {
-          reader = try FrameSource(bytes: bytes, variant: variant, decoder: loader.decoder,
+          reader = try FrameSource(bytes: bytes, variant: variant, decoder: loader.decoder, codecs: loader.codecs,
                                    maxPixels: loader.configuration.maxPixels)
         } catch {
           fail(error)

@@ -16,6 +16,10 @@ final class FrameSource {
   private enum Kind {
     /// A built-in format's frame reader (pxl_codecs.h, "Frame readers").
     case reader(FrameReading, OpaquePointer, NativeCodec)
+    /// A registered codec's frames one at a time (pxl_codec.open_frames): the codec in
+    /// use until this is gone, its state, and the canvas it draws on (plus a straight
+    /// copy for a premultiplying codec).
+    case codec(CodecTable, CodecTable.Entry, UnsafeMutableRawPointer?, Canvas)
     /// Every frame decoded at once (a format or codec without a reader): the animated
     /// image of the variant, within `Animation.maxBytes`.
     case decoded(Image)
@@ -26,15 +30,40 @@ final class FrameSource {
   private let collector: FrameCollector?
   private let steps: [ImageProcessing.Step]
   private let maxPixels: UInt64
+  /// PXL_CODEC_KEEP_ORIENTATION for a registered codec's frames.
+  private let keepOrientation: Bool
   private let cancel = CancelFlag()
   private var index = -1
   private var frame = pxl_codec_frame()
 
+  final class Canvas {
+    let pixels: UnsafeMutablePointer<UInt8>
+    let straight: UnsafeMutablePointer<UInt8>?
+    let width: Int, height: Int
+    init?(width: Int, height: Int, premultiplied: Bool) {
+      guard let pixels = calloc(max(1, width * height), 4)?.assumingMemoryBound(to: UInt8.self) else { return nil }
+      self.pixels = pixels
+      self.width = width
+      self.height = height
+      straight = premultiplied ? malloc(max(1, width * height * 4))?.assumingMemoryBound(to: UInt8.self) : nil
+      if premultiplied && straight == nil {
+        free(pixels)
+        return nil
+      }
+    }
+    deinit {
+      free(pixels)
+      free(straight)
+    }
+  }
+
   /// The frames of `bytes` for `variant` (its chain included); a failure when the bytes do
   /// not decode. `decoder` decodes everything at once for formats without a reader.
-  init(bytes: [UInt8], variant: ImageVariant, decoder: ImageDecoding, maxPixels: UInt64) throws(LoadError) {
+  init(bytes: [UInt8], variant: ImageVariant, decoder: ImageDecoding, codecs: CodecTable?,
+       maxPixels: UInt64) throws(LoadError) {
     self.bytes = bytes
     self.maxPixels = maxPixels
+    keepOrientation = !variant.appliesOrientation
     let (root, steps) = ImageProcessing.lineage(of: variant)
     self.steps = steps
     var rootVariant = root
@@ -71,6 +100,11 @@ final class FrameSource {
       if let failure { throw failure }
       collector = setup!.0
       kind = .reader(reading, setup!.1, native)
+    } else if let codecs, let (entry, state, canvas, made) = try Self.openCodec(bytes, codecs: codecs,
+                                                                                 variant: rootVariant,
+                                                                                 maxPixels: maxPixels) {
+      collector = made
+      kind = .codec(codecs, entry, state, canvas)
     } else {
       var animated = rootVariant
       animated.animates = true
@@ -91,7 +125,60 @@ final class FrameSource {
   }
 
   deinit {
-    if case .reader(let reading, let state, _) = kind { reading.close(state) }
+    switch kind {
+    case .reader(let reading, let state, _): reading.close(state)
+    case .codec(let codecs, let entry, let state, _):
+      entry.codec.closeFrames(state)
+      codecs.release(entry)
+    case .decoded: break
+    }
+  }
+
+  /// A registered codec that reads frames one at a time, opened on `bytes`; nil when the
+  /// codec that takes them does not (or draws at any size: its frames would not be drawn
+  /// as its still is).
+  private static func openCodec(_ bytes: [UInt8], codecs: CodecTable, variant: ImageVariant, maxPixels: UInt64)
+    throws(LoadError) -> (CodecTable.Entry, UnsafeMutableRawPointer?, Canvas, FrameCollector)? {
+    let opened: Result<(CodecTable.Entry, UnsafeMutableRawPointer?, Canvas, FrameCollector)?, LoadError> =
+      bytes.withUnsafeBufferPointer { buffer in
+        guard let entry = codecs.acquire(for: buffer) else { return .success(nil) }
+        let codec = entry.codec
+        guard entry.native == nil, codec.readsFrames, !codec.isScalable else {
+          codecs.release(entry)
+          return .success(nil)
+        }
+        func fail(_ failure: CodecFailure) -> Result<(CodecTable.Entry, UnsafeMutableRawPointer?, Canvas, FrameCollector)?, LoadError> {
+          codecs.release(entry)
+          return .failure(ImageDecoder.error(failure, codec: codec))
+        }
+        let header: CodecHeader
+        switch codec.readHeader(buffer, keepOrientation: !variant.appliesOrientation) {
+        case .failure(let failure): return fail(failure)
+        case .success(let read): header = read
+        }
+        guard header.width > 0, header.height > 0, UInt64(header.width) * UInt64(header.height) <= maxPixels else {
+          return fail(CodecFailure(.tooManyPixels, "\(header.width)x\(header.height) is not drawable within \(maxPixels) pixels"))
+        }
+        let orientation = variant.appliesOrientation ? Orientation(exif: header.orientation) : .up
+        let plan = SizePlan(sourceWidth: header.width, sourceHeight: header.height, orientation: orientation,
+                            targetWidth: variant.width, targetHeight: variant.height, mode: variant.mode)
+        let (conversion, warning) = variant.managesColor
+          ? ImageDecoder.colorConversion(buffer, codec: codec, header: header) : (nil, nil)
+        let color = ColorStep(conversion: conversion, warning: warning, format: variant.format)
+        let collector = FrameCollector(plan: plan, color: color, format: variant.format, orientation: orientation,
+                                       canvasWidth: header.width, canvasHeight: header.height,
+                                       sourceHasAlpha: header.hasAlpha,
+                                       frameBytes: plan.outputWidth * plan.outputHeight * variant.format.bytesPerPixel)
+        guard let canvas = Canvas(width: header.width, height: header.height,
+                                  premultiplied: codec.writesPremultiplied && header.hasAlpha) else {
+          return fail(CodecFailure(.noMemory, "out of memory for a \(codec.id) canvas"))
+        }
+        switch codec.openFrames(buffer) {
+        case .failure(let failure): return fail(failure)
+        case .success(let state): return .success((entry, state, canvas, collector))
+        }
+      }
+    return try opened.get()
   }
 
   /// Back to frame 0 for the next loop, when the frames are all decoded already; false:
@@ -114,6 +201,17 @@ final class FrameSource {
       guard frame.rgba != nil else { return .success(.end) }
       index += 1
       return .success(.frame(index: index, durationMs: Int(frame.duration_ms)))
+    case .codec(_, let entry, let state, let canvas):
+      let target = CodecTarget(pixels: canvas.pixels, width: canvas.width, height: canvas.height,
+                               stride: canvas.width * 4, keepOrientation: keepOrientation, partial: false,
+                               cancel: UnsafePointer(cancel.pointer))
+      switch entry.codec.nextFrame(state, into: target) {
+      case .failure(let failure): return .failure(ImageDecoder.error(failure, codec: entry.codec))
+      case .success(nil): return .success(.end)
+      case .success(let duration?):
+        index += 1
+        return .success(.frame(index: index, durationMs: duration))
+      }
     case .decoded(let image):
       guard index + 1 < image.frameCount else { return .success(.end) }
       index += 1
@@ -124,9 +222,19 @@ final class FrameSource {
   /// The frame `advance` moved to, rendered for the variant.
   func render() -> Result<Image, LoadError> {
     switch kind {
-    case .reader:
-      guard let collector, let rgba = frame.rgba,
-            let pixels = collector.render(rgba, stride: Int(frame.stride), width: collector.canvasWidth,
+    case .reader, .codec:
+      var rgba = frame.rgba, stride = Int(frame.stride)
+      if case .codec(_, _, _, let canvas) = kind {
+        rgba = UnsafePointer(canvas.pixels)
+        stride = canvas.width * 4
+        if let straight = canvas.straight {  // a premultiplying codec's canvas, made straight
+          straight.update(from: canvas.pixels, count: canvas.width * canvas.height * 4)
+          PixelOps.unpremultiply(straight, count: canvas.width * canvas.height)
+          rgba = UnsafePointer(straight)
+        }
+      }
+      guard let collector, let rgba,
+            let pixels = collector.render(rgba, stride: stride, width: collector.canvasWidth,
                                           height: collector.canvasHeight) else {
         return .failure(LoadError(.noMemory, "out of memory rendering frame \(index)"))
       }

@@ -399,6 +399,10 @@ pub type pxl_codec_read_icc_fn = Option<unsafe extern "C" fn(data: *const u8, si
 pub type pxl_codec_choose_size_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, flags: u32, width: *mut i32, height: *mut i32, user_data: *mut c_void) -> pxl_status>;
 pub type pxl_codec_decode_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, target: *mut pxl_codec_target, message: *mut c_char, message_cap: usize, user_data: *mut c_void) -> pxl_status>;
 pub type pxl_codec_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+// Since 0.6.0.
+pub type pxl_codec_open_frames_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, state: *mut *mut c_void, message: *mut c_char, message_cap: usize, user_data: *mut c_void) -> pxl_status>;
+pub type pxl_codec_next_frame_fn = Option<unsafe extern "C" fn(state: *mut c_void, target: *mut pxl_codec_target, duration_ms: *mut i32, message: *mut c_char, message_cap: usize, user_data: *mut c_void) -> pxl_status>;
+pub type pxl_codec_close_frames_fn = Option<unsafe extern "C" fn(state: *mut c_void, user_data: *mut c_void)>;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -415,6 +419,10 @@ pub struct pxl_codec {
     pub decode: pxl_codec_decode_fn,
     pub decode_frames: pxl_codec_decode_fn,
     pub destroy: pxl_codec_destroy_fn,
+    // Since 0.6.0.
+    pub open_frames: pxl_codec_open_frames_fn,
+    pub next_frame: pxl_codec_next_frame_fn,
+    pub close_frames: pxl_codec_close_frames_fn,
 }
 
 pub type pxl_codec_module_register_fn = Option<unsafe extern "C" fn(loader: *mut pxl_loader) -> pxl_status>;

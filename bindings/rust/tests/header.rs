@@ -118,7 +118,7 @@ fn rust_side() -> (
         pxl_codec_target { struct_size, flags, width, height, pixels, stride, cancel, frame_done, library }
         pxl_codec {
             struct_size, id, version, flags, user_data, sniff, read_header, read_icc, choose_size, decode,
-            decode_frames, destroy,
+            decode_frames, destroy, open_frames, next_frame, close_frames,
         }
         pxl_processor {
             kind, color, radius_tl, radius_tr, radius_br, radius_bl, border_width, sigma, x, y, width,
