@@ -111,6 +111,34 @@ static int next_event(const struct test_env *env, pxl_queue *queue, struct event
   return ok;
 }
 
+/* A loader, a queue and a player of a served file at full size, LOADED. */
+struct session {
+  pxl_loader *loader;
+  pxl_queue *queue;
+  struct events ev;
+  pxl_animation *a;
+  int seen; /* events waited for */
+};
+
+static void session_start(const struct test_env *env, struct session *s, const char *path, const char *case_name,
+                          const pxl_config *config) {
+  memset(s, 0, sizeof *s);
+  s->loader = new_loader(config);
+  s->queue = new_queue();
+  struct test_url u = test_url(env, path, case_name);
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  s->a = start(env, s->loader, s->queue, &request, &s->ev);
+  s->seen = 1;
+}
+
+static void session_end(struct session *s) {
+  pxl_animation_free(s->a);
+  events_reset(&s->ev);
+  pxl_loader_free(s->loader);
+  pxl_queue_free(s->queue);
+}
+
 static int same_pixels(const pxl_image *a, const uint8_t *b) {
   return a && b && memcmp(pxl_image_pixels(a), b, pxl_image_byte_count(a)) == 0;
 }
@@ -266,25 +294,20 @@ void test_player_avif(const struct test_env *env) {
  * animation_ring_bytes at two frames' bytes, never more than 2. */
 void test_player_ring_bound(const struct test_env *env) {
   write_gif(env, "player-300.gif", 64, 48, 300, 2, 1);
-  struct test_url u = test_url(env, "/player-300.gif", "player-ring");
   const uint64_t frame_bytes = 64 * 48 * 4;
   for (int budget = 0; budget < 2; budget++) {
     pxl_config config;
     pxl_config_init(&config);
     if (budget) config.animation_ring_bytes = 2 * frame_bytes;
-    pxl_loader *loader = new_loader(&config);
-    pxl_queue *queue = new_queue();
-    pxl_request request;
-    request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
-    struct events ev = {0};
-    pxl_animation *a = start(env, loader, queue, &request, &ev);
-    CHECK_INT(ev.frame_count, 300);
-    CHECK_INT(ev.loop_count, 2);
+    struct session s;
+    session_start(env, &s, "/player-300.gif", "player-ring", &config);
+    CHECK_INT(s.ev.frame_count, 300);
+    CHECK_INT(s.ev.loop_count, 2);
     int64_t now = 0;
-    int seen = 1, played = 0;
+    int played = 0;
     pxl_animation_frame f = {.struct_size = sizeof f};
     for (;;) {
-      pxl_image *image = pxl_animation_frame_at(a, now, &f);
+      pxl_image *image = pxl_animation_frame_at(s.a, now, &f);
       CHECK(image != NULL);
       pxl_image_release(image);
       if (f.index != played % 300) {
@@ -292,13 +315,13 @@ void test_player_ring_bound(const struct test_env *env) {
         break;
       }
       played++;
-      if (!next_event(env, queue, &ev, &seen) || ev.last_kind != PXL_ANIMATION_FRAME_READY) break;
-      now = ev.ready_due;
+      if (!next_event(env, s.queue, &s.ev, &s.seen) || s.ev.last_kind != PXL_ANIMATION_FRAME_READY) break;
+      now = s.ev.ready_due;
     }
     CHECK_INT(played, 600);
-    CHECK_INT(ev.ended, 1);
+    CHECK_INT(s.ev.ended, 1);
     pxl_animation_stats stats = {.struct_size = sizeof stats};
-    CHECK_STATUS(pxl_animation_stats_get(a, &stats), PXL_OK);
+    CHECK_STATUS(pxl_animation_stats_get(s.a, &stats), PXL_OK);
     uint64_t bound = (budget ? 2 : 3) * frame_bytes;
     CHECKF(stats.peak_ring_bytes <= bound, "ring budget %d: peak %llu bytes > %llu", budget,
            (unsigned long long)stats.peak_ring_bytes, (unsigned long long)bound);
@@ -306,10 +329,7 @@ void test_player_ring_bound(const struct test_env *env) {
     CHECK_INT(stats.frames_shown, 600);
     CHECK_INT(stats.loops_played, 2);
     CHECK(stats.ring_bytes <= bound);
-    pxl_animation_free(a);
-    events_reset(&ev);
-    pxl_loader_free(loader);
-    pxl_queue_free(queue);
+    session_end(&s);
   }
 }
 
@@ -318,95 +338,81 @@ void test_player_ring_bound(const struct test_env *env) {
  * rendered), and the skip counts add up. */
 void test_player_skips_when_late(const struct test_env *env) {
   write_gif(env, "player-late.gif", 16, 16, 100, 10, 0);
-  pxl_loader *loader = new_loader(NULL);
-  pxl_queue *queue = new_queue();
-  struct test_url u = test_url(env, "/player-late.gif", "player-late");
-  pxl_request request;
-  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
-  struct events ev = {0};
-  pxl_animation *a = start(env, loader, queue, &request, &ev);
-  int seen = 1;
+  struct session s;
+  session_start(env, &s, "/player-late.gif", "player-late", NULL);
   pxl_animation_frame f = {.struct_size = sizeof f};
-  pxl_image *image = pxl_animation_frame_at(a, 0, &f);
+  pxl_image *image = pxl_animation_frame_at(s.a, 0, &f);
   CHECK(image != NULL && f.index == 0);
   pxl_image_release(image);
-  next_event(env, queue, &ev, &seen);
-  CHECK_INT(ev.ready_index, 1);
+  next_event(env, s.queue, &s.ev, &s.seen);
+  CHECK_INT(s.ev.ready_index, 1);
   /* The ring full (frames 0..2 decoded, the decoder idle) before the clock jumps. */
   pxl_animation_stats stats = {.struct_size = sizeof stats};
   double deadline = now_ms() + 10000.0 * env->slow_factor;
-  while (pxl_animation_stats_get(a, &stats) == PXL_OK && stats.frames_decoded < 3 && now_ms() < deadline)
-    drain_for(queue, 5);
+  while (pxl_animation_stats_get(s.a, &stats) == PXL_OK && stats.frames_decoded < 3 && now_ms() < deadline)
+    drain_for(s.queue, 5);
   CHECK_INT(stats.frames_decoded, 3);
-  image = pxl_animation_frame_at(a, 5000, &f);
+  image = pxl_animation_frame_at(s.a, 5000, &f);
   int first_jump = f.index, skipped = f.skipped;
   CHECKF(f.index == 2 && f.skipped == 1, "at 5000 before decoding caught up: frame %d, skipped %d", f.index,
          f.skipped);
   pxl_image_release(image);
-  next_event(env, queue, &ev, &seen);
-  CHECK_INT(ev.last_kind, PXL_ANIMATION_FRAME_READY);
-  CHECK_INT(ev.ready_index, 50);
-  CHECK_INT(ev.ready_due, 5000);
-  image = pxl_animation_frame_at(a, 5000, &f);
+  next_event(env, s.queue, &s.ev, &s.seen);
+  CHECK_INT(s.ev.last_kind, PXL_ANIMATION_FRAME_READY);
+  CHECK_INT(s.ev.ready_index, 50);
+  CHECK_INT(s.ev.ready_due, 5000);
+  image = pxl_animation_frame_at(s.a, 5000, &f);
   CHECK(image != NULL && f.index == 50);
   CHECK_INT(f.skipped, 50 - first_jump - 1);
   skipped += f.skipped;
   pxl_image_release(image);
-  CHECK_STATUS(pxl_animation_stats_get(a, &stats), PXL_OK);
+  CHECK_STATUS(pxl_animation_stats_get(s.a, &stats), PXL_OK);
   CHECK_INT(stats.frames_skipped, 48);
   CHECK_INT(skipped, 48);
   CHECK_INT(stats.frames_shown, 3);
-  pxl_animation_free(a);
-  events_reset(&ev);
-  pxl_loader_free(loader);
-  pxl_queue_free(queue);
+  session_end(&s);
 }
 
 /* Paused: no decoding (frames_decoded stays), the playhead frozen whatever the clock
  * says; resumed: it continues from where it was. */
 void test_player_pause_resume(const struct test_env *env) {
   write_gif(env, "player-pause.gif", 16, 16, 50, 10, 0);
-  pxl_loader *loader = new_loader(NULL);
-  pxl_queue *queue = new_queue();
-  struct test_url u = test_url(env, "/player-pause.gif", "player-pause");
-  pxl_request request;
-  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
-  struct events ev = {0};
-  pxl_animation *a = start(env, loader, queue, &request, &ev);
-  int seen = 1;
+  struct session s;
+  session_start(env, &s, "/player-pause.gif", "player-pause", NULL);
   pxl_animation_frame f = {.struct_size = sizeof f};
-  pxl_image_release(pxl_animation_frame_at(a, 1000, &f));
-  next_event(env, queue, &ev, &seen);
-  pxl_image_release(pxl_animation_frame_at(a, 1100, &f));
+  pxl_image_release(pxl_animation_frame_at(s.a, 1000, &f));
+  next_event(env, s.queue, &s.ev, &s.seen);
+  pxl_image_release(pxl_animation_frame_at(s.a, 1100, &f));
   CHECK_INT(f.index, 1);
-  next_event(env, queue, &ev, &seen);
-  pxl_animation_pause(a);
-  drain_for(queue, 100); /* a frame being decoded when it paused may finish */
+  next_event(env, s.queue, &s.ev, &s.seen);
+  pxl_animation_pause(s.a);
+  drain_for(s.queue, 100); /* a frame being decoded when it paused may finish */
   pxl_animation_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
-  CHECK_STATUS(pxl_animation_stats_get(a, &before), PXL_OK);
+  CHECK_STATUS(pxl_animation_stats_get(s.a, &before), PXL_OK);
   /* Time passes, the host asks: the same frame, nothing decoded. */
-  pxl_image_release(pxl_animation_frame_at(a, 60000, &f));
+  pxl_image_release(pxl_animation_frame_at(s.a, 60000, &f));
   CHECK_INT(f.index, 1);
   CHECK_INT(f.skipped, 0);
-  CHECK_INT(drain_for(queue, 300), 0); /* frame 2's FRAME_READY came before: no new one */
-  CHECK_STATUS(pxl_animation_stats_get(a, &after), PXL_OK);
+  CHECK_INT(drain_for(s.queue, 300), 0); /* frame 2's FRAME_READY came before: no new one */
+  CHECK_STATUS(pxl_animation_stats_get(s.a, &after), PXL_OK);
   CHECK_INT(after.frames_decoded, before.frames_decoded);
   CHECK(before.frames_decoded <= 4);
   /* Resumed at 100000: frame 1 had shown 0 ms of its 100 when paused (at 1100). */
-  pxl_animation_resume(a, 100000);
-  pxl_image_release(pxl_animation_frame_at(a, 100099, &f));
+  pxl_animation_resume(s.a, 100000);
+  pxl_image_release(pxl_animation_frame_at(s.a, 100099, &f));
   CHECK_INT(f.index, 1);
-  pxl_image_release(pxl_animation_frame_at(a, 100100, &f));
+  pxl_image_release(pxl_animation_frame_at(s.a, 100100, &f));
   CHECK_INT(f.index, 2);
   CHECK_INT(f.due_ms, 100100);
-  next_event(env, queue, &ev, &seen);
-  CHECK_INT(ev.ready_index, 3);
-  CHECK_STATUS(pxl_animation_stats_get(a, &after), PXL_OK);
+  next_event(env, s.queue, &s.ev, &s.seen);
+  CHECK_INT(s.ev.ready_index, 3); /* decoded before the pause */
+  pxl_image_release(pxl_animation_frame_at(s.a, 100200, &f));
+  CHECK_INT(f.index, 3);
+  next_event(env, s.queue, &s.ev, &s.seen);
+  CHECK_INT(s.ev.ready_index, 4); /* decoded after the resume */
+  CHECK_STATUS(pxl_animation_stats_get(s.a, &after), PXL_OK);
   CHECK(after.frames_decoded > before.frames_decoded);
-  pxl_animation_free(a);
-  events_reset(&ev);
-  pxl_loader_free(loader);
-  pxl_queue_free(queue);
+  session_end(&s);
 }
 
 /* Freed while decoding, and from inside its own callback: no callback after free. */
