@@ -1070,8 +1070,11 @@ PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_
  * stays shown. A still source ENDS at its first frame_at.
  * ------------------------------------------------------------------------------- */
 
+/* A player of one animated request: made by pxl_animation_load, freed by
+ * pxl_animation_free. Since 0.6.0. */
 typedef struct pxl_animation pxl_animation;
 
+/* pxl_animation_event.kind. Since 0.6.0. */
 typedef enum pxl_animation_event_kind {
   PXL_ANIMATION_LOADED = 1,      /* the load ended: status PXL_OK and image = frame 0, or the
                                     load's error (then no other event follows) */
@@ -1085,7 +1088,7 @@ typedef enum pxl_animation_event_kind {
 /* What a pxl_animation_fn gets; valid during the call. struct_size is the library's
  * sizeof: fields may be added at the end (check it before reading them). */
 typedef struct pxl_animation_event {
-  size_t struct_size;
+  size_t struct_size;      /* the library's sizeof(pxl_animation_event) */
   int32_t kind;            /* pxl_animation_event_kind */
   pxl_status status;       /* PXL_OK, or the error of LOADED / FAILED */
   const char *message;     /* NULL or a message, valid during the callback */
@@ -1105,7 +1108,7 @@ typedef void (*pxl_animation_fn)(pxl_animation *animation, const pxl_animation_e
  * know, as it fills pxl_stats ("Structs that grow"); a struct_size below the end of
  * `ended` leaves it untouched. */
 typedef struct pxl_animation_frame {
-  size_t struct_size;
+  size_t struct_size;     /* set by the caller (above); on return, the bytes filled */
   int32_t index;          /* the frame returned */
   int32_t duration_ms;    /* as the file says it; -1 for frame 0 at the first call when
                              it is not known yet (a registered codec's frames: its decoder
@@ -1488,9 +1491,9 @@ typedef struct pxl_codec {
    * decode_frames hands over for it. A state is used by one thread at a time, maybe a
    * different one each call; an isolated codec ("Isolation") does not use them in this
    * release. */
-  pxl_codec_open_frames_fn open_frames;
-  pxl_codec_next_frame_fn next_frame;
-  pxl_codec_close_frames_fn close_frames;
+  pxl_codec_open_frames_fn open_frames;    /* optional (above) */
+  pxl_codec_next_frame_fn next_frame;      /* optional (above) */
+  pxl_codec_close_frames_fn close_frames;  /* optional (above) */
 } pxl_codec;
 
 /* The most leading bytes sniff is given. */
