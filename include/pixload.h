@@ -1321,11 +1321,27 @@ typedef struct pxl_table_stats {
   uint64_t memory_hits;  /* rows that became visible with their image already in memory */
   uint64_t delivered;    /* row callbacks with an image */
   uint64_t failed;       /* row callbacks with an error */
+  /* Since 0.6.0. */
+  uint64_t animation_frames_decoded; /* frames decoded by the animation players tied to
+                                        rows (pxl_table_bind_animation) while tied: it
+                                        stays still while their rows are out of view */
 } pxl_table_stats;
 
 /* Fills *stats as pxl_loader_get_stats does (struct_size from PXL_TABLE_STATS_SIZE_0_1
  * up). Returns PXL_OK or PXL_E_INVALID_ARGUMENT. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_table_get_stats(pxl_table *table, pxl_table_stats *stats);
+
+/* Ties an animation player ("Animation players") to a row: whenever
+ * pxl_table_set_visible leaves the row out of the visible rows, the player is paused (no
+ * decoding; pxl_animation_pause), and when the row is visible again it resumes, its
+ * playhead continuing at the next pxl_animation_frame_at from where it stopped. So at most
+ * the visible rows' players decode frames. The state applies at once (a row out of view
+ * pauses now). One player a row: tying another unties the first; row -1 unties the
+ * player (left as it is). The table keeps no reference: pxl_animation_free unties it, and
+ * pxl_table_free unties every player. Frames its tied players decode are counted in
+ * pxl_table_stats.animation_frames_decoded. Returns PXL_OK or PXL_E_INVALID_ARGUMENT (NULL
+ * table or animation, row below -1). Any thread. Since 0.6.0. */
+PXL_API pxl_status pxl_table_bind_animation(pxl_table *table, int64_t row, pxl_animation *animation);
 
 /* Cancels the table's requests and frees it; no row_fn call runs after this returns
  * (call it on the queue's thread, or while no other thread dispatches the queue). NULL is

@@ -295,6 +295,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_player_free)               \
   X(test_player_errors)             \
   X(test_player_shared_source)      \
+  X(test_player_table_rows)         \
   X(test_truncated_jpeg)            \
   X(test_truncated_gif)             \
   X(test_truncated_png_webp_avif)   \

@@ -741,3 +741,107 @@ void test_player_codec_frames(const struct test_env *env) {
   }
   frame0_duration_may_be_unknown = 0;
 }
+
+/* ---- Tables: players tied to rows decode only while their rows are visible ---- */
+
+static int no_row_request(int64_t row, pxl_request *request, void *user_data) {
+  (void)row;
+  (void)request;
+  (void)user_data;
+  return 0; /* the rows show players, not loads */
+}
+
+static void no_row_result(int64_t row, const pxl_result *result, void *user_data) {
+  (void)row;
+  (void)result;
+  (void)user_data;
+}
+
+static uint64_t table_frames(pxl_table *table) {
+  pxl_table_stats stats = {.struct_size = sizeof stats};
+  CHECK_STATUS(pxl_table_get_stats(table, &stats), PXL_OK);
+  return stats.animation_frames_decoded;
+}
+
+/* Three rows of one animation: visible, their players decode (the table counts it);
+ * scrolled away, paused: nothing decoded however long, the playheads frozen; back, they
+ * go on where they were. */
+void test_player_table_rows(const struct test_env *env) {
+  write_gif(env, "player-rows.gif", 16, 16, 60, 10, 0);
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  pxl_table_config config;
+  pxl_table_config_init(&config);
+  pxl_table *table = NULL;
+  CHECK_STATUS(pxl_table_create(loader, queue, &config, 1000, no_row_request, no_row_result, NULL, &table), PXL_OK);
+  struct test_url u = test_url(env, "/player-rows.gif", "player-rows");
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  enum { ROWS = 3 };
+  struct events ev[ROWS];
+  pxl_animation *a[ROWS];
+  int seen[ROWS];
+  CHECK_STATUS(pxl_table_set_visible(table, 0, ROWS, 0), PXL_OK);
+  for (int i = 0; i < ROWS; i++) {
+    memset(&ev[i], 0, sizeof ev[i]);
+    a[i] = start(env, loader, queue, &request, &ev[i]);
+    seen[i] = 1;
+    CHECK_STATUS(pxl_table_bind_animation(table, i, a[i]), PXL_OK);
+  }
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  int64_t now = 1000;
+  for (int step = 0; step < 5; step++, now += 100) {
+    for (int i = 0; i < ROWS; i++) {
+      pxl_image_release(pxl_animation_frame_at(a[i], now, &f));
+      CHECK_INT(f.index, step);
+      next_event(env, queue, &ev[i], &seen[i]);
+    }
+  }
+  uint64_t shown = table_frames(table);
+  CHECKF(shown >= ROWS * 5, "tied players decoded %llu frames", (unsigned long long)shown);
+  /* Scrolled away: paused (a frame being decoded then may finish). */
+  CHECK_STATUS(pxl_table_set_visible(table, 500, ROWS, 1), PXL_OK);
+  drain_for(queue, 100);
+  uint64_t away = table_frames(table);
+  for (int i = 0; i < ROWS; i++) {
+    pxl_image_release(pxl_animation_frame_at(a[i], now + 60000, &f));
+    CHECK_INT(f.index, 4);
+  }
+  drain_for(queue, 300);
+  CHECK_INT(table_frames(table), away);
+  /* Back: each goes on from frame 4, at its next frame_at. */
+  CHECK_STATUS(pxl_table_set_visible(table, 0, ROWS, -1), PXL_OK);
+  now = 200000;
+  for (int i = 0; i < ROWS; i++) {
+    pxl_image_release(pxl_animation_frame_at(a[i], now, &f));
+    CHECK_INT(f.index, 4);
+    pxl_image_release(pxl_animation_frame_at(a[i], now + 100, &f));
+    CHECK_INT(f.index, 5);
+    next_event(env, queue, &ev[i], &seen[i]);
+    CHECK_INT(ev[i].ready_index, 6); /* decoded after the row came back */
+    pxl_image_release(pxl_animation_frame_at(a[i], now + 200, &f));
+    CHECK_INT(f.index, 6);
+  }
+  CHECKF(table_frames(table) > away, "decoding again: %llu frames, %llu when away",
+         (unsigned long long)table_frames(table), (unsigned long long)away);
+  /* Untied (row -1), a row's player is left alone by later scrolls. */
+  CHECK_STATUS(pxl_table_bind_animation(table, -1, a[0]), PXL_OK);
+  CHECK_STATUS(pxl_table_set_visible(table, 700, ROWS, 1), PXL_OK);
+  pxl_animation_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+  CHECK_STATUS(pxl_animation_stats_get(a[0], &before), PXL_OK);
+  pxl_image_release(pxl_animation_frame_at(a[0], now + 300, &f));
+  CHECK_INT(f.index, 7);
+  CHECK_STATUS(pxl_table_bind_animation(NULL, 0, a[0]), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_table_bind_animation(table, -2, a[0]), PXL_E_INVALID_ARGUMENT);
+  CHECK_STATUS(pxl_table_bind_animation(table, 0, NULL), PXL_E_INVALID_ARGUMENT);
+  /* Freed players and a freed table: nothing dangles. */
+  pxl_animation_free(a[1]);
+  CHECK_STATUS(pxl_table_set_visible(table, 0, ROWS, -1), PXL_OK);
+  pxl_table_free(table);
+  for (int i = 0; i < ROWS; i++) {
+    if (i != 1) pxl_animation_free(a[i]);
+    events_reset(&ev[i]);
+  }
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}

@@ -104,6 +104,10 @@ public final class AnimationPlayer: @unchecked Sendable {
   private var endedPosted = false
   private var pendingSkips = 0
   private var stats = Statistics()
+  /// The playhead continues at the next frame(at:) from where it was (a table resumed it).
+  private var rebase = false
+  /// A table's count of its players' decoded frames (ImageTable.bind).
+  private var counter: FrameCounter?
 
   /// Starts loading `request` (its `animates` ignored); `handler` gets `.loaded` through
   /// `queue` as a still's result would arrive, then the playback events.
@@ -264,6 +268,7 @@ public final class AnimationPlayer: @unchecked Sendable {
           source = reader
           decodeStart = end
           stats.framesDecoded += 1
+          counter?.add(1)
           if index == 0 && loop == 0 {  // frame 0's duration, now known
             firstDurationMs = duration
             if current?.index == 0 && current?.loop == 0 { current?.durationMs = duration }
@@ -326,6 +331,10 @@ public final class AnimationPlayer: @unchecked Sendable {
         current = Entry(index: 0, loop: 0, start: 0, durationMs: firstDurationMs, image: first)
         stats.framesShown += 1
       } else {
+        if rebase {
+          origin = now - lastT
+          rebase = false
+        }
         let t = paused ? lastT : now - origin
         lastT = max(lastT, t)
         var advanced = 0
@@ -386,6 +395,22 @@ public final class AnimationPlayer: @unchecked Sendable {
       if started { origin = now - lastT }
       scheduleLocked()
     }
+  }
+
+  /// Resumes with no clock at hand (a table whose row came back into view): the next
+  /// frame(at:) continues the playhead from where it stopped.
+  public func resumeAtNextFrame() {
+    lock.withLock {
+      guard paused else { return }
+      paused = false
+      rebase = started
+      scheduleLocked()
+    }
+  }
+
+  /// Counts this player's decoded frames in `counter` too (nil: no more).
+  func tie(to counter: FrameCounter?) {
+    lock.withLock { self.counter = counter }
   }
 
   public var statistics: Statistics {

@@ -350,6 +350,8 @@ pub struct pxl_table_stats {
     pub memory_hits: u64,
     pub delivered: u64,
     pub failed: u64,
+    // Since 0.6.0.
+    pub animation_frames_decoded: u64,
 }
 
 // Codecs (since 0.5.0).
@@ -640,6 +642,7 @@ extern "C" {
     pub fn pxl_table_set_row_count(table: *mut pxl_table, row_count: i64) -> pxl_status;
     pub fn pxl_table_cancel_all(table: *mut pxl_table);
     pub fn pxl_table_get_stats(table: *mut pxl_table, stats: *mut pxl_table_stats) -> pxl_status;
+    pub fn pxl_table_bind_animation(table: *mut pxl_table, row: i64, animation: *mut pxl_animation) -> pxl_status;
     pub fn pxl_table_free(table: *mut pxl_table);
     pub fn pxl_codec_init_size(codec: *mut pxl_codec, size: usize) -> pxl_status;
     pub fn pxl_loader_add_codec(loader: *mut pxl_loader, codec: *const pxl_codec) -> pxl_status;

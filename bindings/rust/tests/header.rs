@@ -110,7 +110,7 @@ fn rust_side() -> (
             struct_size, frames_decoded, frames_skipped, frames_shown, ring_bytes, peak_ring_bytes, loops_played,
         }
         pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority, previews }
-        pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed }
+        pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed, animation_frames_decoded }
         pxl_codec_header {
             struct_size, flags, width, height, frame_count, loop_count, orientation, has_alpha, icc_size,
             cicp_primaries, cicp_transfer, cicp_matrix,
