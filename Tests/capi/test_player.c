@@ -798,7 +798,9 @@ void test_player_table_rows(const struct test_env *env) {
     }
   }
   uint64_t shown = table_frames(table);
-  CHECKF(shown >= ROWS * 5, "tied players decoded %llu frames", (unsigned long long)shown);
+  /* Frames 3 and 4 at least were decoded once tied (before the first frame_at a player
+   * decodes two ahead of frame 0, maybe before its tie). */
+  CHECKF(shown >= ROWS * 2, "tied players decoded %llu frames", (unsigned long long)shown);
   /* Scrolled away: paused (a frame being decoded then may finish). */
   CHECK_STATUS(pxl_table_set_visible(table, 500, ROWS, 1), PXL_OK);
   drain_for(queue, 100);
@@ -809,28 +811,29 @@ void test_player_table_rows(const struct test_env *env) {
   }
   drain_for(queue, 300);
   CHECK_INT(table_frames(table), away);
-  /* Back: each goes on from frame 4, at its next frame_at. */
+  /* Back: each goes on from frame 4, at its next frame_at. Frames up to 6 may have been
+   * decoded before it left (two ahead of frame 4); 7 is decoded after it came back. */
   CHECK_STATUS(pxl_table_set_visible(table, 0, ROWS, -1), PXL_OK);
   now = 200000;
   for (int i = 0; i < ROWS; i++) {
     pxl_image_release(pxl_animation_frame_at(a[i], now, &f));
     CHECK_INT(f.index, 4);
-    pxl_image_release(pxl_animation_frame_at(a[i], now + 100, &f));
-    CHECK_INT(f.index, 5);
-    next_event(env, queue, &ev[i], &seen[i]);
-    CHECK_INT(ev[i].ready_index, 6); /* decoded after the row came back */
-    pxl_image_release(pxl_animation_frame_at(a[i], now + 200, &f));
-    CHECK_INT(f.index, 6);
+    for (int index = 5; index <= 6; index++) {
+      pxl_image_release(pxl_animation_frame_at(a[i], now + 100 * (index - 4), &f));
+      CHECK_INT(f.index, index);
+      next_event(env, queue, &ev[i], &seen[i]);
+      CHECK_INT(ev[i].ready_index, index + 1);
+    }
   }
-  CHECKF(table_frames(table) > away, "decoding again: %llu frames, %llu when away",
+  CHECKF(table_frames(table) >= away + ROWS, "decoding again: %llu frames, %llu when away",
          (unsigned long long)table_frames(table), (unsigned long long)away);
-  /* Untied (row -1), a row's player is left alone by later scrolls. */
+  /* Untied (row -1), a row's player is left alone by later scrolls: it decodes on. */
   CHECK_STATUS(pxl_table_bind_animation(table, -1, a[0]), PXL_OK);
   CHECK_STATUS(pxl_table_set_visible(table, 700, ROWS, 1), PXL_OK);
-  pxl_animation_stats before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
-  CHECK_STATUS(pxl_animation_stats_get(a[0], &before), PXL_OK);
   pxl_image_release(pxl_animation_frame_at(a[0], now + 300, &f));
   CHECK_INT(f.index, 7);
+  next_event(env, queue, &ev[0], &seen[0]);
+  CHECK_INT(ev[0].ready_index, 8);
   CHECK_STATUS(pxl_table_bind_animation(NULL, 0, a[0]), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_table_bind_animation(table, -2, a[0]), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_table_bind_animation(table, 0, NULL), PXL_E_INVALID_ARGUMENT);
