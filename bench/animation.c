@@ -49,13 +49,17 @@ static void die(const char *what, pxl_status status) {
   exit(1);
 }
 
-static pxl_loader *loader_new(void) {
+/* A fresh loader (file:// allowed), a queue and a request for url. */
+static pxl_loader *loader_new(pxl_queue **queue, pxl_request *request, const char *url) {
   pxl_config config;
   pxl_config_init(&config);
   config.allowed_schemes |= PXL_SCHEME_FILE;
   pxl_loader *loader = NULL;
   pxl_status status = pxl_loader_new(&config, &loader);
   if (status != PXL_OK) die("pxl_loader_new", status);
+  if ((status = pxl_queue_new(queue)) != PXL_OK) die("pxl_queue_new", status);
+  pxl_request_init(request);
+  request->url = url;
   return loader;
 }
 
@@ -87,12 +91,9 @@ static void wait_for(pxl_queue *queue, atomic_int *flag, int target) {
 }
 
 static struct result run_load(const char *url, uint32_t flags) {
-  pxl_loader *loader = loader_new();
   pxl_queue *queue = NULL;
-  pxl_queue_new(&queue);
   pxl_request request;
-  pxl_request_init(&request);
-  request.url = url;
+  pxl_loader *loader = loader_new(&queue, &request, url);
   request.flags = flags;
   double start = now_ms();
   pxl_status status = pxl_load(loader, &request, queue, on_result, NULL, NULL);
@@ -129,12 +130,9 @@ static void on_event(pxl_animation *a, const pxl_animation_event *e, void *user_
 }
 
 static struct result run_player(const char *url) {
-  pxl_loader *loader = loader_new();
   pxl_queue *queue = NULL;
-  pxl_queue_new(&queue);
   pxl_request request;
-  pxl_request_init(&request);
-  request.url = url;
+  pxl_loader *loader = loader_new(&queue, &request, url);
   struct player_state s = {0};
   pxl_animation *a = NULL;
   double start = now_ms();
