@@ -10,7 +10,7 @@
  *            decoded: the decode cost of a loop), its peak ring bytes and late frames
  *            (a FRAME_READY after its due time, on the real clock, had the host slept
  *            until each due time)
- * Median of ROUNDS runs; RSS of the last.
+ * Median of ROUNDS runs, the modes interleaved; RSS of the last.
  *
  *   make bench-animation        (cc ... -lpixload; writes build/bench-animation.gif first)
  *   build/bench-animation FILE.gif
@@ -171,33 +171,42 @@ static int compare(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
-/* Runs a mode ROUNDS times, each in a child; the median first_ms, the last's rest. */
-static struct result measure(const char *url, int mode) {
-  double firsts[ROUNDS];
-  struct result last = {0};
-  for (int i = 0; i < ROUNDS; i++) {
-    int fds[2];
-    if (pipe(fds) != 0) exit(1);
-    pid_t pid = fork();
-    if (pid == 0) {
-      close(fds[0]);
-      struct result r = mode == 0 ? run_load(url, 0) : mode == 1 ? run_load(url, PXL_FLAG_ANIMATE) : run_player(url);
-      if (write(fds[1], &r, sizeof r) != (ssize_t)sizeof r) _exit(1);
-      _exit(0);
-    }
-    close(fds[1]);
-    if (read(fds[0], &last, sizeof last) != (ssize_t)sizeof last) {
-      fprintf(stderr, "bench-animation: a child failed\n");
-      exit(1);
-    }
+/* One run of a mode in a child process. */
+static struct result run_child(const char *url, int mode) {
+  struct result r = {0};
+  int fds[2];
+  if (pipe(fds) != 0) exit(1);
+  pid_t pid = fork();
+  if (pid == 0) {
     close(fds[0]);
-    int status;
-    waitpid(pid, &status, 0);
-    firsts[i] = last.first_ms;
+    r = mode == 0 ? run_load(url, 0) : mode == 1 ? run_load(url, PXL_FLAG_ANIMATE) : run_player(url);
+    if (write(fds[1], &r, sizeof r) != (ssize_t)sizeof r) _exit(1);
+    _exit(0);
   }
-  qsort(firsts, ROUNDS, sizeof firsts[0], compare);
-  last.first_ms = firsts[ROUNDS / 2];
-  return last;
+  close(fds[1]);
+  if (read(fds[0], &r, sizeof r) != (ssize_t)sizeof r) {
+    fprintf(stderr, "bench-animation: a child failed\n");
+    exit(1);
+  }
+  close(fds[0]);
+  int status;
+  waitpid(pid, &status, 0);
+  return r;
+}
+
+/* The three modes ROUNDS times, interleaved (a busy moment of the machine hits them
+ * alike): each mode's median first_ms, the rest from its last run. */
+static void measure(const char *url, struct result out[3]) {
+  double firsts[3][ROUNDS];
+  for (int i = 0; i < ROUNDS; i++)
+    for (int mode = 0; mode < 3; mode++) {
+      out[mode] = run_child(url, mode);
+      firsts[mode][i] = out[mode].first_ms;
+    }
+  for (int mode = 0; mode < 3; mode++) {
+    qsort(firsts[mode], ROUNDS, sizeof firsts[mode][0], compare);
+    out[mode].first_ms = firsts[mode][ROUNDS / 2];
+  }
 }
 
 int main(int argc, char **argv) {
@@ -211,7 +220,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   snprintf(url, sizeof url, "file://%s", path);
-  struct result still = measure(url, 0), animate = measure(url, 1), player = measure(url, 2);
+  struct result modes[3];
+  measure(url, modes);
+  struct result still = modes[0], animate = modes[1], player = modes[2];
   printf("%s (median of %d runs, each in its own process)\n", argv[1], ROUNDS);
   printf("  still    first frame %7.1f ms                          peak RSS %6ld KiB\n", still.first_ms,
          still.rss_kib);
