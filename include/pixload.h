@@ -1163,7 +1163,11 @@ PXL_API pxl_status pxl_animation_stats_get(const pxl_animation *animation, pxl_a
 
 /* Cancels the load and the decoding and frees the player (frames the host holds stay
  * valid). No callback runs after it returns: one running on another thread is waited for.
- * NULL is a no-op. Any thread, also from inside the player's own callback. Since 0.6.0. */
+ * Free a loader's players before the loader: a player outliving it decodes nothing more,
+ * and one playing a registered codec's frames (pxl_codec.open_frames) keeps the codec's
+ * state until this call, which then runs close_frames (and destroy, when the codec is
+ * gone). NULL is a no-op. Any thread, also from inside the player's own callback.
+ * Since 0.6.0. */
 PXL_API void pxl_animation_free(pxl_animation *animation);
 
 /* ---------------------------------------------------------------------------------

@@ -58,7 +58,9 @@ public final class AnimationPlayer: @unchecked Sendable {
 
   public static let defaultRingFrames = 3
 
-  private let loader: ImageLoader
+  /// Weak: a player does not keep a freed loader (and its threads' jobs) alive; without
+  /// it, nothing more is decoded.
+  private weak var loader: ImageLoader?
   private let queue: CompletionQueue
   private let variant: ImageVariant
   private let handler: (AnimationPlayer, Event) -> Void
@@ -178,7 +180,11 @@ public final class AnimationPlayer: @unchecked Sendable {
 
   // MARK: - Decoding ahead
 
-  private var heldBytesLocked: Int { (current?.image.byteCount ?? 0) + ring.reduce(0) { $0 + $1.image.byteCount } }
+  /// The frame shown (frame 0 before the playhead starts: the first frame_at shows it)
+  /// and those decoded ahead.
+  private var heldBytesLocked: Int {
+    (current?.image.byteCount ?? first?.byteCount ?? 0) + ring.reduce(0) { $0 + $1.image.byteCount }
+  }
 
   private var hasRoomLocked: Bool {
     guard ring.count < ringFrames - 1 else { return false }
@@ -190,6 +196,7 @@ public final class AnimationPlayer: @unchecked Sendable {
   private func scheduleLocked() {
     guard !closed, !paused, !decodeDone, !jobQueued, first != nil, hasRoomLocked else { return }
     jobQueued = true
+    guard let loader else { return }
     _ = loader.decodePool.submit(priority: 0, cost: 0) { [self] in pump() }
   }
 
@@ -208,6 +215,10 @@ public final class AnimationPlayer: @unchecked Sendable {
       guard let (held, bytes, skipBefore, loop, start) = taken else { return }
       var reader = held
       if reader == nil {
+        guard let loader else {
+          lock.withLock { jobQueued = false }
+          return
+        }
         do throws(LoadError) {
           reader = try FrameSource(bytes: bytes, variant: variant, decoder: loader.decoder, codecs: loader.codecs,
                                    maxPixels: loader.configuration.maxPixels)
@@ -426,10 +437,16 @@ public final class AnimationPlayer: @unchecked Sendable {
   public func close() {
     let token: UInt64 = lock.withLock {
       closed = true
+      // The frames, the bytes and the decoder's state go now (a decode job under way
+      // drops what it holds when it sees `closed`).
       ring.removeAll()
+      current = nil
+      first = nil
+      bytes = nil
+      source = nil
       while callbacksRunning > 0 && pthread_equal(callbackThread, pthread_self()) == 0 { lock.wait() }
       return self.token
     }
-    loader.cancel(token)
+    loader?.cancel(token)
   }
 }
