@@ -33,6 +33,8 @@
 #                   eight orientations of HEIC (irot/imir) and JPEG XL (Tests/modules/orientation.py),
 #                   and public suites (Tests/fixtures/{jxl,svg,heif}-suite, Tests/modules/suites.py)
 #   make bench-processors, bench-placeholder   processor and BlurHash/ThumbHash costs
+#   make bench-animation  an animation player against PXL_FLAG_ANIMATE and the still
+#                   first frame (bench/animation.c): first frame time, frame memory, peak RSS
 #   make docs       build/docs/index.html: the C reference rendered from pixload.h (an
 #                   undocumented declaration fails it), the Python API (pdoc, from PyPI in
 #                   build/docs-venv), a guide per host and a cookbook (docs/guide/); every
@@ -100,7 +102,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-resample bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-resample bench-color bench-cancel bench-placeholder bench-animation bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -516,6 +518,15 @@ bench-network:
 
 # pxl_placeholder_decode's time on the caller's thread (BlurHash and ThumbHash, 32x32 and
 # 256x256) and pxl_placeholder_encode's on 100x100: medians (bench/placeholder.c).
+# An animation player against PXL_FLAG_ANIMATE and the still first frame (bench/animation.c)
+# on a 150-frame 480x270 GIF that bench/animation_gif.py writes (Pillow).
+bench-animation:
+	@$(SUBMAKE) all
+	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/animation.c -o $(STAGE)/bench-animation \
+	  -L$(STAGE)/lib -lpixload -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
+	test -f $(STAGE)/bench-animation.gif || python3 bench/animation_gif.py $(STAGE)/bench-animation.gif
+	$(STAGE)/bench-animation $(STAGE)/bench-animation.gif
+
 bench-placeholder:
 	@$(SUBMAKE) all
 	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/placeholder.c -o $(STAGE)/bench-placeholder \

@@ -278,7 +278,9 @@ typedef enum pxl_mode {
 #define PXL_FLAG_ANIMATE 0x10u            /* every frame of an animated image (GIF, WebP,
                                              AVIF image sequence): see "Animated images"
                                              below. Without it an animation gives its first
-                                             frame. Since 0.4.0. */
+                                             frame. Since 0.4.0. To show an animation,
+                                             prefer a player ("Animation players", 0.6.0):
+                                             bounded memory, first frame at once */
 #define PXL_FLAG_NO_COLOR_MANAGEMENT 0x20u /* Since 0.4.0. Keep the decoded values: by default
                                              an embedded colour profile (JPEG APP2 ICC, PNG
                                              iCCP or cHRM/gAMA, WebP ICCP, AVIF ICC or nclx) is
@@ -696,6 +698,13 @@ typedef struct pxl_config {
                                      PXL_ISOLATION_NONE, or PXL_ISOLATION_ALL (not yet
                                      available: pxl_loader_new returns PXL_E_UNSUPPORTED),
                                      each optionally | PXL_ISOLATION_REQUIRED */
+  uint32_t animation_ring_frames; /* Since 0.6.0. Frames an animation player holds (the one
+                                     shown and those decoded ahead): "Animation players";
+                                     0 (default): 3; at least 2 are used */
+  uint64_t animation_ring_bytes;  /* Since 0.6.0. Most frame bytes a player holds; 0
+                                     (default): no byte budget beyond the frame count;
+                                     otherwise the ring holds the frames that fit, at least
+                                     the one shown and the next */
 } pxl_config;
 
 /* pxl_config.isolation values (Since 0.6.0); see "Isolation". */
@@ -1038,6 +1047,153 @@ PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_
                             pxl_image **image_now);
 
 /* ---------------------------------------------------------------------------------
+ * Animation players: frames decoded on demand, into a small ring. Since 0.6.0.
+ *
+ * Which to choose: PXL_FLAG_ANIMATE gives one image holding every frame (all decoded
+ * before the callback, at most PXL_ANIMATION_MAX_BYTES of frames, else the first frame
+ * alone): for a host that wants every frame at once (exporting, a short sticker it keeps).
+ * A player (pxl_animation_load) is for showing an animation: frame 0 arrives as fast as
+ * the still image does (it is the still result of the same request, same pixels, same
+ * latency), later frames are decoded on the loader's decode threads just ahead of the
+ * playhead into a ring of pxl_config.animation_ring_frames frames (default 3, the one
+ * shown counts) and at most animation_ring_bytes, whatever the animation's length; a
+ * host that falls behind has frames skipped, not queued.
+ *
+ * Loading: the request goes through the pipeline as pxl_load's (caches, merging,
+ * cancellation; PXL_FLAG_ANIMATE in it is ignored). Its result is kept in the memory
+ * cache with the encoded bytes (counted in pxl_memory_cache_bytes), so players of the same
+ * request share one download, one cache entry and one copy of the bytes, each with its
+ * own playhead; the disk cache keeps the encoded bytes as for any request, never decoded
+ * frames. Every frame is rendered as frame 0 is: the request's size, mode, format,
+ * colour management, orientation and processors.
+ *
+ * Decoding: GIF, WebP and AVIF sequences, and codecs registered with
+ * pxl_loader_add_codec that have pxl_codec.open_frames (and next_frame, close_frames),
+ * decode one frame at a time from saved state (memory: the ring and the decoder's state,
+ * about a canvas); looping starts the decoder over. Other registered codecs decode every
+ * frame at once through decode_frames when the player needs its second frame, within
+ * PXL_ANIMATION_MAX_BYTES (over it, or without decode_frames, the animation shows frame 0
+ * alone and ENDS), and the player then copies frames from that into the ring. An
+ * isolated codec ("Isolation") decodes frame 0 only in this release: its animations show
+ * frame 0 and END.
+ *
+ * Time: the host's monotonic clock in milliseconds, passed to pxl_animation_frame_at.
+ * The first call after LOADED starts the playhead (frame 0 is due then); a frame is due
+ * when the durations of the frames before it (over every loop) have passed, a duration of
+ * 10 ms or less counting as 100 ms as browsers play them (pxl_animation_frame.duration_ms
+ * still reports the file's). pxl_animation_pause freezes the playhead at the last
+ * frame_at's time; pxl_animation_resume continues it from there.
+ *
+ * Events: after each pxl_animation_frame_at, exactly one of FRAME_READY (for the frame
+ * after the one returned: when it is decoded, or at once if it already is; once per
+ * frame), ENDED or FAILED follows on the queue unless the playback already ended. A host
+ * can drive the player from them alone: at LOADED call frame_at, at each FRAME_READY wait
+ * until due_ms and call frame_at again. ENDED is sent once, when frame_at returns the last
+ * frame of the last loop (pxl_animation_frame.ended = 1, next_due_ms -1); that frame
+ * stays shown. A still source ENDS at its first frame_at.
+ * ------------------------------------------------------------------------------- */
+
+/* A player of one animated request: made by pxl_animation_load, freed by
+ * pxl_animation_free. Since 0.6.0. */
+typedef struct pxl_animation pxl_animation;
+
+/* pxl_animation_event.kind. Since 0.6.0. */
+typedef enum pxl_animation_event_kind {
+  PXL_ANIMATION_LOADED = 1,      /* the load ended: status PXL_OK and image = frame 0, or the
+                                    load's error (then no other event follows) */
+  PXL_ANIMATION_FRAME_READY = 2, /* the frame after the one last returned by frame_at is
+                                    decoded: index, due_ms */
+  PXL_ANIMATION_ENDED = 3,       /* the loop count is played out (the last frame stays shown) */
+  PXL_ANIMATION_FAILED = 4       /* a later frame failed to decode: status, message; playback
+                                    stops at the last good frame */
+} pxl_animation_event_kind;
+
+/* What a pxl_animation_fn gets; valid during the call. struct_size is the library's
+ * sizeof: fields may be added at the end (check it before reading them). */
+typedef struct pxl_animation_event {
+  size_t struct_size;      /* the library's sizeof(pxl_animation_event) */
+  int32_t kind;            /* pxl_animation_event_kind */
+  pxl_status status;       /* PXL_OK, or the error of LOADED / FAILED */
+  const char *message;     /* NULL or a message, valid during the callback */
+  pxl_image *image;        /* LOADED with PXL_OK: frame 0 (borrowed; pxl_image_retain to keep) */
+  int32_t index;           /* FRAME_READY: the frame's index */
+  int64_t due_ms;          /* FRAME_READY: when it is due, on the host's clock given to frame_at */
+  int32_t frame_count;     /* the source's frames (LOADED onwards) */
+  int32_t loop_count;      /* 0 forever, n plays in all (as pxl_image_loop_count) */
+} pxl_animation_event;
+
+/* Runs on the queue's thread (pxl_queue_dispatch). May call any pxl_animation function
+ * on its own player, pxl_animation_free included (no event follows then). */
+typedef void (*pxl_animation_fn)(pxl_animation *animation, const pxl_animation_event *event, void *user_data);
+
+/* What pxl_animation_frame_at says of the frame it returned. The caller sets struct_size
+ * to its sizeof (0 is taken as this header's sizeof); the library fills the fields both
+ * know, as it fills pxl_stats ("Structs that grow"); a struct_size below the end of
+ * `ended` leaves it untouched. */
+typedef struct pxl_animation_frame {
+  size_t struct_size;     /* set by the caller (above); on return, the bytes filled */
+  int32_t index;          /* the frame returned */
+  int32_t duration_ms;    /* as the file says it; -1 for frame 0 at the first call when
+                             it is not known yet (a registered codec's frames: its decoder
+                             has not reached it; GIF, WebP and AVIF always know it) */
+  int64_t due_ms;         /* when it was due */
+  int64_t next_due_ms;    /* when the next frame is due (estimated when duration_ms is -1;
+                             FRAME_READY's due_ms is exact); -1 when the animation has
+                             ended (or failed and no decoded frame is left) */
+  int32_t skipped;        /* frames passed over since the previous call (the host fell behind) */
+  int32_t ended;          /* 1: the loop count is played out: this is the last frame */
+} pxl_animation_frame;
+
+/* A player's counters (pxl_animation_stats_get fills them as pxl_stats is filled:
+ * "Structs that grow"). */
+typedef struct pxl_animation_stats {
+  size_t struct_size;       /* set by the caller to sizeof(pxl_animation_stats) */
+  uint64_t frames_decoded;  /* frames the decoder went through, frame 0 of each loop included */
+  uint64_t frames_skipped;  /* frames never shown: not rendered (the decoder knew they were
+                               late) or dropped from the ring by a late frame_at */
+  uint64_t frames_shown;    /* frame_at calls that returned a frame not returned before */
+  uint64_t ring_bytes;      /* frame bytes held now (the frame shown and those decoded ahead) */
+  uint64_t peak_ring_bytes; /* most frame bytes held at once */
+  int32_t loops_played;     /* loops the playhead completed */
+} pxl_animation_stats;
+
+/* Loads request (as pxl_load: same pipeline, caches, merging, cancellation) and makes a
+ * player: fn gets LOADED on queue as fast as a still's callback would, then FRAME_READY /
+ * ENDED / FAILED. Returns PXL_OK (*out: the player, free it with pxl_animation_free),
+ * PXL_E_INVALID_ARGUMENT (NULL loader, request, queue, fn or out; an invalid request, as
+ * pxl_load checks it) or PXL_E_LOADER_CLOSED. Any thread. Since 0.6.0. */
+PXL_API pxl_status pxl_animation_load(pxl_loader *loader, const pxl_request *request, pxl_queue *queue,
+                                      pxl_animation_fn fn, void *user_data, pxl_animation **out);
+
+/* The frame to show at now_ms (the host's monotonic clock in ms; the first call after
+ * LOADED starts the playhead: frame 0 is due then). A new reference (pxl_image_release
+ * it) or NULL before LOADED (or after a failed load); frames due before now that were
+ * never shown are skipped (decoded, not rendered where the decoder knows in time). frame
+ * (may be NULL) describes it. Decodes ahead into the ring. Any thread. Since 0.6.0. */
+PXL_API pxl_image *pxl_animation_frame_at(pxl_animation *animation, int64_t now_ms, pxl_animation_frame *frame);
+
+/* Stops decoding; the playhead stays frozen where the last frame_at put it (frame_at
+ * keeps returning that frame). The ring is kept. NULL is a no-op. Any thread. Since 0.6.0. */
+PXL_API void pxl_animation_pause(pxl_animation *animation);
+
+/* The playhead continues from where it was, now_ms being that moment; decoding starts
+ * again. No-op unless paused. NULL is a no-op. Any thread. Since 0.6.0. */
+PXL_API void pxl_animation_resume(pxl_animation *animation, int64_t now_ms);
+
+/* Fills *stats (struct_size set by the caller). Returns PXL_OK or PXL_E_INVALID_ARGUMENT
+ * (NULL, a struct_size below the first field's end). Any thread. Since 0.6.0. */
+PXL_API pxl_status pxl_animation_stats_get(const pxl_animation *animation, pxl_animation_stats *stats);
+
+/* Cancels the load and the decoding and frees the player (frames the host holds stay
+ * valid). No callback runs after it returns: one running on another thread is waited for.
+ * Free a loader's players before the loader: a player outliving it decodes nothing more,
+ * and one playing a registered codec's frames (pxl_codec.open_frames) keeps the codec's
+ * state until this call, which then runs close_frames (and destroy, when the codec is
+ * gone). NULL is a no-op. Any thread, also from inside the player's own callback.
+ * Since 0.6.0. */
+PXL_API void pxl_animation_free(pxl_animation *animation);
+
+/* ---------------------------------------------------------------------------------
  * Tables: tell the library what is on screen, and it does the rest.
  *
  * A pxl_table belongs to one loader and one queue. The host says which rows are visible
@@ -1192,11 +1348,27 @@ typedef struct pxl_table_stats {
   uint64_t memory_hits;  /* rows that became visible with their image already in memory */
   uint64_t delivered;    /* row callbacks with an image */
   uint64_t failed;       /* row callbacks with an error */
+  /* Since 0.6.0. */
+  uint64_t animation_frames_decoded; /* frames decoded by the animation players tied to
+                                        rows (pxl_table_bind_animation) while tied: it
+                                        stays still while their rows are out of view */
 } pxl_table_stats;
 
 /* Fills *stats as pxl_loader_get_stats does (struct_size from PXL_TABLE_STATS_SIZE_0_1
  * up). Returns PXL_OK or PXL_E_INVALID_ARGUMENT. Any thread. Since 0.1.0. */
 PXL_API pxl_status pxl_table_get_stats(pxl_table *table, pxl_table_stats *stats);
+
+/* Ties an animation player ("Animation players") to a row: whenever
+ * pxl_table_set_visible leaves the row out of the visible rows, the player is paused (no
+ * decoding; pxl_animation_pause), and when the row is visible again it resumes, its
+ * playhead continuing at the next pxl_animation_frame_at from where it stopped. So at most
+ * the visible rows' players decode frames. The state applies at once (a row out of view
+ * pauses now). One player a row: tying another unties the first; row -1 unties the
+ * player (left as it is). The table keeps no reference: pxl_animation_free unties it, and
+ * pxl_table_free unties every player. Frames its tied players decode are counted in
+ * pxl_table_stats.animation_frames_decoded. Returns PXL_OK or PXL_E_INVALID_ARGUMENT (NULL
+ * table or animation, row below -1). Any thread. Since 0.6.0. */
+PXL_API pxl_status pxl_table_bind_animation(pxl_table *table, int64_t row, pxl_animation *animation);
 
 /* Cancels the table's requests and frees it; no row_fn call runs after this returns
  * (call it on the queue's thread, or while no other thread dispatches the queue). NULL is
@@ -1297,6 +1469,12 @@ typedef pxl_status (*pxl_codec_choose_size_fn)(const uint8_t *data, size_t size,
 typedef pxl_status (*pxl_codec_decode_fn)(const uint8_t *data, size_t size, pxl_codec_target *target, char *message,
                                           size_t message_cap, void *user_data);
 typedef void (*pxl_codec_destroy_fn)(void *user_data);
+/* Since 0.6.0: frames one at a time (pxl_codec.open_frames below). */
+typedef pxl_status (*pxl_codec_open_frames_fn)(const uint8_t *data, size_t size, void **state, char *message,
+                                               size_t message_cap, void *user_data);
+typedef pxl_status (*pxl_codec_next_frame_fn)(void *state, pxl_codec_target *target, int32_t *duration_ms,
+                                              char *message, size_t message_cap, void *user_data);
+typedef void (*pxl_codec_close_frames_fn)(void *state, void *user_data);
 
 /* A codec, as pxl_loader_add_codec() takes it. Initialise with pxl_codec_init(). Every
  * function gets the codec's user_data last. A function returns PXL_OK, or
@@ -1343,6 +1521,22 @@ typedef struct pxl_codec {
    * removed and no decode uses it any more, or when its loader is freed (before
    * pxl_loader_free returns), or when pxl_loader_add_codec fails. */
   pxl_codec_destroy_fn destroy;  /* optional (above) */
+  /* Since 0.6.0 (past 0.5.0's sizeof). Optional, the three together (one or two alone are
+   * ignored): an animation's frames one at a time, from state the codec keeps between
+   * calls, for animation players ("Animation players"), which then hold the codec's
+   * state and one canvas instead of every frame (without them a player decodes every
+   * frame at once through decode_frames). open_frames parses data (valid until
+   * close_frames) and sets *state. next_frame draws the next frame, composited, into
+   * target (the header's size; the same buffer on every call of one state, holding what
+   * the previous call drew), sets *duration_ms and returns PXL_OK, or PXL_E_NOT_FOUND
+   * after the last frame, or an error (the player then stops: PXL_ANIMATION_FAILED).
+   * close_frames frees the state; a new loop opens again. Each frame must be what
+   * decode_frames hands over for it. A state is used by one thread at a time, maybe a
+   * different one each call; an isolated codec ("Isolation") does not use them in this
+   * release. */
+  pxl_codec_open_frames_fn open_frames;    /* optional (above) */
+  pxl_codec_next_frame_fn next_frame;      /* optional (above) */
+  pxl_codec_close_frames_fn close_frames;  /* optional (above) */
 } pxl_codec;
 
 /* The most leading bytes sniff is given. */

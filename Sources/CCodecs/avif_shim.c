@@ -447,6 +447,78 @@ pxl_codec_status pxl_avif_decode_frames(const uint8_t *data, size_t size, uint64
   return st;
 }
 
+/* The pull-style reader (pxl_codecs.h, "Frame readers"): decode_frames' steps, one frame
+ * per call, the parsed decoder kept between them. */
+struct pxl_avif_frames {
+  avifDecoder *d;
+  uint32_t width, height;
+  int32_t count, index;
+  uint8_t *rgba; /* the frame last handed over */
+};
+
+pxl_avif_frames *pxl_avif_frames_open(const uint8_t *data, size_t size, uint64_t max_pixels,
+                                      pxl_codec_status *status, char *message, size_t message_cap) {
+  char text[256] = "";
+  pxl_codec_status st = PXL_CODEC_NO_MEMORY;
+  pxl_avif_frames *r = calloc(1, sizeof *r);
+  if (r == NULL) pxl_set_message(text, sizeof text, "AVIF", "out of memory");
+  else r->d = open_parsed(data, size, &st, text, sizeof text);
+  if (r && r->d) {
+    r->width = r->d->image->width;
+    r->height = r->d->image->height;
+    r->count = r->d->imageCount > 0 ? r->d->imageCount : 1;
+    st = check_size(r->d, max_pixels, text, sizeof text);
+  }
+  if (message && message_cap) snprintf(message, message_cap, "%s", st == PXL_CODEC_OK ? "" : text);
+  if (status) *status = st;
+  if (st != PXL_CODEC_OK) {
+    pxl_avif_frames_close(r);
+    return NULL;
+  }
+  return r;
+}
+
+pxl_codec_status pxl_avif_frames_next(pxl_avif_frames *r, pxl_codec_frame *frame) {
+  memset(frame, 0, sizeof *frame);
+  free(r->rgba);
+  r->rgba = NULL;
+  if (r->index >= r->count) return PXL_CODEC_OK;
+  pxl_codec_status st = next_frame(r->d, r->width, r->height, frame->message, sizeof frame->message);
+  if (st == PXL_CODEC_OK) st = frame_to_bitmap(r->d->image, PXL_CODEC_RGBA, &r->rgba, frame->message, sizeof frame->message);
+  if (st != PXL_CODEC_OK) {
+    r->index = r->count; /* every later call ends */
+    return st;
+  }
+  frame->rgba = r->rgba;
+  frame->stride = (int32_t)(r->width * 4);
+  frame->index = r->index++;
+  frame->duration_ms = duration_ms(r->d);
+  return PXL_CODEC_OK;
+}
+
+void pxl_avif_frames_close(pxl_avif_frames *r) {
+  if (r == NULL) return;
+  if (r->d) avifDecoderDestroy(r->d);
+  free(r->rgba);
+  free(r);
+}
+
+int32_t pxl_avif_first_duration(const uint8_t *data, size_t size) {
+  pxl_codec_status st;
+  char message[8];
+  avifDecoder *d = open_parsed(data, size, &st, message, sizeof message);
+  if (d == NULL) return -1;
+  int32_t duration = 0;
+  avifImageTiming timing;
+  if (d->imageCount > 1 && avifDecoderNthImageTiming(d, 0, &timing) == AVIF_RESULT_OK && timing.timescale != 0) {
+    uint64_t t = timing.durationInTimescales, scale = timing.timescale;
+    uint64_t ms = t > UINT64_MAX / 1000 ? t / scale * 1000 : (t * 1000 + scale / 2) / scale;
+    duration = ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
+  }
+  avifDecoderDestroy(d);
+  return duration;
+}
+
 pxl_codec_status pxl_avif_color(const uint8_t *data, size_t size, pxl_codec_color *color) {
   if (color == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(color, 0, sizeof *color);

@@ -664,6 +664,132 @@ pxl_codec_status pxl_gif_decode_rows(const uint8_t *data, size_t size, int32_t l
   return st;
 }
 
+/* The pull-style reader (pxl_codecs.h, "Frame readers"): the state decode_frames keeps
+ * between frames, kept between calls instead. The disposal of the frame last handed over
+ * is applied when the next one is asked for, so the canvas handed over stays as shown. */
+struct pxl_gif_frames {
+  gif_walk w;
+  gif_canvas c;
+  uint8_t *saved;       /* the canvas before a "restore to previous" frame */
+  int32_t has_alpha;
+  int32_t done;         /* the last frame was handed over (or the reader failed) */
+  int32_t dispose, x0, y0, x1, y1; /* the pending disposal of the frame handed over */
+};
+
+pxl_gif_frames *pxl_gif_frames_open(const uint8_t *data, size_t size, uint64_t max_pixels,
+                                    pxl_codec_status *status, char *message, size_t message_cap) {
+  pxl_gif_frames *r = calloc(1, sizeof *r);
+  pxl_codec_status st = PXL_CODEC_NO_MEMORY;
+  const char *text = "out of memory";
+  if (r) {
+    st = walk_open(&r->w, data, size);
+    if (st == PXL_CODEC_OK) st = check_canvas(&r->w, max_pixels);
+    if (st == PXL_CODEC_OK) {
+      r->c.pixels = calloc((size_t)r->w.width * (size_t)r->w.height, 4);
+      if (r->c.pixels == NULL) {
+        snprintf(r->w.message, sizeof r->w.message, "out of memory for %dx%d pixels", r->w.width, r->w.height);
+        st = PXL_CODEC_NO_MEMORY;
+      }
+    }
+    text = r->w.message[0] ? r->w.message : "cannot decode";
+  }
+  if (message && message_cap) snprintf(message, message_cap, "%s", st == PXL_CODEC_OK ? "" : text);
+  if (status) *status = st;
+  if (st != PXL_CODEC_OK) {
+    pxl_gif_frames_close(r);
+    return NULL;
+  }
+  r->c.walk = &r->w;
+  r->c.channels = 4;
+  r->c.stride = r->w.width * 4;
+  return r;
+}
+
+pxl_codec_status pxl_gif_frames_next(pxl_gif_frames *r, pxl_codec_frame *frame) {
+  memset(frame, 0, sizeof *frame);
+  if (r->done) return PXL_CODEC_OK;
+  gif_walk *w = &r->w;
+  gif_canvas *c = &r->c;
+  if (r->dispose) { /* saved exists for such a 3 */
+    for (int32_t y = r->y0; y < r->y1; y++) {
+      uint8_t *row = c->pixels + (size_t)y * c->stride + (size_t)r->x0 * 4;
+      if (r->dispose == 2) memset(row, 0, (size_t)(r->x1 - r->x0) * 4);
+      else memcpy(row, r->saved + (size_t)y * c->stride + (size_t)r->x0 * 4, (size_t)(r->x1 - r->x0) * 4);
+    }
+    r->dispose = 0;
+  }
+  pxl_codec_status st = PXL_CODEC_OK;
+  if (w->frames >= PXL_GIF_MAX_FRAMES) {
+    char text[96];
+    snprintf(text, sizeof text, "more than %d frames: the rest are ignored", PXL_GIF_MAX_FRAMES);
+    warn(w, text);
+    r->done = 1;
+    return PXL_CODEC_OK;
+  }
+  gif_frame f;
+  int n = walk_next(w, &f);
+  if (n == WALK_END) { r->done = 1; return PXL_CODEC_OK; }
+  if (n == WALK_ERROR) st = PXL_CODEC_CORRUPT;
+  int32_t x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+  if (st == PXL_CODEC_OK) {
+    clip(w, &f, &x0, &y0, &x1, &y1);
+    if (f.disposal == 3 && x0 < x1 && y0 < y1) {
+      if (r->saved == NULL) r->saved = malloc((size_t)w->width * (size_t)w->height * 4);
+      if (r->saved == NULL) {
+        snprintf(w->message, sizeof w->message, "out of memory for %dx%d pixels", w->width, w->height);
+        st = PXL_CODEC_NO_MEMORY;
+      } else {
+        for (int32_t y = y0; y < y1; y++)
+          memcpy(r->saved + (size_t)y * c->stride + (size_t)x0 * 4, c->pixels + (size_t)y * c->stride + (size_t)x0 * 4,
+                 (size_t)(x1 - x0) * 4);
+      }
+    }
+  }
+  if (st == PXL_CODEC_OK) {
+    prepare_palette(c, &f, PXL_CODEC_RGBA);
+    int32_t rows = walk_decode_image(w, &f, draw_line, c);
+    if (rows < 0) {
+      if (w->frames == 1 && (rows == -1 || rows == WALK_OVER_BUDGET)) st = PXL_CODEC_CORRUPT;
+      else if (rows == WALK_OVER_BUDGET) { warn(w, NULL); r->done = 1; return PXL_CODEC_OK; } /* not shown */
+      else { warn(w, NULL); r->done = 1; }
+    }
+  }
+  if (st != PXL_CODEC_OK) {
+    r->done = 1;
+    snprintf(frame->message, sizeof frame->message, "%s", w->message[0] ? w->message : "cannot decode");
+    return st;
+  }
+  if (f.transparent >= 0 || !covers_canvas(w, &f) || r->done) r->has_alpha = 1;
+  if ((f.disposal == 2 || f.disposal == 3) && x0 < x1 && y0 < y1) {
+    r->dispose = f.disposal;
+    r->x0 = x0; r->y0 = y0; r->x1 = x1; r->y1 = y1;
+  }
+  frame->rgba = c->pixels;
+  frame->stride = c->stride;
+  frame->duration_ms = f.delay_cs * 10;
+  frame->index = w->frames - 1;
+  frame->incomplete = w->data_ended;
+  snprintf(frame->message, sizeof frame->message, "%s", w->warnings ? w->message : "");
+  return PXL_CODEC_OK;
+}
+
+int32_t pxl_gif_first_duration(const uint8_t *data, size_t size) {
+  gif_walk w;
+  gif_frame f;
+  int32_t duration = -1;
+  if (walk_open(&w, data, size) == PXL_CODEC_OK && walk_next(&w, &f) == WALK_FRAME) duration = f.delay_cs * 10;
+  walk_close(&w);
+  return duration;
+}
+
+void pxl_gif_frames_close(pxl_gif_frames *r) {
+  if (r == NULL) return;
+  free(r->c.pixels);
+  free(r->saved);
+  walk_close(&r->w);
+  free(r);
+}
+
 pxl_codec_status pxl_gif_decode_frames(const uint8_t *data, size_t size, uint64_t max_pixels,
                                        pxl_codec_frame_fn frame_fn, void *user, pxl_codec_output *out) {
   if (out == NULL) return PXL_CODEC_UNSUPPORTED;
@@ -672,84 +798,26 @@ pxl_codec_status pxl_gif_decode_frames(const uint8_t *data, size_t size, uint64_
     fail(out, "no frame function");
     return PXL_CODEC_UNSUPPORTED;
   }
-  gif_walk w;
-  gif_canvas *c = NULL;
-  uint8_t *saved = NULL; /* the canvas before a "restore to previous" frame */
-  int32_t has_alpha = 0;
-  pxl_codec_status st = walk_open(&w, data, size);
-  if (st == PXL_CODEC_OK) st = check_canvas(&w, max_pixels);
-  if (st == PXL_CODEC_OK) {
-    c = calloc(1, sizeof *c);
-    if (c) c->pixels = calloc((size_t)w.width * (size_t)w.height, 4);
-    if (c == NULL || c->pixels == NULL) {
-      snprintf(w.message, sizeof w.message, "out of memory for %dx%d pixels", w.width, w.height);
-      st = PXL_CODEC_NO_MEMORY;
-    }
+  pxl_codec_status st;
+  pxl_gif_frames *r = pxl_gif_frames_open(data, size, max_pixels, &st, out->message, sizeof out->message);
+  if (r == NULL) return st;
+  pxl_codec_frame frame;
+  while ((st = pxl_gif_frames_next(r, &frame)) == PXL_CODEC_OK && frame.rgba != NULL) {
+    if (frame_fn(user, frame.index, frame.rgba, frame.stride, frame.duration_ms) != 0) break;
   }
   if (st == PXL_CODEC_OK) {
-    c->walk = &w;
-    c->channels = 4;
-    c->stride = w.width * 4;
-    gif_frame f;
-    int r;
-    for (;;) {
-      if (w.frames >= PXL_GIF_MAX_FRAMES) {
-        char text[96];
-        snprintf(text, sizeof text, "more than %d frames: the rest are ignored", PXL_GIF_MAX_FRAMES);
-        warn(&w, text);
-        break;
-      }
-      r = walk_next(&w, &f);
-      if (r == WALK_END) break;
-      if (r == WALK_ERROR) { st = PXL_CODEC_CORRUPT; break; }
-      int32_t x0, y0, x1, y1;
-      clip(&w, &f, &x0, &y0, &x1, &y1);
-      if (f.disposal == 3 && x0 < x1 && y0 < y1) {
-        if (saved == NULL) saved = malloc((size_t)w.width * (size_t)w.height * 4);
-        if (saved == NULL) {
-          snprintf(w.message, sizeof w.message, "out of memory for %dx%d pixels", w.width, w.height);
-          st = PXL_CODEC_NO_MEMORY;
-          break;
-        }
-        for (int32_t y = y0; y < y1; y++)
-          memcpy(saved + (size_t)y * c->stride + (size_t)x0 * 4, c->pixels + (size_t)y * c->stride + (size_t)x0 * 4,
-                 (size_t)(x1 - x0) * 4);
-      }
-      prepare_palette(c, &f, PXL_CODEC_RGBA);
-      int32_t rows = walk_decode_image(&w, &f, draw_line, c);
-      int last = rows < 0;
-      if (rows < 0) {
-        if (w.frames == 1 && (rows == -1 || rows == WALK_OVER_BUDGET)) { st = PXL_CODEC_CORRUPT; break; }
-        if (rows == WALK_OVER_BUDGET) { warn(&w, NULL); break; } /* this frame is not shown */
-        warn(&w, NULL);
-      }
-      if (f.transparent >= 0 || !covers_canvas(&w, &f) || last) has_alpha = 1;
-      if (frame_fn(user, w.frames - 1, c->pixels, c->stride, f.delay_cs * 10) != 0 || last) break;
-      if ((f.disposal == 2 || f.disposal == 3) && x0 < x1 && y0 < y1) { /* saved exists for such a 3 */
-        for (int32_t y = y0; y < y1; y++) {
-          uint8_t *row = c->pixels + (size_t)y * c->stride + (size_t)x0 * 4;
-          if (f.disposal == 2) memset(row, 0, (size_t)(x1 - x0) * 4);
-          else memcpy(row, saved + (size_t)y * c->stride + (size_t)x0 * 4, (size_t)(x1 - x0) * 4);
-        }
-      }
-    }
-  }
-  if (st == PXL_CODEC_OK) {
-    out->width = w.width;
-    out->height = w.height;
+    out->width = r->w.width;
+    out->height = r->w.height;
     out->channels = 4;
-    out->stride = w.width * 4;
-    out->has_alpha = has_alpha;
-    out->warnings = w.warnings;
-    out->incomplete = w.data_ended;
-    snprintf(out->message, sizeof out->message, "%s", w.warnings ? w.message : "");
+    out->stride = r->w.width * 4;
+    out->has_alpha = r->has_alpha;
+    out->warnings = r->w.warnings;
+    out->incomplete = r->w.data_ended;
+    snprintf(out->message, sizeof out->message, "%s", r->w.warnings ? r->w.message : "");
   } else {
-    fail(out, w.message[0] ? w.message : "cannot decode");
+    fail(out, frame.message);
   }
-  if (c) free(c->pixels);
-  free(c);
-  free(saved);
-  walk_close(&w);
+  pxl_gif_frames_close(r);
   return st;
 }
 

@@ -399,6 +399,101 @@ pxl_codec_status pxl_webp_decode_frames(const uint8_t *data, size_t size, uint64
   return st;
 }
 
+/* The pull-style reader (pxl_codecs.h, "Frame readers"): decode_frames' calls, one frame
+ * per call. A still image is its one frame. */
+struct pxl_webp_frames {
+  webp_file f;
+  WebPAnimDecoder *dec;
+  WebPIterator it;
+  int32_t have_it, index, done;
+  uint8_t *still;
+};
+
+pxl_webp_frames *pxl_webp_frames_open(const uint8_t *data, size_t size, uint64_t max_pixels,
+                                      pxl_codec_status *status, char *message, size_t message_cap) {
+  char text[256] = "";
+  pxl_webp_frames *r = calloc(1, sizeof *r);
+  pxl_codec_status st = PXL_CODEC_NO_MEMORY;
+  if (r == NULL) {
+    pxl_set_message(text, sizeof text, "WebP", "out of memory");
+  } else {
+    st = webp_open(data, size, &r->f, text, sizeof text);
+    if (st == PXL_CODEC_OK) st = check_limit(&r->f, max_pixels, text, sizeof text);
+    if (st == PXL_CODEC_OK && !r->f.animated) {
+      st = decode_still(data, size, &r->f, PXL_CODEC_RGBA, &r->still, text, sizeof text);
+    } else if (st == PXL_CODEC_OK) {
+      r->dec = anim_open(data, size, text, sizeof text);
+      r->have_it = r->dec != NULL && WebPDemuxGetFrame(r->f.demux, 1, &r->it);
+      if (r->dec == NULL) {
+        st = PXL_CODEC_CORRUPT;
+      } else if (!r->have_it) {
+        st = PXL_CODEC_CORRUPT;
+        pxl_set_message(text, sizeof text, "WebP", "no frame");
+      }
+    }
+  }
+  if (message && message_cap) snprintf(message, message_cap, "%s", st == PXL_CODEC_OK ? "" : text);
+  if (status) *status = st;
+  if (st != PXL_CODEC_OK) {
+    pxl_webp_frames_close(r);
+    return NULL;
+  }
+  return r;
+}
+
+pxl_codec_status pxl_webp_frames_next(pxl_webp_frames *r, pxl_codec_frame *frame) {
+  memset(frame, 0, sizeof *frame);
+  if (r->done) return PXL_CODEC_OK;
+  frame->stride = r->f.width * 4;
+  frame->index = r->index;
+  if (r->still) {
+    r->done = 1;
+    frame->rgba = r->still;
+    return PXL_CODEC_OK;
+  }
+  if (r->index > 0 && !WebPDemuxNextFrame(&r->it)) r->done = 1;
+  if (r->done || !WebPAnimDecoderHasMoreFrames(r->dec)) {
+    r->done = 1;
+    return PXL_CODEC_OK;
+  }
+  uint8_t *canvas = NULL;
+  int timestamp = 0;
+  if (!WebPAnimDecoderGetNext(r->dec, &canvas, &timestamp) || canvas == NULL) {
+    char text[96];
+    snprintf(text, sizeof text, "frame %d cannot be decoded (corrupt or truncated bitstream)", r->index + 1);
+    pxl_set_message(frame->message, sizeof frame->message, "WebP", text);
+    r->done = 1;
+    return PXL_CODEC_CORRUPT;
+  }
+  frame->rgba = canvas;
+  frame->duration_ms = r->it.duration;
+  r->index++;
+  return PXL_CODEC_OK;
+}
+
+int32_t pxl_webp_first_duration(const uint8_t *data, size_t size) {
+  webp_file f;
+  char message[8];
+  if (webp_open(data, size, &f, message, sizeof message) != PXL_CODEC_OK) return -1;
+  int32_t duration = 0;
+  WebPIterator it;
+  if (f.animated && WebPDemuxGetFrame(f.demux, 1, &it)) {
+    duration = it.duration;
+    WebPDemuxReleaseIterator(&it);
+  }
+  WebPDemuxDelete(f.demux);
+  return duration;
+}
+
+void pxl_webp_frames_close(pxl_webp_frames *r) {
+  if (r == NULL) return;
+  if (r->have_it) WebPDemuxReleaseIterator(&r->it);
+  WebPAnimDecoderDelete(r->dec);
+  WebPDemuxDelete(r->f.demux);
+  free(r->still);
+  free(r);
+}
+
 pxl_codec_status pxl_webp_color(const uint8_t *data, size_t size, pxl_codec_color *color) {
   if (color == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(color, 0, sizeof *color);

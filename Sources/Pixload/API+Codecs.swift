@@ -7,7 +7,7 @@ import PixloadCore
 import Glibc
 #endif
 
-private let codecVersions = [end(\pxl_codec.destroy)]
+private let codecVersions = [end(\pxl_codec.destroy), end(\pxl_codec.close_frames)]
 private let messageCapacity = 256
 
 @c @implementation public func pxl_codec_init_size(_ codec: UnsafeMutablePointer<pxl_codec>?, _ size: Int) -> pxl_status {
@@ -274,6 +274,29 @@ private final class CCodec: ExternalCodec, @unchecked Sendable {
       }
     }
   }
+
+  var readsFrames: Bool { c.open_frames != nil && c.next_frame != nil && c.close_frames != nil }
+
+  func openFrames(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<UnsafeMutableRawPointer?, CodecFailure> {
+    guard let open = c.open_frames, readsFrames else { return .failure(CodecFailure(.unsupportedImage, "no frames")) }
+    var state: UnsafeMutableRawPointer? = nil
+    if let failure = call({ open(bytes.baseAddress, bytes.count, &state, $0, $1, c.user_data) }) {
+      return .failure(failure)
+    }
+    return .success(state)
+  }
+
+  func nextFrame(_ state: UnsafeMutableRawPointer?, into target: CodecTarget) -> Result<Int?, CodecFailure> {
+    guard let next = c.next_frame else { return .failure(CodecFailure(.unsupportedImage, "no frames")) }
+    var t = self.target(target)
+    var duration: Int32 = 0
+    if let failure = call({ next(state, &t, &duration, $0, $1, c.user_data) }) {
+      return failure.status == .notFound ? .success(nil) : .failure(failure)
+    }
+    return .success(Int(duration))
+  }
+
+  func closeFrames(_ state: UnsafeMutableRawPointer?) { c.close_frames?(state, c.user_data) }
 
   func destroy() { c.destroy?(c.user_data) }
 }

@@ -184,6 +184,9 @@ let loaderConfigFields: [ConfigField<pxl_config, LoaderConfiguration>] = [
                 configuration.isolationRequired = c.isolation & required != 0
                 return true
               }),
+  // 0.6.0: animation players' rings (pixload.h, "Animation players").
+  .number(\.animation_ring_frames, \.animationRingFrames, valid: { $0 <= 1 << 16 }),
+  .number(\.animation_ring_bytes, \.animationRingBytes, valid: { $0 <= UInt64(Int.max) }),
 ]
 
 /// pxl_table_config, in the header's order: what pxl_table_config_init fills and

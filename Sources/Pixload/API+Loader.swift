@@ -6,7 +6,7 @@ import PixloadCore
 
 private let configVersions = [end(\pxl_config.disk_cache_max_age_s), end(\pxl_config.log_level),
                               end(\pxl_config.disk_variant_max_side), end(\pxl_config.hook_timeout_ms),
-                              end(\pxl_config.isolation)]
+                              end(\pxl_config.isolation), end(\pxl_config.animation_ring_bytes)]
 private let statsSize01 = end(\pxl_stats.disk_bytes)
 
 // MARK: - Loader

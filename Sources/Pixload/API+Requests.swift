@@ -67,6 +67,12 @@ private func readRequest(_ request: UnsafePointer<pxl_request>) -> pxl_request? 
   readGrowableStruct(request, defaults: defaultRequest(), knownEnds: requestVersions)
 }
 
+/// A request the host passed, converted as pxl_load converts it; nil when invalid.
+func parsedRequest(_ request: UnsafePointer<pxl_request>?, _ loader: ImageLoader) -> ImageRequest? {
+  guard let request, let cRequest = readRequest(request) else { return nil }
+  return try? imageRequest(cRequest, loader)
+}
+
 /// The request, or PXL_E_INVALID_ARGUMENT saying what is wrong: pxl_load returns only the
 /// status, a table reports the message as the row's result. `loader` resolves custom
 /// processors; what is wrong with a chain goes to `log` (by default the loader's log, once

@@ -124,7 +124,16 @@ private func makeTable(_ loaderHandle: OpaquePointer?, _ queueHandle: OpaquePoin
   filled.memory_hits = UInt64(s.memoryHits)
   filled.delivered = UInt64(s.delivered)
   filled.failed = UInt64(s.failed)
+  filled.animation_frames_decoded = UInt64(s.animationFramesDecoded)
   return writeGrowableStruct(filled, to: stats, minimumSize: tableStatsSize01) ? PXL_OK : PXL_E_INVALID_ARGUMENT
+}
+
+@c @implementation public func pxl_table_bind_animation(_ handle: OpaquePointer?, _ row: Int64,
+                                                        _ animationHandle: OpaquePointer?) -> pxl_status {
+  guard let table = table(handle), let animationHandle, row >= -1 else { return PXL_E_INVALID_ARGUMENT }
+  let player = Unmanaged<AnimationPlayer>.fromOpaque(UnsafeRawPointer(animationHandle)).takeUnretainedValue()
+  table.bind(player, row: row < 0 ? nil : Int(clamping: row))
+  return PXL_OK
 }
 
 @c @implementation public func pxl_table_free(_ handle: OpaquePointer?) {

@@ -287,6 +287,17 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_disk_variants) \
   X(test_animated_gif) \
   X(test_animation_memory_bound)    \
+  X(test_player_gif)                \
+  X(test_player_webp)               \
+  X(test_player_avif)               \
+  X(test_player_codec_frames)       \
+  X(test_player_ring_bound)         \
+  X(test_player_skips_when_late)    \
+  X(test_player_pause_resume)       \
+  X(test_player_free)               \
+  X(test_player_errors)             \
+  X(test_player_shared_source)      \
+  X(test_player_table_rows)         \
   X(test_truncated_jpeg)            \
   X(test_truncated_gif)             \
   X(test_truncated_png_webp_avif)   \

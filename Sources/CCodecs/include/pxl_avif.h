@@ -37,6 +37,12 @@ pxl_codec_status pxl_avif_decode_rows(const uint8_t *data, size_t size, int32_t 
                                       pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out);
 pxl_codec_status pxl_avif_decode_frames(const uint8_t *data, size_t size, uint64_t max_pixels,
                                         pxl_codec_frame_fn frame_fn, void *user, pxl_codec_output *out);
+typedef struct pxl_avif_frames pxl_avif_frames;
+pxl_avif_frames *pxl_avif_frames_open(const uint8_t *data, size_t size, uint64_t max_pixels,
+                                      pxl_codec_status *status, char *message, size_t message_cap);
+pxl_codec_status pxl_avif_frames_next(pxl_avif_frames *reader, pxl_codec_frame *frame);
+void pxl_avif_frames_close(pxl_avif_frames *reader);
+int32_t pxl_avif_first_duration(const uint8_t *data, size_t size);
 pxl_codec_status pxl_avif_color(const uint8_t *data, size_t size, pxl_codec_color *color);
 
 #ifdef __cplusplus

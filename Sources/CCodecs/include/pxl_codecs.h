@@ -258,6 +258,41 @@ typedef struct pxl_codec_color {
 } pxl_codec_color;
 void pxl_codec_color_free(pxl_codec_color *color);
 
+/*
+ * Frame readers: an animation's composited frames one call at a time, for players that
+ * decode frames on demand (pixload.h, "Animation players"). Each frame's pixels are those
+ * pxl_X_decode_frames hands to its frame_fn for the same index.
+ *
+ *   pxl_X_frames *pxl_X_frames_open(data, size, max_pixels, pxl_codec_status *status, char *message, size_t cap);
+ *       Parses the container and makes the decoder's state (for GIF: the canvas, a saved
+ *       canvas for "restore to previous", giflib's reader); NULL with *status and the
+ *       message on failure (as decode_frames fails before its first frame). The data must
+ *       stay valid until close.
+ *   pxl_codec_status pxl_X_frames_next(pxl_X_frames *reader, pxl_codec_frame *frame);
+ *       The next frame: PXL_CODEC_OK with frame->rgba the canvas (valid until the next
+ *       call or close), or PXL_CODEC_OK with frame->rgba NULL after the last frame (also
+ *       where decode_frames ends with a warning); any other status: that frame failed
+ *       (frame->message), and every later call ends. Starting over is closing and
+ *       opening again.
+ *   void pxl_X_frames_close(pxl_X_frames *reader);   NULL accepted.
+ *   int32_t pxl_X_first_duration(data, size);
+ *       The first frame's duration in ms without decoding any pixels (the container's
+ *       records up to the first frame only), 0 for a still; -1 when it cannot be read.
+ */
+typedef struct pxl_codec_frame {
+  const uint8_t *rgba;       /* the canvas, RGBA straight alpha; NULL: no more frames */
+  int32_t stride, index, duration_ms;
+  int32_t incomplete;        /* GIF: the data ended early (as pxl_codec_output.incomplete) */
+  char message[256];         /* on failure: what was wrong; else the last warning or "" */
+} pxl_codec_frame;
+
+typedef struct pxl_gif_frames pxl_gif_frames;
+pxl_gif_frames *pxl_gif_frames_open(const uint8_t *data, size_t size, uint64_t max_pixels,
+                                    pxl_codec_status *status, char *message, size_t message_cap);
+pxl_codec_status pxl_gif_frames_next(pxl_gif_frames *reader, pxl_codec_frame *frame);
+void pxl_gif_frames_close(pxl_gif_frames *reader);
+int32_t pxl_gif_first_duration(const uint8_t *data, size_t size);
+
 /* GIF (gif_shim.c, giflib 5.2): the functions above for format X = gif. gif_shim.c's
  * header comment says how frames are composited (transparent canvas, "background"
  * disposal clears to transparent), how truncated and corrupt frames end a decode, and

@@ -31,6 +31,12 @@ pxl_codec_status pxl_webp_decode_rows(const uint8_t *data, size_t size, int32_t 
                                       pxl_codec_row_fn row_fn, void *user, pxl_codec_output *out);
 pxl_codec_status pxl_webp_decode_frames(const uint8_t *data, size_t size, uint64_t max_pixels,
                                         pxl_codec_frame_fn frame_fn, void *user, pxl_codec_output *out);
+typedef struct pxl_webp_frames pxl_webp_frames;
+pxl_webp_frames *pxl_webp_frames_open(const uint8_t *data, size_t size, uint64_t max_pixels,
+                                      pxl_codec_status *status, char *message, size_t message_cap);
+pxl_codec_status pxl_webp_frames_next(pxl_webp_frames *reader, pxl_codec_frame *frame);
+void pxl_webp_frames_close(pxl_webp_frames *reader);
+int32_t pxl_webp_first_duration(const uint8_t *data, size_t size);
 pxl_codec_status pxl_webp_color(const uint8_t *data, size_t size, pxl_codec_color *color);
 
 /* A still WebP decoded by libwebp's own scaler (WebPDecoderConfig use_scaling, after

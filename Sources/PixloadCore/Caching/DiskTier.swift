@@ -168,7 +168,7 @@ public final class LocalDiskTier: DiskTier, @unchecked Sendable {
   /// variant file holds one frame).
   private func variantKey(_ variant: ImageVariant) -> VariantKey? {
     let limit = variantMaxSide
-    guard limit > 0, !variant.animates, variant.width > 0 || variant.height > 0, variant.width <= limit,
+    guard limit > 0, !variant.animates, !variant.keepsSource, variant.width > 0 || variant.height > 0, variant.width <= limit,
           variant.height <= limit else { return nil }
     return VariantKey(variant, rendition: Self.variantRendition)
   }

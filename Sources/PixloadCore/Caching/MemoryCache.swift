@@ -43,7 +43,7 @@ public final class MemoryCache: @unchecked Sendable {
   /// Stores an image unless it alone takes more than a tenth of the budget (one full-size
   /// photo must not flush a screenful of thumbnails); evicts the least recently used.
   public func insert(_ image: Image, for key: ImageVariant) {
-    let cost = image.totalByteCount
+    let cost = image.cachedByteCount
     guard cost <= capacityBytes / 10, capacityCount > 0 else { return }
     lock.withLock {
       if let existing = entries[key] { unlink(existing) }
@@ -80,7 +80,7 @@ public final class MemoryCache: @unchecked Sendable {
 
   private func unlink(_ node: Node) {
     entries.removeValue(forKey: node.key)
-    bytes -= node.image.totalByteCount
+    bytes -= node.image.cachedByteCount
     let older = node.older, newer = node.newer
     if let older { older.newer = newer } else { oldest = newer }
     if let newer { newer.older = older } else { newest = older }

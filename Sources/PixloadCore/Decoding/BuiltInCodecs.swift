@@ -36,7 +36,10 @@ enum BuiltInCodecs {
     native: NativeCodec(name: "WebP", readInfo: pxl_webp_read_info,
                         decode: { pxl_webp_decode($0, $1, $2, $4, $5) },
                         decodeRows: { pxl_webp_decode_rows($0, $1, $2, $4, $5, $6, $7) },
-                        decodeFrames: pxl_webp_decode_frames, color: pxl_webp_color),
+                        decodeFrames: pxl_webp_decode_frames, color: pxl_webp_color,
+                        frames: FrameReading(open: pxl_webp_frames_open, next: pxl_webp_frames_next,
+                                             close: pxl_webp_frames_close,
+                                             firstDuration: pxl_webp_first_duration)),
     // RIFF container, any size, form type WEBP.
     sniff: { $0.count >= 12 && $0[0..<4].elementsEqual("RIFF".utf8) && $0[8..<12].elementsEqual("WEBP".utf8) })
 
@@ -45,7 +48,10 @@ enum BuiltInCodecs {
     native: NativeCodec(name: "GIF", readInfo: pxl_gif_read_info,
                         decode: { pxl_gif_decode($0, $1, $2, $4, $5) },
                         decodeRows: { pxl_gif_decode_rows($0, $1, $2, $4, $5, $6, $7) },
-                        decodeFrames: pxl_gif_decode_frames, color: pxl_gif_color),
+                        decodeFrames: pxl_gif_decode_frames, color: pxl_gif_color,
+                        frames: FrameReading(open: pxl_gif_frames_open, next: pxl_gif_frames_next,
+                                             close: pxl_gif_frames_close,
+                                             firstDuration: pxl_gif_first_duration)),
     sniff: { $0.count >= 6 && ($0[0..<6].elementsEqual("GIF87a".utf8) || $0[0..<6].elementsEqual("GIF89a".utf8)) })
 
   static let avif = BuiltInCodec(
@@ -53,7 +59,10 @@ enum BuiltInCodecs {
     native: NativeCodec(name: "AVIF", readInfo: pxl_avif_read_info,
                         decode: { pxl_avif_decode($0, $1, $2, $4, $5) },
                         decodeRows: { pxl_avif_decode_rows($0, $1, $2, $4, $5, $6, $7) },
-                        decodeFrames: pxl_avif_decode_frames, color: pxl_avif_color),
+                        decodeFrames: pxl_avif_decode_frames, color: pxl_avif_color,
+                        frames: FrameReading(open: pxl_avif_frames_open, next: pxl_avif_frames_next,
+                                             close: pxl_avif_frames_close,
+                                             firstDuration: pxl_avif_first_duration)),
     sniff: { isAVIF($0) })
 
   /// In pxl_loader_formats' order. Their sniffs never take the same bytes.
@@ -126,6 +135,9 @@ struct NativeCodec: Sendable {
   var decodeFrames: DecodeFrames? = nil
   /// The colour information the file carries; nil: never colour-managed.
   var color: ReadColor? = nil
+  /// A frame reader (pxl_codecs.h, "Frame readers") for animation players; nil: a player
+  /// decodes every frame at once through `decodeFrames`.
+  var frames: FrameReading? = nil
   /// Decodes at 1/2, 1/4 and 1/8 of the stored size (libjpeg's DCT scaling).
   var scalesByDCT = false
   /// Previews from the complete scans of a progressive file still downloading.
@@ -134,6 +146,16 @@ struct NativeCodec: Sendable {
 
 /// Previews and early thumbnails from the first scans of a progressive JPEG still
 /// downloading (`ImageDecoding.previewPrefix`, `firstScansEnd`).
+struct FrameReading: Sendable {
+  /// (data, size, max_pixels, &status, message, cap): the reader, or nil.
+  let open: @convention(c) (NativeCodec.Data, Int, UInt64, UnsafeMutablePointer<pxl_codec_status>?,
+                            UnsafeMutablePointer<CChar>?, Int) -> OpaquePointer?
+  let next: @convention(c) (OpaquePointer?, UnsafeMutablePointer<pxl_codec_frame>?) -> pxl_codec_status
+  let close: @convention(c) (OpaquePointer?) -> Void
+  /// (data, size): frame 0's duration without decoding it; -1 when unreadable.
+  let firstDuration: @convention(c) (NativeCodec.Data, Int) -> Int32
+}
+
 struct ScanPreviews: Sendable {
   /// (data, size, &scans): the length of the longest prefix that ends after a complete scan.
   let progressivePrefix: @convention(c) (NativeCodec.Data, Int, UnsafeMutablePointer<Int32>?) -> Int

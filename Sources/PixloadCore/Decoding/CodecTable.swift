@@ -35,12 +35,30 @@ public protocol ExternalCodec: AnyObject, Sendable {
                     frameDone: (Int) -> Bool) -> CodecFailure?
   /// The last call: the host's destroy(user_data).
   func destroy()
+  /// openFrames, nextFrame and closeFrames work (pxl_codec.open_frames): frames one at a
+  /// time from the codec's state, for animation players. False by default.
+  var readsFrames: Bool { get }
+  /// The codec's state for reading `bytes` frame by frame (valid until closeFrames).
+  func openFrames(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<UnsafeMutableRawPointer?, CodecFailure>
+  /// Draws the next frame into `target` (the header's size, the same buffer every call):
+  /// its duration, or nil after the last frame.
+  func nextFrame(_ state: UnsafeMutableRawPointer?, into target: CodecTarget) -> Result<Int?, CodecFailure>
+  func closeFrames(_ state: UnsafeMutableRawPointer?)
 }
 
 extension ExternalCodec {
   /// Whether chooseSize may answer anything but nil (pxl_codec.choose_size is set): an
   /// isolated codec asks its worker only then.
   public var choosesSize: Bool { true }
+
+  public var readsFrames: Bool { false }
+  public func openFrames(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<UnsafeMutableRawPointer?, CodecFailure> {
+    .failure(CodecFailure(.unsupportedImage, "\(id) does not read frames one at a time"))
+  }
+  public func nextFrame(_ state: UnsafeMutableRawPointer?, into target: CodecTarget) -> Result<Int?, CodecFailure> {
+    .failure(CodecFailure(.unsupportedImage, "\(id) does not read frames one at a time"))
+  }
+  public func closeFrames(_ state: UnsafeMutableRawPointer?) {}
 }
 
 /// What a codec's header reader reports (pxl_codec_header).

@@ -16,6 +16,7 @@ extension ImageDecoder {
                       incomplete: Bool = false) -> Result<Image, LoadError> {
     if case .success(let image) = result {
       image.sourceFrameCount = Int(max(1, info.frame_count))
+      image.sourceLoopCount = Int(max(0, info.loop_count))
       image.isIncomplete = incomplete
     }
     return result

@@ -243,7 +243,7 @@ extension ImageDecoder {
 
   /// The colour conversion for what the codec's header reports: its ICC profile, else its
   /// nclx code points.
-  private static func colorConversion(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec,
+  static func colorConversion(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec,
                                       header: CodecHeader) -> (ColorConversion?, warning: String?) {
     var color = pxl_codec_color()
     defer { pxl_codec_color_free(&color) }

@@ -100,6 +100,8 @@ public final class CompletionQueue: @unchecked Sendable {
     case result(Delivery)
     case progress(Delivery)
     case preview(Delivery)
+    /// Something else to run on the host's thread (`post`).
+    case call(() -> Void)
   }
 
   /// What `dispatch` runs for an entry, taken under the lock and run without it.
@@ -107,6 +109,7 @@ public final class CompletionQueue: @unchecked Sendable {
     case result(Delivery, Outcome, RequestMetrics)
     case progress(Delivery, UInt64, UInt64)
     case preview(Delivery, Image?)
+    case call(() -> Void)
   }
 
   private var ready: [Entry] = []
@@ -273,6 +276,17 @@ public final class CompletionQueue: @unchecked Sendable {
     }
   }
 
+  /// Runs `body` on the thread that drains the queue, after what is pending now (an
+  /// animation player's events). False once closed: it never runs.
+  @discardableResult
+  func post(_ body: @escaping () -> Void) -> Bool {
+    lock.withLock {
+      guard !closed, !discardsResults else { return false }
+      appendReady(.call(body))
+      return true
+    }
+  }
+
   /// Runs up to `max` pending handlers (all when `max <= 0`) on the calling thread.
   public func dispatch(max: Int) -> Int {
     // "All" means all pending now: results that handlers add while we run wait for the
@@ -315,6 +329,8 @@ public final class CompletionQueue: @unchecked Sendable {
           delivery.progressQueued = false
           delivery.lastProgressAt = monotonicNanoseconds()
           return .progress(delivery, delivery.progressValue.received, delivery.progressValue.expected)
+        case .call(let body):
+          return .call(body)
         case .preview(let delivery):
           // nil when a cancel or the result came after it was queued.
           let image = delivery.state == .waiting ? delivery.previewImage : nil
@@ -335,6 +351,8 @@ public final class CompletionQueue: @unchecked Sendable {
         delivery.progressHandler?(delivery.token, received, expected)
       case .preview(let delivery, let image):
         if let image { delivery.previewHandler?(delivery.token, image) }
+      case .call(let body):
+        body()
       }
       count += 1
     }

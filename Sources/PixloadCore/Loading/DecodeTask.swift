@@ -59,6 +59,8 @@ extension TaskPool {
     }
     metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
     if case .success(let image) = result { metrics.decodedBytes = UInt64(image.totalByteCount) }
+    // An animation player's first frame: it decodes the later ones from these bytes.
+    if case .success(let image) = result, decode.variant.keepsSource { image.encodedSource = input.data.bytes }
     if case .success(let image) = result, let warning = image.warning {
       ImageLoader.log(configuration, .warning, "\(decode.variant.cacheKey): \(warning)")
     }

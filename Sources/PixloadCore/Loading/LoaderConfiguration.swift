@@ -36,6 +36,10 @@ public struct LoaderConfiguration: Sendable {
   public var isolationRequired = false
   /// An isolated decode's wall-clock limit; 0: none.
   public var decodeTimeoutMilliseconds = 10_000
+  /// Frames an animation player holds (AnimationPlayer); 0: its default (3).
+  public var animationRingFrames = 0
+  /// Most frame bytes an animation player holds; 0: no byte budget beyond the frame count.
+  public var animationRingBytes = 0
 
   public init() {}
 }

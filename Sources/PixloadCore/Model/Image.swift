@@ -41,10 +41,19 @@ public final class Image: @unchecked Sendable {
   /// `CodecSignature.Codec.stamp` of the registered codec that decoded them, 0 for the built-in
   /// decoders. Set by the decoder before the image is shared.
   public internal(set) var decoderStamp: UInt32 = 0
+  /// How often the source animation plays (as `loopCount`), also when only its first
+  /// frame was decoded. Set by the decoder before the image is shared.
+  public internal(set) var sourceLoopCount = 0
+  /// The encoded bytes the image was decoded from, for a variant that keeps them
+  /// (`ImageVariant.keepsSource`: an animation player decodes its later frames from them;
+  /// an Array, so every player of the source shares one copy). nil otherwise.
+  public internal(set) var encodedSource: [UInt8]?
 
   public var frameCount: Int { 1 + laterFrames.count }
   /// Bytes of every frame: what the image costs in the memory cache.
   public var totalByteCount: Int { byteCount * frameCount }
+  /// What the image costs in the memory cache: its frames and the encoded bytes it keeps.
+  public var cachedByteCount: Int { totalByteCount + (encodedSource?.count ?? 0) }
 
   /// Frame `index`'s pixels (0 is `pixels`), nil when out of range.
   public func framePixels(_ index: Int) -> UnsafeMutableRawPointer? {

@@ -55,6 +55,9 @@ public struct ImageRequest: Sendable {
   /// Every frame of an animated source (pixload.h: PXL_FLAG_ANIMATE); false: the first
   /// frame only. An animated and a still request are different variants.
   public var animates = false
+  /// The decoded first frame also carries the encoded bytes (`Image.encodedSource`), for
+  /// an animation player (AnimationPlayer). A variant of its own, never a disk variant.
+  public var keepsSource = false
   /// The network transfer waits this long before it may start, so that a request
   /// cancelled within it costs no connection and no bytes (tables set it during flings).
   public var startDelayMilliseconds = 0
@@ -98,7 +101,7 @@ public struct ImageRequest: Sendable {
   public var variant: ImageVariant {
     ImageVariant(cacheKey: cacheKey, width: targetWidth, height: targetHeight, mode: mode,
                  format: format, appliesOrientation: appliesOrientation, animates: animates,
-                 managesColor: managesColor, chain: ProcessorChain(processors))
+                 keepsSource: keepsSource, managesColor: managesColor, chain: ProcessorChain(processors))
   }
 }
 
@@ -112,6 +115,8 @@ public struct ImageVariant: Hashable, Sendable {
   public var appliesOrientation: Bool
   /// All frames of an animation, or only the first.
   public var animates = false
+  /// The image carries the encoded bytes too (ImageRequest.keepsSource).
+  public var keepsSource = false
   /// Converted to sRGB (the default), or the decoded values: two different renditions.
   public var managesColor = true
   /// The loader's registered codecs (`CodecTable.signature`): another decoder may give

@@ -98,6 +98,8 @@ public enum ImageProcessing {
     processed.sourceFrameCount = image.sourceFrameCount
     processed.decoderStamp = image.decoderStamp
     processed.isIncomplete = image.isIncomplete
+    processed.sourceLoopCount = image.sourceLoopCount
+    processed.encodedSource = image.encodedSource
     return .success(processed)
   }
 

@@ -68,6 +68,8 @@ public final class ImageTable: @unchecked Sendable {
     /// Row callbacks with an image, and with an error.
     public var delivered = 0
     public var failed = 0
+    /// Frames decoded by the animation players tied to rows (`bind`), while tied.
+    public var animationFramesDecoded = 0
   }
 
   /// Returns the request for a row, or nil to leave the row without an image; throws when
@@ -106,6 +108,13 @@ public final class ImageTable: @unchecked Sendable {
   private var lastGeneration: UInt64 = 0
   private var statistics = Statistics()
   private var closed = false
+  /// Animation players tied to rows (`bind`): paused while their row is out of view.
+  private var animations: [Int: WeakPlayer] = [:]
+  let animationFrames = FrameCounter()
+
+  private struct WeakPlayer {
+    weak var player: AnimationPlayer?
+  }
   /// Monotonic nanoseconds; tests pass their own clock.
   private let clock: () -> UInt64
 
@@ -138,7 +147,29 @@ public final class ImageTable: @unchecked Sendable {
     self.onPreview = configuration.previews ? onPreview : nil
   }
 
-  public var stats: Statistics { lock.withLock { statistics } }
+  public var stats: Statistics {
+    var copy = lock.withLock { statistics }
+    copy.animationFramesDecoded = animationFrames.value
+    return copy
+  }
+
+  /// Ties `player` to `row` (nil row: unties it): while the row is out of the visible rows
+  /// the player is paused, when it is back it resumes at its next frame (pixload.h,
+  /// pxl_table_bind_animation). One player a row; the table holds it weakly.
+  public func bind(_ player: AnimationPlayer, row: Int?) {
+    let shown: Bool? = lock.withLock {
+      for (tied, entry) in animations where entry.player == nil || entry.player === player {
+        animations.removeValue(forKey: tied)
+      }
+      guard let row, !closed else { return nil }
+      if let previous = animations[row]?.player { previous.tie(to: nil) }
+      animations[row] = WeakPlayer(player: player)
+      return visible.contains(row)
+    }
+    player.tie(to: shown == nil ? nil : animationFrames)
+    if shown == false { player.pause() }
+    if shown == true { player.resumeAtNextFrame() }
+  }
 
   public func setRowCount(_ count: Int) {
     let last = lock.withLock {
@@ -160,6 +191,11 @@ public final class ImageTable: @unchecked Sendable {
     var toConfirm: [UInt64] = []
     var toPostpone: [(UInt64, Int)] = []
     var toHoldAgain: [UInt64] = []
+    var players: [(AnimationPlayer, Bool)] = []
+    defer {
+      // Out of view: no decoding; back in view: the playhead goes on at its next frame.
+      for (player, shown) in players { if shown { player.resumeAtNextFrame() } else { player.pause() } }
+    }
     lock.withLock {
       if closed { return }
       requested = (first, count, direction)
@@ -167,6 +203,12 @@ public final class ImageTable: @unchecked Sendable {
       let upper = max(lower, min(ScrollPlanner.add(first, max(0, count)), rowCount))
       let wasVisible = visible
       visible = lower..<upper
+      for (row, entry) in animations {
+        guard let player = entry.player else { continue }
+        if visible.contains(row) != wasVisible.contains(row) || wasVisible.isEmpty {
+          players.append((player, visible.contains(row)))
+        }
+      }
       let now = clock()
       let plan = planner.plan(visible: visible, rowCount: rowCount, direction: direction,
                               prefetchLimit: prefetchLimit, rows: rows, now: now)
@@ -295,7 +337,12 @@ public final class ImageTable: @unchecked Sendable {
 
   /// Cancels everything; no row callback runs after this returns (on the queue's thread).
   public func close() {
-    lock.withLock { closed = true }
+    let tied: [AnimationPlayer] = lock.withLock {
+      closed = true
+      defer { animations.removeAll() }
+      return animations.values.compactMap(\.player)
+    }
+    for player in tied { player.tie(to: nil) }
     cancelAll()
   }
 

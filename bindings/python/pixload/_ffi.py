@@ -164,6 +164,8 @@ class pxl_config(ctypes.Structure):
         # Since 0.6.0 (decode_timeout_ms past 0.5.0's sizeof: int64).
         ("decode_timeout_ms", ctypes.c_int64),
         ("isolation", ctypes.c_int32),
+        ("animation_ring_frames", ctypes.c_uint32),
+        ("animation_ring_bytes", ctypes.c_uint64),
     ]
 
 
@@ -264,7 +266,8 @@ class pxl_table_config(ctypes.Structure):
 
 class pxl_table_stats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_size_t)] + [
-        (name, ctypes.c_uint64) for name in ("started", "cancelled", "memory_hits", "delivered", "failed")
+        (name, ctypes.c_uint64)
+        for name in ("started", "cancelled", "memory_hits", "delivered", "failed", "animation_frames_decoded")
     ]
 
 
@@ -368,7 +371,7 @@ def init_struct(struct, into=None):
 # have been written. A field added to the header but not here, or a field of the wrong
 # size before the last, moves the default away from where we read it.
 _LAST_FIELD_DEFAULTS = {
-    "pxl_config": ("isolation", 0),
+    "pxl_config": ("animation_ring_bytes", 0),
     "pxl_request": ("placeholder_length", 0),
     "pxl_table_config": ("previews", 1),
 }

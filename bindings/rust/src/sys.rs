@@ -160,6 +160,8 @@ pub struct pxl_config {
     // Since 0.6.0.
     pub decode_timeout_ms: i64,
     pub isolation: i32,
+    pub animation_ring_frames: u32,
+    pub animation_ring_bytes: u64,
 }
 
 // pxl_config.isolation values. Since 0.6.0.
@@ -264,6 +266,55 @@ pub struct pxl_stats {
     pub tls_resumed: u64,
 }
 
+// Animation players. Since 0.6.0.
+opaque!(pxl_animation);
+
+pub type pxl_animation_event_kind = c_uint;
+pub const PXL_ANIMATION_LOADED: pxl_animation_event_kind = 1;
+pub const PXL_ANIMATION_FRAME_READY: pxl_animation_event_kind = 2;
+pub const PXL_ANIMATION_ENDED: pxl_animation_event_kind = 3;
+pub const PXL_ANIMATION_FAILED: pxl_animation_event_kind = 4;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct pxl_animation_event {
+    pub struct_size: usize,
+    pub kind: i32,
+    pub status: pxl_status,
+    pub message: *const c_char,
+    pub image: *mut pxl_image,
+    pub index: i32,
+    pub due_ms: i64,
+    pub frame_count: i32,
+    pub loop_count: i32,
+}
+
+pub type pxl_animation_fn = Option<unsafe extern "C" fn(animation: *mut pxl_animation, event: *const pxl_animation_event, user_data: *mut c_void)>;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_animation_frame {
+    pub struct_size: usize,
+    pub index: i32,
+    pub duration_ms: i32,
+    pub due_ms: i64,
+    pub next_due_ms: i64,
+    pub skipped: i32,
+    pub ended: i32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct pxl_animation_stats {
+    pub struct_size: usize,
+    pub frames_decoded: u64,
+    pub frames_skipped: u64,
+    pub frames_shown: u64,
+    pub ring_bytes: u64,
+    pub peak_ring_bytes: u64,
+    pub loops_played: i32,
+}
+
 // user_data last since 0.2.0.
 pub type pxl_table_request_fn =
     Option<unsafe extern "C" fn(row: i64, request: *mut pxl_request, user_data: *mut c_void) -> c_int>;
@@ -299,6 +350,8 @@ pub struct pxl_table_stats {
     pub memory_hits: u64,
     pub delivered: u64,
     pub failed: u64,
+    // Since 0.6.0.
+    pub animation_frames_decoded: u64,
 }
 
 // Codecs (since 0.5.0).
@@ -348,6 +401,10 @@ pub type pxl_codec_read_icc_fn = Option<unsafe extern "C" fn(data: *const u8, si
 pub type pxl_codec_choose_size_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, flags: u32, width: *mut i32, height: *mut i32, user_data: *mut c_void) -> pxl_status>;
 pub type pxl_codec_decode_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, target: *mut pxl_codec_target, message: *mut c_char, message_cap: usize, user_data: *mut c_void) -> pxl_status>;
 pub type pxl_codec_destroy_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+// Since 0.6.0.
+pub type pxl_codec_open_frames_fn = Option<unsafe extern "C" fn(data: *const u8, size: usize, state: *mut *mut c_void, message: *mut c_char, message_cap: usize, user_data: *mut c_void) -> pxl_status>;
+pub type pxl_codec_next_frame_fn = Option<unsafe extern "C" fn(state: *mut c_void, target: *mut pxl_codec_target, duration_ms: *mut i32, message: *mut c_char, message_cap: usize, user_data: *mut c_void) -> pxl_status>;
+pub type pxl_codec_close_frames_fn = Option<unsafe extern "C" fn(state: *mut c_void, user_data: *mut c_void)>;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -364,6 +421,10 @@ pub struct pxl_codec {
     pub decode: pxl_codec_decode_fn,
     pub decode_frames: pxl_codec_decode_fn,
     pub destroy: pxl_codec_destroy_fn,
+    // Since 0.6.0.
+    pub open_frames: pxl_codec_open_frames_fn,
+    pub next_frame: pxl_codec_next_frame_fn,
+    pub close_frames: pxl_codec_close_frames_fn,
 }
 
 pub type pxl_codec_module_register_fn = Option<unsafe extern "C" fn(loader: *mut pxl_loader) -> pxl_status>;
@@ -560,6 +621,20 @@ extern "C" {
         image_now: *mut *mut pxl_image,
     ) -> pxl_status;
 
+    pub fn pxl_animation_load(
+        loader: *mut pxl_loader,
+        request: *const pxl_request,
+        queue: *mut pxl_queue,
+        fn_: pxl_animation_fn,
+        user_data: *mut c_void,
+        out: *mut *mut pxl_animation,
+    ) -> pxl_status;
+    pub fn pxl_animation_frame_at(animation: *mut pxl_animation, now_ms: i64, frame: *mut pxl_animation_frame) -> *mut pxl_image;
+    pub fn pxl_animation_pause(animation: *mut pxl_animation);
+    pub fn pxl_animation_resume(animation: *mut pxl_animation, now_ms: i64);
+    pub fn pxl_animation_stats_get(animation: *const pxl_animation, stats: *mut pxl_animation_stats) -> pxl_status;
+    pub fn pxl_animation_free(animation: *mut pxl_animation);
+
     pub fn pxl_table_config_init_size(config: *mut pxl_table_config, size: usize) -> pxl_status;
     /// 0.1.0's, as pxl_config_init: use pxl_table_config_init_size.
     pub fn pxl_table_config_init(config: *mut pxl_table_config);
@@ -588,6 +663,7 @@ extern "C" {
     pub fn pxl_table_set_row_count(table: *mut pxl_table, row_count: i64) -> pxl_status;
     pub fn pxl_table_cancel_all(table: *mut pxl_table);
     pub fn pxl_table_get_stats(table: *mut pxl_table, stats: *mut pxl_table_stats) -> pxl_status;
+    pub fn pxl_table_bind_animation(table: *mut pxl_table, row: i64, animation: *mut pxl_animation) -> pxl_status;
     pub fn pxl_table_free(table: *mut pxl_table);
     pub fn pxl_codec_init_size(codec: *mut pxl_codec, size: usize) -> pxl_status;
     pub fn pxl_loader_add_codec(loader: *mut pxl_loader, codec: *const pxl_codec) -> pxl_status;

@@ -85,7 +85,7 @@ fn rust_side() -> (
             disk_cache_bytes, ignore_http_freshness, memory_cache_count, disk_cache_dir,
             disk_cache_max_age_s, log, log_user_data, log_level, disk_variant_max_side, codec_modules,
             ca_path, proxy, tls_min_version, request_hook, request_hook_user_data, hook_timeout_ms,
-            decode_timeout_ms, isolation,
+            decode_timeout_ms, isolation, animation_ring_frames, animation_ring_bytes,
         }
         pxl_request {
             struct_size, url, cache_key, width, height, mode, format, priority, flags, headers,
@@ -109,8 +109,13 @@ fn rust_side() -> (
             cancelled, failed, bytes_downloaded, memory_bytes, memory_count, disk_bytes, bytes_saved,
             variant_hits, variants_stored, variant_bytes_stored, tls_handshakes, tls_resumed,
         }
+        pxl_animation_event { struct_size, kind, status, message, image, index, due_ms, frame_count, loop_count }
+        pxl_animation_frame { struct_size, index, duration_ms, due_ms, next_due_ms, skipped, ended }
+        pxl_animation_stats {
+            struct_size, frames_decoded, frames_skipped, frames_shown, ring_bytes, peak_ring_bytes, loops_played,
+        }
         pxl_table_config { struct_size, prefetch_rows, keep_rows, visible_priority, prefetch_priority, previews }
-        pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed }
+        pxl_table_stats { struct_size, started, cancelled, memory_hits, delivered, failed, animation_frames_decoded }
         pxl_codec_header {
             struct_size, flags, width, height, frame_count, loop_count, orientation, has_alpha, icc_size,
             cicp_primaries, cicp_transfer, cicp_matrix,
@@ -118,7 +123,7 @@ fn rust_side() -> (
         pxl_codec_target { struct_size, flags, width, height, pixels, stride, cancel, frame_done, library }
         pxl_codec {
             struct_size, id, version, flags, user_data, sniff, read_header, read_icc, choose_size, decode,
-            decode_frames, destroy,
+            decode_frames, destroy, open_frames, next_frame, close_frames,
         }
         pxl_processor {
             kind, color, radius_tl, radius_tr, radius_br, radius_bl, border_width, sigma, x, y, width,
@@ -164,9 +169,10 @@ fn rust_side() -> (
         PXL_TIER_NONE, PXL_TIER_MEMORY, PXL_TIER_DISK_VARIANT, PXL_TIER_DISK, PXL_TIER_REVALIDATED,
         PXL_TIER_NETWORK, PXL_TIER_FILE, PXL_TIER_DATA, PXL_TIER_FETCHER,
         PXL_PLACEHOLDER_NONE, PXL_PLACEHOLDER_BLURHASH, PXL_PLACEHOLDER_THUMBHASH,
+        PXL_ANIMATION_LOADED, PXL_ANIMATION_FRAME_READY, PXL_ANIMATION_ENDED, PXL_ANIMATION_FAILED,
     ];
     let enums = rust_enums![pxl_status, pxl_format, pxl_mode, pxl_source, pxl_processor_kind, pxl_tier,
-                            pxl_placeholder_kind, pxl_codec_sniff_kind];
+                            pxl_placeholder_kind, pxl_codec_sniff_kind, pxl_animation_event_kind];
     (structs, fields, order, constants, enums)
 }
 
