@@ -91,3 +91,27 @@ def test_still_image_gives_one_frame(server):
         with pixload.Loader() as loader:
             return [f.index async for f in loader.animate(server.url("gradient.jpg", case="still-player"))]
     assert run(play()) == [0]
+
+
+def test_cli_play_prints_a_line_per_frame_and_the_summary(server, long_gif, cli):
+    import re
+    import subprocess
+
+    run = subprocess.run([cli, "play", "--no-disk-cache", "--size", "32x24", "--frames", "50",
+                          server.url(long_gif, case="cli")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    frames = [re.fullmatch(r"frame (\d+) 32x24 20 ms, due (\d+) ms, shown (\d+) ms(, late)?(, skipped (\d+))?", line)
+              for line in lines[:-1]]
+    assert all(frames), lines
+    shown = len(frames)
+    skipped = sum(int(m.group(6) or 0) for m in frames)
+    assert shown + skipped == 50
+    # Frames in playing order: 0..39, then the second loop from 0 again.
+    order = [int(m.group(1)) for m in frames]
+    assert order[0] == 0 and all((b - a) % FRAMES == 1 + int(m.group(6) or 0)
+                                 for a, b, m in zip(order, order[1:], frames[1:]))
+    summary = re.fullmatch(r"played (\d+) frames, first after (\d+) ms, peak frame memory (\d+) bytes", lines[-1])
+    assert summary, lines[-1]
+    assert int(summary.group(1)) == shown
+    assert 0 < int(summary.group(3)) <= 3 * 32 * 24 * 4
