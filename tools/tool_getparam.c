@@ -109,7 +109,7 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
          OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_ISOLATION, OPT_DECODE_TIMEOUT_MS, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
          OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT, OPT_PROCESS, OPT_CA_FILE, OPT_CA_PATH, OPT_PROXY, OPT_METRICS,
-         OPT_BLURHASH, OPT_THUMBHASH };
+         OPT_BLURHASH, OPT_THUMBHASH, OPT_FRAMES };
   static const struct option long_options[] = {
       {"size", required_argument, NULL, OPT_SIZE},
       {"mode", required_argument, NULL, OPT_MODE},
@@ -145,6 +145,7 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"metrics", no_argument, NULL, OPT_METRICS},
       {"blurhash", no_argument, NULL, OPT_BLURHASH},
       {"thumbhash", no_argument, NULL, OPT_THUMBHASH},
+      {"frames", required_argument, NULL, OPT_FRAMES},
       {NULL, 0, NULL, 0}};
   pxl_config_init(&o->config);
   pxl_request_init(&o->request);
@@ -247,6 +248,10 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       case OPT_METRICS: o->metrics = 1; break;
       case OPT_BLURHASH: o->hash_kind = PXL_PLACEHOLDER_BLURHASH; break;
       case OPT_THUMBHASH: o->hash_kind = PXL_PLACEHOLDER_THUMBHASH; break;
+      case OPT_FRAMES:
+        if (parse_int(optarg, 1, INT32_MAX, &n)) return usage_error("--frames wants a number > 0, not '%s'", optarg);
+        o->frames = n;
+        break;
       case OPT_HELP: fputs(usage_text, stdout); exit(0);
       default:
         return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);

@@ -15,6 +15,7 @@ struct fetch_options {
   int quiet;
   int metrics;       /* --metrics */
   int32_t hash_kind; /* hash: --blurhash or --thumbhash */
+  long frames;       /* play: --frames (0: one loop) */
   char **urls;
   size_t url_count;
   size_t url_capacity;
@@ -23,7 +24,7 @@ struct fetch_options {
   pxl_processor processors[PXL_MAX_PROCESSORS]; /* --process, pointed to by request */
 };
 
-/* Fills o (zeroed by the caller) from argv; returns 0, or the exit status of a usage
+/* fetch's, hash's and play's options. Fills o (zeroed by the caller) from argv; returns 0, or the exit status of a usage
  * error (2). --help prints the usage and exits. fetch_options_free frees what it holds,
  * also after an error. */
 int parse_fetch_options(int argc, char **argv, struct fetch_options *o);

@@ -4,6 +4,7 @@
  *   pixload version
  *   pixload fetch [options] URL...
  *   pixload hash --blurhash|--thumbhash [options] URL...
+ *   pixload play [--frames N] [options] URL
  *
  * fetch loads every URL through one loader and one queue, all at once, drains the
  * queue on this thread, and prints one line per URL in the order given:
@@ -21,7 +22,8 @@
  *
  * fetch --metrics prints one JSON object per URL instead (tool_writeout_json.c), and the
  * summary on stderr, so that stdout pipes into jq. hash prints one placeholder per URL:
- * the BlurHash (4x3 components) or the ThumbHash in base64.
+ * the BlurHash (4x3 components) or the ThumbHash in base64. play plays one animation
+ * frame by frame at its durations through a player (tool_play.c says what it prints).
  *
  * Exit status: 0 if every URL loaded (and was written), 1 otherwise, 2 on a usage error.
  * The manual: docs/pixload.1 (`man pixload` once installed). tools/README.md names the
@@ -35,6 +37,7 @@
 #include "pixload.h"
 #include "tool_help.h"
 #include "tool_operate.h"
+#include "tool_play.h"
 
 int main(int argc, char **argv) {
   if (argc < 2) return usage_error(NULL, NULL);
@@ -56,6 +59,7 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "fetch") == 0) return operate(argc - 1, argv + 1, 0);
   if (strcmp(argv[1], "hash") == 0) return operate(argc - 1, argv + 1, 1);
+  if (strcmp(argv[1], "play") == 0) return play(argc - 1, argv + 1);
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
     fputs(usage_text, stdout);
     return 0;

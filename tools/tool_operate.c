@@ -99,6 +99,10 @@ int operate(int argc, char **argv, int hash) {
   struct fetch_options o = {0};
   int rc = parse_fetch_options(argc, argv, &o);
   if (rc) goto out_options;
+  if (o.frames) {
+    rc = usage_error("%s", "--frames is play's option");
+    goto out_options;
+  }
   if (!hash && o.hash_kind) {
     rc = usage_error("%s", "--blurhash and --thumbhash are hash's options");
     goto out_options;

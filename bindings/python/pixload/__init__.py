@@ -11,6 +11,7 @@ Loader.load(url, callback, queue=...), Table, Loader.prefetch / lookup / bind.
 The library is found through $PIXLOAD_LIBRARY (a path to libpixload.so.0), then a copy
 inside this package, then the system's (`make install`).
 """
+from ._animation import Animation, AnimationStats, Frame
 from ._codecs import Codec, CodecError, CodecHeader
 from ._ffi import LibraryNotFoundError, PXL_VERSION_NUM as BINDINGS_VERSION_NUM, library_origin
 from ._fetchers import FetchSink
@@ -37,7 +38,7 @@ from ._processors import (
 __version__ = "0.6.0"
 
 __all__ = [
-    "BINDINGS_VERSION_NUM", "Codec", "CodecError", "CodecHeader", "FetchSink", "Format", "HookCall", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
+    "Animation", "AnimationStats", "BINDINGS_VERSION_NUM", "Frame", "Codec", "CodecError", "CodecHeader", "FetchSink", "Format", "HookCall", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
     "LibraryNotFoundError", "Loader", "LoaderClosedError", "LocalIOError", "LogLevel", "Mode", "NetworkError",
     "NotCachedError", "NotFoundError", "OutOfMemoryError", "PRIORITY_NORMAL", "PRIORITY_PREFETCH",
     "PRIORITY_VISIBLE", "PixloadError", "PixloadTimeoutError", "Queue", "Request",

@@ -6,6 +6,7 @@ import ctypes
 import weakref
 
 from . import _codecs, _fetchers, _ffi, _hook
+from ._animation import Animation
 from ._config import _CONFIG_FIELDS, _fill_config, _log_trampoline
 from ._errors import PixloadError, Status, _check
 from ._ffi import lib
@@ -324,6 +325,15 @@ class Loader(_Handle):
             waiting[1] -= 1
             if waiting[1] == 0 and self._fetch_loops.get(url) is waiting:
                 del self._fetch_loops[url]
+
+    def animate(self, url, size=None, mode="fit", process=None, **request):
+        """Plays url's animation: an asynchronous iterator of Frames (pixload._animation),
+        each decoded at the request's size, mode, format and processors when it falls due,
+        into a small ring (pxl_config.animation_ring_frames), so memory does not grow with
+        the frame count. Ends after the loop count (an animation that loops forever never
+        ends: break out). A still image gives one frame. Raises the load's PixloadError at
+        the first iteration. Other options as load()."""
+        return Animation(self, url, dict(request, size=size, mode=mode, process=process))
 
     def fetch_sync(self, url, timeout=None, **request):
         """Loads url and blocks until its Image is ready (raises PixloadError on failure,

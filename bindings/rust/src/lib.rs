@@ -29,6 +29,7 @@
 
 pub mod sys;
 
+mod animation;
 mod callbacks;
 mod codec;
 mod config;
@@ -47,6 +48,7 @@ mod request;
 mod table;
 mod version;
 
+pub use animation::{Animation, AnimationFrame, AnimationStats};
 pub use callbacks::caught_panics;
 pub use codec::{Codec, CodecHeader, CodecTarget};
 pub use config::{scheme, Isolation, LoaderBuilder, LogLevel, TlsVersion};
