@@ -84,7 +84,7 @@ unsafe extern "C" fn on_event(_animation: *mut sys::pxl_animation, event: *const
             unsafe { CStr::from_ptr(event.message) }.to_string_lossy().into_owned()
         };
         let mut events = events.borrow_mut();
-        match event.kind {
+        match event.kind as sys::pxl_animation_event_kind {
             sys::PXL_ANIMATION_LOADED => {
                 events.frame_count = event.frame_count;
                 events.loop_count = event.loop_count;
