@@ -347,6 +347,14 @@ test-tsan:
 # cHRM- and gAMA-tagged files made now (scripts/gen-color-fixtures.py), and on PngSuite's
 # gAMA/cHRM files where ../shared/corpus is present.
 GEN_CONFORMANCE := $(STAGE)/conformance-gen
+# The JPEG decode fed as its bytes arrive against the whole-buffer decode: the corpus's
+# JPEGs and generated ones in random chunks, cut short and damaged (Tests/codecs/jpeg_stream_test.c).
+test-jpeg-stream:
+	@mkdir -p $(STAGE)/tests
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/jpeg_stream_test.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/tests/jpeg-stream $(CODEC_LIBS)
+	$(STAGE)/tests/jpeg-stream $(CORPUS)
+
 test-codecs: deps
 	@mkdir -p $(STAGE)/tests
 	for gen in scripts/gen-conformance*.py; do python3 $$gen $(GEN_CONFORMANCE) || exit 1; done
@@ -356,6 +364,7 @@ test-codecs: deps
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
 	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) -f Tests/fixtures $(CORPUS)
 	$(STAGE)/tests/codec-edges
+	@$(SUBMAKE) test-jpeg-stream
 	@# The GIF fuzz target's replay build under ASan + UBSan (clang: gcc misses null + offset): its
 	@# regressions, the suite and the generated set.
 	$(CLANG) -fuse-ld=lld -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DGIF_FUZZ_MAIN \
