@@ -650,6 +650,10 @@ static void stream_skip_input_data(j_decompress_ptr cinfo, long num_bytes) {
 
 static void stream_term_source(j_decompress_ptr cinfo) { (void)cinfo; }
 
+static int64_t streams_live;
+
+int64_t pxl_jpeg_streams_live(void) { return __atomic_load_n(&streams_live, __ATOMIC_RELAXED); }
+
 pxl_jpeg_stream *pxl_jpeg_stream_new(int32_t layout, int32_t scale_denom, uint64_t max_pixels,
                                      pxl_codec_row_fn row_fn, pxl_codec_region_row_fn region_fn, void *user,
                                      int32_t x, int32_t y, int32_t width, int32_t height, const int32_t *cancel) {
@@ -686,6 +690,7 @@ pxl_jpeg_stream *pxl_jpeg_stream_new(int32_t layout, int32_t scale_denom, uint64
   s->src.resync_to_restart = jpeg_resync_to_restart;
   s->src.term_source = stream_term_source;
   job->cinfo.src = &s->src;
+  __atomic_add_fetch(&streams_live, 1, __ATOMIC_RELAXED);
   return s;
 }
 
@@ -812,6 +817,7 @@ pxl_codec_status pxl_jpeg_stream_feed(pxl_jpeg_stream *s, const uint8_t *data, s
 
 void pxl_jpeg_stream_free(pxl_jpeg_stream *s) {
   if (s == NULL) return;
+  __atomic_sub_fetch(&streams_live, 1, __ATOMIC_RELAXED);
   jpeg_destroy_decompress(&s->job.cinfo);
   free(s->job.cmyk_row);
   free(s->job.strip);

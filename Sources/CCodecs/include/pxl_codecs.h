@@ -228,6 +228,9 @@ pxl_jpeg_stream *pxl_jpeg_stream_new(int32_t layout, int32_t scale_denom, uint64
 pxl_codec_status pxl_jpeg_stream_feed(pxl_jpeg_stream *s, const uint8_t *data, size_t size, int at_end,
                                       int *state, pxl_codec_output *out);
 void pxl_jpeg_stream_free(pxl_jpeg_stream *s);
+/* Streams made and not yet freed, in this process (tests: a cancelled decode's state is
+ * freed). */
+int64_t pxl_jpeg_streams_live(void);
 /* The offset just past a JPEG's first SOS segment (its header, all a decode's plan
  * reads); 0 while the bytes end before it; -1 when the markers are not a plain sequence
  * of segments (such a file is decoded whole). */

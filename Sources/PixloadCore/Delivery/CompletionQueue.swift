@@ -303,7 +303,9 @@ public final class CompletionQueue: @unchecked Sendable {
           defer { delivery.outcome = nil }
           let outcome = delivery.outcome!
           var metrics = delivery.metrics
-          metrics.queueWaitMicroseconds = microseconds(from: delivery.postedAt, to: monotonicNanoseconds())
+          let now = monotonicNanoseconds()
+          metrics.queueWaitMicroseconds = microseconds(from: delivery.postedAt, to: now)
+          metrics.afterLastByteMicroseconds = microseconds(from: metrics.lastByteAt, to: now)
           if case .success(let image, _, _) = outcome { metrics.deliveredBytes = UInt64(image.totalByteCount) }
           return .result(delivery, outcome, metrics)
         case .progress(let delivery):

@@ -57,8 +57,16 @@ extension TaskPool {
       metrics.isolated = true
       metrics.workerMicroseconds = workerNanoseconds / 1000
     }
-    metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
     if case .success(let image) = result { metrics.decodedBytes = UInt64(image.totalByteCount) }
+    finishDecode(decode, result, input, metrics: metrics, flag: flag)
+  }
+
+  /// Not holding the lock, on a pool thread: a decode's result (its figures in `metrics`)
+  /// to its requests and the tasks processed from it.
+  func finishDecode(_ decode: VariantTask, _ result: Result<Image, LoadError>, _ input: DecodeInput,
+                    metrics: RequestMetrics, flag: CancelFlag) {
+    var metrics = metrics
+    metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
     if case .success(let image) = result, let warning = image.warning {
       ImageLoader.log(configuration, .warning, "\(decode.variant.cacheKey): \(warning)")
     }

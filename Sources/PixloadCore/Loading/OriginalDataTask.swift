@@ -28,6 +28,10 @@ final class OriginalDataTask {
   /// What its stages measured so far, and when the disk lookup under way began.
   var metrics = RequestMetrics()
   var stageStartedAt: UInt64 = 0
+  /// Its decode fed as the bytes arrive, if one started (StreamTask.swift), and the
+  /// progress reports counted until it may (network thread only).
+  var stream: StreamFeed?
+  var progressReports: UInt8 = 0
 
   init(key: OriginalDataKey, url: RequestURL, headers: [String]) {
     self.key = key
@@ -93,6 +97,7 @@ extension TaskPool {
   func abandon(_ download: OriginalDataTask) -> [PendingRequest] {
     if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
     download.phase = .idle
+    dropStream(download)
     let failed = download.decodes.values.flatMap { abandon($0) }
     download.decodes.removeAll()
     return failed
@@ -149,6 +154,7 @@ extension TaskPool {
   /// a 304's stored bytes) without the loader's lock, between the two sections that take
   /// the download off the table and hand the bytes to its decodes.
   func downloadFinished(_ download: OriginalDataTask, _ result: Result<DownloadedData, LoadError>) {
+    let lastByteAt = monotonicNanoseconds()
     var failed: [PendingRequest] = []
     var failure: LoadError?
     let taken: (stored: StoredOriginal?, endedEarly: Int)? = lock.withLock {
@@ -167,6 +173,9 @@ extension TaskPool {
         // Over: a decode that leaves meanwhile cancels nothing below it.
         download.phase = .idle
         download.metrics.take(response.timing)
+        download.metrics.lastByteAt = lastByteAt
+        // A transfer ended early carries the first scans only: decoded whole, as before.
+        if response.endedEarly { dropStream(download) }
         return (stored, download.preview.endedEarly)
       }
     }
@@ -196,7 +205,9 @@ extension TaskPool {
       case .revalidated:
         counters.revalidated += 1
         counters.bytesDownloaded += response.bytes.count
-      default: download.metrics.bytesReceived = 0
+      default:
+        download.metrics.bytesReceived = 0
+        download.metrics.lastByteAt = 0
       }
       decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
     }
@@ -207,7 +218,8 @@ extension TaskPool {
     var input = input
     input.metrics = download.metrics
     download.phase = .idle
-    for decode in download.decodes.values { scheduleDecode(decode, input) }
+    let streamed = streamBodyArrived(download, input)
+    for decode in download.decodes.values where decode !== streamed { scheduleDecode(decode, input) }
     download.decodes.removeAll()
   }
 }

@@ -82,6 +82,12 @@ public struct RequestMetrics: Sendable, Equatable {
   /// took (its conversations, wall clock).
   public var isolated = false
   public var workerMicroseconds: UInt64 = 0
+  /// From the transfer's last byte (its completion reaching the loader) to the callback
+  /// starting: what the decode and delivery left for after the download (0 without a
+  /// transfer: a cache hit, a data: URL, a fetcher).
+  public var afterLastByteMicroseconds: UInt64 = 0
+  /// When that last byte came (monotonic nanoseconds; 0: no transfer).
+  var lastByteAt: UInt64 = 0
 
   public init() {}
 
