@@ -100,7 +100,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-stream bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -518,6 +518,23 @@ bench-network:
 	@scripts/deps.sh
 	@$(SUBMAKE) all
 	@bench/network.sh $(STAGE)
+
+# Decoding while downloading: a 12 MP baseline JPEG (bench/make_photo.py) served at 1 MB/s
+# from a thread of the bench (bench/stream_decode.c): the last byte to the callback for its
+# 150x150 thumbnail and full size, against the full-size decode from memory, medians of
+# BENCH_STREAM_REPS (5). BEFORE_LIB=DIR runs the same first against the libpixload in DIR
+# (an older build: "before").
+BENCH_STREAM_REPS ?= 5
+bench-stream:
+	@$(SUBMAKE) all
+	@mkdir -p $(STAGE)/bench-stream
+	@test -f $(STAGE)/bench-stream/photo-12mp.jpg || python3 bench/make_photo.py $(STAGE)/bench-stream/photo-12mp.jpg
+	$(CC) -O2 $(WARN) -pthread -Iinclude bench/stream_decode.c -o $(STAGE)/bench-stream/stream_decode \
+	  -L$(STAGE)/lib -lpixload -Wl,--enable-new-dtags,-rpath,$(CURDIR)/$(STAGE)/lib
+	@if [ -n "$(BEFORE_LIB)" ]; then echo "== before ($(BEFORE_LIB))"; \
+	  LD_LIBRARY_PATH=$(BEFORE_LIB) $(STAGE)/bench-stream/stream_decode $(STAGE)/bench-stream/photo-12mp.jpg \
+	    1000000 $(BENCH_STREAM_REPS) || exit 1; echo "== after"; fi
+	$(STAGE)/bench-stream/stream_decode $(STAGE)/bench-stream/photo-12mp.jpg 1000000 $(BENCH_STREAM_REPS)
 
 # pxl_placeholder_decode's time on the caller's thread (BlurHash and ThumbHash, 32x32 and
 # 256x256) and pxl_placeholder_encode's on 100x100: medians (bench/placeholder.c).

@@ -1706,6 +1706,11 @@ typedef struct pxl_metrics {
                                   included ("Isolation") */
   int32_t isolated;            /* 1: its decode ran in a confined worker (also when the
                                   worker failed: PXL_E_DECODER_FAILED) */
+  /* Since 0.6.0. */
+  uint64_t after_last_byte_us; /* from the transfer's last byte to the callback starting:
+                                  what decoding (a JPEG is decoded as it arrives), processing
+                                  and delivery left for after the download; 0 without a
+                                  transfer (a cache hit, data:, a fetcher) */
 } pxl_metrics;
 
 /* The size of a 0.5.0 pxl_metrics (up to delivered_bytes): the smallest struct_size taken. */

@@ -57,6 +57,8 @@ void print_metrics(const struct job *job) {
          (unsigned long long)m->delivered_bytes);
   if (m->struct_size >= offsetof(pxl_metrics, isolated) + sizeof(int32_t))
     printf(",\"isolated\":%s,\"worker_us\":%llu", m->isolated ? "true" : "false", (unsigned long long)m->worker_us);
+  if (m->struct_size >= offsetof(pxl_metrics, after_last_byte_us) + sizeof(uint64_t))
+    printf(",\"after_last_byte_us\":%llu", (unsigned long long)m->after_last_byte_us);
   if (job->status != PXL_OK) {
     printf(",\"error\":");
     print_json_string(job->message ? job->message : pxl_status_string(job->status));

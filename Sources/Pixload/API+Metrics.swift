@@ -42,6 +42,7 @@ private func cMetrics(_ m: RequestMetrics) -> pxl_metrics {
   c.delivered_bytes = m.deliveredBytes
   c.worker_us = m.workerMicroseconds
   c.isolated = m.isolated ? 1 : 0
+  c.after_last_byte_us = m.afterLastByteMicroseconds
   return c
 }
 

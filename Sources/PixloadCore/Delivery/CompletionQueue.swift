@@ -305,7 +305,7 @@ public final class CompletionQueue: @unchecked Sendable {
           var metrics = delivery.metrics
           let now = monotonicNanoseconds()
           metrics.queueWaitMicroseconds = microseconds(from: delivery.postedAt, to: now)
-          metrics.afterLastByteMicroseconds = microseconds(from: metrics.lastByteAt, to: now)
+          metrics.callbackStarts(at: now)
           if case .success(let image, _, _) = outcome { metrics.deliveredBytes = UInt64(image.totalByteCount) }
           return .result(delivery, outcome, metrics)
         case .progress(let delivery):

@@ -28,10 +28,31 @@ final class OriginalDataTask {
   /// What its stages measured so far, and when the disk lookup under way began.
   var metrics = RequestMetrics()
   var stageStartedAt: UInt64 = 0
-  /// Its decode fed as the bytes arrive, if one started (StreamTask.swift), and the
-  /// progress reports counted until it may (network thread only).
-  var stream: StreamFeed?
-  var progressReports: UInt8 = 0
+  /// Its decode fed as the bytes arrive (StreamTask.swift): the progress reports counted
+  /// until one may start, then its feed. One field: thousands of downloads may wait
+  /// (Tests/e2e/exhaust.c's budget).
+  private var streamState = StreamState.counting(0)
+  private enum StreamState {
+    case counting(UInt8)
+    case feeding(StreamFeed)
+  }
+
+  /// The feed of its decode, if one is under way; once it is over, none starts again.
+  var stream: StreamFeed? {
+    get {
+      if case .feeding(let feed) = streamState { return feed }
+      return nil
+    }
+    set { streamState = newValue.map(StreamState.feeding) ?? .counting(2) }
+  }
+
+  /// Counts a progress report; true at the second (the transfer lasted a progress
+  /// interval: a feed may start).
+  func countProgressReport() -> Bool {
+    guard case .counting(let reports) = streamState, reports < 2 else { return false }
+    streamState = .counting(reports + 1)
+    return reports + 1 == 2
+  }
 
   init(key: OriginalDataKey, url: RequestURL, headers: [String]) {
     self.key = key
@@ -173,7 +194,7 @@ extension TaskPool {
         // Over: a decode that leaves meanwhile cancels nothing below it.
         download.phase = .idle
         download.metrics.take(response.timing)
-        download.metrics.lastByteAt = lastByteAt
+        download.metrics.lastByteCame(at: lastByteAt)
         // A transfer ended early carries the first scans only: decoded whole, as before.
         if response.endedEarly { dropStream(download) }
         return (stored, download.preview.endedEarly)
@@ -207,7 +228,7 @@ extension TaskPool {
         counters.bytesDownloaded += response.bytes.count
       default:
         download.metrics.bytesReceived = 0
-        download.metrics.lastByteAt = 0
+        download.metrics.lastByteCame(at: 0)
       }
       decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
     }

@@ -41,14 +41,11 @@ extension TaskPool {
     var fresh: StreamingDecode?
     // The second report: the transfer has lasted a progress interval (a fast one is done
     // before, and is decoded whole as before).
-    if download.progressReports < 2 { download.progressReports += 1 }
-    if download.progressReports == 2, let decoder = decoder as? ImageDecoder {
-      download.progressReports += 1
-      let variant: ImageVariant? = lock.withLock { streamable(download)?.variant }
-      if let variant {
-        fresh = decoder.streamingDecode(body, variant: variant, maxPixels: configuration.maxPixels,
-                                        cancel: CancelFlag())
-      }
+    let variant: ImageVariant? = lock.withLock {
+      download.countProgressReport() ? streamable(download)?.variant : nil
+    }
+    if let variant, let decoder = decoder as? ImageDecoder {
+      fresh = decoder.streamingDecode(body, variant: variant, maxPixels: configuration.maxPixels, cancel: CancelFlag())
     }
     let submit: StreamFeed? = lock.withLock {
       if let fresh, let decode = streamable(download), decode.variant == fresh.variant {

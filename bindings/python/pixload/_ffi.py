@@ -223,7 +223,8 @@ class pxl_metrics(ctypes.Structure):  # since 0.5.0
         "disk_read_us", "decode_us", "process_us", "queue_wait_us", "bytes_received")] + [
         (name, ctypes.c_int32) for name in ("http_status", "http_version", "redirects", "connection_reused")
     ] + [("decoded_bytes", ctypes.c_uint64), ("delivered_bytes", ctypes.c_uint64),
-         ("worker_us", ctypes.c_uint64), ("isolated", ctypes.c_int32)]  # since 0.6.0
+         ("worker_us", ctypes.c_uint64), ("isolated", ctypes.c_int32),  # since 0.6.0
+         ("after_last_byte_us", ctypes.c_uint64)]  # since 0.6.0
 
 
 class pxl_stats(ctypes.Structure):

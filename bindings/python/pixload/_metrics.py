@@ -49,11 +49,12 @@ class Metrics:
     delivered_bytes: int = 0
     worker_us: int = 0  # of decode_us: the confined decode worker's (pixload.h, "Isolation")
     isolated: bool = False
+    after_last_byte_us: int = 0  # the transfer's last byte to the callback (0: no transfer)
 
 
 _COPIED = ("slot_wait_us", "dns_us", "connect_us", "tls_us", "first_byte_us", "transfer_us", "disk_read_us",
            "decode_us", "process_us", "queue_wait_us", "http_status", "http_version", "redirects",
-           "decoded_bytes", "delivered_bytes", "worker_us")
+           "decoded_bytes", "delivered_bytes", "worker_us", "after_last_byte_us")
 
 
 def metrics_from_c(result_p):

@@ -66,6 +66,8 @@ pub struct Metrics {
     pub worker_us: u64,
     /// The decode ran in a confined worker.
     pub isolated: bool,
+    /// From the transfer's last byte to the callback starting (0: no transfer).
+    pub after_last_byte_us: u64,
 }
 
 impl Metrics {
@@ -100,6 +102,7 @@ impl Metrics {
             delivered_bytes: m.delivered_bytes,
             worker_us: m.worker_us,
             isolated: m.isolated != 0,
+            after_last_byte_us: m.after_last_byte_us,
         })
     }
 }

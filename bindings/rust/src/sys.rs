@@ -449,6 +449,7 @@ pub struct pxl_metrics {
     // Since 0.6.0.
     pub worker_us: u64,
     pub isolated: i32,
+    pub after_last_byte_us: u64,
 }
 
 pub const PXL_METRICS_SIZE_0_5: usize = offset_of!(pxl_metrics, delivered_bytes) + size_of::<u64>();
