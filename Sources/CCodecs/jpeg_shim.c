@@ -448,6 +448,24 @@ typedef struct jpeg_rows_request {
 static pxl_codec_status jpeg_decode_into(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom,
                                          uint64_t max_pixels, uint32_t options, const jpeg_rows_request *rows,
                                          pxl_codec_output *out);
+
+/* What a decode (whole or streaming) is asked for, into a zeroed job. */
+static void jpeg_job_setup(jpeg_job *job, int32_t layout, int32_t scale_denom, uint64_t max_pixels,
+                           const jpeg_rows_request *rows, pxl_codec_output *out) {
+  job->layout = layout;
+  job->scale_denom = scale_denom;
+  job->max_pixels = max_pixels;
+  job->out = out;
+  if (rows != NULL) {
+    job->row_fn = rows->row_fn;
+    job->region_fn = rows->region_fn;
+    job->row_user = rows->user;
+    job->region_x = rows->x;
+    job->region_y = rows->y;
+    job->region_width = rows->width;
+    job->region_height = rows->height;
+  }
+}
 static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int dc_scans_only, int32_t layout,
                                          int32_t scale_denom, uint64_t max_pixels, const jpeg_rows_request *rows,
                                          pxl_codec_output *out, int *rows_delivered);
@@ -555,19 +573,7 @@ static pxl_codec_status jpeg_decode_once(const uint8_t *data, size_t size, int d
   job->data = data;
   job->size = size;
   job->dc_scans_only = dc_scans_only;
-  job->layout = layout;
-  job->scale_denom = scale_denom;
-  job->max_pixels = max_pixels;
-  job->out = out;
-  if (rows != NULL) {
-    job->row_fn = rows->row_fn;
-    job->region_fn = rows->region_fn;
-    job->row_user = rows->user;
-    job->region_x = rows->x;
-    job->region_y = rows->y;
-    job->region_width = rows->width;
-    job->region_height = rows->height;
-  }
+  jpeg_job_setup(job, layout, scale_denom, max_pixels, rows, out);
   pxl_codec_status st = jpeg_finish_job(job, jpeg_run(job), out->message, sizeof out->message);
   *rows_delivered = job->rows_delivered;
   if (st == PXL_CODEC_OK) {
@@ -663,17 +669,8 @@ pxl_jpeg_stream *pxl_jpeg_stream_new(int32_t layout, int32_t scale_denom, uint64
   if (s == NULL) return NULL;
   jpeg_job *job = &s->job;
   job->streaming = 1;
-  job->layout = layout;
-  job->scale_denom = scale_denom;
-  job->max_pixels = max_pixels;
-  job->out = &s->out;
-  job->row_fn = row_fn;
-  job->region_fn = region_fn;
-  job->row_user = user;
-  job->region_x = x;
-  job->region_y = y;
-  job->region_width = width;
-  job->region_height = height;
+  jpeg_rows_request rows = {row_fn, region_fn, user, x, y, width, height};
+  jpeg_job_setup(job, layout, scale_denom, max_pixels, &rows, &s->out);
   job->cancel = cancel;
   jpeg_guard_init(job);
   if (setjmp(job->guard.jmp)) {

@@ -116,10 +116,28 @@ final class StreamingDecodeTests: XCTestCase {
     return largest.1
   }
 
-  private func loader(_ network: ManualDataLoader) throws -> ImageLoader {
-    var configuration = LoaderConfiguration()
-    configuration.decodeThreads = 1
-    return try ImageLoader(configuration: configuration, dataLoader: network, decoder: ImageDecoder())
+  /// A load of `request` through a loader with the real decoder and a manual network:
+  /// its progress listener feeds the transfer's bytes.
+  private struct Load {
+    let network = ManualDataLoader()
+    let loader: ImageLoader
+    let queue: CompletionQueue
+    let recorder = Recorder()
+    var token: UInt64 = 0
+    let progress: TransferProgress
+
+    init(_ request: ImageRequest, metrics: @escaping (RequestMetrics) -> Void = { _ in }) throws {
+      var configuration = LoaderConfiguration()
+      configuration.decodeThreads = 1
+      loader = try ImageLoader(configuration: configuration, dataLoader: network, decoder: ImageDecoder())
+      queue = try CompletionQueue()
+      let recorder = recorder
+      token = try loader.load(request, queue: queue, completion: { token, outcome, measured in
+        metrics(measured)
+        recorder.handler(token, outcome)
+      })
+      progress = try XCTUnwrap(network.started.first?.progress)
+    }
   }
 
   /// Polls `condition` (set by pool threads) for up to 5 s.
@@ -133,26 +151,19 @@ final class StreamingDecodeTests: XCTestCase {
 
   func testTheLoaderStreamsASlowTransferAndDeliversTheWholeDecodesImage() throws {
     let bytes = try photo()
-    let network = ManualDataLoader()
-    let loader = try loader(network)
-    defer { loader.close() }
-    let queue = try CompletionQueue()
-    let recorder = Recorder()
     let request = ImageRequest(url: "http://h/photo.jpg", targetWidth: 150, targetHeight: 150, mode: .fill)
     var metrics: RequestMetrics?
-    let token = try loader.load(request, queue: queue, completion: { token, outcome, measured in
-      metrics = measured
-      recorder.handler(token, outcome)
-    })
-    let progress = try XCTUnwrap(network.started.first?.progress)
+    let load = try Load(request) { metrics = $0 }
+    defer { load.loader.close() }
+    let progress = load.progress
     // Two reports (a transfer that lasted a progress interval): the stream starts.
     let half = bytes.count / 2
     XCTAssertFalse(progress(UInt64(half / 2), UInt64(bytes.count), Array(bytes.prefix(half / 2))))
     XCTAssertFalse(progress(UInt64(half), UInt64(bytes.count), Array(bytes.prefix(half))))
     XCTAssertTrue(eventually { pxl_jpeg_streams_live() == 1 }, "a stream decodes the first half")
-    network.finish(0, bytes: bytes)
-    XCTAssertTrue(queue.drain(until: recorder, reaches: 1))
-    guard case .success(let image, _, _) = try XCTUnwrap(recorder.outcome(token)) else {
+    load.network.finish(0, bytes: bytes)
+    XCTAssertTrue(load.queue.drain(until: load.recorder, reaches: 1))
+    guard case .success(let image, _, _) = try XCTUnwrap(load.recorder.outcome(load.token)) else {
       return XCTFail("no image")
     }
     let expected = try ImageDecoder().decode(bytes, variant: request.variant, maxPixels: 1 << 28).get()
@@ -166,21 +177,16 @@ final class StreamingDecodeTests: XCTestCase {
 
   func testACancelMidTransferFreesTheDecoderAtOnce() throws {
     let bytes = try photo()
-    let network = ManualDataLoader()
-    let loader = try loader(network)
-    defer { loader.close() }
-    let queue = try CompletionQueue()
-    let recorder = Recorder()
-    let request = ImageRequest(url: "http://h/photo.jpg")
-    let token = try loader.load(request, queue: queue, handler: recorder.handler)
-    let progress = try XCTUnwrap(network.started.first?.progress)
+    let load = try Load(ImageRequest(url: "http://h/photo.jpg"))
+    defer { load.loader.close() }
+    let progress = load.progress
     let third = bytes.count / 3
     XCTAssertFalse(progress(UInt64(third), UInt64(bytes.count), Array(bytes.prefix(third))))
     XCTAssertFalse(progress(UInt64(2 * third), UInt64(bytes.count), Array(bytes.prefix(2 * third))))
     XCTAssertTrue(eventually { pxl_jpeg_streams_live() == 1 }, "a stream decodes the first two thirds")
-    XCTAssertTrue(loader.cancel(token))
+    XCTAssertTrue(load.loader.cancel(load.token))
     XCTAssertTrue(eventually { pxl_jpeg_streams_live() == 0 }, "the cancelled decode's state is freed")
-    XCTAssertEqual(network.cancelled.count, 1, "the transfer is cancelled")
+    XCTAssertEqual(load.network.cancelled.count, 1, "the transfer is cancelled")
     // More bytes from a server that has not noticed yet: no decode starts again.
     _ = progress(UInt64(bytes.count - 1), UInt64(bytes.count), Array(bytes.prefix(bytes.count - 1)))
     usleep(50_000)

@@ -58,6 +58,19 @@ static int take_region_row(void *user, int32_t y, int32_t x0, const uint8_t *row
 
 static int32_t layout_channels(int32_t layout) { return layout == PXL_CODEC_RGB ? 3 : layout == PXL_CODEC_GRAY ? 1 : 4; }
 
+/* region: x, y, width, height in percent of the w x h scaled image. */
+static rows_sink region_sink(const int32_t *region, int32_t w, int32_t h, int32_t layout) {
+  int32_t channels = layout_channels(layout);
+  rows_sink sink = {calloc((size_t)w * h, (size_t)channels), w, h, channels, 0, 0, 0, 0};
+  sink.x = region[0] * w / 100, sink.y = region[1] * h / 100;
+  sink.w = region[2] * w / 100, sink.h = region[3] * h / 100;
+  if (sink.w < 1) sink.w = 1;
+  if (sink.h < 1) sink.h = 1;
+  if (sink.x + sink.w > w) sink.x = w - sink.w;
+  if (sink.y + sink.h > h) sink.y = h - sink.h;
+  return sink;
+}
+
 #define NO_PLAN ((pxl_codec_status)-1)
 
 typedef struct decoded {
@@ -90,18 +103,11 @@ static decoded whole_decode(const uint8_t *data, size_t size, int32_t layout, in
       return d;
     }
     int32_t w = (info.width + scale - 1) / scale, h = (info.height + scale - 1) / scale;
-    int32_t channels = layout_channels(layout);
-    rows_sink sink = {calloc((size_t)w * h, (size_t)channels), w, h, channels, 0, 0, 0, 0};
-    sink.x = region[0] * w / 100, sink.y = region[1] * h / 100;
-    sink.w = region[2] * w / 100, sink.h = region[3] * h / 100;
-    if (sink.w < 1) sink.w = 1;
-    if (sink.h < 1) sink.h = 1;
-    if (sink.x + sink.w > w) sink.x = w - sink.w;
-    if (sink.y + sink.h > h) sink.y = h - sink.h;
+    rows_sink sink = region_sink(region, w, h, layout);
     d.status = pxl_jpeg_decode_region(data, size, layout, scale, 1u << 28, sink.x, sink.y, sink.w, sink.h,
                                       take_region_row, &sink, &out);
     d.pixels = sink.pixels;
-    d.size = (size_t)w * h * channels;
+    d.size = (size_t)w * h * sink.channels;
   }
   d.incomplete = out.incomplete;
   d.width = out.width;
@@ -124,15 +130,7 @@ static decoded stream_decode(const uint8_t *data, size_t size, int32_t layout, i
     s = pxl_jpeg_stream_new(layout, scale, 1u << 28, NULL, NULL, NULL, 0, 0, 0, 0, NULL);
   } else {
     /* The whole decode's size gives the region (a file it refused has none: any will do). */
-    int32_t w = whole->width > 0 ? whole->width : 1, h = whole->height > 0 ? whole->height : 1;
-    int32_t channels = layout_channels(layout);
-    sink = (rows_sink){calloc((size_t)w * h, (size_t)channels), w, h, channels, 0, 0, 0, 0};
-    sink.x = region[0] * w / 100, sink.y = region[1] * h / 100;
-    sink.w = region[2] * w / 100, sink.h = region[3] * h / 100;
-    if (sink.w < 1) sink.w = 1;
-    if (sink.h < 1) sink.h = 1;
-    if (sink.x + sink.w > w) sink.x = w - sink.w;
-    if (sink.y + sink.h > h) sink.y = h - sink.h;
+    sink = region_sink(region, whole->width > 0 ? whole->width : 1, whole->height > 0 ? whole->height : 1, layout);
     s = pxl_jpeg_stream_new(layout, scale, 1u << 28, NULL, take_region_row, &sink, sink.x, sink.y, sink.w, sink.h,
                             NULL);
   }
