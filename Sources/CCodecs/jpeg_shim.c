@@ -739,7 +739,7 @@ pxl_codec_status pxl_jpeg_stream_feed(pxl_jpeg_stream *s, const uint8_t *data, s
                                       int *state, pxl_codec_output *out) {
   if (out != NULL) memset(out, 0, sizeof *out);
   if (s == NULL || state == NULL || out == NULL) return PXL_CODEC_UNSUPPORTED;
-  *state = PXL_JPEG_STREAM_MORE;
+  *state = PXL_STREAM_MORE;
   if (s->failed != PXL_CODEC_OK || s->stage == 4 || s->declined) {
     pxl_set_message(out->message, sizeof out->message, "JPEG", "the stream is over");
     return PXL_CODEC_UNSUPPORTED;
@@ -791,7 +791,7 @@ pxl_codec_status pxl_jpeg_stream_feed(pxl_jpeg_stream *s, const uint8_t *data, s
     return st;
   }
   if (s->declined) {
-    *state = PXL_JPEG_STREAM_DECLINED;
+    *state = PXL_STREAM_DECLINED;
     return PXL_CODEC_OK;
   }
   if (suspended) {
@@ -802,7 +802,7 @@ pxl_codec_status pxl_jpeg_stream_feed(pxl_jpeg_stream *s, const uint8_t *data, s
     }
     return PXL_CODEC_OK;
   }
-  *state = PXL_JPEG_STREAM_DONE;
+  *state = PXL_STREAM_DONE;
   *out = s->out;
   out->pixels = job->pixels;
   job->pixels = NULL; /* the caller's now */

@@ -4,7 +4,7 @@ import Dispatch
 import Foundation
 import XCTest
 
-/// Decoding while downloading (StreamingDecode, StreamTask.swift): the image fed in chunks
+/// Decoding while downloading (StreamingDecode, StreamTask.swift): the image (JPEG, PNG) fed in chunks
 /// is the whole body's, to the byte, through the plan, resampler, colour and orientation;
 /// the loader streams a slow transfer's JPEG and delivers the same image; a request
 /// cancelled mid-transfer frees its decoder at once.
@@ -12,17 +12,21 @@ final class StreamingDecodeTests: XCTestCase {
   static let corpus = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
     .appendingPathComponent("../../../shared/corpus").standardized
 
-  /// Every JPEG of the corpus's real-world and conformance sets (skipped when absent).
-  private func corpusJPEGs() throws -> [(String, [UInt8])] {
+  /// Every JPEG of the corpus's real-world, conformance and corrupt sets (skipped when
+  /// absent), with its PNGs (`png`: and PngSuite's).
+  private func corpusFiles(png: Bool = false) throws -> [(String, [UInt8])] {
     var files: [(String, [UInt8])] = []
-    for set in ["realworld", "jpeg-conformance", "corrupt"] {
+    let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
+    for set in ["realworld", "jpeg-conformance", "corrupt"] + (png ? ["pngsuite"] : []) {
       let dir = Self.corpus.appendingPathComponent(set)
       guard let walker = FileManager.default.enumerator(atPath: dir.path) else { continue }
       for case let path as String in walker {
         guard let data = FileManager.default.contents(atPath: dir.appendingPathComponent(path).path),
               data.count >= 3, data.count < 12_000_000 else { continue }
         let bytes = [UInt8](data)
-        if bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF { files.append((set + "/" + path, bytes)) }
+        if (bytes[0] == 0xFF && bytes[1] == 0xD8 && bytes[2] == 0xFF) || (png && bytes.starts(with: signature)) {
+          files.append((set + "/" + path, bytes))
+        }
       }
     }
     if files.isEmpty { throw XCTSkip("corpus not found at \(Self.corpus.path)") }
@@ -49,7 +53,7 @@ final class StreamingDecodeTests: XCTestCase {
   private func streamed(_ bytes: [UInt8], _ variant: ImageVariant, random: inout SystemRandomNumberGenerator,
                         declined: inout Int) -> Result<Image, LoadError>? {
     let decoder = ImageDecoder()
-    guard let stream = decoder.streamingDecode(Array(bytes.prefix(3)), variant: variant, maxPixels: 1 << 28,
+    guard let stream = decoder.streamingDecode(Array(bytes.prefix(16)), variant: variant, maxPixels: 1 << 28,
                                                cancel: CancelFlag()) else { return nil }
     var at = 0
     while true {
@@ -69,7 +73,7 @@ final class StreamingDecodeTests: XCTestCase {
   }
 
   func testFedInRandomChunksGivesTheWholeDecodesImage() throws {
-    let files = try corpusJPEGs()
+    let files = try corpusFiles(png: true)
     var random = SystemRandomNumberGenerator()
     let variants: [ImageRequest] = [
       ImageRequest(url: "x"),
@@ -95,7 +99,7 @@ final class StreamingDecodeTests: XCTestCase {
       }
     }
     XCTAssertGreaterThan(compared, 100)
-    print("streamed \(compared) decodes of \(files.count) corpus JPEGs, \(declined) declined")
+    print("streamed \(compared) decodes of \(files.count) corpus JPEGs and PNGs, \(declined) declined")
     XCTAssertEqual(pxl_jpeg_streams_live(), 0, "every stream's state was freed")
   }
 
@@ -111,7 +115,7 @@ final class StreamingDecodeTests: XCTestCase {
       }
       return false
     }
-    let files = try corpusJPEGs().filter { $0.0.hasPrefix("realworld/") && isBaseline($0.1) }
+    let files = try corpusFiles().filter { $0.0.hasPrefix("realworld/") && isBaseline($0.1) }
     guard let largest = files.max(by: { $0.1.count < $1.1.count }) else { throw XCTSkip("no real-world JPEG") }
     return largest.1
   }

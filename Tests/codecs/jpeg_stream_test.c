@@ -135,14 +135,14 @@ static decoded stream_decode(const uint8_t *data, size_t size, int32_t layout, i
                             NULL);
   }
   size_t at = 0;
-  int state = PXL_JPEG_STREAM_MORE;
+  int state = PXL_STREAM_MORE;
   pxl_codec_status st = PXL_CODEC_OK;
   while (s != NULL) {
     size_t n = chunk_size();
     if (n > size - at) n = size - at;
     st = pxl_jpeg_stream_feed(s, data + at, n, at + n == size, &state, &out);
     at += n;
-    if (st != PXL_CODEC_OK || state != PXL_JPEG_STREAM_MORE) break;
+    if (st != PXL_CODEC_OK || state != PXL_STREAM_MORE) break;
     if (at == size) {
       st = PXL_CODEC_CORRUPT; /* MORE after the last byte: a bug */
       break;
@@ -150,8 +150,8 @@ static decoded stream_decode(const uint8_t *data, size_t size, int32_t layout, i
   }
   pxl_jpeg_stream_free(s);
   d.status = s == NULL ? PXL_CODEC_NO_MEMORY : st;
-  d.declined = state == PXL_JPEG_STREAM_DECLINED;
-  if (d.status == PXL_CODEC_OK && state == PXL_JPEG_STREAM_DONE) {
+  d.declined = state == PXL_STREAM_DECLINED;
+  if (d.status == PXL_CODEC_OK && state == PXL_STREAM_DONE) {
     d.incomplete = out.incomplete;
     d.width = out.width;
     d.height = out.height;
@@ -270,7 +270,83 @@ static uint8_t *read_file(const char *path, size_t *size) {
   return data;
 }
 
-static int files_seen;
+/* PNG: the rows (pxl_png_decode_rows) into a bitmap, as the resampler would see them. */
+static int take_png_row(void *user, int32_t y, const uint8_t *row) {
+  rows_sink *s = user;
+  if (y < 0 || y >= s->height) return 1;
+  memcpy(s->pixels + (size_t)y * s->width * s->channels, row, (size_t)s->width * s->channels);
+  return 0;
+}
+
+static int png_compared, png_streamed;
+
+/* A PNG whole (bitmap and rows) and fed in random chunks: a stream that does not decline
+ * gives the whole decode's pixels (it declines anything but a clean file). */
+static void compare_png(const char *name, const uint8_t *data, size_t size, const char *what) {
+  for (int rows = 0; rows < 2; rows++) {
+    int32_t layout = (int32_t)(next_random() % 4);
+    pxl_codec_output whole;
+    rows_sink whole_rows = {0}, stream_rows = {0};
+    pxl_codec_info info;
+    char message[128];
+    int32_t channels = layout_channels(layout);
+    if (rows) {
+      if (pxl_png_read_info(data, size, &info, message, sizeof message) != PXL_CODEC_OK || info.width > 8192 ||
+          info.height > 8192)
+        continue;
+      whole_rows = (rows_sink){calloc((size_t)info.width * info.height, (size_t)channels), info.width, info.height,
+                               channels, 0, 0, 0, 0};
+      stream_rows = (rows_sink){calloc((size_t)info.width * info.height, (size_t)channels), info.width, info.height,
+                                channels, 0, 0, 0, 0};
+    }
+    pxl_codec_status whole_status = rows ? pxl_png_decode_rows(data, size, layout, 1u << 28, take_png_row,
+                                                               &whole_rows, &whole)
+                                         : pxl_png_decode(data, size, layout, 1u << 28, &whole);
+    pxl_png_stream *s = pxl_png_stream_new(layout, 1u << 28, rows ? take_png_row : NULL, &stream_rows, NULL);
+    size_t at = 0;
+    int state = PXL_STREAM_MORE;
+    pxl_codec_output out;
+    pxl_codec_status st = PXL_CODEC_OK;
+    while (s != NULL && at < size) {
+      size_t n = chunk_size();
+      if (n > size - at) n = size - at;
+      st = pxl_png_stream_feed(s, data + at, n, at + n == size, &state, &out);
+      at += n;
+      if (st != PXL_CODEC_OK || state != PXL_STREAM_MORE) break;
+    }
+    pxl_png_stream_free(s);
+    png_compared++;
+    CHECK(st == PXL_CODEC_OK, "%s (%s): the PNG stream failed (%d) instead of declining", name, what, st);
+    CHECK(state != PXL_STREAM_MORE || size == 0, "%s (%s): the PNG stream wants more after the last byte", name, what);
+    if (state == PXL_STREAM_DONE) {
+      png_streamed++;
+      size_t bytes = (size_t)whole.stride * whole.height;
+      int same = whole_status == PXL_CODEC_OK && out.width == whole.width && out.height == whole.height &&
+                 (rows ? memcmp(whole_rows.pixels, stream_rows.pixels, bytes) == 0
+                       : memcmp(whole.pixels, out.pixels, bytes) == 0);
+      CHECK(same, "%s (%s) %s layout %d: status %d whole; streamed pixels differ", name, what,
+            rows ? "rows" : "bitmap", layout, whole_status);
+    }
+    free(out.pixels);
+    free(whole.pixels);
+    free(whole_rows.pixels);
+    free(stream_rows.pixels);
+  }
+}
+
+static void check_png(const char *name, const uint8_t *data, size_t size) {
+  compare_png(name, data, size, "whole");
+  if (size > 64) {
+    compare_png(name, data, size / 2 + next_random() % (size / 2), "truncated");
+    uint8_t *damaged = malloc(size);
+    memcpy(damaged, data, size);
+    for (int i = 0; i < 4; i++) damaged[size / 3 + next_random() % (size / 2)] ^= (uint8_t)(1u << (next_random() % 8));
+    compare_png(name, damaged, size, "damaged");
+    free(damaged);
+  }
+}
+
+static int files_seen, pngs_seen;
 
 /* Every JPEG (by its first bytes) under dir, recursively; big ones only at 1/8 and 1/4
  * chunks would take long: every file is still fed whole. */
@@ -294,6 +370,9 @@ static void walk(const char *dir) {
     if (data != NULL && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
       files_seen++;
       check_file(path, data, size);
+    } else if (data != NULL && size >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0) {
+      pngs_seen++;
+      check_png(path, data, size);
     }
     free(data);
   }
@@ -334,6 +413,8 @@ int main(int argc, char **argv) {
   }
   if (!corpus) printf("  corpus not found (%s): only the generated files\n", argc > 1 ? argv[1] : "no argument");
   printf("  %d corpus JPEGs, %d comparisons, %d declined (progressive at 1/8, arithmetic coding)\n", files_seen, compared, declines);
+  printf("  %d corpus PNGs, %d comparisons, %d streamed to the end (the rest declined)\n", pngs_seen, png_compared,
+         png_streamed);
 
   /* Cancelled mid-way: stops at the next strip with "cancelled", frees cleanly. */
   unsigned long size = 0;

@@ -221,7 +221,7 @@ pxl_codec_status pxl_jpeg_decode_region(const uint8_t *data, size_t size, int32_
  * non-zero, stops it between strips of rows (PXL_CODEC_CORRUPT, "cancelled"). NULL from
  * _new: bad arguments or no memory. Free with pxl_jpeg_stream_free on every path. */
 typedef struct pxl_jpeg_stream pxl_jpeg_stream;
-enum { PXL_JPEG_STREAM_MORE = 0, PXL_JPEG_STREAM_DONE = 1, PXL_JPEG_STREAM_DECLINED = 2 };
+enum { PXL_STREAM_MORE = 0, PXL_STREAM_DONE = 1, PXL_STREAM_DECLINED = 2 };
 pxl_jpeg_stream *pxl_jpeg_stream_new(int32_t layout, int32_t scale_denom, uint64_t max_pixels,
                                      pxl_codec_row_fn row_fn, pxl_codec_region_row_fn region_fn, void *user,
                                      int32_t x, int32_t y, int32_t width, int32_t height, const int32_t *cancel);
@@ -235,6 +235,21 @@ int64_t pxl_jpeg_streams_live(void);
  * reads); 0 while the bytes end before it; -1 when the markers are not a plain sequence
  * of segments (such a file is decoded whole). */
 int64_t pxl_jpeg_header_end(const uint8_t *data, size_t size);
+
+/* The same for PNG, through libpng's progressive reader (rows only, no region): the
+ * whole decode's result for a non-interlaced file that decodes cleanly to IEND with no
+ * warning; anything else is DECLINED (at the latest when at_end comes without IEND), and
+ * the caller decodes the whole body, which says what the file is. Rows may have reached
+ * row_fn by then: a caller that declines starts its rows afresh. */
+typedef struct pxl_png_stream pxl_png_stream;
+pxl_png_stream *pxl_png_stream_new(int32_t layout, uint64_t max_pixels, pxl_codec_row_fn row_fn, void *user,
+                                   const int32_t *cancel);
+pxl_codec_status pxl_png_stream_feed(pxl_png_stream *s, const uint8_t *data, size_t size, int at_end, int *state,
+                                     pxl_codec_output *out);
+void pxl_png_stream_free(pxl_png_stream *s);
+/* Just past a PNG's first IDAT chunk header; 0 while it has not arrived; -1
+ * for a file the whole decode's chunk walk refuses. */
+int64_t pxl_png_header_end(const uint8_t *data, size_t size);
 
 /*
  * WebP (webp_shim.c, libwebp), GIF (gif_shim.c, giflib) and AVIF (avif_shim.c, libavif).

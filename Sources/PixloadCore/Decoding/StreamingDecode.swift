@@ -3,14 +3,16 @@ import CCodecs
 import Glibc
 #endif
 
-/// A JPEG decode fed as its download's bytes arrive (`ImageDecoder.streamingDecode`), so
-/// that little is left to decode once the last byte is in. Its bytes up to the first scan
-/// make the same plan as the whole file's decode (`ImageDecoder.nativePlan`: the header's
-/// size, orientation and colour profile); from there libjpeg's suspending source takes
-/// each chunk (pxl_jpeg_stream), straight into the bitmap or the thumbnail's resampler.
-/// Its image, or its error, is what the whole body's decode gives; a file it does not take
-/// (`Step.declined`, before any row) is decoded whole as before. Not thread safe: one
-/// caller at a time (the loader's pool job for the download).
+/// A JPEG or PNG decode fed as its download's bytes arrive (`ImageDecoder.streamingDecode`),
+/// so that little is left to decode once the last byte is in. Its bytes up to the first
+/// scan (JPEG) or IDAT (PNG) make the same plan as the whole file's decode
+/// (`ImageDecoder.nativePlan`: the header's size, orientation and colour); from there each
+/// chunk goes to libjpeg's suspending source (pxl_jpeg_stream) or libpng's progressive
+/// reader (pxl_png_stream), straight into the bitmap or the thumbnail's resampler. Its
+/// image, or its error, is what the whole body's decode gives; a file it does not take
+/// (`Step.declined`: for JPEG before any row, for PNG anything but a clean file, up to its
+/// end) is decoded whole as before. Not thread safe: one caller at a time (the loader's pool
+/// job for the download).
 final class StreamingDecode {
   enum Step {
     /// It needs more bytes.
@@ -23,6 +25,7 @@ final class StreamingDecode {
   }
 
   private let codec: NativeCodec
+  private let isPNG: Bool
   let variant: ImageVariant
   private let maxPixels: UInt64
   /// Raised when nobody waits for the decode any more: libjpeg stops between strips.
@@ -34,14 +37,15 @@ final class StreamingDecode {
   private var stream: OpaquePointer?
   private var over = false
 
-  init(codec: NativeCodec, variant: ImageVariant, maxPixels: UInt64, cancel: CancelFlag) {
+  init(codec: NativeCodec, isPNG: Bool, variant: ImageVariant, maxPixels: UInt64, cancel: CancelFlag) {
     self.codec = codec
+    self.isPNG = isPNG
     self.variant = variant
     self.maxPixels = maxPixels
     self.cancel = cancel
   }
 
-  deinit { pxl_jpeg_stream_free(stream) }
+  deinit { free() }
 
   /// Takes the next bytes of the body (`atEnd`: the last) and decodes as far as they go.
   func feed(_ bytes: UnsafeBufferPointer<UInt8>, atEnd: Bool) -> Step {
@@ -54,7 +58,9 @@ final class StreamingDecode {
   /// every byte so far.
   private func start(_ bytes: UnsafeBufferPointer<UInt8>, atEnd: Bool) -> Step {
     header.append(contentsOf: bytes)
-    let end = header.withUnsafeBufferPointer { pxl_jpeg_header_end($0.baseAddress, $0.count) }
+    let end = header.withUnsafeBufferPointer {
+      isPNG ? pxl_png_header_end($0.baseAddress, $0.count) : pxl_jpeg_header_end($0.baseAddress, $0.count)
+    }
     if end == 0 && !atEnd { return .more }
     guard end > 0 else { return decline() }
     let planned = header.withUnsafeBufferPointer {
@@ -74,10 +80,13 @@ final class StreamingDecode {
       }
       self.resampler = resampler
       let region = resampler.sourceRegion
-      stream = pxl_jpeg_stream_new(layout, scale, maxPixels, nil, AreaResampler.regionRowFunction, resampler.context,
-                                   region.x, region.y, region.width, region.height, flag)
+      stream = isPNG
+        ? pxl_png_stream_new(layout, maxPixels, AreaResampler.rowFunction, resampler.context, flag)
+        : pxl_jpeg_stream_new(layout, scale, maxPixels, nil, AreaResampler.regionRowFunction, resampler.context,
+                              region.x, region.y, region.width, region.height, flag)
     } else {
-      stream = pxl_jpeg_stream_new(layout, scale, maxPixels, nil, nil, nil, 0, 0, 0, 0, flag)
+      stream = isPNG ? pxl_png_stream_new(layout, maxPixels, nil, nil, flag)
+                     : pxl_jpeg_stream_new(layout, scale, maxPixels, nil, nil, nil, 0, 0, 0, 0, flag)
     }
     guard stream != nil else { return decline() }
     self.native = native
@@ -89,9 +98,10 @@ final class StreamingDecode {
   private func run(_ bytes: UnsafeBufferPointer<UInt8>, atEnd: Bool) -> Step {
     var state: Int32 = 0
     var output = pxl_codec_output()
-    let status = pxl_jpeg_stream_feed(stream, bytes.baseAddress, bytes.count, atEnd ? 1 : 0, &state, &output)
-    if status == PXL_CODEC_OK && state == Int32(PXL_JPEG_STREAM_MORE) { return .more }
-    if status == PXL_CODEC_OK && state == Int32(PXL_JPEG_STREAM_DECLINED) { return decline() }
+    let status = isPNG ? pxl_png_stream_feed(stream, bytes.baseAddress, bytes.count, atEnd ? 1 : 0, &state, &output)
+                       : pxl_jpeg_stream_feed(stream, bytes.baseAddress, bytes.count, atEnd ? 1 : 0, &state, &output)
+    if status == PXL_CODEC_OK && state == Int32(PXL_STREAM_MORE) { return .more }
+    if status == PXL_CODEC_OK && state == Int32(PXL_STREAM_DECLINED) { return decline() }
     over = true
     defer { free() }
     if cancel.isRaised {
@@ -113,7 +123,7 @@ final class StreamingDecode {
 
   /// Frees libjpeg's state and the resampler at once (not when the last reference goes).
   func free() {
-    pxl_jpeg_stream_free(stream)
+    if isPNG { pxl_png_stream_free(stream) } else { pxl_jpeg_stream_free(stream) }
     stream = nil
     resampler = nil
     header = []
@@ -122,15 +132,17 @@ final class StreamingDecode {
 
 extension ImageDecoder {
   /// A decode of `variant` fed as the bytes arrive, for a body whose first bytes are
-  /// `prefix`: a JPEG that the built-in codec decodes in this process; nil for anything
-  /// else (decoded whole when the body is in).
+  /// `prefix`: a JPEG or PNG that a built-in codec decodes in this process; nil for
+  /// anything else (decoded whole when the body is in).
   func streamingDecode(_ prefix: [UInt8], variant: ImageVariant, maxPixels: UInt64,
                        cancel: CancelFlag) -> StreamingDecode? {
     prefix.withUnsafeBufferPointer { bytes in
       guard let entry = codecs.acquire(for: bytes) else { return nil }
       defer { codecs.release(entry) }
-      guard entry.codec.id == BuiltInCodecs.jpeg.id, let native = entry.native else { return nil }
-      return StreamingDecode(codec: native, variant: variant, maxPixels: maxPixels, cancel: cancel)
+      let id = entry.codec.id
+      guard id == BuiltInCodecs.jpeg.id || id == BuiltInCodecs.png.id, let native = entry.native else { return nil }
+      return StreamingDecode(codec: native, isPNG: id == BuiltInCodecs.png.id, variant: variant, maxPixels: maxPixels,
+                             cancel: cancel)
     }
   }
 }
