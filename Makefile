@@ -347,8 +347,9 @@ test-tsan:
 # cHRM- and gAMA-tagged files made now (scripts/gen-color-fixtures.py), and on PngSuite's
 # gAMA/cHRM files where ../shared/corpus is present.
 GEN_CONFORMANCE := $(STAGE)/conformance-gen
-# The JPEG decode fed as its bytes arrive against the whole-buffer decode: the corpus's
-# JPEGs and generated ones in random chunks, cut short and damaged (Tests/codecs/jpeg_stream_test.c).
+# The JPEG and PNG decodes fed as their bytes arrive against the whole-buffer decode: the
+# corpus's JPEGs and PNGs and generated JPEGs in random chunks, cut short and damaged
+# (Tests/codecs/jpeg_stream_test.c).
 test-jpeg-stream:
 	@mkdir -p $(STAGE)/tests
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/jpeg_stream_test.c Sources/CCodecs/*.c \

@@ -1708,7 +1708,7 @@ typedef struct pxl_metrics {
                                   worker failed: PXL_E_DECODER_FAILED) */
   /* Since 0.6.0. */
   uint64_t after_last_byte_us; /* from the transfer's last byte to the callback starting:
-                                  what decoding (a JPEG is decoded as it arrives), processing
+                                  what decoding (a JPEG or PNG is decoded as it arrives), processing
                                   and delivery left for after the download; 0 without a
                                   transfer (a cache hit, data:, a fetcher) */
 } pxl_metrics;

@@ -6,7 +6,9 @@
  * (pxl_jpeg_decode) and as a region's rows (pxl_jpeg_decode_region); also each file cut
  * short (marked incomplete as the whole decode marks it) and with bytes damaged (same
  * status). Same pixels, status and incomplete flag everywhere; a stream that declines
- * (a progressive file at 1/8) must do so before any row. Then a cancelled stream stops.
+ * (a progressive file at 1/8) must do so before any row. The corpus's PNGs through
+ * pxl_png_stream likewise (bitmap and rows): where it does not decline, the whole decode's
+ * pixels. Then a cancelled stream stops.
  * Ends with "N passed, N failed". */
 #define _DEFAULT_SOURCE
 #include "check.h"
