@@ -1708,9 +1708,9 @@ typedef struct pxl_metrics {
                                   worker failed: PXL_E_DECODER_FAILED) */
   /* Since 0.6.0. */
   uint64_t after_last_byte_us; /* from the transfer's last byte to the callback starting:
-                                  what decoding (a JPEG or PNG is decoded as it arrives), processing
-                                  and delivery left for after the download; 0 without a
-                                  transfer (a cache hit, data:, a fetcher) */
+                                  what decoding (a JPEG or PNG is decoded as it arrives),
+                                  processing and delivery left for after the download; 0
+                                  without a transfer (a cache hit, data:, a fetcher) */
 } pxl_metrics;
 
 /* The size of a 0.5.0 pxl_metrics (up to delivered_bytes): the smallest struct_size taken. */
