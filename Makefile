@@ -97,7 +97,7 @@ RELEASE_FLAGS = -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
+.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs test-stream-decode \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-stream bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
@@ -349,12 +349,12 @@ test-tsan:
 GEN_CONFORMANCE := $(STAGE)/conformance-gen
 # The JPEG and PNG decodes fed as their bytes arrive against the whole-buffer decode: the
 # corpus's JPEGs and PNGs and generated JPEGs in random chunks, cut short and damaged
-# (Tests/codecs/jpeg_stream_test.c).
-test-jpeg-stream:
+# (Tests/codecs/stream_decode_test.c).
+test-stream-decode:
 	@mkdir -p $(STAGE)/tests
-	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/jpeg_stream_test.c Sources/CCodecs/*.c \
-	  -o $(STAGE)/tests/jpeg-stream $(CODEC_LIBS)
-	$(STAGE)/tests/jpeg-stream $(CORPUS)
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/stream_decode_test.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/tests/stream-decode $(CODEC_LIBS)
+	$(STAGE)/tests/stream-decode $(CORPUS)
 
 test-codecs: deps
 	@mkdir -p $(STAGE)/tests
@@ -365,7 +365,7 @@ test-codecs: deps
 	  Sources/CCodecs/*.c -o $(STAGE)/tests/codec-edges $(CODEC_LIBS)
 	$(STAGE)/tests/conformance -g $(GEN_CONFORMANCE) -f Tests/fixtures $(CORPUS)
 	$(STAGE)/tests/codec-edges
-	@$(SUBMAKE) test-jpeg-stream
+	@$(SUBMAKE) test-stream-decode
 	@# The GIF fuzz target's replay build under ASan + UBSan (clang: gcc misses null + offset): its
 	@# regressions, the suite and the generated set.
 	$(CLANG) -fuse-ld=lld -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DGIF_FUZZ_MAIN \

@@ -6,7 +6,8 @@
  * time from the server's last send() to the callback (measured here, so a library without
  * the metric is measured the same way: run it against an older libpixload for "before"),
  * pixload's own after_last_byte_us when the library has it, and decode_us; then the
- * medians, and the full-size decode from memory (a file: URL's decode_us) for the ratio.
+ * medians, and the full-size decode from memory (a file: URL's decode_us) for the ratio;
+ * also the whole process's CPU time per request (server thread included).
  *
  *   stream_decode FILE RATE REPS
  */
@@ -19,11 +20,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "pixload.h"
+
+/* The whole process's CPU time (the server thread's pacing is the same for every build). */
+static double cpu_ms(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+}
 
 static uint64_t now_ns(void) {
   struct timespec t;
@@ -176,7 +185,7 @@ int main(int argc, char **argv) {
 
   static const int sides[2] = {150, 0};
   static const char *names[2] = {"150x150 thumbnail", "full size"};
-  double outside[2][64], metric[2][64], decode[2][64], memory[64];
+  double outside[2][64], metric[2][64], decode[2][64], cpu[2][64], memory[64];
   int has_metric = 1;
   printf("%s: %zu bytes at %ld bytes/s, %d rounds; libpixload %s\n", argv[1], body_size, rate, reps,
          pxl_version());
@@ -184,13 +193,16 @@ int main(int argc, char **argv) {
     for (int s = 0; s < 2; s++) {
       char url[128];
       snprintf(url, sizeof url, "http://127.0.0.1:%d/photo.jpg?r=%d&s=%d", ntohs(address.sin_port), r, s);
+      double cpu_before = cpu_ms();
       outcome o = load(loader, queue, url, sides[s]);
+      cpu[s][r] = cpu_ms() - cpu_before;
       outside[s][r] = (double)(o.callback_ns - last_sent_ns) / 1000.0;
       metric[s][r] = (double)o.after_last_byte_us;
       decode[s][r] = (double)o.decode_us;
       has_metric &= o.has_metric;
-      printf("  %-18s round %d: last byte sent to callback %8.0f us, after_last_byte_us %8.0f, decode_us %8.0f\n",
-             names[s], r, outside[s][r], o.has_metric ? metric[s][r] : -1.0, decode[s][r]);
+      printf("  %-18s round %d: last byte sent to callback %8.0f us, after_last_byte_us %8.0f, decode_us %8.0f, "
+             "process CPU %6.1f ms\n", names[s], r, outside[s][r], o.has_metric ? metric[s][r] : -1.0, decode[s][r],
+             cpu[s][r]);
     }
     char url[4200];
     snprintf(url, sizeof url, "file://%s", path);
@@ -201,7 +213,7 @@ int main(int argc, char **argv) {
   for (int s = 0; s < 2; s++) {
     printf("  %-18s last byte sent to callback %8.0f us", names[s], median(outside[s], reps));
     if (has_metric) printf(", after_last_byte_us %8.0f", median(metric[s], reps));
-    printf(", decode_us %8.0f\n", median(decode[s], reps));
+    printf(", decode_us %8.0f, process CPU %6.1f ms\n", median(decode[s], reps), median(cpu[s], reps));
   }
   printf("  full-size decode from memory (file:, decode_us) %8.0f us\n", full_memory);
   printf("  full size after the last byte / decode from memory: %.3f\n", median(outside[1], reps) / full_memory);

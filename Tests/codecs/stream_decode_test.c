@@ -1,4 +1,4 @@
-/* Tests/codecs/jpeg_stream_test.c: the JPEG decode fed as the bytes arrive
+/* Tests/codecs/stream_decode_test.c: the JPEG decode fed as the bytes arrive
  * (pxl_jpeg_stream) against the whole-buffer decode of the same bytes, for every JPEG of
  * the corpus (argument: its directory; skipped with a message when absent) and files made
  * here with libjpeg (baseline 4:2:0 and 4:4:4, progressive, restart markers, gray): the
