@@ -206,18 +206,22 @@ static void compare(const char *name, const uint8_t *data, size_t size, const ch
   }
 }
 
+typedef void (*compare_fn)(const char *name, const uint8_t *data, size_t size, const char *what);
+
 /* The file whole, cut short, and damaged. */
-static void check_file(const char *name, const uint8_t *data, size_t size) {
-  compare(name, data, size, "whole");
+static void check_with(compare_fn compare_as, const char *name, const uint8_t *data, size_t size) {
+  compare_as(name, data, size, "whole");
   if (size > 64) {
-    compare(name, data, size / 2 + next_random() % (size / 2), "truncated");
+    compare_as(name, data, size / 2 + next_random() % (size / 2), "truncated");
     uint8_t *damaged = malloc(size);
     memcpy(damaged, data, size);
     for (int i = 0; i < 4; i++) damaged[size / 3 + next_random() % (size / 2)] ^= (uint8_t)(1u << (next_random() % 8));
-    compare(name, damaged, size, "damaged");
+    compare_as(name, damaged, size, "damaged");
     free(damaged);
   }
 }
+
+static void check_file(const char *name, const uint8_t *data, size_t size) { check_with(compare, name, data, size); }
 
 /* A w x h gradient with some detail, compressed by libjpeg as asked. */
 static uint8_t *make_jpeg(int w, int h, int components, int progressive, int restart_rows, int h_samp,
@@ -336,18 +340,6 @@ static void compare_png(const char *name, const uint8_t *data, size_t size, cons
   }
 }
 
-static void check_png(const char *name, const uint8_t *data, size_t size) {
-  compare_png(name, data, size, "whole");
-  if (size > 64) {
-    compare_png(name, data, size / 2 + next_random() % (size / 2), "truncated");
-    uint8_t *damaged = malloc(size);
-    memcpy(damaged, data, size);
-    for (int i = 0; i < 4; i++) damaged[size / 3 + next_random() % (size / 2)] ^= (uint8_t)(1u << (next_random() % 8));
-    compare_png(name, damaged, size, "damaged");
-    free(damaged);
-  }
-}
-
 static int files_seen, pngs_seen;
 
 /* Every JPEG (by its first bytes) under dir, recursively; big ones only at 1/8 and 1/4
@@ -374,7 +366,7 @@ static void walk(const char *dir) {
       check_file(path, data, size);
     } else if (data != NULL && size >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0) {
       pngs_seen++;
-      check_png(path, data, size);
+      check_with(compare_png, path, data, size);
     }
     free(data);
   }
