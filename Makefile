@@ -99,10 +99,10 @@ RELEASE_FLAGS = -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
+.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs test-stream-decode \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-resample bench-color bench-cancel bench-placeholder bench-animation bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -349,6 +349,15 @@ test-tsan:
 # cHRM- and gAMA-tagged files made now (scripts/gen-color-fixtures.py), and on PngSuite's
 # gAMA/cHRM files where ../shared/corpus is present.
 GEN_CONFORMANCE := $(STAGE)/conformance-gen
+# The JPEG and PNG decodes fed as their bytes arrive against the whole-buffer decode: the
+# corpus's JPEGs and PNGs and generated JPEGs in random chunks, cut short and damaged
+# (Tests/codecs/stream_decode_test.c).
+test-stream-decode:
+	@mkdir -p $(STAGE)/tests
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/stream_decode_test.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/tests/stream-decode $(CODEC_LIBS)
+	$(STAGE)/tests/stream-decode $(CORPUS)
+
 test-codecs: deps
 	@mkdir -p $(STAGE)/tests
 	for gen in scripts/gen-conformance*.py; do python3 $$gen $(GEN_CONFORMANCE) || exit 1; done
@@ -362,6 +371,7 @@ test-codecs: deps
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/resample_test.c Sources/CCodecs/resample.c \
 	  -o $(STAGE)/tests/resample -lm
 	$(STAGE)/tests/resample
+	@$(SUBMAKE) test-stream-decode
 	@# The GIF fuzz target's replay build under ASan + UBSan (clang: gcc misses null + offset): its
 	@# regressions, the suite and the generated set.
 	$(CLANG) -fuse-ld=lld -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -DGIF_FUZZ_MAIN \
@@ -515,6 +525,23 @@ bench-network:
 	@scripts/deps.sh
 	@$(SUBMAKE) all
 	@bench/network.sh $(STAGE)
+
+# Decoding while downloading: a 12 MP baseline JPEG (bench/make_photo.py) served at 1 MB/s
+# from a thread of the bench (bench/stream_decode.c): the last byte to the callback for its
+# 150x150 thumbnail and full size, against the full-size decode from memory, medians of
+# BENCH_STREAM_REPS (5). BEFORE_LIB=DIR runs the same first against the libpixload in DIR
+# (an older build: "before").
+BENCH_STREAM_REPS ?= 5
+bench-stream:
+	@$(SUBMAKE) all
+	@mkdir -p $(STAGE)/bench-stream
+	@test -f $(STAGE)/bench-stream/photo-12mp.jpg || python3 bench/make_photo.py $(STAGE)/bench-stream/photo-12mp.jpg
+	$(CC) -O2 $(WARN) -pthread -Iinclude bench/stream_decode.c -o $(STAGE)/bench-stream/stream_decode \
+	  -L$(STAGE)/lib -lpixload -Wl,--enable-new-dtags,-rpath,$(CURDIR)/$(STAGE)/lib
+	@if [ -n "$(BEFORE_LIB)" ]; then echo "== before ($(BEFORE_LIB))"; \
+	  LD_LIBRARY_PATH=$(BEFORE_LIB) $(STAGE)/bench-stream/stream_decode $(STAGE)/bench-stream/photo-12mp.jpg \
+	    1000000 $(BENCH_STREAM_REPS) || exit 1; echo "== after"; fi
+	$(STAGE)/bench-stream/stream_decode $(STAGE)/bench-stream/photo-12mp.jpg 1000000 $(BENCH_STREAM_REPS)
 
 # pxl_placeholder_decode's time on the caller's thread (BlurHash and ThumbHash, 32x32 and
 # 256x256) and pxl_placeholder_encode's on 100x100: medians (bench/placeholder.c).

@@ -1906,7 +1906,9 @@ typedef struct pxl_metrics {
   uint64_t first_byte_us;      /* from the request sent to the response's first byte */
   uint64_t transfer_us;        /* from the first byte to the last */
   uint64_t disk_read_us;       /* the disk cache's lookups, from asking to the answer */
-  uint64_t decode_us;          /* decoding (on a decoder thread) */
+  uint64_t decode_us;          /* decoding (on a decoder thread); for a JPEG or PNG decoded
+                                  as it arrived, only what ran after its last byte (the rest
+                                  ran during transfer_us) */
   uint64_t process_us;         /* processors (0 without any) */
   uint64_t queue_wait_us;      /* from the result posted to its queue to the callback */
   uint64_t bytes_received;     /* body bytes its transfer received, as
@@ -1938,6 +1940,10 @@ typedef struct pxl_metrics {
                                   request counts from the intake of the request that started
                                   the work it reports; where the stages' clocks (libcurl's)
                                   overlap, the stages' sum with other_us 0 */
+  uint64_t after_last_byte_us; /* from the transfer's last byte to the callback starting:
+                                  what decoding (a JPEG or PNG is decoded as it arrives),
+                                  processing and delivery left for after the download; 0
+                                  without a transfer (a cache hit, data:, a fetcher) */
 } pxl_metrics;
 
 /* The size of a 0.5.0 pxl_metrics (up to delivered_bytes): the smallest struct_size taken. */

@@ -61,6 +61,8 @@ void print_metrics(const struct job *job) {
   if (m->struct_size >= offsetof(pxl_metrics, total_us) + sizeof(uint64_t))
     printf(",\"other_us\":%llu,\"total_us\":%llu", (unsigned long long)m->other_us,
            (unsigned long long)m->total_us);
+  if (m->struct_size >= offsetof(pxl_metrics, after_last_byte_us) + sizeof(uint64_t))
+    printf(",\"after_last_byte_us\":%llu", (unsigned long long)m->after_last_byte_us);
   if (job->status != PXL_OK) {
     printf(",\"error\":");
     print_json_string(job->message ? job->message : pxl_status_string(job->status));

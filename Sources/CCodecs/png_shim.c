@@ -199,6 +199,43 @@ static pxl_codec_status colour_of(png_job *job) {
   return PXL_CODEC_OK;
 }
 
+/* The transformations to the layout asked, in libpng's own pipeline order, then
+ * png_read_update_info (which starts the progressive reader's rows too), and a check of
+ * the rows libpng will give. No png_set_gamma / png_set_background / png_set_alpha_mode:
+ * stored sample values come out untouched. GRAY from a colour source
+ * (*gray_from_colour): libpng delivers RGB and we apply the BT.601 weights ourselves (see
+ * the header for why not png_set_rgb_to_gray_fixed). */
+static pxl_codec_status png_transforms(png_job *job, int ctype, png_uint_32 w, int *gray_from_colour) {
+  png_structp png = job->png;
+  png_infop info = job->info;
+  int32_t channels = pxl_layout_channels(job->layout);
+  *gray_from_colour = job->layout == PXL_CODEC_GRAY && (ctype & PNG_COLOR_MASK_COLOR) != 0;
+  int32_t decoded_channels = *gray_from_colour ? 3 : channels;
+  png_set_expand(png);    /* palette -> RGB, gray 1/2/4 -> 8 bits, tRNS -> alpha */
+  png_set_strip_16(png);  /* high byte, as the corpus md5s were made */
+  switch (job->layout) {
+    case PXL_CODEC_RGBA:
+    case PXL_CODEC_BGRA:
+      png_set_gray_to_rgb(png);
+      png_set_add_alpha(png, 0xff, PNG_FILLER_AFTER); /* only acts when there is no alpha */
+      if (job->layout == PXL_CODEC_BGRA) png_set_bgr(png);
+      break;
+    default: /* RGB, GRAY */
+      png_set_strip_alpha(png);
+      if (job->layout == PXL_CODEC_RGB) png_set_gray_to_rgb(png);
+      break;
+  }
+  (void)png_set_interlace_handling(png); /* Adam7: libpng merges the passes into our rows */
+  png_read_update_info(png, info); /* the progressive reader's png_start_read_image too */
+  size_t stride = (size_t)w * (size_t)decoded_channels; /* <= 1e6 * 4: no overflow */
+  if (png_get_bit_depth(png, info) != 8 || png_get_channels(png, info) != decoded_channels ||
+      png_get_rowbytes(png, info) != stride) {
+    snprintf(job->shim_error, sizeof job->shim_error, "unexpected row format after transformations");
+    return PXL_CODEC_CORRUPT;
+  }
+  return PXL_CODEC_OK;
+}
+
 static pxl_codec_status png_run(png_job *job) {
   png_structp png = job->png;
   png_infop info = job->info;
@@ -261,36 +298,10 @@ static pxl_codec_status png_run(png_job *job) {
     snprintf(job->shim_error, sizeof job->shim_error, "not a file for the fast path");
     return PXL_CODEC_UNSUPPORTED;
   }
-  /* GRAY from a colour source: libpng delivers RGB and we apply the BT.601 weights
-   * ourselves (see the header for why not png_set_rgb_to_gray_fixed). */
-  int gray_from_colour = job->layout == PXL_CODEC_GRAY && (ctype & PNG_COLOR_MASK_COLOR) != 0;
-  int32_t decoded_channels = gray_from_colour ? 3 : channels;
-
-  /* Transformations, in libpng's own pipeline order. No png_set_gamma / png_set_background
-   * / png_set_alpha_mode: stored sample values come out untouched. */
-  png_set_expand(png);    /* palette -> RGB, gray 1/2/4 -> 8 bits, tRNS -> alpha */
-  png_set_strip_16(png);  /* high byte, as the corpus md5s were made */
-  switch (job->layout) {
-    case PXL_CODEC_RGBA:
-    case PXL_CODEC_BGRA:
-      png_set_gray_to_rgb(png);
-      png_set_add_alpha(png, 0xff, PNG_FILLER_AFTER); /* only acts when there is no alpha */
-      if (job->layout == PXL_CODEC_BGRA) png_set_bgr(png);
-      break;
-    default: /* RGB, GRAY */
-      png_set_strip_alpha(png);
-      if (job->layout == PXL_CODEC_RGB) png_set_gray_to_rgb(png);
-      break;
-  }
-  (void)png_set_interlace_handling(png); /* Adam7: libpng merges the passes into our rows */
-  png_read_update_info(png, info);
-
-  size_t stride = (size_t)w * (size_t)decoded_channels; /* <= 1e6 * 4: no overflow */
-  if (png_get_bit_depth(png, info) != 8 || png_get_channels(png, info) != decoded_channels ||
-      png_get_rowbytes(png, info) != stride) {
-    snprintf(job->shim_error, sizeof job->shim_error, "unexpected row format after transformations");
-    return PXL_CODEC_CORRUPT;
-  }
+  int gray_from_colour = 0;
+  pxl_codec_status st = png_transforms(job, ctype, w, &gray_from_colour);
+  if (st != PXL_CODEC_OK) return st;
+  size_t stride = (size_t)w * (size_t)(gray_from_colour ? 3 : channels);
   if (job->row_fn != NULL && interlace == PNG_INTERLACE_NONE) {
     /* Rows mode: one row buffer, never the bitmap. The caller's function runs between
      * png_read_row calls, so a libpng longjmp never crosses its frames. */
@@ -488,4 +499,160 @@ pxl_codec_status pxl_png_color(const uint8_t *data, size_t size, pxl_codec_color
   if (st != PXL_CODEC_OK) memset(color, 0, sizeof *color);
   free(job);
   return st;
+}
+
+/* ---- decoding while the bytes arrive ------------------------------------------------ */
+
+/* A PNG decode fed as its bytes arrive, through libpng's progressive reader
+ * (png_process_data): the rows of a non-interlaced image reach the bitmap or the row
+ * function as their data comes. It gives the whole decode's result only for a file that
+ * decodes cleanly to IEND; anything else (interlaced, a warning, an error, the data ending
+ * before IEND) it declines, and the caller decodes the whole body (pxl_codecs.h). */
+struct pxl_png_stream {
+  png_job job;
+  const int32_t *cancel;
+  png_uint_32 width, height;
+  int32_t channels;
+  int has_alpha, gray_from_colour;
+  uint8_t *row; /* one transformed row, converted in place */
+  int declined, done;
+  pxl_codec_status failed;
+  pxl_codec_output out;
+};
+
+static void png_stream_info(png_structp png, png_infop info) {
+  pxl_png_stream *s = png_get_progressive_ptr(png);
+  png_job *job = &s->job;
+  int depth = 0, ctype = 0, interlace = 0;
+  png_get_IHDR(png, info, &s->width, &s->height, &depth, &ctype, &interlace, NULL, NULL);
+  s->has_alpha = (ctype & PNG_COLOR_MASK_ALPHA) != 0 || png_get_valid(png, info, PNG_INFO_tRNS) != 0;
+  if (interlace != PNG_INTERLACE_NONE || (uint64_t)s->width * s->height > job->max_pixels ||
+      s->width > PXL_PNG_MAX_DIMENSION || s->height > PXL_PNG_MAX_DIMENSION) {
+    s->declined = 1;
+    png_error(png, "declined");
+  }
+  s->channels = pxl_layout_channels(job->layout);
+  if (png_transforms(job, ctype, s->width, &s->gray_from_colour) != PXL_CODEC_OK) png_error(png, job->shim_error);
+  size_t stride = (size_t)s->width * (size_t)(s->gray_from_colour ? 3 : s->channels);
+  s->row = malloc(stride ? stride : 1);
+  if (job->row_fn == NULL) job->pixels = malloc((size_t)s->width * s->height * (size_t)s->channels + 1);
+  if (s->row == NULL || (job->row_fn == NULL && job->pixels == NULL)) png_error(png, "out of memory");
+}
+
+static void png_stream_row(png_structp png, png_bytep row, png_uint_32 y, int pass) {
+  (void)pass;
+  pxl_png_stream *s = png_get_progressive_ptr(png);
+  png_job *job = &s->job;
+  if (row == NULL || y >= s->height) return;
+  if (s->cancel != NULL && __atomic_load_n(s->cancel, __ATOMIC_RELAXED) != 0) png_error(png, "cancelled");
+  memcpy(s->row, row, (size_t)s->width * (size_t)(s->gray_from_colour ? 3 : s->channels));
+  if (job->row_fn != NULL) {
+    if (hand_over_row(job, y, s->row, s->width, s->gray_from_colour)) png_error(png, job->shim_error);
+    return;
+  }
+  if (s->gray_from_colour) rgb_to_gray(s->row, s->width);
+  memcpy(job->pixels + (size_t)y * s->width * (size_t)s->channels, s->row, (size_t)s->width * (size_t)s->channels);
+}
+
+static void png_stream_end(png_structp png, png_infop info) {
+  (void)info;
+  pxl_png_stream *s = png_get_progressive_ptr(png);
+  s->done = 1;
+}
+
+pxl_png_stream *pxl_png_stream_new(int32_t layout, uint64_t max_pixels, pxl_codec_row_fn row_fn, void *user,
+                                   const int32_t *cancel) {
+  if (pxl_layout_channels(layout) == 0) return NULL;
+  pxl_png_stream *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  png_job *job = &s->job;
+  job->layout = layout;
+  job->max_pixels = max_pixels;
+  job->out = &s->out;
+  job->row_fn = row_fn;
+  job->row_user = user;
+  s->cancel = cancel;
+  job->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, job, on_error, on_warning);
+  if (job->png != NULL) job->info = png_create_info_struct(job->png);
+  if (job->png == NULL || job->info == NULL) {
+    pxl_png_stream_free(s);
+    return NULL;
+  }
+#ifdef PNG_HANDLE_AS_UNKNOWN_SUPPORTED
+  static const png_byte skipped[] = "tEXt\0zTXt\0iTXt"; /* as png_run: never inflated */
+  png_set_keep_unknown_chunks(job->png, PNG_HANDLE_CHUNK_NEVER, skipped, 3);
+#endif
+  png_set_user_limits(job->png, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
+  png_set_progressive_read_fn(job->png, s, png_stream_info, png_stream_row, png_stream_end);
+  return s;
+}
+
+/* png_process_data after the setjmp; 0 when libpng gave up (an error or a decline). */
+static int png_stream_run(pxl_png_stream *s, const uint8_t *data, size_t size) {
+  if (setjmp(png_jmpbuf(s->job.png))) return 0;
+  png_process_data(s->job.png, s->job.info, (png_bytep)(uintptr_t)data, size);
+  return 1;
+}
+
+pxl_codec_status pxl_png_stream_feed(pxl_png_stream *s, const uint8_t *data, size_t size, int at_end, int *state,
+                                     pxl_codec_output *out) {
+  if (out != NULL) memset(out, 0, sizeof *out);
+  if (s == NULL || state == NULL || out == NULL) return PXL_CODEC_UNSUPPORTED;
+  *state = PXL_STREAM_MORE;
+  if (s->failed != PXL_CODEC_OK || s->declined || s->done) {
+    pxl_set_message(out->message, sizeof out->message, "PNG", "the stream is over");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  png_job *job = &s->job;
+  int went_on = size == 0 || png_stream_run(s, data ? data : (const uint8_t *)"", size);
+  if (!went_on && s->cancel != NULL && __atomic_load_n(s->cancel, __ATOMIC_RELAXED) != 0) {
+    s->failed = PXL_CODEC_CORRUPT;
+    pxl_set_message(out->message, sizeof out->message, "PNG", "cancelled");
+    return PXL_CODEC_CORRUPT;
+  }
+  /* Anything but a clean file to IEND: the whole decode says what it is. */
+  if (!went_on || job->warnings > 0 || (at_end && !s->done)) {
+    const char *why = !went_on ? (job->shim_error[0] ? job->shim_error : job->fatal)
+                               : job->warnings > 0 ? job->last_warning : "the data ended before IEND";
+    pxl_set_message(out->message, sizeof out->message, "PNG", why);
+    s->declined = 1;
+    *state = PXL_STREAM_DECLINED;
+    return PXL_CODEC_OK;
+  }
+  if (!s->done) return PXL_CODEC_OK;
+  *state = PXL_STREAM_DONE;
+  set_output(job, s->width, s->height, s->channels, s->has_alpha);
+  *out = s->out;
+  out->pixels = job->pixels;
+  job->pixels = NULL;
+  return PXL_CODEC_OK;
+}
+
+void pxl_png_stream_free(pxl_png_stream *s) {
+  if (s == NULL) return;
+  if (s->job.png != NULL) png_destroy_read_struct(&s->job.png, s->job.info ? &s->job.info : NULL, NULL);
+  free(s->job.pixels);
+  free(s->row);
+  free(s);
+}
+
+/* The end of a PNG's header: just past the first IDAT's chunk header (what
+ * pxl_png_read_info and pxl_png_color read), 0 while the bytes end before it, -1 for a file png_run's chunk walk refuses (decoded whole) or no PNG. */
+int64_t pxl_png_header_end(const uint8_t *data, size_t size) {
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (data == NULL || size < 8) return 0;
+  if (memcmp(data, sig, 8) != 0) return -1;
+  size_t pos = 8;
+  int iccp = 0;
+  while (size - pos >= 8) {
+    const uint8_t *c = data + pos;
+    uint32_t len = (uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 | (uint32_t)c[2] << 8 | c[3];
+    if (len > PNG_UINT_31_MAX) return -1;
+    if (memcmp(c + 4, "IDAT", 4) == 0) return (int64_t)pos + 8; /* its header: png_read_info stops there */
+    if (memcmp(c + 4, "iCCP", 4) == 0 && ++iccp > PXL_PNG_MAX_ICCP) return -1;
+    if (memcmp(c + 4, "IEND", 4) == 0) return -1;
+    if ((uint64_t)len + 12 > size - pos) return 0;
+    pos += (size_t)len + 12;
+  }
+  return 0;
 }

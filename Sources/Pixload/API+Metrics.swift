@@ -44,6 +44,7 @@ private func cMetrics(_ m: RequestMetrics) -> pxl_metrics {
   c.isolated = m.isolated ? 1 : 0
   c.other_us = m.otherMicroseconds
   c.total_us = m.totalMicroseconds
+  c.after_last_byte_us = m.afterLastByteMicroseconds
   return c
 }
 

@@ -73,6 +73,8 @@ void test_metrics_tiers(const struct test_env *env) {
   CHECK(m.metrics.disk_read_us > 0); /* the disk was asked first (a miss) */
   CHECK_INT(m.metrics.tls_us, 0);
   CHECK_INT(m.metrics.process_us, 0);
+  /* Since 0.6.0: the last byte to the callback; at least the delivery's queue wait. */
+  CHECK(m.metrics.after_last_byte_us > 0 && m.metrics.after_last_byte_us >= m.metrics.queue_wait_us);
   /* Outside any callback: nothing to find. */
   pxl_result none = {0};
   pxl_metrics outside = {.struct_size = sizeof outside};
@@ -82,6 +84,7 @@ void test_metrics_tiers(const struct test_env *env) {
   measured_load(env, loader, queue, &request, &m);
   CHECK_INT(m.metrics.tier, PXL_TIER_MEMORY);
   CHECK_INT(m.metrics.bytes_received, 0);
+  CHECK_INT(m.metrics.after_last_byte_us, 0);
   CHECK_INT(m.metrics.decode_us, 0);
   CHECK_INT(m.metrics.delivered_bytes, 64 * 48 * 4);
   capture_reset(&m.capture);
@@ -98,6 +101,7 @@ void test_metrics_tiers(const struct test_env *env) {
   measured_load(env, loader, queue, &request, &m);
   CHECK_INT(m.metrics.tier, PXL_TIER_DISK);
   CHECK(m.metrics.decode_us > 0 && m.metrics.disk_read_us > 0);
+  CHECK_INT(m.metrics.after_last_byte_us, 0);
   CHECK_INT(m.metrics.bytes_received, 0);
   capture_reset(&m.capture);
   pxl_disk_cache_clear(loader);

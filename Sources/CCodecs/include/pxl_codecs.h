@@ -210,6 +210,49 @@ pxl_codec_status pxl_jpeg_decode_region(const uint8_t *data, size_t size, int32_
                                         uint64_t max_pixels, int32_t x, int32_t y, int32_t width, int32_t height,
                                         pxl_codec_region_row_fn row_fn, void *user, pxl_codec_output *out);
 
+/* A JPEG decode fed as its bytes arrive (a download), with the pixels and status of the
+ * whole decode of the same bytes: pxl_jpeg_decode when row_fn and region_fn are NULL,
+ * else pxl_jpeg_decode_rows (row_fn) or pxl_jpeg_decode_region (region_fn and the
+ * region), except that a region's rows above and below its margin are handed over too.
+ * Each pxl_jpeg_stream_feed appends `size` bytes (at_end: the last) and decodes as far
+ * as they go; *state then says whether it needs more (MORE), is over (DONE: out as the
+ * whole decode fills it, out->pixels the caller's), or declined the file before any row
+ * (DECLINED: a progressive JPEG at 1/8, cheaper decoded whole from its DC scans; an
+ * arithmetic-coded one, whose decoder cannot suspend). A status
+ * other than PXL_CODEC_OK ends it (out->message says why). *cancel (may be NULL), when
+ * non-zero, stops it between strips of rows (PXL_CODEC_CORRUPT, "cancelled"). NULL from
+ * _new: bad arguments or no memory. Free with pxl_jpeg_stream_free on every path. */
+typedef struct pxl_jpeg_stream pxl_jpeg_stream;
+enum { PXL_STREAM_MORE = 0, PXL_STREAM_DONE = 1, PXL_STREAM_DECLINED = 2 };
+pxl_jpeg_stream *pxl_jpeg_stream_new(int32_t layout, int32_t scale_denom, uint64_t max_pixels,
+                                     pxl_codec_row_fn row_fn, pxl_codec_region_row_fn region_fn, void *user,
+                                     int32_t x, int32_t y, int32_t width, int32_t height, const int32_t *cancel);
+pxl_codec_status pxl_jpeg_stream_feed(pxl_jpeg_stream *s, const uint8_t *data, size_t size, int at_end,
+                                      int *state, pxl_codec_output *out);
+void pxl_jpeg_stream_free(pxl_jpeg_stream *s);
+/* Streams made and not yet freed, in this process (tests: a cancelled decode's state is
+ * freed). */
+int64_t pxl_jpeg_streams_live(void);
+/* The offset just past a JPEG's first SOS segment (its header, all a decode's plan
+ * reads); 0 while the bytes end before it; -1 when the markers are not a plain sequence
+ * of segments (such a file is decoded whole). */
+int64_t pxl_jpeg_header_end(const uint8_t *data, size_t size);
+
+/* The same for PNG, through libpng's progressive reader (rows only, no region): the
+ * whole decode's result for a non-interlaced file that decodes cleanly to IEND with no
+ * warning; anything else is DECLINED (at the latest when at_end comes without IEND), and
+ * the caller decodes the whole body, which says what the file is. Rows may have reached
+ * row_fn by then: a caller that declines starts its rows afresh. */
+typedef struct pxl_png_stream pxl_png_stream;
+pxl_png_stream *pxl_png_stream_new(int32_t layout, uint64_t max_pixels, pxl_codec_row_fn row_fn, void *user,
+                                   const int32_t *cancel);
+pxl_codec_status pxl_png_stream_feed(pxl_png_stream *s, const uint8_t *data, size_t size, int at_end, int *state,
+                                     pxl_codec_output *out);
+void pxl_png_stream_free(pxl_png_stream *s);
+/* Just past a PNG's first IDAT chunk header; 0 while it has not arrived; -1
+ * for a file the whole decode's chunk walk refuses. */
+int64_t pxl_png_header_end(const uint8_t *data, size_t size);
+
 /*
  * WebP (webp_shim.c, libwebp), GIF (gif_shim.c, giflib) and AVIF (avif_shim.c, libavif).
  * Every format X below provides the same functions, under the contract at the top of this

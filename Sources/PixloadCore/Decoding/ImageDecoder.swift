@@ -103,9 +103,33 @@ public struct ImageDecoder: ImageDecoding {
     decodeWithCodec(data, variant: variant, maxPixels: maxPixels, cancel: cancel)
   }
 
-  /// Decodes with a codec's native capabilities (a built-in format's).
-  static func decode(_ bytes: UnsafeBufferPointer<UInt8>, native codec: NativeCodec, variant: ImageVariant,
-                     maxPixels: UInt64) -> Result<Image, LoadError> {
+  /// What a native decode of a file does, decided from its header (`nativePlan`): the
+  /// orientation, size plan and colour step, and the (DCT-scaled) size the codec produces
+  /// with the crop of it the plan keeps.
+  struct NativePlan {
+    let info: pxl_codec_info
+    let orientation: Orientation
+    let plan: SizePlan
+    let color: ColorStep
+    let scale: Int
+    let decodedWidth: Int
+    let decodedHeight: Int
+    /// Crop rectangle in the decoded pixels.
+    let crop: PixelRect
+    let format: PixelFormat
+
+    /// A thumbnail: rows stream from the decoder into the resampler, so neither the
+    /// full-size nor the DCT-scaled bitmap is ever built.
+    var resamples: Bool {
+      plan.storedOutputWidth != decodedWidth || plan.storedOutputHeight != decodedHeight
+        || !crop.isWhole(width: decodedWidth, height: decodedHeight)
+    }
+  }
+
+  /// The plan of a native decode from the file's header (for a JPEG, its bytes up to the
+  /// first scan are enough).
+  static func nativePlan(_ bytes: UnsafeBufferPointer<UInt8>, native codec: NativeCodec, variant: ImageVariant,
+                         maxPixels: UInt64) -> Result<NativePlan, LoadError> {
     let base = bytes.baseAddress!
     var info = pxl_codec_info()
     var message = [CChar](repeating: 0, count: 256)
@@ -127,48 +151,63 @@ public struct ImageDecoder: ImageDecoding {
     // then reduced to luma.
     let (conversion, colorWarning) = variant.managesColor ? ColorConversion.forFile(bytes, codec: codec) : (nil, nil)
     let color = ColorStep(conversion: conversion, warning: colorWarning, format: variant.format)
-    if variant.animates && info.frame_count > 1,
-       let animated = Self.decodeAnimation(bytes, codec: codec, info: info, plan: plan, color: color,
-                                           format: variant.format, orientation: orientation, maxPixels: maxPixels) {
-      return animated
-    }
-    let layout = color.decodeLayout
     // The size the decoder produces: the DCT-scaled size (ceil(stored / denominator)), or
     // the stored size.
     let scale = codec.scalesByDCT ? plan.dctScaleDenominator : 1
     let decodedWidth = (storedWidth + scale - 1) / scale, decodedHeight = (storedHeight + scale - 1) / scale
-    // Crop rectangle in the decoded pixels.
     let decodedCrop = plan.storedCrop.scaled(x: Double(decodedWidth) / Double(storedWidth),
                                              y: Double(decodedHeight) / Double(storedHeight))
-    if plan.storedOutputWidth != decodedWidth || plan.storedOutputHeight != decodedHeight
-        || !decodedCrop.isWhole(width: decodedWidth, height: decodedHeight) {
-      // A thumbnail: rows stream from the decoder into the resampler, so neither the
-      // full-size nor the DCT-scaled bitmap is ever built.
-      return decodeResampled(bytes, codec: codec, info: info, scale: scale, decodedWidth: decodedWidth,
-                             decodedHeight: decodedHeight, crop: decodedCrop, plan: plan, color: color,
-                             format: variant.format, orientation: orientation, maxPixels: maxPixels)
+    return .success(NativePlan(info: info, orientation: orientation, plan: plan, color: color, scale: scale,
+                               decodedWidth: decodedWidth, decodedHeight: decodedHeight, crop: decodedCrop,
+                               format: variant.format))
+  }
+
+  /// Decodes with a codec's native capabilities (a built-in format's).
+  static func decode(_ bytes: UnsafeBufferPointer<UInt8>, native codec: NativeCodec, variant: ImageVariant,
+                     maxPixels: UInt64) -> Result<Image, LoadError> {
+    let native: NativePlan
+    switch nativePlan(bytes, native: codec, variant: variant, maxPixels: maxPixels) {
+    case .failure(let error): return .failure(error)
+    case .success(let planned): native = planned
+    }
+    let info = native.info
+    if variant.animates && info.frame_count > 1,
+       let animated = Self.decodeAnimation(bytes, codec: codec, info: info, plan: native.plan, color: native.color,
+                                           format: variant.format, orientation: native.orientation,
+                                           maxPixels: maxPixels) {
+      return animated
+    }
+    if native.resamples {
+      return decodeResampled(bytes, codec: codec, native: native, maxPixels: maxPixels)
     }
     var output = pxl_codec_output()
-    let decodeStatus = codec.decode(base, bytes.count, Int32(layout.rawValue), Int32(scale), maxPixels, &output)
-    if decodeStatus != PXL_CODEC_OK {
+    let decodeStatus = codec.decode(bytes.baseAddress!, bytes.count, Int32(native.color.decodeLayout.rawValue),
+                                    Int32(native.scale), maxPixels, &output)
+    return finishWhole(decodeStatus, &output, codec: codec, native: native)
+  }
+
+  /// The image of a whole (not resampled) native decode's output (taking its pixels).
+  static func finishWhole(_ status: pxl_codec_status, _ output: inout pxl_codec_output, codec: NativeCodec,
+                          native: NativePlan) -> Result<Image, LoadError> {
+    if status != PXL_CODEC_OK {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
       free(output.pixels)
-      return .failure(Self.error(decodeStatus, codec: codec, message: text))
+      return .failure(Self.error(status, codec: codec, message: text))
     }
-
     let width = Int(output.width), height = Int(output.height)
-    let (pixels, warning) = color.apply(output.pixels!, width: width, height: height, premultiplied: false)
-    let channels = variant.format.bytesPerPixel
-    if channels == 4 && output.has_alpha != 0 && variant.format.isPremultiplied {
+    let (pixels, warning) = native.color.apply(output.pixels!, width: width, height: height, premultiplied: false)
+    let channels = native.format.bytesPerPixel
+    if channels == 4 && output.has_alpha != 0 && native.format.isPremultiplied {
       PixelOps.premultiply(pixels, count: width * height)
     }
     return Self.counted(Self.finish(pixels, width: width, height: height, channels: channels,
-                                    orientation: orientation, format: variant.format, plan: plan, warning: warning),
-                        info, incomplete: output.incomplete != 0)
+                                    orientation: native.orientation, format: native.format, plan: native.plan,
+                                    warning: warning),
+                        native.info, incomplete: output.incomplete != 0)
   }
 
   /// Turns the stored-orientation output upright and wraps it (taking `pixels`).
-  private static func finish(_ pixels: UnsafeMutablePointer<UInt8>, width: Int, height: Int, channels: Int,
+  static func finish(_ pixels: UnsafeMutablePointer<UInt8>, width: Int, height: Int, channels: Int,
                              orientation: Orientation, format: PixelFormat, plan: SizePlan,
                              warning: String? = nil) -> Result<Image, LoadError> {
     var pixels = pixels, width = width, height = height
@@ -186,19 +225,25 @@ public struct ImageDecoder: ImageDecoding {
                           takingPixels: pixels, warning: warning))
   }
 
+  /// The area resampler a thumbnail's rows go into, or nil when memory runs out.
+  static func resampler(for native: NativePlan) -> AreaResampler? {
+    // Averaged in premultiplied space so transparent pixels do not darken their neighbours.
+    AreaResampler(sourceWidth: native.decodedWidth, sourceHeight: native.decodedHeight,
+                  channels: native.color.decodeChannels, crop: native.crop,
+                  outputWidth: native.plan.storedOutputWidth, outputHeight: native.plan.storedOutputHeight,
+                  premultiply: hasAlpha(native))
+  }
+
+  private static func hasAlpha(_ native: NativePlan) -> Bool {
+    native.color.decodeChannels == 4 && native.info.has_alpha != 0
+  }
+
   /// Decodes rows straight into an area resampler: the crop of the (DCT-scaled) image at
   /// the plan's stored output size.
-  private static func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, codec: NativeCodec, info: pxl_codec_info,
-                                      scale: Int, decodedWidth: Int, decodedHeight: Int, crop: PixelRect,
-                                      plan: SizePlan, color: ColorStep, format: PixelFormat,
-                                      orientation: Orientation, maxPixels: UInt64) -> Result<Image, LoadError> {
-    let layout = color.decodeLayout
-    let channels = color.decodeChannels
-    // Averaged in premultiplied space so transparent pixels do not darken their neighbours.
-    let hasAlpha = channels == 4 && info.has_alpha != 0
-    guard let resampler = AreaResampler(sourceWidth: decodedWidth, sourceHeight: decodedHeight, channels: channels,
-                                        crop: crop, outputWidth: plan.storedOutputWidth,
-                                        outputHeight: plan.storedOutputHeight, premultiply: hasAlpha) else {
+  private static func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, codec: NativeCodec, native: NativePlan,
+                                      maxPixels: UInt64) -> Result<Image, LoadError> {
+    let layout = native.color.decodeLayout
+    guard let resampler = resampler(for: native) else {
       return .failure(LoadError(.noMemory, "out of memory resampling"))
     }
     var output = pxl_codec_output()
@@ -207,32 +252,41 @@ public struct ImageDecoder: ImageDecoding {
         // Only the crop's pixels are built (a FILL thumbnail drops a quarter to a half of a
         // photo of another aspect ratio); the rest is entropy-decoded and checked, no more.
         let region = resampler.sourceRegion
-        return decodeRegion(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), Int32(scale), maxPixels,
+        return decodeRegion(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), Int32(native.scale), maxPixels,
                             region.x, region.y, region.width, region.height,
                             AreaResampler.regionRowFunction, resampler.context, &output)
       }
-      return codec.decodeRows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), Int32(scale), maxPixels,
+      return codec.decodeRows(bytes.baseAddress!, bytes.count, Int32(layout.rawValue), Int32(native.scale), maxPixels,
                               AreaResampler.rowFunction, resampler.context, &output)
     }
+    return finishResampled(status, &output, resampler, codec: codec, native: native)
+  }
+
+  /// The thumbnail of a resampled native decode (`resampler` has its rows).
+  static func finishResampled(_ status: pxl_codec_status, _ output: inout pxl_codec_output, _ resampler: AreaResampler,
+                              codec: NativeCodec, native: NativePlan) -> Result<Image, LoadError> {
     if status != PXL_CODEC_OK {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
       return .failure(Self.error(status, codec: codec, message: text))
     }
-    guard Int(output.width) == decodedWidth && Int(output.height) == decodedHeight,
+    let plan = native.plan, format = native.format, hasAlpha = hasAlpha(native)
+    guard Int(output.width) == native.decodedWidth && Int(output.height) == native.decodedHeight,
           let pixels = resampler.finish() else {
       return .failure(Self.error(PXL_CODEC_CORRUPT, codec: codec,
-                                 message: "decoded \(output.width)x\(output.height), expected \(decodedWidth)x\(decodedHeight)"))
+                                 message: "decoded \(output.width)x\(output.height), "
+                                   + "expected \(native.decodedWidth)x\(native.decodedHeight)"))
     }
     let count = plan.storedOutputWidth * plan.storedOutputHeight
     if hasAlpha && !format.isPremultiplied { PixelOps.unpremultiply(pixels, count: count) }
     // Converted here, on the thumbnail, not row by row before the resampler: as many
     // conversions as output pixels instead of decoded ones (bench/color.c measures both).
-    let (converted, warning) = color.apply(pixels, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
-                                           premultiplied: hasAlpha && format.isPremultiplied)
+    let (converted, warning) = native.color.apply(pixels, width: plan.storedOutputWidth,
+                                                  height: plan.storedOutputHeight,
+                                                  premultiplied: hasAlpha && format.isPremultiplied)
     return Self.counted(Self.finish(converted, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
-                                    channels: format.bytesPerPixel, orientation: orientation, format: format,
+                                    channels: format.bytesPerPixel, orientation: native.orientation, format: format,
                                     plan: plan, warning: warning),
-                        info, incomplete: output.incomplete != 0)
+                        native.info, incomplete: output.incomplete != 0)
   }
 
   static func layout(for format: PixelFormat) -> pxl_codec_layout {

@@ -322,6 +322,7 @@ public final class CompletionQueue: @unchecked Sendable {
           var metrics = delivery.metrics
           let now = monotonicNanoseconds()
           metrics.queueWaitMicroseconds = microseconds(from: delivery.postedAt, to: now)
+          metrics.callbackStarts(at: now)
           if case .success(let image, _, _) = outcome { metrics.deliveredBytes = UInt64(image.totalByteCount) }
           metrics.settle(now: now)
           return .result(delivery, outcome, metrics)

@@ -57,8 +57,16 @@ extension TaskPool {
       metrics.isolated = true
       metrics.workerMicroseconds = workerNanoseconds / 1000
     }
-    metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
     if case .success(let image) = result { metrics.decodedBytes = UInt64(image.totalByteCount) }
+    finishDecode(decode, result, input, metrics: metrics, flag: flag)
+  }
+
+  /// Not holding the lock, on a pool thread: a decode's result (its figures in `metrics`)
+  /// to its requests and the tasks processed from it.
+  func finishDecode(_ decode: VariantTask, _ result: Result<Image, LoadError>, _ input: DecodeInput,
+                    metrics: RequestMetrics, flag: CancelFlag) {
+    var metrics = metrics
+    metrics.diskReadMicroseconds += decode.metrics.diskReadMicroseconds
     // An animation player's first frame: it decodes the later ones from these bytes.
     if case .success(let image) = result, decode.variant.keepsSource { image.encodedSource = input.data.bytes }
     if case .success(let image) = result, let warning = image.warning {

@@ -28,6 +28,31 @@ final class OriginalDataTask {
   /// What its stages measured so far, and when the disk lookup under way began.
   var metrics = RequestMetrics()
   var stageStartedAt: UInt64 = 0
+  /// Its decode fed as the bytes arrive (StreamTask.swift): the progress reports counted
+  /// until one may start, then its feed. One field: thousands of downloads may wait
+  /// (Tests/e2e/exhaust.c's budget).
+  private var streamState = StreamState.counting(0)
+  private enum StreamState {
+    case counting(UInt8)
+    case feeding(StreamFeed)
+  }
+
+  /// The feed of its decode, if one is under way; once it is over, none starts again.
+  var stream: StreamFeed? {
+    get {
+      if case .feeding(let feed) = streamState { return feed }
+      return nil
+    }
+    set { streamState = newValue.map(StreamState.feeding) ?? .counting(2) }
+  }
+
+  /// Counts a progress report; true at the second (the transfer lasted a progress
+  /// interval: a feed may start).
+  func countProgressReport() -> Bool {
+    guard case .counting(let reports) = streamState, reports < 2 else { return false }
+    streamState = .counting(reports + 1)
+    return reports + 1 == 2
+  }
 
   init(key: OriginalDataKey, url: RequestURL, headers: [String]) {
     self.key = key
@@ -94,6 +119,7 @@ extension TaskPool {
   func abandon(_ download: OriginalDataTask) -> [PendingRequest] {
     if downloads[download.key] === download { downloads.removeValue(forKey: download.key) }
     download.phase = .idle
+    dropStream(download)
     let failed = download.decodes.values.flatMap { abandon($0) }
     download.decodes.removeAll()
     return failed
@@ -150,6 +176,7 @@ extension TaskPool {
   /// a 304's stored bytes) without the loader's lock, between the two sections that take
   /// the download off the table and hand the bytes to its decodes.
   func downloadFinished(_ download: OriginalDataTask, _ result: Result<DownloadedData, LoadError>) {
+    let lastByteAt = monotonicNanoseconds()
     var failed: [PendingRequest] = []
     var failure: LoadError?
     let taken: (stored: StoredOriginal?, endedEarly: Int)? = lock.withLock {
@@ -168,6 +195,9 @@ extension TaskPool {
         // Over: a decode that leaves meanwhile cancels nothing below it.
         download.phase = .idle
         download.metrics.take(response.timing)
+        download.metrics.lastByteCame(at: lastByteAt)
+        // A transfer ended early carries the first scans only: decoded whole, as before.
+        if response.endedEarly { dropStream(download) }
         return (stored, download.preview.endedEarly)
       }
     }
@@ -197,7 +227,9 @@ extension TaskPool {
       case .revalidated:
         counters.revalidated += 1
         counters.bytesDownloaded += response.bytes.count
-      default: download.metrics.bytesReceived = 0
+      default:
+        download.metrics.bytesReceived = 0
+        download.metrics.lastByteCame(at: 0)
       }
       decodeAll(download, DecodeInput(data: received.data, source: received.source, origin: received.origin))
     }
@@ -208,7 +240,8 @@ extension TaskPool {
     var input = input
     input.metrics = download.metrics
     download.phase = .idle
-    for decode in download.decodes.values { scheduleDecode(decode, input) }
+    let streamed = streamBodyArrived(download, input)
+    for decode in download.decodes.values where decode !== streamed { scheduleDecode(decode, input) }
     download.decodes.removeAll()
   }
 }

@@ -42,6 +42,7 @@ extension TaskPool {
   func downloadProgressed(_ download: OriginalDataTask, received: UInt64, expected: UInt64,
                                   body: [UInt8]) -> Bool {
     if endsEarly(download, received: received, expected: expected, body: body) { return true }
+    streamProgress(download, body: body)
     var previewNow = false
     let listeners: [PendingRequest] = lock.withLock {
       guard downloads[download.key] === download else { return [] }

@@ -198,6 +198,8 @@ extension TaskPool {
     case .lookingUpVariant(let job, _): diskTier?.cancel(job)
     case .waitingForBytes(let download):
       download.decodes.removeValue(forKey: decode.variant)
+      // Its decode fed as the bytes arrive stops and frees its state now.
+      if download.stream?.decode === decode { dropStream(download) }
       if !download.decodes.isEmpty {
         rerank(download)
         return

@@ -119,6 +119,27 @@ public struct RequestMetrics: Sendable, Equatable {
       + transferMicroseconds + diskReadMicroseconds + decodeMicroseconds + processMicroseconds + queueWaitMicroseconds
   }
 
+  /// From the transfer's last byte (its completion reaching the loader) to the callback
+  /// starting: what the decode and delivery left for after the download (0 without a
+  /// transfer: a cache hit, a data: URL, a fetcher; 0 until the callback).
+  public var afterLastByteMicroseconds: UInt64 { lastByte & Self.lastByteMark != 0 ? 0 : lastByte }
+  /// One field for both (Tests/e2e/exhaust.c's budget: every waiting task holds metrics):
+  /// until the callback, when the last byte came (monotonic nanoseconds, marked by the top
+  /// bit; 0: no transfer); from then on, the microseconds since.
+  private var lastByte: UInt64 = 0
+  private static let lastByteMark: UInt64 = 1 << 63
+
+  /// The transfer's last byte came now (`monotonicNanoseconds()`), or never (0).
+  mutating func lastByteCame(at nanoseconds: UInt64) {
+    lastByte = nanoseconds == 0 ? 0 : nanoseconds | Self.lastByteMark
+  }
+
+  /// The callback starts at `now`: the time since the last byte is final.
+  mutating func callbackStarts(at now: UInt64) {
+    guard lastByte & Self.lastByteMark != 0 else { return }
+    lastByte = microseconds(from: lastByte & ~Self.lastByteMark, to: now)
+  }
+
   public init() {}
 
   /// The request's callback starts now (monotonic ns): sets `totalMicroseconds` to the

@@ -226,7 +226,8 @@ class pxl_metrics(ctypes.Structure):  # since 0.5.0
         (name, ctypes.c_int32) for name in ("http_status", "http_version", "redirects", "connection_reused")
     ] + [("decoded_bytes", ctypes.c_uint64), ("delivered_bytes", ctypes.c_uint64),
          ("worker_us", ctypes.c_uint64), ("isolated", ctypes.c_int32),
-         ("other_us", ctypes.c_uint64), ("total_us", ctypes.c_uint64)]  # since 0.6.0
+         ("other_us", ctypes.c_uint64), ("total_us", ctypes.c_uint64),  # since 0.6.0
+        ("after_last_byte_us", ctypes.c_uint64)]  # since 0.6.0
 
 
 class pxl_image_info(ctypes.Structure):  # since 0.6.0: an image's accessors in one call

@@ -51,11 +51,13 @@ class Metrics:
     isolated: bool = False
     other_us: int = 0  # intake to callback in no stage above (hand-offs, storing on disk)
     total_us: int = 0  # intake to callback: exactly the stages' sum plus other_us
+    after_last_byte_us: int = 0  # the transfer's last byte to the callback (0: no transfer)
 
 
 _COPIED = ("slot_wait_us", "dns_us", "connect_us", "tls_us", "first_byte_us", "transfer_us", "disk_read_us",
            "decode_us", "process_us", "queue_wait_us", "http_status", "http_version", "redirects",
-           "decoded_bytes", "delivered_bytes", "worker_us", "other_us", "total_us")
+           "decoded_bytes", "delivered_bytes", "worker_us", "other_us", "total_us",
+           "after_last_byte_us")
 
 
 _SIZE = ctypes.sizeof(_ffi.pxl_metrics)

@@ -70,6 +70,8 @@ pub struct Metrics {
     pub other_us: u64,
     /// From intake to the callback: exactly the stage fields' sum plus `other_us`.
     pub total_us: u64,
+    /// From the transfer's last byte to the callback starting (0: no transfer).
+    pub after_last_byte_us: u64,
 }
 
 impl Metrics {
@@ -106,6 +108,7 @@ impl Metrics {
             isolated: m.isolated != 0,
             other_us: m.other_us,
             total_us: m.total_us,
+            after_last_byte_us: m.after_last_byte_us,
         })
     }
 }

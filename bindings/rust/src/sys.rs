@@ -530,6 +530,7 @@ pub struct pxl_metrics {
     pub isolated: i32,
     pub other_us: u64,
     pub total_us: u64,
+    pub after_last_byte_us: u64,
 }
 
 pub const PXL_METRICS_SIZE_0_5: usize = offset_of!(pxl_metrics, delivered_bytes) + size_of::<u64>();

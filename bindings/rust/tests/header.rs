@@ -101,7 +101,7 @@ fn rust_side() -> (
             struct_size, tier, joined, slot_wait_us, dns_us, connect_us, tls_us, first_byte_us, transfer_us,
             disk_read_us, decode_us, process_us, queue_wait_us, bytes_received, http_status, http_version,
             redirects, connection_reused, decoded_bytes, delivered_bytes, worker_us, isolated,
-            other_us, total_us,
+            other_us, total_us, after_last_byte_us,
         }
         pxl_result { struct_size, status, image, http_status, source, message, preview, incomplete }
         pxl_stats {
