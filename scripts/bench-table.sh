@@ -15,15 +15,15 @@
 # the decode-only loop with a warm-up pass, 3 timed passes and PNGs through libpng's
 # simplified API (bare-decode --warmup --repeat 3 --png-simplified). Where they differ,
 # measured on the demo set (medians of interleaved runs, 2 shared cores):
-# - start-up and teardown: the whole process costs ~0.10 ms per image more than the
+# - start-up and teardown: the whole process costs ~0.08-0.10 ms per image more than the
 #   CLI's span (2.78 against 2.68 ms; ~1,230 of its page faults are the start-up's).
-# - the loop's warm-up, extra passes and simplified PNG API: under 1 % (3.32-3.33 against
-#   3.33-3.35 ms per image): not the cause.
+# - the loop's warm-up, extra passes and simplified PNG API: 1-2 % at most (3.23-3.33 against
+#   3.30-3.35 ms per image): not the cause.
 # - the data, by far the largest: the bare decode inflates PNGs with zlib and unfilters
 #   with libpng, pixload with libdeflate and its own SIMD unfilter (png_fast.c). The demo
 #   set's 30 PNGs (10 % of the images) are 38 % of the loop's CPU, and pixload decodes
 #   them at 0.56x; on its 270 JPEGs alone the ratio is 0.97-0.99 (baseline 0.98-1.00,
-#   progressive 0.97-0.98) before start-up, ~1.02 after (the table's row "... JPEGs
+#   progressive 0.97-0.98) before start-up, 1.00-1.02 after (the table's row "... JPEGs
 #   only" measures it in every run). A set of web photos with few
 #   or no PNGs reads about 1.0 here, and more where per-image costs weigh more than
 #   they do here (smaller images, a slower loopback, other work on the cores).
