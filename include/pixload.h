@@ -1366,9 +1366,13 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  * refused (PXL_E_UNSUPPORTED) in this release.
  *
  * The loader keeps a pool of warm workers per module, at most decode_threads of each,
- * started with posix_spawn (never a fork of the host) on the first image of their format,
- * replaced after 200 decodes and after any failure, and ended by pxl_loader_free. A
- * worker locks itself before it reads a byte. The layers, what each stops, and what it
+ * started with posix_spawn (never a fork of the host), replaced after 200 decodes and
+ * after any failure, and ended by pxl_loader_free. Nothing starts before the first image
+ * of an isolated format (a loader that never decodes one starts no process and no
+ * thread); that image's decode starts its worker (about 5-8 ms), and from then a thread
+ * of the loader starts workers ahead of need: as many as the most decodes of the format
+ * seen at once, plus a spare, replacing a retired or failed one before the next image asks
+ * for it. A worker locks itself before it reads a byte. The layers, what each stops, and what it
  * does not:
  *
  *   spawned, not forked; every descriptor but its socket closed; an environment of HOME

@@ -11,6 +11,7 @@
  */
 #define _DEFAULT_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -796,6 +797,118 @@ void test_isolation_hostile_module(const struct test_env *env) {
                 (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0 && WEXITSTATUS(wstatus) != 3 &&
                  WEXITSTATUS(wstatus) != 4);
   CHECKF(crashed, "the in-process child ended with %#x", wstatus);
+  pxl_queue_free(queue);
+  if (saved) {
+    setenv("PIXLOAD_CODEC_PATH", saved, 1);
+    free(saved);
+  } else {
+    unsetenv("PIXLOAD_CODEC_PATH");
+  }
+}
+
+/* This process's decode workers alive (children named pixload-decode-worker, not yet
+ * exited), and whether a thread named pxl-warm-* runs here. */
+static int worker_children(void) {
+  int count = 0;
+  DIR *proc = opendir("/proc");
+  if (!proc) return -1;
+  struct dirent *e;
+  while ((e = readdir(proc))) {
+    char path[300], line[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    /* pid (comm) state ppid */
+    char *close_paren = strrchr(line, ')');
+    char state = 0;
+    int ppid = 0;
+    if (close_paren && strstr(line, "(pixload-decode-") && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2 &&
+        ppid == getpid() && state != 'Z' && state != 'X')
+      count++;
+  }
+  closedir(proc);
+  return count;
+}
+
+static int warming_threads(void) {
+  int count = 0;
+  DIR *tasks = opendir("/proc/self/task");
+  if (!tasks) return -1;
+  struct dirent *e;
+  while ((e = readdir(tasks))) {
+    char path[300], name[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (fgets(name, sizeof name, f) && strncmp(name, "pxl-warm-", 9) == 0) count++;
+    fclose(f);
+  }
+  closedir(tasks);
+  return count;
+}
+
+/* Waits until this process has `want` decode workers alive; 1 if it came to that. */
+static int workers_become(const struct test_env *env, int want) {
+  for (int waited = 0; waited < 5000 * env->slow_factor; waited += 5) {
+    if (worker_children() == want) return 1;
+    usleep(5000);
+  }
+  return 0;
+}
+
+/* Issue 39: the warm pool. A loader that never decodes an isolated format starts no
+ * worker and no thread; once it does, a warming thread keeps a spare started ahead of the
+ * next image, replaces a worker that crashed before anyone asks, and pxl_loader_free ends
+ * (and reaps) them all. */
+void test_isolation_warm_pool(const struct test_env *env) {
+  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
+  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
+  if (!dir) return;
+  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
+  char *saved = old_path ? strdup(old_path) : NULL;
+  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+  write_fixture(env, "warm-ok.bin", (const uint8_t *)"HOSTILE:ok\n", 11);
+  write_fixture(env, "warm-segv.bin", (const uint8_t *)"HOSTILE:segv \n", 14);
+
+  pxl_config config;
+  pxl_config_init(&config);
+  config.codec_modules = "hostile";
+  config.decode_threads = 4;
+  CHECK_INT(worker_children(), 0);
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  /* Nothing started for a host that has not decoded an isolated format. */
+  CHECK_INT(worker_children(), 0);
+  CHECK_INT(warming_threads(), 0);
+
+  struct test_url ok = test_url(env, "/warm-ok.bin", "warm");
+  pxl_status status;
+  char message[256] = "";
+  pxl_image *image = load(env, loader, queue, ok.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_OK && image, "first: %d %s", status, message);
+  pxl_image_release(image);
+  CHECK_INT(warming_threads(), 1);
+  /* The worker that decoded it, and a spare. */
+  CHECKF(workers_become(env, 2), "after the first image: %d workers, not 2", worker_children());
+
+  /* A crash: the worker is gone, and its replacement starts without a request asking. */
+  struct test_url segv = test_url(env, "/warm-segv.bin", "warm");
+  image = load(env, loader, queue, segv.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_E_DECODER_FAILED, "segv: %d %s", status, message);
+  pxl_image_release(image);
+  CHECKF(workers_become(env, 2), "after the crash: %d workers, not 2", worker_children());
+  struct test_url again = test_url(env, "/warm-ok.bin", "warm-again");
+  image = load(env, loader, queue, again.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_OK && image, "after the crash: %d %s", status, message);
+  pxl_image_release(image);
+
+  /* Freed: every worker ended and reaped, the warming thread joined. */
+  pxl_loader_free(loader);
+  CHECK_INT(worker_children(), 0);
+  CHECK_INT(warming_threads(), 0);
   pxl_queue_free(queue);
   if (saved) {
     setenv("PIXLOAD_CODEC_PATH", saved, 1);

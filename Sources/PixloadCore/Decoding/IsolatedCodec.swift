@@ -15,9 +15,13 @@ import Glibc
 /// pixels once into the decode stage's canvas, and keeps the ICC profile the worker wrote
 /// after them for this thread's `readICC`, which the decode stage calls after the draw.
 ///
-/// Its workers: a pool of at most `poolSize` idle ones (the decode threads), warm after the
-/// first image, each replaced after `maxDecodes` and after any failure, all ended by
-/// `destroy` (the table calls it once no decode runs: pxl_loader_free).
+/// Its workers: a pool sized to the decode threads (`poolSize`), each replaced after
+/// `maxDecodes` and after any failure, all ended by `destroy` (the table calls it once no
+/// decode runs: pxl_loader_free). Nothing starts before the codec's first image (a loader
+/// whose host never decodes an isolated format starts no process and no thread); from then
+/// a warming thread keeps as many workers as the most decodes seen at once, plus a spare,
+/// up to `poolSize`, started ahead of need: a retired or failed worker is replaced (and
+/// ended) there, not on a decode thread.
 public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// Where and how its workers run.
   public struct Settings: Sendable {
@@ -84,6 +88,18 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   private let lock = Lock()
   private var idle: [Idle] = []
   private var closed = false
+  /// Workers handed out to decodes, the most at once, and those the warming thread is
+  /// starting; decodes waiting for one of those.
+  private var busy = 0
+  private var peakBusy = 0
+  private var starting = 0
+  private var waiting = 0
+  /// Workers to end, on the warming thread.
+  private var retired: [UnsafeMutableRawPointer] = []
+  private var warmer: WorkerThread?
+  /// The warming thread could not start, or a worker failed to start there: the decodes
+  /// start their own (and report why).
+  private var warmingFailed = false
   private var loggedLayers = false
   /// The ICC profile of each thread's last decode, for `readICC`, with the bytes it came
   /// from (a copy: the pixels are unmapped once drawn).
@@ -190,15 +206,22 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     return nil
   }
 
-  /// After the last decode: ends every idle worker (the busy ones end when they come back).
+  /// After the last decode: stops the warming thread, ends every idle worker (the busy
+  /// ones end when they come back).
   public func destroy() {
-    let workers: [Idle] = lock.withLock {
+    let thread: WorkerThread? = lock.withLock {
       closed = true
-      current.removeAll()
-      defer { idle.removeAll() }
-      return idle
+      lock.broadcast()
+      defer { warmer = nil }
+      return warmer
     }
-    for worker in workers { pxlw_free(worker.worker) }
+    thread?.join()
+    let workers: [UnsafeMutableRawPointer] = lock.withLock {
+      current.removeAll()
+      defer { idle.removeAll(); retired.removeAll() }
+      return idle.map(\.worker) + retired
+    }
+    for worker in workers { pxlw_free(worker) }
     inner.destroy()
   }
 
@@ -251,9 +274,94 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     return .success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation))
   }
 
-  private func take() -> Result<Idle, CodecFailure> {
-    let reused: Idle? = lock.withLock { idle.popLast() }
+  /// A worker for one decode: an idle one, else one the warming thread is starting, else
+  /// one started here. Starts the warming thread with the first decode.
+  private func take(warm: Bool = true) -> Result<Idle, CodecFailure> {
+    let reused: Idle? = lock.withLock {
+      if warm, warmer == nil, !closed, !warmingFailed {
+        do { warmer = try WorkerThread(name: "pxl-warm-\(settings.moduleName)") { [self] in warmLoop() } }
+        catch { warmingFailed = true }
+      }
+      while idle.isEmpty, starting > waiting, !closed {
+        waiting += 1
+        lock.wait()
+        waiting -= 1
+      }
+      guard let taken = idle.popLast() else {
+        if warm { claim() }
+        return nil
+      }
+      if warm { claim() }
+      return taken
+    }
     if let reused { return .success(reused) }
+    let started = spawn()
+    if warm {
+      lock.withLock {
+        switch started {
+        case .failure: unclaim()
+        case .success: warmingFailed = false  // (a worker starts again: warm again)
+        }
+      }
+    }
+    return started
+  }
+
+  /// One more worker in use (the lock held): the warming thread tops the pool up.
+  private func claim() {
+    busy += 1
+    peakBusy = max(peakBusy, busy)
+    lock.broadcast()
+  }
+
+  private func unclaim() {
+    busy -= 1
+    lock.broadcast()
+  }
+
+  /// Workers the warming thread should start now (the lock held): up to the most decodes
+  /// seen at once plus a spare, at most poolSize.
+  private var wanted: Int {
+    guard peakBusy > 0, !warmingFailed else { return 0 }
+    let target = min(max(1, settings.poolSize), peakBusy + 1)
+    return target - (busy + idle.count + starting)
+  }
+
+  /// The warming thread: ends retired workers and starts new ones ahead of need, until
+  /// `destroy`.
+  private func warmLoop() {
+    lock.lock()
+    while !closed {
+      if !retired.isEmpty {
+        let ending = retired
+        retired.removeAll()
+        lock.unlock()
+        for worker in ending { pxlw_free(worker) }
+        lock.lock()
+        continue
+      }
+      guard wanted > 0 else {
+        lock.wait()
+        continue
+      }
+      starting += 1
+      lock.unlock()
+      let started = spawn()
+      lock.lock()
+      starting -= 1
+      switch started {
+      case .success(let worker) where !closed: idle.append(worker)
+      case .success(let worker): retired.append(worker.worker)
+      case .failure: warmingFailed = true  // the decodes start their own and say why
+      }
+      lock.broadcast()
+    }
+    lock.unlock()
+  }
+
+  /// Starts a worker and checks its layers (PXL_ISOLATION_REQUIRED; the log names those
+  /// missing once).
+  private func spawn() -> Result<Idle, CodecFailure> {
     var message = [CChar](repeating: 0, count: 512)
     guard let worker = pxlw_spawn(settings.executable, settings.moduleDirectory, settings.moduleName,
                                   settings.maxPixels, settings.maxInputBytes, 5000, &message, message.count) else {
@@ -281,24 +389,31 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     return .success(Idle(worker: worker, decodes: 0))
   }
 
-  private func give(back worker: Idle, usable: Bool) {
+  /// A worker back from a decode: kept if it can serve more, else ended (on the warming
+  /// thread when there is one, which also starts its replacement).
+  private func give(back worker: Idle, usable: Bool, warm: Bool = true) {
     let keep = usable && worker.decodes < Self.maxDecodes
-    let kept = keep && lock.withLock { () -> Bool in
-      guard !closed, idle.count < max(1, settings.poolSize) else { return false }
-      idle.append(worker)
+    let handled = lock.withLock { () -> Bool in
+      if warm { unclaim() }
+      if keep, !closed, idle.count < max(1, settings.poolSize) {
+        idle.append(worker)
+        return true
+      }
+      guard warmer != nil, !closed else { return false }
+      retired.append(worker.worker)
       return true
     }
-    if !kept { pxlw_free(worker.worker) }
+    if !handled { pxlw_free(worker.worker) }
   }
 
   /// The confining layers a worker of this codec has, as words ("namespaces landlock
   /// seccomp rlimits"; no_new_privs and closed descriptors, which every worker has, left
   /// out), starting one if none is idle; nil when none starts.
   public func layers() -> String? {
-    guard case .success(let worker) = take() else { return nil }
+    guard case .success(let worker) = take(warm: false) else { return nil }
     var names = [CChar](repeating: 0, count: 256)
     pxlw_layers_string(pxlw_layers(worker.worker) & 0x1E, &names, names.count)
-    give(back: worker, usable: true)
+    give(back: worker, usable: true, warm: false)
     return String(cString: names)
   }
 }
