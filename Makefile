@@ -172,14 +172,26 @@ $(MODULE_DIR)/libpixload-%.so: codecs/%.c codecs/common.h include/pixload.h | li
 # libpixload.so.0, and the Swift runtime in it, are never loaded into a worker.
 WORKER_EXE  := $(STAGE)/lib/pixload/pixload-decode-worker
 WORKER_SOURCES := worker/worker_main.c worker/codecs.c worker/sandbox.c worker/landlock.c worker/seccomp.c
+# The built-in formats' shims, for PXL_ISOLATION_ALL (worker/native.c): the same files the
+# library compiles (Package.swift's CCodecs target), against the same libraries, in a
+# shared object beside the worker that only a worker started with --builtins loads (libavif
+# alone pulls in four AV1 codecs: a HEIC or SVG worker would start 3-5 ms slower).
+WORKER_BUILTINS := $(STAGE)/lib/pixload/pixload-decode-builtins.so
+WORKER_SHIMS := $(addprefix Sources/CCodecs/,jpeg_shim.c jpeg_scans.c png_shim.c png_fast.c webp_shim.c gif_shim.c \
+  avif_shim.c exif.c color.c)
 
-worker: $(WORKER_EXE)
+worker: $(WORKER_EXE) $(WORKER_BUILTINS)
 
-$(WORKER_EXE): $(WORKER_SOURCES) $(wildcard worker/*.h) include/pixload.h
+$(WORKER_EXE): $(WORKER_SOURCES) $(wildcard worker/*.h) include/pixload.h | $(WORKER_BUILTINS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) -Iinclude $(WORKER_SOURCES) -o $@ $$(pkg-config --libs libseccomp) -ldl \
 	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec \
 	  -Wl,-soname,libpixload.so.$(SOVERSION)
+
+$(WORKER_BUILTINS): worker/native.c $(WORKER_SHIMS) $(wildcard worker/*.h) $(wildcard Sources/CCodecs/include/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude -ISources/CCodecs/include -ISources/CCodecs \
+	  worker/native.c $(WORKER_SHIMS) -o $@ $(CODEC_LIBS) -lm -pthread -Wl,-z,defs
 
 # --- install -------------------------------------------------------------------------
 
@@ -191,6 +203,7 @@ install: all
 	install -m 644 $(MODULES) $(DESTDIR)$(LIBDIR)/pixload/codecs/
 	@# The decode worker the library starts for the modules (pixload.h, "Isolation").
 	install -m 755 $(WORKER_EXE) $(DESTDIR)$(LIBDIR)/pixload/pixload-decode-worker
+	install -m 644 $(WORKER_BUILTINS) $(DESTDIR)$(LIBDIR)/pixload/pixload-decode-builtins.so
 	ln -sf $(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
 	install -m 644 include/pixload.h $(DESTDIR)$(INCLUDEDIR)/pixload.h

@@ -670,9 +670,8 @@ typedef struct pxl_config {
                                      ("Isolation"); default 10000; 0: no limit */
   int32_t isolation;              /* which codecs decode in a confined worker process
                                      ("Isolation"): PXL_ISOLATION_MODULES (default, 0),
-                                     PXL_ISOLATION_NONE, or PXL_ISOLATION_ALL (not yet
-                                     available: pxl_loader_new returns PXL_E_UNSUPPORTED),
-                                     each optionally | PXL_ISOLATION_REQUIRED */
+                                     PXL_ISOLATION_NONE, or PXL_ISOLATION_ALL, each
+                                     optionally | PXL_ISOLATION_REQUIRED */
 } pxl_config;
 
 /* pxl_config.isolation values (Since 0.6.0); see "Isolation". */
@@ -680,7 +679,8 @@ typedef struct pxl_config {
                                         SVG, ...) decodes in the worker; built-in formats and
                                         pxl_loader_add_codec's codecs in the host */
 #define PXL_ISOLATION_NONE 1         /* everything decodes in the host's process (0.5.0's way) */
-#define PXL_ISOLATION_ALL 2          /* built-in formats too: not in this release */
+#define PXL_ISOLATION_ALL 2          /* the built-in formats (JPEG, PNG, WebP, GIF, AVIF)
+                                        too, in workers of their own */
 #define PXL_ISOLATION_REQUIRED 0x100 /* a bit: an isolated format whose worker runs without
                                         one of its layers (or cannot start) fails with
                                         PXL_E_DECODER_FAILED rather than decode */
@@ -1360,10 +1360,24 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  * from a file: the large C and C++ libraries behind them) decode a stranger's bytes in a
  * separate, confined process, pixload-decode-worker, shipped beside the modules in
  * LIBDIR/pixload/. pxl_config.isolation chooses: PXL_ISOLATION_MODULES (the default),
- * PXL_ISOLATION_NONE (in the host, as 0.5.0 did). A codec a host registers with
- * pxl_loader_add_codec, and the built-in formats (JPEG, PNG, WebP, GIF, AVIF), decode in
- * the host's process; PXL_ISOLATION_ALL, which would move the built-in formats too, is
- * refused (PXL_E_UNSUPPORTED) in this release.
+ * PXL_ISOLATION_NONE (in the host, as 0.5.0 did), PXL_ISOLATION_ALL (the built-in formats
+ * too). A codec a host registers with pxl_loader_add_codec decodes in the host's process
+ * under every setting; the built-in formats (JPEG, PNG, WebP, GIF, AVIF) do unless
+ * PXL_ISOLATION_ALL.
+ *
+ * Under PXL_ISOLATION_ALL the built-in formats decode in workers of their own (a pool
+ * beside the modules', which loads LIBDIR/pixload/pixload-decode-builtins.so: the
+ * library's own JPEG, PNG, WebP, GIF and AVIF code and libjpeg-turbo, libpng, libwebp,
+ * giflib, libavif), called with the arguments the host would use: the same pixels, sizes,
+ * statuses and "ended early" as PXL_ISOLATION_NONE, with the colour information (ICC,
+ * PNG's gamma and chromaticities, AVIF's CICP) and EXIF orientation read there too; the
+ * resize, colour conversion and orientation run in the host on what comes back. The host
+ * still sniffs (magic bytes) and, for a progressive JPEG's previews, finds its scan
+ * boundaries with the library's own marker scanner. Not yet in workers under ALL:
+ * animations (an animated GIF, WebP or AVIF gives its first frame; PXL_FLAG_ANIMATE is
+ * ignored for them). Without the worker or that file, pxl_loader_new fails with
+ * PXL_E_UNSUPPORTED under PXL_ISOLATION_ALL | PXL_ISOLATION_REQUIRED; without
+ * PXL_ISOLATION_REQUIRED the built-in formats decode in the host, with a warning.
  *
  * The loader keeps a pool of warm workers per module, at most decode_threads of each,
  * started with posix_spawn (never a fork of the host), replaced after 200 decodes and

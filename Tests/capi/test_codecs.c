@@ -740,10 +740,15 @@ void test_isolation_hostile_module(const struct test_env *env) {
   }
   pxl_loader_free(loader);
 
-  /* PXL_ISOLATION_ALL is refused in this release. */
+  /* PXL_ISOLATION_ALL: the hostile module still decodes in its own workers. */
   config.isolation = PXL_ISOLATION_ALL;
-  pxl_loader *all = NULL;
-  CHECK_STATUS(pxl_loader_new(&config, &all), PXL_E_UNSUPPORTED);
+  pxl_loader *all = new_loader(&config);
+  struct test_url crash_all = test_url(env, "/hostile-segv.bin", "all");
+  image = load(env, all, queue, crash_all.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_E_DECODER_FAILED, "segv under all: %d %s", status, message);
+  pxl_image_release(image);
+  pxl_loader_free(all);
+  all = NULL;
   config.isolation = 0x7F;
   CHECK_STATUS(pxl_loader_new(&config, &all), PXL_E_INVALID_ARGUMENT);
   /* REQUIRED, where every layer is in force (test-worker proves the kernel here has them),
@@ -916,4 +921,110 @@ void test_isolation_warm_pool(const struct test_env *env) {
   } else {
     unsetenv("PIXLOAD_CODEC_PATH");
   }
+}
+
+/* A capture with the result's metrics. */
+struct metered {
+  struct capture capture;
+  pxl_metrics metrics;
+};
+
+static void metered_callback(pxl_token token, const pxl_result *result, void *user_data) {
+  struct metered *m = user_data;
+  m->metrics.struct_size = sizeof m->metrics;
+  if (pxl_result_metrics(result, &m->metrics) != PXL_OK) m->metrics.isolated = -1;
+  capture_callback(token, result, &m->capture);
+}
+
+/* Issue 39: PXL_ISOLATION_ALL. The built-in formats decode in workers (the metrics say
+ * isolated) to the same pixels, sizes and warnings as in the host (PXL_ISOLATION_NONE):
+ * a JPEG full size, a FILL thumbnail at a DCT scale, an EXIF-oriented JPEG, a PNG with
+ * alpha premultiplied, a WebP in gray; a corrupt JPEG fails the same way; a worker that
+ * cannot serve (its time limit 1 ms) fails the image with PXL_E_DECODER_FAILED and the next
+ * image decodes. Tests/worker/isolation_all.py compares the whole conformance corpus. */
+void test_isolation_all(const struct test_env *env) {
+  static const struct { const char *file; int32_t w, h; pxl_mode mode; pxl_format format; } cases[] = {
+      {FIXTURE_GRADIENT_JPG, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8},
+      {FIXTURE_GRADIENT_JPG, 64, 48, PXL_MODE_FILL, PXL_FORMAT_RGBA8},
+      {FIXTURE_ORIENTED_JPG, 100, 100, PXL_MODE_FIT, PXL_FORMAT_RGB8},
+      {FIXTURE_ALPHA_PNG, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8_PREMUL},
+      {FIXTURE_ALPHA_WEBP, 77, 77, PXL_MODE_FILL, PXL_FORMAT_GRAY8},
+      {FIXTURE_CORRUPT_JPG, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8},
+  };
+  pxl_config config;
+  pxl_config_init(&config);
+  config.memory_cache_bytes = 0;
+  config.isolation = PXL_ISOLATION_NONE;
+  pxl_loader *none = new_loader(&config);
+  config.isolation = PXL_ISOLATION_ALL | PXL_ISOLATION_REQUIRED;
+  pxl_loader *all = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  char layers[128] = "";
+  pxl_loader_isolation(all, layers, sizeof layers);
+  CHECKF(strstr(layers, "seccomp") != NULL, "isolation all: %s", layers);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[80];
+    snprintf(path, sizeof path, "/%s", cases[i].file);
+    struct test_url u = test_url(env, path, "all");
+    pxl_status got[2];
+    char message[2][256];
+    pxl_image *image[2];
+    pxl_metrics metrics[2];
+    int32_t incomplete[2];
+    for (int k = 0; k < 2; k++) {
+      struct metered m;
+      memset(&m, 0, sizeof m);
+      pxl_request request;
+      request_for(&request, u.url, cases[i].w, cases[i].h, cases[i].mode, cases[i].format);
+      CHECK_STATUS(pxl_load(k ? all : none, &request, queue, metered_callback, &m, NULL), PXL_OK);
+      CHECK(drain_until(env, queue, &m.capture.calls, 1, 30000));
+      got[k] = m.capture.status;
+      snprintf(message[k], sizeof message[k], "%s", m.capture.message);
+      image[k] = m.capture.image ? pxl_image_retain(m.capture.image) : NULL;
+      metrics[k] = m.metrics;
+      incomplete[k] = m.capture.incomplete;
+      capture_reset(&m.capture);
+    }
+    CHECK_INT(incomplete[1], incomplete[0]);
+    CHECKF(got[0] == got[1], "%s: %d under none, %d under all (%s)", cases[i].file, got[0], got[1], message[1]);
+    if (got[0] != PXL_OK || got[1] != PXL_OK || !image[0] || !image[1]) {
+      CHECKF(i == sizeof cases / sizeof cases[0] - 1, "%s: %d %s", cases[i].file, got[1], message[1]);
+    } else {
+      CHECK_INT(metrics[1].isolated, 1);
+      CHECK_INT(metrics[0].isolated, 0);
+      int32_t w = pxl_image_width(image[0]), h = pxl_image_height(image[0]);
+      CHECKF(w == pxl_image_width(image[1]) && h == pxl_image_height(image[1]), "%s: %dx%d vs %dx%d", cases[i].file, w,
+             h, pxl_image_width(image[1]), pxl_image_height(image[1]));
+      size_t stride0 = pxl_image_stride(image[0]), stride1 = pxl_image_stride(image[1]);
+      int same = stride0 == stride1;
+      for (int32_t y = 0; same && y < h; y++)
+        same = memcmp(pxl_image_pixels(image[0]) + y * stride0, pxl_image_pixels(image[1]) + y * stride1,
+                      (size_t)w * (size_t)pxl_format_bytes_per_pixel(cases[i].format)) == 0;
+      CHECKF(same, "%s (%dx%d %d): the pixels differ between none and all", cases[i].file, cases[i].w, cases[i].h,
+             cases[i].format);
+    }
+    pxl_image_release(image[0]);
+    pxl_image_release(image[1]);
+  }
+  pxl_loader_free(all);
+
+  /* A worker that cannot finish (1 ms): DECODER_FAILED, nothing cached, then it decodes. */
+  config.isolation = PXL_ISOLATION_ALL;
+  config.decode_timeout_ms = 1;
+  all = new_loader(&config);
+  struct test_url big = test_url(env, "/" FIXTURE_NOISE_JPG, "all-timeout");
+  pxl_status status;
+  char message[256];
+  pxl_image *image = load(env, all, queue, big.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_E_DECODER_FAILED && strstr(message, "timed out"), "1 ms: %d %s", status, message);
+  pxl_image_release(image);
+  pxl_loader_free(all);
+  config.decode_timeout_ms = 10000;
+  all = new_loader(&config);
+  image = load(env, all, queue, big.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_OK && image, "after the timeout: %d %s", status, message);
+  pxl_image_release(image);
+  pxl_loader_free(all);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
 }

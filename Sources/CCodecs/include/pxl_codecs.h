@@ -59,7 +59,9 @@ typedef enum pxl_codec_status {
                                      width*height exceeds max_pixels. */
   PXL_CODEC_UNSUPPORTED = 3,      /* valid but unsupported: 12-bit / 16-bit-precision JPEG, lossless JPEG, ...
                                      Also returned for invalid arguments (unknown layout, scale_denom not 1/2/4/8). */
-  PXL_CODEC_NO_MEMORY = 4
+  PXL_CODEC_NO_MEMORY = 4,
+  PXL_CODEC_DECODER_FAILED = 5    /* never a shim's: the decode worker that ran it crashed, was killed or timed out
+                                     (PXL_ISOLATION_ALL, IsolatedBuiltIns.swift); the message says how */
 } pxl_codec_status;
 
 typedef enum pxl_codec_layout {

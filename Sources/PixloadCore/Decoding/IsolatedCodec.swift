@@ -15,50 +15,10 @@ import Glibc
 /// pixels once into the decode stage's canvas, and keeps the ICC profile the worker wrote
 /// after them for this thread's `readICC`, which the decode stage calls after the draw.
 ///
-/// Its workers: a pool sized to the decode threads (`poolSize`), each replaced after
-/// `maxDecodes` and after any failure, all ended by `destroy` (the table calls it once no
-/// decode runs: pxl_loader_free). Nothing starts before the codec's first image (a loader
-/// whose host never decodes an isolated format starts no process and no thread); from then
-/// a warming thread keeps as many workers as the most decodes seen at once, plus a spare,
-/// up to `poolSize`, started ahead of need: a retired or failed worker is replaced (and
-/// ended) there, not on a decode thread.
+/// Its workers: a `WorkerPool` of the module's (warm, replaced after a number of decodes and
+/// after any failure, ended by `destroy`: pxl_loader_free).
 public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
-  /// Where and how its workers run.
-  public struct Settings: Sendable {
-    public var executable: String
-    public var moduleDirectory: String
-    public var moduleName: String
-    public var maxPixels: UInt64
-    public var maxInputBytes: UInt64
-    /// 0: no limit.
-    public var timeoutMilliseconds: Int
-    public var poolSize: Int
-    /// PXL_ISOLATION_REQUIRED: a worker without every layer decodes nothing.
-    public var required: Bool
-    public var log: (@Sendable (LogLevel, String) -> Void)?
-
-    public init(executable: String, moduleDirectory: String, moduleName: String, maxPixels: UInt64,
-                maxInputBytes: UInt64, timeoutMilliseconds: Int, poolSize: Int, required: Bool,
-                log: (@Sendable (LogLevel, String) -> Void)?) {
-      self.executable = executable
-      self.moduleDirectory = moduleDirectory
-      self.moduleName = moduleName
-      self.maxPixels = maxPixels
-      self.maxInputBytes = maxInputBytes
-      self.timeoutMilliseconds = timeoutMilliseconds
-      self.poolSize = poolSize
-      self.required = required
-      self.log = log
-    }
-  }
-
-  /// Decodes a worker serves before it is replaced: a hijacked worker stays hijacked only
-  /// for so many strangers' images.
-  public static let maxDecodes = 200
-
-  /// Every layer pixload-decode-worker has (PXL_WORKER_LAYER_*: no_new_privs, namespaces,
-  /// landlock, seccomp, rlimits, fds_closed).
-  static let allLayers: UInt32 = 0x3F
+  public typealias Settings = WorkerPool.Settings
 
   /// The worker executable shipped beside the library: PIXLOAD_DECODE_WORKER (read with
   /// secure_getenv), else pixload/pixload-decode-worker in the library's directory.
@@ -70,7 +30,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   }
 
   let inner: ExternalCodec
-  let settings: Settings
+  let pool: WorkerPool
   public var id: String { inner.id }
   public var version: String { inner.version }
   public var writesPremultiplied: Bool { inner.writesPremultiplied }
@@ -80,27 +40,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public var isScalable: Bool { inner.isScalable }
   public var choosesSize: Bool { inner.choosesSize }
 
-  private struct Idle {
-    let worker: UnsafeMutableRawPointer
-    var decodes: Int
-  }
-
   private let lock = Lock()
-  private var idle: [Idle] = []
-  private var closed = false
-  /// Workers handed out to decodes, the most at once, and those the warming thread is
-  /// starting; decodes waiting for one of those.
-  private var busy = 0
-  private var peakBusy = 0
-  private var starting = 0
-  private var waiting = 0
-  /// Workers to end, on the warming thread.
-  private var retired: [UnsafeMutableRawPointer] = []
-  private var warmer: WorkerThread?
-  /// The warming thread could not start, or a worker failed to start there: the decodes
-  /// start their own (and report why).
-  private var warmingFailed = false
-  private var loggedLayers = false
   /// The ICC profile of each thread's last decode, for `readICC`, with the bytes it came
   /// from (a copy: the pixels are unmapped once drawn).
   private var current: [UInt: (base: UnsafeRawPointer?, count: Int, icc: [UInt8])] = [:]
@@ -127,7 +67,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
 
   public init(wrapping inner: ExternalCodec, settings: Settings) {
     self.inner = inner
-    self.settings = settings
+    pool = WorkerPool(settings: settings)
   }
 
   public func sniff(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { inner.sniff(bytes) }
@@ -206,214 +146,44 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     return nil
   }
 
-  /// After the last decode: stops the warming thread, ends every idle worker (the busy
-  /// ones end when they come back).
+  /// After the last decode: ends the workers (the busy ones end when they come back).
   public func destroy() {
-    let thread: WorkerThread? = lock.withLock {
-      closed = true
-      lock.broadcast()
-      defer { warmer = nil }
-      return warmer
-    }
-    thread?.join()
-    let workers: [UnsafeMutableRawPointer] = lock.withLock {
-      current.removeAll()
-      defer { idle.removeAll(); retired.removeAll() }
-      return idle.map(\.worker) + retired
-    }
-    for worker in workers { pxlw_free(worker) }
+    pool.destroy()
+    lock.withLock { current.removeAll() }
     inner.destroy()
   }
 
-  // MARK: - Workers
+  /// The worker time (ns) of this thread's isolated conversations: `WorkerPool.takeWorkerTime`.
+  public static func takeWorkerTime() -> UInt64? { WorkerPool.takeWorkerTime() }
 
-  private static let timeLock = Lock()
-  private nonisolated(unsafe) static var workerTime: [UInt: UInt64] = [:]
-
-  /// The worker time (ns) of the isolated conversations on this thread since the last call,
-  /// nil for none: the decode task's metrics (`RequestMetrics.isolated`).
-  public static func takeWorkerTime() -> UInt64? {
-    let key = UInt(pthread_self())
-    return timeLock.withLock { workerTime.removeValue(forKey: key) }
-  }
-
-  /// One decode in a worker from the pool (a fresh one if none is idle).
+  /// One decode in a worker from the pool.
   private func run(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
                    keepOrientation: Bool, headerOnly: Bool) -> Result<Output, CodecFailure> {
-    // The worker's time includes starting one (the request's metrics: worker_us).
-    let started = monotonicNanoseconds()
-    defer {
-      let spent = monotonicNanoseconds() &- started
-      let key = threadKey
-      Self.timeLock.withLock { Self.workerTime[key, default: 0] &+= spent }
+    let timeout = pool.timeout
+    let ran = pool.with { worker -> (Result<Output, CodecFailure>, usable: Bool) in
+      var status: Int32 = 0
+      var ended: Int32 = 0
+      var header = pxlw_header()
+      var message = [CChar](repeating: 0, count: 512)
+      let result = pxlw_decode(worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height),
+                               keepOrientation ? 1 : 0, headerOnly ? 1 : 0, timeout, &status, &message,
+                               message.count, &ended, &header)
+      let usable = ended == 0 && status != Status.decoderFailed.rawValue
+      guard let result else { return (.failure(CodecFailure(.noMemory, "out of memory")), usable) }
+      guard status == 0 else {
+        pxlw_result_free(result)
+        let text = String(cString: message)
+        let known = Status(rawValue: status) ?? .corruptImage
+        return (.failure(CodecFailure(known, text.isEmpty ? known.description : text)), usable)
+      }
+      return (.success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation)), usable)
     }
-    var worker: Idle
-    switch take() {
+    switch ran {
     case .failure(let failure): return .failure(failure)
-    case .success(let taken): worker = taken
+    case .success(let result): return result
     }
-    var status: Int32 = 0
-    var ended: Int32 = 0
-    var header = pxlw_header()
-    var message = [CChar](repeating: 0, count: 512)
-    let timeout = settings.timeoutMilliseconds > 0 ? settings.timeoutMilliseconds : Int(Int32.max)
-    let result = pxlw_decode(worker.worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height),
-                             keepOrientation ? 1 : 0, headerOnly ? 1 : 0, Int32(clamping: timeout), &status, &message, message.count,
-                             &ended, &header)
-    worker.decodes += 1
-    let failed = status == Status.decoderFailed.rawValue
-    // A worker that failed, even alive (out of its memory), is not trusted again.
-    give(back: worker, usable: ended == 0 && !failed)
-    guard let result else { return .failure(CodecFailure(.noMemory, "out of memory")) }
-    guard status == 0 else {
-      pxlw_result_free(result)
-      let text = String(cString: message)
-      let known = Status(rawValue: status) ?? .corruptImage
-      return .failure(CodecFailure(known, text.isEmpty ? known.description : text))
-    }
-    return .success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation))
   }
 
-  /// A worker for one decode: an idle one, else one the warming thread is starting, else
-  /// one started here. Starts the warming thread with the first decode.
-  private func take(warm: Bool = true) -> Result<Idle, CodecFailure> {
-    let reused: Idle? = lock.withLock {
-      if warm, warmer == nil, !closed, !warmingFailed {
-        do { warmer = try WorkerThread(name: "pxl-warm-\(settings.moduleName)") { [self] in warmLoop() } }
-        catch { warmingFailed = true }
-      }
-      while idle.isEmpty, starting > waiting, !closed {
-        waiting += 1
-        lock.wait()
-        waiting -= 1
-      }
-      guard let taken = idle.popLast() else {
-        if warm { claim() }
-        return nil
-      }
-      if warm { claim() }
-      return taken
-    }
-    if let reused { return .success(reused) }
-    let started = spawn()
-    if warm {
-      lock.withLock {
-        switch started {
-        case .failure: unclaim()
-        case .success: warmingFailed = false  // (a worker starts again: warm again)
-        }
-      }
-    }
-    return started
-  }
-
-  /// One more worker in use (the lock held): the warming thread tops the pool up.
-  private func claim() {
-    busy += 1
-    peakBusy = max(peakBusy, busy)
-    lock.broadcast()
-  }
-
-  private func unclaim() {
-    busy -= 1
-    lock.broadcast()
-  }
-
-  /// Workers the warming thread should start now (the lock held): up to the most decodes
-  /// seen at once plus a spare, at most poolSize.
-  private var wanted: Int {
-    guard peakBusy > 0, !warmingFailed else { return 0 }
-    let target = min(max(1, settings.poolSize), peakBusy + 1)
-    return target - (busy + idle.count + starting)
-  }
-
-  /// The warming thread: ends retired workers and starts new ones ahead of need, until
-  /// `destroy`.
-  private func warmLoop() {
-    lock.lock()
-    while !closed {
-      if !retired.isEmpty {
-        let ending = retired
-        retired.removeAll()
-        lock.unlock()
-        for worker in ending { pxlw_free(worker) }
-        lock.lock()
-        continue
-      }
-      guard wanted > 0 else {
-        lock.wait()
-        continue
-      }
-      starting += 1
-      lock.unlock()
-      let started = spawn()
-      lock.lock()
-      starting -= 1
-      switch started {
-      case .success(let worker) where !closed: idle.append(worker)
-      case .success(let worker): retired.append(worker.worker)
-      case .failure: warmingFailed = true  // the decodes start their own and say why
-      }
-      lock.broadcast()
-    }
-    lock.unlock()
-  }
-
-  /// Starts a worker and checks its layers (PXL_ISOLATION_REQUIRED; the log names those
-  /// missing once).
-  private func spawn() -> Result<Idle, CodecFailure> {
-    var message = [CChar](repeating: 0, count: 512)
-    guard let worker = pxlw_spawn(settings.executable, settings.moduleDirectory, settings.moduleName,
-                                  settings.maxPixels, settings.maxInputBytes, 5000, &message, message.count) else {
-      return .failure(CodecFailure(.decoderFailed, "cannot start the decode worker: " + String(cString: message)))
-    }
-    let layers = pxlw_layers(worker)
-    let missing = Self.allLayers & ~layers
-    let first = lock.withLock { () -> Bool in
-      defer { loggedLayers = true }
-      return !loggedLayers
-    }
-    if missing != 0 {
-      var names = [CChar](repeating: 0, count: 256)
-      pxlw_layers_string(missing, &names, names.count)
-      let list = String(cString: names)
-      if settings.required {
-        pxlw_free(worker)
-        return .failure(CodecFailure(.decoderFailed, "the decode worker runs without \(list) (PXL_ISOLATION_REQUIRED)"))
-      }
-      if first {
-        settings.log?(.warning, "pixload: the \(settings.moduleName) decode worker runs without: \(list) "
-                        + "(the kernel or the container does not offer them)")
-      }
-    }
-    return .success(Idle(worker: worker, decodes: 0))
-  }
-
-  /// A worker back from a decode: kept if it can serve more, else ended (on the warming
-  /// thread when there is one, which also starts its replacement).
-  private func give(back worker: Idle, usable: Bool, warm: Bool = true) {
-    let keep = usable && worker.decodes < Self.maxDecodes
-    let handled = lock.withLock { () -> Bool in
-      if warm { unclaim() }
-      if keep, !closed, idle.count < max(1, settings.poolSize) {
-        idle.append(worker)
-        return true
-      }
-      guard warmer != nil, !closed else { return false }
-      retired.append(worker.worker)
-      return true
-    }
-    if !handled { pxlw_free(worker.worker) }
-  }
-
-  /// The confining layers a worker of this codec has, as words ("namespaces landlock
-  /// seccomp rlimits"; no_new_privs and closed descriptors, which every worker has, left
-  /// out), starting one if none is idle; nil when none starts.
-  public func layers() -> String? {
-    guard case .success(let worker) = take(warm: false) else { return nil }
-    var names = [CChar](repeating: 0, count: 256)
-    pxlw_layers_string(pxlw_layers(worker.worker) & 0x1E, &names, names.count)
-    give(back: worker, usable: true, warm: false)
-    return String(cString: names)
-  }
+  /// The confining layers a worker of this codec has (`WorkerPool.layers`).
+  public func layers() -> String? { pool.layers() }
 }

@@ -1,0 +1,203 @@
+import CCodecs
+import CWorker
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The built-in formats under PXL_ISOLATION_ALL (pixload.h, "Isolation"): the same codecs
+/// as `BuiltInCodecs`, whose `NativeCodec` functions run the library's own shims in a
+/// decode worker (worker/native.c, linked into pixload-decode-builtins.so) with the
+/// arguments the decode stage passes them, so the stage (layouts, DCT scaling, rows into the
+/// resampler, colour, "ended early", orientation) is unchanged and the pixels are the same
+/// as in-process.
+///
+/// Two conversations an image: INFO (read_info and the colour information, the profile
+/// included; kept for this thread's `color` call that follows) and DECODE (the first frame,
+/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd; a thumbnail's
+/// rows are fed from it to the resampler). Sniffing stays here (a comparison of magic
+/// bytes), and so does the progressive JPEG's marker scan for previews (the library's own
+/// scanner, no decoder). Not isolated: animations (`decodeFrames` is nil, so an animated
+/// GIF, WebP or AVIF gives its first frame) and the JPEG crop-region decode (a FILL crop
+/// decodes the rows and drops the rest, as for the other formats).
+public enum IsolatedBuiltIns {
+  /// pixload-decode-builtins.so beside the worker executable.
+  public static func library(beside executable: String) -> String {
+    String(executable[..<(executable.lastIndex(of: "/") ?? executable.startIndex)]) + "/pixload-decode-builtins.so"
+  }
+
+  static func codecs(_ pool: WorkerPool) -> [BuiltInCodec] {
+    BuiltInCodecs.all.map { builtIn in
+      let remote = Remote(format: builtIn.id, pool: pool)
+      let native = builtIn.native
+      return BuiltInCodec(id: builtIn.id,
+                          native: NativeCodec(name: native.name, readInfo: remote.readInfo, decode: remote.decode,
+                                              decodeRows: remote.decodeRows, decodeRegion: nil, decodeFrames: nil,
+                                              color: native.color == nil ? nil : remote.color,
+                                              scalesByDCT: native.scalesByDCT, scans: native.scans),
+                          sniff: builtIn.sniffer)
+    }
+  }
+
+  /// One format's shim calls, each a conversation with a worker of the pool.
+  final class Remote: @unchecked Sendable {
+    let format: String
+    let pool: WorkerPool
+    private let lock = Lock()
+    /// INFO's answer for the bytes this thread asked last, for the `color` call after it.
+    private var kept: [UInt: (base: UnsafeRawPointer?, count: Int, answer: pxlw_native, icc: [UInt8])] = [:]
+
+    init(format: String, pool: WorkerPool) {
+      self.format = format
+      self.pool = pool
+    }
+
+    /// One conversation: the answer (its bytes valid until `done` is called), or the
+    /// conversation's failure as a shim status and message.
+    private func call(_ data: UnsafePointer<UInt8>?, _ size: Int, op: UInt32, layout: Int32 = 0, scale: Int32 = 1,
+                      maxPixels: UInt64 = 0,
+                      _ body: (pxlw_native) -> pxl_codec_status) -> (pxl_codec_status, String) {
+      let timeout = pool.timeout
+      let ran = pool.with { worker -> ((pxl_codec_status, String), usable: Bool) in
+        var answer = pxlw_native()
+        let handle = pxlw_native_call(worker, data, size, format, op, layout, scale, maxPixels, timeout, &answer)
+        defer { pxlw_native_free(handle) }
+        let usable = answer.worker_ended == 0 && answer.status != Status.decoderFailed.rawValue
+        let message = withUnsafeBytes(of: answer.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+        guard handle != nil, answer.status == 0 else {
+          let status: pxl_codec_status
+          switch Status(rawValue: answer.status) {
+          case .noMemory?: status = PXL_CODEC_NO_MEMORY
+          case .notAnImage?, .corruptImage?: status = PXL_CODEC_CORRUPT
+          case .tooManyPixels?: status = PXL_CODEC_TOO_MANY_PIXELS
+          default: status = PXL_CODEC_DECODER_FAILED
+          }
+          return ((status, message), usable)
+        }
+        return ((body(answer), message), usable)
+      }
+      switch ran {
+      case .success(let result): return result
+      case .failure(let failure): return (PXL_CODEC_DECODER_FAILED, failure.message)
+      }
+    }
+
+    private var threadKey: UInt { UInt(pthread_self()) }
+
+    var readInfo: NativeCodec.ReadInfo {
+      { [self] data, size, info, message, capacity in
+        let key = threadKey
+        let (status, text) = call(data, size, op: UInt32(PXLW_NATIVE_INFO)) { answer in
+          let icc = answer.icc_size > 0 && answer.bytes != nil
+            ? Array(UnsafeBufferPointer(start: answer.bytes, count: Int(answer.icc_size))) : []
+          lock.withLock { kept[key] = (UnsafeRawPointer(data), size, answer, icc) }
+          return pxl_codec_status(rawValue: UInt32(bitPattern: answer.codec_status))
+        }
+        if status == PXL_CODEC_OK, let info, let answer = lock.withLock({ kept[key]?.answer }) {
+          info.pointee = pxl_codec_info(width: answer.width, height: answer.height, has_alpha: answer.has_alpha,
+                                        orientation: answer.orientation, frame_count: answer.frame_count,
+                                        loop_count: answer.loop_count)
+        }
+        if let message, capacity > 0 { Remote.copy(text, into: message, capacity: capacity) }
+        return status
+      }
+    }
+
+    var color: NativeCodec.ReadColor {
+      { [self] data, size, color in
+        let key = threadKey
+        var found = lock.withLock { () -> (answer: pxlw_native, icc: [UInt8])? in
+          guard let entry = kept.removeValue(forKey: key), entry.base == UnsafeRawPointer(data), entry.count == size
+          else { return nil }
+          return (entry.answer, entry.icc)
+        }
+        if found == nil {
+          var info = pxl_codec_info()
+          guard readInfo(data, size, &info, nil, 0) == PXL_CODEC_OK,
+                let entry = lock.withLock({ kept.removeValue(forKey: key) }) else { return PXL_CODEC_CORRUPT }
+          found = (entry.answer, entry.icc)
+        }
+        guard let (answer, icc) = found, answer.color_status == 0, let color else {
+          return found.map { pxl_codec_status(rawValue: UInt32(bitPattern: $0.answer.color_status)) } ?? PXL_CODEC_CORRUPT
+        }
+        var out = pxl_codec_color()
+        if !icc.isEmpty, let copy = malloc(icc.count)?.assumingMemoryBound(to: UInt8.self) {
+          copy.update(from: icc, count: icc.count)
+          out.icc = copy
+          out.icc_size = icc.count
+        }
+        out.srgb = answer.srgb
+        out.has_chrm = answer.has_chrm
+        out.chrm = answer.chrm
+        out.gamma = answer.gamma
+        out.cicp_primaries = answer.cicp_primaries
+        out.cicp_transfer = answer.cicp_transfer
+        out.cicp_matrix = answer.cicp_matrix
+        color.pointee = out
+        return PXL_CODEC_OK
+      }
+    }
+
+    /// DECODE: `deliver` gets the sealed pixels (stride, rows) while they are mapped.
+    private func decode(_ data: UnsafePointer<UInt8>?, _ size: Int, _ layout: Int32, _ scale: Int32,
+                        _ maxPixels: UInt64, _ out: UnsafeMutablePointer<pxl_codec_output>?,
+                        deliver: (UnsafePointer<UInt8>, pxlw_native) -> pxl_codec_status) -> pxl_codec_status {
+      var fields = pxl_codec_output()
+      let (status, text) = call(data, size, op: UInt32(PXLW_NATIVE_DECODE), layout: layout, scale: scale,
+                                maxPixels: maxPixels) { answer in
+        let shim = pxl_codec_status(rawValue: UInt32(bitPattern: answer.codec_status))
+        guard shim == PXL_CODEC_OK, let pixels = answer.bytes else { return shim }
+        fields.width = answer.out_width
+        fields.height = answer.out_height
+        fields.stride = answer.out_stride
+        fields.channels = answer.out_channels
+        fields.has_alpha = answer.out_has_alpha
+        fields.warnings = answer.out_warnings
+        fields.incomplete = answer.out_incomplete
+        return deliver(pixels, answer)
+      }
+      Remote.copy(text, into: &fields.message)
+      if status != PXL_CODEC_OK { free(fields.pixels); fields.pixels = nil }
+      out?.pointee = fields
+      return status
+    }
+
+    var decode: NativeCodec.Decode {
+      { [self] data, size, layout, scale, maxPixels, out in
+        var copied: UnsafeMutablePointer<UInt8>?
+        let status = decode(data, size, layout, scale, maxPixels, out) { pixels, answer in
+          let count = Int(answer.out_stride) * Int(answer.out_height)
+          guard let buffer = malloc(max(count, 1))?.assumingMemoryBound(to: UInt8.self) else { return PXL_CODEC_NO_MEMORY }
+          buffer.update(from: pixels, count: count)
+          copied = buffer
+          return PXL_CODEC_OK
+        }
+        if status == PXL_CODEC_OK { out?.pointee.pixels = copied } else { free(copied) }
+        return status
+      }
+    }
+
+    var decodeRows: NativeCodec.DecodeRows {
+      { [self] data, size, layout, scale, maxPixels, rowFunction, user, out in
+        decode(data, size, layout, scale, maxPixels, out) { pixels, answer in
+          guard let rowFunction else { return PXL_CODEC_UNSUPPORTED }
+          for y in 0..<Int(answer.out_height) where rowFunction(user, Int32(y), pixels + y * Int(answer.out_stride)) != 0 {
+            return PXL_CODEC_CORRUPT  // stopped by the caller, as the shims answer it
+          }
+          return PXL_CODEC_OK
+        }
+      }
+    }
+
+    static func copy(_ text: String, into buffer: UnsafeMutablePointer<CChar>, capacity: Int) {
+      let bytes = Array(text.utf8.prefix(capacity - 1))
+      for (i, byte) in bytes.enumerated() { buffer[i] = CChar(bitPattern: byte) }
+      buffer[bytes.count] = 0
+    }
+
+    static func copy<T>(_ text: String, into tuple: inout T) {
+      withUnsafeMutableBytes(of: &tuple) { raw in
+        copy(text, into: raw.bindMemory(to: CChar.self).baseAddress!, capacity: raw.count)
+      }
+    }
+  }
+}
