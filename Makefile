@@ -97,7 +97,7 @@ RELEASE_FLAGS = -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
+.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-isolation-all bench-isolation test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-color bench-cancel bench-placeholder bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
@@ -296,6 +296,24 @@ bench-worker: test-worker
 	$(STAGE)/bench-worker/worker-cost $(WORKER_EXE) $(WORKER_TEST_MODULES) $(STAGE)/bench-worker/*.heic \
 	  $(STAGE)/bench-worker/*.jxl $(STAGE)/bench-worker/*.svg $(MODULE_FUZZ_SEEDS)/heif/lossy-alpha.heic \
 	  $(MODULE_FUZZ_SEEDS)/jxl/lossy.jxl Tests/fuzz/seeds/svg/shapes.svg
+
+# PXL_ISOLATION_ALL against PXL_ISOLATION_NONE (Tests/worker/isolation_all.py): the
+# conformance corpus and the WebP, GIF and AVIF suites through `pixload fetch` in five
+# variants (full size, FILL and FIT thumbnails, the other formats, no orientation, no
+# colour management), every written PNG compared byte for byte, every status and size.
+# About 3.5 minutes on 2 shared cores: not part of `make test`.
+test-isolation-all: all
+	python3 Tests/worker/isolation_all.py $(STAGE)/bin/pixload $(CORPUS)
+
+# What isolation costs (bench/isolation_cost.py): HEIC, JPEG XL and SVG thumbnails with
+# --isolation none against modules, the web set's JPEGs and PNGs with none against all,
+# whole-process CPU (the workers included) and wall, interleaved, medians; the host's peak
+# memory with 8 decode threads.
+bench-isolation:
+	@scripts/deps.sh
+	@$(SUBMAKE) all
+	@scripts/photos.sh $(DEMO_DATA) 300
+	python3 bench/isolation_cost.py $(STAGE)/bin/pixload $(DEMO_DATA) $(STAGE)/bench-isolation $(BENCH_ISOLATION_RUNS)
 
 # The decode worker against a hostile codec module (Tests/worker/test_worker.c): segfault,
 # endless loop, 16 GB, writing past its buffer, reading a secret, connecting, /bin/sh,

@@ -22,6 +22,9 @@ and the 8-16 MP set of scripts/camera-photos.sh, both served by a private nginx 
     loader (`pixload fetch --cache-only`, a new process): ms from the first pxl_load to
     the 8th callback
 
+--isolation-all adds the same build with PXL_ISOLATION_ALL (`pixload fetch --isolation
+all`, `Loader(isolation="all")`: every image decoded in a confined worker) as a column.
+
 --before OLD_BUILD_DIR (a build/ of another commit, with bin/pixload and lib/) adds
 that build to the same interleaved runs, as a "before" column (its Python runs use
 OLD_BUILD_DIR/../bindings/python when that exists).
@@ -49,12 +52,15 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--before", help="a build directory of another commit, measured alongside")
+    ap.add_argument("--isolation-all", action="store_true", help="a column with every decode in a worker")
     args = ap.parse_args()
     n = str(args.concurrency)
     here = os.path.dirname(os.path.abspath(__file__))
     scratch = tempfile.mkdtemp(prefix="pxl-bench-table-")
 
     builds = {"pixload": (args.pixload, args.libdir)}
+    if args.isolation_all:
+        builds["isolation all"] = (args.pixload, args.libdir)
     if args.before:
         builds["before"] = (os.path.join(args.before, "bin", "pixload"), os.path.join(args.before, "lib"))
 
@@ -77,12 +83,13 @@ def main():
         bindings = own if build == "before" and os.path.isdir(own) else os.path.join(here, "..", "bindings", "python")
         env = dict(os.environ, PYTHONPATH=bindings,
                    PIXLOAD_LIBRARY=os.path.join(libdir, "libpixload.so.0"))
-        cache = os.path.join(scratch, "cache-" + build)
-        tools[f"web {build}"] = ([cli, *fetch, "--no-disk-cache", "--urls", args.web_urls], None)
-        tools[f"camera {build}"] = ([cli, *fetch, "--no-disk-cache", "--urls", args.camera_urls], None)
+        cache = os.path.join(scratch, "cache-" + build.replace(" ", "-"))
+        isolation = ["--isolation", "all"] if build == "isolation all" else []
+        tools[f"web {build}"] = ([cli, *fetch, *isolation, "--no-disk-cache", "--urls", args.web_urls], None)
+        tools[f"camera {build}"] = ([cli, *fetch, *isolation, "--no-disk-cache", "--urls", args.camera_urls], None)
         tools[f"python {build}"] = ([sys.executable, os.path.join(here, "py_pixload.py"), *SIZE, "--concurrency", n,
-                                     args.web_urls], env)
-        warm = [cli, *fetch, "--cache-dir", cache, "--urls", first8]
+                                     *isolation, args.web_urls], env)
+        warm = [cli, *fetch, *isolation, "--cache-dir", cache, "--urls", first8]
         run(warm, None)  # fills the disk cache (network); the measured runs are --cache-only
         tools[f"warm {build}"] = (warm + ["--cache-only"], None)
     repeat = count_lines(args.camera_urls) // max(1, count_lines(args.camera_files))

@@ -6,7 +6,8 @@
 # Python package against aiohttp + Pillow, over the web-size demo set (scripts/photos.sh)
 # and the 8-16 MP set (scripts/camera-photos.sh), both served by a private nginx on
 # 127.0.0.1. RUNS (default 3) interleaved runs, medians. BENCH_BEFORE=DIR (a build/ of
-# another commit) adds that build as a "before" column.
+# another commit) adds that build as a "before" column; BENCH_ISOLATION_ALL=1 a column of
+# the same build with every decode in a worker (PXL_ISOLATION_ALL).
 set -euo pipefail
 stage="${1:?usage: $0 STAGE DATA_DIR CAMERA_DIR [RUNS]}" data="${2:?}" camera="${3:?}"
 runs="${4:-${BENCH_TABLE_RUNS:-3}}"
@@ -38,4 +39,4 @@ echo "bench table: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -
 python3 bench/table.py --pixload "$stage/bin/pixload" --libdir "$stage/lib" --bare "$out/bare-decode" \
   --web-urls "$out/web-urls.txt" --web-files "$out/web-files.txt" \
   --camera-urls "$out/camera-urls.txt" --camera-files "$out/camera-files.txt" --runs "$runs" \
-  ${BENCH_BEFORE:+--before "$BENCH_BEFORE"}
+  ${BENCH_BEFORE:+--before "$BENCH_BEFORE"} ${BENCH_ISOLATION_ALL:+--isolation-all}

@@ -39,6 +39,8 @@ const char usage_text[] =
     "                        modules: HEIC, JPEG XL, SVG; all: JPEG, PNG, WebP, GIF,\n"
     "                        AVIF too, animations as their first frame)\n"
     "  --decode-timeout-ms N an isolated decode's wall-clock limit (default 10000; 0: none)\n"
+    "  --decode-threads N    decode threads (default: one per core); isolated formats\n"
+    "                        keep up to N workers each\n"
     "  --variant-max-side N  keep decoded thumbnails up to NxN in the disk cache\n"
     "                        (default 256; 0: only the downloaded bytes)\n"
     "  --cache-only          offline: memory and disk only; a miss fails (not in the cache)\n"

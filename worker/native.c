@@ -50,6 +50,25 @@ static const struct format {
     {"avif", pxl_avif_read_info, pxl_avif_color, avif_decode},
 };
 
+/* REGION: the region's rows, region_width pixels each from column region_x, packed. */
+typedef struct region_rows {
+  uint8_t *pixels;
+  int32_t x, y, width, height, channels;
+} region_rows;
+
+static int region_row(void *user, int32_t y, int32_t x0, const uint8_t *row) {
+  region_rows *r = user;
+  if (y < r->y || y >= r->y + r->height) return 0;
+  if (x0 < 0 || x0 > r->x) return 1; /* the row does not hold the region's columns */
+  size_t bytes = (size_t)r->width * (size_t)r->channels;
+  memcpy(r->pixels + (size_t)(y - r->y) * bytes, row + (size_t)(r->x - x0) * (size_t)r->channels, bytes);
+  return 0;
+}
+
+static int layout_channels(int32_t layout) {
+  return layout == PXL_CODEC_RGB ? 3 : layout == PXL_CODEC_GRAY ? 1 : 4;
+}
+
 static uint64_t cpu_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
@@ -147,6 +166,29 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
       r.out_warnings = out.warnings, r.out_incomplete = out.incomplete;
       pixels = out.pixels;
       pixel_bytes = (uint64_t)out.stride * (uint64_t)out.height;
+    }
+  } else if (req->op == PXL_WORKER_NATIVE_REGION && strcmp(format->id, "jpeg") == 0 && req->region_x >= 0 &&
+             req->region_y >= 0 && req->region_width >= 1 && req->region_height >= 1 &&
+             (uint64_t)req->region_width * (uint64_t)req->region_height <= req->max_pixels) {
+    region_rows rows = {NULL, req->region_x, req->region_y, req->region_width, req->region_height,
+                        layout_channels(req->layout)};
+    size_t bytes = (size_t)rows.width * (size_t)rows.channels * (size_t)rows.height;
+    rows.pixels = calloc(1, bytes);
+    r.status = rows.pixels ? pxl_jpeg_decode_region(data, size, req->layout, req->scale, req->max_pixels, rows.x, rows.y,
+                                                    rows.width, rows.height, region_row, &rows, &out)
+                           : PXL_CODEC_NO_MEMORY;
+    memcpy(r.message, out.message, sizeof r.message);
+    r.message[sizeof r.message - 1] = 0;
+    free(out.pixels); /* (none: rows went to region_row) */
+    out.pixels = rows.pixels;
+    if (r.status == PXL_CODEC_OK && (out.width < rows.x + rows.width || out.height < rows.y + rows.height))
+      r.status = PXL_CODEC_CORRUPT;
+    if (r.status == PXL_CODEC_OK) {
+      r.out_width = out.width, r.out_height = out.height, r.out_stride = rows.width * rows.channels;
+      r.out_channels = rows.channels, r.out_has_alpha = out.has_alpha;
+      r.out_warnings = out.warnings, r.out_incomplete = out.incomplete;
+      pixels = rows.pixels;
+      pixel_bytes = bytes;
     }
   } else {
     snprintf(r.message, sizeof r.message, "unknown operation %u", req->op);

@@ -150,6 +150,8 @@ typedef struct pxl_worker_msg_error {
 /* NATIVE operations */
 #define PXL_WORKER_NATIVE_INFO 1u   /* pxl_<format>_read_info, then pxl_<format>_color */
 #define PXL_WORKER_NATIVE_DECODE 2u /* pxl_<format>_decode (layout, scale, max_pixels) */
+#define PXL_WORKER_NATIVE_REGION 3u /* pxl_jpeg_decode_region: the region's rows only, each
+                                       region_width pixels from column region_x */
 
 typedef struct pxl_worker_msg_native {
   pxl_worker_msg_head head;
@@ -160,6 +162,7 @@ typedef struct pxl_worker_msg_native {
   int32_t scale;         /* DCT scale denominator 1, 2, 4, 8 (DECODE; JPEG only) */
   uint32_t reserved;
   char format[PXL_WORKER_ID_CAP]; /* "jpeg", "png", "webp", "gif", "avif" */
+  int32_t region_x, region_y, region_width, region_height; /* REGION, in the 1/scale image */
 } pxl_worker_msg_native;
 
 typedef struct pxl_worker_msg_native_result {
@@ -169,7 +172,8 @@ typedef struct pxl_worker_msg_native_result {
   int32_t width, height, has_alpha, orientation, frame_count, loop_count;
   int32_t color_status;  /* pxl_<format>_color's status (non-zero: no colour information) */
   int32_t srgb, has_chrm, chrm[8], gamma, cicp_primaries, cicp_transfer, cicp_matrix;
-  /* DECODE: pxl_codec_output */
+  /* DECODE: pxl_codec_output (REGION: out_width x out_height is the whole 1/scale image,
+   * out_stride region_width * out_channels, and the bytes hold region_height rows) */
   int32_t out_width, out_height, out_stride, out_channels, out_has_alpha, out_warnings, out_incomplete;
   uint32_t icc_size;     /* bytes of ICC profile after the pixels */
   uint64_t bytes;        /* what follows in the PIXELS memfd: out_stride * out_height + icc_size */

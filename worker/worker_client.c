@@ -484,18 +484,24 @@ static int sized_memfd(size_t size) {
   return fd;
 }
 
-static int native_answer_sane(const pxl_worker_msg_native_result *a, uint32_t op, uint64_t max_pixels) {
+static int native_answer_sane(const pxl_worker_msg_native_result *a, const pxl_worker_msg_native *q) {
+  uint32_t op = q->op;
+  uint64_t max_pixels = q->max_pixels;
   if (!terminated(a->message, sizeof a->message) || a->icc_size > ICC_MAX_BYTES) return 0;
   if (a->status != 0) return a->bytes == 0; /* a failure carries nothing */
   if (op == PXL_WORKER_NATIVE_INFO)
     return a->width >= 1 && a->height >= 1 && a->bytes == a->icc_size && a->out_width == 0 && a->out_height == 0;
   int64_t w = a->out_width, h = a->out_height, c = a->out_channels, stride = a->out_stride;
+  if (op == PXL_WORKER_NATIVE_REGION)
+    return w >= (int64_t)q->region_x + q->region_width && h >= (int64_t)q->region_y + q->region_height &&
+           (c == 1 || c == 3 || c == 4) && stride == (int64_t)q->region_width * c &&
+           a->bytes == (uint64_t)stride * (uint64_t)q->region_height + a->icc_size;
   return w >= 1 && h >= 1 && (c == 1 || c == 3 || c == 4) && (uint64_t)w * (uint64_t)h <= max_pixels &&
          stride >= w * c && stride <= w * c + 64 && a->bytes == (uint64_t)stride * (uint64_t)h + a->icc_size;
 }
 
 void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const char *format, uint32_t op,
-                       int32_t layout, int32_t scale, uint64_t max_pixels, int timeout_ms,
+                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4], int timeout_ms,
                        pxl_worker_native_result *r) {
   memset(r, 0, sizeof *r);
   r->memfd = -1;
@@ -527,6 +533,7 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
   req.layout = layout;
   req.scale = scale;
   snprintf(req.format, sizeof req.format, "%s", format);
+  if (region) req.region_x = region[0], req.region_y = region[1], req.region_width = region[2], req.region_height = region[3];
   int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
   close(data_fd);
   union {
@@ -537,7 +544,7 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
   int got = sent == 0 ? answer(w, &in, sizeof in, PXL_WORKER_NATIVE_RESULT, sizeof in.result, deadline, timeout_ms,
                                &verdict)
                       : (finish(w, &verdict, PXL_WORKER_PROTOCOL, 100), -1);
-  if (got == 1 && !native_answer_sane(&in.result, op, max_pixels)) {
+  if (got == 1 && !native_answer_sane(&in.result, &req)) {
     snprintf(verdict.message, sizeof verdict.message, "decoder sent an answer that fails the checks");
     finish(w, &verdict, PXL_WORKER_PROTOCOL, 0);
     got = -1;

@@ -111,10 +111,11 @@ typedef struct pxl_worker_native_result {
   double wall_ms;
 } pxl_worker_native_result;
 
-/* op PXL_WORKER_NATIVE_INFO or _DECODE of format ("jpeg", ...) over data; max_pixels: the
- * shim's argument, and the bound the answer's pixels are checked against. */
+/* op PXL_WORKER_NATIVE_INFO, _DECODE or _REGION (region: x, y, width, height; else NULL)
+ * of format ("jpeg", ...) over data; max_pixels: the shim's argument, and the bound the
+ * answer's pixels are checked against. */
 void pxl_worker_native(pxl_worker *worker, const uint8_t *data, size_t size, const char *format, uint32_t op,
-                       int32_t layout, int32_t scale, uint64_t max_pixels, int timeout_ms,
+                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4], int timeout_ms,
                        pxl_worker_native_result *result);
 
 void pxl_worker_native_release(pxl_worker_native_result *result);

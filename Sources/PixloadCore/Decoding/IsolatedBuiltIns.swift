@@ -16,9 +16,9 @@ import Glibc
 /// whole, in the layout at 1/scale: its pixels come back in a sealed memfd; a thumbnail's
 /// rows are fed from it to the resampler). Sniffing stays here (a comparison of magic
 /// bytes), and so does the progressive JPEG's marker scan for previews (the library's own
-/// scanner, no decoder). Not isolated: animations (`decodeFrames` is nil, so an animated
-/// GIF, WebP or AVIF gives its first frame) and the JPEG crop-region decode (a FILL crop
-/// decodes the rows and drops the rest, as for the other formats).
+/// scanner, no decoder). A JPEG's crop region (FILL) is decoded there too, and only its rows
+/// cross. Not isolated: animations (`decodeFrames` is nil, so an animated GIF, WebP or
+/// AVIF gives its first frame).
 public enum IsolatedBuiltIns {
   /// pixload-decode-builtins.so beside the worker executable.
   public static func library(beside executable: String) -> String {
@@ -31,7 +31,9 @@ public enum IsolatedBuiltIns {
       let native = builtIn.native
       return BuiltInCodec(id: builtIn.id,
                           native: NativeCodec(name: native.name, readInfo: remote.readInfo, decode: remote.decode,
-                                              decodeRows: remote.decodeRows, decodeRegion: nil, decodeFrames: nil,
+                                              decodeRows: remote.decodeRows,
+                                              decodeRegion: native.decodeRegion == nil ? nil : remote.decodeRegion,
+                                              decodeFrames: nil,
                                               color: native.color == nil ? nil : remote.color,
                                               scalesByDCT: native.scalesByDCT, scans: native.scans),
                           sniff: builtIn.sniffer)
@@ -54,12 +56,16 @@ public enum IsolatedBuiltIns {
     /// One conversation: the answer (its bytes valid until `done` is called), or the
     /// conversation's failure as a shim status and message.
     private func call(_ data: UnsafePointer<UInt8>?, _ size: Int, op: UInt32, layout: Int32 = 0, scale: Int32 = 1,
-                      maxPixels: UInt64 = 0,
+                      maxPixels: UInt64 = 0, region: [Int32]? = nil,
                       _ body: (pxlw_native) -> pxl_codec_status) -> (pxl_codec_status, String) {
       let timeout = pool.timeout
       let ran = pool.with { worker -> ((pxl_codec_status, String), usable: Bool) in
         var answer = pxlw_native()
-        let handle = pxlw_native_call(worker, data, size, format, op, layout, scale, maxPixels, timeout, &answer)
+        let handle = region.map { region in
+          region.withUnsafeBufferPointer {
+            pxlw_native_call(worker, data, size, format, op, layout, scale, maxPixels, $0.baseAddress, timeout, &answer)
+          }
+        } ?? pxlw_native_call(worker, data, size, format, op, layout, scale, maxPixels, nil, timeout, &answer)
         defer { pxlw_native_free(handle) }
         let usable = answer.worker_ended == 0 && answer.status != Status.decoderFailed.rawValue
         let message = withUnsafeBytes(of: answer.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
@@ -139,11 +145,12 @@ public enum IsolatedBuiltIns {
 
     /// DECODE: `deliver` gets the sealed pixels (stride, rows) while they are mapped.
     private func decode(_ data: UnsafePointer<UInt8>?, _ size: Int, _ layout: Int32, _ scale: Int32,
-                        _ maxPixels: UInt64, _ out: UnsafeMutablePointer<pxl_codec_output>?,
+                        _ maxPixels: UInt64, _ out: UnsafeMutablePointer<pxl_codec_output>?, region: [Int32]? = nil,
                         deliver: (UnsafePointer<UInt8>, pxlw_native) -> pxl_codec_status) -> pxl_codec_status {
       var fields = pxl_codec_output()
-      let (status, text) = call(data, size, op: UInt32(PXLW_NATIVE_DECODE), layout: layout, scale: scale,
-                                maxPixels: maxPixels) { answer in
+      let op = UInt32(region == nil ? PXLW_NATIVE_DECODE : PXLW_NATIVE_REGION)
+      let (status, text) = call(data, size, op: op, layout: layout, scale: scale, maxPixels: maxPixels,
+                                region: region) { answer in
         let shim = pxl_codec_status(rawValue: UInt32(bitPattern: answer.codec_status))
         guard shim == PXL_CODEC_OK, let pixels = answer.bytes else { return shim }
         fields.width = answer.out_width
@@ -182,6 +189,20 @@ public enum IsolatedBuiltIns {
           guard let rowFunction else { return PXL_CODEC_UNSUPPORTED }
           for y in 0..<Int(answer.out_height) where rowFunction(user, Int32(y), pixels + y * Int(answer.out_stride)) != 0 {
             return PXL_CODEC_CORRUPT  // stopped by the caller, as the shims answer it
+          }
+          return PXL_CODEC_OK
+        }
+      }
+    }
+
+    /// JPEG's crop-region decode: the worker sends the region's rows alone.
+    var decodeRegion: NativeCodec.DecodeRegion {
+      { [self] data, size, layout, scale, maxPixels, x, y, width, height, regionFunction, user, out in
+        decode(data, size, layout, scale, maxPixels, out, region: [x, y, width, height]) { pixels, answer in
+          guard let regionFunction else { return PXL_CODEC_UNSUPPORTED }
+          let stride = Int(answer.out_stride)
+          for row in 0..<Int(height) where regionFunction(user, y + Int32(row), x, pixels + row * stride) != 0 {
+            return PXL_CODEC_CORRUPT  // stopped by the caller
           }
           return PXL_CODEC_OK
         }
