@@ -291,6 +291,24 @@ static int header_sane(const pxl_worker_msg_header *h) {
          terminated(h->codec, sizeof h->codec) && terminated(h->codec_version, sizeof h->codec_version);
 }
 
+/* After DONE: seals the pixel buffer against writing by anyone (which fails, EBUSY, while
+ * the worker still maps it writable: then the worker is finished) and maps it read-only.
+ * The mapping, or NULL with fd closed and r's status and message set. */
+static void *seal_and_map(pxl_worker *w, int fd, size_t size, pxl_worker_result *r) {
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    close(fd);
+    snprintf(r->message, sizeof r->message, "decoder kept its pixel buffer mapped (%s)", strerror(errno));
+    finish(w, r, PXL_WORKER_PROTOCOL, 0);
+    return NULL;
+  }
+  void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (map != MAP_FAILED) return map;
+  close(fd);
+  r->status = PXL_E_NO_MEMORY;
+  snprintf(r->message, sizeof r->message, "cannot map the pixels: %s", strerror(errno));
+  return NULL;
+}
+
 /* The answer to DECODE or PIXELS: the expected type, or ERROR. 1: expected; 0: ERROR
  * (result filled, worker alive); -1: the worker is finished (result filled). */
 static int answer(pxl_worker *w, void *buf, size_t cap, uint16_t type, size_t size, double deadline, int timeout_ms,
@@ -437,20 +455,8 @@ void pxl_worker_decode_flags(pxl_worker *w, const uint8_t *data, size_t size, co
     close(fd);
     return;
   }
-  /* No more writes by anyone: this fails (EBUSY) while the worker still maps it writable. */
-  if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-    close(fd);
-    snprintf(r->message, sizeof r->message, "decoder kept its pixel buffer mapped (%s)", strerror(errno));
-    finish(w, r, PXL_WORKER_PROTOCOL, 0);
-    return;
-  }
-  void *map = mmap(NULL, map_size, PROT_READ, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) {
-    close(fd);
-    r->status = PXL_E_NO_MEMORY;
-    snprintf(r->message, sizeof r->message, "cannot map the pixels: %s", strerror(errno));
-    return;
-  }
+  void *map = seal_and_map(w, fd, map_size, r);
+  if (!map) return;
   r->status = PXL_OK;
   r->end = PXL_WORKER_ALIVE;
   r->pixels = map;
@@ -584,25 +590,16 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
     finish(w, &verdict, PXL_WORKER_PROTOCOL, 100);
   } else if (answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, &verdict) != 1) {
     close(fd);
-  } else if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-    /* No more writes by anyone: this fails (EBUSY) while the worker still maps it writable. */
-    close(fd);
-    snprintf(verdict.message, sizeof verdict.message, "decoder kept its pixel buffer mapped (%s)", strerror(errno));
-    finish(w, &verdict, PXL_WORKER_PROTOCOL, 0);
   } else {
-    void *map = mmap(NULL, map_size, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-      close(fd);
-      r->status = PXL_E_NO_MEMORY;
-      snprintf(r->message, sizeof r->message, "cannot map the pixels: %s", strerror(errno));
+    void *map = seal_and_map(w, fd, map_size, &verdict);
+    if (map) {
+      r->status = PXL_OK;
+      r->bytes = map;
+      r->memfd = fd;
+      r->map_size = map_size;
+      r->wall_ms = now_ms() - start;
       return;
     }
-    r->status = PXL_OK;
-    r->bytes = map;
-    r->memfd = fd;
-    r->map_size = map_size;
-    r->wall_ms = now_ms() - start;
-    return;
   }
   r->status = verdict.status ? verdict.status : PXL_WORKER_E_DECODER_FAILED;
   r->end = w->alive ? PXL_WORKER_ALIVE : verdict.end;

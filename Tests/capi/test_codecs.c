@@ -610,6 +610,24 @@ static int degraded_isolation(const struct test_env *env, pxl_config *config, co
   _exit(result);
 }
 
+/* PIXLOAD_CODEC_PATH set to PXL_TEST_HOSTILE_DIR (run.sh builds the hostile module
+ * there), its old value in *saved for restore_codec_path; 0 when that is not set. */
+static int use_hostile_module(char **saved) {
+  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
+  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
+  if (!dir) return 0;
+  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
+  *saved = old_path ? strdup(old_path) : NULL;
+  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+  return 1;
+}
+
+static void restore_codec_path(char *saved) {
+  if (saved) setenv("PIXLOAD_CODEC_PATH", saved, 1);
+  else unsetenv("PIXLOAD_CODEC_PATH");
+  free(saved);
+}
+
 /* Issue 39: a codec module that misbehaves on purpose (Tests/worker/hostile_module.c),
  * loaded as a module through pxl_config.codec_modules and PIXLOAD_CODEC_PATH (run.sh builds
  * it into PXL_TEST_HOSTILE_DIR), through a real loader at the default isolation: each
@@ -617,12 +635,8 @@ static int degraded_isolation(const struct test_env *env, pxl_config *config, co
  * tried left no trace, and the next image decodes. With PXL_ISOLATION_NONE the segfault
  * does crash a child process (so this test can fail). */
 void test_isolation_hostile_module(const struct test_env *env) {
-  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
-  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
-  if (!dir) return;
-  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
-  char *saved = old_path ? strdup(old_path) : NULL;
-  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+  char *saved;
+  if (!use_hostile_module(&saved)) return;
 
   /* What the module will try to reach. */
   char secret[1024], written[1024], pwned[1024];
@@ -658,9 +672,7 @@ void test_isolation_hostile_module(const struct test_env *env) {
     pxl_loader_free(loader);
     pxl_queue_free(queue);
     close(listener);
-    if (saved) setenv("PIXLOAD_CODEC_PATH", saved, 1);
-    else unsetenv("PIXLOAD_CODEC_PATH");
-    free(saved);
+    restore_codec_path(saved);
     return;
   }
 
@@ -803,12 +815,7 @@ void test_isolation_hostile_module(const struct test_env *env) {
                  WEXITSTATUS(wstatus) != 4);
   CHECKF(crashed, "the in-process child ended with %#x", wstatus);
   pxl_queue_free(queue);
-  if (saved) {
-    setenv("PIXLOAD_CODEC_PATH", saved, 1);
-    free(saved);
-  } else {
-    unsetenv("PIXLOAD_CODEC_PATH");
-  }
+  restore_codec_path(saved);
 }
 
 /* This process's decode workers alive (children named pixload-decode-worker, not yet
@@ -869,12 +876,8 @@ static int workers_become(const struct test_env *env, int want) {
  * next image, replaces a worker that crashed before anyone asks, and pxl_loader_free ends
  * (and reaps) them all. */
 void test_isolation_warm_pool(const struct test_env *env) {
-  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
-  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
-  if (!dir) return;
-  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
-  char *saved = old_path ? strdup(old_path) : NULL;
-  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+  char *saved;
+  if (!use_hostile_module(&saved)) return;
   write_fixture(env, "warm-ok.bin", (const uint8_t *)"HOSTILE:ok\n", 11);
   write_fixture(env, "warm-segv.bin", (const uint8_t *)"HOSTILE:segv \n", 14);
 
@@ -915,12 +918,7 @@ void test_isolation_warm_pool(const struct test_env *env) {
   CHECK_INT(worker_children(), 0);
   CHECK_INT(warming_threads(), 0);
   pxl_queue_free(queue);
-  if (saved) {
-    setenv("PIXLOAD_CODEC_PATH", saved, 1);
-    free(saved);
-  } else {
-    unsetenv("PIXLOAD_CODEC_PATH");
-  }
+  restore_codec_path(saved);
 }
 
 /* A capture with the result's metrics. */

@@ -126,11 +126,7 @@ public enum IsolatedBuiltIns {
           return found.map { pxl_codec_status(rawValue: UInt32(bitPattern: $0.answer.color_status)) } ?? PXL_CODEC_CORRUPT
         }
         var out = pxl_codec_color()
-        if !icc.isEmpty, let copy = malloc(icc.count)?.assumingMemoryBound(to: UInt8.self) {
-          copy.update(from: icc, count: icc.count)
-          out.icc = copy
-          out.icc_size = icc.count
-        }
+        out.setICC(icc)
         out.srgb = answer.srgb
         out.has_chrm = answer.has_chrm
         out.chrm = answer.chrm
