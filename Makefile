@@ -178,7 +178,7 @@ WORKER_SOURCES := worker/worker_main.c worker/codecs.c worker/sandbox.c worker/l
 # alone pulls in four AV1 codecs: a HEIC or SVG worker would start 3-5 ms slower).
 WORKER_BUILTINS := $(STAGE)/lib/pixload/pixload-decode-builtins.so
 WORKER_SHIMS := $(addprefix Sources/CCodecs/,jpeg_shim.c jpeg_scans.c png_shim.c png_fast.c webp_shim.c gif_shim.c \
-  avif_shim.c exif.c color.c)
+  avif_shim.c exif.c color.c resample.c)
 
 worker: $(WORKER_EXE) $(WORKER_BUILTINS)
 

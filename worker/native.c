@@ -37,17 +37,35 @@ UNSCALED(webp)
 UNSCALED(gif)
 UNSCALED(avif)
 
+typedef pxl_codec_status (*rows_fn)(const uint8_t *, size_t, int32_t, int32_t, uint64_t, pxl_codec_row_fn, void *,
+                                    pxl_codec_output *);
+static pxl_codec_status jpeg_rows(const uint8_t *d, size_t n, int32_t layout, int32_t scale, uint64_t max,
+                                  pxl_codec_row_fn fn, void *user, pxl_codec_output *out) {
+  return pxl_jpeg_decode_rows(d, n, layout, scale, max, fn, user, out);
+}
+#define UNSCALED_ROWS(name)                                                                                       \
+  static pxl_codec_status name##_rows(const uint8_t *d, size_t n, int32_t layout, int32_t scale, uint64_t max, \
+                                      pxl_codec_row_fn fn, void *user, pxl_codec_output *out) {               \
+    (void)scale;                                                                                                \
+    return pxl_##name##_decode_rows(d, n, layout, max, fn, user, out);                                          \
+  }
+UNSCALED_ROWS(png)
+UNSCALED_ROWS(webp)
+UNSCALED_ROWS(gif)
+UNSCALED_ROWS(avif)
+
 static const struct format {
   const char *id;
   read_info_fn read_info;
   color_fn color;
   pxl_codec_status (*decode)(const uint8_t *, size_t, int32_t, int32_t, uint64_t, pxl_codec_output *);
+  rows_fn rows;
 } formats[] = {
-    {"jpeg", pxl_jpeg_read_info, pxl_jpeg_color, jpeg_decode},
-    {"png", pxl_png_read_info, pxl_png_color, png_decode},
-    {"webp", pxl_webp_read_info, pxl_webp_color, webp_decode},
-    {"gif", pxl_gif_read_info, pxl_gif_color, gif_decode},
-    {"avif", pxl_avif_read_info, pxl_avif_color, avif_decode},
+    {"jpeg", pxl_jpeg_read_info, pxl_jpeg_color, jpeg_decode, jpeg_rows},
+    {"png", pxl_png_read_info, pxl_png_color, png_decode, png_rows},
+    {"webp", pxl_webp_read_info, pxl_webp_color, webp_decode, webp_rows},
+    {"gif", pxl_gif_read_info, pxl_gif_color, gif_decode, gif_rows},
+    {"avif", pxl_avif_read_info, pxl_avif_color, avif_decode, avif_rows},
 };
 
 /* REGION: the region's rows, region_width pixels each from column region_x, packed. */
@@ -189,6 +207,40 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
       r.out_warnings = out.warnings, r.out_incomplete = out.incomplete;
       pixels = rows.pixels;
       pixel_bytes = bytes;
+    }
+  } else if (req->op == PXL_WORKER_NATIVE_RESAMPLE) {
+    /* The decode stage's resampler (AreaResampler), made here with its parameters: the
+     * rows stream into it as in-process, and only its output crosses. */
+    const int32_t *p = req->resample;
+    int region = req->region_width > 0;
+    pxl_resampler *resampler =
+        p[2] == layout_channels(req->layout) && (uint64_t)p[3] * (uint64_t)p[4] <= req->max_pixels &&
+                (!region || strcmp(format->id, "jpeg") == 0)
+            ? pxl_resampler_new(p[0], p[1], p[2], req->crop[0], req->crop[1], req->crop[2], req->crop[3], p[3], p[4],
+                                p[5])
+            : NULL;
+    if (!resampler) {
+      snprintf(r.message, sizeof r.message, "bad resampler parameters");
+    } else {
+      r.status = region ? pxl_jpeg_decode_region(data, size, req->layout, req->scale, req->max_pixels, req->region_x,
+                                                 req->region_y, req->region_width, req->region_height,
+                                                 pxl_resampler_add_row_at, resampler, &out)
+                        : format->rows(data, size, req->layout, req->scale, req->max_pixels, pxl_resampler_add_row,
+                                       resampler, &out);
+      memcpy(r.message, out.message, sizeof r.message);
+      r.message[sizeof r.message - 1] = 0;
+      free(out.pixels);
+      /* NULL when a row never came: nothing crosses, and the library's own finish says so
+       * as in-process. */
+      out.pixels = r.status == PXL_CODEC_OK ? pxl_resampler_finish(resampler) : NULL;
+      pxl_resampler_free(resampler);
+      if (r.status == PXL_CODEC_OK) {
+        r.out_width = out.width, r.out_height = out.height, r.out_stride = p[3] * p[2];
+        r.out_channels = p[2], r.out_has_alpha = out.has_alpha;
+        r.out_warnings = out.warnings, r.out_incomplete = out.incomplete;
+        pixels = out.pixels;
+        pixel_bytes = pixels ? (uint64_t)p[3] * (uint64_t)p[4] * (uint64_t)p[2] : 0;
+      }
     }
   } else {
     snprintf(r.message, sizeof r.message, "unknown operation %u", req->op);

@@ -152,6 +152,9 @@ typedef struct pxl_worker_msg_error {
 #define PXL_WORKER_NATIVE_DECODE 2u /* pxl_<format>_decode (layout, scale, max_pixels) */
 #define PXL_WORKER_NATIVE_REGION 3u /* pxl_jpeg_decode_region: the region's rows only, each
                                        region_width pixels from column region_x */
+#define PXL_WORKER_NATIVE_RESAMPLE 4u /* pxl_<format>_decode_rows (pxl_jpeg_decode_region when
+                                         region_width > 0) into the area resampler made with
+                                         resample[] and crop[]: only its output crosses */
 
 typedef struct pxl_worker_msg_native {
   pxl_worker_msg_head head;
@@ -163,6 +166,10 @@ typedef struct pxl_worker_msg_native {
   uint32_t reserved;
   char format[PXL_WORKER_ID_CAP]; /* "jpeg", "png", "webp", "gif", "avif" */
   int32_t region_x, region_y, region_width, region_height; /* REGION, in the 1/scale image */
+  /* RESAMPLE: pxl_resampler_new's src_width, src_height, channels, out_width, out_height,
+   * premultiply, and its crop x, y, width, height */
+  int32_t resample[6];
+  double crop[4];
 } pxl_worker_msg_native;
 
 typedef struct pxl_worker_msg_native_result {
@@ -173,7 +180,8 @@ typedef struct pxl_worker_msg_native_result {
   int32_t color_status;  /* pxl_<format>_color's status (non-zero: no colour information) */
   int32_t srgb, has_chrm, chrm[8], gamma, cicp_primaries, cicp_transfer, cicp_matrix;
   /* DECODE: pxl_codec_output (REGION: out_width x out_height is the whole 1/scale image,
-   * out_stride region_width * out_channels, and the bytes hold region_height rows) */
+   * out_stride region_width * out_channels, and the bytes hold region_height rows;
+   * RESAMPLE: the same, the bytes the resampler's output, stride out_width * channels) */
   int32_t out_width, out_height, out_stride, out_channels, out_has_alpha, out_warnings, out_incomplete;
   uint32_t icc_size;     /* bytes of ICC profile after the pixels */
   uint64_t bytes;        /* what follows in the PIXELS memfd: out_stride * out_height + icc_size */

@@ -498,6 +498,12 @@ static int native_answer_sane(const pxl_worker_msg_native_result *a, const pxl_w
   if (op == PXL_WORKER_NATIVE_INFO)
     return a->width >= 1 && a->height >= 1 && a->bytes == a->icc_size && a->out_width == 0 && a->out_height == 0;
   int64_t w = a->out_width, h = a->out_height, c = a->out_channels, stride = a->out_stride;
+  if (op == PXL_WORKER_NATIVE_RESAMPLE) {
+    const int32_t *p = q->resample;
+    return w >= 1 && h >= 1 && c == p[2] && (uint64_t)p[3] * (uint64_t)p[4] <= max_pixels &&
+           (a->bytes == a->icc_size ||
+            (stride == (int64_t)p[3] * c && a->bytes == (uint64_t)stride * (uint64_t)p[4] + a->icc_size));
+  }
   if (op == PXL_WORKER_NATIVE_REGION)
     return w >= (int64_t)q->region_x + q->region_width && h >= (int64_t)q->region_y + q->region_height &&
            (c == 1 || c == 3 || c == 4) && stride == (int64_t)q->region_width * c &&
@@ -507,8 +513,8 @@ static int native_answer_sane(const pxl_worker_msg_native_result *a, const pxl_w
 }
 
 void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const char *format, uint32_t op,
-                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4], int timeout_ms,
-                       pxl_worker_native_result *r) {
+                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
+                       const int32_t resample[6], const double crop[4], int timeout_ms, pxl_worker_native_result *r) {
   memset(r, 0, sizeof *r);
   r->memfd = -1;
   r->status = PXL_WORKER_E_DECODER_FAILED;
@@ -540,6 +546,8 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
   req.scale = scale;
   snprintf(req.format, sizeof req.format, "%s", format);
   if (region) req.region_x = region[0], req.region_y = region[1], req.region_width = region[2], req.region_height = region[3];
+  if (resample) memcpy(req.resample, resample, sizeof req.resample);
+  if (crop) memcpy(req.crop, crop, sizeof req.crop);
   int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
   close(data_fd);
   union {

@@ -111,11 +111,13 @@ typedef struct pxl_worker_native_result {
   double wall_ms;
 } pxl_worker_native_result;
 
-/* op PXL_WORKER_NATIVE_INFO, _DECODE or _REGION (region: x, y, width, height; else NULL)
+/* op PXL_WORKER_NATIVE_INFO, _DECODE, _REGION (region: x, y, width, height; else NULL)
+ * or _RESAMPLE (resample and crop: the resampler's parameters; region too for a JPEG crop)
  * of format ("jpeg", ...) over data; max_pixels: the shim's argument, and the bound the
  * answer's pixels are checked against. */
 void pxl_worker_native(pxl_worker *worker, const uint8_t *data, size_t size, const char *format, uint32_t op,
-                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4], int timeout_ms,
+                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
+                       const int32_t resample[6], const double crop[4], int timeout_ms,
                        pxl_worker_native_result *result);
 
 void pxl_worker_native_release(pxl_worker_native_result *result);

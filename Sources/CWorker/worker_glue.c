@@ -65,7 +65,8 @@ void pxlw_result_free(void *result) {
 }
 
 void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, int32_t layout,
-                       int32_t scale, uint64_t max_pixels, const int32_t *region, int timeout_ms, pxlw_native *out) {
+                       int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
+                       const double *crop, int timeout_ms, pxlw_native *out) {
   memset(out, 0, sizeof *out);
   pxl_worker_native_result *r = calloc(1, sizeof *r);
   if (!r) {
@@ -73,7 +74,7 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
     snprintf(out->message, sizeof out->message, "out of memory");
     return NULL;
   }
-  pxl_worker_native(worker, data, size, format, op, layout, scale, max_pixels, region, timeout_ms, r);
+  pxl_worker_native(worker, data, size, format, op, layout, scale, max_pixels, region, resample, crop, timeout_ms, r);
   const pxl_worker_msg_native_result *a = &r->answer;
   out->status = (int32_t)r->status;
   out->worker_ended = !pxl_worker_alive(worker);

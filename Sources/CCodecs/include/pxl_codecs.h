@@ -354,6 +354,14 @@ void pxl_resampler_region(const pxl_resampler *resampler, int32_t *x, int32_t *y
 int pxl_resampler_add_row_at(void *resampler, int32_t y, int32_t x0, const uint8_t *row);
 
 void pxl_resampler_free(pxl_resampler *resampler);
+/* What it was made with (PXL_ISOLATION_ALL: the same resampler is made in the decode
+ * worker): params = src_width, src_height, channels, out_width, out_height, premultiply;
+ * crop = x, y, width, height. */
+void pxl_resampler_params(const pxl_resampler *resampler, int32_t params[6], double crop[4]);
+/* Takes output (malloc'd, out_width * out_height * channels: a resampler made with the
+ * same parameters finished it, in the worker) as its result, for pxl_resampler_finish;
+ * only before any row was added. 0: taken. */
+int pxl_resampler_adopt(pxl_resampler *resampler, uint8_t *output);
 
 #ifdef __cplusplus
 }

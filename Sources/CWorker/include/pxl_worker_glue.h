@@ -59,11 +59,14 @@ typedef struct pxlw_native {
 #define PXLW_NATIVE_INFO 1
 #define PXLW_NATIVE_DECODE 2
 #define PXLW_NATIVE_REGION 3
+#define PXLW_NATIVE_RESAMPLE 4
 
 /* Returns what owns out->bytes (pxlw_native_free), NULL when out of memory. region: x, y,
- * width, height (REGION), else NULL. */
+ * width, height (REGION, RESAMPLE of a JPEG crop), else NULL; resample (6) and crop (4):
+ * the resampler's parameters (RESAMPLE), else NULL. */
 void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, int32_t layout,
-                       int32_t scale, uint64_t max_pixels, const int32_t *region, int timeout_ms, pxlw_native *out);
+                       int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
+                       const double *crop, int timeout_ms, pxlw_native *out);
 void pxlw_native_free(void *result);
 
 /* A codec module's manifest (pixload.h, "Codec modules"), read from the module's file

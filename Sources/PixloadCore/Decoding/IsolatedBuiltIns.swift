@@ -13,8 +13,9 @@ import Glibc
 ///
 /// Two conversations an image: INFO (read_info and the colour information, the profile
 /// included; kept for this thread's `color` call that follows) and DECODE (the first frame,
-/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd; a thumbnail's
-/// rows are fed from it to the resampler). Sniffing stays here (a comparison of magic
+/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd). A thumbnail's
+/// rows go into the stage's own resampler made again in the worker with the same parameters
+/// (RESAMPLE): only the thumbnail crosses, and the stage finds it finished. Sniffing stays here (a comparison of magic
 /// bytes), and so does the progressive JPEG's marker scan for previews (the library's own
 /// scanner, no decoder). A JPEG's crop region (FILL) is decoded there too, and only its rows
 /// cross. Not isolated: animations (`decodeFrames` is nil, so an animated GIF, WebP or
@@ -56,16 +57,20 @@ public enum IsolatedBuiltIns {
     /// One conversation: the answer (its bytes valid until `done` is called), or the
     /// conversation's failure as a shim status and message.
     private func call(_ data: UnsafePointer<UInt8>?, _ size: Int, op: UInt32, layout: Int32 = 0, scale: Int32 = 1,
-                      maxPixels: UInt64 = 0, region: [Int32]? = nil,
+                      maxPixels: UInt64 = 0, region: [Int32]? = nil, resampler: Resampling? = nil,
                       _ body: (pxlw_native) -> pxl_codec_status) -> (pxl_codec_status, String) {
       let timeout = pool.timeout
       let ran = pool.with { worker -> ((pxl_codec_status, String), usable: Bool) in
         var answer = pxlw_native()
-        let handle = region.map { region in
-          region.withUnsafeBufferPointer {
-            pxlw_native_call(worker, data, size, format, op, layout, scale, maxPixels, $0.baseAddress, timeout, &answer)
+        let handle = (region ?? []).withUnsafeBufferPointer { region in
+          (resampler?.params ?? []).withUnsafeBufferPointer { params in
+            (resampler?.crop ?? []).withUnsafeBufferPointer { crop in
+              pxlw_native_call(worker, data, size, format, op, layout, scale, maxPixels,
+                               region.isEmpty ? nil : region.baseAddress, params.isEmpty ? nil : params.baseAddress,
+                               crop.isEmpty ? nil : crop.baseAddress, timeout, &answer)
+            }
           }
-        } ?? pxlw_native_call(worker, data, size, format, op, layout, scale, maxPixels, nil, timeout, &answer)
+        }
         defer { pxlw_native_free(handle) }
         let usable = answer.worker_ended == 0 && answer.status != Status.decoderFailed.rawValue
         let message = withUnsafeBytes(of: answer.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
@@ -142,13 +147,16 @@ public enum IsolatedBuiltIns {
     /// DECODE: `deliver` gets the sealed pixels (stride, rows) while they are mapped.
     private func decode(_ data: UnsafePointer<UInt8>?, _ size: Int, _ layout: Int32, _ scale: Int32,
                         _ maxPixels: UInt64, _ out: UnsafeMutablePointer<pxl_codec_output>?, region: [Int32]? = nil,
+                        resampler: Resampling? = nil,
                         deliver: (UnsafePointer<UInt8>, pxlw_native) -> pxl_codec_status) -> pxl_codec_status {
       var fields = pxl_codec_output()
-      let op = UInt32(region == nil ? PXLW_NATIVE_DECODE : PXLW_NATIVE_REGION)
+      let op = UInt32(resampler != nil ? PXLW_NATIVE_RESAMPLE : region == nil ? PXLW_NATIVE_DECODE : PXLW_NATIVE_REGION)
       let (status, text) = call(data, size, op: op, layout: layout, scale: scale, maxPixels: maxPixels,
-                                region: region) { answer in
+                                region: region, resampler: resampler) { answer in
         let shim = pxl_codec_status(rawValue: UInt32(bitPattern: answer.codec_status))
-        guard shim == PXL_CODEC_OK, let pixels = answer.bytes else { return shim }
+        guard shim == PXL_CODEC_OK else { return shim }
+        // (RESAMPLE without bytes: a row never came; the stage's own finish says so.)
+        guard let pixels = answer.bytes else { return resampler != nil ? PXL_CODEC_OK : PXL_CODEC_CORRUPT }
         fields.width = answer.out_width
         fields.height = answer.out_height
         fields.stride = answer.out_stride
@@ -179,9 +187,44 @@ public enum IsolatedBuiltIns {
       }
     }
 
+    /// The decode stage's resampler (`AreaResampler`) as the row function's user: made again
+    /// in the worker with the same parameters, the rows go into it there, and its output is
+    /// handed to this one (pxl_resampler_adopt), so only the thumbnail crosses.
+    struct Resampling {
+      let handle: OpaquePointer
+      var params = [Int32](repeating: 0, count: 6)
+      var crop = [Double](repeating: 0, count: 4)
+
+      init?(_ function: UnsafeRawPointer?, _ user: UnsafeMutableRawPointer?, region: Bool) {
+        let resamplers = region ? unsafeBitCast(AreaResampler.regionRowFunction, to: UnsafeRawPointer.self)
+                                : unsafeBitCast(AreaResampler.rowFunction, to: UnsafeRawPointer.self)
+        guard let function, function == resamplers, let user else { return nil }
+        handle = OpaquePointer(user)
+        pxl_resampler_params(handle, &params, &crop)
+      }
+
+      /// The worker's output as the resampler's result.
+      func adopt(_ pixels: UnsafePointer<UInt8>) -> pxl_codec_status {
+        let count = Int(params[3]) * Int(params[4]) * Int(params[2])
+        guard let copy = malloc(max(count, 1))?.assumingMemoryBound(to: UInt8.self) else { return PXL_CODEC_NO_MEMORY }
+        copy.update(from: pixels, count: count)
+        guard pxl_resampler_adopt(handle, copy) == 0 else {
+          free(copy)
+          return PXL_CODEC_CORRUPT
+        }
+        return PXL_CODEC_OK
+      }
+    }
+
     var decodeRows: NativeCodec.DecodeRows {
       { [self] data, size, layout, scale, maxPixels, rowFunction, user, out in
-        decode(data, size, layout, scale, maxPixels, out) { pixels, answer in
+        if let resampler = Resampling(rowFunction.map { unsafeBitCast($0, to: UnsafeRawPointer.self) }, user,
+                                      region: false) {
+          return decode(data, size, layout, scale, maxPixels, out, resampler: resampler) { pixels, _ in
+            resampler.adopt(pixels)
+          }
+        }
+        return decode(data, size, layout, scale, maxPixels, out) { pixels, answer in
           guard let rowFunction else { return PXL_CODEC_UNSUPPORTED }
           for y in 0..<Int(answer.out_height) where rowFunction(user, Int32(y), pixels + y * Int(answer.out_stride)) != 0 {
             return PXL_CODEC_CORRUPT  // stopped by the caller, as the shims answer it
@@ -194,7 +237,12 @@ public enum IsolatedBuiltIns {
     /// JPEG's crop-region decode: the worker sends the region's rows alone.
     var decodeRegion: NativeCodec.DecodeRegion {
       { [self] data, size, layout, scale, maxPixels, x, y, width, height, regionFunction, user, out in
-        decode(data, size, layout, scale, maxPixels, out, region: [x, y, width, height]) { pixels, answer in
+        if let resampler = Resampling(regionFunction.map { unsafeBitCast($0, to: UnsafeRawPointer.self) }, user,
+                                      region: true) {
+          return decode(data, size, layout, scale, maxPixels, out, region: [x, y, width, height],
+                        resampler: resampler) { pixels, _ in resampler.adopt(pixels) }
+        }
+        return decode(data, size, layout, scale, maxPixels, out, region: [x, y, width, height]) { pixels, answer in
           guard let regionFunction else { return PXL_CODEC_UNSUPPORTED }
           let stride = Int(answer.out_stride)
           for row in 0..<Int(height) where regionFunction(user, y + Int32(row), x, pixels + row * stride) != 0 {
