@@ -188,9 +188,12 @@ $(WORKER_EXE): $(WORKER_SOURCES) $(wildcard worker/*.h) include/pixload.h | $(WO
 	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec \
 	  -Wl,-soname,libpixload.so.$(SOVERSION)
 
+# With the compiler the library's shims are built with (SwiftPM's clang, -O2): gcc -O2
+# vectorises the resampler less, and the worker should cost what the host would.
+WORKER_BUILTINS_CC := $(or $(wildcard $(SWIFT_ROOT)/bin/clang),$(CC))
 $(WORKER_BUILTINS): worker/native.c $(WORKER_SHIMS) $(wildcard worker/*.h) $(wildcard Sources/CCodecs/include/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude -ISources/CCodecs/include -ISources/CCodecs \
+	$(WORKER_BUILTINS_CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude -ISources/CCodecs/include -ISources/CCodecs \
 	  worker/native.c $(WORKER_SHIMS) -o $@ $(CODEC_LIBS) -lm -pthread -Wl,-z,defs
 
 # --- install -------------------------------------------------------------------------

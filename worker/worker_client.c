@@ -514,7 +514,8 @@ static int native_answer_sane(const pxl_worker_msg_native_result *a, const pxl_w
 
 void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const char *format, uint32_t op,
                        int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
-                       const int32_t resample[6], const double crop[4], int timeout_ms, pxl_worker_native_result *r) {
+                       const int32_t resample[6], const double crop[4], int *data_memfd, int timeout_ms,
+                       pxl_worker_native_result *r) {
   memset(r, 0, sizeof *r);
   r->memfd = -1;
   r->status = PXL_WORKER_E_DECODER_FAILED;
@@ -529,13 +530,14 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
     return;
   }
   double start = now_ms(), deadline = start + timeout_ms;
-  int data_fd = sealed_data(data, size);
+  int data_fd = data_memfd && *data_memfd >= 0 ? *data_memfd : sealed_data(data, size);
   if (data_fd < 0) {
     r->status = PXL_E_NO_MEMORY;
     snprintf(r->message, sizeof r->message, "cannot make the data's memfd: %s", strerror(errno));
     r->end = PXL_WORKER_ALIVE;
     return;
   }
+  if (data_memfd) *data_memfd = data_fd; /* the caller's now, for its next conversation */
   pxl_worker_msg_native req;
   memset(&req, 0, sizeof req);
   pxl_wire_head(&req.head, PXL_WORKER_NATIVE, sizeof req, ++w->serial);
@@ -549,7 +551,7 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
   if (resample) memcpy(req.resample, resample, sizeof req.resample);
   if (crop) memcpy(req.crop, crop, sizeof req.crop);
   int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
-  close(data_fd);
+  if (!data_memfd) close(data_fd);
   union {
     pxl_worker_msg_native_result result;
     pxl_worker_msg_done done;

@@ -114,10 +114,13 @@ typedef struct pxl_worker_native_result {
 /* op PXL_WORKER_NATIVE_INFO, _DECODE, _REGION (region: x, y, width, height; else NULL)
  * or _RESAMPLE (resample and crop: the resampler's parameters; region too for a JPEG crop)
  * of format ("jpeg", ...) over data; max_pixels: the shim's argument, and the bound the
- * answer's pixels are checked against. */
+ * answer's pixels are checked against. data_memfd: NULL, or the sealed memfd of data kept
+ * by the caller from an earlier conversation about the same bytes (-1: none yet; the one
+ * made now is left there, the caller's to close), so that INFO and the decode after it
+ * copy the bytes once. */
 void pxl_worker_native(pxl_worker *worker, const uint8_t *data, size_t size, const char *format, uint32_t op,
                        int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
-                       const int32_t resample[6], const double crop[4], int timeout_ms,
+                       const int32_t resample[6], const double crop[4], int *data_memfd, int timeout_ms,
                        pxl_worker_native_result *result);
 
 void pxl_worker_native_release(pxl_worker_native_result *result);

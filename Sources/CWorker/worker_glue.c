@@ -66,7 +66,7 @@ void pxlw_result_free(void *result) {
 
 void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, int32_t layout,
                        int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
-                       const double *crop, int timeout_ms, pxlw_native *out) {
+                       const double *crop, int *data_memfd, int timeout_ms, pxlw_native *out) {
   memset(out, 0, sizeof *out);
   pxl_worker_native_result *r = calloc(1, sizeof *r);
   if (!r) {
@@ -74,7 +74,7 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
     snprintf(out->message, sizeof out->message, "out of memory");
     return NULL;
   }
-  pxl_worker_native(worker, data, size, format, op, layout, scale, max_pixels, region, resample, crop, timeout_ms, r);
+  pxl_worker_native(worker, data, size, format, op, layout, scale, max_pixels, region, resample, crop, data_memfd, timeout_ms, r);
   const pxl_worker_msg_native_result *a = &r->answer;
   out->status = (int32_t)r->status;
   out->worker_ended = !pxl_worker_alive(worker);
@@ -92,6 +92,10 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
   out->bytes = r->bytes;
   snprintf(out->message, sizeof out->message, "%s", r->status == PXL_OK ? a->message : r->message);
   return r;
+}
+
+void pxlw_close(int fd) {
+  if (fd >= 0) close(fd);
 }
 
 void pxlw_native_free(void *result) {

@@ -63,10 +63,13 @@ typedef struct pxlw_native {
 
 /* Returns what owns out->bytes (pxlw_native_free), NULL when out of memory. region: x, y,
  * width, height (REGION, RESAMPLE of a JPEG crop), else NULL; resample (6) and crop (4):
- * the resampler's parameters (RESAMPLE), else NULL. */
+ * the resampler's parameters (RESAMPLE), else NULL. data_memfd: NULL, or a sealed memfd
+ * of the same bytes kept from an earlier call (-1: make one and leave it there; the
+ * caller closes it with pxlw_close). */
 void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, int32_t layout,
                        int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
-                       const double *crop, int timeout_ms, pxlw_native *out);
+                       const double *crop, int *data_memfd, int timeout_ms, pxlw_native *out);
+void pxlw_close(int fd);
 void pxlw_native_free(void *result);
 
 /* A codec module's manifest (pixload.h, "Codec modules"), read from the module's file

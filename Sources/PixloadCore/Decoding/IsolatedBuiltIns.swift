@@ -48,6 +48,23 @@ public enum IsolatedBuiltIns {
     private let lock = Lock()
     /// INFO's answer for the bytes this thread asked last, for the `color` call after it.
     private var kept: [UInt: (base: UnsafeRawPointer?, count: Int, answer: pxlw_native, icc: [UInt8])] = [:]
+    /// The sealed memfd of the bytes this thread's INFO sent, for the decode that follows
+    /// (the bytes copied once an image).
+    private var dataFDs: [UInt: (base: UnsafeRawPointer?, count: Int, fd: Int32)] = [:]
+
+    deinit { for entry in dataFDs.values { pxlw_close(entry.fd) } }
+
+    /// INFO keeps the memfd it made (`keep`); the decode after it takes it and closes it.
+    private func dataFD(_ data: UnsafePointer<UInt8>?, _ size: Int, keep: Bool) -> Int32 {
+      let key = threadKey
+      let kept = lock.withLock { dataFDs.removeValue(forKey: key) }
+      guard let kept else { return -1 }
+      if keep || kept.base != UnsafeRawPointer(data) || kept.count != size {
+        pxlw_close(kept.fd)
+        return -1
+      }
+      return kept.fd
+    }
 
     init(format: String, pool: WorkerPool) {
       self.format = format
@@ -60,6 +77,16 @@ public enum IsolatedBuiltIns {
                       maxPixels: UInt64 = 0, region: [Int32]? = nil, resampler: Resampling? = nil,
                       _ body: (pxlw_native) -> pxl_codec_status) -> (pxl_codec_status, String) {
       let timeout = pool.timeout
+      let info = op == UInt32(PXLW_NATIVE_INFO)
+      var fd = dataFD(data, size, keep: info)
+      defer {
+        if info && fd >= 0 {
+          let key = threadKey
+          lock.withLock { dataFDs[key] = (UnsafeRawPointer(data), size, fd) }
+        } else {
+          pxlw_close(fd)
+        }
+      }
       let ran = pool.with { worker -> ((pxl_codec_status, String), usable: Bool) in
         var answer = pxlw_native()
         let handle = (region ?? []).withUnsafeBufferPointer { region in
@@ -67,7 +94,7 @@ public enum IsolatedBuiltIns {
             (resampler?.crop ?? []).withUnsafeBufferPointer { crop in
               pxlw_native_call(worker, data, size, format, op, layout, scale, maxPixels,
                                region.isEmpty ? nil : region.baseAddress, params.isEmpty ? nil : params.baseAddress,
-                               crop.isEmpty ? nil : crop.baseAddress, timeout, &answer)
+                               crop.isEmpty ? nil : crop.baseAddress, &fd, timeout, &answer)
             }
           }
         }

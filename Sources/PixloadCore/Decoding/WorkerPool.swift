@@ -176,12 +176,12 @@ public final class WorkerPool: @unchecked Sendable {
   private func claim() {
     busy += 1
     peakBusy = max(peakBusy, busy)
-    lock.broadcast()
+    // The warming thread wakes only when it has work: not on every conversation.
+    if wanted > 0 { lock.broadcast() }
   }
 
   private func unclaim() {
     busy -= 1
-    lock.broadcast()
   }
 
   /// Workers the warming thread should start now (the lock held): up to the most decodes
@@ -262,10 +262,12 @@ public final class WorkerPool: @unchecked Sendable {
       if warm { unclaim() }
       if keep, !closed, idle.count < max(1, settings.poolSize) {
         idle.append(worker)
+        if waiting > 0 { lock.broadcast() }
         return true
       }
       guard warmer != nil, !closed else { return false }
       retired.append(worker.worker)
+      lock.broadcast()
       return true
     }
     if !handled { pxlw_free(worker.worker) }
