@@ -1430,7 +1430,8 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  *
  * Not yet isolated in this release: previews of a prefix and animations (an isolated
  * format decodes its first frame, whole files only). The pixels are copied once from the
- * sealed buffer into the decode stage's canvas.
+ * sealed buffer into the decode stage's canvas (a module's) or its resampler's result (a
+ * built-in format's thumbnail, resampled in the worker so that only it crosses).
  * ------------------------------------------------------------------------------- */
 
 /* Writes the confining layers the loader's decode workers run with, as words separated
