@@ -6,7 +6,8 @@
 # Python package against aiohttp + Pillow, over the web-size demo set (scripts/photos.sh)
 # and the 8-16 MP set (scripts/camera-photos.sh), both served by a private nginx on
 # 127.0.0.1. RUNS (default 3) interleaved runs, medians. BENCH_BEFORE=DIR (a build/ of
-# another commit) adds that build as a "before" column.
+# another commit) adds that build as a "before" column; BENCH_ISOLATION_ALL=1 a column of
+# the same build with every decode in a worker (PXL_ISOLATION_ALL).
 #
 # Two readings of the web CPU ratio (issue 41). The first row is the CLI's own figure
 # (getrusage from its first pxl_load to its last callback) over bare-decode's single cold
@@ -64,4 +65,4 @@ python3 bench/table.py --pixload "$stage/bin/pixload" --libdir "$stage/lib" --ba
   --web-urls "$out/web-urls.txt" --web-files "$out/web-files.txt" \
   --web-jpeg-urls "$out/web-jpeg-urls.txt" --web-jpeg-files "$out/web-jpeg-files.txt" \
   --camera-urls "$out/camera-urls.txt" --camera-files "$out/camera-files.txt" --runs "$runs" \
-  ${BENCH_BEFORE:+--before "$BENCH_BEFORE"}
+  ${BENCH_BEFORE:+--before "$BENCH_BEFORE"} ${BENCH_ISOLATION_ALL:+--isolation-all}

@@ -309,6 +309,8 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_codec_cancel_flag)         \
   X(test_codec_module_missing) \
   X(test_isolation_hostile_module) \
+  X(test_isolation_warm_pool) \
+  X(test_isolation_all) \
   X(test_processors_builtin)        \
   X(test_processors_invalid)        \
   X(test_processors_custom) \

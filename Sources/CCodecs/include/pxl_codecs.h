@@ -59,7 +59,9 @@ typedef enum pxl_codec_status {
                                      width*height exceeds max_pixels. */
   PXL_CODEC_UNSUPPORTED = 3,      /* valid but unsupported: 12-bit / 16-bit-precision JPEG, lossless JPEG, ...
                                      Also returned for invalid arguments (unknown layout, scale_denom not 1/2/4/8). */
-  PXL_CODEC_NO_MEMORY = 4
+  PXL_CODEC_NO_MEMORY = 4,
+  PXL_CODEC_DECODER_FAILED = 5    /* never a shim's: the decode worker that ran it crashed, was killed or timed out
+                                     (PXL_ISOLATION_ALL, IsolatedBuiltIns.swift); the message says how */
 } pxl_codec_status;
 
 typedef enum pxl_codec_layout {
@@ -440,6 +442,14 @@ void pxl_resampler_free(pxl_resampler *resampler);
 enum { PXL_RESAMPLE_SCALAR = 0, PXL_RESAMPLE_SSE2 = 1, PXL_RESAMPLE_AVX2 = 2 };
 int pxl_resampler_force_path(int32_t path);
 int32_t pxl_resampler_path(const pxl_resampler *resampler);
+/* What it was made with (PXL_ISOLATION_ALL: the same resampler is made in the decode
+ * worker): params = src_width, src_height, channels, out_width, out_height, premultiply;
+ * crop = x, y, width, height. */
+void pxl_resampler_params(const pxl_resampler *resampler, int32_t params[6], double crop[4]);
+/* Takes output (malloc'd, out_width * out_height * channels: a resampler made with the
+ * same parameters finished it, in the worker) as its result, for pxl_resampler_finish;
+ * only before any row was added. 0: taken. */
+int pxl_resampler_adopt(pxl_resampler *resampler, uint8_t *output);
 
 #ifdef __cplusplus
 }
