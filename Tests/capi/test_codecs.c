@@ -1026,3 +1026,26 @@ void test_isolation_all(const struct test_env *env) {
   pxl_loader_free(none);
   pxl_queue_free(queue);
 }
+
+/* PXL_ISOLATION_ALL: a JPEG dripping in slowly, which a loader otherwise decodes while it
+ * downloads (with the host's libjpeg), is decoded whole in a worker (isolated). */
+void test_isolation_all_stream(const struct test_env *env) {
+  if (!env->fault_url) return;
+  pxl_config config;
+  pxl_config_init(&config);
+  config.isolation = PXL_ISOLATION_ALL;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  struct test_url u = fault_url(env, 0, "/drip/rate=70000/piece=3500/file=medium.jpg", "drip-all");
+  struct metered m;
+  memset(&m, 0, sizeof m);
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  CHECK_STATUS(pxl_load(loader, &request, queue, metered_callback, &m, NULL), PXL_OK);
+  CHECK(drain_until(env, queue, &m.capture.calls, 1, 30000));
+  CHECKF(m.capture.status == PXL_OK, "dripped JPEG under ALL: %d %s", m.capture.status, m.capture.message);
+  CHECKF(m.metrics.isolated == 1, "a dripped JPEG under ALL decoded in the host (isolated %d)", m.metrics.isolated);
+  capture_reset(&m.capture);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}

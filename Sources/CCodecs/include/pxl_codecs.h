@@ -147,6 +147,10 @@ size_t pxl_jpeg_progressive_prefix(const uint8_t *data, size_t size, int32_t *sc
  * buffer. */
 size_t pxl_jpeg_dc_baseline(const uint8_t *data, size_t size, uint8_t **out);
 
+/* pxl_jpeg_dc_baseline keeps its working memory (up to 32 MB) for the next decode; this
+ * frees it. A loader's close calls it, so a host that is done loading holds none. */
+void pxl_jpeg_dc_baseline_release(void);
+
 /* The early end of a thumbnail's transfer: in a prefix of a progressive JPEG, the end of
  * the first complete scan after which every coefficient a 1/8 decode reads (see
  * pxl_jpeg_dc_scans) has its final precision, with the frame's size; 0 while more is
