@@ -54,10 +54,10 @@
  *    tied to the row with pxl_table_bind_animation: the table pauses it while the row is
  *    out of view and resumes it where it was when the row comes back, so only visible
  *    rows decode frames (a ring of 3, whatever the animation's length). The GTK frame
- *    clock drives them: a tick callback (while players live) asks each visible animated
- *    row's player for the frame due at the clock's frame time (pxl_animation_frame_at,
- *    in ms) and swaps the cell's texture when the frame index changes. FRAME_READY
- *    events only make sure that tick runs: no timers. A player belongs to its row, not
+ *    clock drives them: a tick callback (while an animated row plays on screen) asks each
+ *    visible animated row's player for the frame due at the clock's frame time
+ *    (pxl_animation_frame_at, in ms) and swaps the cell's texture when the frame index
+ *    changes. FRAME_READY events only make sure that tick runs: no timers. A player belongs to its row, not
  *    to a cell: its frames are drawn only into the cell bound to that row now, so a
  *    recycled cell never shows another row's frame, and a row bound again shows the
  *    frame its player is at. Players of rows far from the view (PLAYER_KEEP_ROWS), or
@@ -433,21 +433,21 @@ static gboolean row_in_view(const struct app *app, int64_t row) {
   return row >= app->told_first && row < app->told_first + app->told_count;
 }
 
-/* Once per frame while players live: each visible animated cell asks its row's player
- * for the frame due at the frame clock's time, and gets a new texture when the frame
- * changed. Rows out of view are not asked (the table has paused their players). */
+/* Once per frame while an animated row plays on screen: each visible animated cell asks
+ * its row's player for the frame due at the frame clock's time, and gets a new texture
+ * when the frame changed. Rows out of view are not asked (the table has paused their
+ * players). With none playing on screen the callback goes (the frame clock may idle);
+ * LOADED, FRAME_READY, a bind and a scroll bring it back. */
 static gboolean animation_tick(GtkWidget *widget, GdkFrameClock *clock, gpointer user_data) {
   (void)widget;
   struct app *app = user_data;
-  if (app->players->len == 0) {
-    app->animation_tick = 0;
-    return G_SOURCE_REMOVE;
-  }
   int64_t now_ms = gdk_frame_clock_get_frame_time(clock) / 1000;
+  gboolean playing = FALSE;
   for (guint i = 0; i < app->players->len; i++) {
     struct player *player = g_ptr_array_index(app->players, i);
     struct cell *cell = app->cell_of_row[player->row];
     if (!player->loaded || player->ended || !cell || !cell->image_us || !row_in_view(app, player->row)) continue;
+    playing = TRUE;
     pxl_animation_frame frame = {.struct_size = sizeof frame};
     pxl_image *image;
     PXL_TIMED("pxl_animation_frame_at", image = pxl_animation_frame_at(player->animation, now_ms, &frame));
@@ -465,7 +465,9 @@ static gboolean animation_tick(GtkWidget *widget, GdkFrameClock *clock, gpointer
     if (frame.ended) player->ended = TRUE;
     PXL_TIMED("pxl_image_release", pxl_image_release(image));
   }
-  return G_SOURCE_CONTINUE;
+  if (playing) return G_SOURCE_CONTINUE;
+  app->animation_tick = 0;
+  return G_SOURCE_REMOVE;
 }
 
 static void start_animation_tick(struct app *app) {
@@ -568,6 +570,7 @@ static void show_image(struct app *app, struct cell *cell, pxl_image *image, con
   struct player *player = app->player_of_row[cell->row];
   GdkTexture *texture = player && player->texture ? g_object_ref(player->texture) : texture_from_image(app, image);
   if (!texture) return;
+  if (player) start_animation_tick(app);
   gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(texture));
   g_object_unref(texture);
   drop_placeholder(app, cell->row);
@@ -779,6 +782,7 @@ static void tell_table(struct app *app, int direction) {
   for (int64_t row = was_first; row < was_end; row++)
     if (row < first || row >= first + count) drop_placeholder(app, row);
   free_far_players(app);
+  start_animation_tick(app);  /* animated rows may have come into view */
 }
 
 /* A frame without movement: the view is still. The table then prefetches both ways and
@@ -966,8 +970,9 @@ static void report_settle(struct app *app, const struct phase *phase, gboolean t
   }
   printf("settle \"%s\": %d visible, %d placeholders, slowest %.1f ms after settle\n", phase->name,
          report->visible, report->placeholders, report->slowest_ms);
-  printf("settle \"%s\": %d animated rows in view, animation frames decoded (table): %" G_GUINT64_FORMAT "\n",
-         phase->name, report->players_in_view, report->decoded_at_settle);
+  if (app->players_made)
+    printf("settle \"%s\": %d animated rows in view, animation frames decoded (table): %" G_GUINT64_FORMAT "\n",
+           phase->name, report->players_in_view, report->decoded_at_settle);
   fflush(stdout);
   g_ptr_array_unref(cells);
 }
