@@ -201,6 +201,7 @@ struct settle_report {
   int visible, placeholders;
   double slowest_ms;  /* from the view settling to a visible row's texture */
   int players_in_view;          /* animated rows on screen with a player, at the settle */
+  int foreign_frames;           /* visible cells drawing another row's player's frame */
   uint64_t decoded_at_settle;   /* pxl_table_stats.animation_frames_decoded then */
   uint64_t decoded_after_pause; /* ... and when the pause after the settle ended */
 };
@@ -939,9 +940,18 @@ static void report_settle(struct app *app, const struct phase *phase, gboolean t
   report->placeholders = 0;
   report->slowest_ms = 0;
   report->players_in_view = 0;
+  report->foreign_frames = 0;
   report->decoded_at_settle = table_frames_decoded(app);
-  for (guint i = 0; i < app->players->len; i++)
-    report->players_in_view += row_in_view(app, ((const struct player *)g_ptr_array_index(app->players, i))->row);
+  for (guint i = 0; i < app->players->len; i++) {
+    const struct player *player = g_ptr_array_index(app->players, i);
+    report->players_in_view += row_in_view(app, player->row);
+    /* A recycled cell must never show a frame of the row it showed before. */
+    for (guint j = 0; j < cells->len && player->texture; j++) {
+      const struct cell *cell = g_ptr_array_index(cells, j);
+      GdkPaintable *shown = gtk_picture_get_paintable(GTK_PICTURE(cell->picture));
+      report->foreign_frames += cell->row != player->row && shown == GDK_PAINTABLE(player->texture);
+    }
+  }
   int64_t told_first = -1;
   int32_t told_count = 0;
   visible_rows(app, &told_first, &told_count);
@@ -971,8 +981,9 @@ static void report_settle(struct app *app, const struct phase *phase, gboolean t
   printf("settle \"%s\": %d visible, %d placeholders, slowest %.1f ms after settle\n", phase->name,
          report->visible, report->placeholders, report->slowest_ms);
   if (app->players_made)
-    printf("settle \"%s\": %d animated rows in view, animation frames decoded (table): %" G_GUINT64_FORMAT "\n",
-           phase->name, report->players_in_view, report->decoded_at_settle);
+    printf("settle \"%s\": %d animated rows in view, animation frames decoded (table): %" G_GUINT64_FORMAT
+           ", cells showing another row's frame: %d\n", phase->name, report->players_in_view,
+           report->decoded_at_settle, report->foreign_frames);
   fflush(stdout);
   g_ptr_array_unref(cells);
 }
@@ -1082,7 +1093,7 @@ static void finish_script(struct app *app) {
   int failures = 0;
   for (int i = 0; i < app->report_count; i++) {
     const struct settle_report *r = &app->reports[i];
-    if (r->placeholders > 0 || r->visible == 0) failures++;
+    if (r->placeholders > 0 || r->visible == 0 || r->foreign_frames > 0) failures++;
     else if (i > 0 && r->slowest_ms > app->deadline_ms) failures++;  /* the first screen
                                                     pays for connections: exempt */
   }

@@ -208,6 +208,8 @@ check "animated: rows 1 and 3 got players and the app's checks passed (exit stat
    grep -q '^  row    1: .*animated (a player)' '$work/animated.out' && grep -q '^  row    3: .*animated (a player)' '$work/animated.out'"
 check "animated: no frame decoded while the animated rows were out of view (pxl_table_stats.animation_frames_decoded)" \
   "grep -q '^animation frames decoded (table): [1-9][0-9]* in view .* after [0-9]* ms back in view: OK$' '$work/animated.out'"
+check "animated: no cell showed another row's frame at any settle (recycled cells)" \
+  "[ \$(grep -c \"^settle .*, cells showing another row's frame: 0\$\" '$work/animated.out') -eq 3 ]"
 if [ -f "$work/animated.xwd" ] && [ -f "$work/animated-2.xwd" ]; then
   python3 "$root/examples/gtk/screen_check.py" "$work/animated.xwd" "$work/animated.out" \
     "$artifacts/gtk-screenshot-animated.png" --second "$work/animated-2.xwd" --index "$anim_index" --data "$data" \
