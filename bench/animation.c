@@ -28,31 +28,12 @@
 #include <unistd.h>
 
 #include "pixload.h"
+#define BENCH_NAME "bench-animation"
+#include "animation_bench.h"
 
 enum { MAX_ROUNDS = 9 };
 
 static int rounds = 5, max_frames = 0;
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static long peak_rss_kib(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kib = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
-  if (f) fclose(f);
-  return kib;
-}
-
-static void die(const char *what, pxl_status status) {
-  fprintf(stderr, "bench-animation: %s: %s\n", what, pxl_status_string(status));
-  exit(1);
-}
 
 /* A fresh loader (file:// allowed), a queue and a request for url. */
 static pxl_loader *loader_new(pxl_queue **queue, pxl_request *request, const char *url) {

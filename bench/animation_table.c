@@ -27,30 +27,11 @@
 #include <time.h>
 
 #include "pixload.h"
+#define BENCH_NAME "animation_table"
+#include "animation_bench.h"
 #include "scroll_script.h"
 
 enum { ROWS = 1000, VISIBLE = 8, MARGIN = 8, FRAME_MS = 16, RING_FRAMES = 3, RELEASED_AFTER_MS = 1200, SETTLE_MS = 100 };
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
-
-static long peak_rss_kib(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kib = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
-  if (f) fclose(f);
-  return kib;
-}
-
-static void die(const char *what, pxl_status status) {
-  fprintf(stderr, "animation_table: %s: %s\n", what, pxl_status_string(status));
-  exit(1);
-}
 
 struct row {
   pxl_animation *a;
