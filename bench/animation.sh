@@ -5,7 +5,7 @@
 #     PXL_FLAG_ANIMATE's frame bytes against the player's ring (bench/animation.c);
 #  2. a 2,000-frame 1280x720 lossy animated WebP (bench/animation_webp.py, made once into
 #     STAGE/bench-animation-2000.webp): first frame and PXL_FLAG_ANIMATE at full size
-#     (bench/animation.c, 200 frames played); one loop played at its durations at 640x360
+#     (bench/animation.c, 200 frames played, median of 5); one loop played at its durations at 640x360
 #     by `pixload play` (late frames: shown over 16 ms after due); at full size, peak frame
 #     memory and RSS of the first 200 frames against the whole loop (flat: equal);
 #  3. 1,000 animated rows scrolled by the scroll benchmark's session
@@ -25,7 +25,7 @@ test -f "$stage/bench-animation.gif" || python3 bench/animation_gif.py "$stage/b
 echo "== 2. 2,000-frame 1280x720 animated WebP"
 webp="$stage/bench-animation-2000.webp"
 test -f "$webp" || python3 bench/animation_webp.py "$webp" 2000 1280 720 40
-"$stage/bench-animation" "$webp" 1 200
+"$stage/bench-animation" "$webp" 5 200
 url="file://$(realpath "$webp")"
 # play ARGS...: runs `pixload play`, leaves its output in $out and its peak RSS in $rss
 out="$stage/bench-animation-play.txt"

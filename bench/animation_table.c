@@ -52,7 +52,8 @@ struct bench {
   int top;
   uint64_t frame_bytes;
   uint64_t players, leaves, offscreen_decoded, settled_decoded, peak_ring, peak_visible_ring, peak_released_row;
-  uint64_t released_rows; /* samples of rows out of view past RELEASED_AFTER_MS */
+  uint64_t released_rows;
+  uint64_t peak_cache;     /* pxl_memory_cache_bytes */ /* samples of rows out of view past RELEASED_AFTER_MS */
 };
 
 static uint64_t decoded(pxl_animation *a, uint64_t *ring) {
@@ -166,6 +167,8 @@ static void draw_and_sample(struct bench *b) {
     }
   }
   if (total > b->peak_ring) b->peak_ring = total;
+  uint64_t cached = pxl_memory_cache_bytes(b->loader);
+  if (cached > b->peak_cache) b->peak_cache = cached;
   if (visible > b->peak_visible_ring) b->peak_visible_ring = visible;
 }
 
@@ -267,6 +270,8 @@ int main(int argc, char **argv) {
          "  frames decoded by the tied players in all (table animation_frames_decoded): %llu\n",
          (unsigned long long)b->offscreen_decoded, (unsigned long long)b->leaves, SETTLE_MS,
          (unsigned long long)b->settled_decoded, (unsigned long long)ts.animation_frames_decoded);
-  printf("  peak RSS %ld KiB\n", peak_rss_kib());
+  printf("  peak RSS %ld KiB, of which the memory cache at most %llu bytes (each row seen: frame 0 and the file's\n"
+         "    encoded bytes, which its players share; within the default memory_cache_bytes)\n",
+         peak_rss_kib(), (unsigned long long)b->peak_cache);
   return 0;
 }
