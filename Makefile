@@ -33,8 +33,11 @@
 #                   eight orientations of HEIC (irot/imir) and JPEG XL (Tests/modules/orientation.py),
 #                   and public suites (Tests/fixtures/{jxl,svg,heif}-suite, Tests/modules/suites.py)
 #   make bench-processors, bench-placeholder   processor and BlurHash/ThumbHash costs
-#   make bench-animation  an animation player against PXL_FLAG_ANIMATE and the still
-#                   first frame (bench/animation.c): first frame time, frame memory, peak RSS
+#   make bench-animation  bench/animation.sh: an animation player against PXL_FLAG_ANIMATE
+#                   and the still first frame on a 150-frame GIF (bench/animation.c); a
+#                   2,000-frame 1280x720 WebP played at its durations by `pixload play`
+#                   (late frames at 640x360, frame memory flat at full size); 1,000
+#                   animated rows scrolled by the scroll session (bench/animation_table.c)
 #   make docs       build/docs/index.html: the C reference rendered from pixload.h (an
 #                   undocumented declaration fails it), the Python API (pdoc, from PyPI in
 #                   build/docs-venv), a guide per host and a cookbook (docs/guide/); every
@@ -585,8 +588,9 @@ bench-animation:
 	@$(SUBMAKE) all
 	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/animation.c -o $(STAGE)/bench-animation \
 	  -L$(STAGE)/lib -lpixload -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
-	test -f $(STAGE)/bench-animation.gif || python3 bench/animation_gif.py $(STAGE)/bench-animation.gif
-	$(STAGE)/bench-animation $(STAGE)/bench-animation.gif
+	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/animation_table.c -o $(STAGE)/bench-animation-table \
+	  -L$(STAGE)/lib -lpixload -lm -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
+	bench/animation.sh $(STAGE)
 
 bench-placeholder:
 	@$(SUBMAKE) all

@@ -10,10 +10,13 @@
  *            decoded: the decode cost of a loop), its peak ring bytes and late frames
  *            (a FRAME_READY after its due time, on the real clock, had the host slept
  *            until each due time)
- * Median of ROUNDS runs, the modes interleaved; RSS of the last.
+ * Median of ROUNDS runs (5), the modes interleaved; RSS of the last. FRAMES: the player
+ * plays at most that many frames (default one loop; bench/animation.sh gives 200 for the
+ * 2,000-frame WebP, whose timed loop `pixload play` plays).
  *
- *   make bench-animation        (cc ... -lpixload; writes build/bench-animation.gif first)
- *   build/bench-animation FILE.gif
+ *   make bench-animation        (bench/animation.sh: this program, `pixload play`, and
+ *                                bench/animation_table.c)
+ *   build/bench-animation FILE [ROUNDS [FRAMES]]
  */
 #define _XOPEN_SOURCE 700
 #include <stdatomic.h>
@@ -25,29 +28,12 @@
 #include <unistd.h>
 
 #include "pixload.h"
+#define BENCH_NAME "bench-animation"
+#include "animation_bench.h"
 
-enum { ROUNDS = 5 };
+enum { MAX_ROUNDS = 9 };
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static long peak_rss_kib(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kib = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
-  if (f) fclose(f);
-  return kib;
-}
-
-static void die(const char *what, pxl_status status) {
-  fprintf(stderr, "bench-animation: %s: %s\n", what, pxl_status_string(status));
-  exit(1);
-}
+static int rounds = 5, max_frames = 0;
 
 /* A fresh loader (file:// allowed), a queue and a request for url. */
 static pxl_loader *loader_new(pxl_queue **queue, pxl_request *request, const char *url) {
@@ -147,9 +133,10 @@ static struct result run_player(const char *url) {
   double loop_start = now_ms();
   int64_t clock = 0;
   int seen = 1;
-  while (r.frames < s.frame_count) {
+  int frames = max_frames > 0 && max_frames < s.frame_count ? max_frames : s.frame_count;
+  while (r.frames < frames) {
     pxl_image_release(pxl_animation_frame_at(a, clock, &f));
-    if (++r.frames == s.frame_count) break;
+    if (++r.frames == frames) break;
     wait_for(queue, &s.events, ++seen);
     if (s.kind != PXL_ANIMATION_FRAME_READY) break;
     if (s.ready_at - loop_start > (double)s.due) r.late++;
@@ -197,23 +184,25 @@ static struct result run_child(const char *url, int mode) {
 /* The three modes ROUNDS times, interleaved (a busy moment of the machine hits them
  * alike): each mode's median first_ms, the rest from its last run. */
 static void measure(const char *url, struct result out[3]) {
-  double firsts[3][ROUNDS];
-  for (int i = 0; i < ROUNDS; i++)
+  double firsts[3][MAX_ROUNDS];
+  for (int i = 0; i < rounds; i++)
     for (int mode = 0; mode < 3; mode++) {
       out[mode] = run_child(url, mode);
       firsts[mode][i] = out[mode].first_ms;
     }
   for (int mode = 0; mode < 3; mode++) {
-    qsort(firsts[mode], ROUNDS, sizeof firsts[mode][0], compare);
-    out[mode].first_ms = firsts[mode][ROUNDS / 2];
+    qsort(firsts[mode], rounds, sizeof firsts[mode][0], compare);
+    out[mode].first_ms = firsts[mode][rounds / 2];
   }
 }
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: bench-animation FILE.gif\n");
+  if (argc < 2 || argc > 4) {
+    fprintf(stderr, "usage: bench-animation FILE [ROUNDS [FRAMES]]\n");
     return 2;
   }
+  if (argc > 2) rounds = atoi(argv[2]) < 1 ? 1 : atoi(argv[2]) > MAX_ROUNDS ? MAX_ROUNDS : atoi(argv[2]);
+  if (argc > 3) max_frames = atoi(argv[3]);
   char path[4096], url[4200];
   if (!realpath(argv[1], path)) {
     perror(argv[1]);
@@ -223,12 +212,15 @@ int main(int argc, char **argv) {
   struct result modes[3];
   measure(url, modes);
   struct result still = modes[0], animate = modes[1], player = modes[2];
-  printf("%s (median of %d runs, each in its own process)\n", argv[1], ROUNDS);
+  printf("%s (median of %d runs, each in its own process)\n", argv[1], rounds);
   printf("  still    first frame %7.1f ms                          peak RSS %6ld KiB\n", still.first_ms,
          still.rss_kib);
   printf("  animate  all %3d frames %6.1f ms  frames %9llu bytes  peak RSS %6ld KiB\n", animate.frames,
          animate.first_ms, (unsigned long long)animate.frame_bytes, animate.rss_kib);
-  printf("  player   first frame %7.1f ms  peak ring %7llu bytes  peak RSS %6ld KiB; one loop (%d frames) "
+  if (animate.frames == 1)
+    printf("  animate: its frames exceed PXL_ANIMATION_MAX_BYTES (%u MiB): PXL_FLAG_ANIMATE gives frame 0 alone\n",
+           PXL_ANIMATION_MAX_BYTES >> 20);
+  printf("  player   first frame %7.1f ms  peak ring %7llu bytes  peak RSS %6ld KiB; %d frames "
          "decoded in %.0f ms, %d late\n",
          player.first_ms, (unsigned long long)player.frame_bytes, player.rss_kib, player.frames, player.loop_ms,
          player.late);

@@ -78,6 +78,7 @@
 #include <time.h>
 
 #include "pixload.h"
+#include "scroll_script.h"
 
 enum {
   VISIBLE = 8,
@@ -111,33 +112,6 @@ struct row {
   pxl_token token; /* b: the pending load of this row, or 0 */
   int requested;   /* a: pxl_load was called for it */
 };
-
-/* ---- the session script ---- */
-
-enum step_kind { MOVE, FLING, HOLD, JUMP };
-
-struct step {
-  const char *name;
-  enum step_kind kind;
-  double target;     /* MOVE, FLING, JUMP: the top row to reach */
-  double speed;      /* MOVE: rows per frame; FLING: the top speed */
-  int min_ms;        /* HOLD: at least this long, and until the screen is drawn ... */
-  int max_ms;        /* ... or this long */
-};
-
-enum { STEP_SLOW, STEP_SETTLE, STEP_FLING, STEP_STOP, STEP_BACK, STEP_JUMP, STEP_FINAL, STEPS };
-
-static void make_script(int rows, struct step *steps) {
-  double last = rows - VISIBLE;
-  double fling_to = floor(last * 0.6);
-  steps[STEP_SLOW] = (struct step){"slow scroll", MOVE, fmin(32, last), 0.125, 0, 0};
-  steps[STEP_SETTLE] = (struct step){"settle", HOLD, 0, 0, 500, 500};
-  steps[STEP_FLING] = (struct step){"fling", FLING, fling_to, 10, 0, 0};
-  steps[STEP_STOP] = (struct step){"stop", HOLD, 0, 0, 1500, 1500};
-  steps[STEP_BACK] = (struct step){"scroll back", MOVE, fmax(0, fling_to - 40), 0.5, 0, 0};
-  steps[STEP_JUMP] = (struct step){"jump to end", JUMP, last, 0, 0, 0};
-  steps[STEP_FINAL] = (struct step){"final screen", HOLD, 0, 0, 1000, 20000};
-}
 
 /* ---- one strategy's run ---- */
 
@@ -203,7 +177,7 @@ struct bench {
   struct row *row;
   int top;           /* -1 before the first frame */
   int direction;     /* of the last set_visible (c) */
-  int step;
+  struct scroll_script script;
   int outstanding;   /* a, b: loads whose callback has not run */
   struct samples ttv;
   struct samples preview_ms, final_ms; /* c: visits with a preview (see struct result) */
@@ -244,7 +218,7 @@ static void draw(struct bench *b, int r, int from_memory) {
     b->res.stale++;
     return;
   }
-  if (b->step == STEP_BACK && !row->drawn_this_visit && from_memory &&
+  if (b->script.step == STEP_BACK && !row->drawn_this_visit && from_memory &&
       now_ms() - row->visit_start < FRAME_MS * 2)
     b->res.back_hits++;
   if (row->drawn_this_visit) return;
@@ -271,13 +245,13 @@ static void end_visit(struct bench *b, int r, double at) {
     }
     if (getenv("SCROLL_DEBUG") && row->drawn_at - row->visit_start > (getenv("SCROLL_DEBUG_MS") ? atof(getenv("SCROLL_DEBUG_MS")) : 25))
       fprintf(stderr, "  %c: row %d drawn after %.0f ms (step %d, photo %s)\n", b->strategy, r,
-              row->drawn_at - row->visit_start, b->step, b->photos[r % b->photo_count].path);
+              row->drawn_at - row->visit_start, b->script.step, b->photos[r % b->photo_count].path);
   } else {
     b->res.undrawn++;
     add_sample(&b->ttv, INFINITY);
     if (getenv("SCROLL_DEBUG"))
       fprintf(stderr, "  %c: row %d undrawn for %.0f ms (step %d, photo %s, drawn before: %d)\n",
-              b->strategy, r, at - row->visit_start, b->step, b->photos[r % b->photo_count].path,
+              b->strategy, r, at - row->visit_start, b->script.step, b->photos[r % b->photo_count].path,
               row->ever_drawn);
   }
 }
@@ -327,7 +301,7 @@ static void start_load(struct bench *b, int r) {
 }
 
 static void enter_row(struct bench *b, int r) {
-  if (b->step == STEP_BACK) b->res.back_entered++;
+  if (b->script.step == STEP_BACK) b->res.back_entered++;
   if (b->strategy == 'a') {
     start_load(b, r);
   } else if (b->strategy == 'b') {
@@ -412,46 +386,12 @@ static int screen_drawn(const struct bench *b) {
   return n;
 }
 
-/* Advances the script by one frame; 0 when it has ended. */
-static int frame(struct bench *b, const struct step *steps, double *position, double *step_started) {
-  double now = now_ms();
-  while (b->step < STEPS) {
-    const struct step *s = &steps[b->step];
-    int done = 0, direction = 0;
-    if (s->kind == MOVE || s->kind == FLING) {
-      double delta = s->target - *position;
-      double speed = s->speed;
-      if (s->kind == FLING) speed = fmax(0.25, fmin(s->speed, fabs(delta) * 0.04));
-      direction = delta > 0 ? 1 : delta < 0 ? -1 : 0;
-      if (fabs(delta) <= speed) {
-        *position = s->target;
-        done = 1;
-      } else {
-        *position += direction * speed;
-      }
-    } else if (s->kind == JUMP) {
-      direction = s->target > *position ? 1 : -1;
-      *position = s->target;
-      done = 1;
-    } else {
-      double held = now - *step_started;
-      done = held >= s->min_ms && (screen_drawn(b) == VISIBLE || held >= s->max_ms);
-    }
-    set_view(b, (int)floor(*position), direction);
-    if (!done) return 1;
-    b->step++;
-    *step_started = now;
-    if (s->kind != HOLD) return 1;
-  }
-  return 0;
-}
+static void view_cb(void *b, int top, int direction) { set_view(b, top, direction); }
+static int drawn_cb(void *b) { return screen_drawn(b); }
 
 static void run_session(struct bench *b) {
-  struct step steps[STEPS];
-  make_script(b->rows, steps);
-  b->step = 0;
   b->t0 = now_ms();
-  double position = 0, step_started = b->t0;
+  scroll_script_start(&b->script, b->rows, VISIBLE, b->t0);
   struct pollfd fd = {pxl_queue_fd(b->queue), POLLIN, 0};
   double next_frame = now_ms();
   for (;;) {
@@ -459,7 +399,7 @@ static void run_session(struct bench *b) {
     if (wait > 0 && poll(&fd, 1, (int)ceil(wait)) > 0 && (fd.revents & POLLIN))
       pxl_queue_dispatch(b->queue, 0);
     if (now_ms() < next_frame) continue;
-    if (!frame(b, steps, &position, &step_started)) break;
+    if (!scroll_script_frame(&b->script, now_ms(), view_cb, drawn_cb, b)) break;
     pxl_queue_dispatch(b->queue, 0);
     next_frame += FRAME_MS;
     if (next_frame < now_ms()) next_frame = now_ms();

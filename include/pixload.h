@@ -1174,7 +1174,12 @@ PXL_API pxl_status pxl_animation_load(pxl_loader *loader, const pxl_request *req
 PXL_API pxl_image *pxl_animation_frame_at(pxl_animation *animation, int64_t now_ms, pxl_animation_frame *frame);
 
 /* Stops decoding; the playhead stays frozen where the last frame_at put it (frame_at
- * keeps returning that frame). The ring is kept. NULL is a no-op. Any thread. Since 0.6.0. */
+ * keeps returning that frame). After one second paused the player releases the frames
+ * decoded ahead and the decoder's state (ring_bytes: the frame shown); resumed, it makes
+ * the decoder again and walks it from frame 0 of the shown frame's loop up to that frame
+ * (decoded, not rendered: GIF and WebP frames build on earlier ones), then decodes ahead
+ * as before, so the first frames after such a resume may come late. NULL is a no-op. Any
+ * thread. Since 0.6.0. */
 PXL_API void pxl_animation_pause(pxl_animation *animation);
 
 /* The playhead continues from where it was, now_ms being that moment; decoding starts
@@ -1361,7 +1366,7 @@ PXL_API pxl_status pxl_table_get_stats(pxl_table *table, pxl_table_stats *stats)
 
 /* Ties an animation player ("Animation players") to a row: whenever
  * pxl_table_set_visible leaves the row out of the visible rows, the player is paused (no
- * decoding; pxl_animation_pause), and when the row is visible again it resumes, its
+ * decoding; pxl_animation_pause: its ring released after a second), and when the row is visible again it resumes, its
  * playhead continuing at the next pxl_animation_frame_at from where it stopped. So at most
  * the visible rows' players decode frames. The state applies at once (a row out of view
  * pauses now). One player a row: tying another unties the first; row -1 unties the

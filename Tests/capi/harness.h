@@ -294,6 +294,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_player_ring_bound)         \
   X(test_player_skips_when_late)    \
   X(test_player_pause_resume)       \
+  X(test_player_release_when_paused) \
   X(test_player_free)               \
   X(test_player_errors)             \
   X(test_player_shared_source)      \

@@ -415,6 +415,109 @@ void test_player_pause_resume(const struct test_env *env) {
   session_end(&s);
 }
 
+/* Paused for over a second, a player releases what it decoded ahead and keeps the frame
+ * shown; resumed, it decodes again from the start of the loop up to that frame (each
+ * frame of this GIF draws one more square over the ones before, disposal "none", so a
+ * frame decoded without its predecessors would differ) and continues at the right index
+ * with PXL_FLAG_ANIMATE's pixels. */
+void test_player_release_when_paused(const struct test_env *env) {
+  enum { W = 32, H = 32, FRAMES = 20 };
+  FILE *gif = gif_start(env, "player-release.gif", W, H, 0);
+  CHECK(gif != NULL);
+  if (!gif) return;
+  uint8_t full[W * H], square[16];
+  memset(full, 0, sizeof full);
+  gif_put_frame(gif, 0, 0, W, H, full, 1, 10, -1);
+  for (int i = 1; i < FRAMES; i++) {
+    memset(square, (uint8_t)(1 + i % 3), sizeof square);
+    gif_put_frame(gif, (i * 4) % W, (i / 8) * 4, 4, 4, square, 1, 10, -1);
+  }
+  fputc(0x3b, gif);
+  fclose(gif);
+  struct session s;
+  session_start(env, &s, "/player-release.gif", "player-release", NULL);
+  struct capture all = {0};
+  struct test_url u = test_url(env, "/player-release.gif", "player-release-all");
+  pxl_request animated;
+  request_for(&animated, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  animated.flags |= PXL_FLAG_ANIMATE;
+  CHECK_STATUS(load_and_wait(env, s.loader, s.queue, &animated, &all), PXL_OK);
+  CHECK(all.image != NULL && pxl_image_frame_count(all.image) == FRAMES);
+  if (!all.image || pxl_image_frame_count(all.image) != FRAMES) {
+    capture_reset(&all);
+    session_end(&s);
+    return;
+  }
+  uint64_t frame_bytes = pxl_image_byte_count(all.image);
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  /* Frames 0..6 at their due times (100 ms each), then a pause on frame 6. */
+  int64_t clock = 1000;
+  for (int i = 0; i <= 6; i++) {
+    pxl_image_release(pxl_animation_frame_at(s.a, clock, &f));
+    CHECK_INT(f.index, i);
+    next_event(env, s.queue, &s.ev, &s.seen);
+    clock += 100;
+  }
+  pxl_animation_pause(s.a);
+  double paused_at = now_ms();
+  pxl_animation_stats stats = {.struct_size = sizeof stats};
+  /* Frame 7 is decoded ahead (its FRAME_READY came): the ring holds it and frame 6. */
+  CHECK_STATUS(pxl_animation_stats_get(s.a, &stats), PXL_OK);
+  CHECKF(stats.ring_bytes >= 2 * frame_bytes, "ring %llu bytes when paused", (unsigned long long)stats.ring_bytes);
+  /* Released after the delay: only the frame shown is left. */
+  double released_at = 0;
+  while (now_ms() - paused_at < 5000) {
+    CHECK_STATUS(pxl_animation_stats_get(s.a, &stats), PXL_OK);
+    if (stats.ring_bytes <= frame_bytes) {
+      released_at = now_ms();
+      break;
+    }
+    drain_for(s.queue, 20);
+  }
+  CHECKF(released_at > 0, "ring released within 5 s of the pause (%llu bytes left)",
+         (unsigned long long)stats.ring_bytes);
+  CHECKF(released_at == 0 || released_at - paused_at >= 1000, "released %.0f ms after the pause, not before 1000",
+         released_at - paused_at);
+  CHECK_INT(stats.ring_bytes, frame_bytes);
+  uint64_t decoded = stats.frames_decoded;
+  /* Still paused: the frame shown is frame 6, nothing decodes. */
+  pxl_image *image = pxl_animation_frame_at(s.a, 90000, &f);
+  CHECK_INT(f.index, 6);
+  CHECKF(same_pixels(image, pxl_image_frame_pixels(all.image, 6)), "frame 6 kept");
+  pxl_image_release(image);
+  drain_for(s.queue, 100);
+  CHECK_STATUS(pxl_animation_stats_get(s.a, &stats), PXL_OK);
+  CHECK_INT(stats.frames_decoded, decoded);
+  /* Resumed at 100000: frame 6 had shown 0 ms of its 100 (paused at 1600), so frame 7 is
+   * due at 100100; then frames 7.. play in order with PXL_FLAG_ANIMATE's pixels. */
+  pxl_animation_resume(s.a, 100000);
+  image = pxl_animation_frame_at(s.a, 100000, &f);
+  CHECK_INT(f.index, 6);
+  pxl_image_release(image);
+  clock = 100100;
+  for (int i = 7; i < FRAMES + 3; i++) {
+    if (!next_event(env, s.queue, &s.ev, &s.seen)) break;
+    CHECK_INT(s.ev.last_kind, PXL_ANIMATION_FRAME_READY);
+    CHECK_INT(s.ev.ready_index, i % FRAMES);
+    CHECK_INT(s.ev.ready_due, clock);
+    image = pxl_animation_frame_at(s.a, clock, &f);
+    CHECK_INT(f.index, i % FRAMES);
+    CHECK_INT(f.skipped, 0);
+    CHECKF(same_pixels(image, pxl_image_frame_pixels(all.image, i % FRAMES)), "frame %d after the resume: pixels",
+           i % FRAMES);
+    pxl_image_release(image);
+    clock += 100;
+  }
+  CHECK_STATUS(pxl_animation_stats_get(s.a, &stats), PXL_OK);
+  /* The decoder walked frames 0..6 again (not rendered, not skipped). */
+  CHECKF(stats.frames_decoded >= decoded + 7, "decoded %llu, %llu before the resume",
+         (unsigned long long)stats.frames_decoded, (unsigned long long)decoded);
+  CHECK_INT(stats.frames_skipped, 0);
+  CHECK(stats.peak_ring_bytes <= 3 * frame_bytes);
+  capture_reset(&all);
+  session_end(&s);
+}
+
 /* Freed while decoding, and from inside its own callback: no callback after free. */
 void test_player_free(const struct test_env *env) {
   write_gif(env, "player-free.gif", 200, 150, 40, 2, 0);

@@ -57,6 +57,9 @@ public final class AnimationPlayer: @unchecked Sendable {
   }
 
   public static let defaultRingFrames = 3
+  /// How long a player stays paused before it releases the frames decoded ahead and the
+  /// decoder's state (a table's row out of view for that long).
+  static let releaseDelayNanoseconds: UInt64 = 1_000_000_000
 
   /// Weak: a player does not keep a freed loader (and its threads' jobs) alive; without
   /// it, nothing more is decoded.
@@ -110,6 +113,14 @@ public final class AnimationPlayer: @unchecked Sendable {
   private var rebase = false
   /// A table's count of its players' decoded frames (ImageTable.bind).
   private var counter: FrameCounter?
+  /// When the current pause began (monotonic ns).
+  private var pausedAt: UInt64 = 0
+  /// The pause lasted long enough while a decode job held the decoder: the job releases
+  /// the ring when it stops.
+  private var releasePending = false
+  /// After a release: the frame shown then (index, loop, start); the decoder, made again,
+  /// walks up to it without rendering, and decodes ahead from there.
+  private var seekTo: (index: Int, loop: Int, start: Int64)?
 
   /// Starts loading `request` (its `animates` ignored); `handler` gets `.loaded` through
   /// `queue` as a still's result would arrive, then the playback events.
@@ -206,6 +217,10 @@ public final class AnimationPlayer: @unchecked Sendable {
       let taken: (FrameSource?, [UInt8], Int64, Int, Int64)? = lock.withLock {
         guard !closed, !paused, !decodeDone, hasRoomLocked, let bytes else {
           jobQueued = false
+          if releasePending {
+            releasePending = false
+            releaseLocked()
+          }
           return nil
         }
         let reader = source
@@ -237,6 +252,7 @@ public final class AnimationPlayer: @unchecked Sendable {
           // What the file holds, which its header may have miscounted.
           frameCount = max(1, lastIndexInLoop + 1)
           lastIndexInLoop = -1
+          seekTo = nil  // the file ended before the frame sought: play on from the next loop
           // One frame (a codec that gave only the first, an animation over
           // Animation.maxBytes decoded at once): nothing to play beyond it.
           if frameCount > 1 && (loopCount == 0 || loop + 1 < loopCount) {
@@ -258,10 +274,24 @@ public final class AnimationPlayer: @unchecked Sendable {
         if let ended { post(ended) }
         if !more { return }
       case .success(.frame(let index, let duration)):
-        lock.withLock {
+        let seeking: Bool = lock.withLock {
           lastIndexInLoop = index
           if index >= frameCount { frameCount = index + 1 }
+          guard let seek = seekTo else { return false }
+          // Walking back to the frame shown when the ring was released: decoded (the
+          // next frames depend on it), not rendered, not counted as skipped.
+          if !closed {
+            source = reader
+            stats.framesDecoded += 1
+            counter?.add(1)
+          }
+          if index >= seek.index {
+            decodeStart = seek.start + Self.effective(duration)
+            seekTo = nil
+          }
+          return true
         }
+        if seeking { continue }
         let end = start + Self.effective(duration)
         var image: Image? = nil
         if index == 0 {
@@ -393,9 +423,45 @@ public final class AnimationPlayer: @unchecked Sendable {
     return answer
   }
 
-  /// Stops decoding; the playhead stays where the last `frame(at:)` put it.
+  /// Stops decoding; the playhead stays where the last `frame(at:)` put it. Paused for
+  /// `releaseDelayNanoseconds`, the player releases its ring (`releaseIfPausedLong`).
   public func pause() {
-    lock.withLock { paused = true }
+    let deadline: UInt64? = lock.withLock {
+      guard !paused, !closed else { return nil }
+      paused = true
+      pausedAt = monotonicNanoseconds()
+      return pausedAt + Self.releaseDelayNanoseconds
+    }
+    if let deadline { RingReleaser.shared.remind(self, at: deadline) }
+  }
+
+  /// Called by `RingReleaser`: when paused for `releaseDelayNanoseconds` or longer, drops
+  /// the frames decoded ahead and the decoder's state, keeping the frame shown.
+  func releaseIfPausedLong() {
+    lock.withLock {
+      guard paused, monotonicNanoseconds() - pausedAt >= Self.releaseDelayNanoseconds else { return }
+      releaseLocked()
+    }
+  }
+
+  /// Lock held, paused: what `releaseIfPausedLong` says. The decoder is made again at
+  /// resume and walks from frame 0 of the shown frame's loop up to it (GIF and WebP frames
+  /// build on the ones before), rendering nothing until the frame after it.
+  private func releaseLocked() {
+    guard paused, !closed, !failed, let first else { return }
+    if jobQueued {  // the job has the decoder: it releases when it sees the pause
+      releasePending = true
+      return
+    }
+    if ring.isEmpty && (decodeDone || source == nil) { return }  // nothing held ahead
+    let shown = current ?? Entry(index: 0, loop: 0, start: 0, durationMs: firstDurationMs, image: first)
+    ring.removeAll()
+    source = nil
+    decodeDone = false
+    decodeLoop = shown.loop
+    lastIndexInLoop = -1
+    seekTo = (shown.index, shown.loop, shown.start)
+    noteBytesLocked()
   }
 
   /// The playhead continues from where it was, at `now`.
@@ -403,6 +469,7 @@ public final class AnimationPlayer: @unchecked Sendable {
     lock.withLock {
       guard paused else { return }
       paused = false
+      releasePending = false
       if started { origin = now - lastT }
       scheduleLocked()
     }
@@ -414,6 +481,7 @@ public final class AnimationPlayer: @unchecked Sendable {
     lock.withLock {
       guard paused else { return }
       paused = false
+      releasePending = false
       rebase = started
       scheduleLocked()
     }
