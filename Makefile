@@ -238,7 +238,7 @@ uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/pixload.h $(DESTDIR)$(PKGCONFIGDIR)/pixload.pc $(DESTDIR)$(BINDIR)/pixload
 	rm -f $(DESTDIR)$(MANDIR)/man1/pixload.1
 	rm -f $(patsubst $(MODULE_DIR)/%,$(DESTDIR)$(LIBDIR)/pixload/codecs/%,$(MODULES))
-	rm -f $(DESTDIR)$(LIBDIR)/pixload/pixload-decode-worker
+	rm -f $(DESTDIR)$(LIBDIR)/pixload/pixload-decode-worker $(DESTDIR)$(LIBDIR)/pixload/pixload-decode-builtins.so
 	-@rmdir $(DESTDIR)$(LIBDIR)/pixload/codecs $(DESTDIR)$(LIBDIR)/pixload 2>/dev/null || true
 	rm -f $(DESTDIR)$(CMAKEDIR)/pixloadConfig.cmake $(DESTDIR)$(CMAKEDIR)/pixloadConfigVersion.cmake
 	@# The package's own folder goes when empty; the cmake/ above it may be another's.

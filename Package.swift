@@ -36,7 +36,7 @@ let package = Package(
     .target(name: "PixloadCore", dependencies: ["CCurl", "CCodecs", "CSupport", "CProcessing", "CWorker"],
             exclude: ["Caching/README.md", "Decoding/README.md", "Internal/README.md", "Loading/README.md",
                       "Model/README.md", "Network/README.md", "Processing/README.md", "Fetching/README.md",
-                      "Delivery/README.md", "Tables/README.md"]),
+                      "Delivery/README.md", "Tables/README.md", "Animation/README.md"]),
     // The C API: thin @c @implementation functions over PixloadCore. Every build of
     // libpixload.so carries the Swift runtime (no libswift* in NEEDED), the debug one that
     // `swift build` and `swift test` leave in .build too; the sanitizer builds

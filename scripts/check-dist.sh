@@ -58,6 +58,7 @@ expected="/opt/pixload/bin/pixload
 /opt/pixload/lib/pixload/codecs/libpixload-heif.so
 /opt/pixload/lib/pixload/codecs/libpixload-jxl.so
 /opt/pixload/lib/pixload/codecs/libpixload-svg.so
+/opt/pixload/lib/pixload/pixload-decode-builtins.so
 /opt/pixload/lib/pixload/pixload-decode-worker
 /opt/pixload/lib/pkgconfig/pixload.pc
 /opt/pixload/share/man/man1/pixload.1"

@@ -177,9 +177,11 @@ public final class AnimationPlayer: @unchecked Sendable {
           decodeDone = true
           finalFrame = (0, 0)
           firstDurationMs = 0
-        } else if let bytes, let reading = CodecTable.builtIn(for: bytes)?.native?.frames {
+        } else if let loader, loader.codecs.builtInWorkers == nil, let bytes,
+                  let reading = CodecTable.builtIn(for: bytes)?.native?.frames {
           // Read from the container's first records, no pixels: the first frame_at can
-          // tell when frame 1 is due.
+          // tell when frame 1 is due. (Not under PXL_ISOLATION_ALL: the host parses no
+          // more of the bytes than their sniff.)
           firstDurationMs = Int(bytes.withUnsafeBufferPointer { reading.firstDuration($0.baseAddress, $0.count) })
         }
         scheduleLocked()
