@@ -61,6 +61,7 @@ for _name, _restype, _argtypes in [
     ("pxl_animation_resume", None, [ctypes.c_void_p, ctypes.c_int64]),
     ("pxl_animation_stats_get", c_status, [ctypes.c_void_p, ctypes.POINTER(pxl_animation_stats)]),
     ("pxl_animation_free", None, [ctypes.c_void_p]),
+    ("pxl_table_bind_animation", c_status, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]),
 ]:
     try:
         _fn = getattr(lib, _name)
@@ -93,12 +94,15 @@ class Frame:
     """One frame of a playing animation: `image` (an Image of the requested size, format
     and processors), its `index` in the source, how long it shows (`duration_ms`, as the
     file says it), and how many frames were `skipped` before it (the consumer fell
-    behind)."""
+    behind). From a Player (Loader.play) also: `due_ms`, when it was due on the host's
+    clock (a frame shown again in a later loop has a later one), `next_due_ms`, when the
+    next frame is (-1: none, the animation ended), and `ended` (the last frame)."""
 
-    __slots__ = ("image", "index", "duration_ms", "skipped")
+    __slots__ = ("image", "index", "duration_ms", "skipped", "due_ms", "next_due_ms", "ended")
 
-    def __init__(self, image, index, duration_ms, skipped):
+    def __init__(self, image, index, duration_ms, skipped, due_ms=None, next_due_ms=None, ended=False):
         self.image, self.index, self.duration_ms, self.skipped = image, index, duration_ms, skipped
+        self.due_ms, self.next_due_ms, self.ended = due_ms, next_due_ms, ended
 
     def __repr__(self):
         return f"<pixload.Frame {self.index} {self.duration_ms} ms {self.image!r}>"
