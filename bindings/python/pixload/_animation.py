@@ -148,20 +148,8 @@ class Animation:
         queue = loader._queue_for_running_loop()
         self._loaded = asyncio.get_running_loop().create_future()
         self._ready = asyncio.Event()
-        keep = []
-        req = _new_request(self._url, keep, self._request, loader)
-        key = next(_ids)
-        with _players_lock:
-            _players[key] = weakref.ref(self)
-        out = ctypes.c_void_p()
-        status = lib.pxl_animation_load(loader._handle(), ctypes.byref(req), queue._handle(), _on_event, key,
-                                        ctypes.byref(out))
-        if status != Status.OK:
-            with _players_lock:
-                del _players[key]
-            raise PixloadError.from_status(status, f"pxl_animation_load {self._url}")
-        self._ptr = out.value
-        self._finalizer = weakref.finalize(self, _free_player, out.value, key)
+        self._ptr, key = _load(self, loader, self._url, self._request, queue)
+        self._finalizer = weakref.finalize(self, _free_soon, _player_free(key), self._ptr)
 
     def _event(self, event):
         if event.kind == LOADED:
@@ -259,9 +247,28 @@ class Animation:
         return f"<pixload.Animation {self._url!r} {'playing' if self._ptr else 'stopped'}>"
 
 
-def _free_player(ptr, key):
+def _load(owner, loader, url, request, queue):
+    """pxl_animation_load for owner (an Animation or a Player: its _event gets the events,
+    while it lives): (the player, its key in _players)."""
+    keep = []
+    req = _new_request(url, keep, request, loader)
+    key = next(_ids)
+    with _players_lock:
+        _players[key] = weakref.ref(owner)
+    out = ctypes.c_void_p()
+    status = lib.pxl_animation_load(loader._handle(), ctypes.byref(req), queue._handle(), _on_event, key,
+                                    ctypes.byref(out))
+    if status != Status.OK:
+        with _players_lock:
+            del _players[key]
+        raise PixloadError.from_status(status, f"pxl_animation_load {url}")
+    return out.value, key
+
+
+def _player_free(key):
+    """The function that frees a player of that key (given to _free_soon)."""
     def free(p):
         lib.pxl_animation_free(p)  # no event runs after it returns
         with _players_lock:
             _players.pop(key, None)
-    _free_soon(free, ptr)
+    return free

@@ -27,16 +27,15 @@ close players before their loader and queue (Loader.close and Queue.close close 
 still open). A player dropped without close() is freed by garbage collection.
 """
 import ctypes
-import weakref
 
 from ._animation import (
-    ENDED, FAILED, FRAME_READY, LOADED, AnimationStats, Frame, _free_player, _ids, _on_event, _players,
-    _players_lock, pxl_animation_frame, pxl_animation_stats,
+    ENDED, FAILED, FRAME_READY, LOADED, AnimationStats, Frame, _load, _player_free, pxl_animation_frame,
+    pxl_animation_stats,
 )
 from ._errors import PixloadError, Status
 from ._ffi import lib
+from ._handle import _Handle
 from ._image import Image
-from ._request import _new_request
 
 _KIND_NAMES = {LOADED: "LOADED", FRAME_READY: "FRAME_READY", ENDED: "ENDED", FAILED: "FAILED"}
 
@@ -64,7 +63,7 @@ def _error(event):
     return PixloadError.from_status(event.status, message)
 
 
-class Player:
+class Player(_Handle):
     """An animation played on the host's clock (Loader.play; the module's docstring says
     how). Attributes: `url`, `frame_count` and `loop_count` (0 until LOADED), `loaded`,
     `error` (the load's or a frame's PixloadError), `ended`, `closed`."""
@@ -77,30 +76,12 @@ class Player:
         self.frame_count = self.loop_count = 0
         self.loaded = self.ended = False
         self.error = None
-        self._ptr = None
-        self._finalizer = None
         self._final_stats = None
-        keep = []
-        req = _new_request(url, keep, request, loader)
-        key = next(_ids)
-        with _players_lock:
-            _players[key] = weakref.ref(self)
-        out = ctypes.c_void_p()
-        status = lib.pxl_animation_load(loader._handle(), ctypes.byref(req), queue._handle(), _on_event, key,
-                                        ctypes.byref(out))
-        if status != Status.OK:
-            with _players_lock:
-                del _players[key]
-            raise PixloadError.from_status(status, f"pxl_animation_load {url}")
-        self._ptr = out.value
-        self._finalizer = weakref.finalize(self, _free_player, out.value, key)
+        ptr, key = _load(self, loader, url, request, queue)
+        self._own(ptr, _player_free(key))
         # Freed before them: Loader.close and Queue.close close the players still open.
         loader._players.add(self)
         queue._players.add(self)
-
-    @property
-    def closed(self):
-        return self._ptr is None
 
     def _event(self, event):
         if self._ptr is None:
@@ -161,19 +142,10 @@ class Player:
     def close(self):
         """Cancels the load and the decoding and frees the player; no on_event call
         follows. Frames already returned stay valid. Idempotent; safe inside on_event."""
-        if self._finalizer is None:
+        if self._ptr is None:
             return
         self._final_stats = self.stats()
-        self._ptr = None
-        finalizer, self._finalizer = self._finalizer, None
-        finalizer()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
+        super().close()
 
     def __repr__(self):
         state = "closed" if self._ptr is None else "ended" if self.ended else "loaded" if self.loaded else "loading"
