@@ -99,7 +99,7 @@ RELEASE_FLAGS = -c release --scratch-path $(RELEASE_SCRATCH) --product pixload \
 LIB_REAL    := libpixload.so.$(VERSION)
 LIB_SONAME  := libpixload.so.$(SOVERSION)
 
-.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs test-stream-decode \
+.PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-isolation-all bench-isolation test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs test-stream-decode \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
   bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
@@ -174,14 +174,29 @@ $(MODULE_DIR)/libpixload-%.so: codecs/%.c codecs/common.h include/pixload.h | li
 # libpixload.so.0, and the Swift runtime in it, are never loaded into a worker.
 WORKER_EXE  := $(STAGE)/lib/pixload/pixload-decode-worker
 WORKER_SOURCES := worker/worker_main.c worker/codecs.c worker/sandbox.c worker/landlock.c worker/seccomp.c
+# The built-in formats' shims, for PXL_ISOLATION_ALL (worker/native.c): the same files the
+# library compiles (Package.swift's CCodecs target), against the same libraries, in a
+# shared object beside the worker that only a worker started with --builtins loads (libavif
+# alone pulls in four AV1 codecs: a HEIC or SVG worker would start 3-5 ms slower).
+WORKER_BUILTINS := $(STAGE)/lib/pixload/pixload-decode-builtins.so
+WORKER_SHIMS := $(addprefix Sources/CCodecs/,jpeg_shim.c jpeg_scans.c png_shim.c png_fast.c webp_shim.c gif_shim.c \
+  avif_shim.c exif.c color.c resample.c)
 
-worker: $(WORKER_EXE)
+worker: $(WORKER_EXE) $(WORKER_BUILTINS)
 
-$(WORKER_EXE): $(WORKER_SOURCES) $(wildcard worker/*.h) include/pixload.h
+$(WORKER_EXE): $(WORKER_SOURCES) $(wildcard worker/*.h) include/pixload.h | $(WORKER_BUILTINS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) -Iinclude $(WORKER_SOURCES) -o $@ $$(pkg-config --libs libseccomp) -ldl \
 	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec \
 	  -Wl,-soname,libpixload.so.$(SOVERSION)
+
+# With the compiler the library's shims are built with (SwiftPM's clang, -O2): gcc -O2
+# vectorises the resampler less, and the worker should cost what the host would.
+WORKER_BUILTINS_CC := $(or $(wildcard $(SWIFT_ROOT)/bin/clang),$(CC))
+$(WORKER_BUILTINS): worker/native.c $(WORKER_SHIMS) $(wildcard worker/*.h) $(wildcard Sources/CCodecs/include/*.h)
+	@mkdir -p $(dir $@)
+	$(WORKER_BUILTINS_CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude -ISources/CCodecs/include -ISources/CCodecs \
+	  worker/native.c $(WORKER_SHIMS) -o $@ $(CODEC_LIBS) -lm -pthread -Wl,-z,defs
 
 # --- install -------------------------------------------------------------------------
 
@@ -193,6 +208,7 @@ install: all
 	install -m 644 $(MODULES) $(DESTDIR)$(LIBDIR)/pixload/codecs/
 	@# The decode worker the library starts for the modules (pixload.h, "Isolation").
 	install -m 755 $(WORKER_EXE) $(DESTDIR)$(LIBDIR)/pixload/pixload-decode-worker
+	install -m 644 $(WORKER_BUILTINS) $(DESTDIR)$(LIBDIR)/pixload/pixload-decode-builtins.so
 	ln -sf $(LIB_REAL) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
 	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libpixload.so
 	install -m 644 include/pixload.h $(DESTDIR)$(INCLUDEDIR)/pixload.h
@@ -285,6 +301,24 @@ bench-worker: test-worker
 	$(STAGE)/bench-worker/worker-cost $(WORKER_EXE) $(WORKER_TEST_MODULES) $(STAGE)/bench-worker/*.heic \
 	  $(STAGE)/bench-worker/*.jxl $(STAGE)/bench-worker/*.svg $(MODULE_FUZZ_SEEDS)/heif/lossy-alpha.heic \
 	  $(MODULE_FUZZ_SEEDS)/jxl/lossy.jxl Tests/fuzz/seeds/svg/shapes.svg
+
+# PXL_ISOLATION_ALL against PXL_ISOLATION_NONE (Tests/worker/isolation_all.py): the
+# conformance corpus and the WebP, GIF and AVIF suites through `pixload fetch` in five
+# variants (full size, FILL and FIT thumbnails, the other formats, no orientation, no
+# colour management), every written PNG compared byte for byte, every status and size.
+# About 3.5 minutes on 2 shared cores: not part of `make test`.
+test-isolation-all: all
+	python3 Tests/worker/isolation_all.py $(STAGE)/bin/pixload $(CORPUS)
+
+# What isolation costs (bench/isolation_cost.py): HEIC, JPEG XL and SVG thumbnails with
+# --isolation none against modules, the web set's JPEGs and PNGs with none against all,
+# whole-process CPU (the workers included) and wall, interleaved, medians; the host's peak
+# memory with 8 decode threads.
+bench-isolation:
+	@scripts/deps.sh
+	@$(SUBMAKE) all
+	@scripts/photos.sh $(DEMO_DATA) 300
+	python3 bench/isolation_cost.py $(STAGE)/bin/pixload $(DEMO_DATA) $(STAGE)/bench-isolation $(BENCH_ISOLATION_RUNS)
 
 # The decode worker against a hostile codec module (Tests/worker/test_worker.c): segfault,
 # endless loop, 16 GB, writing past its buffer, reading a secret, connecting, /bin/sh,

@@ -1,7 +1,7 @@
 /*
  * bench/bare_decode.c: the bare decode that pixload's whole process is held against.
  *
- *   bare-decode [--size WxH] [--threads N] [--repeat R] FILE_LIST
+ *   bare-decode [--size WxH] [--threads N] [--repeat R] [--warmup] [--png-simplified] FILE_LIST
  *
  * Reads every file of the list (one path per line) into memory first, untimed; then N
  * threads (default 1) take the files in turn and decode each one with libjpeg-turbo or
@@ -36,7 +36,7 @@ typedef struct file {
 
 static file *files;
 static size_t file_count, total;
-static int target_w, target_h;
+static int target_w, target_h, decode_flags;
 static atomic_size_t next_index;
 static atomic_int failures;
 
@@ -59,7 +59,7 @@ static void *worker(void *arg) {
     if (i >= total) return NULL;
     const file *f = &files[i % file_count];
     bench_image image;
-    if (bench_direct_decode(f->data, f->size, target_w, target_h, &image) != 0) {
+    if (bench_direct_decode_with(f->data, f->size, target_w, target_h, decode_flags, &image) != 0) {
       fprintf(stderr, "bare-decode: cannot decode %s\n", f->path);
       atomic_fetch_add(&failures, 1);
       continue;
@@ -84,12 +84,12 @@ static int read_file(file *f) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: bare-decode [--size WxH] [--threads N] [--repeat R] FILE_LIST\n");
+  fprintf(stderr, "usage: bare-decode [--size WxH] [--threads N] [--repeat R] [--warmup] [--png-simplified] FILE_LIST\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
-  int threads = 1, repeat = 1;
+  int threads = 1, repeat = 1, warmup = 0;
   const char *list = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--size") && i + 1 < argc) {
@@ -98,6 +98,10 @@ int main(int argc, char **argv) {
       if ((threads = atoi(argv[++i])) < 1 || threads > 64) usage();
     } else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
       if ((repeat = atoi(argv[++i])) < 1) usage();
+    } else if (!strcmp(argv[i], "--warmup")) {
+      warmup = 1;
+    } else if (!strcmp(argv[i], "--png-simplified")) {
+      decode_flags |= BENCH_PNG_SIMPLIFIED;
     } else if (argv[i][0] != '-' && !list) {
       list = argv[i];
     } else {
@@ -119,6 +123,11 @@ int main(int argc, char **argv) {
   }
   fclose(in);
   if (!file_count) { fprintf(stderr, "bare-decode: no files in %s\n", list); return 2; }
+  if (warmup) { /* one untimed pass over the list, on this thread */
+    total = file_count;
+    worker(NULL);
+    atomic_store(&next_index, 0);
+  }
   total = file_count * (size_t)repeat;
 
   double t0 = now(), cpu0 = cpu_seconds();

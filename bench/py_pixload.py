@@ -39,6 +39,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", help="WxH, fill mode")
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--isolation", default="modules", help="Loader(isolation=...): none, modules, all")
     ap.add_argument("url_list")
     args = ap.parse_args()
     size = tuple(int(v) for v in args.size.split("x")) if args.size else None
@@ -48,7 +49,7 @@ def main():
         sys.exit(f"python-pixload: no URLs in {args.url_list}")
 
     async def measured():
-        with pixload.Loader(max_concurrent_downloads=args.concurrency) as loader:
+        with pixload.Loader(max_concurrent_downloads=args.concurrency, isolation=args.isolation) as loader:
             t0, cpu0 = time.monotonic(), cpu_seconds()
             failures = await run(loader, urls, size)
             return failures, time.monotonic() - t0, cpu_seconds() - cpu0

@@ -695,9 +695,8 @@ typedef struct pxl_config {
                                      ("Isolation"); default 10000; 0: no limit */
   int32_t isolation;              /* which codecs decode in a confined worker process
                                      ("Isolation"): PXL_ISOLATION_MODULES (default, 0),
-                                     PXL_ISOLATION_NONE, or PXL_ISOLATION_ALL (not yet
-                                     available: pxl_loader_new returns PXL_E_UNSUPPORTED),
-                                     each optionally | PXL_ISOLATION_REQUIRED */
+                                     PXL_ISOLATION_NONE, or PXL_ISOLATION_ALL, each
+                                     optionally | PXL_ISOLATION_REQUIRED */
   uint32_t animation_ring_frames; /* Since 0.6.0. Frames an animation player holds (the one
                                      shown and those decoded ahead): "Animation players";
                                      0 (default): 3; at least 2 are used */
@@ -712,7 +711,8 @@ typedef struct pxl_config {
                                         SVG, ...) decodes in the worker; built-in formats and
                                         pxl_loader_add_codec's codecs in the host */
 #define PXL_ISOLATION_NONE 1         /* everything decodes in the host's process (0.5.0's way) */
-#define PXL_ISOLATION_ALL 2          /* built-in formats too: not in this release */
+#define PXL_ISOLATION_ALL 2          /* the built-in formats (JPEG, PNG, WebP, GIF, AVIF)
+                                        too, in workers of their own */
 #define PXL_ISOLATION_REQUIRED 0x100 /* a bit: an isolated format whose worker runs without
                                         one of its layers (or cannot start) fails with
                                         PXL_E_DECODER_FAILED rather than decode */
@@ -1074,8 +1074,9 @@ PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_
  * frame at once through decode_frames when the player needs its second frame, within
  * PXL_ANIMATION_MAX_BYTES (over it, or without decode_frames, the animation shows frame 0
  * alone and ENDS), and the player then copies frames from that into the ring. An
- * isolated codec ("Isolation") decodes frame 0 only in this release: its animations show
- * frame 0 and END.
+ * isolated codec ("Isolation": the codec modules, and under PXL_ISOLATION_ALL every
+ * format, GIF, WebP and AVIF too) decodes frame 0 only in this release: its animations
+ * show frame 0 and END. The host never decodes an isolated format's later frames itself.
  *
  * Time: the host's monotonic clock in milliseconds, passed to pxl_animation_frame_at.
  * The first call after LOADED starts the playhead (frame 0 is due then); a frame is due
@@ -1577,15 +1578,33 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  * from a file: the large C and C++ libraries behind them) decode a stranger's bytes in a
  * separate, confined process, pixload-decode-worker, shipped beside the modules in
  * LIBDIR/pixload/. pxl_config.isolation chooses: PXL_ISOLATION_MODULES (the default),
- * PXL_ISOLATION_NONE (in the host, as 0.5.0 did). A codec a host registers with
- * pxl_loader_add_codec, and the built-in formats (JPEG, PNG, WebP, GIF, AVIF), decode in
- * the host's process; PXL_ISOLATION_ALL, which would move the built-in formats too, is
- * refused (PXL_E_UNSUPPORTED) in this release.
+ * PXL_ISOLATION_NONE (in the host, as 0.5.0 did), PXL_ISOLATION_ALL (the built-in formats
+ * too). A codec a host registers with pxl_loader_add_codec decodes in the host's process
+ * under every setting; the built-in formats (JPEG, PNG, WebP, GIF, AVIF) do unless
+ * PXL_ISOLATION_ALL.
+ *
+ * Under PXL_ISOLATION_ALL the built-in formats decode in workers of their own (a pool
+ * beside the modules', which loads LIBDIR/pixload/pixload-decode-builtins.so: the
+ * library's own JPEG, PNG, WebP, GIF and AVIF code and libjpeg-turbo, libpng, libwebp,
+ * giflib, libavif), called with the arguments the host would use: the same pixels, sizes,
+ * statuses and "ended early" as PXL_ISOLATION_NONE, with the colour information (ICC,
+ * PNG's gamma and chromaticities, AVIF's CICP) and EXIF orientation read there too; the
+ * resize, colour conversion and orientation run in the host on what comes back. The host
+ * still sniffs (magic bytes) and, for a progressive JPEG's previews, finds its scan
+ * boundaries with the library's own marker scanner. Not yet in workers under ALL:
+ * animations (an animated GIF, WebP or AVIF gives its first frame; PXL_FLAG_ANIMATE is
+ * ignored for them). Without the worker or that file, pxl_loader_new fails with
+ * PXL_E_UNSUPPORTED under PXL_ISOLATION_ALL | PXL_ISOLATION_REQUIRED; without
+ * PXL_ISOLATION_REQUIRED the built-in formats decode in the host, with a warning.
  *
  * The loader keeps a pool of warm workers per module, at most decode_threads of each,
- * started with posix_spawn (never a fork of the host) on the first image of their format,
- * replaced after 200 decodes and after any failure, and ended by pxl_loader_free. A
- * worker locks itself before it reads a byte. The layers, what each stops, and what it
+ * started with posix_spawn (never a fork of the host), replaced after 200 decodes and
+ * after any failure, and ended by pxl_loader_free. Nothing starts before the first image
+ * of an isolated format (a loader that never decodes one starts no process and no
+ * thread); that image's decode starts its worker (about 5-8 ms), and from then a thread
+ * of the loader starts workers ahead of need: as many as the most decodes of the format
+ * seen at once, plus a spare, replacing a retired or failed one before the next image asks
+ * for it. A worker locks itself before it reads a byte. The layers, what each stops, and what it
  * does not:
  *
  *   spawned, not forked; every descriptor but its socket closed; an environment of HOME
@@ -1629,7 +1648,8 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  *
  * Not yet isolated in this release: previews of a prefix and animations (an isolated
  * format decodes its first frame, whole files only). The pixels are copied once from the
- * sealed buffer into the decode stage's canvas.
+ * sealed buffer into the decode stage's canvas (a module's) or its resampler's result (a
+ * built-in format's thumbnail, resampled in the worker so that only it crosses).
  * ------------------------------------------------------------------------------- */
 
 /* Writes the confining layers the loader's decode workers run with, as words separated

@@ -68,7 +68,8 @@ take() {  # take PACKAGE PATH...: move installed paths into the package's tree
     mv "$destdir/$p" "$pkgs/$pkg/$p"
   done
 }
-take libpixload0 "$libdir/libpixload.so.$version" "$libdir/libpixload.so.0" "$libdir/pixload/pixload-decode-worker"
+take libpixload0 "$libdir/libpixload.so.$version" "$libdir/libpixload.so.0" "$libdir/pixload/pixload-decode-worker" \
+  "$libdir/pixload/pixload-decode-builtins.so"
 take libpixload-dev /usr/include/pixload.h "$libdir/libpixload.so" "$libdir/pkgconfig/pixload.pc" \
   "$libdir/cmake/pixload/pixloadConfig.cmake" "$libdir/cmake/pixload/pixloadConfigVersion.cmake"
 take pixload-tools /usr/bin/pixload /usr/share/man/man1/pixload.1
@@ -83,7 +84,8 @@ left=$(cd "$destdir" && find . \( -type f -o -type l \))
 strip --strip-unneeded --remove-section=.comment --remove-section=.note \
   "$pkgs/libpixload0/$libdir/libpixload.so.$version"
 strip --strip-unneeded --remove-section=.comment "$pkgs/pixload-tools/usr/bin/pixload"
-strip --strip-unneeded --remove-section=.comment "$pkgs/libpixload0/$libdir/pixload/pixload-decode-worker"
+strip --strip-unneeded --remove-section=.comment "$pkgs/libpixload0/$libdir/pixload/pixload-decode-worker" \
+  "$pkgs/libpixload0/$libdir/pixload/pixload-decode-builtins.so"
 for m in "${modules[@]}"; do
   strip --strip-unneeded --remove-section=.comment "$pkgs/libpixload-$m/$libdir/pixload/codecs/libpixload-$m.so"
 done
@@ -127,7 +129,8 @@ done
 cd "$work"
 # The decode worker (pixload.h, "Isolation") ships in libpixload0: its libseccomp too.
 lib_depends=$(dpkg-shlibdeps -O -e"debian/libpixload0/$libdir/libpixload.so.$version" \
-  -e"debian/libpixload0/$libdir/pixload/pixload-decode-worker" 2>"$work/shlibdeps.err" |
+  -e"debian/libpixload0/$libdir/pixload/pixload-decode-worker" \
+  -e"debian/libpixload0/$libdir/pixload/pixload-decode-builtins.so" 2>"$work/shlibdeps.err" |
   sed -n 's/^shlibs:Depends=//p') || { cat "$work/shlibdeps.err" >&2; exit 1; }
 cp "$work/shlibs" debian/libpixload0/DEBIAN/shlibs
 tools_depends=$(dpkg-shlibdeps -O -l"debian/libpixload0/$libdir" -Sdebian/libpixload0 \

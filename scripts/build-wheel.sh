@@ -77,6 +77,9 @@ worker="$stage/lib/pixload/pixload-decode-worker"
 [ -x "$worker" ] || { echo "build-wheel.sh: no $worker (run make worker)" >&2; exit 1; }
 install -m 755 "$worker" "$src/pixload/pixload/pixload-decode-worker"
 strip --strip-debug "$src/pixload/pixload/pixload-decode-worker"
+# The built-in formats for PXL_ISOLATION_ALL, which the worker loads from beside itself.
+install -m 644 "$stage/lib/pixload/pixload-decode-builtins.so" "$src/pixload/pixload/pixload-decode-builtins.so"
+strip --strip-debug "$src/pixload/pixload/pixload-decode-builtins.so"
 
 # --no-build-isolation --no-index: setuptools and wheel from this python, nothing fetched.
 PIP_DISABLE_PIP_VERSION_CHECK=1 python3 -m pip wheel --quiet --no-deps --no-build-isolation --no-index \

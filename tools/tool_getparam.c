@@ -107,7 +107,7 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
   enum { OPT_SIZE = 256, OPT_MODE, OPT_FORMAT, OPT_NO_ORIENTATION, OPT_ALLOW_FILE, OPT_ALLOW_DATA,
          OPT_MEMORY_CACHE, OPT_CONCURRENCY, OPT_PER_HOST, OPT_URLS, OPT_OUT, OPT_OUT_DIR,
          OPT_QUIET, OPT_HELP, OPT_HEADER, OPT_TIMEOUT_MS, OPT_RETRIES, OPT_CACHE_DIR,
-         OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_ISOLATION, OPT_DECODE_TIMEOUT_MS, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
+         OPT_DISK_CACHE_MB, OPT_NO_DISK_CACHE, OPT_ISOLATION, OPT_DECODE_TIMEOUT_MS, OPT_DECODE_THREADS, OPT_CACHE_ONLY, OPT_RELOAD, OPT_VARIANT_MAX_SIDE,
          OPT_ANIMATE, OPT_NO_COLOR_MANAGEMENT, OPT_PROCESS, OPT_CA_FILE, OPT_CA_PATH, OPT_PROXY, OPT_METRICS,
          OPT_BLURHASH, OPT_THUMBHASH, OPT_FRAMES };
   static const struct option long_options[] = {
@@ -134,6 +134,7 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       {"no-disk-cache", no_argument, NULL, OPT_NO_DISK_CACHE},
       {"isolation", required_argument, NULL, OPT_ISOLATION},
       {"decode-timeout-ms", required_argument, NULL, OPT_DECODE_TIMEOUT_MS},
+      {"decode-threads", required_argument, NULL, OPT_DECODE_THREADS},
       {"variant-max-side", required_argument, NULL, OPT_VARIANT_MAX_SIDE},
       {"cache-only", no_argument, NULL, OPT_CACHE_ONLY},
       {"reload", no_argument, NULL, OPT_RELOAD},
@@ -225,6 +226,10 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       case OPT_DECODE_TIMEOUT_MS:
         if (parse_int(optarg, 0, INT32_MAX, &n)) return usage_error("bad --decode-timeout-ms '%s'", optarg);
         o->config.decode_timeout_ms = n;
+        break;
+      case OPT_DECODE_THREADS:
+        if (parse_int(optarg, 1, 256, &n)) return usage_error("bad --decode-threads '%s'", optarg);
+        o->config.decode_threads = (int32_t)n;
         break;
       case OPT_VARIANT_MAX_SIDE:
         if (parse_int(optarg, 0, 1L << 30, &n)) return usage_error("bad --variant-max-side '%s'", optarg);

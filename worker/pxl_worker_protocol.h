@@ -22,6 +22,17 @@
  *                           worker has unmapped it (or ERROR)
  *   the library adds F_SEAL_WRITE (which fails while the worker still maps the buffer
  *   writable) and maps the buffer read-only as the image's pixels.
+ * A built-in format's conversation (PXL_ISOLATION_ALL: the CCodecs shims linked into the
+ * worker, called with the arguments the library's decode stage would call them with):
+ *   library -> NATIVE     + memfd of the encoded bytes: an operation (INFO: the header and
+ *                           the colour information; DECODE: the first frame, whole, in a
+ *                           layout at 1/scale), the format, its arguments
+ *   worker  -> NATIVE_RESULT  the shim's status, message and answer, and how many bytes
+ *                           follow (the pixels, height rows of stride, then the ICC profile)
+ *   library -> PIXELS     + memfd of exactly that size (sealed SHRINK|GROW), after checking
+ *                           the answer against max_pixels and what INFO said; or CANCEL
+ *   worker  -> DONE       as above.
+ * With no bytes to follow (a failure, or INFO without a profile) NATIVE_RESULT ends it.
  * The worker answers nothing else; a worker that dies, answers out of turn, or with a
  * message that fails a check is killed and its decode fails (PXL_E_DECODER_FAILED).
  *
@@ -35,7 +46,7 @@
 #define PXL_WORKER_MAGIC 0x574c5850u /* "PXLW" */
 /* Bump on any change to a struct below: the library refuses a worker of another version
  * (the worker ships with the library, so this only catches a mixed install). */
-#define PXL_WORKER_PROTOCOL_VERSION 1u
+#define PXL_WORKER_PROTOCOL_VERSION 2u
 
 /* The fd the worker's socket has in the worker (the spawn dup2s it there). */
 #define PXL_WORKER_SOCKET_FD 3
@@ -47,7 +58,9 @@ enum pxl_worker_msg_type {
   PXL_WORKER_PIXELS = 4, /* library -> worker, with the pixel memfd */
   PXL_WORKER_CANCEL = 5, /* library -> worker: no pixels for this decode */
   PXL_WORKER_DONE = 6,   /* worker -> library */
-  PXL_WORKER_ERROR = 7   /* worker -> library: the decode failed, with a status */
+  PXL_WORKER_ERROR = 7,  /* worker -> library: the decode failed, with a status */
+  PXL_WORKER_NATIVE = 8, /* library -> worker, with the data memfd: a built-in format's shim */
+  PXL_WORKER_NATIVE_RESULT = 9 /* worker -> library */
 };
 
 /* The confinement layers in force, HELLO's layers (worker/README.md says what each stops
@@ -133,6 +146,48 @@ typedef struct pxl_worker_msg_error {
   uint32_t reserved;
   char message[PXL_WORKER_MESSAGE_CAP];
 } pxl_worker_msg_error;
+
+/* NATIVE operations */
+#define PXL_WORKER_NATIVE_INFO 1u   /* pxl_<format>_read_info, then pxl_<format>_color */
+#define PXL_WORKER_NATIVE_DECODE 2u /* pxl_<format>_decode (layout, scale, max_pixels) */
+#define PXL_WORKER_NATIVE_REGION 3u /* pxl_jpeg_decode_region: the region's rows only, each
+                                       region_width pixels from column region_x */
+#define PXL_WORKER_NATIVE_RESAMPLE 4u /* pxl_<format>_decode_rows (pxl_jpeg_decode_region when
+                                         region_width > 0) into the area resampler made with
+                                         resample[] and crop[]: only its output crosses */
+
+typedef struct pxl_worker_msg_native {
+  pxl_worker_msg_head head;
+  uint64_t data_size;    /* bytes of encoded data at the start of the memfd (<= its size) */
+  uint64_t max_pixels;   /* the shim's max_pixels argument */
+  uint32_t op;           /* PXL_WORKER_NATIVE_* */
+  int32_t layout;        /* pxl_codec_layout (DECODE) */
+  int32_t scale;         /* DCT scale denominator 1, 2, 4, 8 (DECODE; JPEG only) */
+  uint32_t reserved;
+  char format[PXL_WORKER_ID_CAP]; /* "jpeg", "png", "webp", "gif", "avif" */
+  int32_t region_x, region_y, region_width, region_height; /* REGION, in the 1/scale image */
+  /* RESAMPLE: pxl_resampler_new's src_width, src_height, channels, out_width, out_height,
+   * premultiply, and its crop x, y, width, height */
+  int32_t resample[6];
+  double crop[4];
+} pxl_worker_msg_native;
+
+typedef struct pxl_worker_msg_native_result {
+  pxl_worker_msg_head head;
+  int32_t status;        /* pxl_codec_status */
+  /* INFO: pxl_codec_info, and pxl_codec_color without its profile */
+  int32_t width, height, has_alpha, orientation, frame_count, loop_count;
+  int32_t color_status;  /* pxl_<format>_color's status (non-zero: no colour information) */
+  int32_t srgb, has_chrm, chrm[8], gamma, cicp_primaries, cicp_transfer, cicp_matrix;
+  /* DECODE: pxl_codec_output (REGION: out_width x out_height is the whole 1/scale image,
+   * out_stride region_width * out_channels, and the bytes hold region_height rows;
+   * RESAMPLE: the same, the bytes the resampler's output, stride out_width * channels) */
+  int32_t out_width, out_height, out_stride, out_channels, out_has_alpha, out_warnings, out_incomplete;
+  uint32_t icc_size;     /* bytes of ICC profile after the pixels */
+  uint64_t bytes;        /* what follows in the PIXELS memfd: out_stride * out_height + icc_size */
+  uint64_t cpu_ns;       /* the worker's CPU time for the operation */
+  char message[PXL_WORKER_MESSAGE_CAP]; /* pxl_codec_output.message (or read_info's) */
+} pxl_worker_msg_native_result;
 
 /* The largest message either side receives. */
 #define PXL_WORKER_MSG_MAX 512

@@ -175,13 +175,14 @@ pxl_status pxl_worker_spawn(const pxl_worker_options *o, int timeout_ms, pxl_wor
   char pixels[32], input[32];
   snprintf(pixels, sizeof pixels, "%llu", (unsigned long long)o->max_pixels);
   snprintf(input, sizeof input, "%llu", (unsigned long long)(o->max_input_bytes ? o->max_input_bytes : 256ull << 20));
-  const char *argv[16];
+  const char *argv[20];
   int a = 0;
   argv[a++] = "pixload-decode-worker";
   argv[a++] = "--modules", argv[a++] = o->module_dir;
   argv[a++] = "--max-pixels", argv[a++] = pixels;
   argv[a++] = "--max-input-bytes", argv[a++] = input;
   if (o->only) argv[a++] = "--only", argv[a++] = o->only;
+  if (o->builtins) argv[a++] = "--builtins", argv[a++] = o->builtins;
   if (o->keep_stderr) argv[a++] = "--stderr";
   if (o->debug_seccomp) argv[a++] = "--debug-seccomp";
   argv[a] = NULL;
@@ -288,6 +289,24 @@ static int header_sane(const pxl_worker_msg_header *h) {
   return h->image_width >= 1 && h->image_height >= 1 && h->width >= 1 && h->height >= 1 && h->frame_count >= 1 &&
          h->orientation >= 1 && h->orientation <= 8 && h->icc_size <= ICC_MAX_BYTES &&
          terminated(h->codec, sizeof h->codec) && terminated(h->codec_version, sizeof h->codec_version);
+}
+
+/* After DONE: seals the pixel buffer against writing by anyone (which fails, EBUSY, while
+ * the worker still maps it writable: then the worker is finished) and maps it read-only.
+ * The mapping, or NULL with fd closed and r's status and message set. */
+static void *seal_and_map(pxl_worker *w, int fd, size_t size, pxl_worker_result *r) {
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    close(fd);
+    snprintf(r->message, sizeof r->message, "decoder kept its pixel buffer mapped (%s)", strerror(errno));
+    finish(w, r, PXL_WORKER_PROTOCOL, 0);
+    return NULL;
+  }
+  void *map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (map != MAP_FAILED) return map;
+  close(fd);
+  r->status = PXL_E_NO_MEMORY;
+  snprintf(r->message, sizeof r->message, "cannot map the pixels: %s", strerror(errno));
+  return NULL;
 }
 
 /* The answer to DECODE or PIXELS: the expected type, or ERROR. 1: expected; 0: ERROR
@@ -436,20 +455,8 @@ void pxl_worker_decode_flags(pxl_worker *w, const uint8_t *data, size_t size, co
     close(fd);
     return;
   }
-  /* No more writes by anyone: this fails (EBUSY) while the worker still maps it writable. */
-  if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-    close(fd);
-    snprintf(r->message, sizeof r->message, "decoder kept its pixel buffer mapped (%s)", strerror(errno));
-    finish(w, r, PXL_WORKER_PROTOCOL, 0);
-    return;
-  }
-  void *map = mmap(NULL, map_size, PROT_READ, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) {
-    close(fd);
-    r->status = PXL_E_NO_MEMORY;
-    snprintf(r->message, sizeof r->message, "cannot map the pixels: %s", strerror(errno));
-    return;
-  }
+  void *map = seal_and_map(w, fd, map_size, r);
+  if (!map) return;
   r->status = PXL_OK;
   r->end = PXL_WORKER_ALIVE;
   r->pixels = map;
@@ -466,5 +473,155 @@ void pxl_worker_result_release(pxl_worker_result *r) {
   if (r->pixels) munmap((void *)r->pixels, r->map_size);
   if (r->memfd >= 0) close(r->memfd);
   r->pixels = r->icc = NULL;
+  r->memfd = -1;
+}
+
+/* ---- the built-in formats (PXL_ISOLATION_ALL) ---- */
+
+/* A memfd of size bytes, its size sealed before the worker has it (a worker that shrank it
+ * would fault our mapping: SIGBUS in the host). -1 on failure. */
+static int sized_memfd(size_t size) {
+  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, (off_t)size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static int native_answer_sane(const pxl_worker_msg_native_result *a, const pxl_worker_msg_native *q) {
+  uint32_t op = q->op;
+  uint64_t max_pixels = q->max_pixels;
+  if (!terminated(a->message, sizeof a->message) || a->icc_size > ICC_MAX_BYTES) return 0;
+  if (a->status != 0) return a->bytes == 0; /* a failure carries nothing */
+  if (op == PXL_WORKER_NATIVE_INFO)
+    return a->width >= 1 && a->height >= 1 && a->bytes == a->icc_size && a->out_width == 0 && a->out_height == 0;
+  int64_t w = a->out_width, h = a->out_height, c = a->out_channels, stride = a->out_stride;
+  if (op == PXL_WORKER_NATIVE_RESAMPLE) {
+    const int32_t *p = q->resample;
+    return w >= 1 && h >= 1 && c == p[2] && (uint64_t)p[3] * (uint64_t)p[4] <= max_pixels &&
+           (a->bytes == a->icc_size ||
+            (stride == (int64_t)p[3] * c && a->bytes == (uint64_t)stride * (uint64_t)p[4] + a->icc_size));
+  }
+  if (op == PXL_WORKER_NATIVE_REGION)
+    return w >= (int64_t)q->region_x + q->region_width && h >= (int64_t)q->region_y + q->region_height &&
+           (c == 1 || c == 3 || c == 4) && stride == (int64_t)q->region_width * c &&
+           a->bytes == (uint64_t)stride * (uint64_t)q->region_height + a->icc_size;
+  return w >= 1 && h >= 1 && (c == 1 || c == 3 || c == 4) && (uint64_t)w * (uint64_t)h <= max_pixels &&
+         stride >= w * c && stride <= w * c + 64 && a->bytes == (uint64_t)stride * (uint64_t)h + a->icc_size;
+}
+
+void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const char *format, uint32_t op,
+                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
+                       const int32_t resample[6], const double crop[4], int *data_memfd, int timeout_ms,
+                       pxl_worker_native_result *r) {
+  memset(r, 0, sizeof *r);
+  r->memfd = -1;
+  r->status = PXL_WORKER_E_DECODER_FAILED;
+  /* finish() and answer() fill a pxl_worker_result: this one carries their verdict. */
+  pxl_worker_result verdict;
+  memset(&verdict, 0, sizeof verdict);
+  verdict.memfd = -1;
+  if (!w->alive || size == 0 || size > w->max_input_bytes) {
+    r->status = !w->alive ? PXL_WORKER_E_DECODER_FAILED : size ? PXL_E_BODY_TOO_LARGE : PXL_E_NOT_AN_IMAGE;
+    r->end = w->alive ? PXL_WORKER_ALIVE : PXL_WORKER_EXITED;
+    snprintf(r->message, sizeof r->message, "%s", !w->alive ? "decoder already ended" : size ? "more than the worker maps" : "no data");
+    return;
+  }
+  double start = now_ms(), deadline = start + timeout_ms;
+  int data_fd = data_memfd && *data_memfd >= 0 ? *data_memfd : sealed_data(data, size);
+  if (data_fd < 0) {
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot make the data's memfd: %s", strerror(errno));
+    r->end = PXL_WORKER_ALIVE;
+    return;
+  }
+  if (data_memfd) *data_memfd = data_fd; /* the caller's now, for its next conversation */
+  pxl_worker_msg_native req;
+  memset(&req, 0, sizeof req);
+  pxl_wire_head(&req.head, PXL_WORKER_NATIVE, sizeof req, ++w->serial);
+  req.data_size = size;
+  req.max_pixels = max_pixels;
+  req.op = op;
+  req.layout = layout;
+  req.scale = scale;
+  snprintf(req.format, sizeof req.format, "%s", format);
+  if (region) req.region_x = region[0], req.region_y = region[1], req.region_width = region[2], req.region_height = region[3];
+  if (resample) memcpy(req.resample, resample, sizeof req.resample);
+  if (crop) memcpy(req.crop, crop, sizeof req.crop);
+  int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
+  if (!data_memfd) close(data_fd);
+  union {
+    pxl_worker_msg_native_result result;
+    pxl_worker_msg_done done;
+    char bytes[PXL_WORKER_MSG_MAX];
+  } in;
+  int got = sent == 0 ? answer(w, &in, sizeof in, PXL_WORKER_NATIVE_RESULT, sizeof in.result, deadline, timeout_ms,
+                               &verdict)
+                      : (finish(w, &verdict, PXL_WORKER_PROTOCOL, 100), -1);
+  if (got == 1 && !native_answer_sane(&in.result, &req)) {
+    snprintf(verdict.message, sizeof verdict.message, "decoder sent an answer that fails the checks");
+    finish(w, &verdict, PXL_WORKER_PROTOCOL, 0);
+    got = -1;
+  }
+  if (got != 1) {
+    /* (An ERROR: the worker could not even start the operation.) */
+    r->status = verdict.status;
+    r->end = w->alive ? PXL_WORKER_ALIVE : verdict.end;
+    r->exit_code = verdict.exit_code;
+    r->signal = verdict.signal;
+    snprintf(r->message, sizeof r->message, "%s", verdict.message);
+    return;
+  }
+  r->answer = in.result;
+  r->end = PXL_WORKER_ALIVE;
+  if (in.result.bytes == 0) {
+    r->status = PXL_OK;
+    r->wall_ms = now_ms() - start;
+    return;
+  }
+  size_t map_size = (size_t)in.result.bytes;
+  int fd = sized_memfd(map_size);
+  if (fd < 0) {
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot make the pixel memfd: %s", strerror(errno));
+    finish(w, NULL, PXL_WORKER_PROTOCOL, 0); /* it waits for PIXELS: start afresh */
+    r->end = PXL_WORKER_PROTOCOL;
+    return;
+  }
+  pxl_worker_msg_pixels px;
+  memset(&px, 0, sizeof px);
+  pxl_wire_head(&px.head, PXL_WORKER_PIXELS, sizeof px, w->serial);
+  px.stride = (uint64_t)in.result.out_stride;
+  px.size = map_size;
+  if (pxl_wire_send(w->sock, &px, sizeof px, fd) != 0) {
+    close(fd);
+    finish(w, &verdict, PXL_WORKER_PROTOCOL, 100);
+  } else if (answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, &verdict) != 1) {
+    close(fd);
+  } else {
+    void *map = seal_and_map(w, fd, map_size, &verdict);
+    if (map) {
+      r->status = PXL_OK;
+      r->bytes = map;
+      r->memfd = fd;
+      r->map_size = map_size;
+      r->wall_ms = now_ms() - start;
+      return;
+    }
+  }
+  r->status = verdict.status ? verdict.status : PXL_WORKER_E_DECODER_FAILED;
+  r->end = w->alive ? PXL_WORKER_ALIVE : verdict.end;
+  r->exit_code = verdict.exit_code;
+  r->signal = verdict.signal;
+  snprintf(r->message, sizeof r->message, "%s", verdict.message);
+}
+
+void pxl_worker_native_release(pxl_worker_native_result *r) {
+  if (!r) return;
+  if (r->bytes) munmap((void *)r->bytes, r->map_size);
+  if (r->memfd >= 0) close(r->memfd);
+  r->bytes = NULL;
   r->memfd = -1;
 }

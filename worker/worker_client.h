@@ -29,6 +29,7 @@ typedef struct pxl_worker_options {
   const char *only;          /* module names ("heif,jxl"), NULL: all in module_dir */
   uint64_t max_pixels;       /* pxl_config.max_pixels: RLIMIT_AS and the header check */
   uint64_t max_input_bytes;  /* the largest encoded file the worker maps */
+  const char *builtins;      /* pixload-decode-builtins.so: the built-in formats (ALL), or NULL */
   int keep_stderr;           /* the worker keeps fd 2 (debugging) */
   int debug_seccomp;         /* a forbidden call is named on stderr (debugging) */
 } pxl_worker_options;
@@ -92,6 +93,37 @@ void pxl_worker_decode_flags(pxl_worker *worker, const uint8_t *data, size_t siz
                              pxl_worker_result *result);
 
 void pxl_worker_result_release(pxl_worker_result *result);
+
+/* A built-in format's shim run in the worker (PXL_ISOLATION_ALL; the worker spawned with
+ * options.builtins): NATIVE, then, when bytes follow, a sealed memfd of exactly their size
+ * (pxl_worker_protocol.h). */
+typedef struct pxl_worker_native_result {
+  pxl_status status;         /* PXL_OK: the conversation went through (answer.status says
+                                how the shim did); else PXL_WORKER_E_DECODER_FAILED, ... */
+  char message[PXL_WORKER_MESSAGE_CAP + 64];
+  pxl_worker_end end;
+  int exit_code, signal;
+  pxl_worker_msg_native_result answer; /* checked: sizes against max_pixels, the message terminated */
+  const uint8_t *bytes;      /* sealed, mapped read-only: the pixels (answer.out_stride *
+                                out_height), then the ICC profile (answer.icc_size); or NULL */
+  int memfd;
+  size_t map_size;
+  double wall_ms;
+} pxl_worker_native_result;
+
+/* op PXL_WORKER_NATIVE_INFO, _DECODE, _REGION (region: x, y, width, height; else NULL)
+ * or _RESAMPLE (resample and crop: the resampler's parameters; region too for a JPEG crop)
+ * of format ("jpeg", ...) over data; max_pixels: the shim's argument, and the bound the
+ * answer's pixels are checked against. data_memfd: NULL, or the sealed memfd of data kept
+ * by the caller from an earlier conversation about the same bytes (-1: none yet; the one
+ * made now is left there, the caller's to close), so that INFO and the decode after it
+ * copy the bytes once. */
+void pxl_worker_native(pxl_worker *worker, const uint8_t *data, size_t size, const char *format, uint32_t op,
+                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
+                       const int32_t resample[6], const double crop[4], int *data_memfd, int timeout_ms,
+                       pxl_worker_native_result *result);
+
+void pxl_worker_native_release(pxl_worker_native_result *result);
 
 /* Closes the socket (the worker exits), kills it if it lingers, reaps it. NULL is fine. */
 void pxl_worker_free(pxl_worker *worker);

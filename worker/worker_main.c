@@ -3,6 +3,7 @@
  * for pixload where an exploit cannot reach the host (worker/README.md).
  *
  *   pixload-decode-worker --modules DIR [--only heif,jxl] --max-pixels N
+ *                         [--builtins pixload-decode-builtins.so]
  *                         [--max-input-bytes N] [--socket-fd 3] [--font-dir DIR]...
  *                         [--stderr] [--debug-seccomp]
  *
@@ -13,7 +14,8 @@
  *   2. no_new_privs (needed by landlock and seccomp, sandbox.c);
  *   3. namespaces: while it is still one thread (unshare(CLONE_NEWUSER) demands it);
  *   4. the codec modules loaded and registered (dlopen needs their files, and their
- *      libraries' constructors may start threads);
+ *      libraries' constructors may start threads), and the built-in formats' shims
+ *      (--builtins: PXL_ISOLATION_ALL, native.c);
  *   5. resource limits: RLIMIT_AS from max_pixels, now that the libraries are mapped;
  *   6. landlock: read-only beneath the modules' and the fonts' directories;
  *   7. descriptors closed again (what a library opened while loading);
@@ -22,6 +24,7 @@
  * its socket closes. It never forks, before or after locking.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
@@ -35,6 +38,7 @@
 #include <unistd.h>
 
 #include "codecs.h"
+#include "native.h"
 #include "pxl_worker_protocol.h"
 #include "sandbox.h"
 #include "wire.h"
@@ -43,6 +47,7 @@ typedef struct options {
   int sock;
   const char *modules;
   const char *only;
+  const char *builtins;
   uint64_t max_pixels;
   uint64_t max_input_bytes;
   const char *font_dirs[8];
@@ -53,7 +58,7 @@ typedef struct options {
 
 static void usage(void) {
   fprintf(stderr, "usage: pixload-decode-worker --modules DIR [--only LIST] --max-pixels N "
-                  "[--max-input-bytes N] [--socket-fd FD] [--font-dir DIR]... [--stderr] [--debug-seccomp]\n");
+                  "[--builtins SO] [--max-input-bytes N] [--socket-fd FD] [--font-dir DIR]... [--stderr] [--debug-seccomp]\n");
   exit(2);
 }
 
@@ -75,6 +80,7 @@ static options parse(int argc, char **argv) {
     else if (!v) usage();
     else if (strcmp(a, "--modules") == 0) o.modules = v, i++;
     else if (strcmp(a, "--only") == 0) o.only = v, i++;
+    else if (strcmp(a, "--builtins") == 0) o.builtins = v, i++;
     else if (strcmp(a, "--max-pixels") == 0) o.max_pixels = number(v), i++;
     else if (strcmp(a, "--max-input-bytes") == 0) o.max_input_bytes = number(v), i++;
     else if (strcmp(a, "--socket-fd") == 0) o.sock = (int)number(v), i++;
@@ -303,8 +309,22 @@ int main(int argc, char **argv) {
   /* 4: modules. Two malloc arenas at most: each reserves 64 MiB of address space, which
    * counts against RLIMIT_AS whether touched or not. */
   mallopt(M_ARENA_MAX, 2);
+  /* A decoder's large buffers (a row buffer, an output image) from the heap and kept there
+   * between decodes, not mmap'd and unmapped each time: a worker serves many images, and
+   * faulting their pages in afresh each time cost it a tenth of its CPU on thumbnails. */
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
   char message[256] = "";
   int codecs = pxl_worker_codecs_load(o.modules, o.only, message, sizeof message);
+  pxl_worker_native_serve_fn native = NULL;
+  if (o.builtins && codecs >= 0) {
+    void *handle = dlopen(o.builtins, RTLD_NOW | RTLD_LOCAL);
+    native = handle ? (pxl_worker_native_serve_fn)dlsym(handle, "pxl_worker_native_serve") : NULL;
+    if (!native) {
+      snprintf(message, sizeof message, "cannot load the built-in formats (%s): %s", o.builtins, dlerror());
+      codecs = -1;
+    }
+  }
 
   /* 5-8 */
   as_limit = address_space_limit(&o);
@@ -336,11 +356,18 @@ int main(int argc, char **argv) {
     union {
       pxl_worker_msg_head head;
       pxl_worker_msg_decode decode;
+      pxl_worker_msg_native native;
       char bytes[PXL_WORKER_MSG_MAX];
     } in;
     int fd = -1;
     ssize_t got = pxl_wire_recv(o.sock, &in, sizeof in, &fd);
     if (got == 0) return 0; /* the library closed the socket: done */
+    if (got > 0 && fd >= 0 && native && pxl_wire_valid(&in, got, PXL_WORKER_NATIVE, sizeof in.native)) {
+      int rc = native(o.sock, o.max_input_bytes, &in.native, fd);
+      close(fd);
+      if (rc != 0) return 1;
+      continue;
+    }
     if (got < 0 || !pxl_wire_valid(&in, got, PXL_WORKER_DECODE, sizeof in.decode) || fd < 0) return 1;
     int rc = serve(o.sock, &o, &in.decode, fd);
     close(fd);

@@ -580,6 +580,8 @@ static void scratch_put(scratch *s) {
   free(atomic_exchange(&scratch_kept, s));
 }
 
+void pxl_jpeg_dc_baseline_release(void) { free(atomic_exchange(&scratch_kept, NULL)); }
+
 size_t pxl_jpeg_dc_baseline(const uint8_t *data, size_t size, uint8_t **out) {
   *out = NULL;
   if (data == NULL) return 0;

@@ -52,6 +52,7 @@ struct pxl_resampler {
   int32_t src_width, src_height, channels, out_width, out_height;
   int premultiply;
   int path;
+  double crop[4];             /* as given: x, y, width, height (pxl_resampler_params) */
   taps cols, rows;
   int32_t first_row, end_row; /* source rows outside [first_row, end_row) do not contribute */
   int32_t first_col, end_col; /* nor do columns outside [first_col, end_col) */
@@ -644,6 +645,7 @@ pxl_resampler *pxl_resampler_new(int32_t src_width, int32_t src_height, int32_t 
   int32_t *ci = (int32_t *)(block + o_cols), *ri = (int32_t *)(block + o_rows);
   r->cols = (taps){ci, ci + out_width, ci + 2 * (size_t)out_width, (int16_t *)(block + o_colw)};
   r->rows = (taps){ri, ri + out_height, ri + 2 * (size_t)out_height, (int16_t *)(block + o_roww)};
+  r->crop[0] = crop_x, r->crop[1] = crop_y, r->crop[2] = crop_width, r->crop[3] = crop_height;
   if (!taps_init(&r->cols, out_width, crop_x, crop_width, src_width) ||
       !taps_init(&r->rows, out_height, crop_y, crop_height, src_height)) {
     free(block);
@@ -769,4 +771,18 @@ uint8_t *pxl_resampler_finish(pxl_resampler *r) {
   uint8_t *out = r->output;
   r->output = NULL;
   return out;
+}
+
+void pxl_resampler_params(const pxl_resampler *r, int32_t params[6], double crop[4]) {
+  params[0] = r->src_width, params[1] = r->src_height, params[2] = r->channels;
+  params[3] = r->out_width, params[4] = r->out_height, params[5] = r->premultiply;
+  memcpy(crop, r->crop, sizeof r->crop);
+}
+
+int pxl_resampler_adopt(pxl_resampler *r, uint8_t *output) {
+  if (r == NULL || output == NULL || r->emitted != 0) return 1;
+  free(r->output);
+  r->output = output;
+  r->emitted = r->out_height;
+  return 0;
 }

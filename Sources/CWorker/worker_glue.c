@@ -6,13 +6,14 @@
 
 #include "pxl_worker_glue.h"
 
-void *pxlw_spawn(const char *executable, const char *module_dir, const char *only, uint64_t max_pixels,
-                 uint64_t max_input_bytes, int timeout_ms, char *message, size_t cap) {
+void *pxlw_spawn(const char *executable, const char *module_dir, const char *only, const char *builtins,
+                 uint64_t max_pixels, uint64_t max_input_bytes, int timeout_ms, char *message, size_t cap) {
   pxl_worker_options o;
   memset(&o, 0, sizeof o);
   o.executable = executable;
   o.module_dir = module_dir;
   o.only = only;
+  o.builtins = builtins;
   o.max_pixels = max_pixels;
   o.max_input_bytes = max_input_bytes;
   o.keep_stderr = getenv("PIXLOAD_WORKER_STDERR") != NULL;
@@ -60,6 +61,46 @@ uint64_t pxlw_result_cpu_ns(const void *result) { return ((const pxl_worker_resu
 void pxlw_result_free(void *result) {
   if (!result) return;
   pxl_worker_result_release(result);
+  free(result);
+}
+
+void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, int32_t layout,
+                       int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
+                       const double *crop, int *data_memfd, int timeout_ms, pxlw_native *out) {
+  memset(out, 0, sizeof *out);
+  pxl_worker_native_result *r = calloc(1, sizeof *r);
+  if (!r) {
+    out->status = PXL_E_NO_MEMORY;
+    snprintf(out->message, sizeof out->message, "out of memory");
+    return NULL;
+  }
+  pxl_worker_native(worker, data, size, format, op, layout, scale, max_pixels, region, resample, crop, data_memfd, timeout_ms, r);
+  const pxl_worker_msg_native_result *a = &r->answer;
+  out->status = (int32_t)r->status;
+  out->worker_ended = !pxl_worker_alive(worker);
+  out->codec_status = a->status;
+  out->width = a->width, out->height = a->height, out->has_alpha = a->has_alpha, out->orientation = a->orientation;
+  out->frame_count = a->frame_count, out->loop_count = a->loop_count;
+  out->color_status = a->color_status, out->srgb = a->srgb, out->has_chrm = a->has_chrm, out->gamma = a->gamma;
+  memcpy(out->chrm, a->chrm, sizeof out->chrm);
+  out->cicp_primaries = a->cicp_primaries, out->cicp_transfer = a->cicp_transfer, out->cicp_matrix = a->cicp_matrix;
+  out->out_width = a->out_width, out->out_height = a->out_height, out->out_stride = a->out_stride;
+  out->out_channels = a->out_channels, out->out_has_alpha = a->out_has_alpha, out->out_warnings = a->out_warnings;
+  out->out_incomplete = a->out_incomplete;
+  out->icc_size = a->icc_size;
+  out->cpu_ns = a->cpu_ns;
+  out->bytes = r->bytes;
+  snprintf(out->message, sizeof out->message, "%s", r->status == PXL_OK ? a->message : r->message);
+  return r;
+}
+
+void pxlw_close(int fd) {
+  if (fd >= 0) close(fd);
+}
+
+void pxlw_native_free(void *result) {
+  if (!result) return;
+  pxl_worker_native_release(result);
   free(result);
 }
 

@@ -66,7 +66,7 @@ private let messageCapacity = 256
                                                     _ capacity: Int) -> Int {
   var text: [UInt8] = []
   if let loader = loader(handle) {
-    let layers = loader.codecs.firstIsolated?.layers() ?? ""
+    let layers = (loader.codecs.builtInWorkers?.layers() ?? loader.codecs.firstIsolated?.layers()) ?? ""
     text = Array((layers.isEmpty ? "none" : layers).utf8)
   }
   if let buffer, capacity > 0 {
@@ -139,6 +139,34 @@ private func isolating(_ codec: ExternalCodec, _ loader: ImageLoader) -> Externa
     return codec
   }
   return IsolatedCodec(wrapping: codec, settings: isolationSettings(module, loader))
+}
+
+/// PXL_ISOLATION_ALL: the built-in formats decode in a pool of workers that load the
+/// library's shims (pixload-decode-builtins.so beside the worker) and no module. Without
+/// the worker or that file: PXL_E_UNSUPPORTED with PXL_ISOLATION_REQUIRED, else the
+/// built-in formats decode in this process with a warning (as a module does without a
+/// worker). Nothing starts here: the pool's first worker starts with the first image.
+func isolateBuiltIns(_ loader: ImageLoader) -> pxl_status {
+  let configuration = loader.configuration
+  guard configuration.isolation == .all else { return PXL_OK }
+  guard let executable = workerExecutable,
+        access(IsolatedBuiltIns.library(beside: executable), R_OK) == 0 else {
+    let line = "pixload: no decode worker with the built-in formats (\(IsolatedCodec.defaultExecutable ?? "?")): "
+    if configuration.isolationRequired {
+      ImageLoader.log(configuration, .error, line + "PXL_ISOLATION_ALL | PXL_ISOLATION_REQUIRED refused")
+      return PXL_E_UNSUPPORTED
+    }
+    ImageLoader.log(configuration, .warning, line + "JPEG, PNG, WebP, GIF and AVIF decode in this process")
+    return PXL_OK
+  }
+  let directory = String(executable[..<(executable.lastIndex(of: "/") ?? executable.startIndex)])
+  loader.codecs.isolateBuiltIns(WorkerPool(settings: WorkerPool.Settings(
+    executable: executable, moduleDirectory: directory.isEmpty ? "." : directory, moduleName: "",
+    builtIns: IsolatedBuiltIns.library(beside: executable), maxPixels: configuration.maxPixels,
+    maxInputBytes: UInt64(max(configuration.network.maxBodyBytes, 64 << 20)),
+    timeoutMilliseconds: configuration.decodeTimeoutMilliseconds, poolSize: loader.decodeThreadCount,
+    required: configuration.isolationRequired, log: { level, line in ImageLoader.log(configuration, level, line) })))
+  return PXL_OK
 }
 
 /// The worker executable, when there is one to run.

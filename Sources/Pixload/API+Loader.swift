@@ -38,17 +38,11 @@ private func defaultConfig() -> pxl_config {
       return PXL_E_INVALID_ARGUMENT
     }
   }
-  // The worker does not link the built-in formats' shims yet (pixload.h, "Isolation"):
-  // asked for more confinement than there is, the loader says so rather than pretend.
-  if configuration.isolation == .all {
-    configuration.log?(.error, "pixload: pxl_loader_new: PXL_ISOLATION_ALL is not available in this release "
-                         + "(the built-in formats decode in the host); PXL_ISOLATION_MODULES isolates the codec modules")
-    return PXL_E_UNSUPPORTED
-  }
   do {
     let created = try ImageLoader(configuration: configuration)
     let handle = retainedHandle(created)
-    let status = registerCodecModules(created, handle)
+    var status = isolateBuiltIns(created)
+    if status == PXL_OK { status = registerCodecModules(created, handle) }
     guard status == PXL_OK else {
       pxl_loader_free(handle)
       return status

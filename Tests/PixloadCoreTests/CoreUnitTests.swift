@@ -309,6 +309,40 @@ extension WorkPoolTests {
   }
 }
 
+final class LockTests: XCTestCase {
+  /// A wake asked for under the lock (signalOnUnlock, broadcastOnUnlock) is sent once the
+  /// lock is released, and reaches every waiter a broadcast is for: the waiters wait with
+  /// a 10-second deadline and report whether they saw the change before it.
+  func testAWakeAskedForUnderTheLockReachesTheWaitersAfterUnlock() throws {
+    for broadcast in [false, true] {
+      let lock = Lock()
+      var generation = 0, waiting = 0, woken = 0
+      let waiters = broadcast ? 2 : 1
+      var threads: [WorkerThread] = []
+      for index in 0..<waiters {
+        threads.append(try WorkerThread(name: "lock-test-\(index)") {
+          lock.withLock {
+            waiting += 1
+            lock.broadcast()
+            let deadline = monotonicNanoseconds() + 10_000_000_000
+            while generation == 0 && monotonicNanoseconds() < deadline { lock.wait(untilNanoseconds: deadline) }
+            if generation == 1 { woken += 1 }
+          }
+        })
+      }
+      lock.withLock { while waiting < waiters { lock.wait() } }
+      let started = monotonicNanoseconds()
+      lock.withLock {
+        generation = 1
+        if broadcast { lock.broadcastOnUnlock() } else { lock.signalOnUnlock() }
+      }
+      for thread in threads { thread.join() }
+      XCTAssertEqual(lock.withLock { woken }, waiters, broadcast ? "broadcastOnUnlock" : "signalOnUnlock")
+      XCTAssertLessThan(monotonicNanoseconds() - started, 5_000_000_000, "the waiters woke only at their deadline")
+    }
+  }
+}
+
 final class CompletionQueueTests: XCTestCase {
   func testDescriptorIsReadableExactlyWhilePending() throws {
     let queue = try CompletionQueue()

@@ -298,6 +298,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_player_errors)             \
   X(test_player_shared_source)      \
   X(test_player_table_rows)         \
+  X(test_player_isolation_all)      \
   X(test_truncated_jpeg)            \
   X(test_truncated_gif)             \
   X(test_truncated_png_webp_avif)   \
@@ -309,6 +310,9 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_codec_cancel_flag)         \
   X(test_codec_module_missing) \
   X(test_isolation_hostile_module) \
+  X(test_isolation_warm_pool) \
+  X(test_isolation_all) \
+  X(test_isolation_all_stream) \
   X(test_processors_builtin)        \
   X(test_processors_invalid)        \
   X(test_processors_custom) \

@@ -11,6 +11,7 @@
  */
 #define _DEFAULT_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -609,6 +610,24 @@ static int degraded_isolation(const struct test_env *env, pxl_config *config, co
   _exit(result);
 }
 
+/* PIXLOAD_CODEC_PATH set to PXL_TEST_HOSTILE_DIR (run.sh builds the hostile module
+ * there), its old value in *saved for restore_codec_path; 0 when that is not set. */
+static int use_hostile_module(char **saved) {
+  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
+  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
+  if (!dir) return 0;
+  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
+  *saved = old_path ? strdup(old_path) : NULL;
+  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+  return 1;
+}
+
+static void restore_codec_path(char *saved) {
+  if (saved) setenv("PIXLOAD_CODEC_PATH", saved, 1);
+  else unsetenv("PIXLOAD_CODEC_PATH");
+  free(saved);
+}
+
 /* Issue 39: a codec module that misbehaves on purpose (Tests/worker/hostile_module.c),
  * loaded as a module through pxl_config.codec_modules and PIXLOAD_CODEC_PATH (run.sh builds
  * it into PXL_TEST_HOSTILE_DIR), through a real loader at the default isolation: each
@@ -616,12 +635,8 @@ static int degraded_isolation(const struct test_env *env, pxl_config *config, co
  * tried left no trace, and the next image decodes. With PXL_ISOLATION_NONE the segfault
  * does crash a child process (so this test can fail). */
 void test_isolation_hostile_module(const struct test_env *env) {
-  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
-  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
-  if (!dir) return;
-  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
-  char *saved = old_path ? strdup(old_path) : NULL;
-  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+  char *saved;
+  if (!use_hostile_module(&saved)) return;
 
   /* What the module will try to reach. */
   char secret[1024], written[1024], pwned[1024];
@@ -657,9 +672,7 @@ void test_isolation_hostile_module(const struct test_env *env) {
     pxl_loader_free(loader);
     pxl_queue_free(queue);
     close(listener);
-    if (saved) setenv("PIXLOAD_CODEC_PATH", saved, 1);
-    else unsetenv("PIXLOAD_CODEC_PATH");
-    free(saved);
+    restore_codec_path(saved);
     return;
   }
 
@@ -739,10 +752,15 @@ void test_isolation_hostile_module(const struct test_env *env) {
   }
   pxl_loader_free(loader);
 
-  /* PXL_ISOLATION_ALL is refused in this release. */
+  /* PXL_ISOLATION_ALL: the hostile module still decodes in its own workers. */
   config.isolation = PXL_ISOLATION_ALL;
-  pxl_loader *all = NULL;
-  CHECK_STATUS(pxl_loader_new(&config, &all), PXL_E_UNSUPPORTED);
+  pxl_loader *all = new_loader(&config);
+  struct test_url crash_all = test_url(env, "/hostile-segv.bin", "all");
+  image = load(env, all, queue, crash_all.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_E_DECODER_FAILED, "segv under all: %d %s", status, message);
+  pxl_image_release(image);
+  pxl_loader_free(all);
+  all = NULL;
   config.isolation = 0x7F;
   CHECK_STATUS(pxl_loader_new(&config, &all), PXL_E_INVALID_ARGUMENT);
   /* REQUIRED, where every layer is in force (test-worker proves the kernel here has them),
@@ -797,10 +815,237 @@ void test_isolation_hostile_module(const struct test_env *env) {
                  WEXITSTATUS(wstatus) != 4);
   CHECKF(crashed, "the in-process child ended with %#x", wstatus);
   pxl_queue_free(queue);
-  if (saved) {
-    setenv("PIXLOAD_CODEC_PATH", saved, 1);
-    free(saved);
-  } else {
-    unsetenv("PIXLOAD_CODEC_PATH");
+  restore_codec_path(saved);
+}
+
+/* This process's decode workers alive (children named pixload-decode-worker, not yet
+ * exited), and whether a thread named pxl-warm-* runs here. */
+static int worker_children(void) {
+  int count = 0;
+  DIR *proc = opendir("/proc");
+  if (!proc) return -1;
+  struct dirent *e;
+  while ((e = readdir(proc))) {
+    char path[300], line[512];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    /* pid (comm) state ppid */
+    char *close_paren = strrchr(line, ')');
+    char state = 0;
+    int ppid = 0;
+    if (close_paren && strstr(line, "(pixload-decode-") && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2 &&
+        ppid == getpid() && state != 'Z' && state != 'X')
+      count++;
   }
+  closedir(proc);
+  return count;
+}
+
+static int warming_threads(void) {
+  int count = 0;
+  DIR *tasks = opendir("/proc/self/task");
+  if (!tasks) return -1;
+  struct dirent *e;
+  while ((e = readdir(tasks))) {
+    char path[300], name[64] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (fgets(name, sizeof name, f) && strncmp(name, "pxl-warm-", 9) == 0) count++;
+    fclose(f);
+  }
+  closedir(tasks);
+  return count;
+}
+
+/* Waits until this process has `want` decode workers alive; 1 if it came to that. */
+static int workers_become(const struct test_env *env, int want) {
+  for (int waited = 0; waited < 5000 * env->slow_factor; waited += 5) {
+    if (worker_children() == want) return 1;
+    usleep(5000);
+  }
+  return 0;
+}
+
+/* Issue 39: the warm pool. A loader that never decodes an isolated format starts no
+ * worker and no thread; once it does, a warming thread keeps a spare started ahead of the
+ * next image, replaces a worker that crashed before anyone asks, and pxl_loader_free ends
+ * (and reaps) them all. */
+void test_isolation_warm_pool(const struct test_env *env) {
+  char *saved;
+  if (!use_hostile_module(&saved)) return;
+  write_fixture(env, "warm-ok.bin", (const uint8_t *)"HOSTILE:ok\n", 11);
+  write_fixture(env, "warm-segv.bin", (const uint8_t *)"HOSTILE:segv \n", 14);
+
+  pxl_config config;
+  pxl_config_init(&config);
+  config.codec_modules = "hostile";
+  config.decode_threads = 4;
+  CHECK_INT(worker_children(), 0);
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  /* Nothing started for a host that has not decoded an isolated format. */
+  CHECK_INT(worker_children(), 0);
+  CHECK_INT(warming_threads(), 0);
+
+  struct test_url ok = test_url(env, "/warm-ok.bin", "warm");
+  pxl_status status;
+  char message[256] = "";
+  pxl_image *image = load(env, loader, queue, ok.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_OK && image, "first: %d %s", status, message);
+  pxl_image_release(image);
+  CHECK_INT(warming_threads(), 1);
+  /* The worker that decoded it, and a spare. */
+  CHECKF(workers_become(env, 2), "after the first image: %d workers, not 2", worker_children());
+
+  /* A crash: the worker is gone, and its replacement starts without a request asking. */
+  struct test_url segv = test_url(env, "/warm-segv.bin", "warm");
+  image = load(env, loader, queue, segv.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_E_DECODER_FAILED, "segv: %d %s", status, message);
+  pxl_image_release(image);
+  CHECKF(workers_become(env, 2), "after the crash: %d workers, not 2", worker_children());
+  struct test_url again = test_url(env, "/warm-ok.bin", "warm-again");
+  image = load(env, loader, queue, again.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_OK && image, "after the crash: %d %s", status, message);
+  pxl_image_release(image);
+
+  /* Freed: every worker ended and reaped, the warming thread joined. */
+  pxl_loader_free(loader);
+  CHECK_INT(worker_children(), 0);
+  CHECK_INT(warming_threads(), 0);
+  pxl_queue_free(queue);
+  restore_codec_path(saved);
+}
+
+/* A capture with the result's metrics. */
+struct metered {
+  struct capture capture;
+  pxl_metrics metrics;
+};
+
+static void metered_callback(pxl_token token, const pxl_result *result, void *user_data) {
+  struct metered *m = user_data;
+  m->metrics.struct_size = sizeof m->metrics;
+  if (pxl_result_metrics(result, &m->metrics) != PXL_OK) m->metrics.isolated = -1;
+  capture_callback(token, result, &m->capture);
+}
+
+/* Issue 39: PXL_ISOLATION_ALL. The built-in formats decode in workers (the metrics say
+ * isolated) to the same pixels, sizes and warnings as in the host (PXL_ISOLATION_NONE):
+ * a JPEG full size, a FILL thumbnail at a DCT scale, an EXIF-oriented JPEG, a PNG with
+ * alpha premultiplied, a WebP in gray; a corrupt JPEG fails the same way; a worker that
+ * cannot serve (its time limit 1 ms) fails the image with PXL_E_DECODER_FAILED and the next
+ * image decodes. Tests/worker/isolation_all.py compares the whole conformance corpus. */
+void test_isolation_all(const struct test_env *env) {
+  static const struct { const char *file; int32_t w, h; pxl_mode mode; pxl_format format; } cases[] = {
+      {FIXTURE_GRADIENT_JPG, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8},
+      {FIXTURE_GRADIENT_JPG, 64, 48, PXL_MODE_FILL, PXL_FORMAT_RGBA8},
+      {FIXTURE_ORIENTED_JPG, 100, 100, PXL_MODE_FIT, PXL_FORMAT_RGB8},
+      {FIXTURE_ALPHA_PNG, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8_PREMUL},
+      {FIXTURE_ALPHA_WEBP, 77, 77, PXL_MODE_FILL, PXL_FORMAT_GRAY8},
+      {FIXTURE_CORRUPT_JPG, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8},
+  };
+  pxl_config config;
+  pxl_config_init(&config);
+  config.memory_cache_bytes = 0;
+  config.isolation = PXL_ISOLATION_NONE;
+  pxl_loader *none = new_loader(&config);
+  config.isolation = PXL_ISOLATION_ALL | PXL_ISOLATION_REQUIRED;
+  pxl_loader *all = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  char layers[128] = "";
+  pxl_loader_isolation(all, layers, sizeof layers);
+  CHECKF(strstr(layers, "seccomp") != NULL, "isolation all: %s", layers);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[80];
+    snprintf(path, sizeof path, "/%s", cases[i].file);
+    struct test_url u = test_url(env, path, "all");
+    pxl_status got[2];
+    char message[2][256];
+    pxl_image *image[2];
+    pxl_metrics metrics[2];
+    int32_t incomplete[2];
+    for (int k = 0; k < 2; k++) {
+      struct metered m;
+      memset(&m, 0, sizeof m);
+      pxl_request request;
+      request_for(&request, u.url, cases[i].w, cases[i].h, cases[i].mode, cases[i].format);
+      CHECK_STATUS(pxl_load(k ? all : none, &request, queue, metered_callback, &m, NULL), PXL_OK);
+      CHECK(drain_until(env, queue, &m.capture.calls, 1, 30000));
+      got[k] = m.capture.status;
+      snprintf(message[k], sizeof message[k], "%s", m.capture.message);
+      image[k] = m.capture.image ? pxl_image_retain(m.capture.image) : NULL;
+      metrics[k] = m.metrics;
+      incomplete[k] = m.capture.incomplete;
+      capture_reset(&m.capture);
+    }
+    CHECK_INT(incomplete[1], incomplete[0]);
+    CHECKF(got[0] == got[1], "%s: %d under none, %d under all (%s)", cases[i].file, got[0], got[1], message[1]);
+    if (got[0] != PXL_OK || got[1] != PXL_OK || !image[0] || !image[1]) {
+      CHECKF(i == sizeof cases / sizeof cases[0] - 1, "%s: %d %s", cases[i].file, got[1], message[1]);
+    } else {
+      CHECK_INT(metrics[1].isolated, 1);
+      CHECK_INT(metrics[0].isolated, 0);
+      int32_t w = pxl_image_width(image[0]), h = pxl_image_height(image[0]);
+      CHECKF(w == pxl_image_width(image[1]) && h == pxl_image_height(image[1]), "%s: %dx%d vs %dx%d", cases[i].file, w,
+             h, pxl_image_width(image[1]), pxl_image_height(image[1]));
+      size_t stride0 = pxl_image_stride(image[0]), stride1 = pxl_image_stride(image[1]);
+      int same = stride0 == stride1;
+      for (int32_t y = 0; same && y < h; y++)
+        same = memcmp(pxl_image_pixels(image[0]) + y * stride0, pxl_image_pixels(image[1]) + y * stride1,
+                      (size_t)w * (size_t)pxl_format_bytes_per_pixel(cases[i].format)) == 0;
+      CHECKF(same, "%s (%dx%d %d): the pixels differ between none and all", cases[i].file, cases[i].w, cases[i].h,
+             cases[i].format);
+    }
+    pxl_image_release(image[0]);
+    pxl_image_release(image[1]);
+  }
+  pxl_loader_free(all);
+
+  /* A worker that cannot finish (1 ms): DECODER_FAILED, nothing cached, then it decodes. */
+  config.isolation = PXL_ISOLATION_ALL;
+  config.decode_timeout_ms = 1;
+  all = new_loader(&config);
+  struct test_url big = test_url(env, "/" FIXTURE_NOISE_JPG, "all-timeout");
+  pxl_status status;
+  char message[256];
+  pxl_image *image = load(env, all, queue, big.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_E_DECODER_FAILED && strstr(message, "timed out"), "1 ms: %d %s", status, message);
+  pxl_image_release(image);
+  pxl_loader_free(all);
+  config.decode_timeout_ms = 10000;
+  all = new_loader(&config);
+  image = load(env, all, queue, big.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+  CHECKF(status == PXL_OK && image, "after the timeout: %d %s", status, message);
+  pxl_image_release(image);
+  pxl_loader_free(all);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
+}
+
+/* PXL_ISOLATION_ALL: a JPEG dripping in slowly, which a loader otherwise decodes while it
+ * downloads (with the host's libjpeg), is decoded whole in a worker (isolated). */
+void test_isolation_all_stream(const struct test_env *env) {
+  if (!env->fault_url) return;
+  pxl_config config;
+  pxl_config_init(&config);
+  config.isolation = PXL_ISOLATION_ALL;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  struct test_url u = fault_url(env, 0, "/drip/rate=70000/piece=3500/file=medium.jpg", "drip-all");
+  struct metered m;
+  memset(&m, 0, sizeof m);
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  CHECK_STATUS(pxl_load(loader, &request, queue, metered_callback, &m, NULL), PXL_OK);
+  CHECK(drain_until(env, queue, &m.capture.calls, 1, 30000));
+  CHECKF(m.capture.status == PXL_OK, "dripped JPEG under ALL: %d %s", m.capture.status, m.capture.message);
+  CHECKF(m.metrics.isolated == 1, "a dripped JPEG under ALL decoded in the host (isolated %d)", m.metrics.isolated);
+  capture_reset(&m.capture);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
 }

@@ -848,3 +848,36 @@ void test_player_table_rows(const struct test_env *env) {
   pxl_loader_free(loader);
   pxl_queue_free(queue);
 }
+
+/* PXL_ISOLATION_ALL: the host never decodes a built-in format itself. An animation
+ * player's later frames would (the shims' frame readers run in-process), so under ALL an
+ * animated WebP shows frame 0 and ENDS (test_isolation_all_stream: the same for decoding
+ * while downloading). */
+void test_player_isolation_all(const struct test_env *env) {
+  pxl_config config;
+  pxl_config_init(&config);
+  config.isolation = PXL_ISOLATION_ALL;
+  struct session s;
+  session_start(env, &s, "/anim.webp", "player-all", &config); /* mkfixtures: 3 frames */
+  CHECK_INT(s.ev.status, PXL_OK);
+  CHECK_INT(s.ev.frame_count, 3);
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  pxl_image *frame = pxl_animation_frame_at(s.a, 1000, &f);
+  CHECK(frame != NULL);
+  CHECK_INT(f.index, 0);
+  pxl_image_release(frame);
+  /* The player learns that no later frame comes when it asks for frame 1: ENDED. */
+  next_event(env, s.queue, &s.ev, &s.seen);
+  CHECK_INT(s.ev.last_kind, PXL_ANIMATION_ENDED);
+  CHECK_INT(s.ev.ready, 0);
+  frame = pxl_animation_frame_at(s.a, 5000, &f);
+  CHECK(frame != NULL);
+  CHECKF(f.index == 0 && f.ended == 1 && f.next_due_ms == -1, "under ALL frame 0 stays: index %d ended %d, next due %lld",
+         f.index, f.ended, (long long)f.next_due_ms);
+  pxl_image_release(frame);
+  pxl_animation_stats stats = {.struct_size = sizeof stats};
+  CHECK_STATUS(pxl_animation_stats_get(s.a, &stats), PXL_OK);
+  CHECKF(stats.frames_decoded <= 1, "frames decoded in the host under ALL: %llu",
+         (unsigned long long)stats.frames_decoded);
+  session_end(&s);
+}

@@ -1177,7 +1177,7 @@ void test_table_invalid_arguments(const struct test_env *env) {
   stats.struct_size = sizeof stats;
   CHECK_STATUS(pxl_table_get_stats(NULL, &stats), PXL_E_INVALID_ARGUMENT);
   CHECK_STATUS(pxl_table_get_stats(table, NULL), PXL_E_INVALID_ARGUMENT);
-  stats.struct_size = sizeof stats - 1;
+  stats.struct_size = PXL_TABLE_STATS_SIZE_0_1 - 1; /* below the smallest (0.1.0's) */
   CHECK_STATUS(pxl_table_get_stats(table, &stats), PXL_E_INVALID_ARGUMENT);
   pxl_table_cancel_all(NULL);
   CHECK_INT(h.request_calls, 0);

@@ -9,8 +9,9 @@
  *                       PIXLOAD_GTK_URLS in the environment)
  *   --rows N            rows in the list (default 1000); row i shows image i % count with
  *                       "?row=i" added, so every row is a URL of its own
- *   --script[=still]    scroll by itself (slow scroll, fling, stop, back; "still": only
- *                       wait for the first screen), report, exit with a status
+ *   --script[=still|=animated]  scroll by itself (slow scroll, fling, stop, back;
+ *                       "still": only wait for the first screen; "animated": away from the
+ *                       first screen's animated rows and back), report, exit with a status
  *   --deadline-ms N     scripted: the longest a visible row may wait for its image after
  *                       the view settles (default 200; the first screen is exempt)
  *   --settle-timeout-ms N  scripted: give up waiting for a screen after this (default 3000)
@@ -46,9 +47,25 @@
  *    to the slot, cuts it to the avatar's disc and keeps it per row until the row's image
  *    (or error) comes or the row leaves the screen: GTK binds a row after the adjustment
  *    moves, so the hash often arrives before the row has a cell, and the bind draws it.
- *  - Rows ask for PXL_FLAG_ANIMATE: an animated GIF's row gets every frame of its
- *    thumbnail, and a timer per row (each frame's duration, 10 ms or less shown as
- *    100 ms as browsers do) swaps the frames' textures until the row is unbound.
+ *  - Animated rows play through animation players, never PXL_FLAG_ANIMATE: every row
+ *    loads as a still (an animation's first frame, as fast as a photo). A row whose
+ *    result says it is animated (pxl_image_source_frame_count > 1) gets a player of the
+ *    same request (pxl_animation_load; its LOADED frame 0 is that still, from memory),
+ *    tied to the row with pxl_table_bind_animation: the table pauses it while the row is
+ *    out of view and resumes it where it was when the row comes back, so only visible
+ *    rows decode frames (a ring of 3, whatever the animation's length). The GTK frame
+ *    clock drives them: a tick callback (while an animated row plays on screen) asks each
+ *    visible animated row's player for the frame due at the clock's frame time
+ *    (pxl_animation_frame_at, in ms) and swaps the cell's texture when the frame index
+ *    changes. FRAME_READY events only make sure that tick runs: no timers. A player belongs to its row, not
+ *    to a cell: its frames are drawn only into the cell bound to that row now, so a
+ *    recycled cell never shows another row's frame, and a row bound again shows the
+ *    frame its player is at. Players of rows far from the view (PLAYER_KEEP_ROWS), or
+ *    whose row failed, are freed; all are freed before the table and the loader.
+ *    --script=animated checks it (animated rows on the first screen: --index with
+ *    examples/gtk/animated-data.sh's rows): pxl_table_stats.animation_frames_decoded
+ *    grows while they are on screen, stays still while the view is away from them, and
+ *    grows again once back.
  *
  * Build: examples/gtk/build.sh build OUT, that is
  *   cc -std=c11 -O2 pixload_gtk.c $(pkg-config --cflags --libs gtk4 x11) \
@@ -77,6 +94,7 @@ enum {
   FRAME_BUDGET_US = 16000,
   PAUSE_BETWEEN_PHASES_MS = 250,
   HOLD_LIMIT_MS = 60000,
+  PLAYER_KEEP_ROWS = 24,  /* an animated row's player lives while the row is this close to the view */
 };
 
 /* BGRA premultiplied is GDK_MEMORY_DEFAULT: cairo's ARGB32, uploaded and drawn as is. */
@@ -176,15 +194,16 @@ struct cell {
   int64_t row;        /* -1 while unbound */
   gint64 bound_us;    /* when it was bound to row */
   gint64 image_us;    /* when row's texture was set; 0 while the placeholder shows */
-  pxl_image *animation; /* an animated row's image (retained) while its timer runs */
-  int32_t frame, plays;
-  guint timer;
 };
 
 struct settle_report {
   const char *name;
   int visible, placeholders;
   double slowest_ms;  /* from the view settling to a visible row's texture */
+  int players_in_view;          /* animated rows on screen with a player, at the settle */
+  int foreign_frames;           /* visible cells drawing another row's player's frame */
+  uint64_t decoded_at_settle;   /* pxl_table_stats.animation_frames_decoded then */
+  uint64_t decoded_after_pause; /* ... and when the pause after the settle ended */
 };
 
 struct app {
@@ -211,6 +230,9 @@ struct app {
                                  its bind, if later) to its texture */
   pxl_status *row_error;      /* per row: the error on_row reported, PXL_OK if none */
   GPtrArray *cells;           /* every cell, bound or not */
+  struct player **player_of_row; /* per row: its animation player, or NULL */
+  GPtrArray *players;         /* the live players */
+  guint animation_tick;       /* the frame clock's callback while players live */
   double last_value;          /* the adjustment value the table was last told about */
   gboolean moved_this_frame;
   guint still_tick;
@@ -219,12 +241,13 @@ struct app {
   /* counters */
   guint64 textures, textures_copied;
   guint64 bind_memory_hits, placeholder_flashes, deliveries_to_unbound_rows;
+  guint64 players_made, animation_frames_drawn;
   guint64 hash_placeholders;  /* on_row calls with a row's hash */
   guint64 waited_without_hash; /* rows with a hash whose image came from disk or network
                                   with no hash before it */
 
   /* scripted mode */
-  const char *script;         /* NULL, "full" or "still" */
+  const char *script;         /* NULL, "full", "still" or "animated" */
   const char *hold_file;
   int deadline_ms, settle_timeout_ms;
   int phase;
@@ -245,15 +268,16 @@ static const char *row_hash(const struct app *app, int64_t row) {
 /* The request for a row: the table's request_fn and the bind's lookup use this one, so
  * the lookup finds exactly what the table loads. */
 static void fill_request(const struct app *app, int64_t row, pxl_request *request) {
-  /* pixload cuts the avatar's disc on its decoder threads (every frame of an animation),
-   * and caches the disc: the GTK thread only draws it. */
+  /* pixload cuts the avatar's disc on its decoder threads (every frame a player
+   * decodes too), and caches the disc: the GTK thread only draws it. */
   static const pxl_processor circle = {.kind = PXL_PROCESS_CIRCLE};
   request->url = app->urls[row];
   request->width = THUMB_WIDTH;
   request->height = THUMB_HEIGHT;
   request->mode = PXL_MODE_FILL;
   request->format = THUMB_FORMAT;
-  request->flags = PXL_FLAG_ANIMATE; /* still images are unaffected: one frame */
+  /* No PXL_FLAG_ANIMATE: every row loads as a still (an animation's frame 0); an
+   * animated row then gets a player of this same request (ensure_player). */
   request->processors = &circle;
   request->processor_count = 1;
   const char *hash = row_hash(app, row);
@@ -293,7 +317,7 @@ static void release_texture_pixels(gpointer data) {
 
 /* A texture over the image's own pixels (image borrowed; the texture keeps a reference
  * until GTK frees it). NULL for a format GDK would need converted. */
-static GdkTexture *texture_from_frame(struct app *app, pxl_image *image, int32_t frame) {
+static GdkTexture *texture_from_image(struct app *app, pxl_image *image) {
   pxl_format format;
   int32_t width, height, stride;
   const uint8_t *data;
@@ -305,7 +329,7 @@ static GdkTexture *texture_from_frame(struct app *app, pxl_image *image, int32_t
   PXL_TIMED("pxl_image_width", width = pxl_image_width(image));
   PXL_TIMED("pxl_image_height", height = pxl_image_height(image));
   PXL_TIMED("pxl_image_stride", stride = pxl_image_stride(image));
-  PXL_TIMED("pxl_image_frame_pixels", data = pxl_image_frame_pixels(image, frame));
+  PXL_TIMED("pxl_image_pixels", data = pxl_image_pixels(image));
   PXL_TIMED("pxl_image_byte_count", size = pxl_image_byte_count(image));
   GBytes *bytes = g_bytes_new_with_free_func(data, size, release_texture_pixels, pixels);
   GdkTexture *texture = gdk_memory_texture_new(width, height, THUMB_GDK_FORMAT, bytes, (gsize)stride);
@@ -322,58 +346,144 @@ static GdkTexture *texture_from_frame(struct app *app, pxl_image *image, int32_t
   return texture;
 }
 
-static GdkTexture *texture_from_image(struct app *app, pxl_image *image) {
-  return texture_from_frame(app, image, 0);
+/* ---- animated rows: one player a row, driven by the frame clock ---- */
+
+/* An animated row's player. It belongs to the row, not to a cell: GTK recycles cells,
+ * and a player's frames are only ever drawn into cell_of_row[row], the cell bound to its
+ * own row now (none while the row has no cell). The table pauses it while the row is out
+ * of view; it is freed once the row is PLAYER_KEEP_ROWS away from the visible rows. */
+struct player {
+  struct app *app;
+  int64_t row;
+  pxl_animation *animation;
+  gboolean loaded;      /* LOADED came (frame 0: the still the row already shows) */
+  gboolean ended;       /* ENDED or FAILED: its last frame stays shown */
+  int32_t index;        /* the frame last drawn (0: the still) */
+  GdkTexture *texture;  /* that frame's texture; NULL while it is the still */
+};
+
+static void start_animation_tick(struct app *app);
+
+static void free_player(struct app *app, int64_t row) {
+  struct player *player = row >= 0 && row < app->rows ? app->player_of_row[row] : NULL;
+  if (!player) return;
+  PXL_TIMED("pxl_animation_free", pxl_animation_free(player->animation));
+  app->player_of_row[row] = NULL;
+  g_ptr_array_remove_fast(app->players, player);
+  g_clear_object(&player->texture);
+  g_free(player);
 }
 
-/* ---- animated rows: one timer per cell ---- */
-
-static void stop_animation(struct cell *cell) {
-  if (cell->timer) g_source_remove(cell->timer);
-  cell->timer = 0;
-  if (cell->animation) PXL_TIMED("pxl_image_release", pxl_image_release(cell->animation));
-  cell->animation = NULL;
-}
-
-static struct app *animation_app;
-
-static guint frame_delay_ms(pxl_image *image, int32_t frame) {
-  int32_t ms;
-  PXL_TIMED("pxl_image_frame_duration_ms", ms = pxl_image_frame_duration_ms(image, frame));
-  return ms <= 10 ? 100u : (guint)ms;
-}
-
-static gboolean animation_tick(gpointer user_data) {
-  struct cell *cell = user_data;
-  int32_t frames, loops;
-  PXL_TIMED("pxl_image_frame_count", frames = pxl_image_frame_count(cell->animation));
-  PXL_TIMED("pxl_image_loop_count", loops = pxl_image_loop_count(cell->animation));
-  if (++cell->frame >= frames) {
-    cell->frame = 0;
-    if (loops > 0 && ++cell->plays >= loops) { /* played as often as the file says: rest on the last frame */
-      cell->frame = frames - 1;
-      cell->timer = 0;
-      return G_SOURCE_REMOVE;
+/* The player's events, on the GTK thread (inside pxl_queue_dispatch). Drawing is the
+ * frame clock's (animation_tick): FRAME_READY only makes sure it runs. */
+static void on_player_event(pxl_animation *animation, const pxl_animation_event *event, void *user_data) {
+  (void)animation;
+  gint64 began = host_callback_begin();
+  struct player *player = user_data;
+  struct app *app = player->app;
+  switch (event->kind) {
+  case PXL_ANIMATION_LOADED:
+    if (event->status != PXL_OK) {
+      free_player(app, player->row);  /* the row keeps its still */
+      break;
     }
+    player->loaded = TRUE;
+    start_animation_tick(app);
+    break;
+  case PXL_ANIMATION_FRAME_READY:
+    start_animation_tick(app);
+    break;
+  case PXL_ANIMATION_ENDED:
+  case PXL_ANIMATION_FAILED:  /* playback stops at the last good frame */
+    player->ended = TRUE;
+    break;
   }
-  GdkTexture *texture = texture_from_frame(animation_app, cell->animation, cell->frame);
-  if (texture) {
-    gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(texture));
-    g_object_unref(texture);
+  host_callback_end(began);
+}
+
+/* A row whose still says it is animated gets a player of the same request (its LOADED
+ * frame 0 is that still, from the memory cache), tied to the row in the table. */
+static void ensure_player(struct app *app, int64_t row, pxl_image *still) {
+  int32_t frames;
+  if (app->player_of_row[row] || !app->table) return;
+  PXL_TIMED("pxl_image_source_frame_count", frames = pxl_image_source_frame_count(still));
+  if (frames < 2) return;
+  struct player *player = g_new0(struct player, 1);
+  player->app = app;
+  player->row = row;
+  pxl_request request;
+  pxl_status status;
+  PXL_TIMED("pxl_request_init", pxl_request_init(&request));
+  fill_request(app, row, &request);
+  PXL_TIMED("pxl_animation_load",
+            status = pxl_animation_load(app->loader, &request, app->queue, on_player_event, player,
+                                        &player->animation));
+  if (status != PXL_OK) {
+    g_warning("pxl_animation_load: %s", pxl_status_string(status));
+    g_free(player);
+    return;
   }
-  cell->timer = g_timeout_add(frame_delay_ms(cell->animation, cell->frame), animation_tick, cell);
+  PXL_TIMED("pxl_table_bind_animation", status = pxl_table_bind_animation(app->table, row, player->animation));
+  if (status != PXL_OK) g_warning("pxl_table_bind_animation: %s", pxl_status_string(status));
+  app->player_of_row[row] = player;
+  g_ptr_array_add(app->players, player);
+  app->players_made++;
+}
+
+static gboolean row_in_view(const struct app *app, int64_t row) {
+  return row >= app->told_first && row < app->told_first + app->told_count;
+}
+
+/* Once per frame while an animated row plays on screen: each visible animated cell asks
+ * its row's player for the frame due at the frame clock's time, and gets a new texture
+ * when the frame changed. Rows out of view are not asked (the table has paused their
+ * players). With none playing on screen the callback goes (the frame clock may idle);
+ * LOADED, FRAME_READY, a bind and a scroll bring it back. */
+static gboolean animation_tick(GtkWidget *widget, GdkFrameClock *clock, gpointer user_data) {
+  (void)widget;
+  struct app *app = user_data;
+  int64_t now_ms = gdk_frame_clock_get_frame_time(clock) / 1000;
+  gboolean playing = FALSE;
+  for (guint i = 0; i < app->players->len; i++) {
+    struct player *player = g_ptr_array_index(app->players, i);
+    struct cell *cell = app->cell_of_row[player->row];
+    if (!player->loaded || player->ended || !cell || !cell->image_us || !row_in_view(app, player->row)) continue;
+    playing = TRUE;
+    pxl_animation_frame frame = {.struct_size = sizeof frame};
+    pxl_image *image;
+    PXL_TIMED("pxl_animation_frame_at", image = pxl_animation_frame_at(player->animation, now_ms, &frame));
+    if (!image) continue;
+    if (frame.index != player->index) {
+      GdkTexture *texture = texture_from_image(app, image);
+      if (texture) {
+        gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(texture));
+        g_clear_object(&player->texture);
+        player->texture = texture;
+        player->index = frame.index;
+        app->animation_frames_drawn++;
+      }
+    }
+    if (frame.ended) player->ended = TRUE;
+    PXL_TIMED("pxl_image_release", pxl_image_release(image));
+  }
+  if (playing) return G_SOURCE_CONTINUE;
+  app->animation_tick = 0;
   return G_SOURCE_REMOVE;
 }
 
-static void start_animation(struct app *app, struct cell *cell, pxl_image *image) {
-  int32_t frames;
-  PXL_TIMED("pxl_image_frame_count", frames = pxl_image_frame_count(image));
-  if (frames < 2) return;
-  animation_app = app;
-  PXL_TIMED("pxl_image_retain", cell->animation = pxl_image_retain(image));
-  cell->frame = 0;
-  cell->plays = 0;
-  cell->timer = g_timeout_add(frame_delay_ms(image, 0), animation_tick, cell);
+static void start_animation_tick(struct app *app) {
+  if (!app->animation_tick && app->list && app->players->len)
+    app->animation_tick = gtk_widget_add_tick_callback(app->list, animation_tick, app, NULL);
+}
+
+/* Players of rows far from the view go (their rows, back on screen, get a new one). */
+static void free_far_players(struct app *app) {
+  for (guint i = app->players->len; i-- > 0;) {
+    struct player *player = g_ptr_array_index(app->players, i);
+    if (player->row < app->told_first - PLAYER_KEEP_ROWS ||
+        player->row >= app->told_first + app->told_count + PLAYER_KEEP_ROWS)
+      free_player(app, player->row);
+  }
 }
 
 static GdkTexture *make_placeholder(void) {
@@ -454,13 +564,16 @@ static const char *source_name(pxl_source source) {
   }
 }
 
+/* The row's still (frame 0), or, for an animated row whose player has moved on, the frame
+ * its player last drew: a row scrolled back to shows where its animation is. */
 static void show_image(struct app *app, struct cell *cell, pxl_image *image, const char *source) {
-  GdkTexture *texture = texture_from_image(app, image);
+  ensure_player(app, cell->row, image);
+  struct player *player = app->player_of_row[cell->row];
+  GdkTexture *texture = player && player->texture ? g_object_ref(player->texture) : texture_from_image(app, image);
   if (!texture) return;
-  stop_animation(cell);
+  if (player) start_animation_tick(app);
   gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(texture));
   g_object_unref(texture);
-  start_animation(app, cell, image);
   drop_placeholder(app, cell->row);
   cell->image_us = g_get_monotonic_time();
   app->ever_shown[cell->row] = 1;
@@ -473,7 +586,7 @@ static void show_image(struct app *app, struct cell *cell, pxl_image *image, con
   PXL_TIMED("pxl_image_original_height", height = pxl_image_original_height(image));
   char text[128];
   int32_t frames;
-  PXL_TIMED("pxl_image_frame_count", frames = pxl_image_frame_count(image));
+  PXL_TIMED("pxl_image_source_frame_count", frames = pxl_image_source_frame_count(image));
   char kind[32] = "photo";
   if (frames > 1) snprintf(kind, sizeof kind, "animation, %d frames", frames);
   snprintf(text, sizeof text, "%s \xc2\xb7 %d\xc3\x97%d %s \xc2\xb7 from %s",
@@ -514,8 +627,8 @@ static void on_row(int64_t row, const pxl_result *result, void *user_data) {
   }
   if (result->status != PXL_OK) {
     drop_placeholder(app, row);  /* a failed row: the flat colour and why */
+    free_player(app, row);
     if (cell) {
-      stop_animation(cell);
       gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(app->placeholder));
       show_error(cell, result->status);
     }
@@ -602,7 +715,6 @@ static void on_bind(GtkSignalListItemFactory *factory, GtkListItem *item, gpoint
   /* A row that was on screen before and is not in memory any more comes back as a
    * placeholder: with the default 64 MiB cache and these thumbnails, it never should. */
   if (app->ever_shown[row]) app->placeholder_flashes++;
-  stop_animation(cell);
   GdkTexture *hash = app->placeholder_of_row[row];
   gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(hash ? hash : app->placeholder));
   if (app->row_error[row] != PXL_OK) show_error(cell, app->row_error[row]);
@@ -610,15 +722,17 @@ static void on_bind(GtkSignalListItemFactory *factory, GtkListItem *item, gpoint
   else gtk_label_set_text(GTK_LABEL(cell->detail), strrchr(app->urls[row], '/') + 1);
 }
 
-/* The cell leaves its row: no result may land in it any more, and it drops its texture
+/* The cell leaves its row: no result and no animation frame may land in it any more
+ * (both go to cell_of_row[row], which no longer is this cell), and it drops its texture
  * (and with it the image's pixels). The row's load is the table's to cancel: it does so
- * once the row leaves the window it keeps (visible rows, prefetch ahead, a few behind). */
+ * once the row leaves the window it keeps (visible rows, prefetch ahead, a few behind).
+ * An animated row's player stays with the row (paused by the table while the row is out
+ * of view) until the row is far away (free_far_players). */
 static void on_unbind(GtkSignalListItemFactory *factory, GtkListItem *item, gpointer user_data) {
   (void)factory;
   struct app *app = user_data;
   struct cell *cell = g_object_get_data(G_OBJECT(item), "pixload-cell");
   if (cell->row >= 0 && app->cell_of_row[cell->row] == cell) app->cell_of_row[cell->row] = NULL;
-  stop_animation(cell);
   cell->row = -1;
   cell->image_us = 0;
   gtk_picture_set_paintable(GTK_PICTURE(cell->picture), GDK_PAINTABLE(app->placeholder));
@@ -628,7 +742,6 @@ static void on_teardown(GtkSignalListItemFactory *factory, GtkListItem *item, gp
   (void)factory;
   struct app *app = user_data;
   struct cell *cell = g_object_get_data(G_OBJECT(item), "pixload-cell");
-  stop_animation(cell);
   g_ptr_array_remove_fast(app->cells, cell);
   g_free(cell);
 }
@@ -669,6 +782,8 @@ static void tell_table(struct app *app, int direction) {
   /* Hashes come only for visible rows: those of rows that left go. */
   for (int64_t row = was_first; row < was_end; row++)
     if (row < first || row >= first + count) drop_placeholder(app, row);
+  free_far_players(app);
+  start_animation_tick(app);  /* animated rows may have come into view */
 }
 
 /* A frame without movement: the view is still. The table then prefetches both ways and
@@ -737,24 +852,38 @@ struct phase {
   double seconds;    /* 0: no move, only wait for the screen */
   gboolean fling;    /* eased out (fast, then slowing down) instead of steady */
   double stop_at;    /* the user stops the move at this fraction of its time (1: it ends) */
+  int pause_ms;      /* the wait after the settle (0: PAUSE_BETWEEN_PHASES_MS) */
+  gboolean away;     /* animated script: the view has left the animated rows */
 };
 
 static const struct phase full_script[] = {
-  {"first screen", 0, 0, FALSE, 1},
-  {"slow scroll", 30, 5.0, FALSE, 1},     /* 6 rows a second */
-  {"fling", 330, 1.5, TRUE, 1},           /* 300 rows from 600 rows a second to rest */
-  {"fling, stop", 930, 2.0, TRUE, 0.3},   /* stopped dead at ~440 rows a second: the rows
-                                             where it stops appeared a frame earlier */
-  {"back", 12, 1.2, TRUE, 1},             /* to rows the slow scroll showed: from memory */
+  {"first screen", 0, 0, FALSE, 1, 0, FALSE},
+  {"slow scroll", 30, 5.0, FALSE, 1, 0, FALSE},  /* 6 rows a second */
+  {"fling", 330, 1.5, TRUE, 1, 0, FALSE},        /* 300 rows from 600 rows a second to rest */
+  {"fling, stop", 930, 2.0, TRUE, 0.3, 0, FALSE},  /* stopped dead at ~440 rows a second: the
+                                                     rows where it stops appeared a frame earlier */
+  {"back", 12, 1.2, TRUE, 1, 0, FALSE},          /* to rows the slow scroll showed: from memory */
 };
 static const struct phase still_script[] = {
-  {"first screen", 0, 0, FALSE, 1},
+  {"first screen", 0, 0, FALSE, 1, 0, FALSE},
+};
+/* With animated rows on the first screen (examples/gtk/animated-data.sh): they play, the
+ * view leaves them (their players must decode nothing while out of view) and comes back
+ * (they play on). The final screen has them playing, for two screenshots. */
+static const struct phase animated_script[] = {
+  {"first screen", 0, 0, FALSE, 1, 600, FALSE},
+  {"away", 20, 0.6, FALSE, 1, 1000, TRUE},
+  {"back", 0, 0.6, FALSE, 1, 600, FALSE},
 };
 
 static const struct phase *script_phases(const struct app *app, int *count) {
   if (strcmp(app->script, "still") == 0) {
     *count = G_N_ELEMENTS(still_script);
     return still_script;
+  }
+  if (strcmp(app->script, "animated") == 0) {
+    *count = G_N_ELEMENTS(animated_script);
+    return animated_script;
   }
   *count = G_N_ELEMENTS(full_script);
   return full_script;
@@ -794,6 +923,13 @@ static GPtrArray *visible_cells(const struct app *app) {
 
 static double ms_between(gint64 from_us, gint64 to_us) { return (double)(to_us - from_us) / 1000.0; }
 
+/* Frames decoded so far by the players tied to the table's rows. */
+static uint64_t table_frames_decoded(const struct app *app) {
+  pxl_table_stats stats = {.struct_size = sizeof stats};
+  PXL_TIMED("pxl_table_get_stats", pxl_table_get_stats(app->table, &stats));
+  return stats.animation_frames_decoded;
+}
+
 /* Prints the settled screen: per visible row, when it was bound and when its texture was
  * set, counted from the moment the view stopped. */
 static void report_settle(struct app *app, const struct phase *phase, gboolean timed_out) {
@@ -803,6 +939,19 @@ static void report_settle(struct app *app, const struct phase *phase, gboolean t
   report->visible = (int)cells->len;
   report->placeholders = 0;
   report->slowest_ms = 0;
+  report->players_in_view = 0;
+  report->foreign_frames = 0;
+  report->decoded_at_settle = table_frames_decoded(app);
+  for (guint i = 0; i < app->players->len; i++) {
+    const struct player *player = g_ptr_array_index(app->players, i);
+    report->players_in_view += row_in_view(app, player->row);
+    /* A recycled cell must never show a frame of the row it showed before. */
+    for (guint j = 0; j < cells->len && player->texture; j++) {
+      const struct cell *cell = g_ptr_array_index(cells, j);
+      GdkPaintable *shown = gtk_picture_get_paintable(GTK_PICTURE(cell->picture));
+      report->foreign_frames += cell->row != player->row && shown == GDK_PAINTABLE(player->texture);
+    }
+  }
   int64_t told_first = -1;
   int32_t told_count = 0;
   visible_rows(app, &told_first, &told_count);
@@ -826,10 +975,15 @@ static void report_settle(struct app *app, const struct phase *phase, gboolean t
     double after_entering = ms_between(MAX(app->entered_us[cell->row], cell->bound_us), cell->image_us);
     report->slowest_ms = MAX(report->slowest_ms, after_settle);
     printf("  row %4" G_GINT64_FORMAT ": bound %+8.1f ms, image %6.1f ms after settle, %6.1f ms after "
-           "entering the view\n", (gint64)cell->row, bound, after_settle, after_entering);
+           "entering the view%s\n", (gint64)cell->row, bound, after_settle, after_entering,
+           app->player_of_row[cell->row] ? ", animated (a player)" : "");
   }
   printf("settle \"%s\": %d visible, %d placeholders, slowest %.1f ms after settle\n", phase->name,
          report->visible, report->placeholders, report->slowest_ms);
+  if (app->players_made)
+    printf("settle \"%s\": %d animated rows in view, animation frames decoded (table): %" G_GUINT64_FORMAT
+           ", cells showing another row's frame: %d\n", phase->name, report->players_in_view,
+           report->decoded_at_settle, report->foreign_frames);
   fflush(stdout);
   g_ptr_array_unref(cells);
 }
@@ -905,16 +1059,47 @@ static double percentile(const GArray *sorted, double p) {
   return g_array_index(sorted, double, rank ? rank - 1 : 0);
 }
 
+/* The animated script's check, around its "away" phase: the animated rows played on the
+ * screen before it (their players decoded frames), decoded nothing while the view was
+ * away (the table paused them), and played again once back. Other scripts: TRUE. */
+static gboolean check_animation(const struct app *app) {
+  int phase_count;
+  const struct phase *phases = script_phases(app, &phase_count);
+  gboolean ok = TRUE;
+  for (int i = 1; i + 1 < app->report_count && i + 1 < phase_count; i++) {
+    if (!phases[i].away) continue;
+    const struct settle_report *before = &app->reports[i - 1], *away = &app->reports[i], *back = &app->reports[i + 1];
+    const char *problem =
+      before->players_in_view == 0 ? "no animated row with a player on the screen before"
+      : before->decoded_after_pause == 0 ? "no frame decoded while the animated rows were in view"
+      : away->players_in_view > 0 ? "animated rows still in view after moving away"
+      : away->decoded_after_pause != away->decoded_at_settle ? "frames decoded while the animated rows were out of view"
+      : back->players_in_view == 0 ? "no animated row with a player after coming back"
+      : back->decoded_after_pause <= away->decoded_after_pause ? "no frame decoded after coming back"
+      : app->animation_frames_drawn == 0 ? "no animation frame drawn" : NULL;
+    printf("animation frames decoded (table): %" G_GUINT64_FORMAT " in view before \"%s\", %" G_GUINT64_FORMAT
+           " when it settled away from the animated rows, %" G_GUINT64_FORMAT " after %d ms out of view, %"
+           G_GUINT64_FORMAT " after %d ms back in view: %s%s\n", before->decoded_after_pause, phases[i].name,
+           away->decoded_at_settle, away->decoded_after_pause, phases[i].pause_ms, back->decoded_after_pause,
+           phases[i + 1].pause_ms, problem ? "FAILED, " : "OK", problem ? problem : "");
+    ok = ok && !problem;
+  }
+  printf("animation players: %" G_GUINT64_FORMAT " made, %u live; %" G_GUINT64_FORMAT " frames drawn\n",
+         app->players_made, app->players->len, app->animation_frames_drawn);
+  return ok;
+}
+
 static void finish_script(struct app *app) {
   int failures = 0;
   for (int i = 0; i < app->report_count; i++) {
     const struct settle_report *r = &app->reports[i];
-    if (r->placeholders > 0 || r->visible == 0) failures++;
+    if (r->placeholders > 0 || r->visible == 0 || r->foreign_frames > 0) failures++;
     else if (i > 0 && r->slowest_ms > app->deadline_ms) failures++;  /* the first screen
                                                     pays for connections: exempt */
   }
   if (app->placeholder_flashes > 0) failures++;
   if (pxl_clock.longest.took_us >= FRAME_BUDGET_US) failures++;
+  failures += !check_animation(app);
   app->exit_status = failures ? 1 : 0;
   printf("rows shown again from memory at bind: %" G_GUINT64_FORMAT " (images that came before their "
          "row was bound: %" G_GUINT64_FORMAT "), placeholder flashes on rows seen before: %" G_GUINT64_FORMAT "\n",
@@ -982,7 +1167,8 @@ static gboolean script_tick(GtkWidget *widget, GdkFrameClock *clock, gpointer us
     break;
   }
   case SCRIPT_PAUSING:
-    if (elapsed_s * 1000.0 < PAUSE_BETWEEN_PHASES_MS) break;
+    if (elapsed_s * 1000.0 < (phase->pause_ms ? phase->pause_ms : PAUSE_BETWEEN_PHASES_MS)) break;
+    app->reports[app->report_count - 1].decoded_after_pause = table_frames_decoded(app);
     if (++app->phase < phase_count) {
       app->stage = SCRIPT_MOVING;
       app->stage_started_us = now;
@@ -1082,8 +1268,11 @@ static void on_shutdown(GApplication *gtk, gpointer user_data) {
   (void)gtk;
   struct app *app = user_data;
   if (app->status_timer) g_source_remove(app->status_timer);
-  /* The table first (no on_row after it returns), then the loader; the queue's source
-   * goes before the queue. Textures still on screen keep their images: they stay valid. */
+  /* The players first (no event after pxl_animation_free returns), the table (no on_row
+   * after it returns), then the loader; the queue's source goes before the queue.
+   * Textures still on screen keep their images: they stay valid. The frame clock's
+   * callback, if it runs again, finds no player and removes itself. */
+  while (app->players->len) free_player(app, ((struct player *)g_ptr_array_index(app->players, 0))->row);
   PXL_TIMED_LIFECYCLE("pxl_table_free", pxl_table_free(app->table));
   app->table = NULL;
   PXL_TIMED_LIFECYCLE("pxl_loader_free", pxl_loader_free(app->loader));
@@ -1149,7 +1338,7 @@ static char **read_hashes(const char *path, const GPtrArray *entries) {
 }
 
 static int usage(void) {
-  g_printerr("usage: pixload-gtk [--index FILE | --urls FILE] [--rows N] [--script[=still]]\n"
+  g_printerr("usage: pixload-gtk [--index FILE | --urls FILE] [--rows N] [--script[=still|=animated]]\n"
              "                   [--deadline-ms N] [--settle-timeout-ms N] [--hold-until FILE]\n"
              "                   [--placeholders FILE] [BASE_URL]\n"
              "BASE_URL may also come from PIXLOAD_GTK_BASE_URL, --index from PIXLOAD_GTK_INDEX,\n"
@@ -1169,6 +1358,7 @@ int main(int argc, char **argv) {
     const char *next = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(arg, "--script") == 0) app.script = "full";
     else if (strcmp(arg, "--script=still") == 0) app.script = "still";
+    else if (strcmp(arg, "--script=animated") == 0) app.script = "animated";
     else if (strcmp(arg, "--index") == 0 && next) index = argv[++i];
     else if (strcmp(arg, "--urls") == 0 && next) url_file = argv[++i];
     else if (strcmp(arg, "--rows") == 0 && next) app.rows = g_ascii_strtoll(argv[++i], NULL, 10);
@@ -1205,6 +1395,8 @@ int main(int argc, char **argv) {
   app.time_to_visible_ms = g_array_new(FALSE, FALSE, sizeof(double));
   app.row_error = g_new0(pxl_status, app.rows);  /* PXL_OK is 0 */
   app.cells = g_ptr_array_new();
+  app.player_of_row = g_new0(struct player *, app.rows);
+  app.players = g_ptr_array_new();
 
   printf("pixload-gtk: %" G_GINT64_FORMAT " rows, pixload %s, GTK %u.%u.%u\n", (gint64)app.rows,
          pxl_version(), gtk_get_major_version(), gtk_get_minor_version(), gtk_get_micro_version());
@@ -1230,5 +1422,7 @@ int main(int argc, char **argv) {
   g_array_unref(app.time_to_visible_ms);
   g_free(app.row_error);
   g_ptr_array_unref(app.cells);
+  g_free(app.player_of_row);
+  g_ptr_array_unref(app.players);
   return status ? status : app.exit_status;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """examples/gtk/screen_check.py XWD APP_OUTPUT PNG [--expect picture|placeholder]
                                [--hashes FILE --index FILE --held-row R ...] [--claim-shift K]
+                               [--second XWD2 --index FILE --data DIR]
 
 Reads Xvfb's framebuffer (the XWD file that `Xvfb -fbdir` keeps up to date) and the
 scripted app's output ("geometry: ..." and one "cell row=R x= y= w= h=" line per visible
@@ -17,6 +18,15 @@ size the table hands over, scaled to the cell, and at least twice as far from th
 of the rows next to it (R-2 .. R+2) and of every other row on the screen. --claim-shift K
 compares the held cells against row R+K's hash instead: a control that must fail.
 
+--second XWD2 (with --index and --data, the directory the index's paths are in): a
+second screenshot of the same settled screen, taken a few frames later. A row whose
+source (index entry row % count) is an animation (Pillow: more than one frame) must show,
+in both screenshots, one of that animation's frames as the row draws it (Pillow's frame,
+scaled to cover the cell, cut to the disc, over the list's background: on a 12x12 grid
+within FRAME_LIMIT of it and at least MARGIN times nearer than to any other frame), and
+a different frame in each (the two cells differ); every other row's cell is a picture
+(as --expect) and the same in both, pixel for pixel within STILL_TOLERANCE.
+
 Prints one line per cell and exits 0 when every cell is what --expect says (default
 picture; a held row its hash) and there is at least one cell.
 """
@@ -27,7 +37,7 @@ import re
 import struct
 import sys
 
-from PIL import Image, ImageChops, ImageStat
+from PIL import Image, ImageChops, ImageDraw, ImageStat
 
 # The Qt example's checker has a BlurHash decoder of its own (not pixload's) and a row's
 # hash decoded as both apps draw it (32x32, scaled bilinearly to the cell): borrowed.
@@ -37,10 +47,15 @@ _qt = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_qt)
 
 BOX = getattr(Image, "Resampling", Image).BOX
+LANCZOS = getattr(Image, "Resampling", Image).LANCZOS
 GRID = (6, 6)           # the compared square (58 px for a 96 px cell) averaged to 6x6
 HASH_LIMIT = 12.0       # mean absolute difference, 0..255, on the grid, to its own hash
 MARGIN = 2.0            # every other row's hash at least this many times further away
 FLAT_LIMIT = 4.0        # a hash's luma standard deviation must be above this
+FRAME_GRID = (12, 12)   # an animated cell and its frames averaged to 12x12
+FRAME_LIMIT = 3.0       # mean absolute difference, 0..255, to the frame it shows (~0.2
+                        # measured; another frame of the demo's GIFs is 6.5 or more away)
+STILL_TOLERANCE = 2     # most a still cell's channel may change between the screenshots
 
 # The placeholder's colour, with some slack for the renderer's rounding.
 def is_magenta(r, g, b):
@@ -148,6 +163,80 @@ def judge_hash(screen, hashes, row, claimed, candidates, x, y, w, h):
     return problems, note
 
 
+def animation_frames(path, w, h, background):
+    """Each frame of the animation at path as a w x h cell shows it: scaled to cover the
+    cell (FILL), centred, cut to the cell's disc (anti-aliased), over background. None
+    for a file Pillow reads as one frame."""
+    image = Image.open(path)
+    if getattr(image, "n_frames", 1) < 2:
+        return None
+    mask = Image.new("L", (w * 4, h * 4), 0)
+    ImageDraw.Draw(mask).ellipse((0, 0, w * 4 - 1, h * 4 - 1), fill=255)
+    mask = mask.resize((w, h), BOX)
+    frames = []
+    for index in range(image.n_frames):
+        image.seek(index)
+        frame = image.convert("RGBA")
+        scale = max(w / frame.width, h / frame.height)
+        sw, sh = round(frame.width * scale), round(frame.height * scale)
+        left, top = (sw - w) // 2, (sh - h) // 2
+        frame = frame.resize((sw, sh), LANCZOS).crop((left, top, left + w, top + h))
+        cell = Image.new("RGB", (w, h), background)
+        cell.paste(frame.convert("RGB"), (0, 0), ImageChops.multiply(frame.getchannel("A"), mask))
+        frames.append(cell.resize(FRAME_GRID, BOX))
+    return frames
+
+
+def grid_distance(a, b):
+    return sum(ImageStat.Stat(ImageChops.difference(a, b)).mean) / 3
+
+
+def judge_frame(screen, frames, x, y, w, h):
+    """(index of the frame the cell shows or None, note) for an animated row's cell."""
+    cell = screen.crop((x, y, x + w, y + h)).resize(FRAME_GRID, BOX)
+    distances = [grid_distance(cell, frame) for frame in frames]
+    best = min(range(len(frames)), key=distances.__getitem__)
+    runner_up = min((d for i, d in enumerate(distances) if i != best), default=None)
+    ok = distances[best] <= FRAME_LIMIT and (runner_up is None or runner_up >= MARGIN * max(distances[best], 1.0))
+    return (best if ok else None), "frame %d at %.1f (next nearest %.1f)" % (best, distances[best], runner_up or 0)
+
+
+def check_two_shots(screen, second, cells, paths, data, expect):
+    """Problems per cell (printed) and the count of bad cells, --second's check."""
+    bad = 0
+    for row, x, y, w, h in cells:
+        if w < 8 or h < 8:
+            continue
+        source = os.path.join(data, paths[row % len(paths)].split("?")[0])
+        one, two = screen.crop((x, y, x + w, y + h)), second.crop((x, y, x + w, y + h))
+        changed = ImageChops.difference(one, two)
+        frames = animation_frames(source, w, h, screen.getpixel((x, y))) if os.path.exists(source) else None
+        if frames is None:
+            verdict = classify(screen, x, y, w, h)[0]
+            most = max(high for _, high in changed.getextrema())
+            problems = [p for p, bad_ in (("not a picture", verdict != expect),
+                                          ("changed between the screenshots (by up to %d)" % most,
+                                           most > STILL_TOLERANCE)) if bad_]
+            print("cell row %d: still, %s, changed by up to %d between the screenshots%s"
+                  % (row, verdict, most, "".join("  <-- " + p for p in problems)))
+        elif w != h:
+            print("cell row %d: animated, clipped (%dx%d): cannot be compared with its frames" % (row, w, h))
+            problems = ["clipped"]
+        else:
+            first, note_one = judge_frame(screen, frames, x, y, w, h)
+            later, note_two = judge_frame(second, frames, x, y, w, h)
+            moved = sum(1 for v in changed.convert("L").tobytes() if v > STILL_TOLERANCE) / (w * h)
+            problems = [p for p, bad_ in (("first screenshot: none of %s's frames" % os.path.basename(source), first is None),
+                                          ("second screenshot: none of its frames", later is None),
+                                          ("the same frame in both", first is not None and first == later),
+                                          ("the cell did not change", moved < 0.01)) if bad_]
+            print("cell row %d: animated (%s, %d frames): %s, then %s; %.0f%% of its pixels changed%s"
+                  % (row, os.path.basename(source), len(frames), note_one, note_two, 100 * moved,
+                     "".join("  <-- " + p for p in problems)))
+        bad += bool(problems)
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("xwd")
@@ -158,9 +247,13 @@ def main():
     ap.add_argument("--index")
     ap.add_argument("--held-row", type=int, action="append", default=[])
     ap.add_argument("--claim-shift", type=int, default=0)
+    ap.add_argument("--second")
+    ap.add_argument("--data")
     args = ap.parse_args()
     if args.held_row and not (args.hashes and args.index):
         ap.error("--held-row needs --hashes and --index")
+    if args.second and not (args.index and args.data):
+        ap.error("--second needs --index and --data")
     hashes = None
     if args.held_row:
         paths = [line.strip() for line in open(args.index) if line.strip()]
@@ -174,6 +267,13 @@ def main():
     wx, wy, ww, wh = window
     shot = screen.crop((max(0, wx), max(0, wy), min(screen.width, wx + ww), min(screen.height, wy + wh)))
     shot.save(args.png, optimize=True)
+
+    if args.second:
+        paths = [line.strip() for line in open(args.index) if line.strip()]
+        bad = check_two_shots(screen, read_xwd(args.second), cells, paths, args.data, args.expect)
+        judged = sum(1 for c in cells if c[3] >= 8 and c[4] >= 8)
+        print("%d cells judged in two screenshots, %d not as they should be" % (judged, bad))
+        return 0 if judged > 0 and bad == 0 else 1
 
     bad = 0
     on_screen = [c[0] for c in cells]

@@ -16,6 +16,11 @@
 # which never answers row HELD_ROW's request: the screenshot must show that row's own
 # BlurHash (decoded by the checker's own decoder), not the magenta and not flat, every
 # other row a picture; checked against the next row's hash instead, the held cell fails.
+# Animated rows: a run over the photos with two animated GIFs as rows 1 and 3
+# (animated-data.sh) and the app's --script=animated (the view leaves them and comes
+# back: the table's animation_frames_decoded must not grow while they are out of view).
+# On its final screen two screenshots ANIM_APART_MS apart: the animated cells show a
+# frame of their own GIF in each, a different one, every still cell is unchanged.
 #
 # Renderer: GSK_RENDERER=cairo. Xvfb has no GPU, and GL through llvmpipe would put a
 # software rasteriser on the same two cores as the decoders and the main loop; cairo
@@ -23,7 +28,7 @@
 # not the renderer.
 #
 # Artefacts: STAGE/artifacts/gtk-screenshot.png (the app's window; -control.png for the
-# control run, -held.png for the held-back row) and the app's output, STAGE/artifacts/gtk-session.txt.
+# control run, -held.png for the held-back row, -animated.png for the animated run) and the app's output, STAGE/artifacts/gtk-session.txt.
 # PXL_GTK_DOCS_SCREENSHOT=FILE also copies the screenshot to FILE (docs/gtk-screenshot.png,
 # the README's).
 # Ports: nginx on PXL_GTK_TEST_PORT (default: one scripts/free-port.sh finds); Xvfb on the
@@ -37,6 +42,7 @@ artifacts="$stage/artifacts"
 work=$(mktemp -d "${TMPDIR:-/tmp}/pxl-gtk.XXXXXX")
 app_pid="" xvfb_pid="" held_pid=""
 HELD_ROW=2
+ANIM_APART_MS=700  # photos.gif shows a frame 600 ms, dots.gif 80 ms (12 a loop): both move
 
 cleanup() {
   [ -n "$app_pid" ] && kill "$app_pid" 2>/dev/null
@@ -51,7 +57,7 @@ passed=0 failed=0
 check() { if eval "$2"; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1"; fi; }
 finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
 
-for tool in Xvfb pkg-config python3; do
+for tool in Xvfb pkg-config python3 convert; do
   command -v "$tool" >/dev/null || { echo "test_xvfb.sh: $tool not found (apt-get install xvfb libgtk-4-dev)"; failed=$((failed + 1)); finish; }
 done
 
@@ -91,7 +97,9 @@ check "Xvfb runs on :$display" "[ -n '$xvfb_pid' ]"
 
 # run_app NAME ARGS...: runs the scripted app, copies the framebuffer once it says
 # SCREENSHOT-READY (it holds the final frame until then), lets it exit; its exit status is
-# left in $work/NAME.rc, its output in $work/NAME.out.
+# left in $work/NAME.rc, its output in $work/NAME.out. With second_shot_ms set, a second
+# copy that much later, NAME-2.xwd.
+second_shot_ms=""
 run_app() {
   local name="$1"; shift
   rm -f "$work/$name.held"
@@ -107,6 +115,10 @@ run_app() {
     sleep 0.1
   done
   [ "$ready" -eq 1 ] && cp "$work/fb/Xvfb_screen0" "$work/$name.xwd"
+  if [ "$ready" -eq 1 ] && [ -n "$second_shot_ms" ]; then
+    sleep "$(awk "BEGIN { print $second_shot_ms / 1000 }")"
+    cp "$work/fb/Xvfb_screen0" "$work/$name-2.xwd"
+  fi
   touch "$work/$name.held"
   wait "$app_pid"; echo $? >"$work/$name.rc"
   app_pid=""
@@ -179,6 +191,48 @@ if [ -s "$work/held.port" ]; then
   fi
 else
   check "held_server.py listens" "false"
+fi
+
+# Animated rows: the photos with photos.gif and dots.gif as rows 1 and 3 (and every
+# 302nd row after them), played by players; the app's own check around "away".
+anim_index="$work/index-animated.txt"
+"$root/examples/gtk/animated-data.sh" "$data" "$data/index.txt" "$anim_index"
+second_shot_ms=$ANIM_APART_MS
+run_app animated "=animated" --index "$anim_index" "http://127.0.0.1:$port/"
+second_shot_ms=""
+cp "$work/animated.out" "$artifacts/gtk-session-animated.txt"
+grep '^settle ".*": [0-9]* animated\|^animation\|^longest' "$work/animated.out" | sed 's/^/    /'
+[ -s "$work/animated.err" ] && { echo "    stderr:"; head -20 "$work/animated.err" | sed 's/^/    /'; }
+check "animated: rows 1 and 3 got players and the app's checks passed (exit status 0, \"script: OK\")" \
+  "[ \"\$(cat '$work/animated.rc')\" = 0 ] && grep -q '^script: OK$' '$work/animated.out' &&
+   grep -q '^  row    1: .*animated (a player)' '$work/animated.out' && grep -q '^  row    3: .*animated (a player)' '$work/animated.out'"
+check "animated: no frame decoded while the animated rows were out of view (pxl_table_stats.animation_frames_decoded)" \
+  "grep -q '^animation frames decoded (table): [1-9][0-9]* in view .* after [0-9]* ms back in view: OK$' '$work/animated.out'"
+check "animated: no cell showed another row's frame at any settle (recycled cells)" \
+  "[ \$(grep -c \"^settle .*, cells showing another row's frame: 0\$\" '$work/animated.out') -eq 3 ]"
+if [ -f "$work/animated.xwd" ] && [ -f "$work/animated-2.xwd" ]; then
+  python3 "$root/examples/gtk/screen_check.py" "$work/animated.xwd" "$work/animated.out" \
+    "$artifacts/gtk-screenshot-animated.png" --second "$work/animated-2.xwd" --index "$anim_index" --data "$data" \
+    >"$work/animated.pixels"
+  rc=$?
+  sed 's/^/    /' "$work/animated.pixels"
+  check "animated: ${ANIM_APART_MS} ms apart, each animated cell shows another frame of its own GIF, every still cell the same picture" \
+    "[ $rc -eq 0 ] && [ \$(grep -c '^cell row [0-9]*: animated' '$work/animated.pixels') -ge 2 ]"
+  # Controls: the same screenshot twice (a frozen screen), and rows 1 and 3 claimed as
+  # each other's GIF, must both fail.
+  python3 "$root/examples/gtk/screen_check.py" "$work/animated.xwd" "$work/animated.out" "$work/frozen.png" \
+    --second "$work/animated.xwd" --index "$anim_index" --data "$data" >"$work/frozen.pixels"
+  frozen_rc=$?
+  awk 'NR == 2 { two = $0 } NR == 4 { four = $0 } { line[NR] = $0 }
+       END { line[2] = four; line[4] = two; for (i = 1; i <= NR; i++) print line[i] }' "$anim_index" >"$work/swapped.txt"
+  python3 "$root/examples/gtk/screen_check.py" "$work/animated.xwd" "$work/animated.out" "$work/swapped.png" \
+    --second "$work/animated-2.xwd" --index "$work/swapped.txt" --data "$data" >"$work/swapped.pixels"
+  swapped_rc=$?
+  check "control: a frozen screen fails the two-screenshot check, so do rows 1 and 3 checked against each other's GIF" \
+    "[ $frozen_rc -ne 0 ] && grep -q 'the same frame in both' '$work/frozen.pixels' &&
+     [ $swapped_rc -ne 0 ] && grep -q \"none of dots.gif's frames\" '$work/swapped.pixels'"
+else
+  check "animated: the app reached its final frame and both screenshots were taken" "false"
 fi
 
 # The control: every image missing (HTTP 404), so every cell keeps the placeholder; the

@@ -59,7 +59,9 @@ typedef enum pxl_codec_status {
                                      width*height exceeds max_pixels. */
   PXL_CODEC_UNSUPPORTED = 3,      /* valid but unsupported: 12-bit / 16-bit-precision JPEG, lossless JPEG, ...
                                      Also returned for invalid arguments (unknown layout, scale_denom not 1/2/4/8). */
-  PXL_CODEC_NO_MEMORY = 4
+  PXL_CODEC_NO_MEMORY = 4,
+  PXL_CODEC_DECODER_FAILED = 5    /* never a shim's: the decode worker that ran it crashed, was killed or timed out
+                                     (PXL_ISOLATION_ALL, IsolatedBuiltIns.swift); the message says how */
 } pxl_codec_status;
 
 typedef enum pxl_codec_layout {
@@ -144,6 +146,10 @@ size_t pxl_jpeg_progressive_prefix(const uint8_t *data, size_t size, int32_t *sc
  * 1/8 it gives the progressive file's pixels without libjpeg's whole-image coefficient
  * buffer. */
 size_t pxl_jpeg_dc_baseline(const uint8_t *data, size_t size, uint8_t **out);
+
+/* pxl_jpeg_dc_baseline keeps its working memory (up to 32 MB) for the next decode; this
+ * frees it. A loader's close calls it, so a host that is done loading holds none. */
+void pxl_jpeg_dc_baseline_release(void);
 
 /* The early end of a thumbnail's transfer: in a prefix of a progressive JPEG, the end of
  * the first complete scan after which every coefficient a 1/8 decode reads (see
@@ -440,6 +446,14 @@ void pxl_resampler_free(pxl_resampler *resampler);
 enum { PXL_RESAMPLE_SCALAR = 0, PXL_RESAMPLE_SSE2 = 1, PXL_RESAMPLE_AVX2 = 2 };
 int pxl_resampler_force_path(int32_t path);
 int32_t pxl_resampler_path(const pxl_resampler *resampler);
+/* What it was made with (PXL_ISOLATION_ALL: the same resampler is made in the decode
+ * worker): params = src_width, src_height, channels, out_width, out_height, premultiply;
+ * crop = x, y, width, height. */
+void pxl_resampler_params(const pxl_resampler *resampler, int32_t params[6], double crop[4]);
+/* Takes output (malloc'd, out_width * out_height * channels: a resampler made with the
+ * same parameters finished it, in the worker) as its result, for pxl_resampler_finish;
+ * only before any row was added. 0: taken. */
+int pxl_resampler_adopt(pxl_resampler *resampler, uint8_t *output);
 
 #ifdef __cplusplus
 }

@@ -17,10 +17,11 @@ typedef struct pxlw_header {
   uint32_t icc_size, codec_flags;
 } pxlw_header;
 
-/* Spawns a worker for the modules in module_dir (only: "heif", NULL all) and waits for its
- * HELLO. NULL on failure, with message. */
-void *pxlw_spawn(const char *executable, const char *module_dir, const char *only, uint64_t max_pixels,
-                 uint64_t max_input_bytes, int timeout_ms, char *message, size_t cap);
+/* Spawns a worker for the modules in module_dir (only: "heif", "" none, NULL all; builtins:
+ * pixload-decode-builtins.so for the built-in formats, or NULL) and waits for its HELLO.
+ * NULL on failure, with message. */
+void *pxlw_spawn(const char *executable, const char *module_dir, const char *only, const char *builtins,
+                 uint64_t max_pixels, uint64_t max_input_bytes, int timeout_ms, char *message, size_t cap);
 uint32_t pxlw_layers(void *worker);
 void pxlw_layers_string(uint32_t layers, char *buf, size_t cap);
 int pxlw_alive(void *worker);
@@ -39,6 +40,37 @@ const uint8_t *pxlw_result_icc(const void *result);
 double pxlw_result_wall_ms(const void *result);
 uint64_t pxlw_result_cpu_ns(const void *result);
 void pxlw_result_free(void *result);
+
+/* A built-in format's shim in the worker (worker_client.h, pxl_worker_native): the answer
+ * as plain fields. */
+typedef struct pxlw_native {
+  int32_t status;        /* the conversation: 0, or a pxl_status (23: PXL_E_DECODER_FAILED) */
+  int32_t worker_ended;  /* the worker cannot serve again */
+  int32_t codec_status;  /* the shim's pxl_codec_status */
+  int32_t width, height, has_alpha, orientation, frame_count, loop_count; /* INFO */
+  int32_t color_status, srgb, has_chrm, chrm[8], gamma, cicp_primaries, cicp_transfer, cicp_matrix;
+  int32_t out_width, out_height, out_stride, out_channels, out_has_alpha, out_warnings, out_incomplete; /* DECODE */
+  uint32_t icc_size;
+  uint64_t cpu_ns;
+  const uint8_t *bytes;  /* sealed, read-only: pixels (out_stride * out_height), then the ICC profile */
+  char message[320];
+} pxlw_native;
+
+#define PXLW_NATIVE_INFO 1
+#define PXLW_NATIVE_DECODE 2
+#define PXLW_NATIVE_REGION 3
+#define PXLW_NATIVE_RESAMPLE 4
+
+/* Returns what owns out->bytes (pxlw_native_free), NULL when out of memory. region: x, y,
+ * width, height (REGION, RESAMPLE of a JPEG crop), else NULL; resample (6) and crop (4):
+ * the resampler's parameters (RESAMPLE), else NULL. data_memfd: NULL, or a sealed memfd
+ * of the same bytes kept from an earlier call (-1: make one and leave it there; the
+ * caller closes it with pxlw_close). */
+void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, int32_t layout,
+                       int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
+                       const double *crop, int *data_memfd, int timeout_ms, pxlw_native *out);
+void pxlw_close(int fd);
+void pxlw_native_free(void *result);
 
 /* A codec module's manifest (pixload.h, "Codec modules"), read from the module's file
  * without loading it (worker/manifest.c): NULL when it has none that passes the checks.

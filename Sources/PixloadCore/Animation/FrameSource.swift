@@ -68,7 +68,10 @@ final class FrameSource {
     self.steps = steps
     var rootVariant = root
     rootVariant.keepsSource = false
-    if let native = CodecTable.builtIn(for: bytes)?.native, let reading = native.frames {
+    // Under PXL_ISOLATION_ALL (the table's built-ins decode in workers) the host's own
+    // readers must not touch the bytes: the frames come from `decoder`, isolated.
+    if codecs?.builtInWorkers == nil, let native = CodecTable.builtIn(for: bytes)?.native,
+       let reading = native.frames {
       var setup: (FrameCollector, OpaquePointer)? = nil
       var failure: LoadError? = nil
       bytes.withUnsafeBufferPointer { buffer in

@@ -103,24 +103,27 @@ enum BuiltInCodecs {
 /// - the colour information in full (`color`: also PNG's sRGB, gAMA and cHRM, which
 ///   pxl_codec_header's ICC size and CICP code points do not carry);
 /// - whether the file's data ended early (`pxl_codec_output.incomplete`).
-struct NativeCodec: Sendable {
+struct NativeCodec: @unchecked Sendable {
   typealias Data = UnsafePointer<UInt8>?
   typealias Output = UnsafeMutablePointer<pxl_codec_output>?
-  typealias ReadInfo = @convention(c) (Data, Int, UnsafeMutablePointer<pxl_codec_info>?, UnsafeMutablePointer<CChar>?,
-                                       Int) -> pxl_codec_status
+  // Closures, not C function pointers: the shims' own functions in-process, or their
+  // calls into a decode worker under PXL_ISOLATION_ALL (IsolatedBuiltIns.swift). Each is
+  // callable from any thread (hence @unchecked Sendable).
+  typealias ReadInfo = (Data, Int, UnsafeMutablePointer<pxl_codec_info>?, UnsafeMutablePointer<CChar>?,
+                                  Int) -> pxl_codec_status
   /// (data, size, layout, scale denominator, max_pixels, out)
-  typealias Decode = @convention(c) (Data, Int, Int32, Int32, UInt64, Output) -> pxl_codec_status
+  typealias Decode = (Data, Int, Int32, Int32, UInt64, Output) -> pxl_codec_status
   /// (data, size, layout, scale denominator, max_pixels, row_fn, user, out)
-  typealias DecodeRows = @convention(c) (Data, Int, Int32, Int32, UInt64, pxl_codec_row_fn?, UnsafeMutableRawPointer?,
-                                         Output) -> pxl_codec_status
+  typealias DecodeRows = (Data, Int, Int32, Int32, UInt64, pxl_codec_row_fn?, UnsafeMutableRawPointer?,
+                                    Output) -> pxl_codec_status
   /// (data, size, layout, scale denominator, max_pixels, x, y, width, height, row_fn, user, out)
-  typealias DecodeRegion = @convention(c) (Data, Int, Int32, Int32, UInt64, Int32, Int32, Int32, Int32,
-                                           pxl_codec_region_row_fn?, UnsafeMutableRawPointer?,
-                                           Output) -> pxl_codec_status
+  typealias DecodeRegion = (Data, Int, Int32, Int32, UInt64, Int32, Int32, Int32, Int32,
+                                      pxl_codec_region_row_fn?, UnsafeMutableRawPointer?,
+                                      Output) -> pxl_codec_status
   /// (data, size, max_pixels, frame_fn, user, out)
-  typealias DecodeFrames = @convention(c) (Data, Int, UInt64, pxl_codec_frame_fn?, UnsafeMutableRawPointer?,
-                                           Output) -> pxl_codec_status
-  typealias ReadColor = @convention(c) (Data, Int, UnsafeMutablePointer<pxl_codec_color>?) -> pxl_codec_status
+  typealias DecodeFrames = (Data, Int, UInt64, pxl_codec_frame_fn?, UnsafeMutableRawPointer?,
+                                      Output) -> pxl_codec_status
+  typealias ReadColor = (Data, Int, UnsafeMutablePointer<pxl_codec_color>?) -> pxl_codec_status
 
   /// The format's name in messages ("JPEG").
   let name: String
@@ -199,7 +202,7 @@ final class BuiltInCodec: ExternalCodec, @unchecked Sendable {
   /// Not part of any key: a built-in format's pixels are the library's own (stamp 0).
   let version = "built-in"
   let native: NativeCodec
-  private let sniffer: @Sendable (UnsafeBufferPointer<UInt8>) -> Bool
+  let sniffer: @Sendable (UnsafeBufferPointer<UInt8>) -> Bool
 
   init(id: String, native: NativeCodec, sniff: @escaping @Sendable (UnsafeBufferPointer<UInt8>) -> Bool) {
     self.id = id

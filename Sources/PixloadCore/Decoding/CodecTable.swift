@@ -142,6 +142,28 @@ public final class CodecTable: @unchecked Sendable {
   /// A table of the built-in formats alone (an `ImageDecoder` made without a loader's).
   static let builtInOnly = CodecTable()
 
+  /// This table's built-in formats: `builtIns`, or under PXL_ISOLATION_ALL the same formats
+  /// decoded in workers (`isolateBuiltIns`). Set before the table's first decode.
+  private nonisolated(unsafe) var builtInEntries = CodecTable.builtIns
+  private var builtInPool: WorkerPool?
+  /// The built-in formats' workers (PXL_ISOLATION_ALL), or nil.
+  public var builtInWorkers: WorkerPool? { builtInPool }
+
+  /// PXL_ISOLATION_ALL: the built-in formats decode in `pool`'s workers (IsolatedBuiltIns),
+  /// ended by `close`. Before the table's first decode (pxl_loader_new).
+  public func isolateBuiltIns(_ pool: WorkerPool) {
+    builtInEntries = IsolatedBuiltIns.codecs(pool).map(Entry.init(builtIn:))
+    builtInPool = pool
+  }
+
+  /// The built-in format of this table whose codec takes `bytes`, or nil.
+  func builtIn(for bytes: UnsafeBufferPointer<UInt8>) -> Entry? {
+    let head = UnsafeBufferPointer(rebasing: bytes[0..<min(bytes.count, Self.sniffBytes)])
+    return builtInEntries.first { $0.codec.sniff(head) }
+  }
+
+  func builtIn(for data: [UInt8]) -> Entry? { data.withUnsafeBufferPointer { builtIn(for: $0) } }
+
   private let lock = Lock()
   private var entries: [Entry] = []
   private var closed = false
@@ -216,7 +238,7 @@ public final class CodecTable: @unchecked Sendable {
   /// `release`d; nil for none. Sniffs outside the lock, over the first
   /// PXL_CODEC_SNIFF_BYTES.
   func acquire(for bytes: UnsafeBufferPointer<UInt8>) -> Entry? {
-    if let builtIn = Self.builtIn(for: bytes) { return builtIn }
+    if let builtIn = builtIn(for: bytes) { return builtIn }
     let candidates: [Entry] = lock.withLock {
       if closed || bytes.isEmpty { return [] }
       for entry in entries { entry.users += 1 }
@@ -283,5 +305,6 @@ public final class CodecTable: @unchecked Sendable {
       return all
     }
     for entry in idle where claimDestroy(entry) { entry.codec.destroy() }
+    builtInPool?.destroy()
   }
 }

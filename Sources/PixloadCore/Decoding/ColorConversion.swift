@@ -92,3 +92,14 @@ struct ColorStep {
                               toGray: grayThroughRGB)
   }
 }
+
+extension pxl_codec_color {
+  /// A malloc'd copy of `icc` as the profile (pxl_codec_color_free frees it); none when
+  /// empty or out of memory.
+  mutating func setICC(_ icc: [UInt8]) {
+    guard !icc.isEmpty, let copy = malloc(icc.count)?.assumingMemoryBound(to: UInt8.self) else { return }
+    copy.update(from: icc, count: icc.count)
+    self.icc = copy
+    icc_size = icc.count
+  }
+}

@@ -248,11 +248,8 @@ extension ImageDecoder {
     var color = pxl_codec_color()
     defer { pxl_codec_color_free(&color) }
     if header.iccSize > 0, header.iccSize <= Int(PXL_ICC_MAX_BYTES),
-       let icc = codec.readICC(bytes, size: header.iccSize), icc.count == header.iccSize,
-       let copy = malloc(icc.count)?.assumingMemoryBound(to: UInt8.self) {
-      copy.update(from: icc, count: icc.count)
-      color.icc = copy
-      color.icc_size = icc.count
+       let icc = codec.readICC(bytes, size: header.iccSize), icc.count == header.iccSize {
+      color.setICC(icc)
     }
     color.cicp_primaries = header.cicpPrimaries
     color.cicp_transfer = header.cicpTransfer

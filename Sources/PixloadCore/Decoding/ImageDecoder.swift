@@ -91,6 +91,17 @@ public struct ImageDecoder: ImageDecoding {
     decode(data, variant: variant, maxPixels: maxPixels, cancel: nil)
   }
 
+  /// The table's built-in formats' (under PXL_ISOLATION_ALL their headers are read in a
+  /// worker; the scan boundaries are found here, by the library's own marker scanner).
+  public func previewPrefix(_ data: [UInt8]) -> (length: Int, scans: Int)? {
+    codecs.builtIn(for: data)?.native?.scans?.previewPrefix(data)
+  }
+
+  public func firstScansEnd(_ data: [UInt8], variants: [ImageVariant]) -> Int? {
+    guard let native = codecs.builtIn(for: data)?.native, let scans = native.scans else { return nil }
+    return scans.firstScansEnd(data, variants: variants, readInfo: native.readInfo)
+  }
+
   public func decode(_ data: [UInt8], variant: ImageVariant, maxPixels: UInt64,
                      cancel: CancelFlag) -> Result<Image, LoadError> {
     decode(data, variant: variant, maxPixels: maxPixels, cancel: Optional(cancel))
@@ -305,6 +316,7 @@ public struct ImageDecoder: ImageDecoding {
     case PXL_CODEC_TOO_MANY_PIXELS: return LoadError(.tooManyPixels, "\(name) too large\(detail)")
     case PXL_CODEC_UNSUPPORTED: return LoadError(.unsupportedImage, "unsupported \(name)\(detail)")
     case PXL_CODEC_NO_MEMORY: return LoadError(.noMemory, "out of memory decoding \(name)\(detail)")
+    case PXL_CODEC_DECODER_FAILED: return LoadError(.decoderFailed, "\(name)\(detail)")
     default: return LoadError(.corruptImage, "corrupt \(name)\(detail)")
     }
   }

@@ -15,46 +15,10 @@ import Glibc
 /// pixels once into the decode stage's canvas, and keeps the ICC profile the worker wrote
 /// after them for this thread's `readICC`, which the decode stage calls after the draw.
 ///
-/// Its workers: a pool of at most `poolSize` idle ones (the decode threads), warm after the
-/// first image, each replaced after `maxDecodes` and after any failure, all ended by
-/// `destroy` (the table calls it once no decode runs: pxl_loader_free).
+/// Its workers: a `WorkerPool` of the module's (warm, replaced after a number of decodes and
+/// after any failure, ended by `destroy`: pxl_loader_free).
 public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
-  /// Where and how its workers run.
-  public struct Settings: Sendable {
-    public var executable: String
-    public var moduleDirectory: String
-    public var moduleName: String
-    public var maxPixels: UInt64
-    public var maxInputBytes: UInt64
-    /// 0: no limit.
-    public var timeoutMilliseconds: Int
-    public var poolSize: Int
-    /// PXL_ISOLATION_REQUIRED: a worker without every layer decodes nothing.
-    public var required: Bool
-    public var log: (@Sendable (LogLevel, String) -> Void)?
-
-    public init(executable: String, moduleDirectory: String, moduleName: String, maxPixels: UInt64,
-                maxInputBytes: UInt64, timeoutMilliseconds: Int, poolSize: Int, required: Bool,
-                log: (@Sendable (LogLevel, String) -> Void)?) {
-      self.executable = executable
-      self.moduleDirectory = moduleDirectory
-      self.moduleName = moduleName
-      self.maxPixels = maxPixels
-      self.maxInputBytes = maxInputBytes
-      self.timeoutMilliseconds = timeoutMilliseconds
-      self.poolSize = poolSize
-      self.required = required
-      self.log = log
-    }
-  }
-
-  /// Decodes a worker serves before it is replaced: a hijacked worker stays hijacked only
-  /// for so many strangers' images.
-  public static let maxDecodes = 200
-
-  /// Every layer pixload-decode-worker has (PXL_WORKER_LAYER_*: no_new_privs, namespaces,
-  /// landlock, seccomp, rlimits, fds_closed).
-  static let allLayers: UInt32 = 0x3F
+  public typealias Settings = WorkerPool.Settings
 
   /// The worker executable shipped beside the library: PIXLOAD_DECODE_WORKER (read with
   /// secure_getenv), else pixload/pixload-decode-worker in the library's directory.
@@ -66,7 +30,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   }
 
   let inner: ExternalCodec
-  let settings: Settings
+  let pool: WorkerPool
   public var id: String { inner.id }
   public var version: String { inner.version }
   public var writesPremultiplied: Bool { inner.writesPremultiplied }
@@ -76,15 +40,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public var isScalable: Bool { inner.isScalable }
   public var choosesSize: Bool { inner.choosesSize }
 
-  private struct Idle {
-    let worker: UnsafeMutableRawPointer
-    var decodes: Int
-  }
-
   private let lock = Lock()
-  private var idle: [Idle] = []
-  private var closed = false
-  private var loggedLayers = false
   /// The ICC profile of each thread's last decode, for `readICC`, with the bytes it came
   /// from (a copy: the pixels are unmapped once drawn).
   private var current: [UInt: (base: UnsafeRawPointer?, count: Int, icc: [UInt8])] = [:]
@@ -111,7 +67,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
 
   public init(wrapping inner: ExternalCodec, settings: Settings) {
     self.inner = inner
-    self.settings = settings
+    pool = WorkerPool(settings: settings)
   }
 
   public func sniff(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { inner.sniff(bytes) }
@@ -190,115 +146,44 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     return nil
   }
 
-  /// After the last decode: ends every idle worker (the busy ones end when they come back).
+  /// After the last decode: ends the workers (the busy ones end when they come back).
   public func destroy() {
-    let workers: [Idle] = lock.withLock {
-      closed = true
-      current.removeAll()
-      defer { idle.removeAll() }
-      return idle
-    }
-    for worker in workers { pxlw_free(worker.worker) }
+    pool.destroy()
+    lock.withLock { current.removeAll() }
     inner.destroy()
   }
 
-  // MARK: - Workers
+  /// The worker time (ns) of this thread's isolated conversations: `WorkerPool.takeWorkerTime`.
+  public static func takeWorkerTime() -> UInt64? { WorkerPool.takeWorkerTime() }
 
-  private static let timeLock = Lock()
-  private nonisolated(unsafe) static var workerTime: [UInt: UInt64] = [:]
-
-  /// The worker time (ns) of the isolated conversations on this thread since the last call,
-  /// nil for none: the decode task's metrics (`RequestMetrics.isolated`).
-  public static func takeWorkerTime() -> UInt64? {
-    let key = UInt(pthread_self())
-    return timeLock.withLock { workerTime.removeValue(forKey: key) }
-  }
-
-  /// One decode in a worker from the pool (a fresh one if none is idle).
+  /// One decode in a worker from the pool.
   private func run(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
                    keepOrientation: Bool, headerOnly: Bool) -> Result<Output, CodecFailure> {
-    // The worker's time includes starting one (the request's metrics: worker_us).
-    let started = monotonicNanoseconds()
-    defer {
-      let spent = monotonicNanoseconds() &- started
-      let key = threadKey
-      Self.timeLock.withLock { Self.workerTime[key, default: 0] &+= spent }
+    let timeout = pool.timeout
+    let ran = pool.with { worker -> (Result<Output, CodecFailure>, usable: Bool) in
+      var status: Int32 = 0
+      var ended: Int32 = 0
+      var header = pxlw_header()
+      var message = [CChar](repeating: 0, count: 512)
+      let result = pxlw_decode(worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height),
+                               keepOrientation ? 1 : 0, headerOnly ? 1 : 0, timeout, &status, &message,
+                               message.count, &ended, &header)
+      let usable = ended == 0 && status != Status.decoderFailed.rawValue
+      guard let result else { return (.failure(CodecFailure(.noMemory, "out of memory")), usable) }
+      guard status == 0 else {
+        pxlw_result_free(result)
+        let text = String(cString: message)
+        let known = Status(rawValue: status) ?? .corruptImage
+        return (.failure(CodecFailure(known, text.isEmpty ? known.description : text)), usable)
+      }
+      return (.success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation)), usable)
     }
-    var worker: Idle
-    switch take() {
+    switch ran {
     case .failure(let failure): return .failure(failure)
-    case .success(let taken): worker = taken
+    case .success(let result): return result
     }
-    var status: Int32 = 0
-    var ended: Int32 = 0
-    var header = pxlw_header()
-    var message = [CChar](repeating: 0, count: 512)
-    let timeout = settings.timeoutMilliseconds > 0 ? settings.timeoutMilliseconds : Int(Int32.max)
-    let result = pxlw_decode(worker.worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height),
-                             keepOrientation ? 1 : 0, headerOnly ? 1 : 0, Int32(clamping: timeout), &status, &message, message.count,
-                             &ended, &header)
-    worker.decodes += 1
-    let failed = status == Status.decoderFailed.rawValue
-    // A worker that failed, even alive (out of its memory), is not trusted again.
-    give(back: worker, usable: ended == 0 && !failed)
-    guard let result else { return .failure(CodecFailure(.noMemory, "out of memory")) }
-    guard status == 0 else {
-      pxlw_result_free(result)
-      let text = String(cString: message)
-      let known = Status(rawValue: status) ?? .corruptImage
-      return .failure(CodecFailure(known, text.isEmpty ? known.description : text))
-    }
-    return .success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation))
   }
 
-  private func take() -> Result<Idle, CodecFailure> {
-    let reused: Idle? = lock.withLock { idle.popLast() }
-    if let reused { return .success(reused) }
-    var message = [CChar](repeating: 0, count: 512)
-    guard let worker = pxlw_spawn(settings.executable, settings.moduleDirectory, settings.moduleName,
-                                  settings.maxPixels, settings.maxInputBytes, 5000, &message, message.count) else {
-      return .failure(CodecFailure(.decoderFailed, "cannot start the decode worker: " + String(cString: message)))
-    }
-    let layers = pxlw_layers(worker)
-    let missing = Self.allLayers & ~layers
-    let first = lock.withLock { () -> Bool in
-      defer { loggedLayers = true }
-      return !loggedLayers
-    }
-    if missing != 0 {
-      var names = [CChar](repeating: 0, count: 256)
-      pxlw_layers_string(missing, &names, names.count)
-      let list = String(cString: names)
-      if settings.required {
-        pxlw_free(worker)
-        return .failure(CodecFailure(.decoderFailed, "the decode worker runs without \(list) (PXL_ISOLATION_REQUIRED)"))
-      }
-      if first {
-        settings.log?(.warning, "pixload: the \(settings.moduleName) decode worker runs without: \(list) "
-                        + "(the kernel or the container does not offer them)")
-      }
-    }
-    return .success(Idle(worker: worker, decodes: 0))
-  }
-
-  private func give(back worker: Idle, usable: Bool) {
-    let keep = usable && worker.decodes < Self.maxDecodes
-    let kept = keep && lock.withLock { () -> Bool in
-      guard !closed, idle.count < max(1, settings.poolSize) else { return false }
-      idle.append(worker)
-      return true
-    }
-    if !kept { pxlw_free(worker.worker) }
-  }
-
-  /// The confining layers a worker of this codec has, as words ("namespaces landlock
-  /// seccomp rlimits"; no_new_privs and closed descriptors, which every worker has, left
-  /// out), starting one if none is idle; nil when none starts.
-  public func layers() -> String? {
-    guard case .success(let worker) = take() else { return nil }
-    var names = [CChar](repeating: 0, count: 256)
-    pxlw_layers_string(pxlw_layers(worker.worker) & 0x1E, &names, names.count)
-    give(back: worker, usable: true)
-    return String(cString: names)
-  }
+  /// The confining layers a worker of this codec has (`WorkerPool.layers`).
+  public func layers() -> String? { pool.layers() }
 }

@@ -136,7 +136,11 @@ extension ImageDecoder {
   /// anything else (decoded whole when the body is in).
   func streamingDecode(_ prefix: [UInt8], variant: ImageVariant, maxPixels: UInt64,
                        cancel: CancelFlag) -> StreamingDecode? {
-    prefix.withUnsafeBufferPointer { bytes in
+    // Under PXL_ISOLATION_ALL every built-in format decodes in a worker: the streamed
+    // decode is the host's own libjpeg/libpng, so it must not run (the body is decoded
+    // whole, in a worker).
+    if codecs.builtInWorkers != nil { return nil }
+    return prefix.withUnsafeBufferPointer { bytes in
       guard let entry = codecs.acquire(for: bytes) else { return nil }
       defer { codecs.release(entry) }
       let id = entry.codec.id

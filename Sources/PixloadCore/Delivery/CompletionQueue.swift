@@ -431,7 +431,7 @@ public final class CompletionQueue: @unchecked Sendable {
   private func appendReady(_ entry: Entry) {
     ready.append(entry)
     signalArrival()
-    lock.broadcast()
+    lock.broadcastOnUnlock()
   }
 
   /// Something new is pending: the fd becomes readable, and if it already was, it is

@@ -35,15 +35,41 @@ final class Lock: @unchecked Sendable {
     mutex.deallocate()
   }
 
+  /// What `unlock` wakes once the mutex is free (`signalOnUnlock`, `broadcastOnUnlock`);
+  /// read and written with the lock held.
+  private var pendingWake = Wake.none
+  private enum Wake { case none, one, all }
+
   func lock() { pthread_mutex_lock(mutex) }
-  func unlock() { pthread_mutex_unlock(mutex) }
+  func unlock() {
+    let wake = pendingWake
+    pendingWake = .none
+    pthread_mutex_unlock(mutex)
+    switch wake {
+    case .none: break
+    case .one: pthread_cond_signal(condition)
+    case .all: pthread_cond_broadcast(condition)
+    }
+  }
 
   @inline(__always)
   func withLock<T>(_ body: () throws -> T) rethrows -> T {
     pthread_mutex_lock(mutex)
-    defer { pthread_mutex_unlock(mutex) }
+    defer { unlock() }
     return try body()
   }
+
+  /// Lock held: wakes one waiter once the lock is released, not now. A waiter woken while
+  /// its waker still holds the mutex runs on the other core only to block on that mutex
+  /// at once, and wakes again when it is released: two thread switches where one does.
+  /// Safe for waits that re-check their condition under the lock, as every wait here does:
+  /// the change they wait for is made under the lock before it is released.
+  func signalOnUnlock() {
+    if pendingWake == .none { pendingWake = .one }
+  }
+
+  /// Lock held: `signalOnUnlock` for every waiter.
+  func broadcastOnUnlock() { pendingWake = .all }
 
   /// Waits on the condition; the lock must be held.
   func wait() { pthread_cond_wait(condition, mutex) }

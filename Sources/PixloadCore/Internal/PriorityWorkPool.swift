@@ -77,7 +77,7 @@ final class PriorityWorkPool: @unchecked Sendable {
       waiting[job.sequence] = job
       byRank.push(Entry(job: job, priority: priority))
       byAge.push(Entry(job: job, priority: priority))
-      lock.signal()
+      lock.signalOnUnlock()
       return job
     }
   }

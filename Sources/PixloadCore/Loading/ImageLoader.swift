@@ -1,3 +1,4 @@
+import CCodecs
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -210,6 +211,9 @@ public final class ImageLoader: @unchecked Sendable {
     customProcessors.removeAll()
     for (pending, measured) in abandoned { pending.queue.cancel(pending.delivery, measured: measured) }
     memoryCache.removeAll()
+    // The progressive-JPEG thumbnail's kept working memory (pxl_jpeg_dc_baseline): a cache
+    // of this process's, which a loader being freed should not leave behind.
+    pxl_jpeg_dc_baseline_release()
   }
 
   func validate(_ request: ImageRequest) throws(LoadError) -> RequestURL {

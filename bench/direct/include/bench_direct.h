@@ -28,6 +28,13 @@ typedef struct bench_image {
 /* 0 on success. target 0x0: full size. */
 int bench_direct_decode(const uint8_t *data, size_t size, int32_t target_w, int32_t target_h, bench_image *out);
 
+/* bench_direct_decode with options: BENCH_PNG_SIMPLIFIED decodes PNGs through libpng's
+ * simplified API (png_image_finish_read into PNG_FORMAT_RGBA), as issue 41's outside loop
+ * does, instead of the low-level API above. */
+#define BENCH_PNG_SIMPLIFIED 1
+int bench_direct_decode_with(const uint8_t *data, size_t size, int32_t target_w, int32_t target_h, int flags,
+                             bench_image *out);
+
 /* What kind of file this is for the report: "JPEG 4:2:0 baseline", "JPEG 4:4:4 baseline",
  * "JPEG progressive", "JPEG 4:2:2 baseline", "JPEG gray", "JPEG other", "PNG", "PNG alpha",
  * "GIF", "GIF interlaced", "GIF animated", "WebP lossy", "WebP lossy alpha", "WebP lossless",

@@ -24,7 +24,7 @@ ISOLATION_NONE, ISOLATION_MODULES, ISOLATION_ALL, ISOLATION_REQUIRED = 1, 0, 2, 
 
 
 def _as_isolation(value):
-    """isolation: "modules" (default), "none", "all" (refused by this release), each
+    """isolation: "modules" (default), "none", "all" (the built-in formats too), each
     optionally with "+required" ("modules+required"); or the header's number."""
     if isinstance(value, str):
         names = {"modules": ISOLATION_MODULES, "none": ISOLATION_NONE, "all": ISOLATION_ALL}

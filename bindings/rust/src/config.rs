@@ -81,7 +81,7 @@ pub enum Isolation {
     Modules = sys::PXL_ISOLATION_MODULES,
     /// Everything in the host's process.
     None = sys::PXL_ISOLATION_NONE,
-    /// The built-in formats too: refused by this release ([`Status::Unsupported`](crate::Status::Unsupported)).
+    /// The built-in formats (JPEG, PNG, WebP, GIF, AVIF) too, in workers of their own.
     All = sys::PXL_ISOLATION_ALL,
 }
 
