@@ -84,10 +84,12 @@ check "PySide6 in $venv ($pyside)" "'$venv/bin/python' -c 'import PySide6.QtWidg
 "$venv/bin/python" -c 'import PySide6.QtWidgets' 2>/dev/null || finish
 
 "$root/scripts/photos.sh" "$data" 300
-"$root/examples/gtk/animated-data.sh" "$data"
-check "the animated rows' GIFs are made ($data/anim)" "[ -s '$data/index-animated.txt' ] && [ -s '$data/anim/dots.gif' ]"
-[ -s "$data/index-animated.txt" ] || finish
-rows="$data/index-animated.txt"
+# The rows: the photos of index.txt with the two GIFs among them (in DATA_DIR: the
+# BlurHashes are made from the files next to the index).
+rows="$data/index-qt.txt"
+"$root/examples/gtk/animated-data.sh" "$data" "$data/index.txt" "$rows"
+check "the animated rows' GIFs are made ($data/anim)" "[ -s '$rows' ] && [ -s '$data/anim/dots.gif' ]"
+[ -s "$rows" ] || finish
 
 # The photos' BlurHashes as the rows show them (96x96 FILL), by pixload's encoder:
 # PATH<TAB>HASH lines for the app's --placeholders and screen_check.py's --hashes.
@@ -106,7 +108,7 @@ check "nginx serves the demo photos on port $port" "[ -f '$work/nginx/nginx.pid'
 # .err, Qt's offscreen plugin's "does not support propagateSizeHints()" notes left out),
 # its exit status in $work/NAME.rc. The pixload package from the source tree, the
 # library from STAGE; XDG_RUNTIME_DIR private (Qt warns without one). Rows from
-# index-animated.txt unless ARGS give another --index.
+# index-qt.txt unless ARGS give another --index.
 mkdir -p "$work/run" && chmod 700 "$work/run"
 run_app() {
   local name="$1"; shift
