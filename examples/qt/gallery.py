@@ -19,7 +19,9 @@
                           instead of the flat placeholder colour
     --later-ms N          with --screenshot: a second screenshot N ms after the first
                           (FILE with "-later" before its extension): the animated rows
-                          have moved on, the others not
+                          have moved on, the others not; then the view leaves the
+                          animated rows for 0.5 s and comes back ("out of view: ...
+                          N frames decoded", "back in view: ...")
 
 Every row asks for a round thumbnail: 96x96 (FILL) cut to its disc by pixload's Circle
 processor, so the pixels Qt draws are the ones pixload made, transparent outside the disc.
@@ -87,6 +89,7 @@ DISPATCH_BATCH = 32          # callbacks per turn of the event loop: input and d
 STILL_AFTER_MS = 50          # no scrolling for three frames: the view is still
 FRAME_MS = 16                # the scripted session moves the view once a frame
 PAUSE_BETWEEN_PHASES_MS = 250
+OUT_OF_VIEW_MS = 500         # --later-ms: how long the animated rows are left out of view
 
 # The slot's background (the disc's corners and a transparent PNG's show it) and the
 # placeholder of a row without a hash (or whose load failed): a flat colour no photograph
@@ -669,7 +672,43 @@ class Script:
             print("later row=%d frame=%s" % (row, "-" if animated is None or animated.index is None else animated.index))
         print("later screenshot: %s, %d ms after" % (later, self.later_ms))
         sys.stdout.flush()
-        self.app.quit()
+        self.out_of_view()
+
+    def out_of_view(self, step=0):
+        """After the screenshots: the view moves one screen down, leaving the animated rows
+        (their players stay, paused by the table), and comes back; prints what the players
+        decoded meanwhile and how many frames were drawn after the return. While away, the
+        off-screen players are asked for frames every tick all the same (as a host that
+        does not track what is visible would): only the table's pause keeps them still."""
+        gallery, bar = self.gallery, self.window.view.verticalScrollBar()
+        # The players' own counters (the table's animation_frames_decoded counts tied ones only).
+        decoded = sum(a.player.stats().frames_decoded for a in gallery.players.values())
+        if step == 0:
+            self.rows_before = gallery.told
+            bar.setValue(bar.value() + self.window.view.viewport().height() + self.row_height())
+        elif step == 1:  # a decode running when the rows left may have ended by now
+            self.decoded_away = decoded
+            self.probe = QTimer()
+            self.probe.timeout.connect(lambda: [a.player.frame_at(time.monotonic_ns() // 1_000_000)
+                                                for a in gallery.players.values()])
+            self.probe.start(FRAME_MS)
+        elif step == 2:
+            self.probe.stop()
+            first, count = gallery.told
+            left = [r for r in gallery.players if first <= r < first + count]
+            print("out of view: rows %d..%d on screen, %d players kept for rows off it (%s on it), "
+                  "%d frames decoded by them in %d ms"
+                  % (first, first + count - 1, len(gallery.players), len(left), decoded - self.decoded_away,
+                     OUT_OF_VIEW_MS))
+            bar.setValue(0)
+            self.drawn_back, self.decoded_back = gallery.frames_drawn, decoded
+        else:
+            print("back in view: %d frames drawn, %d decoded in %d ms"
+                  % (gallery.frames_drawn - self.drawn_back, decoded - self.decoded_back, OUT_OF_VIEW_MS))
+            sys.stdout.flush()
+            self.app.quit()
+            return
+        QTimer.singleShot(100 if step == 0 else OUT_OF_VIEW_MS, lambda: self.out_of_view(step + 1))
 
     def save_screenshot(self):
         """The window as drawn now, and where each visible row's picture is in it."""

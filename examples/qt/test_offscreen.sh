@@ -27,7 +27,10 @@
 # not a whole loop of either): each animated cell must show a frame of its own animation
 # in both and have changed between them, every still cell be identical pixel for pixel;
 # the control compares the first screenshot with itself, where every animated cell must
-# fail.
+# fail. Then the view leaves the animated rows for 0.5 s: their players (kept, tied to
+# their rows, asked for frames every tick all the same) must decode nothing (their own
+# frames_decoded; without Table.bind_animation they decode 8 frames there), and play on
+# when the rows are back.
 #
 # --bench: runs the scripted session PXL_QT_BENCH_RUNS times (default 3) and reports,
 # per run, the time the Qt thread spent inside pixload calls per frame of the list
@@ -174,10 +177,14 @@ fi
 # The animated rows on the first screen: two screenshots 700 ms apart.
 run_app animated --script still --placeholders "$hashes" --screenshot "$work/animated.png" --later-ms 700 \
   "http://127.0.0.1:$port/"
-grep '^animations:\|^later screenshot' "$work/animated.out" | sed 's/^/    /'
+grep '^animations:\|^later screenshot\|^out of view\|^back in view' "$work/animated.out" | sed 's/^/    /'
 [ -s "$work/animated.err" ] && { echo "    stderr:"; head -20 "$work/animated.err" | sed 's/^/    /'; }
 check "animated: the first screen settled, its animated rows playing (exit status 0)" \
   "[ \"\$(cat '$work/animated.rc')\" = 0 ] && grep -q '^animations: [1-9][0-9]* players near the screen, [1-9][0-9]* frames drawn' '$work/animated.out' && ! grep -q '^animated rows not playing' '$work/animated.out'"
+check "out of view: the players kept for the animated rows decode nothing (the table paused them)" \
+  "grep -qE '^out of view: .*, [1-9][0-9]* players kept for rows off it \\(0 on it\\), 0 frames decoded by them' '$work/animated.out'"
+check "back in view: they play on (frames decoded and drawn)" \
+  "grep -qE '^back in view: [1-9][0-9]* frames drawn, [1-9][0-9]* decoded' '$work/animated.out'"
 if [ -s "$work/animated.png" ] && [ -s "$work/animated-later.png" ]; then
   cp "$work/animated.png" "$artifacts/qt-screenshot-animated.png"
   cp "$work/animated-later.png" "$artifacts/qt-screenshot-animated-later.png"
