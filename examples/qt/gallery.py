@@ -669,7 +669,8 @@ class Script:
             print("screenshot: cannot write %s" % later)
         for row, _ in self.window.visible_cells():
             animated = self.gallery.players.get(row)
-            print("later row=%d frame=%s" % (row, "-" if animated is None or animated.index is None else animated.index))
+            index = None if animated is None else animated.index
+            print("later row=%d frame=%s" % (row, "-" if index is None else index))
         print("later screenshot: %s, %d ms after" % (later, self.later_ms))
         sys.stdout.flush()
         self.out_of_view()
