@@ -17,6 +17,11 @@
     --placeholders FILE   BlurHashes, one "PATH<TAB>HASH" line per image (PATH as in the
                           index): a row still loading shows its image's hash, blurred,
                           instead of the flat placeholder colour
+    --later-ms N          with --screenshot: a second screenshot N ms after the first
+                          (FILE with "-later" before its extension): the animated rows
+                          have moved on, the others not; then the view leaves the
+                          animated rows for 0.5 s and comes back ("out of view: ...
+                          N frames decoded", "back in view: ...")
 
 Every row asks for a round thumbnail: 96x96 (FILL) cut to its disc by pixload's Circle
 processor, so the pixels Qt draws are the ones pixload made, transparent outside the disc.
@@ -25,6 +30,17 @@ decoded hash (result.placeholder, 32x32) inside the set_visible that shows the r
 its image, and the row draws it scaled up into the disc. A row the memory cache holds gets
 its image in that call instead, and no placeholder. (`pixload hash --blurhash --size 96x96
 --mode fill URL...` computes the hashes; test_offscreen.sh does, for the demo photos.)
+
+Animated rows (GIF, WebP, AVIF sequences) play with pixload's animation players, on Qt's
+clock: every row loads as a still (its first frame, as fast as any photo); a row whose
+image says source_frame_count > 1 gets a pixload.Player of the same request
+(Loader.play), tied to its row with Table.bind_animation, so the table pauses it (no
+decoding) while the row is out of view and it plays on where it stopped when the row comes
+back. One QTimer, running while an animated row is on screen, asks each visible row's
+player for the frame due now (Player.frame_at) and redraws the row when it is another
+frame; the player decodes just ahead into its small ring. Players belong to rows (the
+row's own URL), so a cell Qt reuses for another row never shows this row's frames; the
+players of rows far off screen are closed, and every player before the loader.
 
 Needs PySide6 and the pixload package (`pip install PySide6 dist/pixload-*.whl` in a
 venv, or PYTHONPATH=bindings/python PIXLOAD_LIBRARY=build/lib/libpixload.so.0). To try it
@@ -73,6 +89,7 @@ DISPATCH_BATCH = 32          # callbacks per turn of the event loop: input and d
 STILL_AFTER_MS = 50          # no scrolling for three frames: the view is still
 FRAME_MS = 16                # the scripted session moves the view once a frame
 PAUSE_BETWEEN_PHASES_MS = 250
+OUT_OF_VIEW_MS = 500         # --later-ms: how long the animated rows are left out of view
 
 # The slot's background (the disc's corners and a transparent PNG's show it) and the
 # placeholder of a row without a hash (or whose load failed): a flat colour no photograph
@@ -173,6 +190,16 @@ class Thumb:
         self.source = source
 
 
+class Animated:
+    """An animated row's player, the due time of the frame its cell shows (None: the
+    still, not a frame of the player yet) and where the still came from."""
+    __slots__ = ("player", "due", "index", "source")
+
+    def __init__(self, player, source):
+        self.player, self.source = player, source
+        self.due = self.index = None
+
+
 def read_placeholders(path):
     """PATH<TAB>HASH lines -> {path: pixload.Placeholder}."""
     hashes = {}
@@ -207,6 +234,12 @@ class Gallery(QAbstractListModel):
         self.notifier = QSocketNotifier(self.queue.fd, QSocketNotifier.Type.Read)
         self.notifier.activated.connect(self.dispatch)
         self.told = (0, 0)
+        self.players = {}                 # animated row -> Animated, while near the screen
+        self.frames_drawn = 0             # cells redrawn with a later frame of their animation
+        self.animation_timer = QTimer()   # the clock animated rows play on
+        self.animation_timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.animation_timer.setInterval(FRAME_MS)
+        self.animation_timer.timeout.connect(self.animate)
 
     def url(self, row):
         return "%s?row=%d" % (self.urls[row % len(self.urls)], row)
@@ -230,19 +263,73 @@ class Gallery(QAbstractListModel):
                     and result.source != pixload.Source.MEMORY):
                 self.waited_without.add(row)
             self.placeholders.pop(row, None)
-            thumb = Thumb(result.image, result.source)
-            self.qimages_made += 1
-            if buffer_address(thumb.qimage.constBits()) != buffer_address(result.image.pixels):
-                self.qimages_copied += 1
-            self.thumbs[row] = thumb
+            self.show(row, result.image, result.source)
             self.errors.pop(row, None)
             self.image_at[row] = time.perf_counter()
+            animated = self.players.get(row)
+            if animated is not None:  # back on screen: where its player is, not the still
+                animated.due = None
+                self.draw_frame(row, animated, time.monotonic_ns() // 1_000_000)
+            elif result.image.source_frame_count > 1:
+                self.start_player(row, result.source)
+            if self.players and not self.animation_timer.isActive():
+                self.animation_timer.start()
         else:
             self.placeholders.pop(row, None)  # a failed row: the flat colour and why
             self.errors[row] = result.error
         index = self.index(row)
         self.dataChanged.emit(index, index)
         self.clock.host_callback(began)
+
+    def show(self, row, image, source):
+        thumb = Thumb(image, source)
+        self.qimages_made += 1
+        if buffer_address(thumb.qimage.constBits()) != buffer_address(image.pixels):
+            self.qimages_copied += 1
+        self.thumbs[row] = thumb
+
+    # animated rows
+
+    def start_player(self, row, source):
+        player = self.clock.call("Loader.play", lambda: self.loader.play(
+            self.url(row), queue=self.queue, on_event=self.on_player_event, size=(THUMB_WIDTH, THUMB_HEIGHT),
+            mode=pixload.Mode.FILL, process=PROCESS, format=PIXEL_FORMAT))
+        self.players[row] = Animated(player, source)
+        self.clock.call("Table.bind_animation", self.table.bind_animation, row, player)
+
+    def on_player_event(self, event):
+        if event.error is not None:  # the row keeps its still; the player is done
+            row = next((r for r, a in self.players.items() if a.player is event.player), None)
+            if row is not None:
+                print("row %d: its animation stopped: %s" % (row, event.error))
+                self.players.pop(row).player.close()
+
+    def animate(self):
+        """A tick of the animation clock: each visible animated row's frame due now, drawn
+        when it is not the one shown."""
+        now_ms = time.monotonic_ns() // 1_000_000
+        first, count = self.told
+        playing = False
+        for row, animated in list(self.players.items()):
+            if not first <= row < first + count or row not in self.thumbs:
+                continue
+            playing = True
+            if self.draw_frame(row, animated, now_ms):
+                index = self.index(row)
+                self.dataChanged.emit(index, index)
+        if not playing:
+            self.animation_timer.stop()  # started again by on_row when an animated row shows
+
+    def draw_frame(self, row, animated, now_ms):
+        """Makes row's picture its player's frame due at now_ms; False when that is the
+        one already shown (or the player has none yet: the still stays)."""
+        frame = self.clock.call("Player.frame_at", animated.player.frame_at, now_ms)
+        if frame is None or frame.due_ms == animated.due:
+            return False
+        animated.due, animated.index = frame.due_ms, frame.index
+        self.show(row, frame.image, animated.source)
+        self.frames_drawn += 1
+        return True
 
     def dispatch(self):
         self.clock.call("Queue.dispatch", self.queue.dispatch, DISPATCH_BATCH)
@@ -258,11 +345,18 @@ class Gallery(QAbstractListModel):
             del self.errors[row]
         for row in [r for r in self.placeholders if not first <= r < first + count]:
             del self.placeholders[row]
+        # Players of rows near the screen stay (paused by the table); farther ones go.
+        for row in [r for r in self.players if not first - 2 * count <= r < first + 3 * count]:
+            self.players.pop(row).player.close()
 
     def close(self):
         self.notifier.setEnabled(False)
+        self.animation_timer.stop()
         self.thumbs.clear()
         self.placeholders.clear()
+        for animated in self.players.values():  # players before the table, queue and loader
+            animated.player.close()
+        self.players.clear()
         self.table.close()
         self.queue.close()
         self.loader.close()
@@ -431,8 +525,9 @@ STILL_SCRIPT = FULL_SCRIPT[:1]
 
 
 class Script:
-    def __init__(self, app, window, phases, settle_timeout_ms, screenshot):
+    def __init__(self, app, window, phases, settle_timeout_ms, screenshot, later_ms=0):
         self.app, self.window, self.gallery = app, window, window.gallery
+        self.later_ms = later_ms
         self.phases = phases
         self.settle_timeout_ms = settle_timeout_ms
         self.screenshot = screenshot
@@ -537,12 +632,84 @@ class Script:
         stats = gallery.table.stats()
         print("table: %d started, %d cancelled, %d memory hits, %d delivered"
               % (stats.started, stats.cancelled, stats.memory_hits, stats.delivered))
+        print("animations: %d players near the screen, %d frames drawn, %d decoded by players tied to rows"
+              % (len(gallery.players), gallery.frames_drawn, stats.animation_frames_decoded))
         self.exit_status = 1 if failures else 0
         print("script: %s" % ("FAILED" if failures else "OK"))
-        if self.screenshot:
-            self.save_screenshot()
         sys.stdout.flush()
-        self.app.quit()
+        if self.screenshot:
+            self.waited_ms = 0
+            self.when_playing()
+        else:
+            self.app.quit()
+
+    def when_playing(self):
+        """The screenshot once every visible animated row shows a frame of its player (or
+        after 3 s), and with --later-ms a second one that much later; then quits."""
+        gallery = self.gallery
+        cells = self.window.visible_cells()
+        waiting = [row for row, _ in cells if row in gallery.players and gallery.players[row].due is None]
+        if waiting and self.waited_ms < 3000:
+            self.waited_ms += FRAME_MS
+            QTimer.singleShot(FRAME_MS, self.when_playing)
+            return
+        if waiting:
+            print("animated rows not playing after 3 s: %s" % " ".join(map(str, waiting)))
+        self.save_screenshot()
+        if self.later_ms:
+            QTimer.singleShot(self.later_ms, self.save_later)
+        else:
+            self.app.quit()
+
+    def save_later(self):
+        root, ext = os.path.splitext(self.screenshot)
+        later = root + "-later" + ext
+        self.app.processEvents()
+        if not self.window.grab().save(later, "PNG"):
+            print("screenshot: cannot write %s" % later)
+        for row, _ in self.window.visible_cells():
+            animated = self.gallery.players.get(row)
+            index = None if animated is None else animated.index
+            print("later row=%d frame=%s" % (row, "-" if index is None else index))
+        print("later screenshot: %s, %d ms after" % (later, self.later_ms))
+        sys.stdout.flush()
+        self.out_of_view()
+
+    def out_of_view(self, step=0):
+        """After the screenshots: the view moves one screen down, leaving the animated rows
+        (their players stay, paused by the table), and comes back; prints what the players
+        decoded meanwhile and how many frames were drawn after the return. While away, the
+        off-screen players are asked for frames every tick all the same (as a host that
+        does not track what is visible would): only the table's pause keeps them still."""
+        gallery, bar = self.gallery, self.window.view.verticalScrollBar()
+        # The players' own counters (the table's animation_frames_decoded counts tied ones only).
+        decoded = sum(a.player.stats().frames_decoded for a in gallery.players.values())
+        if step == 0:
+            self.rows_before = gallery.told
+            bar.setValue(bar.value() + self.window.view.viewport().height() + self.row_height())
+        elif step == 1:  # a decode running when the rows left may have ended by now
+            self.decoded_away = decoded
+            self.probe = QTimer()
+            self.probe.timeout.connect(lambda: [a.player.frame_at(time.monotonic_ns() // 1_000_000)
+                                                for a in gallery.players.values()])
+            self.probe.start(FRAME_MS)
+        elif step == 2:
+            self.probe.stop()
+            first, count = gallery.told
+            left = [r for r in gallery.players if first <= r < first + count]
+            print("out of view: rows %d..%d on screen, %d players kept for rows off it (%s on it), "
+                  "%d frames decoded by them in %d ms"
+                  % (first, first + count - 1, len(gallery.players), len(left), decoded - self.decoded_away,
+                     OUT_OF_VIEW_MS))
+            bar.setValue(0)
+            self.drawn_back, self.decoded_back = gallery.frames_drawn, decoded
+        else:
+            print("back in view: %d frames drawn, %d decoded in %d ms"
+                  % (gallery.frames_drawn - self.drawn_back, decoded - self.decoded_back, OUT_OF_VIEW_MS))
+            sys.stdout.flush()
+            self.app.quit()
+            return
+        QTimer.singleShot(100 if step == 0 else OUT_OF_VIEW_MS, lambda: self.out_of_view(step + 1))
 
     def save_screenshot(self):
         """The window as drawn now, and where each visible row's picture is in it."""
@@ -567,9 +734,11 @@ class Script:
             elif row in self.gallery.placeholders:
                 shown = "placeholder"
             hashed = self.gallery.hashes[row % len(self.gallery.urls)]
-            print("cell row=%d x=%d y=%d w=%d h=%d image=%s url=%s hash=%s"
+            animated = self.gallery.players.get(row)
+            print("cell row=%d x=%d y=%d w=%d h=%d image=%s url=%s hash=%s frame=%s"
                   % (row, at.x(), at.y(), picture.width(), picture.height(), shown,
-                     self.gallery.url(row), hashed.data.decode("ascii") if hashed else "-"))
+                     self.gallery.url(row), hashed.data.decode("ascii") if hashed else "-",
+                     "-" if animated is None or animated.index is None else animated.index))
         print("screenshot: %s" % self.screenshot)
 
 
@@ -582,6 +751,7 @@ def main():
     parser.add_argument("--settle-timeout-ms", type=int, default=3000)
     parser.add_argument("--screenshot")
     parser.add_argument("--placeholders")
+    parser.add_argument("--later-ms", type=int, default=0)
     args, qt_args = parser.parse_known_args()
     if not args.base_url:
         parser.error("no BASE_URL (or PIXLOAD_QT_BASE_URL)")
@@ -604,7 +774,7 @@ def main():
     script = None
     if args.script:
         phases = FULL_SCRIPT if args.script == "full" else STILL_SCRIPT
-        script = Script(app, window, phases, args.settle_timeout_ms, args.screenshot)
+        script = Script(app, window, phases, args.settle_timeout_ms, args.screenshot, args.later_ms)
         script.start()
     status = app.exec()
     # The table, the queue and the loader go before Qt does: on_row touches the model.

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """examples/qt/screen_check.py PNG APP_OUTPUT DATA_DIR [--expect own|placeholder]
                               [--hashes FILE --held-row R ...] [--claim-shift K]
+                              [--index FILE] [--later PNG]
 
 Checks the Qt gallery's screenshot cell by cell. APP_OUTPUT is the scripted app's output:
 one "cell row=R x= y= w= h= image=WxH|placeholder|none url=..." line per visible row
@@ -32,6 +33,17 @@ fail on every cell, or the comparison could not tell rows apart.
 
 --expect placeholder: every cell must be the flat magenta placeholder.
 
+Animated rows (a GIF or WebP of more than one frame): the cell must show some frame of its
+own animation (each frame composited by Pillow, judged as above; the nearest frame is
+printed next to the one the app says it drew), and other rows whose picture is that very
+frame (the demo's photos.gif is made of the first photos) are not held against it.
+--later PNG: the same screen some frames later (the gallery's --later-ms): every
+animated row's cell must have changed, every still row's cell be identical, pixel for
+pixel. Comparing a screenshot with itself is the control: every animated cell fails.
+The frame found must be the one the app says it drew ("frame=I" on its cell line, or
+with --later-frames its "later row=R frame=I" line, for the later screenshot).
+--index FILE: the rows' paths (default DATA_DIR/index.txt).
+
 Prints one line per cell and "N cells judged, M wrong"; exits 0 when every cell is what
 --expect says and at least one cell was judged.
 """
@@ -60,17 +72,25 @@ def is_magenta(r, g, b):
     return r >= 230 and g <= 40 and b >= 230
 
 
-def parse_output(path):
-    cells, viewport = [], None
+def parse_output(path, later_frames=False):
+    cells, viewport, later = [], None, {}
     for line in open(path, encoding="utf-8", errors="replace"):
+        m = re.match(r"later row=(\d+) frame=(\S+)", line)
+        if m:
+            later[int(m.group(1))] = m.group(2)
         m = re.match(r"cell row=(\d+) x=(-?\d+) y=(-?\d+) w=(\d+) h=(\d+) image=(\S+) url=(\S+)", line)
         if m:
             row, x, y, w, h = (int(v) for v in m.groups()[:5])
-            cells.append({"row": row, "box": (x, y, x + w, y + h), "image": m.group(6), "url": m.group(7)})
+            frame = re.search(r" frame=(\S+)", line)
+            cells.append({"row": row, "box": (x, y, x + w, y + h), "image": m.group(6), "url": m.group(7),
+                          "frame": frame.group(1) if frame else "-"})
         m = re.match(r"geometry: .* viewport (-?\d+),(-?\d+) (\d+)x(\d+)", line)
         if m:
             x, y, w, h = (int(v) for v in m.groups())
             viewport = (x, y, x + w, y + h)
+    if later_frames:  # the frames the app drew in its later screenshot
+        for cell in cells:
+            cell["frame"] = later.get(cell["row"], "-")
     return cells, viewport
 
 
@@ -149,7 +169,8 @@ def clip(box, bounds):
 
 
 class References:
-    """Row -> its photograph at the delivered size on the slot's colour (cached)."""
+    """Row -> its picture at the delivered size on the slot's colour, a list of one for a
+    still image and of every frame for an animation (cached)."""
 
     def __init__(self, data_dir, url_of_row):
         self.data_dir = data_dir
@@ -166,12 +187,23 @@ class References:
             return None
         key = (path, size)
         if key not in self.cache:
+            frames = []
             with Image.open(path) as source:
                 source.draft("RGB", (size[0] * 2, size[1] * 2))  # JPEG: decode at a smaller scale
-                picture = ImageOps.fit(ImageOps.exif_transpose(source).convert("RGBA"), size, LANCZOS)
-            ground = Image.new("RGBA", size, SLOT_COLOR + (255,))
-            self.cache[key] = Image.alpha_composite(ground, picture).convert("RGB")
+                for index in range(getattr(source, "n_frames", 1)):
+                    source.seek(index)
+                    picture = ImageOps.fit(ImageOps.exif_transpose(source).convert("RGBA"), size, LANCZOS)
+                    ground = Image.new("RGBA", size, SLOT_COLOR + (255,))
+                    frames.append(Image.alpha_composite(ground, picture).convert("RGB"))
+            self.cache[key] = frames
         return self.cache[key]
+
+    def animated(self, row):
+        path = self.path(row)
+        if path is None or not os.path.exists(path):
+            return False
+        with Image.open(path) as source:
+            return getattr(source, "n_frames", 1) > 1
 
 
 class Hashes:
@@ -188,7 +220,7 @@ class Hashes:
             return None
         if (text, size) not in self.cache:
             small = decode_blurhash(text, PLACEHOLDER_SIDE, PLACEHOLDER_SIDE)
-            self.cache[(text, size)] = small.resize(size, Image.BILINEAR)
+            self.cache[(text, size)] = [small.resize(size, Image.BILINEAR)]
         return self.cache[(text, size)]
 
 
@@ -223,21 +255,26 @@ def main():
     ap.add_argument("--claim-shift", type=int, default=0)
     ap.add_argument("--hashes")
     ap.add_argument("--held-row", type=int, action="append", default=[])
+    ap.add_argument("--index")
+    ap.add_argument("--later")
+    ap.add_argument("--later-frames", action="store_true")
     args = ap.parse_args()
     if args.held_row and not args.hashes:
         ap.error("--held-row needs --hashes")
 
     screen = Image.open(args.png).convert("RGB")
-    cells, viewport = parse_output(args.app_output)
+    cells, viewport = parse_output(args.app_output, args.later_frames)
     if viewport is None:
         print("no geometry line in %s" % args.app_output)
         return 1
     # Row R shows image R % count of the index (gallery.py's rule), whatever URL the app
     # printed: the check does not take the app's word for which file a row shows.
-    index_path = os.path.join(args.data_dir, "index.txt")
+    index_path = args.index or os.path.join(args.data_dir, "index.txt")
     paths = [line.strip() for line in open(index_path) if line.strip()]
     references = References(args.data_dir, lambda row: "/" + paths[row % len(paths)] if row >= 0 else None)
     hashes = Hashes(args.hashes, paths) if args.hashes else None
+    if args.later:
+        return compare_later(screen, Image.open(args.later).convert("RGB"), cells, viewport, references)
 
     judged = wrong = 0
     screen_rows = [c["row"] for c in cells]
@@ -273,18 +310,30 @@ def main():
         inside, outside = (m.crop(inner) for m in disc_masks(size))
         source, what = (hashes, "hash") if held else (references, "image")
 
-        def distance(other_row):
-            reference = source.get(other_row, size)
-            return None if reference is None else difference(pixels, reference.crop(inner), inside)
+        def distance(other_row, pixels=pixels, source=source):
+            """(the least difference from any frame of the row's picture, that frame)."""
+            frames = source.get(other_row, size)
+            if not frames:
+                return None, None
+            found = [(difference(pixels, f.crop(inner), inside), k) for k, f in enumerate(frames)]
+            found = [(d, k) for d, k in found if d is not None]
+            return min(found) if found else (None, None)
 
         claimed = row + args.claim_shift
-        own = distance(claimed)
-        others = {}
+        own, own_frame = distance(claimed)
+        matched = source.get(claimed, size)[own_frame].crop(inner) if own_frame is not None else None
+        others, same = {}, []
         for other in set(screen_rows + [row + d for d in (-2, -1, 1, 2)]) - {claimed}:
             if other >= 0 and references.path(other) != references.path(claimed):
-                d = distance(other)
-                if d is not None:
-                    others[other] = d
+                d = distance(other)[0]
+                if d is None:
+                    continue
+                # A row whose picture is the matched one itself (a frame of an animation made
+                # of photos that are rows too) tells nothing apart.
+                if matched is not None and distance(other, matched)[0] <= OWN_LIMIT:
+                    same.append(other)
+                    continue
+                others[other] = d
         nearest = min(others, key=others.get) if others else None
         corners = corners_off(pixels, outside)
         spread = max(ImageStat.Stat(pixels, inside).stddev)
@@ -296,11 +345,17 @@ def main():
         if held and (spread < FLAT_LIMIT or magenta > 0.05):
             problems.append("flat (standard deviation %.1f, magenta %.0f%%), not a hash" % (spread, 100 * magenta))
         if held:  # the blur of the hash, not the photograph it was made from
-            photo = references.get(claimed, size)
-            photo = None if photo is None else difference(pixels, photo.crop(inner), inside)
+            photo = distance(claimed, source=references)[0]
             if own is not None and photo is not None and photo <= own:
                 problems.append("as close to row %d's photograph (%.1f) as to its hash" % (claimed, photo))
             problems.append(None if photo is None else "info: %.1f from row %d's photograph" % (photo, claimed))
+        if own_frame is not None and len(source.get(claimed, size)) > 1:
+            problems.append("info: frame %d of %d (the app drew frame %s)" % (own_frame, len(source.get(claimed, size)),
+                                                                       cell["frame"]))
+            if args.claim_shift == 0 and cell["frame"] != str(own_frame):
+                problems.append("not the frame the app says it drew (%s)" % cell["frame"])
+        if same:
+            problems.append("info: rows with that very picture: %s" % " ".join(map(str, sorted(same))))
         notes = [p[len("info: "):] for p in problems if p and p.startswith("info: ")]
         problems = [p for p in problems if p and not p.startswith("info: ")]
         wrong += bool(problems)
@@ -312,6 +367,29 @@ def main():
                  "".join("; " + n for n in notes),
                  "".join("  <-- " + p for p in problems)))
     print("%d cells judged, %d wrong" % (judged, wrong))
+    return 0 if judged > 0 and wrong == 0 else 1
+
+
+def compare_later(screen, later, cells, viewport, references):
+    """Each cell in two screenshots of one screen: an animated row's must differ, a still
+    row's be identical."""
+    judged = wrong = animated_cells = 0
+    for cell in cells:
+        row, seen = cell["row"], clip(cell["box"], viewport)
+        if seen is None or seen[2] - seen[0] < 8 or seen[3] - seen[1] < 8:
+            continue
+        judged += 1
+        animated = references.animated(row)
+        animated_cells += animated
+        delta = ImageChops.difference(screen.crop(seen), later.crop(seen))
+        moved = delta.convert("L").point(lambda v: 255 if v > 8 else 0).histogram()[255]
+        changed = moved / (delta.width * delta.height)
+        ok = changed > 0.05 if animated else delta.getbbox() is None
+        wrong += not ok
+        print("cell row %d (%s): %.1f%% of its pixels changed%s"
+              % (row, "animated" if animated else "still", 100 * changed,
+                 "" if ok else "  <-- expected %s" % ("another frame" if animated else "the same pixels")))
+    print("%d cells compared, %d animated, %d wrong" % (judged, animated_cells, wrong))
     return 0 if judged > 0 and wrong == 0 else 1
 
 

@@ -20,6 +20,17 @@
 # checked as if each row showed the next row's, every cell must fail.
 # Also checks what the app saw: every settled screen complete, no row seen before drawn
 # as a placeholder again, every QImage over pixload's pixels (none copied).
+# Animations: the rows are the demo photos with two GIFs among them
+# (examples/gtk/animated-data.sh: rows 1 and 3 of every 302, so on the first screen),
+# which the app plays with pixload's players on a QTimer. A fourth run waits on the first
+# screen and takes two screenshots 700 ms apart (longer than any frame of the two GIFs, and
+# not a whole loop of either): each animated cell must show a frame of its own animation
+# in both and have changed between them, every still cell be identical pixel for pixel;
+# the control compares the first screenshot with itself, where every animated cell must
+# fail. Then the view leaves the animated rows for 0.5 s: their players (kept, tied to
+# their rows, asked for frames every tick all the same) must decode nothing (their own
+# frames_decoded; without Table.bind_animation they decode 8 frames there), and play on
+# when the rows are back.
 #
 # --bench: runs the scripted session PXL_QT_BENCH_RUNS times (default 3) and reports,
 # per run, the time the Qt thread spent inside pixload calls per frame of the list
@@ -76,11 +87,17 @@ check "PySide6 in $venv ($pyside)" "'$venv/bin/python' -c 'import PySide6.QtWidg
 "$venv/bin/python" -c 'import PySide6.QtWidgets' 2>/dev/null || finish
 
 "$root/scripts/photos.sh" "$data" 300
+# The rows: the photos of index.txt with the two GIFs among them (in DATA_DIR: the
+# BlurHashes are made from the files next to the index).
+rows="$data/index-qt.txt"
+"$root/examples/gtk/animated-data.sh" "$data" "$data/index.txt" "$rows"
+check "the animated rows' GIFs are made ($data/anim)" "[ -s '$rows' ] && [ -s '$data/anim/dots.gif' ]"
+[ -s "$rows" ] || finish
 
 # The photos' BlurHashes as the rows show them (96x96 FILL), by pixload's encoder:
 # PATH<TAB>HASH lines for the app's --placeholders and screen_check.py's --hashes.
 hashes="$work/blurhash.txt"
-"$root/scripts/demo-blurhashes.sh" "$stage" "$data/index.txt" "$hashes"
+"$root/scripts/demo-blurhashes.sh" "$stage" "$rows" "$hashes"
 hash_rc=$?
 hashed=$(awk -F'\t' 'NF == 2 && length($2) >= 6' "$hashes" | wc -l)
 check "pixload hash --blurhash: one hash per demo photo ($hashed)" "[ $hash_rc -eq 0 ]"
@@ -93,13 +110,14 @@ check "nginx serves the demo photos on port $port" "[ -f '$work/nginx/nginx.pid'
 # run_app NAME ARGS...: the scripted gallery, its output in $work/NAME.out (stderr in
 # .err, Qt's offscreen plugin's "does not support propagateSizeHints()" notes left out),
 # its exit status in $work/NAME.rc. The pixload package from the source tree, the
-# library from STAGE; XDG_RUNTIME_DIR private (Qt warns without one).
+# library from STAGE; XDG_RUNTIME_DIR private (Qt warns without one). Rows from
+# index-qt.txt unless ARGS give another --index.
 mkdir -p "$work/run" && chmod 700 "$work/run"
 run_app() {
   local name="$1"; shift
   env QT_QPA_PLATFORM=offscreen XDG_RUNTIME_DIR="$work/run" PYTHONDONTWRITEBYTECODE=1 \
     PYTHONPATH="$root/bindings/python" PIXLOAD_LIBRARY="$lib" \
-    timeout 120 "$venv/bin/python" "$root/examples/qt/gallery.py" --index "$data/index.txt" "$@" \
+    timeout 120 "$venv/bin/python" "$root/examples/qt/gallery.py" --index "$rows" "$@" \
     >"$work/$name.out" 2>"$work/$name.err.all" &
   app_pid=$!
   wait "$app_pid"; echo $? >"$work/$name.rc"
@@ -143,17 +161,55 @@ check "the window was saved with its cells' geometry" \
 
 if [ -s "$artifacts/qt-screenshot.png" ]; then
   python3 "$root/examples/qt/screen_check.py" "$artifacts/qt-screenshot.png" "$work/session.out" "$data" \
-    >"$work/session.pixels"
+    --index "$rows" >"$work/session.pixels"
   rc=$?
   sed 's/^/    /' "$work/session.pixels"
   check "the screenshot: every visible cell shows its own row's image" "[ $rc -eq 0 ]"
   # The control: the same pixels checked as if each row showed the next row's image.
   python3 "$root/examples/qt/screen_check.py" "$artifacts/qt-screenshot.png" "$work/session.out" "$data" \
-    --claim-shift 1 >"$work/shifted.pixels"
+    --index "$rows" --claim-shift 1 >"$work/shifted.pixels"
   summary=$(tail -1 "$work/shifted.pixels")
   echo "    claimed one row off: $summary"
   check "control: checked against the next row's image, every cell fails" \
     "echo '$summary' | grep -qE '^([1-9][0-9]*) cells judged, \\1 wrong$'"
+fi
+
+# The animated rows on the first screen: two screenshots 700 ms apart.
+run_app animated --script still --placeholders "$hashes" --screenshot "$work/animated.png" --later-ms 700 \
+  "http://127.0.0.1:$port/"
+grep '^animations:\|^later screenshot\|^out of view\|^back in view' "$work/animated.out" | sed 's/^/    /'
+[ -s "$work/animated.err" ] && { echo "    stderr:"; head -20 "$work/animated.err" | sed 's/^/    /'; }
+check "animated: the first screen settled, its animated rows playing (exit status 0)" \
+  "[ \"\$(cat '$work/animated.rc')\" = 0 ] && grep -q '^animations: [1-9][0-9]* players near the screen, [1-9][0-9]* frames drawn' '$work/animated.out' && ! grep -q '^animated rows not playing' '$work/animated.out'"
+check "out of view: the players kept for the animated rows decode nothing (the table paused them)" \
+  "grep -qE '^out of view: .*, [1-9][0-9]* players kept for rows off it \\(0 on it\\), 0 frames decoded by them' '$work/animated.out'"
+check "back in view: they play on (frames decoded and drawn)" \
+  "grep -qE '^back in view: [1-9][0-9]* frames drawn, [1-9][0-9]* decoded' '$work/animated.out'"
+if [ -s "$work/animated.png" ] && [ -s "$work/animated-later.png" ]; then
+  cp "$work/animated.png" "$artifacts/qt-screenshot-animated.png"
+  cp "$work/animated-later.png" "$artifacts/qt-screenshot-animated-later.png"
+  for shot in animated animated-later; do
+    python3 "$root/examples/qt/screen_check.py" "$work/$shot.png" "$work/animated.out" "$data" --index "$rows" \
+      $([ "$shot" = animated-later ] && echo --later-frames) >"$work/$shot.pixels"
+    rc=$?
+    sed 's/^/    /' "$work/$shot.pixels"
+    check "$shot: every cell shows its own row's image, an animated one the frame of its animation the app drew" \
+      "[ $rc -eq 0 ] && [ \$(grep -c 'frame [0-9]* of [0-9]*' '$work/$shot.pixels') -ge 2 ]"
+  done
+  python3 "$root/examples/qt/screen_check.py" "$work/animated.png" "$work/animated.out" "$data" --index "$rows" \
+    --later "$work/animated-later.png" >"$work/animated.compare"
+  rc=$?
+  sed 's/^/    /' "$work/animated.compare"
+  check "700 ms later: the animated cells changed, the still ones are identical" \
+    "[ $rc -eq 0 ] && grep -qE '^[0-9]+ cells compared, ([2-9]|[1-9][0-9]+) animated, 0 wrong$' '$work/animated.compare'"
+  python3 "$root/examples/qt/screen_check.py" "$work/animated.png" "$work/animated.out" "$data" --index "$rows" \
+    --later "$work/animated.png" >"$work/animated.same"
+  summary=$(tail -1 "$work/animated.same")
+  echo "    compared with itself: $summary"
+  check "control: a screenshot compared with itself fails on every animated cell" \
+    "echo '$summary' | grep -qE '^[0-9]+ cells compared, ([1-9][0-9]*) animated, \\1 wrong$'"
+else
+  check "animated: the app saved both screenshots" "false"
 fi
 
 # A row held back: the first screen from held_server.py, which never answers row
@@ -164,7 +220,7 @@ python3 "$root/examples/qt/held_server.py" "$data" "$work/held.port" --hold-row 
 held_pid=$!
 for _ in $(seq 100); do [ -s "$work/held.port" ] && break; sleep 0.05; done
 if [ -s "$work/held.port" ]; then
-  run_app held --script still --settle-timeout-ms 1500 --placeholders "$hashes" --screenshot "$work/held.png" \
+  run_app held --index "$data/index.txt" --script still --settle-timeout-ms 1500 --placeholders "$hashes" --screenshot "$work/held.png" \
     "http://127.0.0.1:$(cat "$work/held.port")/"
   kill "$held_pid" 2>/dev/null; wait "$held_pid" 2>/dev/null; held_pid=""
   check "held row: the server held row $HELD_ROW's request and sent the others" \
@@ -194,7 +250,7 @@ fi
 # The control: every image missing (HTTP 404), so every cell keeps the placeholder; the
 # app must fail, and the same pixel check must see the placeholder in every cell. No
 # hashes: the flat colour.
-run_app control --script still --settle-timeout-ms 1500 --screenshot "$work/control.png" \
+run_app control --index "$data/index.txt" --script still --settle-timeout-ms 1500 --screenshot "$work/control.png" \
   "http://127.0.0.1:$port/no-such-dir/"
 check "control: the app fails when rows keep their placeholders" "[ \"\$(cat '$work/control.rc')\" = 1 ]"
 if [ -s "$work/control.png" ]; then

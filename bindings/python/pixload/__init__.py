@@ -28,6 +28,7 @@ from ._queue import Queue
 from ._request import Request, Slot, pending_callbacks
 from ._result import Result
 from ._table import Table, TableStats
+from ._player import Player, PlayerEvent
 from ._metrics import Metrics, Tier
 from ._placeholders import Placeholder, PlaceholderKind, encode_blurhash, encode_thumbhash
 
@@ -38,7 +39,7 @@ from ._processors import (
 __version__ = "0.6.0"
 
 __all__ = [
-    "Animation", "AnimationStats", "BINDINGS_VERSION_NUM", "Frame", "Codec", "CodecError", "CodecHeader", "FetchSink", "Format", "HookCall", "HTTPError", "Image", "ImageError", "InvalidArgumentError",
+    "Animation", "AnimationStats", "BINDINGS_VERSION_NUM", "Frame", "Codec", "CodecError", "CodecHeader", "FetchSink", "Format", "HookCall", "HTTPError", "Image", "ImageError", "Player", "PlayerEvent", "InvalidArgumentError",
     "LibraryNotFoundError", "Loader", "LoaderClosedError", "LocalIOError", "LogLevel", "Mode", "NetworkError",
     "NotCachedError", "NotFoundError", "OutOfMemoryError", "PRIORITY_NORMAL", "PRIORITY_PREFETCH",
     "PRIORITY_VISIBLE", "PixloadError", "PixloadTimeoutError", "Queue", "Request",

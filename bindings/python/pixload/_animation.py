@@ -61,6 +61,7 @@ for _name, _restype, _argtypes in [
     ("pxl_animation_resume", None, [ctypes.c_void_p, ctypes.c_int64]),
     ("pxl_animation_stats_get", c_status, [ctypes.c_void_p, ctypes.POINTER(pxl_animation_stats)]),
     ("pxl_animation_free", None, [ctypes.c_void_p]),
+    ("pxl_table_bind_animation", c_status, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]),
 ]:
     try:
         _fn = getattr(lib, _name)
@@ -93,12 +94,15 @@ class Frame:
     """One frame of a playing animation: `image` (an Image of the requested size, format
     and processors), its `index` in the source, how long it shows (`duration_ms`, as the
     file says it), and how many frames were `skipped` before it (the consumer fell
-    behind)."""
+    behind). From a Player (Loader.play) also: `due_ms`, when it was due on the host's
+    clock (a frame shown again in a later loop has a later one), `next_due_ms`, when the
+    next frame is (-1: none, the animation ended), and `ended` (the last frame)."""
 
-    __slots__ = ("image", "index", "duration_ms", "skipped")
+    __slots__ = ("image", "index", "duration_ms", "skipped", "due_ms", "next_due_ms", "ended")
 
-    def __init__(self, image, index, duration_ms, skipped):
+    def __init__(self, image, index, duration_ms, skipped, due_ms=None, next_due_ms=None, ended=False):
         self.image, self.index, self.duration_ms, self.skipped = image, index, duration_ms, skipped
+        self.due_ms, self.next_due_ms, self.ended = due_ms, next_due_ms, ended
 
     def __repr__(self):
         return f"<pixload.Frame {self.index} {self.duration_ms} ms {self.image!r}>"
@@ -144,20 +148,8 @@ class Animation:
         queue = loader._queue_for_running_loop()
         self._loaded = asyncio.get_running_loop().create_future()
         self._ready = asyncio.Event()
-        keep = []
-        req = _new_request(self._url, keep, self._request, loader)
-        key = next(_ids)
-        with _players_lock:
-            _players[key] = weakref.ref(self)
-        out = ctypes.c_void_p()
-        status = lib.pxl_animation_load(loader._handle(), ctypes.byref(req), queue._handle(), _on_event, key,
-                                        ctypes.byref(out))
-        if status != Status.OK:
-            with _players_lock:
-                del _players[key]
-            raise PixloadError.from_status(status, f"pxl_animation_load {self._url}")
-        self._ptr = out.value
-        self._finalizer = weakref.finalize(self, _free_player, out.value, key)
+        self._ptr, key = _load(self, loader, self._url, self._request, queue)
+        self._finalizer = weakref.finalize(self, _free_soon, _player_free(key), self._ptr)
 
     def _event(self, event):
         if event.kind == LOADED:
@@ -255,9 +247,28 @@ class Animation:
         return f"<pixload.Animation {self._url!r} {'playing' if self._ptr else 'stopped'}>"
 
 
-def _free_player(ptr, key):
+def _load(owner, loader, url, request, queue):
+    """pxl_animation_load for owner (an Animation or a Player: its _event gets the events,
+    while it lives): (the player, its key in _players)."""
+    keep = []
+    req = _new_request(url, keep, request, loader)
+    key = next(_ids)
+    with _players_lock:
+        _players[key] = weakref.ref(owner)
+    out = ctypes.c_void_p()
+    status = lib.pxl_animation_load(loader._handle(), ctypes.byref(req), queue._handle(), _on_event, key,
+                                    ctypes.byref(out))
+    if status != Status.OK:
+        with _players_lock:
+            del _players[key]
+        raise PixloadError.from_status(status, f"pxl_animation_load {url}")
+    return out.value, key
+
+
+def _player_free(key):
+    """The function that frees a player of that key (given to _free_soon)."""
     def free(p):
         lib.pxl_animation_free(p)  # no event runs after it returns
         with _players_lock:
             _players.pop(key, None)
-    _free_soon(free, ptr)
+    return free

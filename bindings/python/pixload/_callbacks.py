@@ -11,6 +11,7 @@ thread has ended.
 import collections
 import sys
 import threading
+import traceback
 
 
 _tls = threading.local()
@@ -71,7 +72,12 @@ def _report_unraisable(exc, where):
     if hook is None:
         return
     hook_arg = collections.namedtuple("UnraisableHookArgs", "exc_type exc_value exc_traceback err_msg object")
-    hook(hook_arg(type(exc), exc, exc.__traceback__, f"Exception ignored {where}", None))
+    try:
+        hook(hook_arg(type(exc), exc, exc.__traceback__, f"Exception ignored {where}", None))
+    except TypeError:
+        # The default hook takes only the interpreter's own struct: print what it would.
+        print(f"Exception ignored {where}:", file=sys.stderr)
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
 
 
 def _free_soon(free, ptr):

@@ -7,6 +7,7 @@ import weakref
 
 from . import _codecs, _fetchers, _ffi, _hook
 from ._animation import Animation
+from ._player import Player
 from ._config import _CONFIG_FIELDS, _fill_config, _log_trampoline
 from ._errors import PixloadError, Status, _check
 from ._ffi import lib
@@ -90,6 +91,7 @@ class Loader(_Handle):
         if hook_entry is not None:
             hook_entry.loader = weakref.ref(self)
         self._tables = weakref.WeakSet()
+        self._players = weakref.WeakSet()  # Loader.play's, closed before the loader
         self._loop_queues = weakref.WeakKeyDictionary()  # asyncio loop -> its Queue
         self._fetch_loops = {}  # url -> [asyncio loop, awaits]: where a coroutine fetcher runs
         self._coroutine_schemes = set()
@@ -122,6 +124,8 @@ class Loader(_Handle):
         the loop stopped). Images you hold stay valid."""
         if self._ptr is None:
             return
+        for player in list(self._players):
+            player.close()
         for table in list(self._tables):
             table.close()
         super().close()
@@ -334,6 +338,13 @@ class Loader(_Handle):
         ends: break out). A still image gives one frame. Raises the load's PixloadError at
         the first iteration. Other options as load()."""
         return Animation(self, url, dict(request, size=size, mode=mode, process=process))
+
+    def play(self, url, *, queue, on_event=None, size=None, mode="fit", process=None, **request):
+        """Plays url's animation on the host's clock: a Player (pixload._player) whose
+        frame_at(now_ms) gives the frame due at that time, for a GUI's timer or frame clock.
+        Its events (LOADED, FRAME_READY, ENDED, FAILED) go to on_event(PlayerEvent) on the
+        thread dispatching queue. Frames as animate()'s; other options as load()."""
+        return Player(self, url, queue, on_event, dict(request, size=size, mode=mode, process=process))
 
     def fetch_sync(self, url, timeout=None, **request):
         """Loads url and blocks until its Image is ready (raises PixloadError on failure,

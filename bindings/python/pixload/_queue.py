@@ -30,6 +30,7 @@ class Queue(_Handle):
         # every queue even while the module itself is being torn down at exit.
         self._trampolines = (_on_load, _on_progress, _on_preview)
         self._tables = weakref.WeakSet()
+        self._players = weakref.WeakSet()  # Loader.play's on this queue, closed before it
         self._loop = None
 
     @property
@@ -93,10 +94,12 @@ class Queue(_Handle):
 
     def close(self):
         """Frees the queue: requests still waiting get their CANCELLED callback on this
-        thread before it returns. Tables using the queue are closed first. Not from inside
+        thread before it returns. Tables and players using the queue are closed first. Not from inside
         this queue's callbacks, nor while another thread dispatches it."""
         if self._ptr is None:
             return
+        for player in list(self._players):
+            player.close()
         for table in list(self._tables):
             table.close()
         self.detach()

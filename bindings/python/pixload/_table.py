@@ -3,7 +3,7 @@ ahead and cancels what left."""
 import collections
 import ctypes
 
-from . import _ffi
+from . import _animation, _ffi
 from ._callbacks import _CallbackScope, _call_user, _record_callback_error
 from ._errors import PixloadError, Status, _check
 from ._ffi import lib
@@ -122,6 +122,16 @@ class Table(_Handle):
 
     def set_row_count(self, row_count):
         _check(self._call(lib.pxl_table_set_row_count, row_count), "pxl_table_set_row_count")
+
+    def bind_animation(self, row, player):
+        """Ties a Player (Loader.play) to row: while set_visible leaves the row out of
+        view the player is paused (no decoding), and it resumes, where it stopped, when
+        the row is visible again; at once for the current rows. One player a row: tying
+        another unties the first; row -1 unties player (left as it is). The table keeps no
+        reference: closing the player unties it. Frames decoded by tied players count in
+        stats().animation_frames_decoded."""
+        _check(_animation.lib.pxl_table_bind_animation(self._handle(), row, player._ptr or None),
+               "pxl_table_bind_animation")
 
     def cancel_all(self):
         lib.pxl_table_cancel_all(self._handle())
