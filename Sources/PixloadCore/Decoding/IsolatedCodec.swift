@@ -12,9 +12,11 @@ import Glibc
 ///
 /// Each call is a worker conversation: `readHeader` and `chooseSize` stop at the worker's
 /// HEADER (no pixel buffer); `decode` has the worker draw at the size asked (its header
-/// checked against max_pixels before the host sizes the sealed pixel memfd), copies the
-/// pixels once into the decode stage's canvas, and keeps the ICC profile the worker wrote
-/// after them for this thread's `readICC`, which the decode stage calls after the draw.
+/// checked against max_pixels before the host sizes the sealed pixel memfd) and copies the
+/// pixels once into the decode stage's canvas; `decodeResampled` (a thumbnail) has it
+/// resample what it drew, so that only the thumbnail crosses. Both keep the ICC profile the
+/// worker wrote after the pixels for this thread's `readICC`, which the decode stage calls
+/// after the draw.
 ///
 /// Its workers: a `WorkerPool` of the module's (warm, replaced after a number of decodes and
 /// after any failure, ended by `destroy`: pxl_loader_free).
