@@ -220,6 +220,40 @@ static void unpremultiply(uint8_t *p, size_t count) {
   }
 }
 
+/* The library asks for an image's header, then (a thumbnail) choose_size's answer, then
+ * the pixels: three conversations, each of which starts with read_header, which for some
+ * formats is a whole parse (librsvg's: most of an SVG's cost). In-process the codec reads
+ * the header once. So the last successful header is kept with a copy of the bytes it was
+ * read from (up to HEADER_CACHE_MAX) and the flags asked, and given again for the same
+ * bytes, compared whole: read_header is a function of its bytes and flags. */
+enum { HEADER_CACHE_MAX = 4 << 20 };
+static struct {
+  const pxl_codec *codec;
+  uint8_t *bytes;
+  size_t size;
+  pxl_codec_header header;
+} header_cache;
+
+static pxl_status read_header_once(const pxl_codec *codec, const uint8_t *data, size_t size, pxl_codec_header *header,
+                                   char *message, size_t cap) {
+  if (header_cache.codec == codec && header_cache.size == size && header_cache.header.flags == header->flags &&
+      memcmp(header_cache.bytes, data, size) == 0) {
+    *header = header_cache.header;
+    return PXL_OK;
+  }
+  pxl_status status = codec->read_header(data, size, header, message, cap, codec->user_data);
+  free(header_cache.bytes);
+  header_cache.codec = NULL;
+  header_cache.bytes = NULL;
+  if (status == PXL_OK && size <= HEADER_CACHE_MAX && (header_cache.bytes = malloc(size)) != NULL) {
+    memcpy(header_cache.bytes, data, size);
+    header_cache.codec = codec;
+    header_cache.size = size;
+    header_cache.header = *header;
+  }
+  return status;
+}
+
 /* One decode: DECODE has arrived with data_fd. Returns 0 to go on, -1 when the
  * conversation is broken (the worker then exits: the library starts a fresh one). */
 static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, int data_fd) {
@@ -251,7 +285,7 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
   header.frame_count = 1;
   header.orientation = 1;
   header.has_alpha = 1;
-  pxl_status status = codec->read_header(data, size, &header, message, sizeof message, codec->user_data);
+  pxl_status status = read_header_once(codec, data, size, &header, message, sizeof message);
   message[sizeof message - 1] = 0;
   if (status != PXL_OK) {
     rc = send_error(sock, serial, status, message);
