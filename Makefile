@@ -187,9 +187,16 @@ WORKER_SHIMS := $(addprefix Sources/CCodecs/,jpeg_shim.c jpeg_scans.c png_shim.c
 
 worker: $(WORKER_EXE) $(WORKER_BUILTINS)
 
-$(WORKER_EXE): $(WORKER_SOURCES) $(wildcard worker/*.h) include/pixload.h | $(WORKER_BUILTINS)
+# The library's area resampler in the worker itself (a module's thumbnail resampled before it
+# crosses: worker/README.md), built as the library's is (WORKER_BUILTINS_CC, below).
+WORKER_RESAMPLE_O := $(STAGE)/worker/resample.o
+$(WORKER_RESAMPLE_O): Sources/CCodecs/resample.c $(wildcard Sources/CCodecs/include/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) -Iinclude $(WORKER_SOURCES) -o $@ $$(pkg-config --libs libseccomp) -ldl \
+	$(WORKER_BUILTINS_CC) $(CFLAGS) $(WARN) -ISources/CCodecs/include -c $< -o $@
+
+$(WORKER_EXE): $(WORKER_SOURCES) $(WORKER_RESAMPLE_O) $(wildcard worker/*.h) include/pixload.h | $(WORKER_BUILTINS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) -Iinclude -ISources/CCodecs/include $(WORKER_SOURCES) $(WORKER_RESAMPLE_O) -o $@ $$(pkg-config --libs libseccomp) -ldl \
 	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec \
 	  -Wl,-soname,libpixload.so.$(SOVERSION)
 

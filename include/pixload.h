@@ -1652,9 +1652,12 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  * the host for its sniff, as before, and decodes in the workers.
  *
  * Not yet isolated in this release: previews of a prefix and animations (an isolated
- * format decodes its first frame, whole files only). The pixels are copied once from the
- * sealed buffer into the decode stage's canvas (a module's) or its resampler's result (a
- * built-in format's thumbnail, resampled in the worker so that only it crosses).
+ * format decodes its first frame, whole files only). A thumbnail (a request smaller than
+ * what the codec draws, in any format but PXL_FORMAT_GRAY8) is area-resampled in the worker
+ * with the library's own resampler and parameters, so that only it crosses, then colour
+ * converted, premultiplied and oriented in the host: the same pixels as in-process. The
+ * pixels that cross are copied once from the sealed buffer (a module's whole canvas, for a
+ * full-size or GRAY8 request, into the decode stage's canvas).
  * ------------------------------------------------------------------------------- */
 
 /* Writes the confining layers the loader's decode workers run with, as words separated

@@ -16,7 +16,8 @@
  *   library -> DECODE     + memfd of the encoded bytes (sealed: F_SEAL_WRITE|SHRINK|GROW)
  *   worker  -> HEADER     what it will draw (or ERROR: not an image, corrupt, ...)
  *   library -> PIXELS     + memfd of stride * height + icc_size bytes (sealed SHRINK|GROW:
- *                           the worker cannot cut it short under the library's mapping),
+ *                           the worker cannot cut it short under the library's mapping;
+ *                           a RESAMPLE decode: the resampler's output's size, not the canvas's),
  *              or CANCEL  (too many pixels for the library's max_pixels, ...)
  *   worker  -> DONE       the pixels, then the ICC profile, are in the memfd and the
  *                           worker has unmapped it (or ERROR)
@@ -46,7 +47,7 @@
 #define PXL_WORKER_MAGIC 0x574c5850u /* "PXLW" */
 /* Bump on any change to a struct below: the library refuses a worker of another version
  * (the worker ships with the library, so this only catches a mixed install). */
-#define PXL_WORKER_PROTOCOL_VERSION 2u
+#define PXL_WORKER_PROTOCOL_VERSION 3u
 
 /* The fd the worker's socket has in the worker (the spawn dup2s it there). */
 #define PXL_WORKER_SOCKET_FD 3
@@ -104,11 +105,25 @@ typedef struct pxl_worker_msg_decode {
   int32_t target_width;  /* the size the library would like (choose_size), 0: full size; */
   int32_t target_height; /*   computed by the library from the request's size and mode */
   uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION */
-  uint32_t mode;         /* the request's pxl_mode. Not used yet (the library resizes what the
-                            worker draws); here so the resize can move into the worker and
-                            only the thumbnail cross, without a new protocol version */
+  uint32_t mode;         /* PXL_WORKER_DECODE_WHOLE, or _RESAMPLE: the worker draws at
+                            target_width x target_height as before, then puts the canvas through
+                            the library's area resampler (Sources/CCodecs/resample.c) with
+                            resample[] and crop[], and only its output crosses */
   char codec[PXL_WORKER_ID_CAP]; /* the codec to use; "" : the first whose sniff takes it */
+  /* RESAMPLE: what the library's decode stage (FrameCollector.render) would do to the canvas:
+   * its rows unpremultiplied (a PXL_CODEC_PREMULTIPLIED codec's, with alpha), converted to the
+   * layout, then pxl_resampler_new(width, height, channels of the layout, crop, out_width,
+   * out_height, premultiply). The PIXELS memfd then holds out_height rows of
+   * out_width * channels bytes, then the ICC profile. */
+  int32_t out_width, out_height;
+  int32_t layout;        /* pxl_codec_layout: PXL_CODEC_RGBA, PXL_CODEC_BGRA or PXL_CODEC_RGB */
+  int32_t premultiply;   /* 4 channels averaged premultiplied (the output premultiplied) */
+  double crop[4];        /* x, y, width, height in the canvas's pixels */
 } pxl_worker_msg_decode;
+
+/* DECODE modes */
+#define PXL_WORKER_DECODE_WHOLE 0u
+#define PXL_WORKER_DECODE_RESAMPLE 1u
 
 typedef struct pxl_worker_msg_header {
   pxl_worker_msg_head head;

@@ -352,6 +352,12 @@ void pxl_worker_decode(pxl_worker *w, const uint8_t *data, size_t size, const ch
 
 void pxl_worker_decode_flags(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
                              int32_t target_height, uint32_t flags, int timeout_ms, pxl_worker_result *r) {
+  pxl_worker_decode_resampled(w, data, size, codec, target_width, target_height, flags, NULL, timeout_ms, r);
+}
+
+void pxl_worker_decode_resampled(pxl_worker *w, const uint8_t *data, size_t size, const char *codec,
+                                 int32_t target_width, int32_t target_height, uint32_t flags,
+                                 const pxl_worker_resample *rs, int timeout_ms, pxl_worker_result *r) {
   memset(r, 0, sizeof *r);
   r->memfd = -1;
   r->status = PXL_WORKER_E_DECODER_FAILED;
@@ -383,6 +389,18 @@ void pxl_worker_decode_flags(pxl_worker *w, const uint8_t *data, size_t size, co
   req.target_height = target_height;
   req.flags = flags & PXL_WORKER_KEEP_ORIENTATION;
   snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
+  /* What crosses back: the canvas (rows x 4 * width, once the header says the width), or
+   * the resampler's output. */
+  size_t channels = 0;
+  if (rs) {
+    channels = rs->layout == 2 ? 3 : 4;
+    req.mode = PXL_WORKER_DECODE_RESAMPLE;
+    req.out_width = rs->out_width;
+    req.out_height = rs->out_height;
+    req.layout = rs->layout;
+    req.premultiply = rs->premultiply;
+    memcpy(req.crop, rs->crop, sizeof req.crop);
+  }
   int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
   close(data_fd);
   if (sent != 0) {
@@ -429,7 +447,8 @@ void pxl_worker_decode_flags(pxl_worker *w, const uint8_t *data, size_t size, co
              (unsigned long long)w->max_pixels);
     return;
   }
-  size_t stride = (size_t)h.width * 4, map_size = stride * (size_t)h.height + h.icc_size;
+  size_t rows = rs ? (size_t)rs->out_height : (size_t)h.height;
+  size_t stride = rs ? (size_t)rs->out_width * channels : (size_t)h.width * 4, map_size = stride * rows + h.icc_size;
   int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   /* Its size sealed before the worker has it: a worker that shrank it would fault our
    * mapping (SIGBUS in the host). */
@@ -461,7 +480,7 @@ void pxl_worker_decode_flags(pxl_worker *w, const uint8_t *data, size_t size, co
   r->end = PXL_WORKER_ALIVE;
   r->pixels = map;
   r->stride = stride;
-  r->icc = h.icc_size ? (const uint8_t *)map + stride * (size_t)h.height : NULL;
+  r->icc = h.icc_size ? (const uint8_t *)map + stride * rows : NULL;
   r->memfd = fd;
   r->map_size = map_size;
   r->wall_ms = now_ms() - start;

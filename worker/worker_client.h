@@ -92,6 +92,22 @@ void pxl_worker_decode_flags(pxl_worker *worker, const uint8_t *data, size_t siz
                              int32_t target_width, int32_t target_height, uint32_t flags, int timeout_ms,
                              pxl_worker_result *result);
 
+/* A thumbnail the library would area-resample (DECODE's mode PXL_WORKER_DECODE_RESAMPLE):
+ * the worker draws at target_width x target_height, resamples with these parameters
+ * (pxl_worker_protocol.h), and only the output crosses: result.pixels then holds
+ * out_height rows of stride (out_width * the layout's channels) bytes. */
+typedef struct pxl_worker_resample {
+  int32_t out_width, out_height;
+  int32_t layout;      /* PXL_CODEC_RGBA (0), PXL_CODEC_BGRA (1) or PXL_CODEC_RGB (2) */
+  int32_t premultiply;
+  double crop[4];      /* in the drawn canvas's pixels */
+} pxl_worker_resample;
+
+/* pxl_worker_decode_flags, resampled in the worker when resample is not NULL. */
+void pxl_worker_decode_resampled(pxl_worker *worker, const uint8_t *data, size_t size, const char *codec,
+                                 int32_t target_width, int32_t target_height, uint32_t flags,
+                                 const pxl_worker_resample *resample, int timeout_ms, pxl_worker_result *result);
+
 void pxl_worker_result_release(pxl_worker_result *result);
 
 /* A built-in format's shim run in the worker (PXL_ISOLATION_ALL; the worker spawned with

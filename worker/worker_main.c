@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "codecs.h"
+#include "pxl_codecs.h" /* the library's area resampler (Sources/CCodecs/resample.c) */
 #include "native.h"
 #include "pxl_worker_protocol.h"
 #include "sandbox.h"
@@ -158,6 +159,101 @@ static int send_error(int sock, uint32_t serial, pxl_status status, const char *
   return pxl_wire_send(sock, &e, sizeof e, -1);
 }
 
+/* A RESAMPLE decode's parameters (pxl_worker_protocol.h): the layout's channels, or 0 when
+ * they are not ones the library sends. */
+static int resample_channels(const pxl_worker_msg_decode *req) {
+  if (req->out_width < 1 || req->out_height < 1 || req->out_width > (1 << 20) || req->out_height > (1 << 20)) return 0;
+  switch (req->layout) {
+  case PXL_CODEC_RGBA:
+  case PXL_CODEC_BGRA: return 4;
+  case PXL_CODEC_RGB: return req->premultiply ? 0 : 3;
+  default: return 0;
+  }
+}
+
+/* The canvas (straight RGBA, tightly packed, width x height) through what the library's
+ * decode stage does to a registered codec's still before its colour step
+ * (FrameCollector.render): each row converted to the layout, then area-resampled. The same
+ * C resampler, the same parameters: the same bytes. Writes out_height rows of
+ * out_width * channels into out; 0, or a pxl_status. */
+static pxl_status resample_canvas(const uint8_t *canvas, int32_t width, int32_t height,
+                                  const pxl_worker_msg_decode *req, int channels, uint8_t *out) {
+  pxl_resampler *r = pxl_resampler_new(width, height, channels, req->crop[0], req->crop[1], req->crop[2], req->crop[3],
+                                       req->out_width, req->out_height, req->premultiply ? 1 : 0);
+  if (!r) return PXL_E_INVALID_ARGUMENT;
+  uint8_t *row = req->layout == PXL_CODEC_RGBA ? NULL : malloc((size_t)width * (size_t)channels);
+  if (req->layout != PXL_CODEC_RGBA && !row) {
+    pxl_resampler_free(r);
+    return PXL_E_NO_MEMORY;
+  }
+  for (int32_t y = 0; y < height; y++) {
+    const uint8_t *s = canvas + (size_t)y * (size_t)width * 4;
+    if (req->layout == PXL_CODEC_BGRA) {
+      for (int32_t x = 0; x < width; x++)
+        row[4 * x] = s[4 * x + 2], row[4 * x + 1] = s[4 * x + 1], row[4 * x + 2] = s[4 * x], row[4 * x + 3] = s[4 * x + 3];
+    } else if (req->layout == PXL_CODEC_RGB) {
+      for (int32_t x = 0; x < width; x++) row[3 * x] = s[4 * x], row[3 * x + 1] = s[4 * x + 1], row[3 * x + 2] = s[4 * x + 2];
+    }
+    pxl_resampler_add_row(r, y, row ? row : s);
+  }
+  free(row);
+  uint8_t *small = pxl_resampler_finish(r);
+  pxl_resampler_free(r);
+  if (!small) return PXL_E_NO_MEMORY;
+  memcpy(out, small, (size_t)req->out_width * (size_t)req->out_height * (size_t)channels);
+  free(small);
+  return PXL_OK;
+}
+
+/* PixelOps.unpremultiply: what the library does to a premultiplying codec's canvas. */
+static void unpremultiply(uint8_t *p, size_t count) {
+  for (size_t i = 0; i < count; i++, p += 4) {
+    uint32_t a = p[3];
+    if (a == 0) {
+      p[0] = p[1] = p[2] = 0;
+    } else if (a != 255) {
+      for (int c = 0; c < 3; c++) {
+        uint32_t v = ((uint32_t)p[c] * 255 + a / 2) / a;
+        p[c] = (uint8_t)(v < 255 ? v : 255);
+      }
+    }
+  }
+}
+
+/* The library asks for an image's header, then (a thumbnail) choose_size's answer, then
+ * the pixels: three conversations, each of which starts with read_header, which for some
+ * formats is a whole parse (librsvg's: most of an SVG's cost). In-process the codec reads
+ * the header once. So the last successful header is kept with a copy of the bytes it was
+ * read from (up to HEADER_CACHE_MAX) and the flags asked, and given again for the same
+ * bytes, compared whole: read_header is a function of its bytes and flags. */
+enum { HEADER_CACHE_MAX = 4 << 20 };
+static struct {
+  const pxl_codec *codec;
+  uint8_t *bytes;
+  size_t size;
+  pxl_codec_header header;
+} header_cache;
+
+static pxl_status read_header_once(const pxl_codec *codec, const uint8_t *data, size_t size, pxl_codec_header *header,
+                                   char *message, size_t cap) {
+  if (header_cache.codec == codec && header_cache.size == size && header_cache.header.flags == header->flags &&
+      memcmp(header_cache.bytes, data, size) == 0) {
+    *header = header_cache.header;
+    return PXL_OK;
+  }
+  pxl_status status = codec->read_header(data, size, header, message, cap, codec->user_data);
+  free(header_cache.bytes);
+  header_cache.codec = NULL;
+  header_cache.bytes = NULL;
+  if (status == PXL_OK && size <= HEADER_CACHE_MAX && (header_cache.bytes = malloc(size)) != NULL) {
+    memcpy(header_cache.bytes, data, size);
+    header_cache.codec = codec;
+    header_cache.size = size;
+    header_cache.header = *header;
+  }
+  return status;
+}
+
 /* One decode: DECODE has arrived with data_fd. Returns 0 to go on, -1 when the
  * conversation is broken (the worker then exits: the library starts a fresh one). */
 static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, int data_fd) {
@@ -189,7 +285,7 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
   header.frame_count = 1;
   header.orientation = 1;
   header.has_alpha = 1;
-  pxl_status status = codec->read_header(data, size, &header, message, sizeof message, codec->user_data);
+  pxl_status status = read_header_once(codec, data, size, &header, message, sizeof message);
   message[sizeof message - 1] = 0;
   if (status != PXL_OK) {
     rc = send_error(sock, serial, status, message);
@@ -253,8 +349,17 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
     rc = -1;
     goto out;
   }
-  uint64_t stride = in.pixels.stride, need = stride * (uint64_t)height + answer.icc_size;
-  if (fstat(pixel_fd, &st) != 0 || stride < 4ull * (uint64_t)width || stride > (1ull << 32) ||
+  /* RESAMPLE: the memfd holds the resampler's output; the canvas is the worker's own. */
+  int channels = req->mode == PXL_WORKER_DECODE_RESAMPLE ? resample_channels(req) : 0;
+  if (req->mode != PXL_WORKER_DECODE_WHOLE && channels == 0) {
+    close(pixel_fd);
+    rc = send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the resample parameters are not ones the library sends");
+    goto out;
+  }
+  uint64_t rows = channels ? (uint64_t)req->out_height : (uint64_t)height;
+  uint64_t row_bytes = channels ? (uint64_t)channels * (uint64_t)req->out_width : 4ull * (uint64_t)width;
+  uint64_t stride = in.pixels.stride, need = stride * rows + answer.icc_size;
+  if (fstat(pixel_fd, &st) != 0 || stride < row_bytes || stride > (1ull << 32) ||
       in.pixels.size != need || (uint64_t)st.st_size != need) {
     close(pixel_fd);
     rc = send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the pixel buffer's size does not match the header");
@@ -266,20 +371,33 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
     rc = send_error(sock, serial, PXL_E_NO_MEMORY, "cannot map the pixel buffer");
     goto out;
   }
+  /* Zeroed, as the library's canvas is (calloc) and a fresh memfd is. */
+  uint8_t *canvas = channels ? calloc((size_t)width * (size_t)height, 4) : pixels;
+  if (!canvas) {
+    munmap(pixels, (size_t)need);
+    rc = send_error(sock, serial, PXL_E_NO_MEMORY, "out of memory for the canvas");
+    goto out;
+  }
   pxl_codec_target target;
   memset(&target, 0, sizeof target);
   target.struct_size = sizeof target;
   target.flags = header.flags;
   target.width = width;
   target.height = height;
-  target.pixels = pixels;
-  target.stride = (size_t)stride;
+  target.pixels = canvas;
+  target.stride = channels ? (size_t)width * 4 : (size_t)stride;
   target.cancel = &never_cancelled;
   memset(message, 0, sizeof message);
   status = codec->decode(data, size, &target, message, sizeof message, codec->user_data);
   message[sizeof message - 1] = 0;
+  if (status == PXL_OK && channels) {
+    if ((codec->flags & PXL_CODEC_PREMULTIPLIED) && header.has_alpha) unpremultiply(canvas, (size_t)width * (size_t)height);
+    status = resample_canvas(canvas, width, height, req, channels, pixels);
+    if (status != PXL_OK) snprintf(message, sizeof message, "cannot resample the %d x %d canvas", width, height);
+  }
+  if (channels) free(canvas);
   if (status == PXL_OK && answer.icc_size)
-    status = codec->read_icc(data, size, pixels + stride * (uint64_t)height, answer.icc_size, codec->user_data);
+    status = codec->read_icc(data, size, pixels + stride * rows, answer.icc_size, codec->user_data);
   /* Unmapped before DONE: the library's F_SEAL_WRITE fails while a writable mapping exists. */
   munmap(pixels, (size_t)need);
   if (status != PXL_OK) {

@@ -28,8 +28,9 @@ int pxlw_alive(void *worker) { return pxl_worker_alive(worker); }
 void pxlw_free(void *worker) { pxl_worker_free(worker); }
 
 void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
-                  int32_t target_height, int keep_orientation, int header_only, int timeout_ms, int32_t *status, char *message,
-                  size_t cap, int *worker_ended, pxlw_header *header) {
+                  int32_t target_height, int keep_orientation, int header_only, const int32_t *resample,
+                  const double *crop, int timeout_ms, int32_t *status, char *message, size_t cap, int *worker_ended,
+                  pxlw_header *header) {
   pxl_worker_result *r = calloc(1, sizeof *r);
   if (!r) {
     *status = PXL_E_NO_MEMORY;
@@ -37,10 +38,15 @@ void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *co
     *worker_ended = 0;
     return NULL;
   }
-  pxl_worker_decode_flags(worker, data, size, codec, target_width, target_height,
-                          (keep_orientation ? PXL_WORKER_KEEP_ORIENTATION : 0) |
-                              (header_only ? PXL_WORKER_CLIENT_HEADER_ONLY : 0),
-                          timeout_ms, r);
+  pxl_worker_resample rs;
+  if (resample) {
+    rs.out_width = resample[0], rs.out_height = resample[1], rs.layout = resample[2], rs.premultiply = resample[3];
+    memcpy(rs.crop, crop, sizeof rs.crop);
+  }
+  pxl_worker_decode_resampled(worker, data, size, codec, target_width, target_height,
+                              (keep_orientation ? PXL_WORKER_KEEP_ORIENTATION : 0) |
+                                  (header_only ? PXL_WORKER_CLIENT_HEADER_ONLY : 0),
+                              resample ? &rs : NULL, timeout_ms, r);
   *status = (int32_t)r->status;
   snprintf(message, cap, "%s", r->message);
   *worker_ended = !pxl_worker_alive(worker);

@@ -89,6 +89,12 @@ mkdir -p "$work/www"
 "$work/mkfixtures" "$work/www"
 gcc "${cflags[@]}" "$here/mkfixtures_avif.c" -lavif -o "$work/mkfixtures_avif"
 "$work/mkfixtures_avif" "$work/www"
+# The codec modules' files for test_isolation_modules_resampled: the module fuzz seeds
+# (made now when the build has none) and the SVG fuzz seeds.
+seeds="$root/build/fuzz/seeds"
+[ -d "$seeds/heif" ] && [ -d "$seeds/jxl" ] || python3 "$root/scripts/gen-module-fuzz-seeds.py" "$seeds" >/dev/null
+mkdir -p "$work/www/modules"
+cp "$seeds"/heif/*.heic "$seeds"/jxl/*.jxl "$root"/Tests/fuzz/seeds/svg/*.svg "$work/www/modules/"
 "$here/mkcerts.sh" "$work/pki"
 "$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx" \
   "$tls_port" "$work/pki/server.pem" "$work/pki/server.key" "$reconnect_port"

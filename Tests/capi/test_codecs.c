@@ -934,6 +934,56 @@ static void metered_callback(pxl_token token, const pxl_result *result, void *us
   capture_callback(token, result, &m->capture);
 }
 
+/* One image through a loader in the host (none) and an isolating one: the same status,
+ * size and pixels, and the metrics say which decoded in a worker. `last_may_fail`: a
+ * failure is expected (the same under both). */
+static void same_isolated(const struct test_env *env, pxl_loader *none, pxl_loader *isolated, pxl_queue *queue,
+                          const char *file, int32_t width, int32_t height, pxl_mode mode, pxl_format format,
+                          const char *tag, int may_fail) {
+  char path[128];
+  snprintf(path, sizeof path, "/%s", file);
+  struct test_url u = test_url(env, path, tag);
+  pxl_status got[2];
+  char message[2][256];
+  pxl_image *image[2];
+  pxl_metrics metrics[2];
+  int32_t incomplete[2];
+  for (int k = 0; k < 2; k++) {
+    struct metered m;
+    memset(&m, 0, sizeof m);
+    pxl_request request;
+    request_for(&request, u.url, width, height, mode, format);
+    CHECK_STATUS(pxl_load(k ? isolated : none, &request, queue, metered_callback, &m, NULL), PXL_OK);
+    CHECK(drain_until(env, queue, &m.capture.calls, 1, 30000));
+    got[k] = m.capture.status;
+    snprintf(message[k], sizeof message[k], "%s", m.capture.message);
+    image[k] = m.capture.image ? pxl_image_retain(m.capture.image) : NULL;
+    metrics[k] = m.metrics;
+    incomplete[k] = m.capture.incomplete;
+    capture_reset(&m.capture);
+  }
+  CHECK_INT(incomplete[1], incomplete[0]);
+  CHECKF(got[0] == got[1], "%s: %d in the host, %d isolated (%s)", file, got[0], got[1], message[1]);
+  if (got[0] != PXL_OK || got[1] != PXL_OK || !image[0] || !image[1]) {
+    CHECKF(may_fail, "%s: %d %s", file, got[1], message[1]);
+  } else {
+    CHECK_INT(metrics[1].isolated, 1);
+    CHECK_INT(metrics[0].isolated, 0);
+    int32_t w = pxl_image_width(image[0]), h = pxl_image_height(image[0]);
+    CHECKF(w == pxl_image_width(image[1]) && h == pxl_image_height(image[1]), "%s: %dx%d vs %dx%d", file, w, h,
+           pxl_image_width(image[1]), pxl_image_height(image[1]));
+    size_t stride0 = pxl_image_stride(image[0]), stride1 = pxl_image_stride(image[1]);
+    int same = stride0 == stride1;
+    for (int32_t y = 0; same && y < h; y++)
+      same = memcmp(pxl_image_pixels(image[0]) + y * stride0, pxl_image_pixels(image[1]) + y * stride1,
+                    (size_t)w * (size_t)pxl_format_bytes_per_pixel(format)) == 0;
+    CHECKF(same, "%s (%dx%d mode %d format %d): the pixels differ in the host and isolated", file, width, height, mode,
+           format);
+  }
+  pxl_image_release(image[0]);
+  pxl_image_release(image[1]);
+}
+
 /* Issue 39: PXL_ISOLATION_ALL. The built-in formats decode in workers (the metrics say
  * isolated) to the same pixels, sizes and warnings as in the host (PXL_ISOLATION_NONE):
  * a JPEG full size, a FILL thumbnail at a DCT scale, an EXIF-oriented JPEG, a PNG with
@@ -960,50 +1010,10 @@ void test_isolation_all(const struct test_env *env) {
   char layers[128] = "";
   pxl_loader_isolation(all, layers, sizeof layers);
   CHECKF(strstr(layers, "seccomp") != NULL, "isolation all: %s", layers);
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    char path[80];
-    snprintf(path, sizeof path, "/%s", cases[i].file);
-    struct test_url u = test_url(env, path, "all");
-    pxl_status got[2];
-    char message[2][256];
-    pxl_image *image[2];
-    pxl_metrics metrics[2];
-    int32_t incomplete[2];
-    for (int k = 0; k < 2; k++) {
-      struct metered m;
-      memset(&m, 0, sizeof m);
-      pxl_request request;
-      request_for(&request, u.url, cases[i].w, cases[i].h, cases[i].mode, cases[i].format);
-      CHECK_STATUS(pxl_load(k ? all : none, &request, queue, metered_callback, &m, NULL), PXL_OK);
-      CHECK(drain_until(env, queue, &m.capture.calls, 1, 30000));
-      got[k] = m.capture.status;
-      snprintf(message[k], sizeof message[k], "%s", m.capture.message);
-      image[k] = m.capture.image ? pxl_image_retain(m.capture.image) : NULL;
-      metrics[k] = m.metrics;
-      incomplete[k] = m.capture.incomplete;
-      capture_reset(&m.capture);
-    }
-    CHECK_INT(incomplete[1], incomplete[0]);
-    CHECKF(got[0] == got[1], "%s: %d under none, %d under all (%s)", cases[i].file, got[0], got[1], message[1]);
-    if (got[0] != PXL_OK || got[1] != PXL_OK || !image[0] || !image[1]) {
-      CHECKF(i == sizeof cases / sizeof cases[0] - 1, "%s: %d %s", cases[i].file, got[1], message[1]);
-    } else {
-      CHECK_INT(metrics[1].isolated, 1);
-      CHECK_INT(metrics[0].isolated, 0);
-      int32_t w = pxl_image_width(image[0]), h = pxl_image_height(image[0]);
-      CHECKF(w == pxl_image_width(image[1]) && h == pxl_image_height(image[1]), "%s: %dx%d vs %dx%d", cases[i].file, w,
-             h, pxl_image_width(image[1]), pxl_image_height(image[1]));
-      size_t stride0 = pxl_image_stride(image[0]), stride1 = pxl_image_stride(image[1]);
-      int same = stride0 == stride1;
-      for (int32_t y = 0; same && y < h; y++)
-        same = memcmp(pxl_image_pixels(image[0]) + y * stride0, pxl_image_pixels(image[1]) + y * stride1,
-                      (size_t)w * (size_t)pxl_format_bytes_per_pixel(cases[i].format)) == 0;
-      CHECKF(same, "%s (%dx%d %d): the pixels differ between none and all", cases[i].file, cases[i].w, cases[i].h,
-             cases[i].format);
-    }
-    pxl_image_release(image[0]);
-    pxl_image_release(image[1]);
-  }
+  size_t count = sizeof cases / sizeof cases[0];
+  for (size_t i = 0; i < count; i++)
+    same_isolated(env, none, all, queue, cases[i].file, cases[i].w, cases[i].h, cases[i].mode, cases[i].format, "all",
+                  i == count - 1);
   pxl_loader_free(all);
 
   /* A worker that cannot finish (1 ms): DECODER_FAILED, nothing cached, then it decodes. */
@@ -1023,6 +1033,50 @@ void test_isolation_all(const struct test_env *env) {
   CHECKF(status == PXL_OK && image, "after the timeout: %d %s", status, message);
   pxl_image_release(image);
   pxl_loader_free(all);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
+}
+
+/* Issue 39: the codec modules' thumbnails are resampled in their worker (only the
+ * thumbnail crosses): HEIC, JPEG XL and SVG (run.sh copies the module fuzz seeds and
+ * SVG seeds into modules/) through the shipped modules in the host (PXL_ISOLATION_NONE)
+ * and isolated (the default): the same pixels for FILL and FIT thumbnails, full size, in
+ * every format (GRAY8: the canvas crosses), with alpha (SVG's premultiplied canvas), an
+ * ICC profile and nclx colour, an EXIF-less HEIC grid. */
+void test_isolation_modules_resampled(const struct test_env *env) {
+  static const char *files[] = {"modules/lossy-alpha.heic", "modules/icc.heic", "modules/no-alpha-nclx.heic",
+                                "modules/grid.heic", "modules/lossy.jxl", "modules/lossless-alpha.jxl",
+                                "modules/icc-container.jxl", "modules/shapes.svg", "modules/gradients.svg",
+                                "modules/viewbox-only.svg"};
+  static const struct { int32_t w, h; pxl_mode mode; } sizes[] = {
+      {20, 20, PXL_MODE_FILL}, {33, 17, PXL_MODE_FIT}, {7, 40, PXL_MODE_FILL}, {0, 0, PXL_MODE_FIT}, {150, 150, PXL_MODE_FILL}};
+  static const pxl_format formats[] = {PXL_FORMAT_RGBA8, PXL_FORMAT_RGBA8_PREMUL, PXL_FORMAT_BGRA8_PREMUL,
+                                       PXL_FORMAT_RGB8, PXL_FORMAT_GRAY8};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", env->fixture_dir, files[i]);
+    CHECKF(access(path, R_OK) == 0, "%s missing (run.sh copies it from the module fuzz seeds)", path);
+  }
+  pxl_config config;
+  pxl_config_init(&config);
+  config.memory_cache_bytes = 0;
+  config.isolation = PXL_ISOLATION_NONE;
+  pxl_loader *none = new_loader(&config);
+  config.isolation = PXL_ISOLATION_MODULES;
+  pxl_loader *modules = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  int n = 0;
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
+      /* Every format on the first size, then one in turn: 5 formats x 10 files, not 250 loads. */
+      for (size_t k = 0; k < sizeof formats / sizeof formats[0]; k++) {
+        if (j > 0 && k != (i + j) % (sizeof formats / sizeof formats[0])) continue;
+        same_isolated(env, none, modules, queue, files[i], sizes[j].w, sizes[j].h, sizes[j].mode, formats[k], "modrs", 0);
+        n++;
+      }
+    }
+  CHECK(n > 80);
+  pxl_loader_free(modules);
   pxl_loader_free(none);
   pxl_queue_free(queue);
 }

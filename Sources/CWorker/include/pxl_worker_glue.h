@@ -30,10 +30,13 @@ void pxlw_free(void *worker);
 /* Decodes through the worker. Returns a result (free with pxlw_result_free) and sets
  * *status (a pxl_status: 0 ok, 23 PXL_E_DECODER_FAILED, or a codec's) and message. On
  * success the header and the sealed, read-only pixels are the result's. *worker_ended: the
- * worker cannot decode again. */
+ * worker cannot decode again. resample (out_width, out_height, layout, premultiply) and crop
+ * (x, y, width, height in the drawn canvas), or NULL: the worker resamples what it drew and
+ * the result's pixels are the resampler's output (pxl_worker_resample). */
 void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
-                  int32_t target_height, int keep_orientation, int header_only, int timeout_ms, int32_t *status, char *message,
-                  size_t cap, int *worker_ended, pxlw_header *header);
+                  int32_t target_height, int keep_orientation, int header_only, const int32_t *resample,
+                  const double *crop, int timeout_ms, int32_t *status, char *message, size_t cap, int *worker_ended,
+                  pxlw_header *header);
 const uint8_t *pxlw_result_pixels(const void *result);
 size_t pxlw_result_stride(const void *result);
 const uint8_t *pxlw_result_icc(const void *result);

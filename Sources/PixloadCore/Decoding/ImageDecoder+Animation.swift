@@ -176,10 +176,26 @@ final class FrameCollector {
       }
     }
     guard let small = resampler.finish() else { return nil }
+    return render(resampled: small)
+  }
+
+  /// What follows the resampler in `render`, for its output (taken: outWidth x outHeight in
+  /// the layout, premultiplied when premultipliedAveraging), made elsewhere: an isolated
+  /// codec's worker resamples with `resampling`'s parameters (IsolatedCodec.decodeResampled).
+  func render(resampled small: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<UInt8>? {
+    let outWidth = plan.storedOutputWidth, outHeight = plan.storedOutputHeight
     if premultipliedAveraging && !format.isPremultiplied { PixelOps.unpremultiply(small, count: outWidth * outHeight) }
     let (pixels, frameWarning) = color.apply(small, width: outWidth, height: outHeight,
                                              premultiplied: premultipliedAveraging && format.isPremultiplied)
     return oriented(pixels, frameWarning: frameWarning)
+  }
+
+  /// The resampler `render` would put a width x height canvas through, or nil when it
+  /// delivers the canvas whole.
+  func resampling(width: Int, height: Int) -> IsolatedCodec.Resample? {
+    guard !isWhole(width: width, height: height) else { return nil }
+    return IsolatedCodec.Resample(outWidth: plan.storedOutputWidth, outHeight: plan.storedOutputHeight, layout: layout,
+                                  premultiply: premultipliedAveraging, crop: crop)
   }
 
   /// As `render`, for a tightly packed RGBA canvas the caller hands over (a codec's still):

@@ -132,6 +132,12 @@ extension ImageDecoder {
        chosen.width >= wantWidth, chosen.height >= wantHeight, chosen.width <= width, chosen.height <= height {
       (width, height) = chosen
     }
+    let canvasCrop = crop.scaled(x: Double(width) / Double(header.width), y: Double(height) / Double(header.height))
+    if let isolated = codec as? IsolatedCodec, !partial, let resampled = decodeResampled(
+         bytes, codec: isolated, variant: variant, header: header, plan: plan, orientation: orientation,
+         width: width, height: height, crop: canvasCrop, keepOrientation: keepOrientation, colorStep: colorStep) {
+      return resampled
+    }
     let canvas: UnsafeMutablePointer<UInt8>
     switch target.draw(bytes, codec: codec, width: width, height: height, hasAlpha: header.hasAlpha) {
     case .failure(let failure): return .failure(failure)
@@ -140,17 +146,54 @@ extension ImageDecoder {
     let color = colorStep()
     let collector = FrameCollector(plan: plan, color: color, format: variant.format, orientation: orientation,
                                    canvasWidth: width, canvasHeight: height, sourceHasAlpha: header.hasAlpha,
-                                   frameBytes: 0, crop: crop.scaled(x: Double(width) / Double(header.width),
-                                                                    y: Double(height) / Double(header.height)))
+                                   frameBytes: 0, crop: canvasCrop)
     guard let pixels = collector.render(taking: canvas, width: width, height: height) else {
       return .failure(LoadError(.noMemory, "out of memory rendering a \(codec.id) image"))
     }
+    return .success(still(pixels, plan: plan, variant: variant, header: header, warning: collector.warning))
+  }
+
+  private static func still(_ pixels: UnsafeMutablePointer<UInt8>, plan: SizePlan, variant: ImageVariant,
+                            header: CodecHeader, warning: String?) -> Image {
     let image = Image(width: plan.outputWidth, height: plan.outputHeight,
                       stride: plan.outputWidth * variant.format.bytesPerPixel, format: variant.format,
                       originalWidth: plan.displayWidth, originalHeight: plan.displayHeight, takingPixels: pixels,
-                      warning: collector.warning)
+                      warning: warning)
     image.sourceFrameCount = header.frameCount
-    return .success(image)
+    return image
+  }
+
+  /// An isolated codec's thumbnail resampled in its worker, so that only the thumbnail
+  /// crosses: the same resampler with the parameters `FrameCollector.render` would use
+  /// (whose layout, for any format but GRAY8, does not depend on the colour step; the
+  /// colour step, premultiplication and orientation follow here, as they do there). Nil
+  /// when the canvas would not be resampled, or for GRAY8 (its layout follows the profile,
+  /// which comes with the pixels): the canvas crosses.
+  private static func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, codec: IsolatedCodec, variant: ImageVariant,
+                                      header: CodecHeader, plan: SizePlan, orientation: Orientation, width: Int,
+                                      height: Int, crop: PixelRect, keepOrientation: Bool,
+                                      colorStep: () -> ColorStep) -> Result<Image, LoadError>? {
+    guard variant.format != .gray8 else { return nil }
+    let layoutOnly = ColorStep(conversion: nil, warning: nil, format: variant.format)
+    let planned = FrameCollector(plan: plan, color: layoutOnly, format: variant.format, orientation: orientation,
+                                 canvasWidth: width, canvasHeight: height, sourceHasAlpha: header.hasAlpha,
+                                 frameBytes: 0, crop: crop)
+    guard let resample = planned.resampling(width: width, height: height) else { return nil }
+    let small: UnsafeMutablePointer<UInt8>
+    switch codec.decodeResampled(bytes, width: width, height: height, keepOrientation: keepOrientation,
+                                 resample: resample) {
+    case .failure(let failure): return .failure(error(failure, codec: codec))
+    case .success(let output): small = output
+    }
+    let collector = FrameCollector(plan: plan, color: colorStep(), format: variant.format, orientation: orientation,
+                                   canvasWidth: width, canvasHeight: height, sourceHasAlpha: header.hasAlpha,
+                                   frameBytes: 0, crop: crop)
+    guard collector.resampling(width: width, height: height) == resample,
+          let pixels = collector.render(resampled: small) else {
+      free(small)
+      return .failure(LoadError(.noMemory, "out of memory rendering a \(codec.id) image"))
+    }
+    return .success(still(pixels, plan: plan, variant: variant, header: header, warning: collector.warning))
   }
 
   /// A scalable codec's size (stored orientation) enlarged so that the displayed image meets

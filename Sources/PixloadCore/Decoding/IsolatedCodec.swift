@@ -1,3 +1,4 @@
+import CCodecs
 import CSupport
 import CWorker
 #if canImport(Glibc)
@@ -11,9 +12,11 @@ import Glibc
 ///
 /// Each call is a worker conversation: `readHeader` and `chooseSize` stop at the worker's
 /// HEADER (no pixel buffer); `decode` has the worker draw at the size asked (its header
-/// checked against max_pixels before the host sizes the sealed pixel memfd), copies the
-/// pixels once into the decode stage's canvas, and keeps the ICC profile the worker wrote
-/// after them for this thread's `readICC`, which the decode stage calls after the draw.
+/// checked against max_pixels before the host sizes the sealed pixel memfd) and copies the
+/// pixels once into the decode stage's canvas; `decodeResampled` (a thumbnail) has it
+/// resample what it drew, so that only the thumbnail crosses. Both keep the ICC profile the
+/// worker wrote after the pixels for this thread's `readICC`, which the decode stage calls
+/// after the draw.
 ///
 /// Its workers: a `WorkerPool` of the module's (warm, replaced after a number of decodes and
 /// after any failure, ended by `destroy`: pxl_loader_free).
@@ -114,29 +117,74 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   }
 
   public func decode(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget) -> CodecFailure? {
+    let drawn = draw(bytes, width: target.width, height: target.height, keepOrientation: target.keepOrientation,
+                     resample: nil) { pixels, stride in
+      for row in 0..<target.height {
+        (target.pixels + row * target.stride).update(from: pixels + row * stride, count: target.width * 4)
+      }
+    }
+    if case .failure(let failure) = drawn { return failure }
+    return nil
+  }
+
+  /// What the decode stage would do to the canvas before its colour step
+  /// (`FrameCollector.render`): rows in `layout` (RGBA, BGRA or RGB), area-resampled over
+  /// `crop` (the canvas's pixels) to outWidth x outHeight, premultiplied while averaging.
+  struct Resample: Equatable {
+    var outWidth: Int, outHeight: Int
+    var layout: pxl_codec_layout
+    var premultiply: Bool
+    var crop: PixelRect
+    var channels: Int { layout == PXL_CODEC_RGB ? 3 : 4 }
+  }
+
+  /// `decode` at width x height, resampled in the worker (the library's resampler, the
+  /// decode stage's parameters: the same bytes), so that only the thumbnail crosses: the
+  /// resampler's output, malloc'd, tightly packed (the caller frees it).
+  func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int, keepOrientation: Bool,
+                       resample: Resample) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
+    let rowBytes = resample.outWidth * resample.channels
+    let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation,
+                     resample: resample) { pixels, stride -> UnsafeMutablePointer<UInt8>? in
+      guard stride == rowBytes,
+            let small = malloc(max(1, rowBytes * resample.outHeight))?.assumingMemoryBound(to: UInt8.self) else {
+        return nil
+      }
+      small.update(from: pixels, count: rowBytes * resample.outHeight)
+      return small
+    }
+    switch drawn {
+    case .failure(let failure): return .failure(failure)
+    case .success(let small?): return .success(small)
+    case .success(nil):
+      return .failure(CodecFailure(.noMemory, "out of memory for a \(resample.outWidth)x\(resample.outHeight) image"))
+    }
+  }
+
+  /// One worker decode at width x height: `use` gets its pixels (the canvas, or the
+  /// resampler's output) and their stride while they are mapped; the ICC profile is kept
+  /// for readICC (the colour step follows the draw).
+  private func draw<T>(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int, keepOrientation: Bool,
+                       resample: Resample?, use: (UnsafePointer<UInt8>, Int) -> T) -> Result<T, CodecFailure> {
     let key = threadKey
     lock.withLock { current[key] = nil }
     let output: Output
-    switch run(bytes, width: target.width, height: target.height, keepOrientation: target.keepOrientation,
-               headerOnly: false) {
-    case .failure(let failure): return failure
+    switch run(bytes, width: width, height: height, keepOrientation: keepOrientation, headerOnly: false,
+               resample: resample) {
+    case .failure(let failure): return .failure(failure)
     case .success(let fresh): output = fresh
     }
-    guard Int(output.header.width) == target.width, Int(output.header.height) == target.height,
+    guard Int(output.header.width) == width, Int(output.header.height) == height,
           let pixels = pxlw_result_pixels(output.result) else {
-      return CodecFailure(.corruptImage, "the decoder drew \(output.header.width)x\(output.header.height), "
-                            + "not the \(target.width)x\(target.height) asked")
+      return .failure(CodecFailure(.corruptImage, "the decoder drew \(output.header.width)x\(output.header.height), "
+                                     + "not the \(width)x\(height) asked"))
     }
-    let stride = pxlw_result_stride(output.result)
-    for row in 0..<target.height {
-      (target.pixels + row * target.stride).update(from: pixels + row * stride, count: target.width * 4)
-    }
-    // The profile kept for readICC (the colour step follows the draw); the pixels go now.
+    let answer = use(pixels, pxlw_result_stride(output.result))
     if output.header.icc_size > 0, let icc = pxlw_result_icc(output.result) {
       let profile = Array(UnsafeBufferPointer(start: icc, count: Int(output.header.icc_size)))
       lock.withLock { current[key] = (UnsafeRawPointer(bytes.baseAddress), bytes.count, profile) }
     }
-    return nil
+    return .success(answer)
   }
 
   public func decodeFrames(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget,
@@ -158,16 +206,24 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
 
   /// One decode in a worker from the pool.
   private func run(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
-                   keepOrientation: Bool, headerOnly: Bool) -> Result<Output, CodecFailure> {
+                   keepOrientation: Bool, headerOnly: Bool, resample: Resample? = nil) -> Result<Output, CodecFailure> {
     let timeout = pool.timeout
     let ran = pool.with { worker -> (Result<Output, CodecFailure>, usable: Bool) in
       var status: Int32 = 0
       var ended: Int32 = 0
       var header = pxlw_header()
       var message = [CChar](repeating: 0, count: 512)
-      let result = pxlw_decode(worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height),
-                               keepOrientation ? 1 : 0, headerOnly ? 1 : 0, timeout, &status, &message,
-                               message.count, &ended, &header)
+      var params: [Int32] = resample.map { [Int32($0.outWidth), Int32($0.outHeight), Int32($0.layout.rawValue),
+                                             $0.premultiply ? 1 : 0] } ?? []
+      var crop: [Double] = resample.map { [$0.crop.x, $0.crop.y, $0.crop.width, $0.crop.height] } ?? []
+      let result = params.withUnsafeMutableBufferPointer { params in
+        crop.withUnsafeMutableBufferPointer { crop in
+          pxlw_decode(worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height), keepOrientation ? 1 : 0,
+                      headerOnly ? 1 : 0, resample == nil ? nil : UnsafePointer(params.baseAddress),
+                      resample == nil ? nil : UnsafePointer(crop.baseAddress), timeout, &status, &message,
+                      message.count, &ended, &header)
+        }
+      }
       let usable = ended == 0 && status != Status.decoderFailed.rawValue
       guard let result else { return (.failure(CodecFailure(.noMemory, "out of memory")), usable) }
       guard status == 0 else {
