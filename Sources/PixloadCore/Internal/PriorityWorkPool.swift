@@ -70,16 +70,22 @@ final class PriorityWorkPool: @unchecked Sendable {
     }
   }
 
-  func submit(priority: Int32, cost: Int = 0, work: @escaping () -> Void) -> Job {
-    lock.withLock {
+  /// Queues `work`. `wakingAfter`: a lock the caller holds and the job takes first (the
+  /// loader's): the idle thread that runs it is woken once the caller releases that lock,
+  /// not before, so that it does not wake only to block on it. The job is queued (ranked,
+  /// cancellable) at once either way; a thread already awake may take it sooner.
+  func submit(priority: Int32, cost: Int = 0, wakingAfter outer: Lock? = nil, work: @escaping () -> Void) -> Job {
+    let job: Job = lock.withLock {
       nextSequence += 1
       let job = Job(priority: priority, cost: cost, sequence: nextSequence, work: work)
       waiting[job.sequence] = job
       byRank.push(Entry(job: job, priority: priority))
       byAge.push(Entry(job: job, priority: priority))
-      lock.signalOnUnlock()
+      if outer == nil { lock.signalOnUnlock() }
       return job
     }
+    outer?.signalOnUnlock(of: lock)
+    return job
   }
 
   /// Removes a job that has not started. False if it already started (or finished).
