@@ -223,6 +223,33 @@ final class WorkPoolTests: XCTestCase {
     second.shutdownAfterDraining()
   }
 
+  /// Back-pressure (`watchBacklog`, `isBacklogged`): true once `limit` jobs wait, and the
+  /// callback comes once they fall below it (a pick or a cancel), only after a true answer.
+  func testBacklogIsReportedAndItsEndCalledBack() throws {
+    let pool = try PriorityWorkPool(threadCount: 1, name: "test")
+    let gate = Lock()
+    var released = false, holding = false, clearedCalls = 0
+    pool.watchBacklog(limit: 3) { gate.withLock { clearedCalls += 1; gate.broadcast() } }
+    _ = pool.submit(priority: 0) {
+      gate.withLock {
+        holding = true
+        gate.broadcast()
+        while !released { gate.wait() }
+      }
+    }
+    gate.withLock { while !holding { gate.wait() } }
+    XCTAssertFalse(pool.isBacklogged())
+    let jobs = (0..<3).map { _ in pool.submit(priority: 0) {} }
+    XCTAssertTrue(pool.isBacklogged())
+    XCTAssertTrue(pool.cancel(jobs[0]))
+    XCTAssertEqual(gate.withLock { clearedCalls }, 1, "the cancel took the backlog below its limit")
+    XCTAssertFalse(pool.isBacklogged())
+    _ = pool.submit(priority: 0) {}
+    gate.withLock { released = true; gate.broadcast() }
+    pool.shutdownAfterDraining()
+    XCTAssertEqual(gate.withLock { clearedCalls }, 1, "not reported backlogged again: no second callback")
+  }
+
   /// Among equal priorities the cheaper job runs first, whatever its age; a job that has
   /// waited past the aging limit runs before cheaper and newer ones.
   func testCheaperFirstUnlessAJobHasWaitedLong() throws {

@@ -88,14 +88,49 @@ final class PriorityWorkPool: @unchecked Sendable {
     return job
   }
 
+  /// Back-pressure (`isBacklogged`): the waiting jobs at which it answers true, whether it
+  /// did since the backlog last fell below, and what is called (without the lock) when it
+  /// does.
+  private var backlogLimit = Int.max
+  private var backlogReported = false
+  private var backlogCleared: (@Sendable () -> Void)?
+
+  /// `cleared` is called once the waiting jobs fall below `limit` after `isBacklogged`
+  /// answered true. Set before the first `isBacklogged`.
+  func watchBacklog(limit: Int, cleared: @escaping @Sendable () -> Void) {
+    lock.withLock {
+      backlogLimit = limit
+      backlogCleared = cleared
+    }
+  }
+
+  /// Whether `limit` jobs or more wait (`watchBacklog`).
+  func isBacklogged() -> Bool {
+    lock.withLock {
+      guard waiting.count >= backlogLimit else { return false }
+      backlogReported = true
+      return true
+    }
+  }
+
+  /// Lock held: the callback to call once unlocked when the backlog just fell below its
+  /// limit after being reported.
+  private func takeBacklogCleared() -> (@Sendable () -> Void)? {
+    guard backlogReported, waiting.count < backlogLimit else { return nil }
+    backlogReported = false
+    return backlogCleared
+  }
+
   /// Removes a job that has not started. False if it already started (or finished).
   @discardableResult
   func cancel(_ job: Job) -> Bool {
-    lock.withLock {
-      guard waiting.removeValue(forKey: job.sequence) != nil else { return false }
+    let (removed, cleared): (Bool, (@Sendable () -> Void)?) = lock.withLock {
+      guard waiting.removeValue(forKey: job.sequence) != nil else { return (false, nil) }
       compactIfMostlyTombstones()
-      return true
+      return (true, takeBacklogCleared())
     }
+    cleared?()
+    return removed
   }
 
   func setPriority(_ job: Job, _ priority: Int32) {
@@ -189,6 +224,7 @@ final class PriorityWorkPool: @unchecked Sendable {
 
   private func runWorker() {
     while true {
+      var cleared: (@Sendable () -> Void)?
       let picked: (job: Job, aged: Bool)? = lock.withLock {
         while waiting.isEmpty && !stopping && !draining { lock.wait() }
         if stopping || waiting.isEmpty { return nil }
@@ -204,8 +240,10 @@ final class PriorityWorkPool: @unchecked Sendable {
         waiting.removeValue(forKey: job.sequence)
         compactIfMostlyTombstones()
         if aged { runningAged += 1 }
+        cleared = takeBacklogCleared()
         return (job, aged)
       }
+      cleared?()
       guard let picked else { return }
       picked.job.work()
       if picked.aged { lock.withLock { runningAged -= 1 } }
