@@ -95,8 +95,10 @@ final class PriorityWorkPool: @unchecked Sendable {
   private var backlogReported = false
   private var backlogCleared: (@Sendable () -> Void)?
 
-  /// `cleared` is called once the waiting jobs fall below `limit` after `isBacklogged`
-  /// answered true. Set before the first `isBacklogged`.
+  /// `cleared` is called once the waiting jobs fall to half `limit` after `isBacklogged`
+  /// answered true (not at once below it: each call starts a batch of transfers, not one
+  /// per job picked, which would wake the network thread once per decode). Set before the
+  /// first `isBacklogged`.
   func watchBacklog(limit: Int, cleared: @escaping @Sendable () -> Void) {
     lock.withLock {
       backlogLimit = limit
@@ -113,10 +115,10 @@ final class PriorityWorkPool: @unchecked Sendable {
     }
   }
 
-  /// Lock held: the callback to call once unlocked when the backlog just fell below its
+  /// Lock held: the callback to call once unlocked when the backlog just fell to half its
   /// limit after being reported.
   private func takeBacklogCleared() -> (@Sendable () -> Void)? {
-    guard backlogReported, waiting.count < backlogLimit else { return nil }
+    guard backlogReported, waiting.count <= backlogLimit / 2 else { return nil }
     backlogReported = false
     return backlogCleared
   }

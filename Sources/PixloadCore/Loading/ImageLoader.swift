@@ -98,12 +98,13 @@ public final class ImageLoader: @unchecked Sendable {
                     decoder: self.decoder, decodePool: decodePool)
   }
 
-  /// Back-pressure: while more downloaded bodies wait for a decode thread than a few per
-  /// thread, the engine starts no new transfer (running ones go on). On a fast network the
-  /// downloads outrun the decodes, and without it every body of a long list waits at once,
-  /// each written into fresh pages (a page fault per 4 KiB); held to a few, the memory of
-  /// the decoded ones is reused. The queue is never empty while it holds, so the decode
-  /// threads never wait for it. Waiting jobs: decodes, previews, stream feeds, processing.
+  /// Back-pressure: once more downloaded bodies wait for a decode thread than a few per
+  /// thread, the engine starts no new transfer (running ones go on) until half as many
+  /// wait. On a fast network the downloads outrun the decodes, and without it every body of
+  /// a long list waits at once, each written into fresh pages (a page fault per 4 KiB);
+  /// held to a few, the memory of the decoded ones is reused. The queue is not empty when
+  /// starts resume, so the decode threads do not wait for it. Waiting jobs: decodes,
+  /// previews, stream feeds, processing.
   static func holdTransfers(of engine: CurlEngine, whileBacklogged pool: PriorityWorkPool, threads: Int) {
     pool.watchBacklog(limit: 2 * max(1, threads) + 2) { [weak engine] in engine?.resumeStarts() }
     engine.holdStarts { [weak pool] in pool?.isBacklogged() ?? false }
