@@ -194,6 +194,65 @@ final class WorkPoolTests: XCTestCase {
     XCTAssertEqual(order, ["high", "mid-new", "mid-old", "low-new", "low-old"])
   }
 
+  /// A job queued while the caller holds another lock (`wakingAfter:`, the loader's lock
+  /// around a decode's submit) has its idle thread woken once that lock is released: no
+  /// wake is lost, also when two pools' jobs are queued under it at once (the second is
+  /// woken at once) and the jobs start by taking that lock, as a decode does.
+  func testJobQueuedUnderAnotherLockIsWokenWhenItIsReleased() throws {
+    let first = try PriorityWorkPool(threadCount: 1, name: "test-a")
+    let second = try PriorityWorkPool(threadCount: 1, name: "test-b")
+    let outer = Lock()
+    var ran = 0
+    func job() { outer.withLock { ran += 1; outer.broadcast() } }
+    for round in 1...300 {
+      outer.withLock {
+        _ = first.submit(priority: 0, wakingAfter: outer, work: job)
+        _ = second.submit(priority: 0, wakingAfter: outer, work: job)
+      }
+      let deadline = monotonicNanoseconds() + 10_000_000_000
+      let done: Bool = outer.withLock {
+        while ran < 2 * round && monotonicNanoseconds() < deadline { outer.wait(untilNanoseconds: deadline) }
+        return ran == 2 * round
+      }
+      if !done {
+        XCTFail("round \(round): a job queued under the outer lock was not woken for after its release")
+        break
+      }
+    }
+    first.shutdownAfterDraining()
+    second.shutdownAfterDraining()
+  }
+
+  /// Back-pressure (`watchBacklog`, `isBacklogged`): true once `limit` jobs wait, and the
+  /// callback comes once they fall to half of it (a pick or a cancel), only after a true
+  /// answer.
+  func testBacklogIsReportedAndItsEndCalledBack() throws {
+    let pool = try PriorityWorkPool(threadCount: 1, name: "test")
+    let gate = Lock()
+    var released = false, holding = false, clearedCalls = 0
+    pool.watchBacklog(limit: 3) { gate.withLock { clearedCalls += 1; gate.broadcast() } }
+    _ = pool.submit(priority: 0) {
+      gate.withLock {
+        holding = true
+        gate.broadcast()
+        while !released { gate.wait() }
+      }
+    }
+    gate.withLock { while !holding { gate.wait() } }
+    XCTAssertFalse(pool.isBacklogged())
+    let jobs = (0..<3).map { _ in pool.submit(priority: 0) {} }
+    XCTAssertTrue(pool.isBacklogged())
+    XCTAssertTrue(pool.cancel(jobs[0]))
+    XCTAssertEqual(gate.withLock { clearedCalls }, 0, "2 waiting: above half the limit")
+    XCTAssertTrue(pool.cancel(jobs[1]))
+    XCTAssertEqual(gate.withLock { clearedCalls }, 1, "the cancel took the backlog to half its limit")
+    XCTAssertFalse(pool.isBacklogged())
+    _ = pool.submit(priority: 0) {}
+    gate.withLock { released = true; gate.broadcast() }
+    pool.shutdownAfterDraining()
+    XCTAssertEqual(gate.withLock { clearedCalls }, 1, "not reported backlogged again: no second callback")
+  }
+
   /// Among equal priorities the cheaper job runs first, whatever its age; a job that has
   /// waited past the aging limit runs before cheaper and newer ones.
   func testCheaperFirstUnlessAJobHasWaitedLong() throws {

@@ -39,17 +39,23 @@ final class Lock: @unchecked Sendable {
   /// read and written with the lock held.
   private var pendingWake = Wake.none
   private enum Wake { case none, one, all }
+  /// Another lock whose waiter `unlock` wakes once this mutex is free
+  /// (`signalOnUnlock(of:)`); read and written with this lock held.
+  private var pendingOther: Lock?
 
   func lock() { pthread_mutex_lock(mutex) }
   func unlock() {
     let wake = pendingWake
     pendingWake = .none
+    let other = pendingOther
+    if other != nil { pendingOther = nil }
     pthread_mutex_unlock(mutex)
     switch wake {
     case .none: break
     case .one: pthread_cond_signal(condition)
     case .all: pthread_cond_broadcast(condition)
     }
+    other?.signal()
   }
 
   @inline(__always)
@@ -66,6 +72,19 @@ final class Lock: @unchecked Sendable {
   /// the change they wait for is made under the lock before it is released.
   func signalOnUnlock() {
     if pendingWake == .none { pendingWake = .one }
+  }
+
+  /// This lock held: wakes one waiter of `other` once this lock is released. For work queued
+  /// under `other` by code that holds this lock, whose job starts by taking this lock (the
+  /// decode pool's jobs take the loader's): woken now, the job's thread would block on this
+  /// lock at once. Same rule as `signalOnUnlock`: the queued work is visible under `other`
+  /// before the wake. One lock is remembered; a second, different one is woken at once.
+  func signalOnUnlock(of other: Lock) {
+    if pendingOther == nil || pendingOther === other {
+      pendingOther = other
+    } else {
+      other.signal()
+    }
   }
 
   /// Lock held: `signalOnUnlock` for every waiter.

@@ -70,26 +70,69 @@ final class PriorityWorkPool: @unchecked Sendable {
     }
   }
 
-  func submit(priority: Int32, cost: Int = 0, work: @escaping () -> Void) -> Job {
-    lock.withLock {
+  /// Queues `work`. `wakingAfter`: a lock the caller holds and the job takes first (the
+  /// loader's): the idle thread that runs it is woken once the caller releases that lock,
+  /// not before, so that it does not wake only to block on it. The job is queued (ranked,
+  /// cancellable) at once either way; a thread already awake may take it sooner.
+  func submit(priority: Int32, cost: Int = 0, wakingAfter outer: Lock? = nil, work: @escaping () -> Void) -> Job {
+    let job: Job = lock.withLock {
       nextSequence += 1
       let job = Job(priority: priority, cost: cost, sequence: nextSequence, work: work)
       waiting[job.sequence] = job
       byRank.push(Entry(job: job, priority: priority))
       byAge.push(Entry(job: job, priority: priority))
-      lock.signalOnUnlock()
+      if outer == nil { lock.signalOnUnlock() }
       return job
     }
+    outer?.signalOnUnlock(of: lock)
+    return job
+  }
+
+  /// Back-pressure (`isBacklogged`): the waiting jobs at which it answers true, whether it
+  /// did since the backlog last fell below, and what is called (without the lock) when it
+  /// does.
+  private var backlogLimit = Int.max
+  private var backlogReported = false
+  private var backlogCleared: (@Sendable () -> Void)?
+
+  /// `cleared` is called once the waiting jobs fall to half `limit` after `isBacklogged`
+  /// answered true (not at once below it: each call starts a batch of transfers, not one
+  /// per job picked, which would wake the network thread once per decode). Set before the
+  /// first `isBacklogged`.
+  func watchBacklog(limit: Int, cleared: @escaping @Sendable () -> Void) {
+    lock.withLock {
+      backlogLimit = limit
+      backlogCleared = cleared
+    }
+  }
+
+  /// Whether `limit` jobs or more wait (`watchBacklog`).
+  func isBacklogged() -> Bool {
+    lock.withLock {
+      guard waiting.count >= backlogLimit else { return false }
+      backlogReported = true
+      return true
+    }
+  }
+
+  /// Lock held: the callback to call once unlocked when the backlog just fell to half its
+  /// limit after being reported.
+  private func takeBacklogCleared() -> (@Sendable () -> Void)? {
+    guard backlogReported, waiting.count <= backlogLimit / 2 else { return nil }
+    backlogReported = false
+    return backlogCleared
   }
 
   /// Removes a job that has not started. False if it already started (or finished).
   @discardableResult
   func cancel(_ job: Job) -> Bool {
-    lock.withLock {
-      guard waiting.removeValue(forKey: job.sequence) != nil else { return false }
+    let (removed, cleared): (Bool, (@Sendable () -> Void)?) = lock.withLock {
+      guard waiting.removeValue(forKey: job.sequence) != nil else { return (false, nil) }
       compactIfMostlyTombstones()
-      return true
+      return (true, takeBacklogCleared())
     }
+    cleared?()
+    return removed
   }
 
   func setPriority(_ job: Job, _ priority: Int32) {
@@ -183,6 +226,7 @@ final class PriorityWorkPool: @unchecked Sendable {
 
   private func runWorker() {
     while true {
+      var cleared: (@Sendable () -> Void)?
       let picked: (job: Job, aged: Bool)? = lock.withLock {
         while waiting.isEmpty && !stopping && !draining { lock.wait() }
         if stopping || waiting.isEmpty { return nil }
@@ -198,8 +242,10 @@ final class PriorityWorkPool: @unchecked Sendable {
         waiting.removeValue(forKey: job.sequence)
         compactIfMostlyTombstones()
         if aged { runningAged += 1 }
+        cleared = takeBacklogCleared()
         return (job, aged)
       }
+      cleared?()
       guard let picked else { return }
       picked.job.work()
       if picked.aged { lock.withLock { runningAged -= 1 } }

@@ -19,7 +19,8 @@ extension TaskPool {
   /// thumbnail's decode).
   func scheduleDecode(_ decode: VariantTask, _ input: DecodeInput) {
     decode.inputMetrics = input.metrics
-    decode.phase = .queued(decodePool.submit(priority: decode.priority, cost: input.data.bytes.count) {
+    decode.phase = .queued(decodePool.submit(priority: decode.priority, cost: input.data.bytes.count,
+                                                     wakingAfter: lock) {
       [weak self, decode] in
       self?.runDecode(decode, input)
     })

@@ -78,7 +78,13 @@ public final class ImageLoader: @unchecked Sendable {
       }
       // The router shuts the engine down if it cannot start its own thread.
       let network: DataLoading
-      if let dataLoader { network = dataLoader } else { network = try CurlEngine(configuration: configuration.network) }
+      if let dataLoader {
+        network = dataLoader
+      } else {
+        let engine = try CurlEngine(configuration: configuration.network)
+        Self.holdTransfers(of: engine, whileBacklogged: decodePool, threads: threads)
+        network = engine
+      }
       router = try FetchRouter(network: network, configuration: configuration.network)
     } catch {
       decodePool.shutdown()
@@ -90,6 +96,18 @@ public final class ImageLoader: @unchecked Sendable {
     self.diskTier = tier
     pool = TaskPool(configuration: configuration, memoryCache: memoryCache, diskTier: tier, dataLoader: router,
                     decoder: self.decoder, decodePool: decodePool)
+  }
+
+  /// Back-pressure: once more downloaded bodies wait for a decode thread than a few per
+  /// thread, the engine starts no new transfer (running ones go on) until half as many
+  /// wait. On a fast network the downloads outrun the decodes, and without it every body of
+  /// a long list waits at once, each written into fresh pages (a page fault per 4 KiB);
+  /// held to a few, the memory of the decoded ones is reused. The queue is not empty when
+  /// starts resume, so the decode threads do not wait for it. Waiting jobs: decodes,
+  /// previews, stream feeds, processing.
+  static func holdTransfers(of engine: CurlEngine, whileBacklogged pool: PriorityWorkPool, threads: Int) {
+    pool.watchBacklog(limit: 2 * max(1, threads) + 2) { [weak engine] in engine?.resumeStarts() }
+    engine.holdStarts { [weak pool] in pool?.isBacklogged() ?? false }
   }
 
   /// The variant `request` asks for from this loader: its registered codecs are part of

@@ -87,7 +87,8 @@ extension TaskPool {
     decode.cancel = flag
     let job = Continuation(decode: decode, image: image, owned: false, flag: flag)
     decode.inputMetrics = input.metrics
-    decode.phase = .queued(decodePool.submit(priority: decode.priority, cost: image.totalByteCount) {
+    decode.phase = .queued(decodePool.submit(priority: decode.priority, cost: image.totalByteCount,
+                                                     wakingAfter: lock) {
       [weak self] in
       var measured = input
       guard let self, let done = self.runProcessing(job, &measured) else { return }

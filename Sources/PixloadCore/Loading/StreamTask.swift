@@ -95,7 +95,7 @@ extension TaskPool {
     feed.decode.inputMetrics = input.metrics
     if !feed.jobPending {
       feed.jobPending = true
-      submitStream(feed)
+      submitStream(feed, lockHeld: true)
     }
     return feed.decode
   }
@@ -117,8 +117,11 @@ extension TaskPool {
     if !feed.running { feed.decoder.free() }
   }
 
-  private func submitStream(_ feed: StreamFeed) {
-    _ = decodePool.submit(priority: feed.decode.priority) { [weak self] in self?.runStream(feed) }
+  /// Not holding the lock unless `lockHeld` (then its thread is woken once it is released).
+  private func submitStream(_ feed: StreamFeed, lockHeld: Bool = false) {
+    _ = decodePool.submit(priority: feed.decode.priority, wakingAfter: lockHeld ? lock : nil) {
+      [weak self] in self?.runStream(feed)
+    }
   }
 
   /// Whether anyone still waits for the feed's decode.

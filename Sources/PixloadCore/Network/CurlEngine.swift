@@ -155,6 +155,20 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
     lock.withLock { transfer(id)?.measuredSoFar }
   }
 
+  /// Back-pressure from the loader that made the engine (`PriorityWorkPool.isBacklogged`):
+  /// true while so many downloaded bodies wait for a decode thread that a new transfer
+  /// would only add one more body to keep in fresh memory. No new transfer starts then;
+  /// running ones go on. The one who answered true calls `resumeStarts` once it would
+  /// answer false. Engine lock (set before the first transfer; read in `takeStartable`).
+  private var startsHeld: (@Sendable () -> Bool)?
+
+  func holdStarts(while held: @escaping @Sendable () -> Bool) {
+    lock.withLock { startsHeld = held }
+  }
+
+  /// Starts what `startsHeld` held back (any thread).
+  func resumeStarts() { curl_multi_wakeup(multi) }
+
   public func startNow(_ id: TransferID) {
     let moved: Bool = lock.withLock {
       guard let transfer = backingOff.item(id), transfer.attempts == 0 else { return false }
@@ -429,6 +443,7 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   /// that, newest-first starves the oldest requests for as long as new ones keep coming.
   private func takeStartable() -> [CurlTransfer] {
     var started: [CurlTransfer] = []
+    if let startsHeld, startsHeld() { return [] }
     var slots = configuration.maxConcurrentDownloads - active.count
     var perHost = activePerHost
     let now = clock()
@@ -521,6 +536,8 @@ public final class CurlEngine: DataLoading, @unchecked Sendable {
   private func preemptForForeground(now: UInt64) {
     for _ in 0...configuration.maxConcurrentDownloads {
       let victim: CurlTransfer? = lock.withLock {
+        // Starts held (`startsHeld`): the freed slot would stay empty.
+        if let startsHeld, startsHeld() { return nil }
         guard let host = waiting.nextForegroundHost(now: now) else { return nil }
         let hostFull = activePerHost[host, default: 0] >= configuration.maxDownloadsPerHost
         let engineFull = active.count >= configuration.maxConcurrentDownloads
