@@ -141,10 +141,10 @@ def judge_hash(screen, hashes, row, claimed, candidates, x, y, w, h):
     pixels = screen.crop(box).resize(GRID, BOX)
 
     def distance(other):
-        reference = hashes.get(other, (w, h))
-        if reference is None:
+        references = hashes.get(other, (w, h))  # the Qt check's: a list, one image for a hash
+        if references is None:
             return None
-        diff = ImageChops.difference(pixels, reference.crop(inner).resize(GRID, BOX))
+        diff = ImageChops.difference(pixels, references[0].crop(inner).resize(GRID, BOX))
         return sum(ImageStat.Stat(diff).mean) / 3
 
     own = distance(claimed)
