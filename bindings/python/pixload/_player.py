@@ -66,7 +66,7 @@ def _error(event):
 class Player(_Handle):
     """An animation played on the host's clock (Loader.play; the module's docstring says
     how). Attributes: `url`, `frame_count` and `loop_count` (0 until LOADED), `loaded`,
-    `error` (the load's or a frame's PixloadError), `ended`, `closed`."""
+    `error` (the load's or a frame's PixloadError), `ended`, and closed (True once close() ran)."""
 
     LOADED, FRAME_READY, ENDED, FAILED = LOADED, FRAME_READY, ENDED, FAILED
 
