@@ -162,7 +162,7 @@ MODULES     := $(foreach m,$(MODULE_PKGS),$(MODULE_DIR)/libpixload-$(firstword $
 
 modules: $(MODULES)
 
-$(MODULE_DIR)/libpixload-%.so: codecs/%.c codecs/common.h include/pixload.h | lib
+$(MODULE_DIR)/libpixload-%.so: codecs/%.c codecs/common.h codecs/iso_bmff.h include/pixload.h | lib
 	@mkdir -p $(MODULE_DIR)
 	$(CC) $(CFLAGS) $(WARN) -fPIC -shared -fvisibility=hidden -Iinclude \
 	  $$(pkg-config --cflags $(word 2,$(subst :, ,$(filter $*:%,$(MODULE_PKGS))))) $< -o $@ \
@@ -194,7 +194,7 @@ $(WORKER_RESAMPLE_O): Sources/CCodecs/resample.c $(wildcard Sources/CCodecs/incl
 	@mkdir -p $(dir $@)
 	$(WORKER_BUILTINS_CC) $(CFLAGS) $(WARN) -ISources/CCodecs/include -c $< -o $@
 
-$(WORKER_EXE): $(WORKER_SOURCES) $(WORKER_RESAMPLE_O) $(wildcard worker/*.h) include/pixload.h | $(WORKER_BUILTINS)
+$(WORKER_EXE): $(WORKER_SOURCES) $(WORKER_RESAMPLE_O) $(wildcard worker/*.h) codecs/iso_bmff.h include/pixload.h | $(WORKER_BUILTINS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WARN) -Iinclude -ISources/CCodecs/include $(WORKER_SOURCES) $(WORKER_RESAMPLE_O) -o $@ $$(pkg-config --libs libseccomp) -ldl \
 	  -Wl,--export-dynamic-symbol=pxl_codec_init_size,--export-dynamic-symbol=pxl_loader_add_codec \

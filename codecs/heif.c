@@ -25,23 +25,13 @@
 #include <libheif/heif.h>
 
 #include "common.h"
-
-static int has_brand(const uint8_t *data, size_t size, const char *brand) {
-  if (size < 16 || memcmp(data + 4, "ftyp", 4) != 0) return 0;
-  size_t box = (size_t)data[0] << 24 | (size_t)data[1] << 16 | (size_t)data[2] << 8 | data[3];
-  if (box < 16) return 0;
-  size_t end = box < size ? box : size;
-  if (memcmp(data + 8, brand, 4) == 0) return 1;
-  for (size_t i = 16; i + 4 <= end; i += 4)
-    if (memcmp(data + i, brand, 4) == 0) return 1;
-  return 0;
-}
+#include "iso_bmff.h"
 
 static int32_t heif_sniff(const uint8_t *data, size_t size, void *user_data) {
   (void)user_data;
   static const char *brands[] = {"heic", "heix", "heim", "heis", "hevc", "hevx", "mif1", "msf1"};
   for (size_t i = 0; i < sizeof brands / sizeof brands[0]; i++)
-    if (has_brand(data, size, brands[i])) return 1;
+    if (pxl_ftyp_has_brand(data, size, brands[i])) return 1;
   return 0;
 }
 

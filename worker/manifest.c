@@ -20,6 +20,7 @@
 
 #include "pixload.h"
 #include "manifest.h"
+#include "../codecs/iso_bmff.h"
 
 static int read_at(int fd, void *buf, size_t n, uint64_t at) {
   size_t done = 0;
@@ -136,18 +137,6 @@ static int xml_root(const uint8_t *data, size_t size, const uint8_t *name, size_
   return 0;
 }
 
-/* codecs/heif.c's has_brand. */
-static int ftyp_brand(const uint8_t *data, size_t size, const uint8_t *brand) {
-  if (size < 16 || memcmp(data + 4, "ftyp", 4) != 0) return 0;
-  size_t box = (size_t)data[0] << 24 | (size_t)data[1] << 16 | (size_t)data[2] << 8 | data[3];
-  if (box < 16) return 0;
-  size_t end = box < size ? box : size;
-  if (memcmp(data + 8, brand, 4) == 0) return 1;
-  for (size_t i = 16; i + 4 <= end; i += 4)
-    if (memcmp(data + i, brand, 4) == 0) return 1;
-  return 0;
-}
-
 int pxl_manifest_sniff(const pxl_codec_manifest_codec *codec, const uint8_t *data, size_t size) {
   for (uint32_t r = 0; r < codec->rule_count && r < PXL_CODEC_MANIFEST_RULES; r++) {
     const pxl_codec_sniff_rule *rule = &codec->rules[r];
@@ -157,7 +146,7 @@ int pxl_manifest_sniff(const pxl_codec_manifest_codec *codec, const uint8_t *dat
         return 1;
       break;
     case PXL_SNIFF_FTYP_BRAND:
-      if (ftyp_brand(data, size, rule->bytes)) return 1;
+      if (pxl_ftyp_has_brand(data, size, rule->bytes)) return 1;
       break;
     case PXL_SNIFF_XML_ROOT:
       if (xml_root(data, size, rule->bytes, rule->length)) return 1;
