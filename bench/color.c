@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "pxl_codecs.h"
+#include "read_file.h"
 
 #define THUMB 150
 
@@ -25,19 +26,6 @@ static double cpu_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-static uint8_t *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *d = malloc((size_t)n);
-  if (d && fread(d, 1, (size_t)n, f) != (size_t)n) { free(d); d = NULL; }
-  fclose(f);
-  *size = (size_t)n;
-  return d;
 }
 
 typedef struct job {

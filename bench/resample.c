@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "read_file.h"
 
 pxl_resampler *old_resampler_new(int32_t, int32_t, int32_t, double, double, double, double, int32_t, int32_t,
                                  int32_t);
@@ -24,22 +25,6 @@ typedef struct {
   uint8_t *pixels;
   int32_t w, h, stride, ch;
 } bitmap;
-
-static uint8_t *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *b = malloc((size_t)n);
-  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-    free(b);
-    b = NULL;
-  }
-  fclose(f);
-  *size = (size_t)n;
-  return b;
-}
 
 static double cpu_ns(void) {
   struct timespec t;
