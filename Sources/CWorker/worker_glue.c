@@ -63,6 +63,9 @@ size_t pxlw_result_stride(const void *result) { return ((const pxl_worker_result
 const uint8_t *pxlw_result_icc(const void *result) { return ((const pxl_worker_result *)result)->icc; }
 double pxlw_result_wall_ms(const void *result) { return ((const pxl_worker_result *)result)->wall_ms; }
 uint64_t pxlw_result_cpu_ns(const void *result) { return ((const pxl_worker_result *)result)->worker_cpu_ns; }
+const char *pxlw_result_codec_version(const void *result) {
+  return ((const pxl_worker_result *)result)->header.codec_version;
+}
 
 void pxlw_result_free(void *result) {
   if (!result) return;

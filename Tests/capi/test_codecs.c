@@ -1103,3 +1103,71 @@ void test_isolation_all_stream(const struct test_env *env) {
   pxl_loader_free(loader);
   pxl_queue_free(queue);
 }
+
+/* The log lines of test_isolation_manifest_version that name a version difference, counted
+ * (the log is called from decode threads). */
+struct version_log {
+  pthread_mutex_t lock;
+  int count;
+  char last[512];
+};
+
+static void version_log_into(int32_t level, const char *message, void *user_data) {
+  (void)level;
+  struct version_log *log = user_data;
+  if (!strstr(message, "built with version")) return;
+  pthread_mutex_lock(&log->lock);
+  log->count++;
+  snprintf(log->last, sizeof log->last, "%s", message);
+  pthread_mutex_unlock(&log->lock);
+}
+
+/* Issue 39: a module's manifest carries the version it was built with, its worker's
+ * HEADER the version its codec reports as it runs (Tests/worker/version_module.c: "qoi 1.0
+ * (built)" against "qoi 2.0 (runtime)", a decoding library upgraded under a module). The
+ * loader's cache keys hold the manifest's; isolated, the library says so once, on the
+ * codec's first decode, naming both; in-process (PXL_ISOLATION_NONE: the module's own
+ * register, the runtime version everywhere) there is nothing to say. */
+void test_isolation_manifest_version(const struct test_env *env) {
+  char *saved;
+  if (!use_hostile_module(&saved)) return;
+  write_qoi_fixtures(env);
+  for (int isolated = 1; isolated >= 0; isolated--) {
+    struct version_log log = {.count = 0};
+    pthread_mutex_init(&log.lock, NULL);
+    pxl_config config;
+    pxl_config_init(&config);
+    config.codec_modules = "oldbuild";
+    config.isolation = isolated ? PXL_ISOLATION_MODULES : PXL_ISOLATION_NONE;
+    config.log = version_log_into;
+    config.log_user_data = &log;
+    pxl_loader *loader = new_loader(&config);
+    pxl_queue *queue = new_queue();
+    char layers[128] = "";
+    pxl_loader_isolation(loader, layers, sizeof layers);
+    CHECKF(isolated ? strcmp(layers, "none") != 0 : strcmp(layers, "none") == 0, "isolated %d: layers %s", isolated,
+           layers);
+    for (int i = 0; i < 3; i++) {
+      char tag[32];
+      snprintf(tag, sizeof tag, "version-%d-%d", isolated, i);
+      struct test_url url = test_url(env, "/alpha.qoi", tag);
+      pxl_status status;
+      char message[256] = "";
+      pxl_image *image = load(env, loader, queue, url.url, i == 2 ? 16 : 0, i == 2 ? 16 : 0, PXL_MODE_FILL,
+                              PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+      CHECKF(status == PXL_OK && image, "isolated %d, image %d: %d %s", isolated, i, status, message);
+      pxl_image_release(image);
+    }
+    pxl_loader_free(loader);
+    pxl_queue_free(queue);
+    if (isolated) {
+      CHECKF(log.count == 1, "isolated: %d version lines, not 1 (%s)", log.count, log.last);
+      CHECKF(strstr(log.last, "qoi 1.0 (built)") && strstr(log.last, "qoi 2.0 (runtime)"),
+             "the line names both versions: %s", log.last);
+    } else {
+      CHECKF(log.count == 0, "in-process: %d version lines (%s)", log.count, log.last);
+    }
+    pthread_mutex_destroy(&log.lock);
+  }
+  restore_codec_path(saved);
+}

@@ -42,6 +42,8 @@ size_t pxlw_result_stride(const void *result);
 const uint8_t *pxlw_result_icc(const void *result);
 double pxlw_result_wall_ms(const void *result);
 uint64_t pxlw_result_cpu_ns(const void *result);
+/* The version the worker's codec reports (its HEADER: the module's library as it runs). */
+const char *pxlw_result_codec_version(const void *result);
 void pxlw_result_free(void *result);
 
 /* A built-in format's shim in the worker (worker_client.h, pxl_worker_native): the answer

@@ -47,6 +47,8 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// The ICC profile of each thread's last decode, for `readICC`, with the bytes it came
   /// from (a copy: the pixels are unmapped once drawn).
   private var current: [UInt: (base: UnsafeRawPointer?, count: Int, icc: [UInt8])] = [:]
+  /// `checkVersion` has run (once per codec).
+  private var versionChecked = false
 
   /// One worker decode's result: the sealed pixels, mapped read-only, until deinit.
   final class Output {
@@ -232,12 +234,30 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
         let known = Status(rawValue: status) ?? .corruptImage
         return (.failure(CodecFailure(known, text.isEmpty ? known.description : text)), usable)
       }
+      checkVersion(result)
       return (.success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation)), usable)
     }
     switch ran {
     case .failure(let failure): return .failure(failure)
     case .success(let result): return result
     }
+  }
+
+  /// The version the worker's codec reports (its HEADER) against the one this codec has
+  /// here, the module's manifest's: the version it was built with, which the loader's
+  /// cache keys use (`CodecSignature`, made at registration, before any worker ran). A
+  /// decoding library upgraded under a module without a rebuild makes them differ (libheif's
+  /// `LIBHEIF_VERSION` against `heif_get_version()`): logged once per codec, on its first
+  /// decode, so that a host whose thumbnails look stale learns why.
+  private func checkVersion(_ result: UnsafeMutableRawPointer) {
+    guard lock.withLock({ () -> Bool in
+      defer { versionChecked = true }
+      return !versionChecked
+    }) else { return }
+    let running = String(cString: pxlw_result_codec_version(result))
+    guard !running.isEmpty, running != inner.version else { return }
+    pool.settings.log?(.warning, "pixload: codec \(id)'s module was built with version \"\(inner.version)\" and its "
+                       + "decode worker runs \"\(running)\": cache keys keep the built version until the module is rebuilt")
   }
 
   /// The confining layers a worker of this codec has (`WorkerPool.layers`).
