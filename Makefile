@@ -23,7 +23,7 @@
 #   make bench-warm    the warm start: the first screen (8 camera photos, 150x150) from
 #                   the disk cache with a fresh loader, thumbnails kept on disk or not
 #   make fuzz       the mutation smoke test, then the libFuzzer targets (FUZZ_SECONDS each)
-#   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
+#   make soak       the stress and soak run for SOAK_SECONDS (default 1800), SOAK_ISOLATION (modules)
 #   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
 #   make gtk-demo   the GTK 4 example on your display
 #   make test-qt, bench-qt   the PySide6 gallery (examples/qt) offscreen: its scripted
@@ -486,8 +486,11 @@ test-sanitizers:
 	scripts/check-sanitizer.sh asan --short
 	scripts/check-sanitizer.sh tsan --short
 
+# The soak runs with the default isolation (modules), then 30 s with every decode in a
+# worker (PXL_ISOLATION_ALL: workers started, retired and ended with the recycled loaders).
 test-soak: all
 	Tests/soak/run.sh 60
+	PXL_SOAK_ISOLATION=all Tests/soak/run.sh 30
 
 test-exhaustion: all
 	Tests/e2e/exhaustion.sh
@@ -658,11 +661,13 @@ clean:
 
 # Several host threads loading, cancelling, scrolling and freeing against nginx and the
 # fault server at once, with tiny caches; invariants checked throughout (Tests/soak/soak.c).
+# SOAK_ISOLATION: modules (the default), all (every decode in a worker) or none.
 SOAK_SECONDS ?= 1800
+SOAK_ISOLATION ?= modules
 soak:
 	@scripts/deps.sh
 	@$(SUBMAKE) all
-	Tests/soak/run.sh $(SOAK_SECONDS)
+	PXL_SOAK_ISOLATION=$(SOAK_ISOLATION) Tests/soak/run.sh $(SOAK_SECONDS)
 
 # `make fuzz`: the mutation smoke test, then each libFuzzer target for FUZZ_SECONDS.
 fuzz:
