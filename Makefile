@@ -380,6 +380,11 @@ test-modules: all
 	      $(filter-out %/README.md,$(wildcard Tests/fuzz-regressions/$(m)/*)) >$(FUZZ_DIR)/$(m)-replay.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/$(m)-replay.log; exit 1; }; } && \
 	  echo "$(m) module fuzz replay: $$(tail -1 $(FUZZ_DIR)/$(m)-replay.log)" && ) true
+	@# The same files (QOI's aside: not a shipped module) through the decode worker, as the
+	@# library decodes them (PXL_ISOLATION_MODULES): the same status, size and pixels as
+	@# in-process, full size and 150x150 FILL (Tests/worker/replay_isolated.py).
+	python3 Tests/worker/replay_isolated.py $(STAGE)/bin/pixload $(foreach m,$(MODULE_FUZZ),$(replay_inputs_$(m)) \
+	  $(filter-out %/README.md,$(wildcard Tests/fuzz-regressions/$(m)/*)))
 
 # The core's threads under ThreadSanitizer (its own scratch folder: other flags; shared
 # with scripts/check-sanitizer.sh tsan, so the same dynamically linked Swift runtime).
@@ -748,7 +753,8 @@ fuzz-gif:
 # cjxl and QOI files made now (module-fuzz-seeds), Tests/fuzz/seeds/svg, the public suites
 # (Tests/fixtures/{heif,jxl,svg}-suite) and Tests/fuzz-regressions/NAME, which
 # `make test-modules` replays through the harness's plain build under ASan + UBSan, QOI's
-# too (reproduce an input: build/fuzz/NAME-replay FILE). jxl runs with stderr closed
+# too (reproduce an input: build/fuzz/NAME-replay FILE), then (but QOI) through the decode
+# worker against in-process (Tests/worker/replay_isolated.py). jxl runs with stderr closed
 # (libjxl prints each decode error there: 100 MB a run; sanitizer reports still show).
 # fontconfig's once-per-process configuration is not a leak (Tests/fuzz/codecs/lsan.supp).
 MODULE_FUZZ := heif jxl svg
