@@ -558,14 +558,16 @@ bench-qt:
 
 # README's performance table alone: pixload against the bare decode from memory and its
 # Python package against aiohttp + Pillow, web-size and 8-16 MP photos, BENCH_TABLE_RUNS
-# (3) interleaved runs, medians (scripts/bench-table.sh, bench/table.py).
+# (3) interleaved runs, medians (scripts/bench-table.sh, bench/table.py), with the isolation
+# rows: --isolation none against all (web) and modules (HEIC, JPEG XL, SVG) from nginx.
 CAMERA_DATA := $(STAGE)/camera-photos
 bench-table:
 	@scripts/deps.sh python
 	@$(SUBMAKE) all
 	@scripts/bench-table.sh $(STAGE) $(DEMO_DATA) $(CAMERA_DATA)
 
-# The scroll benchmark on its own (make bench runs it too, after bench/compare.py).
+# The scroll benchmark on its own (make bench runs it too, after bench/compare.py);
+# SCROLL_ISOLATION=modules,all plays each run under both (bench/scroll.sh).
 bench-scroll:
 	@scripts/deps.sh
 	@$(SUBMAKE) all
@@ -638,7 +640,9 @@ bench-warm:
 
 # Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng/libavif called directly, by
 # kind of file, full size and 150x150 fill (release build in its own scratch folder); then
-# the codec modules against libheif/libjxl/librsvg (scripts/bench-modules.sh).
+# the codec modules against libheif/libjxl/librsvg (scripts/bench-modules.sh); then each
+# kind's thumbnails in-process against isolated (modules, all) and peak memory with 8 decode
+# threads (bench/isolation_cost.py --kinds). BENCH_DECODE_ONLY=isolation: those rows alone.
 BENCH_DECODE_REPS ?= 5
 bench-decode:
 	@scripts/deps.sh

@@ -1704,7 +1704,8 @@ typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
  * pxl_codec_module_register). The ids, flags and choose_size must be those the module
  * registers; the version is what the module's codec would report, as the module was
  * built (a decoding library upgraded under it without a rebuild keeps the built one in
- * cache keys). A module without a manifest, a manifest of another magic or a smaller
+ * cache keys; the library logs it, once per loader's codec, when its worker reports
+ * another version). A module without a manifest, a manifest of another magic or a smaller
  * struct_size, or isolation NONE: the module is loaded in the host as in 0.5.0. Plain
  * data only (no pointers: they would need relocations the file does not hold). */
 #define PXL_CODEC_MANIFEST_MAGIC 0x4d4c5850u /* "PXLM" */
