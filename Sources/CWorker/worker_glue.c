@@ -110,6 +110,48 @@ void pxlw_native_free(void *result) {
   free(result);
 }
 
+static pxlw_header glue_header(const pxl_worker_msg_header *h) {
+  pxlw_header out = {h->image_width, h->image_height, h->width, h->height, h->frame_count, h->loop_count,
+                     h->orientation, h->has_alpha, h->cicp_primaries, h->cicp_transfer, h->cicp_matrix,
+                     h->icc_size, h->codec_flags};
+  return out;
+}
+
+void *pxlw_frames_open(void *worker, const uint8_t *data, size_t size, const char *codec, const char *format,
+                       int keep_orientation, uint64_t max_pixels, int timeout_ms, int32_t *status, char *message,
+                       size_t cap, int *worker_ended, pxlw_header *header, int32_t *first_duration_ms) {
+  pxl_worker_result *r = calloc(1, sizeof *r);
+  if (!r) {
+    *status = PXL_E_NO_MEMORY;
+    snprintf(message, cap, "out of memory");
+    *worker_ended = 0;
+    return NULL;
+  }
+  pxl_worker_frames_open(worker, data, size, codec, format, keep_orientation ? PXL_WORKER_KEEP_ORIENTATION : 0,
+                         max_pixels, timeout_ms, r);
+  *status = (int32_t)r->status;
+  snprintf(message, cap, "%s", r->message);
+  *worker_ended = !pxl_worker_alive(worker);
+  *header = glue_header(&r->header);
+  *first_duration_ms = r->header.first_duration_ms;
+  return r;
+}
+
+void pxlw_frame_next(void *worker, int timeout_ms, int32_t *status, char *message, size_t cap, int *worker_ended,
+                     int32_t *end, int32_t *index, int32_t *duration_ms, int32_t *incomplete) {
+  pxl_worker_result r;
+  pxl_worker_msg_frame f;
+  *status = (int32_t)pxl_worker_frame_next(worker, timeout_ms, &f, &r);
+  snprintf(message, cap, "%s", r.message);
+  *worker_ended = !pxl_worker_alive(worker);
+  *end = f.end;
+  *index = f.index;
+  *duration_ms = f.duration_ms;
+  *incomplete = f.incomplete;
+}
+
+void pxlw_frames_close(void *worker) { pxl_worker_frames_close(worker); }
+
 void *pxlw_manifest_read(const char *path) {
   pxl_codec_manifest *m = malloc(sizeof *m);
   if (m && pxl_manifest_read(path, m)) return m;

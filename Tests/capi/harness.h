@@ -300,6 +300,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_player_shared_source)      \
   X(test_player_table_rows)         \
   X(test_player_isolation_all)      \
+  X(test_player_isolation_modules)  \
   X(test_truncated_jpeg)            \
   X(test_truncated_gif)             \
   X(test_truncated_png_webp_avif)   \

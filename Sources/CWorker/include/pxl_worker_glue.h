@@ -75,6 +75,22 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
 void pxlw_close(int fd);
 void pxlw_native_free(void *result);
 
+/* An animation's frames in the worker (worker_client.h, pxl_worker_frames_open): codec (a
+ * module's id) or format (a built-in format's frame reader), keep_orientation, max_pixels.
+ * Returns what owns the canvas mapping (pxlw_result_free; the canvas is
+ * pxlw_result_pixels, 4 * width bytes a row, then the ICC profile: pxlw_result_icc), with
+ * *status, message, *worker_ended and the header; *first_duration_ms: frame 0's duration
+ * (-1 unknown). The worker is the animation's until pxlw_frames_close. */
+void *pxlw_frames_open(void *worker, const uint8_t *data, size_t size, const char *codec, const char *format,
+                       int keep_orientation, uint64_t max_pixels, int timeout_ms, int32_t *status, char *message,
+                       size_t cap, int *worker_ended, pxlw_header *header, int32_t *first_duration_ms);
+/* The next frame into the canvas: *status 0 and *end (1: no more), *index, *duration_ms,
+ * *incomplete; or
+ * a failure (*status, message, *worker_ended). */
+void pxlw_frame_next(void *worker, int timeout_ms, int32_t *status, char *message, size_t cap, int *worker_ended,
+                     int32_t *end, int32_t *index, int32_t *duration_ms, int32_t *incomplete);
+void pxlw_frames_close(void *worker);
+
 /* A codec module's manifest (pixload.h, "Codec modules"), read from the module's file
  * without loading it (worker/manifest.c): NULL when it has none that passes the checks.
  * Never freed by the library (its codecs keep it for the loader's life): pxlw_manifest_free. */

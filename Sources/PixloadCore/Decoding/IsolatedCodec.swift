@@ -37,9 +37,13 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public var id: String { inner.id }
   public var version: String { inner.version }
   public var writesPremultiplied: Bool { inner.writesPremultiplied }
-  /// Previews and animations do not cross the protocol yet (pixload.h, "Isolation").
+  /// Previews do not cross the protocol yet (pixload.h, "Isolation").
   public var isProgressive: Bool { false }
-  public var decodesFrames: Bool { false }
+  /// Animations do (`IsolatedFrames`): a module's codec with open_frames is read frame by
+  /// frame in the worker, one with decode_frames only is decoded once there and its frames
+  /// served one by one, so the host holds one canvas either way.
+  public var decodesFrames: Bool { true }
+  public var readsFrames: Bool { !inner.isScalable }
   public var isScalable: Bool { inner.isScalable }
   public var choosesSize: Bool { inner.choosesSize }
 
@@ -187,11 +191,106 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     return .success(answer)
   }
 
+  /// The state of `openFrames`: the worker's frames (opened by the first `nextFrame` when
+  /// `openFrames(_:keepOrientation:maxPixels:)` did not open them).
+  final class FramesState {
+    var frames: IsolatedFrames?
+    let bytes: UnsafeBufferPointer<UInt8>
+    init(frames: IsolatedFrames?, bytes: UnsafeBufferPointer<UInt8>) {
+      self.frames = frames
+      self.bytes = bytes
+    }
+  }
+
+  /// Opens the frames of `bytes` in a worker held for them: the state (for `nextFrame` and
+  /// `closeFrames`) and the header the worker read; the ICC profile, if any, is kept for this
+  /// thread's `readICC` (the colour step follows).
+  func openFrames(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool,
+                  maxPixels: UInt64) -> Result<(UnsafeMutableRawPointer, CodecHeader), CodecFailure> {
+    let key = threadKey
+    lock.withLock { current[key] = nil }
+    switch IsolatedFrames.open(bytes, pool: pool, codec: id, format: nil, keepOrientation: keepOrientation,
+                               maxPixels: maxPixels) {
+    case .failure(let failure): return .failure(failure)
+    case .success(let frames):
+      let h = frames.header
+      var header = CodecHeader()
+      header.width = Int(h.image_width)
+      header.height = Int(h.image_height)
+      header.frameCount = Int(h.frame_count)
+      header.loopCount = Int(h.loop_count)
+      header.orientation = Int(h.orientation)
+      header.hasAlpha = h.has_alpha != 0
+      header.iccSize = Int(h.icc_size)
+      header.cicpPrimaries = h.cicp_primaries
+      header.cicpTransfer = h.cicp_transfer
+      header.cicpMatrix = h.cicp_matrix
+      if let icc = frames.icc {
+        lock.withLock { current[key] = (UnsafeRawPointer(bytes.baseAddress), bytes.count, icc) }
+      }
+      let state = FramesState(frames: frames, bytes: bytes)
+      return .success((Unmanaged.passRetained(state).toOpaque(), header))
+    }
+  }
+
+  public func openFrames(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<UnsafeMutableRawPointer?, CodecFailure> {
+    .success(Unmanaged.passRetained(FramesState(frames: nil, bytes: bytes)).toOpaque())
+  }
+
+  public func nextFrame(_ state: UnsafeMutableRawPointer?, into target: CodecTarget) -> Result<Int?, CodecFailure> {
+    guard let state else { return .failure(CodecFailure(.invalidArgument, "no frames state")) }
+    let held = Unmanaged<FramesState>.fromOpaque(state).takeUnretainedValue()
+    if held.frames == nil {
+      switch IsolatedFrames.open(held.bytes, pool: pool, codec: id, format: nil, keepOrientation: target.keepOrientation,
+                                 maxPixels: pool.settings.maxPixels) {
+      case .failure(let failure): return .failure(failure)
+      case .success(let frames): held.frames = frames
+      }
+    }
+    let frames = held.frames!
+    guard frames.width == target.width, frames.height == target.height else {
+      return .failure(CodecFailure(.corruptImage, "the decoder's canvas is \(frames.width)x\(frames.height), "
+                                     + "not the \(target.width)x\(target.height) asked"))
+    }
+    switch frames.next() {
+    case .failure(let failure): return .failure(failure)
+    case .success(nil): return .success(nil)
+    case .success(let (_, duration)?):
+      for row in 0..<target.height {
+        (target.pixels + row * target.stride).update(from: frames.canvas + row * target.width * 4,
+                                                     count: target.width * 4)
+      }
+      return .success(duration)
+    }
+  }
+
+  /// Ends the worker's animation; the worker goes back to the pool.
+  public func closeFrames(_ state: UnsafeMutableRawPointer?) {
+    guard let state else { return }
+    let held = Unmanaged<FramesState>.fromOpaque(state).takeRetainedValue()
+    held.frames?.close()
+    held.frames = nil
+  }
+
+  /// Every frame through the worker's frames (PXL_FLAG_ANIMATE), each drawn into `target`.
   public func decodeFrames(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget,
                            frameDone: (Int) -> Bool) -> CodecFailure? {
-    if let failure = decode(bytes, into: target) { return failure }
-    _ = frameDone(0)
-    return nil
+    guard case .success(let state) = openFrames(bytes) else { return nil }
+    defer { closeFrames(state) }
+    return drawFrames(state, into: target, frameDone: frameDone)
+  }
+
+  /// The frames of a state from `openFrames`, each drawn into `target` and handed to
+  /// `frameDone` (false: stop).
+  func drawFrames(_ state: UnsafeMutableRawPointer?, into target: CodecTarget,
+                  frameDone: (Int) -> Bool) -> CodecFailure? {
+    while true {
+      switch nextFrame(state, into: target) {
+      case .failure(let failure): return failure
+      case .success(nil): return nil
+      case .success(let duration?): if !frameDone(duration) { return nil }
+      }
+    }
   }
 
   /// After the last decode: ends the workers (the busy ones end when they come back).
