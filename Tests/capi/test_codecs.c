@@ -34,17 +34,6 @@
 
 #include "qoi_codec.h"
 
-/* Writes bytes to the served directory as name. */
-static void write_fixture(const struct test_env *env, const char *name, const uint8_t *bytes, size_t size) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", env->fixture_dir, name);
-  FILE *f = fopen(path, "wb");
-  CHECKF(f != NULL, "cannot write %s", path);
-  if (!f) return;
-  fwrite(bytes, 1, size, f);
-  fclose(f);
-}
-
 /* alpha.png's pixels as QOI, written as alpha.qoi; also a truncated copy and a huge one. */
 static void write_qoi_fixtures(const struct test_env *env) {
   uint8_t *rgba = malloc(FIXTURE_ALPHA_W * FIXTURE_ALPHA_H * 4);

@@ -1191,3 +1191,66 @@ void test_player_isolation_modules(const struct test_env *env) {
   pxl_queue_free(queue);
   killed_mid_animation(env, &config, "/player.jxl", "/player.jxl", "modules-killed");
 }
+
+/* A module's codec that reads frames one at a time (open_frames: the hostile test module's
+ * "animate", Tests/worker/hostile_module.c) isolated: the same frames as in-process; and
+ * one whose next_frame crashes at frame 2 ("animsegv"): the worker dies mid-animation,
+ * the player FAILS with PXL_E_DECODER_FAILED, the host goes on and the next image decodes. */
+void test_player_isolation_module_frames(const struct test_env *env) {
+  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
+  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
+  if (!dir) return;
+  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
+  char *saved = old_path ? strdup(old_path) : NULL;
+  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+  write_fixture(env, "hostile-anim.bin", (const uint8_t *)"HOSTILE:animate\n", 16);
+  write_fixture(env, "hostile-animsegv.bin", (const uint8_t *)"HOSTILE:animsegv\n", 17);
+  write_fixture(env, "hostile-ok.bin", (const uint8_t *)"HOSTILE:ok\n", 11);
+  pxl_config config;
+  pxl_config_init(&config);
+  config.memory_cache_bytes = 0;
+  config.codec_modules = "hostile";
+  config.isolation = PXL_ISOLATION_NONE;
+  pxl_loader *none = new_loader(&config);
+  config.isolation = PXL_ISOLATION_MODULES;
+  pxl_loader *modules = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/hostile-anim.bin", "player-hostile");
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  same_frames(env, none, modules, queue, &request, 4, "hostile animate");
+  request_for(&request, u.url, 3, 2, PXL_MODE_FILL, PXL_FORMAT_BGRA8_PREMUL);
+  same_frames(env, none, modules, queue, &request, 4, "hostile animate 3x2");
+  pxl_loader_free(modules);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
+
+  struct session s;
+  session_start(env, &s, "/hostile-animsegv.bin", "player-hostile-segv", &config);
+  CHECK_INT(s.ev.status, PXL_OK);
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  int64_t now = 0;
+  for (int i = 0; i < 10 && !s.ev.failed; i++) {
+    pxl_image *frame = pxl_animation_frame_at(s.a, now, &f);
+    pxl_image_release(frame);
+    if (!next_event(env, s.queue, &s.ev, &s.seen)) break;
+    now = s.ev.ready_due;
+  }
+  CHECKF(s.ev.failed == 1 && s.ev.status == PXL_E_DECODER_FAILED, "animsegv: FAILED %d, status %d (%s)", s.ev.failed,
+         s.ev.status, s.ev.message);
+  CHECKF(strstr(s.ev.message, "SIGSEGV") != NULL, "animsegv: %s", s.ev.message);
+  pxl_animation_stats stats = {.struct_size = sizeof stats};
+  CHECK_STATUS(pxl_animation_stats_get(s.a, &stats), PXL_OK);
+  CHECKF(stats.frames_decoded == 2, "animsegv: %llu frames decoded before the crash",
+         (unsigned long long)stats.frames_decoded);
+  struct capture c = {0};
+  struct test_url ok = test_url(env, "/hostile-ok.bin", "player-hostile-after");
+  request_for(&request, ok.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  CHECK_STATUS(load_and_wait(env, s.loader, s.queue, &request, &c), PXL_OK);
+  CHECKF(c.status == PXL_OK, "after animsegv: %d (%s)", c.status, c.message);
+  capture_reset(&c);
+  session_end(&s);
+  if (saved) setenv("PIXLOAD_CODEC_PATH", saved, 1);
+  else unsetenv("PIXLOAD_CODEC_PATH");
+  free(saved);
+}
