@@ -346,6 +346,46 @@ static int answer(pxl_worker *w, void *buf, size_t cap, uint16_t type, size_t si
   return -1;
 }
 
+/* What answers a request for a header, then PIXELS. */
+typedef union header_or_done {
+  pxl_worker_msg_header header;
+  pxl_worker_msg_done done;
+  pxl_worker_msg_error error;
+  char bytes[PXL_WORKER_MSG_MAX];
+} header_or_done;
+
+/* Sends req (size bytes) with data_fd, which it closes, and waits for HEADER: as answer()
+ * says (1: HEADER in *in). */
+static int send_for_header(pxl_worker *w, const void *req, size_t size, int data_fd, header_or_done *in,
+                           double deadline, int timeout_ms, pxl_worker_result *r) {
+  int sent = pxl_wire_send(w->sock, req, size, data_fd);
+  close(data_fd);
+  if (sent != 0) {
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
+    return -1;
+  }
+  return answer(w, in, sizeof *in, PXL_WORKER_HEADER, sizeof in->header, deadline, timeout_ms, r);
+}
+
+/* Sends PIXELS (the memfd fd of size bytes, rows of stride) and waits for DONE into in:
+ * 1, or what answer() says (fd then closed; -1: the worker is finished). */
+static int pixels_then_done(pxl_worker *w, int fd, size_t stride, size_t size, void *in, size_t cap, double deadline,
+                            int timeout_ms, pxl_worker_result *r) {
+  pxl_worker_msg_pixels px;
+  memset(&px, 0, sizeof px);
+  pxl_wire_head(&px.head, PXL_WORKER_PIXELS, sizeof px, w->serial);
+  px.stride = stride;
+  px.size = size;
+  if (pxl_wire_send(w->sock, &px, sizeof px, fd) != 0) {
+    close(fd);
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
+    return -1;
+  }
+  int got = answer(w, in, cap, PXL_WORKER_DONE, sizeof(pxl_worker_msg_done), deadline, timeout_ms, r);
+  if (got <= 0) close(fd);
+  return got;
+}
+
 void pxl_worker_decode(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
                        int32_t target_height, int timeout_ms, pxl_worker_result *r) {
   pxl_worker_decode_flags(w, data, size, codec, target_width, target_height, 0, timeout_ms, r);
@@ -402,20 +442,8 @@ void pxl_worker_decode_resampled(pxl_worker *w, const uint8_t *data, size_t size
     req.premultiply = rs->premultiply;
     memcpy(req.crop, rs->crop, sizeof req.crop);
   }
-  int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
-  close(data_fd);
-  if (sent != 0) {
-    finish(w, r, PXL_WORKER_PROTOCOL, 100);
-    return;
-  }
-
-  union {
-    pxl_worker_msg_header header;
-    pxl_worker_msg_done done;
-    pxl_worker_msg_error error;
-    char bytes[PXL_WORKER_MSG_MAX];
-  } in;
-  int got = answer(w, &in, sizeof in, PXL_WORKER_HEADER, sizeof in.header, deadline, timeout_ms, r);
+  header_or_done in;
+  int got = send_for_header(w, &req, sizeof req, data_fd, &in, deadline, timeout_ms, r);
   if (got <= 0) return;
   pxl_worker_msg_header h = in.header;
   if (!header_sane(&h)) {
@@ -460,21 +488,8 @@ void pxl_worker_decode_resampled(pxl_worker *w, const uint8_t *data, size_t size
     finish(w, NULL, PXL_WORKER_PROTOCOL, 0); /* it waits for PIXELS: start afresh */
     return;
   }
-  pxl_worker_msg_pixels px;
-  memset(&px, 0, sizeof px);
-  pxl_wire_head(&px.head, PXL_WORKER_PIXELS, sizeof px, w->serial);
-  px.stride = stride;
-  px.size = map_size;
-  if (pxl_wire_send(w->sock, &px, sizeof px, fd) != 0) {
-    close(fd);
-    finish(w, r, PXL_WORKER_PROTOCOL, 100);
-    return;
-  }
-  got = answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, r);
-  if (got <= 0) {
-    close(fd);
-    return;
-  }
+  got = pixels_then_done(w, fd, stride, map_size, &in, sizeof in, deadline, timeout_ms, r);
+  if (got <= 0) return;
   void *map = seal_and_map(w, fd, map_size, r);
   if (!map) return;
   r->status = PXL_OK;
@@ -682,19 +697,8 @@ void pxl_worker_frames_open(pxl_worker *w, const uint8_t *data, size_t size, con
   req.flags = flags & PXL_WORKER_KEEP_ORIENTATION;
   snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
   snprintf(req.format, sizeof req.format, "%s", format ? format : "");
-  int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
-  close(data_fd);
-  if (sent != 0) {
-    finish(w, r, PXL_WORKER_PROTOCOL, 100);
-    return;
-  }
-  union {
-    pxl_worker_msg_header header;
-    pxl_worker_msg_done done;
-    pxl_worker_msg_error error;
-    char bytes[PXL_WORKER_MSG_MAX];
-  } in;
-  int got = answer(w, &in, sizeof in, PXL_WORKER_HEADER, sizeof in.header, deadline, timeout_ms, r);
+  header_or_done in;
+  int got = send_for_header(w, &req, sizeof req, data_fd, &in, deadline, timeout_ms, r);
   if (got <= 0) {
     if (got == 0) r->end = PXL_WORKER_ALIVE;
     return;
@@ -727,22 +731,8 @@ void pxl_worker_frames_open(pxl_worker *w, const uint8_t *data, size_t size, con
     r->end = PXL_WORKER_PROTOCOL;
     return;
   }
-  pxl_worker_msg_pixels px;
-  memset(&px, 0, sizeof px);
-  pxl_wire_head(&px.head, PXL_WORKER_PIXELS, sizeof px, w->serial);
-  px.stride = stride;
-  px.size = map_size;
-  if (pxl_wire_send(w->sock, &px, sizeof px, fd) != 0) {
-    close(fd);
-    finish(w, r, PXL_WORKER_PROTOCOL, 100);
-    return;
-  }
-  got = answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, r);
-  if (got <= 0) {
-    close(fd);
-    if (got == 0) r->end = PXL_WORKER_ALIVE;
-    return;
-  }
+  got = pixels_then_done(w, fd, stride, map_size, &in, sizeof in, deadline, timeout_ms, r);
+  if (got <= 0) return;
   /* Read-only here; the worker keeps drawing into it, so it is not sealed against writing. */
   void *map = mmap(NULL, map_size, PROT_READ, MAP_SHARED, fd, 0);
   if (map == MAP_FAILED) {

@@ -254,6 +254,48 @@ static pxl_status read_header_once(const pxl_codec *codec, const uint8_t *data, 
   return status;
 }
 
+/* HEADER for a codec's header, drawn at width x height. */
+static void header_answer(pxl_worker_msg_header *answer, uint32_t serial, const pxl_codec *codec,
+                          const pxl_codec_header *header, int32_t width, int32_t height) {
+  memset(answer, 0, sizeof *answer);
+  pxl_wire_head(&answer->head, PXL_WORKER_HEADER, sizeof *answer, serial);
+  answer->image_width = header->width;
+  answer->image_height = header->height;
+  answer->width = width;
+  answer->height = height;
+  answer->frame_count = header->frame_count;
+  answer->loop_count = header->loop_count;
+  answer->orientation = header->orientation;
+  answer->has_alpha = header->has_alpha;
+  answer->cicp_primaries = header->cicp_primaries;
+  answer->cicp_transfer = header->cicp_transfer;
+  answer->cicp_matrix = header->cicp_matrix;
+  answer->icc_size = codec->read_icc && header->icc_size <= UINT32_MAX ? (uint32_t)header->icc_size : 0;
+  answer->codec_flags = codec->flags;
+  snprintf(answer->codec, sizeof answer->codec, "%s", codec->id);
+  snprintf(answer->codec_version, sizeof answer->codec_version, "%s", codec->version);
+}
+
+/* The library's answer to HEADER: PIXELS (1, *pixel_fd and *pixels), CANCEL (0), or a
+ * broken conversation (-1). */
+static int receive_pixels(int sock, uint32_t serial, int *pixel_fd, pxl_worker_msg_pixels *pixels) {
+  union {
+    pxl_worker_msg_head head;
+    pxl_worker_msg_pixels pixels;
+    char bytes[PXL_WORKER_MSG_MAX];
+  } in;
+  ssize_t n = pxl_wire_recv(sock, &in, sizeof in, pixel_fd);
+  int cancel = n > 0 && pxl_wire_valid(&in, n, PXL_WORKER_CANCEL, sizeof(pxl_worker_msg_cancel)) && in.head.serial == serial;
+  if (cancel || n <= 0 || !pxl_wire_valid(&in, n, PXL_WORKER_PIXELS, sizeof in.pixels) || in.head.serial != serial ||
+      *pixel_fd < 0) {
+    if (*pixel_fd >= 0) close(*pixel_fd);
+    *pixel_fd = -1;
+    return cancel ? 0 : -1;
+  }
+  *pixels = in.pixels;
+  return 1;
+}
+
 /* One decode: DECODE has arrived with data_fd. Returns 0 to go on, -1 when the
  * conversation is broken (the worker then exits: the library starts a fresh one). */
 static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, int data_fd) {
@@ -310,43 +352,18 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
   }
 
   pxl_worker_msg_header answer;
-  memset(&answer, 0, sizeof answer);
-  pxl_wire_head(&answer.head, PXL_WORKER_HEADER, sizeof answer, serial);
-  answer.image_width = header.width;
-  answer.image_height = header.height;
-  answer.width = width;
-  answer.height = height;
-  answer.frame_count = header.frame_count;
-  answer.loop_count = header.loop_count;
-  answer.orientation = header.orientation;
-  answer.has_alpha = header.has_alpha;
-  answer.cicp_primaries = header.cicp_primaries;
-  answer.cicp_transfer = header.cicp_transfer;
-  answer.cicp_matrix = header.cicp_matrix;
-  answer.icc_size = codec->read_icc && header.icc_size <= UINT32_MAX ? (uint32_t)header.icc_size : 0;
-  answer.codec_flags = codec->flags;
-  snprintf(answer.codec, sizeof answer.codec, "%s", codec->id);
-  snprintf(answer.codec_version, sizeof answer.codec_version, "%s", codec->version);
+  header_answer(&answer, serial, codec, &header, width, height);
   if (pxl_wire_send(sock, &answer, sizeof answer, -1) != 0) {
     rc = -1;
     goto out;
   }
 
   /* The library's answer: a pixel buffer, or CANCEL. */
-  union {
-    pxl_worker_msg_head head;
-    pxl_worker_msg_pixels pixels;
-    char bytes[PXL_WORKER_MSG_MAX];
-  } in;
+  pxl_worker_msg_pixels px;
   int pixel_fd = -1;
-  ssize_t n = pxl_wire_recv(sock, &in, sizeof in, &pixel_fd);
-  if (n > 0 && pxl_wire_valid(&in, n, PXL_WORKER_CANCEL, sizeof(pxl_worker_msg_cancel)) && in.head.serial == serial) {
-    if (pixel_fd >= 0) close(pixel_fd);
-    goto out;
-  }
-  if (n <= 0 || !pxl_wire_valid(&in, n, PXL_WORKER_PIXELS, sizeof in.pixels) || in.head.serial != serial || pixel_fd < 0) {
-    if (pixel_fd >= 0) close(pixel_fd);
-    rc = -1;
+  int got = receive_pixels(sock, serial, &pixel_fd, &px);
+  if (got <= 0) {
+    rc = got;
     goto out;
   }
   /* RESAMPLE: the memfd holds the resampler's output; the canvas is the worker's own. */
@@ -358,9 +375,9 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
   }
   uint64_t rows = channels ? (uint64_t)req->out_height : (uint64_t)height;
   uint64_t row_bytes = channels ? (uint64_t)channels * (uint64_t)req->out_width : 4ull * (uint64_t)width;
-  uint64_t stride = in.pixels.stride, need = stride * rows + answer.icc_size;
+  uint64_t stride = px.stride, need = stride * rows + answer.icc_size;
   if (fstat(pixel_fd, &st) != 0 || stride < row_bytes || stride > (1ull << 32) ||
-      in.pixels.size != need || (uint64_t)st.st_size != need) {
+      px.size != need || (uint64_t)st.st_size != need) {
     close(pixel_fd);
     rc = send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the pixel buffer's size does not match the header");
     goto out;
@@ -606,20 +623,8 @@ static int serve_frames_open(int sock, const options *o, const pxl_worker_msg_fr
       frames_close();
       return send_error(sock, serial, status, message[0] ? message : "cannot read the frames");
     }
-    answer.image_width = answer.width = header.width;
-    answer.image_height = answer.height = header.height;
-    answer.frame_count = header.frame_count;
-    answer.loop_count = header.loop_count;
-    answer.orientation = header.orientation;
-    answer.has_alpha = header.has_alpha;
-    answer.cicp_primaries = header.cicp_primaries;
-    answer.cicp_transfer = header.cicp_transfer;
-    answer.cicp_matrix = header.cicp_matrix;
-    answer.icc_size = codec->read_icc && header.icc_size <= UINT32_MAX ? (uint32_t)header.icc_size : 0;
-    answer.codec_flags = codec->flags;
+    header_answer(&answer, serial, codec, &header, header.width, header.height);
     answer.first_duration_ms = -1;
-    snprintf(answer.codec, sizeof answer.codec, "%s", codec->id);
-    snprintf(answer.codec_version, sizeof answer.codec_version, "%s", codec->version);
   }
   frames.width = answer.width;
   frames.height = answer.height;
@@ -631,25 +636,15 @@ static int serve_frames_open(int sock, const options *o, const pxl_worker_msg_fr
   }
   if (pxl_wire_send(sock, &answer, sizeof answer, -1) != 0) return frames_close(), -1;
 
-  union {
-    pxl_worker_msg_head head;
-    pxl_worker_msg_pixels pixels;
-    char bytes[PXL_WORKER_MSG_MAX];
-  } in;
+  pxl_worker_msg_pixels px;
   int pixel_fd = -1;
-  ssize_t n = pxl_wire_recv(sock, &in, sizeof in, &pixel_fd);
-  if (n > 0 && pxl_wire_valid(&in, n, PXL_WORKER_CANCEL, sizeof(pxl_worker_msg_cancel)) && in.head.serial == serial) {
-    if (pixel_fd >= 0) close(pixel_fd);
+  int got = receive_pixels(sock, serial, &pixel_fd, &px);
+  if (got <= 0) {
     frames_close();
-    return 0;
-  }
-  if (n <= 0 || !pxl_wire_valid(&in, n, PXL_WORKER_PIXELS, sizeof in.pixels) || in.head.serial != serial || pixel_fd < 0) {
-    if (pixel_fd >= 0) close(pixel_fd);
-    frames_close();
-    return -1;
+    return got;
   }
   uint64_t stride = 4ull * (uint64_t)frames.width, need = stride * (uint64_t)frames.height + answer.icc_size;
-  if (fstat(pixel_fd, &st) != 0 || in.pixels.stride != stride || in.pixels.size != need || (uint64_t)st.st_size != need) {
+  if (fstat(pixel_fd, &st) != 0 || px.stride != stride || px.size != need || (uint64_t)st.st_size != need) {
     close(pixel_fd);
     frames_close();
     return send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the canvas's size does not match the header");

@@ -1131,6 +1131,16 @@ static void killed_mid_animation(const struct test_env *env, const pxl_config *c
   session_end(&s);
 }
 
+/* An in-process loader (PXL_ISOLATION_NONE) and one isolating as `isolation` says, both
+ * with config's settings and no memory cache; config is left with the isolating one's. */
+static void loader_pair(pxl_config *config, int32_t isolation, pxl_loader **none, pxl_loader **isolated) {
+  config->memory_cache_bytes = 0;
+  config->isolation = PXL_ISOLATION_NONE;
+  *none = new_loader(config);
+  config->isolation = isolation;
+  *isolated = new_loader(config);
+}
+
 /* PXL_ISOLATION_ALL: the host never decodes a built-in format itself; an animation's frames
  * come from a worker's frame reader, the same pixels as in-process: WebP, GIF and AVIF,
  * full size and as a premultiplied thumbnail, played and with PXL_FLAG_ANIMATE. */
@@ -1138,11 +1148,8 @@ void test_player_isolation_all(const struct test_env *env) {
   write_gif(env, "player-iso.gif", 30, 20, 12, 3, 0);
   pxl_config config;
   pxl_config_init(&config);
-  config.memory_cache_bytes = 0;
-  config.isolation = PXL_ISOLATION_NONE;
-  pxl_loader *none = new_loader(&config);
-  config.isolation = PXL_ISOLATION_ALL;
-  pxl_loader *all = new_loader(&config);
+  pxl_loader *none, *all;
+  loader_pair(&config, PXL_ISOLATION_ALL, &none, &all);
   pxl_queue *queue = new_queue();
   static const struct { const char *path; int frames; } files[] = {
       {"/anim.webp", 3}, {"/player-iso.gif", 12}, {"/seq.avif", 5}};
@@ -1174,11 +1181,8 @@ void test_player_isolation_modules(const struct test_env *env) {
   if (rc != 0) return;
   pxl_config config;
   pxl_config_init(&config);
-  config.memory_cache_bytes = 0;
-  config.isolation = PXL_ISOLATION_NONE;
-  pxl_loader *none = new_loader(&config);
-  config.isolation = PXL_ISOLATION_MODULES;
-  pxl_loader *modules = new_loader(&config);
+  pxl_loader *none, *modules;
+  loader_pair(&config, PXL_ISOLATION_MODULES, &none, &modules);
   pxl_queue *queue = new_queue();
   struct test_url u = test_url(env, "/player.jxl", "player-jxl");
   pxl_request request;
@@ -1208,12 +1212,9 @@ void test_player_isolation_module_frames(const struct test_env *env) {
   write_fixture(env, "hostile-ok.bin", (const uint8_t *)"HOSTILE:ok\n", 11);
   pxl_config config;
   pxl_config_init(&config);
-  config.memory_cache_bytes = 0;
   config.codec_modules = "hostile";
-  config.isolation = PXL_ISOLATION_NONE;
-  pxl_loader *none = new_loader(&config);
-  config.isolation = PXL_ISOLATION_MODULES;
-  pxl_loader *modules = new_loader(&config);
+  pxl_loader *none, *modules;
+  loader_pair(&config, PXL_ISOLATION_MODULES, &none, &modules);
   pxl_queue *queue = new_queue();
   struct test_url u = test_url(env, "/hostile-anim.bin", "player-hostile");
   pxl_request request;

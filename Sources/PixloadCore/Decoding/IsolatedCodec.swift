@@ -84,21 +84,24 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure> {
     switch run(bytes, width: 0, height: 0, keepOrientation: keepOrientation, headerOnly: true) {
     case .failure(let failure): return .failure(failure)
-    case .success(let output):
-      let h = output.header
-      var header = CodecHeader()
-      header.width = Int(h.image_width)
-      header.height = Int(h.image_height)
-      header.frameCount = Int(h.frame_count)
-      header.loopCount = Int(h.loop_count)
-      header.orientation = Int(h.orientation)
-      header.hasAlpha = h.has_alpha != 0
-      header.iccSize = Int(h.icc_size)
-      header.cicpPrimaries = h.cicp_primaries
-      header.cicpTransfer = h.cicp_transfer
-      header.cicpMatrix = h.cicp_matrix
-      return .success(header)
+    case .success(let output): return .success(Self.header(output.header))
     }
+  }
+
+  /// The worker's HEADER as the codec's header.
+  static func header(_ h: pxlw_header) -> CodecHeader {
+    var header = CodecHeader()
+    header.width = Int(h.image_width)
+    header.height = Int(h.image_height)
+    header.frameCount = Int(h.frame_count)
+    header.loopCount = Int(h.loop_count)
+    header.orientation = Int(h.orientation)
+    header.hasAlpha = h.has_alpha != 0
+    header.iccSize = Int(h.icc_size)
+    header.cicpPrimaries = h.cicp_primaries
+    header.cicpTransfer = h.cicp_transfer
+    header.cicpMatrix = h.cicp_matrix
+    return header
   }
 
   /// The profile the worker wrote after the pixels of this thread's last decode.
@@ -213,18 +216,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
                                maxPixels: maxPixels) {
     case .failure(let failure): return .failure(failure)
     case .success(let frames):
-      let h = frames.header
-      var header = CodecHeader()
-      header.width = Int(h.image_width)
-      header.height = Int(h.image_height)
-      header.frameCount = Int(h.frame_count)
-      header.loopCount = Int(h.loop_count)
-      header.orientation = Int(h.orientation)
-      header.hasAlpha = h.has_alpha != 0
-      header.iccSize = Int(h.icc_size)
-      header.cicpPrimaries = h.cicp_primaries
-      header.cicpTransfer = h.cicp_transfer
-      header.cicpMatrix = h.cicp_matrix
+      let header = Self.header(frames.header)
       if let icc = frames.icc {
         lock.withLock { current[key] = (UnsafeRawPointer(bytes.baseAddress), bytes.count, icc) }
       }
