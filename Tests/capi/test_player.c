@@ -972,8 +972,8 @@ static int maps_canvas(long pid) {
 }
 
 /* The decode workers this process started (children named pixload-decode-worker) that hold
- * an animation open, killed with SIGKILL: how many. */
-static int kill_workers(void) {
+ * an animation open: how many (killed with SIGKILL when kill_them). */
+static int canvas_workers(int kill_them) {
   int killed = 0;
   DIR *d = opendir("/proc");
   if (!d) return 0;
@@ -995,7 +995,7 @@ static int kill_workers(void) {
     char state;
     if (sscanf(close + 1, " %c %d", &state, &ppid) != 2 || ppid != getpid()) continue;
     if (strncmp(open + 1, "pixload-decode", 14) != 0 || !maps_canvas(pid)) continue;
-    if (kill((pid_t)pid, SIGKILL) == 0) killed++;
+    if (!kill_them || kill((pid_t)pid, SIGKILL) == 0) killed++;
   }
   closedir(d);
   return killed;
@@ -1113,7 +1113,7 @@ static void killed_mid_animation(const struct test_env *env, const pxl_config *c
   pxl_image_release(frame);
   next_event(env, s.queue, &s.ev, &s.seen);
   CHECKF(s.ev.last_kind == PXL_ANIMATION_FRAME_READY, "%s: frame 1 ready (event %d)", what, s.ev.last_kind);
-  CHECKF(kill_workers() == 1, "%s: one decode worker holds the animation", what);
+  CHECKF(canvas_workers(1) == 1, "%s: one decode worker holds the animation", what);
   for (int i = 0; i < 20 && !s.ev.failed; i++) {
     frame = pxl_animation_frame_at(s.a, s.ev.ready_due, &f);
     pxl_image_release(frame);
@@ -1254,4 +1254,67 @@ void test_player_isolation_module_frames(const struct test_env *env) {
   if (saved) setenv("PIXLOAD_CODEC_PATH", saved, 1);
   else unsetenv("PIXLOAD_CODEC_PATH");
   free(saved);
+}
+
+/* Waits until `want` decode workers hold an animation open: 1 if it came to that. */
+static int canvas_workers_become(const struct test_env *env, pxl_queue *queue, int want) {
+  for (int waited = 0; waited < 5000 * env->slow_factor; waited += 20) {
+    if (canvas_workers(0) == want) return 1;
+    drain_for(queue, 20);
+  }
+  return 0;
+}
+
+/* PXL_ISOLATION_ALL: a player holds one worker while its decoder's state lives, gives it back
+ * when its ring is released (paused 1 s), takes one again when resumed (the frames after
+ * the pause, through a new loop, the same as in-process), and gives it back when freed. */
+void test_player_isolation_release(const struct test_env *env) {
+  write_gif(env, "player-iso-release.gif", 30, 20, 12, 3, 0);
+  pxl_config config;
+  pxl_config_init(&config);
+  pxl_loader *none, *all;
+  loader_pair(&config, PXL_ISOLATION_ALL, &none, &all);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/player-iso-release.gif", "player-iso-release");
+  struct capture frames = {0};
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.flags |= PXL_FLAG_ANIMATE;
+  CHECK_STATUS(load_and_wait(env, none, queue, &request, &frames), PXL_OK);
+  request.flags &= ~PXL_FLAG_ANIMATE;
+  CHECK(frames.image && pxl_image_frame_count(frames.image) == 12);
+  struct events ev = {0};
+  pxl_animation *a = start(env, all, queue, &request, &ev);
+  int seen = 1;
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  int64_t clock = 1000;
+  for (int i = 0; i <= 3; i++) {
+    pxl_image_release(pxl_animation_frame_at(a, clock, &f));
+    CHECK_INT(f.index, i);
+    next_event(env, queue, &ev, &seen);
+    clock = ev.ready_due;
+  }
+  CHECKF(canvas_workers(0) == 1, "playing: %d workers hold the animation", canvas_workers(0));
+  pxl_animation_pause(a);
+  CHECKF(canvas_workers_become(env, queue, 0), "paused: %d workers still hold it", canvas_workers(0));
+  /* Frame 3 stays shown at the resume; frames 4.. follow as they are decoded again. */
+  pxl_animation_resume(a, 100000);
+  pxl_image_release(pxl_animation_frame_at(a, 100000, &f));
+  CHECK_INT(f.index, 3);
+  for (int i = 4; i < 12 + 4 && frames.image; i++) {
+    if (!next_event(env, queue, &ev, &seen) || ev.last_kind != PXL_ANIMATION_FRAME_READY) break;
+    pxl_image *image = pxl_animation_frame_at(a, ev.ready_due, &f);
+    CHECKF(f.index == i % 12 && same_pixels(image, pxl_image_frame_pixels(frames.image, i % 12)),
+           "after the resume, play %d: frame %d (%d expected), pixels as in-process", i, f.index, i % 12);
+    pxl_image_release(image);
+    if (i == 4) CHECKF(canvas_workers(0) == 1, "resumed: %d workers hold the animation", canvas_workers(0));
+  }
+  CHECKF(f.index == 3, "played on to frame %d after a loop", f.index);
+  pxl_animation_free(a);
+  CHECKF(canvas_workers_become(env, queue, 0), "freed: %d workers still hold it", canvas_workers(0));
+  events_reset(&ev);
+  capture_reset(&frames);
+  pxl_loader_free(all);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
 }
