@@ -194,7 +194,7 @@ public enum IsolatedBuiltIns {
         return deliver(pixels, answer)
       }
       Remote.copy(text, into: &fields.message)
-      if status != PXL_CODEC_OK { free(fields.pixels); fields.pixels = nil }
+      if status != PXL_CODEC_OK { PixelMemory.release(fields.pixels); fields.pixels = nil }
       out?.pointee = fields
       return status
     }
@@ -204,12 +204,18 @@ public enum IsolatedBuiltIns {
         var copied: UnsafeMutablePointer<UInt8>?
         let status = decode(data, size, layout, scale, maxPixels, out) { pixels, answer in
           let count = Int(answer.out_stride) * Int(answer.out_height)
+          // The sealed memfd mapped as the output (the decode stage's pixels, or the image's:
+          // no copy on the host's side), else copied.
+          if let mapped = IsolatedCodec.mapPixels(fd: answer.memfd, size: Int(answer.map_size), count: count) {
+            copied = mapped
+            return PXL_CODEC_OK
+          }
           guard let buffer = malloc(max(count, 1))?.assumingMemoryBound(to: UInt8.self) else { return PXL_CODEC_NO_MEMORY }
           buffer.update(from: pixels, count: count)
           copied = buffer
           return PXL_CODEC_OK
         }
-        if status == PXL_CODEC_OK { out?.pointee.pixels = copied } else { free(copied) }
+        if status == PXL_CODEC_OK { out?.pointee.pixels = copied } else { PixelMemory.release(copied) }
         return status
       }
     }
