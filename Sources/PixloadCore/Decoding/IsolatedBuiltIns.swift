@@ -13,7 +13,8 @@ import Glibc
 ///
 /// Two conversations an image: INFO (read_info and the colour information, the profile
 /// included; kept for this thread's `color` call that follows) and DECODE (the first frame,
-/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd). A thumbnail's
+/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd, mapped privately
+/// as the output: `PixelMemory`). A thumbnail's
 /// rows go into the stage's own resampler made again in the worker with the same parameters
 /// (RESAMPLE): only the thumbnail crosses, and the stage finds it finished. Sniffing stays here (a comparison of magic
 /// bytes), and so does the progressive JPEG's marker scan for previews (the library's own
