@@ -1660,9 +1660,13 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  * frame from a worker, one frame at a time ("Animation players"). A thumbnail (a request smaller than
  * what the codec draws, in any format but PXL_FORMAT_GRAY8) is area-resampled in the worker
  * with the library's own resampler and parameters, so that only it crosses, then colour
- * converted, premultiplied and oriented in the host: the same pixels as in-process. The
- * pixels that cross are copied once from the sealed buffer (a module's whole canvas, for a
- * full-size or GRAY8 request, into the decode stage's canvas).
+ * converted, premultiplied and oriented in the host: the same pixels as in-process. A
+ * whole-image result (256 KiB or more) that no step rewrites whole (no colour profile to
+ * convert, no alpha to premultiply, no EXIF orientation to apply, an RGBA layout for a
+ * module's) is not copied in the host: the sealed buffer, mapped privately (copy-on-write),
+ * is the image's pixels, and pxl_image_pixels points into that mapping, valid and
+ * unchanged until the image's last release as any image's pixels. Otherwise the pixels
+ * that cross are copied once from the sealed buffer (a thumbnail's: the thumbnail).
  * ------------------------------------------------------------------------------- */
 
 /* Writes the confining layers the loader's decode workers run with, as words separated

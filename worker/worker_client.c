@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -509,6 +510,16 @@ void pxl_worker_result_release(pxl_worker_result *r) {
   if (r->memfd >= 0) close(r->memfd);
   r->pixels = r->icc = NULL;
   r->memfd = -1;
+}
+
+void *pxl_worker_map_private(int memfd, size_t size) {
+  const int sealed = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
+  int seals = memfd >= 0 && size > 0 ? fcntl(memfd, F_GET_SEALS) : -1;
+  if (seals < 0 || (seals & sealed) != sealed) return NULL;
+  struct stat st;
+  if (fstat(memfd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size < size) return NULL;
+  void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, memfd, 0);
+  return map == MAP_FAILED ? NULL : map;
 }
 
 /* ---- the built-in formats (PXL_ISOLATION_ALL) ---- */

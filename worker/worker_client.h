@@ -110,6 +110,14 @@ void pxl_worker_decode_resampled(pxl_worker *worker, const uint8_t *data, size_t
 
 void pxl_worker_result_release(pxl_worker_result *result);
 
+/* A sealed pixel memfd (a result's or a native result's memfd) mapped again, privately:
+ * MAP_PRIVATE, readable and writable, so a write copies the page it touches and never
+ * reaches the memfd. For the library to keep as an image's pixels after the result is
+ * released (the mapping holds the memfd's pages; munmap(size) frees them). Refuses a memfd
+ * that is not sealed against writing, shrinking and growing (so neither the worker nor
+ * anyone else can change or cut what the mapping reads). NULL when it cannot. */
+void *pxl_worker_map_private(int memfd, size_t size);
+
 /* A built-in format's shim run in the worker (PXL_ISOLATION_ALL; the worker spawned with
  * options.builtins): NATIVE, then, when bytes follow, a sealed memfd of exactly their size
  * (pxl_worker_protocol.h). */

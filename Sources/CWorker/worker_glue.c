@@ -61,6 +61,11 @@ void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *co
 const uint8_t *pxlw_result_pixels(const void *result) { return ((const pxl_worker_result *)result)->pixels; }
 size_t pxlw_result_stride(const void *result) { return ((const pxl_worker_result *)result)->stride; }
 const uint8_t *pxlw_result_icc(const void *result) { return ((const pxl_worker_result *)result)->icc; }
+int pxlw_result_memfd(const void *result) {
+  const pxl_worker_result *r = result;
+  return r->pixels ? r->memfd : -1;
+}
+size_t pxlw_result_map_size(const void *result) { return ((const pxl_worker_result *)result)->map_size; }
 double pxlw_result_wall_ms(const void *result) { return ((const pxl_worker_result *)result)->wall_ms; }
 uint64_t pxlw_result_cpu_ns(const void *result) { return ((const pxl_worker_result *)result)->worker_cpu_ns; }
 
@@ -74,6 +79,7 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
                        int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
                        const double *crop, int *data_memfd, int timeout_ms, pxlw_native *out) {
   memset(out, 0, sizeof *out);
+  out->memfd = -1;
   pxl_worker_native_result *r = calloc(1, sizeof *r);
   if (!r) {
     out->status = PXL_E_NO_MEMORY;
@@ -96,6 +102,8 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
   out->icc_size = a->icc_size;
   out->cpu_ns = a->cpu_ns;
   out->bytes = r->bytes;
+  out->memfd = r->bytes ? r->memfd : -1;
+  out->map_size = r->bytes ? r->map_size : 0;
   snprintf(out->message, sizeof out->message, "%s", r->status == PXL_OK ? a->message : r->message);
   return r;
 }
@@ -103,6 +111,8 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
 void pxlw_close(int fd) {
   if (fd >= 0) close(fd);
 }
+
+void *pxlw_map_private(int memfd, size_t size) { return pxl_worker_map_private(memfd, size); }
 
 void pxlw_native_free(void *result) {
   if (!result) return;

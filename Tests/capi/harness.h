@@ -320,6 +320,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_isolation_all) \
   X(test_isolation_all_stream) \
   X(test_isolation_modules_resampled) \
+  X(test_isolation_mapped) \
   X(test_processors_builtin)        \
   X(test_processors_invalid)        \
   X(test_processors_custom) \

@@ -305,7 +305,7 @@ final class BuiltInCodec: ExternalCodec, @unchecked Sendable {
     var output = pxl_codec_output()
     let status = native.decode(bytes.baseAddress, bytes.count, Int32(PXL_CODEC_RGBA.rawValue), Int32(scale),
                                UInt64(info.width) * UInt64(info.height), &output)
-    defer { free(output.pixels) }
+    defer { PixelMemory.release(output.pixels) }
     guard status == PXL_CODEC_OK, let pixels = output.pixels else {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
       return Self.failure(status == PXL_CODEC_OK ? PXL_CODEC_CORRUPT : status, text)

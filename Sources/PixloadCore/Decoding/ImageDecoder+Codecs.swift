@@ -282,19 +282,37 @@ extension ImageDecoder {
     let partial: Bool
 
     /// The codec's first frame at width x height, straight RGBA8, tightly packed (the
-    /// caller frees it).
+    /// caller releases it: `PixelMemory.release`). An isolated codec's is its worker's
+    /// pixels mapped, not copied (`IsolatedCodec.decodeCanvas`).
     func draw(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec, width: Int, height: Int,
               hasAlpha: Bool) -> Result<UnsafeMutablePointer<UInt8>, LoadError> {
-      guard let canvas = calloc(width * height, 4)?.assumingMemoryBound(to: UInt8.self) else {
-        return .failure(LoadError(.noMemory, "out of memory for a \(width)x\(height) \(codec.id) image"))
+      var canvas: UnsafeMutablePointer<UInt8>
+      if let isolated = codec as? IsolatedCodec {
+        switch isolated.decodeCanvas(bytes, width: width, height: height, keepOrientation: keepOrientation) {
+        case .failure(let failure): return .failure(ImageDecoder.error(failure, codec: codec))
+        case .success(let drawn): canvas = drawn
+        }
+      } else {
+        guard let fresh = calloc(width * height, 4)?.assumingMemoryBound(to: UInt8.self) else {
+          return .failure(LoadError(.noMemory, "out of memory for a \(width)x\(height) \(codec.id) image"))
+        }
+        canvas = fresh
+        let target = CodecTarget(pixels: canvas, width: width, height: height, stride: width * 4,
+                                 keepOrientation: keepOrientation, partial: partial, cancel: cancel)
+        if let failure = codec.decode(bytes, into: target) {
+          free(canvas)
+          return .failure(ImageDecoder.error(failure, codec: codec))
+        }
       }
-      let target = CodecTarget(pixels: canvas, width: width, height: height, stride: width * 4,
-                               keepOrientation: keepOrientation, partial: partial, cancel: cancel)
-      if let failure = codec.decode(bytes, into: target) {
-        free(canvas)
-        return .failure(ImageDecoder.error(failure, codec: codec))
+      if codec.writesPremultiplied && hasAlpha {
+        // Every pixel written: on a buffer of its own, not a mapping's pages (PixelMemory).
+        guard let owned = PixelMemory.owned(canvas, count: width * height * 4) else {
+          PixelMemory.release(canvas)
+          return .failure(LoadError(.noMemory, "out of memory for a \(width)x\(height) \(codec.id) image"))
+        }
+        canvas = owned
+        PixelOps.unpremultiply(canvas, count: width * height)
       }
-      if codec.writesPremultiplied && hasAlpha { PixelOps.unpremultiply(canvas, count: width * height) }
       return .success(canvas)
     }
   }

@@ -13,7 +13,8 @@ import Glibc
 ///
 /// Two conversations an image: INFO (read_info and the colour information, the profile
 /// included; kept for this thread's `color` call that follows) and DECODE (the first frame,
-/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd). A thumbnail's
+/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd, mapped privately
+/// as the output: `PixelMemory`). A thumbnail's
 /// rows go into the stage's own resampler made again in the worker with the same parameters
 /// (RESAMPLE): only the thumbnail crosses, and the stage finds it finished. Sniffing stays here (a comparison of magic
 /// bytes), and so does the progressive JPEG's marker scan for previews (the library's own
@@ -197,7 +198,7 @@ public enum IsolatedBuiltIns {
         return deliver(pixels, answer)
       }
       Remote.copy(text, into: &fields.message)
-      if status != PXL_CODEC_OK { free(fields.pixels); fields.pixels = nil }
+      if status != PXL_CODEC_OK { PixelMemory.release(fields.pixels); fields.pixels = nil }
       out?.pointee = fields
       return status
     }
@@ -207,12 +208,18 @@ public enum IsolatedBuiltIns {
         var copied: UnsafeMutablePointer<UInt8>?
         let status = decode(data, size, layout, scale, maxPixels, out) { pixels, answer in
           let count = Int(answer.out_stride) * Int(answer.out_height)
+          // The sealed memfd mapped as the output (the decode stage's pixels, or the image's:
+          // no copy on the host's side), else copied.
+          if let mapped = IsolatedCodec.mapPixels(fd: answer.memfd, size: Int(answer.map_size), count: count) {
+            copied = mapped
+            return PXL_CODEC_OK
+          }
           guard let buffer = malloc(max(count, 1))?.assumingMemoryBound(to: UInt8.self) else { return PXL_CODEC_NO_MEMORY }
           buffer.update(from: pixels, count: count)
           copied = buffer
           return PXL_CODEC_OK
         }
-        if status == PXL_CODEC_OK { out?.pointee.pixels = copied } else { free(copied) }
+        if status == PXL_CODEC_OK { out?.pointee.pixels = copied } else { PixelMemory.release(copied) }
         return status
       }
     }

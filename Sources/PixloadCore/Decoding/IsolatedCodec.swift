@@ -13,7 +13,9 @@ import Glibc
 /// Each call is a worker conversation: `readHeader` and `chooseSize` stop at the worker's
 /// HEADER (no pixel buffer); `decode` has the worker draw at the size asked (its header
 /// checked against max_pixels before the host sizes the sealed pixel memfd) and copies the
-/// pixels once into the decode stage's canvas; `decodeResampled` (a thumbnail) has it
+/// pixels once into the decode stage's canvas; `decodeCanvas` (the decode stage's still) maps
+/// the sealed memfd privately as the canvas instead, which the image can keep as its pixels
+/// (no copy on the host's side: `PixelMemory`); `decodeResampled` (a thumbnail) has it
 /// resample what it drew, so that only the thumbnail crosses. Both keep the ICC profile the
 /// worker wrote after the pixels for this thread's `readICC`, which the decode stage calls
 /// after the draw.
@@ -125,13 +127,47 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
 
   public func decode(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget) -> CodecFailure? {
     let drawn = draw(bytes, width: target.width, height: target.height, keepOrientation: target.keepOrientation,
-                     resample: nil) { pixels, stride in
+                     resample: nil) { pixels, stride, _ in
       for row in 0..<target.height {
         (target.pixels + row * target.stride).update(from: pixels + row * stride, count: target.width * 4)
       }
     }
     if case .failure(let failure) = drawn { return failure }
     return nil
+  }
+
+  /// `decode` at width x height into a canvas of its own, tightly packed RGBA: the worker's
+  /// sealed memfd mapped privately (`mapPixels`), not copied, when its rows are packed and it
+  /// is worth a mapping; else a malloc'd copy. The caller releases it (`PixelMemory.release`).
+  func decodeCanvas(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
+                    keepOrientation: Bool) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
+    let rowBytes = width * 4
+    let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation,
+                     resample: nil) { pixels, stride, result -> UnsafeMutablePointer<UInt8>? in
+      if stride == rowBytes, let mapped = Self.mapPixels(fd: pxlw_result_memfd(result),
+                                                         size: pxlw_result_map_size(result), count: rowBytes * height) {
+        return mapped
+      }
+      guard let canvas = malloc(max(1, rowBytes * height))?.assumingMemoryBound(to: UInt8.self) else { return nil }
+      for row in 0..<height { (canvas + row * rowBytes).update(from: pixels + row * stride, count: rowBytes) }
+      return canvas
+    }
+    switch drawn {
+    case .failure(let failure): return .failure(failure)
+    case .success(let canvas?): return .success(canvas)
+    case .success(nil): return .failure(CodecFailure(.noMemory, "out of memory for a \(width)x\(height) image"))
+    }
+  }
+
+  /// A worker's sealed pixel memfd (`size` bytes: `count` of pixels, then the ICC profile)
+  /// mapped privately, copy-on-write, as pixels an image can own (`PixelMemory`); nil when
+  /// under `PixelMemory.minimumMapped` or the mapping fails (then the caller copies).
+  static func mapPixels(fd: Int32, size: Int, count: Int) -> UnsafeMutablePointer<UInt8>? {
+    guard fd >= 0, count >= PixelMemory.minimumMapped, size >= count, let base = pxlw_map_private(fd, size) else {
+      return nil
+    }
+    PixelMemory.adopt(base, length: size)
+    return base.assumingMemoryBound(to: UInt8.self)
   }
 
   /// What the decode stage would do to the canvas before its colour step
@@ -152,7 +188,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
                        resample: Resample) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
     let rowBytes = resample.outWidth * resample.channels
     let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation,
-                     resample: resample) { pixels, stride -> UnsafeMutablePointer<UInt8>? in
+                     resample: resample) { pixels, stride, _ -> UnsafeMutablePointer<UInt8>? in
       guard stride == rowBytes,
             let small = malloc(max(1, rowBytes * resample.outHeight))?.assumingMemoryBound(to: UInt8.self) else {
         return nil
@@ -169,10 +205,11 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   }
 
   /// One worker decode at width x height: `use` gets its pixels (the canvas, or the
-  /// resampler's output) and their stride while they are mapped; the ICC profile is kept
-  /// for readICC (the colour step follows the draw).
+  /// resampler's output), their stride and the worker's result (pxlw_result_*) while they
+  /// are mapped; the ICC profile is kept for readICC (the colour step follows the draw).
   private func draw<T>(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int, keepOrientation: Bool,
-                       resample: Resample?, use: (UnsafePointer<UInt8>, Int) -> T) -> Result<T, CodecFailure> {
+                       resample: Resample?,
+                       use: (UnsafePointer<UInt8>, Int, UnsafeMutableRawPointer) -> T) -> Result<T, CodecFailure> {
     let key = threadKey
     lock.withLock { current[key] = nil }
     let output: Output
@@ -186,7 +223,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
       return .failure(CodecFailure(.corruptImage, "the decoder drew \(output.header.width)x\(output.header.height), "
                                      + "not the \(width)x\(height) asked"))
     }
-    let answer = use(pixels, pxlw_result_stride(output.result))
+    let answer = use(pixels, pxlw_result_stride(output.result), output.result)
     if output.header.icc_size > 0, let icc = pxlw_result_icc(output.result) {
       let profile = Array(UnsafeBufferPointer(start: icc, count: Int(output.header.icc_size)))
       lock.withLock { current[key] = (UnsafeRawPointer(bytes.baseAddress), bytes.count, profile) }
