@@ -105,7 +105,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-isolation-all bench-isolation test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs test-stream-decode \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-animation-isolated bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -608,6 +608,14 @@ bench-animation:
 	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/animation_table.c -o $(STAGE)/bench-animation-table \
 	  -L$(STAGE)/lib -lpixload -lm -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
 	bench/animation.sh $(STAGE)
+
+# An animation's frames through a decode worker against in-process (worker/README.md):
+# PXL_FLAG_ANIMATE of FILE, wall and CPU (workers included) per frame.
+bench-animation-isolated:
+	@$(SUBMAKE) all
+	$(CC) $(CFLAGS) $(WARN) -Iinclude bench/animation_isolated.c -o $(STAGE)/bench-animation-isolated \
+	  -L$(STAGE)/lib -lpixload -Wl,-rpath,$(CURDIR)/$(STAGE)/lib
+	$(STAGE)/bench-animation-isolated $(FILE) $(or $(ISOLATION),all) $(or $(ROUNDS),31)
 
 bench-placeholder:
 	@$(SUBMAKE) all

@@ -17,6 +17,8 @@
  *   make bench-animation        (bench/animation.sh: this program, `pixload play`, and
  *                                bench/animation_table.c)
  *   build/bench-animation FILE [ROUNDS [FRAMES]]
+ *   BENCH_ISOLATION=none|modules|all build/bench-animation FILE: pxl_config.isolation (the
+ *                                cost of a worker's frames: worker/README.md)
  */
 #define _XOPEN_SOURCE 700
 #include <stdatomic.h>
@@ -40,6 +42,12 @@ static pxl_loader *loader_new(pxl_queue **queue, pxl_request *request, const cha
   pxl_config config;
   pxl_config_init(&config);
   config.allowed_schemes |= PXL_SCHEME_FILE;
+  /* BENCH_ISOLATION=none|modules|all: the frames decoded in the host or in workers. */
+  const char *isolation = getenv("BENCH_ISOLATION");
+  if (isolation)
+    config.isolation = strcmp(isolation, "all") == 0    ? PXL_ISOLATION_ALL
+                       : strcmp(isolation, "none") == 0 ? PXL_ISOLATION_NONE
+                                                        : PXL_ISOLATION_MODULES;
   pxl_loader *loader = NULL;
   pxl_status status = pxl_loader_new(&config, &loader);
   if (status != PXL_OK) die("pxl_loader_new", status);

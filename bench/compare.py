@@ -20,14 +20,19 @@ import sys
 LINE = re.compile(r"([\d.]+) images/s, ([\d.]+) ms CPU/image")
 
 
-def run(command, env=None):
+def run(command, env=None, extra=None):
+    """(images/s, CPU ms per image) from the program's line; with extra (a compiled
+    pattern with one group), also that figure of the output (None when absent)."""
     out = subprocess.run(command, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"bench: {' '.join(command)} failed ({out.returncode}):\n{out.stdout}{out.stderr}")
     match = LINE.search(out.stdout)
     if not match:
         sys.exit(f"bench: no figures in the output of {' '.join(command)}:\n{out.stdout}")
-    return float(match.group(1)), float(match.group(2))
+    if extra is None:
+        return float(match.group(1)), float(match.group(2))
+    found = extra.search(out.stdout)
+    return float(match.group(1)), float(match.group(2)), float(found.group(1)) if found else None
 
 
 def main():

@@ -24,7 +24,12 @@ and the 8-16 MP set of scripts/camera-photos.sh, both served by a private nginx 
     ~2x, left out
   2 throughput (images/s) of the same `pixload fetch` / bare decode on 2 threads
   3 Python: `await loader.fetch` over the same URLs (bench/py_pixload.py) against
-    aiohttp + Pillow with draft + fit (bench/py_baseline.py): how many times faster
+    aiohttp + Pillow with draft + fit (bench/py_baseline.py): how many times faster, and
+    CPU per image (user+sys of the measured span, every thread of the process) as a
+    ratio; 3b the CPU ratio over the JPEGs alone (--web-jpeg-urls), where both sides'
+    libjpeg-turbo decode is most of the cost (no target: it says how much of row 3 the
+    PNGs make). The measured figures also give the event loop thread's own CPU per image
+    (py_pixload.py: the binding, its ctypes calls, pxl_load, the queue's dispatch)
   4 camera photos: CPU per 150x150 fill thumbnail of `pixload fetch` over the large set
     (each photo REPEAT times, distinct URLs) / bare single-thread DCT-scaled decode
   5 warm start: 8 camera photos, 150x150 fill, from a filled disk cache with a fresh
@@ -47,6 +52,7 @@ OLD_BUILD_DIR/../bindings/python when that exists).
 import argparse
 import os
 import random
+import re
 import resource
 import statistics
 import sys
@@ -56,16 +62,19 @@ from compare import run  # runs a benchmark program, returns (images/s, CPU ms p
 import isolation_cost
 
 SIZE = ["--size", "150x150"]
+# py_pixload.py's event loop thread (the binding's own thread), ms CPU per image.
+LOOP_THREAD = re.compile(r"event loop thread ([\d.]+) ms CPU/image")
 
 
 def run_whole(command, env):
     """run() and the child's whole user+sys CPU in ms (RUSAGE_CHILDREN grows by exactly
-    the one child waited for, start-up and exit included)."""
+    the one child waited for, start-up and exit included), then py_pixload's event loop
+    thread's CPU per image (None for the other programs)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    rate, cpu = run(command, env)
+    rate, cpu, loop_thread = run(command, env, LOOP_THREAD)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     whole = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000.0
-    return rate, cpu, whole
+    return rate, cpu, whole, loop_thread
 
 
 def count_lines(path):
@@ -123,6 +132,9 @@ def main():
         tools[f"camera {build}"] = ([cli, *fetch, *isolation, "--no-disk-cache", "--urls", args.camera_urls], None)
         tools[f"python {build}"] = ([sys.executable, os.path.join(here, "py_pixload.py"), *SIZE, "--concurrency", n,
                                      *isolation, args.web_urls], env)
+        if args.web_jpeg_urls:
+            tools[f"python-jpeg {build}"] = ([sys.executable, os.path.join(here, "py_pixload.py"), *SIZE,
+                                              "--concurrency", n, *isolation, args.web_jpeg_urls], env)
         warm = [cli, *fetch, *isolation, "--cache-dir", cache, "--urls", first8]
         run(warm, None)  # fills the disk cache (network); the measured runs are --cache-only
         tools[f"warm {build}"] = (warm + ["--cache-only"], None)
@@ -136,6 +148,9 @@ def main():
     tools["web bare 2 threads"] = ([args.bare, *SIZE, "--threads", "2", args.web_files], None)
     tools["camera bare 1 thread"] = ([args.bare, *SIZE, "--threads", "1", "--repeat", str(repeat),
                                       args.camera_files], None)
+    if args.web_jpeg_urls:
+        tools["python-jpeg aiohttp + Pillow"] = ([sys.executable, os.path.join(here, "py_baseline.py"), *SIZE,
+                                                  "--concurrency", n, args.web_jpeg_urls], None)
     tools["python aiohttp + Pillow"] = ([sys.executable, os.path.join(here, "py_baseline.py"), *SIZE,
                                          "--concurrency", n, args.web_urls], None)
 
@@ -168,6 +183,8 @@ def main():
         del tools[name]
     med = {name: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v))
            for name, v in samples.items()}
+    loop_thread = {name: statistics.median(s[3] for s in v) for name, v in samples.items()
+                   if all(s[3] is not None for s in v)}
     web_n, cam_n = count_lines(args.web_urls), count_lines(args.camera_urls)
     # Whole-process CPU per image of the CLI runs (what /usr/bin/time reads / N).
     jpeg_n = count_lines(args.web_jpeg_urls) if args.web_jpeg_urls else 0
@@ -182,6 +199,8 @@ def main():
         extra = f"  = {warm_count * 1000 / rate:.1f} ms for {warm_count} images" if name.startswith("warm") else ""
         if name in whole:
             extra = f"  ({whole[name]:.3f} ms whole process/image)"
+        if name in loop_thread:
+            extra = f"  (event loop thread {loop_thread[name]:.3f} ms/image)"
         print(f"  {name:28} {rate:9.1f} images/s {cpu:9.3f} ms CPU/image{extra}")
     rows = [
         (f"whole-process CPU per image vs bare single-thread decode ({web_n} web images)",
@@ -194,7 +213,12 @@ def main():
         ("throughput vs bare 2-thread decode",
          lambda b: med[f"web {b}"][0] / med["web bare 2 threads"][0], "x", ">=", 0.95),
         ("Python `await loader.fetch` vs aiohttp + Pillow (draft + fit), times faster",
-         lambda b: med[f"python {b}"][0] / med["python aiohttp + Pillow"][0], "x", ">=", 1.6),
+         lambda b: med[f"python {b}"][0] / med["python aiohttp + Pillow"][0], "x", ">=", 2.0),
+        ("Python `await loader.fetch` CPU per image vs aiohttp + Pillow's",
+         lambda b: med[f"python {b}"][1] / med["python aiohttp + Pillow"][1], "x", "<=", 0.5),
+        *([(f"the same over the {jpeg_n} JPEGs only (no target: the PNGs' share of the row above)",
+            lambda b: med[f"python-jpeg {b}"][1] / med["python-jpeg aiohttp + Pillow"][1], "x", None, None)]
+          if jpeg_n else []),
         (f"camera photos (8-16 MP, {cam_n} thumbnails), CPU per thumbnail vs bare DCT-scaled decode",
          lambda b: med[f"camera {b}"][1] / med["camera bare 1 thread"][1], "x", "<=", 1.03),
         (f"warm start: first screen ({warm_count} camera photos, 150x150) from the disk cache, fresh loader",
@@ -205,8 +229,11 @@ def main():
     for title, value, unit, op, target in rows:
         values = [value(b) for b in builds]
         ours = values[0]
-        holds = ours <= target if op == "<=" else ours >= target
         cells = " | ".join(f"{v:.2f}{unit}" if unit == "x" else f"{v:.0f}{unit}" for v in values)
+        if op is None:
+            print(f"| {title} | {cells} | - | - |")
+            continue
+        holds = ours <= target if op == "<=" else ours >= target
         print(f"| {title} | {cells} | {op} {target:g}{unit} | {'yes' if holds else 'NO'} |")
     if "isolation all" in builds:
         # The CLI's CPU figure above leaves the workers out: whole-process CPU here.

@@ -1074,9 +1074,14 @@ PXL_API pxl_status pxl_bind(pxl_loader *loader, const pxl_request *request, pxl_
  * frame at once through decode_frames when the player needs its second frame, within
  * PXL_ANIMATION_MAX_BYTES (over it, or without decode_frames, the animation shows frame 0
  * alone and ENDS), and the player then copies frames from that into the ring. An
- * isolated codec ("Isolation": the codec modules, and under PXL_ISOLATION_ALL every
- * format, GIF, WebP and AVIF too) decodes frame 0 only in this release: its animations
- * show frame 0 and END. The host never decodes an isolated format's later frames itself.
+ * isolated format ("Isolation": the codec modules, and under PXL_ISOLATION_ALL every
+ * format, GIF, WebP and AVIF too) decodes its frames in a decode worker that the player
+ * holds while its decoder's state lives (released with the ring, at the end, at
+ * pxl_animation_free): one frame at a time, each within decode_timeout_ms, the same
+ * pixels as in-process (a module's codec with decode_frames only is decoded whole once
+ * in the worker, which then hands over one frame at a time). The host never decodes an
+ * isolated format's frames itself; a worker that dies mid-animation ends the player with
+ * PXL_ANIMATION_FAILED and PXL_E_DECODER_FAILED.
  *
  * Time: the host's monotonic clock in milliseconds, passed to pxl_animation_frame_at.
  * The first call after LOADED starts the playhead (frame 0 is due then); a frame is due
@@ -1538,8 +1543,7 @@ typedef struct pxl_codec {
    * after the last frame, or an error (the player then stops: PXL_ANIMATION_FAILED).
    * close_frames frees the state; a new loop opens again. Each frame must be what
    * decode_frames hands over for it. A state is used by one thread at a time, maybe a
-   * different one each call; an isolated codec ("Isolation") does not use them in this
-   * release. */
+   * different one each call; an isolated codec's ("Isolation") run in its worker. */
   pxl_codec_open_frames_fn open_frames;    /* optional (above) */
   pxl_codec_next_frame_fn next_frame;      /* optional (above) */
   pxl_codec_close_frames_fn close_frames;  /* optional (above) */
@@ -1651,13 +1655,18 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  * declarative rules; only the workers load the module. A module without one is loaded in
  * the host for its sniff, as before, and decodes in the workers.
  *
- * Not yet isolated in this release: previews of a prefix and animations (an isolated
- * format decodes its first frame, whole files only). A thumbnail (a request smaller than
+ * Not yet isolated in this release: previews of a prefix (an isolated format decodes
+ * whole files only). Animations are: PXL_FLAG_ANIMATE and animation players get every
+ * frame from a worker, one frame at a time ("Animation players"). A thumbnail (a request smaller than
  * what the codec draws, in any format but PXL_FORMAT_GRAY8) is area-resampled in the worker
  * with the library's own resampler and parameters, so that only it crosses, then colour
- * converted, premultiplied and oriented in the host: the same pixels as in-process. The
- * pixels that cross are copied once from the sealed buffer (a module's whole canvas, for a
- * full-size or GRAY8 request, into the decode stage's canvas).
+ * converted, premultiplied and oriented in the host: the same pixels as in-process. A
+ * whole-image result (256 KiB or more) that no step rewrites whole (no colour profile to
+ * convert, no alpha to premultiply, no EXIF orientation to apply, an RGBA layout for a
+ * module's) is not copied in the host: the sealed buffer, mapped privately (copy-on-write),
+ * is the image's pixels, and pxl_image_pixels points into that mapping, valid and
+ * unchanged until the image's last release as any image's pixels. Otherwise the pixels
+ * that cross are copied once from the sealed buffer (a thumbnail's: the thumbnail).
  * ------------------------------------------------------------------------------- */
 
 /* Writes the confining layers the loader's decode workers run with, as words separated

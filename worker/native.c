@@ -270,3 +270,88 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
   pxl_codec_color_free(&color);
   return rc;
 }
+
+/* ---- frames (FRAMES_OPEN: an animation's frames, one at a time) ---- */
+
+/* A built-in format's frame reader (pxl_codecs.h, "Frame readers"), as the decode stage's
+ * FrameSource opens it in-process: the same reader, the same arguments, the same canvas. */
+typedef struct native_frames {
+  void *reader;
+  pxl_codec_status (*next)(void *, pxl_codec_frame *);
+  void (*close)(void *);
+} native_frames;
+
+#define READER(name)                                                                                             \
+  static void *name##_open(const uint8_t *d, size_t n, uint64_t max, pxl_codec_status *s, char *m, size_t cap) { \
+    return pxl_##name##_frames_open(d, n, max, s, m, cap);                                                       \
+  }                                                                                                              \
+  static pxl_codec_status name##_next(void *r, pxl_codec_frame *f) { return pxl_##name##_frames_next(r, f); }    \
+  static void name##_close(void *r) { pxl_##name##_frames_close(r); }
+READER(gif)
+READER(webp)
+READER(avif)
+
+static const struct reader_format {
+  const char *id;
+  void *(*open)(const uint8_t *, size_t, uint64_t, pxl_codec_status *, char *, size_t);
+  pxl_codec_status (*next)(void *, pxl_codec_frame *);
+  void (*close)(void *);
+  int32_t (*first_duration)(const uint8_t *, size_t);
+} readers[] = {
+    {"gif", gif_open, gif_next, gif_close, pxl_gif_first_duration},
+    {"webp", webp_open, webp_next, webp_close, pxl_webp_first_duration},
+    {"avif", avif_open, avif_next, avif_close, pxl_avif_first_duration},
+};
+
+__attribute__((visibility("default"))) void *pxl_worker_native_frames_open(const char *format, const uint8_t *data, size_t size, uint64_t max_pixels,
+                                    pxl_codec_info *info, int32_t *first_duration, int32_t *status, char *message,
+                                    size_t cap) {
+  const struct reader_format *rf = NULL;
+  for (size_t i = 0; i < sizeof readers / sizeof readers[0]; i++)
+    if (strcmp(readers[i].id, format) == 0) rf = &readers[i];
+  const struct format *f = NULL;
+  for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+    if (strcmp(formats[i].id, format) == 0) f = &formats[i];
+  *status = PXL_CODEC_UNSUPPORTED;
+  if (!rf || !f) {
+    snprintf(message, cap, "%s has no frame reader", format);
+    return NULL;
+  }
+  memset(info, 0, sizeof *info);
+  pxl_codec_status s = f->read_info(data, size, info, message, cap);
+  if (s != PXL_CODEC_OK) {
+    *status = s;
+    return NULL;
+  }
+  native_frames *nf = calloc(1, sizeof *nf);
+  if (!nf) {
+    *status = PXL_CODEC_NO_MEMORY;
+    snprintf(message, cap, "out of memory");
+    return NULL;
+  }
+  s = PXL_CODEC_OK;
+  nf->reader = rf->open(data, size, max_pixels, &s, message, cap);
+  if (!nf->reader) {
+    free(nf);
+    *status = s == PXL_CODEC_OK ? PXL_CODEC_CORRUPT : s;
+    return NULL;
+  }
+  nf->next = rf->next;
+  nf->close = rf->close;
+  *first_duration = rf->first_duration(data, size);
+  *status = PXL_CODEC_OK;
+  return nf;
+}
+
+__attribute__((visibility("default"))) int32_t pxl_worker_native_frames_next(void *frames, pxl_codec_frame *frame) {
+  native_frames *nf = frames;
+  memset(frame, 0, sizeof *frame);
+  return nf->next(nf->reader, frame);
+}
+
+__attribute__((visibility("default"))) void pxl_worker_native_frames_close(void *frames) {
+  native_frames *nf = frames;
+  if (!nf) return;
+  nf->close(nf->reader);
+  free(nf);
+}

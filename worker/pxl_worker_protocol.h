@@ -34,6 +34,30 @@
  *                           the answer against max_pixels and what INFO said; or CANCEL
  *   worker  -> DONE       as above.
  * With no bytes to follow (a failure, or INFO without a profile) NATIVE_RESULT ends it.
+ * An animation's frames, one at a time (protocol version 4: an animation player's, and
+ * PXL_FLAG_ANIMATE's, isolated; a module's codec, or under PXL_ISOLATION_ALL a built-in
+ * format's frame reader, pxl_codecs.h "Frame readers"):
+ *   library -> FRAMES_OPEN  + memfd of the encoded bytes: the codec (a module's id, "":
+ *                           the first whose sniff takes it) or the built-in format, the
+ *                           flags and max_pixels
+ *   worker  -> HEADER       the canvas (image_width x image_height = width x height), the
+ *                           frame and loop counts, codec_flags (PXL_CODEC_PREMULTIPLIED),
+ *                           icc_size, first_duration_ms (built-ins; -1 unknown)  | or ERROR
+ *   library -> PIXELS       + memfd of 4 * width * height + icc_size bytes (size-sealed), once
+ *                           for the whole animation, after its max_pixels check | or CANCEL
+ *   worker  -> DONE         the ICC profile is written after the canvas     | or ERROR
+ *   then, per frame:
+ *   library -> FRAME_NEXT
+ *   worker  -> FRAME        the next composited frame (straight RGBA, or premultiplied
+ *                           as codec_flags says) is in the canvas; or FRAME with end 1
+ *                           after the last frame; or ERROR (that frame failed: the state
+ *                           is closed)
+ *   library -> FRAMES_CLOSE (no answer) ends the state; the worker unmaps the canvas.
+ * The library copies each frame out of the canvas before it asks for the next, so a worker
+ * writing into it later changes nothing it uses. A new FRAMES_OPEN closes a state still
+ * open. A module's codec with open_frames is read frame by frame; one with decode_frames
+ * only is decoded once at FRAMES_OPEN (its frames kept in the worker, within
+ * PXL_WORKER_FRAMES_MAX_BYTES) and served one by one.
  * The worker answers nothing else; a worker that dies, answers out of turn, or with a
  * message that fails a check is killed and its decode fails (PXL_E_DECODER_FAILED).
  *
@@ -47,7 +71,7 @@
 #define PXL_WORKER_MAGIC 0x574c5850u /* "PXLW" */
 /* Bump on any change to a struct below: the library refuses a worker of another version
  * (the worker ships with the library, so this only catches a mixed install). */
-#define PXL_WORKER_PROTOCOL_VERSION 3u
+#define PXL_WORKER_PROTOCOL_VERSION 4u
 
 /* The fd the worker's socket has in the worker (the spawn dup2s it there). */
 #define PXL_WORKER_SOCKET_FD 3
@@ -61,7 +85,11 @@ enum pxl_worker_msg_type {
   PXL_WORKER_DONE = 6,   /* worker -> library */
   PXL_WORKER_ERROR = 7,  /* worker -> library: the decode failed, with a status */
   PXL_WORKER_NATIVE = 8, /* library -> worker, with the data memfd: a built-in format's shim */
-  PXL_WORKER_NATIVE_RESULT = 9 /* worker -> library */
+  PXL_WORKER_NATIVE_RESULT = 9, /* worker -> library */
+  PXL_WORKER_FRAMES_OPEN = 10,  /* library -> worker, with the data memfd: an animation's frames */
+  PXL_WORKER_FRAME_NEXT = 11,   /* library -> worker */
+  PXL_WORKER_FRAME = 12,        /* worker -> library */
+  PXL_WORKER_FRAMES_CLOSE = 13  /* library -> worker */
 };
 
 /* The confinement layers in force, HELLO's layers (worker/README.md says what each stops
@@ -135,7 +163,7 @@ typedef struct pxl_worker_msg_header {
   int32_t cicp_primaries, cicp_transfer, cicp_matrix;
   uint32_t icc_size;     /* bytes of ICC profile the worker writes after the pixels */
   uint32_t codec_flags;  /* pxl_codec.flags (PXL_CODEC_PREMULTIPLIED, ...) */
-  uint32_t reserved;
+  int32_t first_duration_ms; /* FRAMES_OPEN's answer: frame 0's duration, -1 unknown; else 0 */
   char codec[PXL_WORKER_ID_CAP];
   char codec_version[PXL_WORKER_VERSION_CAP];
 } pxl_worker_msg_header;
@@ -203,6 +231,37 @@ typedef struct pxl_worker_msg_native_result {
   uint64_t cpu_ns;       /* the worker's CPU time for the operation */
   char message[PXL_WORKER_MESSAGE_CAP]; /* pxl_codec_output.message (or read_info's) */
 } pxl_worker_msg_native_result;
+
+typedef struct pxl_worker_msg_frames_open {
+  pxl_worker_msg_head head;
+  uint64_t data_size;    /* bytes of encoded data at the start of the memfd (<= its size) */
+  uint64_t max_pixels;   /* the library's max_pixels (the readers' argument) */
+  uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION */
+  uint32_t reserved;
+  char codec[PXL_WORKER_ID_CAP];  /* a module's codec ("": sniff), when format is "" */
+  char format[PXL_WORKER_ID_CAP]; /* a built-in format ("gif", "webp", "avif"), or "" */
+} pxl_worker_msg_frames_open;
+
+typedef struct pxl_worker_msg_frame_next {
+  pxl_worker_msg_head head;
+} pxl_worker_msg_frame_next;
+
+typedef struct pxl_worker_msg_frame {
+  pxl_worker_msg_head head;
+  int32_t end;           /* 1: no more frames (nothing drawn) */
+  int32_t index;         /* the frame's index in the loop, from 0 */
+  int32_t duration_ms;   /* as the file says */
+  int32_t incomplete;    /* the data ended early (GIF: pxl_codec_frame.incomplete) */
+  uint64_t cpu_ns;       /* the worker's CPU time for this frame */
+} pxl_worker_msg_frame;
+
+typedef struct pxl_worker_msg_frames_close {
+  pxl_worker_msg_head head;
+} pxl_worker_msg_frames_close;
+
+/* A decode_frames-only codec's frames kept in the worker at most (PXL_ANIMATION_MAX_BYTES:
+ * an animation over it plays its first frame alone, as in-process). */
+#define PXL_WORKER_FRAMES_MAX_BYTES (128ull << 20)
 
 /* The largest message either side receives. */
 #define PXL_WORKER_MSG_MAX 512

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +33,7 @@ struct pxl_worker {
   uint64_t max_pixels;
   uint64_t max_input_bytes;
   pxl_worker_msg_hello hello;
+  int frames_open;  /* an animation is open in the worker (FRAMES_OPEN answered DONE) */
 };
 
 static double now_ms(void) {
@@ -345,6 +347,46 @@ static int answer(pxl_worker *w, void *buf, size_t cap, uint16_t type, size_t si
   return -1;
 }
 
+/* What answers a request for a header, then PIXELS. */
+typedef union header_or_done {
+  pxl_worker_msg_header header;
+  pxl_worker_msg_done done;
+  pxl_worker_msg_error error;
+  char bytes[PXL_WORKER_MSG_MAX];
+} header_or_done;
+
+/* Sends req (size bytes) with data_fd, which it closes, and waits for HEADER: as answer()
+ * says (1: HEADER in *in). */
+static int send_for_header(pxl_worker *w, const void *req, size_t size, int data_fd, header_or_done *in,
+                           double deadline, int timeout_ms, pxl_worker_result *r) {
+  int sent = pxl_wire_send(w->sock, req, size, data_fd);
+  close(data_fd);
+  if (sent != 0) {
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
+    return -1;
+  }
+  return answer(w, in, sizeof *in, PXL_WORKER_HEADER, sizeof in->header, deadline, timeout_ms, r);
+}
+
+/* Sends PIXELS (the memfd fd of size bytes, rows of stride) and waits for DONE into in:
+ * 1, or what answer() says (fd then closed; -1: the worker is finished). */
+static int pixels_then_done(pxl_worker *w, int fd, size_t stride, size_t size, void *in, size_t cap, double deadline,
+                            int timeout_ms, pxl_worker_result *r) {
+  pxl_worker_msg_pixels px;
+  memset(&px, 0, sizeof px);
+  pxl_wire_head(&px.head, PXL_WORKER_PIXELS, sizeof px, w->serial);
+  px.stride = stride;
+  px.size = size;
+  if (pxl_wire_send(w->sock, &px, sizeof px, fd) != 0) {
+    close(fd);
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
+    return -1;
+  }
+  int got = answer(w, in, cap, PXL_WORKER_DONE, sizeof(pxl_worker_msg_done), deadline, timeout_ms, r);
+  if (got <= 0) close(fd);
+  return got;
+}
+
 void pxl_worker_decode(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
                        int32_t target_height, int timeout_ms, pxl_worker_result *r) {
   pxl_worker_decode_flags(w, data, size, codec, target_width, target_height, 0, timeout_ms, r);
@@ -401,20 +443,8 @@ void pxl_worker_decode_resampled(pxl_worker *w, const uint8_t *data, size_t size
     req.premultiply = rs->premultiply;
     memcpy(req.crop, rs->crop, sizeof req.crop);
   }
-  int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
-  close(data_fd);
-  if (sent != 0) {
-    finish(w, r, PXL_WORKER_PROTOCOL, 100);
-    return;
-  }
-
-  union {
-    pxl_worker_msg_header header;
-    pxl_worker_msg_done done;
-    pxl_worker_msg_error error;
-    char bytes[PXL_WORKER_MSG_MAX];
-  } in;
-  int got = answer(w, &in, sizeof in, PXL_WORKER_HEADER, sizeof in.header, deadline, timeout_ms, r);
+  header_or_done in;
+  int got = send_for_header(w, &req, sizeof req, data_fd, &in, deadline, timeout_ms, r);
   if (got <= 0) return;
   pxl_worker_msg_header h = in.header;
   if (!header_sane(&h)) {
@@ -459,21 +489,8 @@ void pxl_worker_decode_resampled(pxl_worker *w, const uint8_t *data, size_t size
     finish(w, NULL, PXL_WORKER_PROTOCOL, 0); /* it waits for PIXELS: start afresh */
     return;
   }
-  pxl_worker_msg_pixels px;
-  memset(&px, 0, sizeof px);
-  pxl_wire_head(&px.head, PXL_WORKER_PIXELS, sizeof px, w->serial);
-  px.stride = stride;
-  px.size = map_size;
-  if (pxl_wire_send(w->sock, &px, sizeof px, fd) != 0) {
-    close(fd);
-    finish(w, r, PXL_WORKER_PROTOCOL, 100);
-    return;
-  }
-  got = answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, r);
-  if (got <= 0) {
-    close(fd);
-    return;
-  }
+  got = pixels_then_done(w, fd, stride, map_size, &in, sizeof in, deadline, timeout_ms, r);
+  if (got <= 0) return;
   void *map = seal_and_map(w, fd, map_size, r);
   if (!map) return;
   r->status = PXL_OK;
@@ -493,6 +510,16 @@ void pxl_worker_result_release(pxl_worker_result *r) {
   if (r->memfd >= 0) close(r->memfd);
   r->pixels = r->icc = NULL;
   r->memfd = -1;
+}
+
+void *pxl_worker_map_private(int memfd, size_t size) {
+  const int sealed = F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW;
+  int seals = memfd >= 0 && size > 0 ? fcntl(memfd, F_GET_SEALS) : -1;
+  if (seals < 0 || (seals & sealed) != sealed) return NULL;
+  struct stat st;
+  if (fstat(memfd, &st) != 0 || st.st_size < 0 || (uint64_t)st.st_size < size) return NULL;
+  void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, memfd, 0);
+  return map == MAP_FAILED ? NULL : map;
 }
 
 /* ---- the built-in formats (PXL_ISOLATION_ALL) ---- */
@@ -643,4 +670,150 @@ void pxl_worker_native_release(pxl_worker_native_result *r) {
   if (r->memfd >= 0) close(r->memfd);
   r->bytes = NULL;
   r->memfd = -1;
+}
+
+/* ---- an animation's frames (FRAMES_OPEN, FRAME_NEXT, FRAMES_CLOSE) ---- */
+
+void pxl_worker_frames_open(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, const char *format,
+                            uint32_t flags, uint64_t max_pixels, int timeout_ms, pxl_worker_result *r) {
+  memset(r, 0, sizeof *r);
+  r->memfd = -1;
+  r->status = PXL_WORKER_E_DECODER_FAILED;
+  if (!w->alive) {
+    snprintf(r->message, sizeof r->message, "decoder already ended");
+    r->end = PXL_WORKER_EXITED;
+    return;
+  }
+  w->frames_open = 0;
+  if (size == 0 || size > w->max_input_bytes) {
+    r->status = size ? PXL_E_BODY_TOO_LARGE : PXL_E_NOT_AN_IMAGE;
+    snprintf(r->message, sizeof r->message, "%s", size ? "more than the worker maps" : "no data");
+    r->end = PXL_WORKER_ALIVE;
+    return;
+  }
+  if (max_pixels == 0 || max_pixels > w->max_pixels) max_pixels = w->max_pixels;
+  double start = now_ms(), deadline = start + timeout_ms;
+  int data_fd = sealed_data(data, size);
+  if (data_fd < 0) {
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot make the data's memfd: %s", strerror(errno));
+    r->end = PXL_WORKER_ALIVE;
+    return;
+  }
+  pxl_worker_msg_frames_open req;
+  memset(&req, 0, sizeof req);
+  pxl_wire_head(&req.head, PXL_WORKER_FRAMES_OPEN, sizeof req, ++w->serial);
+  req.data_size = size;
+  req.max_pixels = max_pixels;
+  req.flags = flags & PXL_WORKER_KEEP_ORIENTATION;
+  snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
+  snprintf(req.format, sizeof req.format, "%s", format ? format : "");
+  header_or_done in;
+  int got = send_for_header(w, &req, sizeof req, data_fd, &in, deadline, timeout_ms, r);
+  if (got <= 0) {
+    if (got == 0) r->end = PXL_WORKER_ALIVE;
+    return;
+  }
+  pxl_worker_msg_header h = in.header;
+  /* The canvas is the header's size: the frames are drawn whole, never at another size. */
+  if (!header_sane(&h) || h.width != h.image_width || h.height != h.image_height ||
+      (format && *format && h.icc_size != 0)) {
+    snprintf(r->message, sizeof r->message, "decoder sent a header that fails the checks");
+    finish(w, r, PXL_WORKER_PROTOCOL, 0);
+    return;
+  }
+  r->header = h;
+  if ((uint64_t)h.width * (uint64_t)h.height > max_pixels) {
+    pxl_worker_msg_cancel c;
+    pxl_wire_head(&c.head, PXL_WORKER_CANCEL, sizeof c, w->serial);
+    if (pxl_wire_send(w->sock, &c, sizeof c, -1) != 0) finish(w, NULL, PXL_WORKER_PROTOCOL, 0);
+    r->status = PXL_E_TOO_MANY_PIXELS;
+    r->end = w->alive ? PXL_WORKER_ALIVE : PXL_WORKER_PROTOCOL;
+    snprintf(r->message, sizeof r->message, "%d x %d exceeds max_pixels (%llu)", h.width, h.height,
+             (unsigned long long)max_pixels);
+    return;
+  }
+  size_t stride = (size_t)h.width * 4, map_size = stride * (size_t)h.height + h.icc_size;
+  int fd = sized_memfd(map_size);
+  if (fd < 0) {
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot make the canvas's memfd: %s", strerror(errno));
+    finish(w, NULL, PXL_WORKER_PROTOCOL, 0); /* it waits for PIXELS: start afresh */
+    r->end = PXL_WORKER_PROTOCOL;
+    return;
+  }
+  got = pixels_then_done(w, fd, stride, map_size, &in, sizeof in, deadline, timeout_ms, r);
+  if (got <= 0) return;
+  /* Read-only here; the worker keeps drawing into it, so it is not sealed against writing. */
+  void *map = mmap(NULL, map_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) {
+    close(fd);
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot map the canvas: %s", strerror(errno));
+    w->frames_open = 1;
+    pxl_worker_frames_close(w);
+    r->end = w->alive ? PXL_WORKER_ALIVE : PXL_WORKER_PROTOCOL;
+    return;
+  }
+  w->frames_open = 1;
+  r->status = PXL_OK;
+  r->end = PXL_WORKER_ALIVE;
+  r->pixels = map;
+  r->stride = stride;
+  r->icc = h.icc_size ? (const uint8_t *)map + stride * (size_t)h.height : NULL;
+  r->memfd = fd;
+  r->map_size = map_size;
+  r->wall_ms = now_ms() - start;
+  r->worker_cpu_ns = in.done.cpu_ns;
+}
+
+pxl_status pxl_worker_frame_next(pxl_worker *w, int timeout_ms, pxl_worker_msg_frame *frame, pxl_worker_result *r) {
+  memset(r, 0, sizeof *r);
+  memset(frame, 0, sizeof *frame);
+  r->memfd = -1;
+  r->status = PXL_WORKER_E_DECODER_FAILED;
+  if (!w->alive || !w->frames_open) {
+    snprintf(r->message, sizeof r->message, "%s", w->alive ? "no animation open in the decoder" : "decoder already ended");
+    r->end = w->alive ? PXL_WORKER_ALIVE : PXL_WORKER_EXITED;
+    if (w->alive) r->status = PXL_E_INVALID_ARGUMENT;
+    return r->status;
+  }
+  double start = now_ms(), deadline = start + timeout_ms;
+  pxl_worker_msg_frame_next req;
+  pxl_wire_head(&req.head, PXL_WORKER_FRAME_NEXT, sizeof req, ++w->serial);
+  if (pxl_wire_send(w->sock, &req, sizeof req, -1) != 0) {
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
+    return r->status;
+  }
+  union {
+    pxl_worker_msg_frame frame;
+    pxl_worker_msg_error error;
+    char bytes[PXL_WORKER_MSG_MAX];
+  } in;
+  int got = answer(w, &in, sizeof in, PXL_WORKER_FRAME, sizeof in.frame, deadline, timeout_ms, r);
+  if (got <= 0) {
+    w->frames_open = 0; /* an ERROR closed the worker's state */
+    if (got == 0) r->end = PXL_WORKER_ALIVE;
+    return r->status;
+  }
+  if ((in.frame.end != 0 && in.frame.end != 1) || in.frame.index < 0) {
+    snprintf(r->message, sizeof r->message, "decoder sent a frame that fails the checks");
+    finish(w, r, PXL_WORKER_PROTOCOL, 0);
+    w->frames_open = 0;
+    return r->status;
+  }
+  *frame = in.frame;
+  r->status = PXL_OK;
+  r->end = PXL_WORKER_ALIVE;
+  r->wall_ms = now_ms() - start;
+  r->worker_cpu_ns = in.frame.cpu_ns;
+  return PXL_OK;
+}
+
+void pxl_worker_frames_close(pxl_worker *w) {
+  if (!w || !w->alive || !w->frames_open) return;
+  w->frames_open = 0;
+  pxl_worker_msg_frames_close c;
+  pxl_wire_head(&c.head, PXL_WORKER_FRAMES_CLOSE, sizeof c, ++w->serial);
+  if (pxl_wire_send(w->sock, &c, sizeof c, -1) != 0) finish(w, NULL, PXL_WORKER_PROTOCOL, 0);
 }

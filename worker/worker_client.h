@@ -110,6 +110,14 @@ void pxl_worker_decode_resampled(pxl_worker *worker, const uint8_t *data, size_t
 
 void pxl_worker_result_release(pxl_worker_result *result);
 
+/* A sealed pixel memfd (a result's or a native result's memfd) mapped again, privately:
+ * MAP_PRIVATE, readable and writable, so a write copies the page it touches and never
+ * reaches the memfd. For the library to keep as an image's pixels after the result is
+ * released (the mapping holds the memfd's pages; munmap(size) frees them). Refuses a memfd
+ * that is not sealed against writing, shrinking and growing (so neither the worker nor
+ * anyone else can change or cut what the mapping reads). NULL when it cannot. */
+void *pxl_worker_map_private(int memfd, size_t size);
+
 /* A built-in format's shim run in the worker (PXL_ISOLATION_ALL; the worker spawned with
  * options.builtins): NATIVE, then, when bytes follow, a sealed memfd of exactly their size
  * (pxl_worker_protocol.h). */
@@ -140,6 +148,27 @@ void pxl_worker_native(pxl_worker *worker, const uint8_t *data, size_t size, con
                        pxl_worker_native_result *result);
 
 void pxl_worker_native_release(pxl_worker_native_result *result);
+
+/* An animation's frames through the worker (FRAMES_OPEN, pxl_worker_protocol.h): codec (a
+ * module's id; NULL or "": sniffed) or format (a built-in format's frame reader: "gif",
+ * "webp", "avif"; NULL for a module), flags PXL_WORKER_KEEP_ORIENTATION. On PXL_OK the
+ * result holds the header (width x height: the canvas; first_duration_ms) and the canvas,
+ * mapped read-only (pixels, stride 4 * width, then the ICC profile: icc) until
+ * pxl_worker_result_release; it is not sealed against writing (the worker draws each
+ * frame into it): copy a frame out before asking for the next. The worker is the
+ * animation's until pxl_worker_frames_close. timeout_ms bounds each conversation. */
+void pxl_worker_frames_open(pxl_worker *worker, const uint8_t *data, size_t size, const char *codec,
+                            const char *format, uint32_t flags, uint64_t max_pixels, int timeout_ms,
+                            pxl_worker_result *result);
+
+/* The next frame into the canvas: PXL_OK and *frame (frame->end 1: no more frames), or a
+ * failure in result (status, message, end; PXL_WORKER_E_DECODER_FAILED when the worker
+ * died, timed out or broke the protocol: it is then ended). */
+pxl_status pxl_worker_frame_next(pxl_worker *worker, int timeout_ms, pxl_worker_msg_frame *frame,
+                                 pxl_worker_result *result);
+
+/* Ends the worker's animation (FRAMES_CLOSE, no answer); the worker can decode again. */
+void pxl_worker_frames_close(pxl_worker *worker);
 
 /* Closes the socket (the worker exits), kills it if it lingers, reaps it. NULL is fine. */
 void pxl_worker_free(pxl_worker *worker);

@@ -254,6 +254,48 @@ static pxl_status read_header_once(const pxl_codec *codec, const uint8_t *data, 
   return status;
 }
 
+/* HEADER for a codec's header, drawn at width x height. */
+static void header_answer(pxl_worker_msg_header *answer, uint32_t serial, const pxl_codec *codec,
+                          const pxl_codec_header *header, int32_t width, int32_t height) {
+  memset(answer, 0, sizeof *answer);
+  pxl_wire_head(&answer->head, PXL_WORKER_HEADER, sizeof *answer, serial);
+  answer->image_width = header->width;
+  answer->image_height = header->height;
+  answer->width = width;
+  answer->height = height;
+  answer->frame_count = header->frame_count;
+  answer->loop_count = header->loop_count;
+  answer->orientation = header->orientation;
+  answer->has_alpha = header->has_alpha;
+  answer->cicp_primaries = header->cicp_primaries;
+  answer->cicp_transfer = header->cicp_transfer;
+  answer->cicp_matrix = header->cicp_matrix;
+  answer->icc_size = codec->read_icc && header->icc_size <= UINT32_MAX ? (uint32_t)header->icc_size : 0;
+  answer->codec_flags = codec->flags;
+  snprintf(answer->codec, sizeof answer->codec, "%s", codec->id);
+  snprintf(answer->codec_version, sizeof answer->codec_version, "%s", codec->version);
+}
+
+/* The library's answer to HEADER: PIXELS (1, *pixel_fd and *pixels), CANCEL (0), or a
+ * broken conversation (-1). */
+static int receive_pixels(int sock, uint32_t serial, int *pixel_fd, pxl_worker_msg_pixels *pixels) {
+  union {
+    pxl_worker_msg_head head;
+    pxl_worker_msg_pixels pixels;
+    char bytes[PXL_WORKER_MSG_MAX];
+  } in;
+  ssize_t n = pxl_wire_recv(sock, &in, sizeof in, pixel_fd);
+  int cancel = n > 0 && pxl_wire_valid(&in, n, PXL_WORKER_CANCEL, sizeof(pxl_worker_msg_cancel)) && in.head.serial == serial;
+  if (cancel || n <= 0 || !pxl_wire_valid(&in, n, PXL_WORKER_PIXELS, sizeof in.pixels) || in.head.serial != serial ||
+      *pixel_fd < 0) {
+    if (*pixel_fd >= 0) close(*pixel_fd);
+    *pixel_fd = -1;
+    return cancel ? 0 : -1;
+  }
+  *pixels = in.pixels;
+  return 1;
+}
+
 /* One decode: DECODE has arrived with data_fd. Returns 0 to go on, -1 when the
  * conversation is broken (the worker then exits: the library starts a fresh one). */
 static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, int data_fd) {
@@ -310,43 +352,18 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
   }
 
   pxl_worker_msg_header answer;
-  memset(&answer, 0, sizeof answer);
-  pxl_wire_head(&answer.head, PXL_WORKER_HEADER, sizeof answer, serial);
-  answer.image_width = header.width;
-  answer.image_height = header.height;
-  answer.width = width;
-  answer.height = height;
-  answer.frame_count = header.frame_count;
-  answer.loop_count = header.loop_count;
-  answer.orientation = header.orientation;
-  answer.has_alpha = header.has_alpha;
-  answer.cicp_primaries = header.cicp_primaries;
-  answer.cicp_transfer = header.cicp_transfer;
-  answer.cicp_matrix = header.cicp_matrix;
-  answer.icc_size = codec->read_icc && header.icc_size <= UINT32_MAX ? (uint32_t)header.icc_size : 0;
-  answer.codec_flags = codec->flags;
-  snprintf(answer.codec, sizeof answer.codec, "%s", codec->id);
-  snprintf(answer.codec_version, sizeof answer.codec_version, "%s", codec->version);
+  header_answer(&answer, serial, codec, &header, width, height);
   if (pxl_wire_send(sock, &answer, sizeof answer, -1) != 0) {
     rc = -1;
     goto out;
   }
 
   /* The library's answer: a pixel buffer, or CANCEL. */
-  union {
-    pxl_worker_msg_head head;
-    pxl_worker_msg_pixels pixels;
-    char bytes[PXL_WORKER_MSG_MAX];
-  } in;
+  pxl_worker_msg_pixels px;
   int pixel_fd = -1;
-  ssize_t n = pxl_wire_recv(sock, &in, sizeof in, &pixel_fd);
-  if (n > 0 && pxl_wire_valid(&in, n, PXL_WORKER_CANCEL, sizeof(pxl_worker_msg_cancel)) && in.head.serial == serial) {
-    if (pixel_fd >= 0) close(pixel_fd);
-    goto out;
-  }
-  if (n <= 0 || !pxl_wire_valid(&in, n, PXL_WORKER_PIXELS, sizeof in.pixels) || in.head.serial != serial || pixel_fd < 0) {
-    if (pixel_fd >= 0) close(pixel_fd);
-    rc = -1;
+  int got = receive_pixels(sock, serial, &pixel_fd, &px);
+  if (got <= 0) {
+    rc = got;
     goto out;
   }
   /* RESAMPLE: the memfd holds the resampler's output; the canvas is the worker's own. */
@@ -358,9 +375,9 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
   }
   uint64_t rows = channels ? (uint64_t)req->out_height : (uint64_t)height;
   uint64_t row_bytes = channels ? (uint64_t)channels * (uint64_t)req->out_width : 4ull * (uint64_t)width;
-  uint64_t stride = in.pixels.stride, need = stride * rows + answer.icc_size;
+  uint64_t stride = px.stride, need = stride * rows + answer.icc_size;
   if (fstat(pixel_fd, &st) != 0 || stride < row_bytes || stride > (1ull << 32) ||
-      in.pixels.size != need || (uint64_t)st.st_size != need) {
+      px.size != need || (uint64_t)st.st_size != need) {
     close(pixel_fd);
     rc = send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the pixel buffer's size does not match the header");
     goto out;
@@ -414,6 +431,316 @@ out:
   return rc;
 }
 
+/* ---- frames (FRAMES_OPEN, FRAME_NEXT, FRAMES_CLOSE: pxl_worker_protocol.h) ---- */
+
+/* The built-in formats' frame readers (native.c, in --builtins), when loaded. */
+static pxl_worker_native_frames_open_fn native_frames_open;
+static pxl_worker_native_frames_next_fn native_frames_next;
+static pxl_worker_native_frames_close_fn native_frames_close;
+
+/* The one animation open: its bytes (mapped until closed), the canvas the library shares
+ * (width x height, 4 bytes a pixel, tightly packed), and one of: a built-in format's
+ * reader; a module's open_frames state; a decode_frames-only (or still-only) codec's
+ * frames, decoded at open. */
+static struct {
+  int open;
+  const uint8_t *data;
+  size_t size;
+  uint8_t *canvas;
+  size_t map_size;
+  int32_t width, height;
+  uint32_t flags;
+  void *native;
+  const pxl_codec *codec;
+  void *state;
+  uint8_t **all;
+  int32_t *durations;
+  int count, next;
+} frames;
+
+static void frames_close(void) {
+  if (frames.native) native_frames_close(frames.native);
+  if (frames.state) frames.codec->close_frames(frames.state, frames.codec->user_data);
+  for (int i = 0; i < frames.count; i++) free(frames.all[i]);
+  free(frames.all);
+  free(frames.durations);
+  if (frames.canvas) munmap(frames.canvas, frames.map_size);
+  if (frames.data) munmap((void *)frames.data, frames.size);
+  memset(&frames, 0, sizeof frames);
+}
+
+/* A shim's status as the pxl_status an ERROR carries (the library maps it back). */
+static pxl_status from_codec_status(int32_t s) {
+  switch (s) {
+  case PXL_CODEC_TOO_MANY_PIXELS: return PXL_E_TOO_MANY_PIXELS;
+  case PXL_CODEC_UNSUPPORTED: return PXL_E_UNSUPPORTED_IMAGE;
+  case PXL_CODEC_NO_MEMORY: return PXL_E_NO_MEMORY;
+  default: return PXL_E_CORRUPT_IMAGE;
+  }
+}
+
+/* decode_frames' frame_done: keeps a copy of each canvas, within PXL_WORKER_FRAMES_MAX_BYTES
+ * (over it: the first frame alone, as the library plays an animation over its bound). */
+typedef struct collected {
+  const uint8_t *canvas;
+  size_t bytes;
+  int over;
+} collected;
+
+static int32_t collect_frame(void *library, int32_t duration_ms) {
+  collected *c = library;
+  if ((uint64_t)(frames.count + 1) * c->bytes > PXL_WORKER_FRAMES_MAX_BYTES) {
+    c->over = 1;
+    return 1;
+  }
+  uint8_t **all = realloc(frames.all, sizeof *all * (size_t)(frames.count + 1));
+  if (all) frames.all = all;
+  int32_t *d = realloc(frames.durations, sizeof *d * (size_t)(frames.count + 1));
+  if (d) frames.durations = d;
+  uint8_t *copy = all && d ? malloc(c->bytes) : NULL;
+  if (!copy) return 1;
+  memcpy(copy, c->canvas, c->bytes);
+  frames.all[frames.count] = copy;
+  frames.durations[frames.count++] = duration_ms;
+  return 0;
+}
+
+/* A decode_frames-only codec's frames (or a still-only codec's one frame), decoded now. */
+static pxl_status collect_all(char *message, size_t cap) {
+  size_t bytes = (size_t)frames.width * (size_t)frames.height * 4;
+  uint8_t *canvas = calloc(1, bytes);
+  if (!canvas) return snprintf(message, cap, "out of memory for the canvas"), PXL_E_NO_MEMORY;
+  collected c = {canvas, bytes, 0};
+  pxl_codec_target target;
+  memset(&target, 0, sizeof target);
+  target.struct_size = sizeof target;
+  target.flags = frames.flags & PXL_WORKER_KEEP_ORIENTATION ? PXL_CODEC_KEEP_ORIENTATION : 0;
+  target.width = frames.width;
+  target.height = frames.height;
+  target.pixels = canvas;
+  target.stride = (size_t)frames.width * 4;
+  target.cancel = &never_cancelled;
+  const pxl_codec *codec = frames.codec;
+  pxl_status status;
+  if (codec->decode_frames) {
+    target.frame_done = collect_frame;
+    target.library = &c;
+    status = codec->decode_frames(frames.data, frames.size, &target, message, cap, codec->user_data);
+    if (status == PXL_OK && c.over) {
+      /* Over the bound: frame 0 alone. */
+      for (int i = 1; i < frames.count; i++) free(frames.all[i]);
+      frames.count = frames.count > 0 ? 1 : 0;
+    }
+    if (status == PXL_OK && frames.count == 0) status = PXL_E_NO_MEMORY, snprintf(message, cap, "no frame kept");
+  } else {
+    status = codec->decode(frames.data, frames.size, &target, message, cap, codec->user_data);
+    if (status == PXL_OK) {
+      c.canvas = canvas;
+      if (collect_frame(&c, 0) != 0) status = PXL_E_NO_MEMORY, snprintf(message, cap, "out of memory");
+    }
+  }
+  free(canvas);
+  return status;
+}
+
+/* FRAMES_OPEN with data_fd: opens the state, answers HEADER, takes the canvas (PIXELS),
+ * writes the ICC profile after it and answers DONE. 0 to go on, -1: the conversation is
+ * broken. */
+static int serve_frames_open(int sock, const options *o, const pxl_worker_msg_frames_open *req, int data_fd) {
+  frames_close();
+  uint32_t serial = req->head.serial;
+  uint64_t start = cpu_ns();
+  struct stat st;
+  if (fstat(data_fd, &st) != 0 || req->data_size == 0 || req->data_size > (uint64_t)st.st_size ||
+      req->data_size > o->max_input_bytes)
+    return send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the data's size does not match its memfd");
+  frames.size = (size_t)req->data_size;
+  frames.data = mmap(NULL, frames.size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+  if (frames.data == MAP_FAILED) {
+    frames.data = NULL;
+    return send_error(sock, serial, PXL_E_NO_MEMORY, "cannot map the data");
+  }
+  frames.flags = req->flags;
+  char id[PXL_WORKER_ID_CAP], format[PXL_WORKER_ID_CAP], message[PXL_WORKER_MESSAGE_CAP] = {0};
+  memcpy(id, req->codec, sizeof id);
+  memcpy(format, req->format, sizeof format);
+  id[sizeof id - 1] = format[sizeof format - 1] = 0;
+  uint64_t max_pixels = req->max_pixels && req->max_pixels < o->max_pixels ? req->max_pixels : o->max_pixels;
+
+  pxl_worker_msg_header answer;
+  memset(&answer, 0, sizeof answer);
+  pxl_wire_head(&answer.head, PXL_WORKER_HEADER, sizeof answer, serial);
+  const pxl_codec *codec = NULL;
+  pxl_codec_header header;
+  if (format[0]) {
+    if (!native_frames_open) {
+      frames_close();
+      return send_error(sock, serial, PXL_E_UNSUPPORTED_IMAGE, "no built-in formats in this worker");
+    }
+    pxl_codec_info info;
+    int32_t first = -1, status = 0;
+    frames.native = native_frames_open(format, frames.data, frames.size, max_pixels, &info, &first, &status, message,
+                                       sizeof message);
+    message[sizeof message - 1] = 0;
+    if (!frames.native) {
+      frames_close();
+      return send_error(sock, serial, from_codec_status(status), message[0] ? message : "cannot read the frames");
+    }
+    answer.image_width = answer.width = info.width;
+    answer.image_height = answer.height = info.height;
+    answer.frame_count = info.frame_count;
+    answer.loop_count = info.loop_count;
+    answer.orientation = info.orientation;
+    answer.has_alpha = info.has_alpha;
+    answer.first_duration_ms = first;
+    snprintf(answer.codec, sizeof answer.codec, "%s", format);
+  } else {
+    codec = id[0] ? pxl_worker_codec_named(id) : pxl_worker_codec_sniff(frames.data, frames.size);
+    if (!codec) {
+      frames_close();
+      return send_error(sock, serial, PXL_E_NOT_AN_IMAGE, id[0] ? "no such codec in the worker" : "no codec takes these bytes");
+    }
+    memset(&header, 0, sizeof header);
+    header.struct_size = sizeof header;
+    header.flags = req->flags & PXL_WORKER_KEEP_ORIENTATION ? PXL_CODEC_KEEP_ORIENTATION : 0;
+    header.frame_count = 1;
+    header.orientation = 1;
+    header.has_alpha = 1;
+    pxl_status status = read_header_once(codec, frames.data, frames.size, &header, message, sizeof message);
+    message[sizeof message - 1] = 0;
+    if (status == PXL_OK && (header.width < 1 || header.height < 1))
+      status = PXL_E_CORRUPT_IMAGE, snprintf(message, sizeof message, "%s reported a size of %d x %d", codec->id,
+                                             header.width, header.height);
+    frames.codec = codec;
+    if (status == PXL_OK && codec->open_frames && codec->next_frame && codec->close_frames) {
+      memset(message, 0, sizeof message);
+      void *state = NULL;
+      status = codec->open_frames(frames.data, frames.size, &state, message, sizeof message, codec->user_data);
+      message[sizeof message - 1] = 0;
+      if (status == PXL_OK) frames.state = state;
+    }
+    if (status != PXL_OK) {
+      frames_close();
+      return send_error(sock, serial, status, message[0] ? message : "cannot read the frames");
+    }
+    header_answer(&answer, serial, codec, &header, header.width, header.height);
+    answer.first_duration_ms = -1;
+  }
+  frames.width = answer.width;
+  frames.height = answer.height;
+  if ((uint64_t)frames.width * (uint64_t)frames.height > max_pixels) {
+    snprintf(message, sizeof message, "%d x %d exceeds max_pixels (%llu)", frames.width, frames.height,
+             (unsigned long long)max_pixels);
+    frames_close();
+    return send_error(sock, serial, PXL_E_TOO_MANY_PIXELS, message);
+  }
+  if (pxl_wire_send(sock, &answer, sizeof answer, -1) != 0) return frames_close(), -1;
+
+  pxl_worker_msg_pixels px;
+  int pixel_fd = -1;
+  int got = receive_pixels(sock, serial, &pixel_fd, &px);
+  if (got <= 0) {
+    frames_close();
+    return got;
+  }
+  uint64_t stride = 4ull * (uint64_t)frames.width, need = stride * (uint64_t)frames.height + answer.icc_size;
+  if (fstat(pixel_fd, &st) != 0 || px.stride != stride || px.size != need || (uint64_t)st.st_size != need) {
+    close(pixel_fd);
+    frames_close();
+    return send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the canvas's size does not match the header");
+  }
+  frames.canvas = mmap(NULL, (size_t)need, PROT_READ | PROT_WRITE, MAP_SHARED, pixel_fd, 0);
+  close(pixel_fd);
+  if (frames.canvas == MAP_FAILED) {
+    frames.canvas = NULL;
+    frames_close();
+    return send_error(sock, serial, PXL_E_NO_MEMORY, "cannot map the canvas");
+  }
+  frames.map_size = (size_t)need;
+  pxl_status status = PXL_OK;
+  memset(message, 0, sizeof message);
+  if (codec && !frames.state) status = collect_all(message, sizeof message);
+  if (status == PXL_OK && answer.icc_size)
+    status = codec->read_icc(frames.data, frames.size, frames.canvas + stride * (uint64_t)frames.height, answer.icc_size,
+                             codec->user_data);
+  message[sizeof message - 1] = 0;
+  if (status != PXL_OK) {
+    frames_close();
+    return send_error(sock, serial, status, message[0] ? message : "the decoder failed");
+  }
+  frames.open = 1;
+  pxl_worker_msg_done done;
+  memset(&done, 0, sizeof done);
+  pxl_wire_head(&done.head, PXL_WORKER_DONE, sizeof done, serial);
+  done.cpu_ns = cpu_ns() - start;
+  return pxl_wire_send(sock, &done, sizeof done, -1);
+}
+
+/* FRAME_NEXT: the next frame into the canvas, FRAME (end 1 after the last), or ERROR (the
+ * state closed). */
+static int serve_frame_next(int sock, uint32_t serial) {
+  uint64_t start = cpu_ns();
+  if (!frames.open) return send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "no frames open");
+  pxl_worker_msg_frame f;
+  memset(&f, 0, sizeof f);
+  pxl_wire_head(&f.head, PXL_WORKER_FRAME, sizeof f, serial);
+  char message[PXL_WORKER_MESSAGE_CAP] = {0};
+  size_t row = (size_t)frames.width * 4;
+  if (frames.native) {
+    pxl_codec_frame frame;
+    int32_t status = native_frames_next(frames.native, &frame);
+    if (status != PXL_CODEC_OK) {
+      frame.message[sizeof frame.message - 1] = 0;
+      frames_close();
+      return send_error(sock, serial, from_codec_status(status), frame.message);
+    }
+    if (!frame.rgba) {
+      f.end = 1;
+    } else {
+      if ((size_t)frame.stride < row) {
+        frames_close();
+        return send_error(sock, serial, PXL_E_CORRUPT_IMAGE, "the reader's frame is narrower than its canvas");
+      }
+      for (int32_t y = 0; y < frames.height; y++)
+        memcpy(frames.canvas + (size_t)y * row, frame.rgba + (size_t)y * (size_t)frame.stride, row);
+      f.index = frame.index;
+      f.duration_ms = frame.duration_ms;
+      f.incomplete = frame.incomplete;
+    }
+  } else if (frames.state) {
+    pxl_codec_target target;
+    memset(&target, 0, sizeof target);
+    target.struct_size = sizeof target;
+    target.flags = frames.flags & PXL_WORKER_KEEP_ORIENTATION ? PXL_CODEC_KEEP_ORIENTATION : 0;
+    target.width = frames.width;
+    target.height = frames.height;
+    target.pixels = frames.canvas;
+    target.stride = row;
+    target.cancel = &never_cancelled;
+    int32_t duration = 0;
+    pxl_status status = frames.codec->next_frame(frames.state, &target, &duration, message, sizeof message,
+                                                 frames.codec->user_data);
+    message[sizeof message - 1] = 0;
+    if (status == PXL_E_NOT_FOUND) {
+      f.end = 1;
+    } else if (status != PXL_OK) {
+      frames_close();
+      return send_error(sock, serial, status, message[0] ? message : "the decoder failed");
+    } else {
+      f.index = frames.next++;
+      f.duration_ms = duration;
+    }
+  } else if (frames.next < frames.count) {
+    memcpy(frames.canvas, frames.all[frames.next], row * (size_t)frames.height);
+    f.duration_ms = frames.durations[frames.next];
+    f.index = frames.next++;
+  } else {
+    f.end = 1;
+  }
+  f.cpu_ns = cpu_ns() - start;
+  return pxl_wire_send(sock, &f, sizeof f, -1);
+}
+
 int main(int argc, char **argv) {
   options o = parse(argc, argv);
   pxl_worker_msg_hello hello;
@@ -438,6 +765,12 @@ int main(int argc, char **argv) {
   if (o.builtins && codecs >= 0) {
     void *handle = dlopen(o.builtins, RTLD_NOW | RTLD_LOCAL);
     native = handle ? (pxl_worker_native_serve_fn)dlsym(handle, "pxl_worker_native_serve") : NULL;
+    if (native) {
+      native_frames_open = (pxl_worker_native_frames_open_fn)dlsym(handle, "pxl_worker_native_frames_open");
+      native_frames_next = (pxl_worker_native_frames_next_fn)dlsym(handle, "pxl_worker_native_frames_next");
+      native_frames_close = (pxl_worker_native_frames_close_fn)dlsym(handle, "pxl_worker_native_frames_close");
+      if (!native_frames_open || !native_frames_next || !native_frames_close) native = NULL;
+    }
     if (!native) {
       snprintf(message, sizeof message, "cannot load the built-in formats (%s): %s", o.builtins, dlerror());
       codecs = -1;
@@ -475,6 +808,7 @@ int main(int argc, char **argv) {
       pxl_worker_msg_head head;
       pxl_worker_msg_decode decode;
       pxl_worker_msg_native native;
+      pxl_worker_msg_frames_open frames_open;
       char bytes[PXL_WORKER_MSG_MAX];
     } in;
     int fd = -1;
@@ -484,6 +818,20 @@ int main(int argc, char **argv) {
       int rc = native(o.sock, o.max_input_bytes, &in.native, fd);
       close(fd);
       if (rc != 0) return 1;
+      continue;
+    }
+    if (got > 0 && fd >= 0 && pxl_wire_valid(&in, got, PXL_WORKER_FRAMES_OPEN, sizeof in.frames_open)) {
+      int rc = serve_frames_open(o.sock, &o, &in.frames_open, fd);
+      close(fd);
+      if (rc != 0) return 1;
+      continue;
+    }
+    if (got > 0 && fd < 0 && pxl_wire_valid(&in, got, PXL_WORKER_FRAME_NEXT, sizeof(pxl_worker_msg_frame_next))) {
+      if (serve_frame_next(o.sock, in.head.serial) != 0) return 1;
+      continue;
+    }
+    if (got > 0 && fd < 0 && pxl_wire_valid(&in, got, PXL_WORKER_FRAMES_CLOSE, sizeof(pxl_worker_msg_frames_close))) {
+      frames_close();
       continue;
     }
     if (got < 0 || !pxl_wire_valid(&in, got, PXL_WORKER_DECODE, sizeof in.decode) || fd < 0) return 1;

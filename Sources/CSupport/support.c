@@ -19,11 +19,13 @@ int pxl_available_cores(void) {
   return online > 0 ? (int)online : 1;
 }
 
-void pxl_set_thread_name(const char *name) {
+void pxl_set_thread_name(const char *name) { pxl_name_thread(pthread_self(), name); }
+
+void pxl_name_thread(pthread_t thread, const char *name) {
   char truncated[16];
   strncpy(truncated, name, sizeof truncated - 1);
   truncated[sizeof truncated - 1] = '\0';
-  pthread_setname_np(pthread_self(), truncated);
+  pthread_setname_np(thread, truncated);
 }
 
 int pxl_eventfd_new(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }

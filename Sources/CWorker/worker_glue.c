@@ -61,6 +61,11 @@ void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *co
 const uint8_t *pxlw_result_pixels(const void *result) { return ((const pxl_worker_result *)result)->pixels; }
 size_t pxlw_result_stride(const void *result) { return ((const pxl_worker_result *)result)->stride; }
 const uint8_t *pxlw_result_icc(const void *result) { return ((const pxl_worker_result *)result)->icc; }
+int pxlw_result_memfd(const void *result) {
+  const pxl_worker_result *r = result;
+  return r->pixels ? r->memfd : -1;
+}
+size_t pxlw_result_map_size(const void *result) { return ((const pxl_worker_result *)result)->map_size; }
 double pxlw_result_wall_ms(const void *result) { return ((const pxl_worker_result *)result)->wall_ms; }
 uint64_t pxlw_result_cpu_ns(const void *result) { return ((const pxl_worker_result *)result)->worker_cpu_ns; }
 const char *pxlw_result_codec_version(const void *result) {
@@ -77,6 +82,7 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
                        int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
                        const double *crop, int *data_memfd, int timeout_ms, pxlw_native *out) {
   memset(out, 0, sizeof *out);
+  out->memfd = -1;
   pxl_worker_native_result *r = calloc(1, sizeof *r);
   if (!r) {
     out->status = PXL_E_NO_MEMORY;
@@ -99,6 +105,8 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
   out->icc_size = a->icc_size;
   out->cpu_ns = a->cpu_ns;
   out->bytes = r->bytes;
+  out->memfd = r->bytes ? r->memfd : -1;
+  out->map_size = r->bytes ? r->map_size : 0;
   snprintf(out->message, sizeof out->message, "%s", r->status == PXL_OK ? a->message : r->message);
   return r;
 }
@@ -107,11 +115,55 @@ void pxlw_close(int fd) {
   if (fd >= 0) close(fd);
 }
 
+void *pxlw_map_private(int memfd, size_t size) { return pxl_worker_map_private(memfd, size); }
+
 void pxlw_native_free(void *result) {
   if (!result) return;
   pxl_worker_native_release(result);
   free(result);
 }
+
+static pxlw_header glue_header(const pxl_worker_msg_header *h) {
+  pxlw_header out = {h->image_width, h->image_height, h->width, h->height, h->frame_count, h->loop_count,
+                     h->orientation, h->has_alpha, h->cicp_primaries, h->cicp_transfer, h->cicp_matrix,
+                     h->icc_size, h->codec_flags};
+  return out;
+}
+
+void *pxlw_frames_open(void *worker, const uint8_t *data, size_t size, const char *codec, const char *format,
+                       int keep_orientation, uint64_t max_pixels, int timeout_ms, int32_t *status, char *message,
+                       size_t cap, int *worker_ended, pxlw_header *header, int32_t *first_duration_ms) {
+  pxl_worker_result *r = calloc(1, sizeof *r);
+  if (!r) {
+    *status = PXL_E_NO_MEMORY;
+    snprintf(message, cap, "out of memory");
+    *worker_ended = 0;
+    return NULL;
+  }
+  pxl_worker_frames_open(worker, data, size, codec, format, keep_orientation ? PXL_WORKER_KEEP_ORIENTATION : 0,
+                         max_pixels, timeout_ms, r);
+  *status = (int32_t)r->status;
+  snprintf(message, cap, "%s", r->message);
+  *worker_ended = !pxl_worker_alive(worker);
+  *header = glue_header(&r->header);
+  *first_duration_ms = r->header.first_duration_ms;
+  return r;
+}
+
+void pxlw_frame_next(void *worker, int timeout_ms, int32_t *status, char *message, size_t cap, int *worker_ended,
+                     int32_t *end, int32_t *index, int32_t *duration_ms, int32_t *incomplete) {
+  pxl_worker_result r;
+  pxl_worker_msg_frame f;
+  *status = (int32_t)pxl_worker_frame_next(worker, timeout_ms, &f, &r);
+  snprintf(message, cap, "%s", r.message);
+  *worker_ended = !pxl_worker_alive(worker);
+  *end = f.end;
+  *index = f.index;
+  *duration_ms = f.duration_ms;
+  *incomplete = f.incomplete;
+}
+
+void pxlw_frames_close(void *worker) { pxl_worker_frames_close(worker); }
 
 void *pxlw_manifest_read(const char *path) {
   pxl_codec_manifest *m = malloc(sizeof *m);

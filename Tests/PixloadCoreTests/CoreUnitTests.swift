@@ -74,6 +74,38 @@ final class MemoryCacheTests: XCTestCase {
     XCTAssertEqual(cache.totalBytes, 100)
     XCTAssertEqual(cache.count, 1)
   }
+
+  /// An isolated decode's pixels mapped from the worker's memfd (PixelMemory): the cache
+  /// counts the whole mapping (the ICC profile after the pixels, whole pages), and the
+  /// image's end unmaps it (munmap, not free).
+  func testAMappedImageCountsItsMappingAndUnmapsIt() throws {
+    let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+    let pixelBytes = 100 * 100 * 4, length = pixelBytes + 3000  // 3000 bytes of ICC profile
+    let base = try XCTUnwrap(mmap(nil, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))
+    XCTAssertNotEqual(base, MAP_FAILED)
+    memset(base, 9, length)
+    PixelMemory.adopt(base, length: length)
+    var image: Image? = Image(width: 100, height: 100, stride: 400, format: .rgba8, originalWidth: 100,
+                              originalHeight: 100, takingPixels: base)
+    let mapped = (length + page - 1) / page * page
+    XCTAssertEqual(image!.mappedByteCount, mapped)
+    XCTAssertEqual(image!.cachedByteCount, mapped)
+    XCTAssertTrue(image!.surrenderPixels().isEmpty, "a mapping is not handed to the processing steps")
+    let cache = MemoryCache(capacityBytes: 10 * mapped)
+    cache.insert(image!, for: key("mapped"))
+    XCTAssertEqual(cache.totalBytes, mapped)
+    XCTAssertEqual(PixelMemory.mappedLength(base), length)
+    image = nil
+    cache.removeAll()
+    XCTAssertEqual(cache.totalBytes, 0)
+    XCTAssertNil(PixelMemory.mappedLength(base), "released")
+    // Unmapped: the kernel reports the page as not mapped (mincore: ENOMEM).
+    var resident: UInt8 = 0
+    XCTAssertEqual(mincore(base, page, &resident), -1)
+    XCTAssertEqual(errno, ENOMEM)
+    // A malloc'd image counts its pixels alone.
+    XCTAssertEqual(solidImage(width: 10, height: 10).cachedByteCount, 400)
+  }
 }
 
 final class SizePlanTests: XCTestCase {

@@ -391,6 +391,16 @@ pxl_loader *new_loader(const pxl_config *config) {
   return loader;
 }
 
+void write_fixture(const struct test_env *env, const char *name, const uint8_t *bytes, size_t size) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s", env->fixture_dir, name);
+  FILE *f = fopen(path, "wb");
+  CHECKF(f != NULL, "cannot write %s", path);
+  if (!f) return;
+  fwrite(bytes, 1, size, f);
+  fclose(f);
+}
+
 void disk_cache_config(pxl_config *config, const char *directory) {
   pxl_config_init(config);
   config->disk_cache_bytes = 8 << 20;

@@ -173,6 +173,8 @@ int drain_for(pxl_queue *queue, int ms);
 
 pxl_loader *new_loader(const pxl_config *config); /* NULL config: defaults; fails the test run on error */
 pxl_queue *new_queue(void);
+/* Writes bytes to the served directory (env->fixture_dir) as name. */
+void write_fixture(const struct test_env *env, const char *name, const uint8_t *bytes, size_t size);
 /* The defaults with an 8 MiB disk cache in directory. */
 void disk_cache_config(pxl_config *config, const char *directory);
 void request_for(pxl_request *request, const char *url, int32_t width, int32_t height,
@@ -300,6 +302,9 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_player_shared_source)      \
   X(test_player_table_rows)         \
   X(test_player_isolation_all)      \
+  X(test_player_isolation_modules)  \
+  X(test_player_isolation_module_frames) \
+  X(test_player_isolation_release)  \
   X(test_truncated_jpeg)            \
   X(test_truncated_gif)             \
   X(test_truncated_png_webp_avif)   \
@@ -316,6 +321,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_isolation_all_stream) \
   X(test_isolation_modules_resampled) \
   X(test_isolation_manifest_version) \
+  X(test_isolation_mapped) \
   X(test_processors_builtin)        \
   X(test_processors_invalid)        \
   X(test_processors_custom) \

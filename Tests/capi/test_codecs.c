@@ -34,17 +34,6 @@
 
 #include "qoi_codec.h"
 
-/* Writes bytes to the served directory as name. */
-static void write_fixture(const struct test_env *env, const char *name, const uint8_t *bytes, size_t size) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/%s", env->fixture_dir, name);
-  FILE *f = fopen(path, "wb");
-  CHECKF(f != NULL, "cannot write %s", path);
-  if (!f) return;
-  fwrite(bytes, 1, size, f);
-  fclose(f);
-}
-
 /* alpha.png's pixels as QOI, written as alpha.qoi; also a truncated copy and a huge one. */
 static void write_qoi_fixtures(const struct test_env *env) {
   uint8_t *rgba = malloc(FIXTURE_ALPHA_W * FIXTURE_ALPHA_H * 4);
@@ -1170,4 +1159,106 @@ void test_isolation_manifest_version(const struct test_env *env) {
     pthread_mutex_destroy(&log.lock);
   }
   restore_codec_path(saved);
+}
+
+/* The memfd mapping of /proc/self/maps that holds [address, address + size), as its name
+ * ("/memfd:pixload-pixels (deleted)"), or "" when no /memfd: mapping holds it. */
+static void memfd_mapping_of(const void *address, size_t size, char *name, size_t cap) {
+  name[0] = 0;
+  FILE *maps = fopen("/proc/self/maps", "r");
+  if (!maps) return;
+  char line[512];
+  uintptr_t from = (uintptr_t)address, to = from + size;
+  while (fgets(line, sizeof line, maps)) {
+    unsigned long start, end;
+    if (sscanf(line, "%lx-%lx", &start, &end) != 2 || from < start || to > end) continue;
+    const char *memfd = strstr(line, "/memfd:");
+    if (memfd) snprintf(name, cap, "%.*s", (int)strcspn(memfd, "\n"), memfd);
+    break;
+  }
+  fclose(maps);
+}
+
+/* Issue 39, "no copy on the host": a full-size isolated decode whose result needs no step
+ * that writes every pixel keeps the worker's sealed pixel memfd, mapped privately, as the
+ * image's pixels: a built-in JPEG under PXL_ISOLATION_ALL and a HEIC through its module
+ * (run.sh makes modules/large.heic from the gradient) under PXL_ISOLATION_MODULES. The
+ * pixel pointer lies in a /memfd: mapping, the pixels are those the host decodes
+ * (PXL_ISOLATION_NONE, whose pixels are in no memfd), and the mapping is gone after the last
+ * release. A decode with a step that writes every pixel or allocates anew (an EXIF-rotated
+ * JPEG, a HEIC in BGRA) gives the same pixels as in the host. */
+void test_isolation_mapped(const struct test_env *env) {
+  static const struct { const char *file; int32_t isolation; pxl_format format; int mapped; } cases[] = {
+      {FIXTURE_GRADIENT_JPG, PXL_ISOLATION_ALL, PXL_FORMAT_RGBA8, 1},
+      {FIXTURE_GRADIENT_JPG, PXL_ISOLATION_ALL, PXL_FORMAT_RGBA8_PREMUL, 1},
+      {FIXTURE_ORIENTED_JPG, PXL_ISOLATION_ALL, PXL_FORMAT_RGBA8, 0},
+      {"modules/large.heic", PXL_ISOLATION_MODULES, PXL_FORMAT_RGBA8, 1},
+      {"modules/large.heic", PXL_ISOLATION_MODULES, PXL_FORMAT_RGBA8_PREMUL, 1},
+      {"modules/large.heic", PXL_ISOLATION_MODULES, PXL_FORMAT_BGRA8_PREMUL, 0},
+  };
+  char path[1024];
+  snprintf(path, sizeof path, "%s/modules/large.heic", env->fixture_dir);
+  CHECKF(access(path, R_OK) == 0, "%s missing (run.sh makes it with heif-enc)", path);
+  pxl_config config;
+  pxl_config_init(&config);
+  config.memory_cache_bytes = 0;
+  config.isolation = PXL_ISOLATION_NONE;
+  pxl_loader *none = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    config.isolation = cases[i].isolation | PXL_ISOLATION_REQUIRED;
+    pxl_loader *isolated = new_loader(&config);
+    char url_path[128];
+    snprintf(url_path, sizeof url_path, "/%s", cases[i].file);
+    struct test_url u = test_url(env, url_path, "mapped");
+    pxl_image *image[2];
+    pxl_status status[2];
+    char message[2][256];
+    for (int k = 0; k < 2; k++)
+      image[k] = load(env, k ? isolated : none, queue, u.url, 0, 0, PXL_MODE_FIT, cases[i].format, 0, &status[k],
+                      message[k], NULL);
+    CHECKF(status[0] == PXL_OK && status[1] == PXL_OK && image[0] && image[1], "%s: %d %s / %d %s", cases[i].file,
+           status[0], message[0], status[1], message[1]);
+    if (!image[0] || !image[1]) {
+      pxl_image_release(image[0]);
+      pxl_image_release(image[1]);
+      pxl_loader_free(isolated);
+      continue;
+    }
+    int32_t w = pxl_image_width(image[1]), h = pxl_image_height(image[1]);
+    size_t stride = (size_t)pxl_image_stride(image[1]), size = stride * (size_t)h;
+    CHECKF(w == pxl_image_width(image[0]) && h == pxl_image_height(image[0]) &&
+               stride == (size_t)pxl_image_stride(image[0]) &&
+               memcmp(pxl_image_pixels(image[0]), pxl_image_pixels(image[1]), size) == 0,
+           "%s (format %d): isolated pixels differ from the host's", cases[i].file, cases[i].format);
+    const uint8_t *pixels = pxl_image_pixels(image[1]);
+    char mapping[256];
+    memfd_mapping_of(pxl_image_pixels(image[0]), (size_t)pxl_image_stride(image[0]) * (size_t)h, mapping,
+                     sizeof mapping);
+    CHECKF(mapping[0] == 0, "%s: the host's own decode is in %s", cases[i].file, mapping);
+    memfd_mapping_of(pixels, size, mapping, sizeof mapping);
+    if (cases[i].mapped) {
+      CHECKF(strstr(mapping, "pixload-pixels") != NULL, "%s (format %d, %dx%d): the pixels at %p were copied, not "
+             "mapped from the worker's memfd (%s)", cases[i].file, cases[i].format, w, h, (const void *)pixels,
+             mapping[0] ? mapping : "no memfd mapping");
+      /* Valid while a reference lives, past the loader's end (whose threads may hold the
+       * result a moment after delivering it): a second one, the first released. */
+      pxl_loader_free(isolated);
+      isolated = NULL;
+      pxl_image *kept = pxl_image_retain(image[1]);
+      pxl_image_release(image[1]);
+      memfd_mapping_of(pixels, size, mapping, sizeof mapping);
+      CHECKF(mapping[0] && memcmp(pxl_image_pixels(image[0]), pxl_image_pixels(kept), size) == 0,
+             "%s: the mapping went with a reference still held", cases[i].file);
+      pxl_image_release(kept);
+      memfd_mapping_of(pixels, size, mapping, sizeof mapping);
+      CHECKF(mapping[0] == 0, "%s: %s still mapped after the last release", cases[i].file, mapping);
+    } else {
+      pxl_image_release(image[1]);
+    }
+    pxl_image_release(image[0]);
+    if (isolated) pxl_loader_free(isolated);
+  }
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
 }

@@ -5,9 +5,13 @@
  * gif2webp. The host's clock is the test's own (the times passed to frame_at), so
  * playback is checked without sleeping: the events say when the decoder is done.
  */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -952,35 +956,365 @@ void test_player_table_rows(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
-/* PXL_ISOLATION_ALL: the host never decodes a built-in format itself. An animation
- * player's later frames would (the shims' frame readers run in-process), so under ALL an
- * animated WebP shows frame 0 and ENDS (test_isolation_all_stream: the same for decoding
- * while downloading). */
+/* ---- Isolated animations (worker/pxl_worker_protocol.h: FRAMES_OPEN, FRAME_NEXT) ---- */
+
+/* Whether process pid maps an animation's canvas (the memfd "pixload-pixels" a worker
+ * keeps mapped while an animation is open in it; an idle worker maps none). */
+static int maps_canvas(long pid) {
+  char path[64], line[512];
+  snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) found = strstr(line, "memfd:pixload-pixels") != NULL;
+  fclose(f);
+  return found;
+}
+
+/* The decode workers this process started (children named pixload-decode-worker) that hold
+ * an animation open: how many (killed with SIGKILL when kill_them). */
+static int canvas_workers(int kill_them) {
+  int killed = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0) continue;
+    char path[64], stat[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[n] = 0;
+    char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+    if (!open || !close || close < open) continue;
+    int ppid = 0;
+    char state;
+    if (sscanf(close + 1, " %c %d", &state, &ppid) != 2 || ppid != getpid()) continue;
+    if (strncmp(open + 1, "pixload-decode", 14) != 0 || !maps_canvas(pid)) continue;
+    if (!kill_them || kill((pid_t)pid, SIGKILL) == 0) killed++;
+  }
+  closedir(d);
+  return killed;
+}
+
+/* What a player showed: each frame's index and a copy of its pixels. */
+struct played {
+  int count, frame_count, loop_count;
+  int index[64];
+  uint8_t *pixels[64];
+  size_t bytes;
+  pxl_animation_stats stats;
+};
+
+static void played_free(struct played *p) {
+  for (int i = 0; i < p->count; i++) free(p->pixels[i]);
+  memset(p, 0, sizeof *p);
+}
+
+/* Plays request on loader at the events' times: one loop (two when it loops forever), at
+ * most 64 frames, every frame copied. */
+static void play_all(const struct test_env *env, pxl_loader *loader, pxl_queue *queue, const pxl_request *request,
+                     struct played *p, const char *what) {
+  memset(p, 0, sizeof *p);
+  struct events ev = {0};
+  pxl_animation *a = start(env, loader, queue, request, &ev);
+  CHECKF(ev.status == PXL_OK, "%s: LOADED %d (%s)", what, ev.status, ev.message);
+  p->frame_count = ev.frame_count;
+  p->loop_count = ev.loop_count;
+  int plays = ev.frame_count * (ev.loop_count == 0 ? 2 : 1);
+  if (plays > 64) plays = 64;
+  int64_t now = 1000;
+  int seen = 1;
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  for (int i = 0; i < plays && ev.status == PXL_OK; i++) {
+    pxl_image *image = pxl_animation_frame_at(a, now, &f);
+    CHECKF(image != NULL, "%s: play %d: no frame", what, i);
+    if (!image) break;
+    p->bytes = pxl_image_byte_count(image);
+    p->pixels[i] = malloc(p->bytes);
+    memcpy(p->pixels[i], pxl_image_pixels(image), p->bytes);
+    p->index[i] = f.index;
+    p->count++;
+    pxl_image_release(image);
+    if (i + 1 == plays) break;
+    if (!next_event(env, queue, &ev, &seen)) break;
+    if (ev.last_kind != PXL_ANIMATION_FRAME_READY) {
+      CHECKF(0, "%s: after frame %d: event %d (status %d: %s)", what, i, ev.last_kind, ev.status, ev.message);
+      break;
+    }
+    now = ev.ready_due;
+  }
+  p->stats.struct_size = sizeof p->stats;
+  CHECK_STATUS(pxl_animation_stats_get(a, &p->stats), PXL_OK);
+  pxl_animation_free(a);
+  events_reset(&ev);
+}
+
+/* The same request played by an isolated loader and by an in-process one (NONE): every
+ * frame, in the same order, with the same pixels; and PXL_FLAG_ANIMATE's frames too. */
+static void same_frames(const struct test_env *env, pxl_loader *none, pxl_loader *isolated, pxl_queue *queue,
+                        const pxl_request *request, int frames, const char *what) {
+  struct played in = {0}, out = {0};
+  play_all(env, none, queue, request, &in, what);
+  play_all(env, isolated, queue, request, &out, what);
+  CHECKF(in.frame_count == frames && out.frame_count == frames, "%s: %d frames in-process, %d isolated (%d expected)",
+         what, in.frame_count, out.frame_count, frames);
+  CHECK_INT(out.loop_count, in.loop_count);
+  CHECKF(out.count == in.count && in.count >= frames, "%s: played %d isolated, %d in-process", what, out.count,
+         in.count);
+  for (int i = 0; i < in.count && i < out.count; i++) {
+    CHECKF(out.index[i] == in.index[i] && out.index[i] == i % frames, "%s: play %d: frame %d isolated, %d in-process",
+           what, i, out.index[i], in.index[i]);
+    CHECKF(out.bytes == in.bytes && memcmp(out.pixels[i], in.pixels[i], in.bytes) == 0,
+           "%s: play %d (frame %d): isolated pixels differ from in-process", what, i, in.index[i]);
+  }
+  CHECKF(out.stats.frames_decoded >= (uint64_t)out.count - 1, "%s: %llu frames decoded isolated", what,
+         (unsigned long long)out.stats.frames_decoded);
+  played_free(&in);
+  played_free(&out);
+
+  struct capture a = {0}, b = {0};
+  pxl_request animated = *request;
+  animated.flags |= PXL_FLAG_ANIMATE;
+  CHECK_STATUS(load_and_wait(env, none, queue, &animated, &a), PXL_OK);
+  CHECK_STATUS(load_and_wait(env, isolated, queue, &animated, &b), PXL_OK);
+  CHECKF(a.status == PXL_OK && b.status == PXL_OK, "%s: PXL_FLAG_ANIMATE %d in-process, %d isolated (%s)", what,
+         a.status, b.status, b.message);
+  if (a.image && b.image) {
+    int n = pxl_image_frame_count(a.image);
+    CHECKF(n == frames && pxl_image_frame_count(b.image) == n, "%s: PXL_FLAG_ANIMATE %d frames in-process, %d isolated",
+           what, n, pxl_image_frame_count(b.image));
+    CHECK_INT(pxl_image_byte_count(b.image), pxl_image_byte_count(a.image));
+    for (int i = 0; i < n && i < pxl_image_frame_count(b.image); i++) {
+      CHECK_INT(pxl_image_frame_duration_ms(b.image, i), pxl_image_frame_duration_ms(a.image, i));
+      CHECKF(memcmp(pxl_image_frame_pixels(a.image, i), pxl_image_frame_pixels(b.image, i),
+                    pxl_image_byte_count(a.image)) == 0,
+             "%s: PXL_FLAG_ANIMATE frame %d: isolated pixels differ", what, i);
+    }
+  }
+  capture_reset(&a);
+  capture_reset(&b);
+}
+
+/* A player whose worker is killed mid-animation: FAILED with PXL_E_DECODER_FAILED (an
+ * in-process player, which has no worker, would play on: the frames come from the
+ * worker); the host goes on, and the next image decodes in a fresh worker. */
+static void killed_mid_animation(const struct test_env *env, const pxl_config *config, const char *path,
+                                 const char *still_path, const char *what) {
+  struct session s;
+  session_start(env, &s, path, what, config);
+  CHECK_INT(s.ev.status, PXL_OK);
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  pxl_image *frame = pxl_animation_frame_at(s.a, 0, &f);
+  pxl_image_release(frame);
+  next_event(env, s.queue, &s.ev, &s.seen);
+  CHECKF(s.ev.last_kind == PXL_ANIMATION_FRAME_READY, "%s: frame 1 ready (event %d)", what, s.ev.last_kind);
+  CHECKF(canvas_workers(1) == 1, "%s: one decode worker holds the animation", what);
+  for (int i = 0; i < 20 && !s.ev.failed; i++) {
+    frame = pxl_animation_frame_at(s.a, s.ev.ready_due, &f);
+    pxl_image_release(frame);
+    if (!next_event(env, s.queue, &s.ev, &s.seen)) break;
+  }
+  CHECKF(s.ev.failed == 1 && s.ev.status == PXL_E_DECODER_FAILED, "%s: FAILED %d, status %d (%s)", what, s.ev.failed,
+         s.ev.status, s.ev.message);
+  struct capture c = {0};
+  struct test_url u = test_url(env, still_path, "after-kill");
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  CHECK_STATUS(load_and_wait(env, s.loader, s.queue, &request, &c), PXL_OK);
+  CHECKF(c.status == PXL_OK, "%s: the next image: %d (%s)", what, c.status, c.message);
+  capture_reset(&c);
+  session_end(&s);
+}
+
+/* An in-process loader (PXL_ISOLATION_NONE) and one isolating as `isolation` says, both
+ * with config's settings and no memory cache; config is left with the isolating one's. */
+static void loader_pair(pxl_config *config, int32_t isolation, pxl_loader **none, pxl_loader **isolated) {
+  config->memory_cache_bytes = 0;
+  config->isolation = PXL_ISOLATION_NONE;
+  *none = new_loader(config);
+  config->isolation = isolation;
+  *isolated = new_loader(config);
+}
+
+/* PXL_ISOLATION_ALL: the host never decodes a built-in format itself; an animation's frames
+ * come from a worker's frame reader, the same pixels as in-process: WebP, GIF and AVIF,
+ * full size and as a premultiplied thumbnail, played and with PXL_FLAG_ANIMATE. */
 void test_player_isolation_all(const struct test_env *env) {
+  write_gif(env, "player-iso.gif", 30, 20, 12, 3, 0);
   pxl_config config;
   pxl_config_init(&config);
-  config.isolation = PXL_ISOLATION_ALL;
+  pxl_loader *none, *all;
+  loader_pair(&config, PXL_ISOLATION_ALL, &none, &all);
+  pxl_queue *queue = new_queue();
+  static const struct { const char *path; int frames; } files[] = {
+      {"/anim.webp", 3}, {"/player-iso.gif", 12}, {"/seq.avif", 5}};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    struct test_url u = test_url(env, files[i].path, "player-all");
+    pxl_request request;
+    request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+    same_frames(env, none, all, queue, &request, files[i].frames, files[i].path);
+    request_for(&request, u.url, 9, 7, PXL_MODE_FILL, PXL_FORMAT_BGRA8_PREMUL);
+    same_frames(env, none, all, queue, &request, files[i].frames, files[i].path);
+  }
+  pxl_loader_free(all);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
+  killed_mid_animation(env, &config, "/player-iso.gif", "/anim.webp", "all-killed");
+}
+
+/* A codec module's animation isolated (PXL_ISOLATION_MODULES, the default): an animated
+ * JPEG XL made now by cjxl from a GIF, decoded by the JPEG XL module in a worker (its
+ * decode_frames run once there, the frames served one by one), every frame the same as
+ * the module's in-process (PXL_ISOLATION_NONE); a worker killed mid-animation: FAILED. */
+void test_player_isolation_modules(const struct test_env *env) {
+  write_gif(env, "player-jxl.gif", 24, 16, 5, 4, 0);
+  char command[2048];
+  snprintf(command, sizeof command, "cjxl '%s/player-jxl.gif' '%s/player.jxl' >/dev/null 2>&1", env->fixture_dir,
+           env->fixture_dir);
+  int rc = system(command);
+  CHECKF(rc == 0, "%s: exit %d (cjxl: Debian libjxl-tools)", command, rc);
+  if (rc != 0) return;
+  pxl_config config;
+  pxl_config_init(&config);
+  pxl_loader *none, *modules;
+  loader_pair(&config, PXL_ISOLATION_MODULES, &none, &modules);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/player.jxl", "player-jxl");
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  same_frames(env, none, modules, queue, &request, 5, "jxl");
+  request_for(&request, u.url, 10, 10, PXL_MODE_FILL, PXL_FORMAT_RGB8);
+  same_frames(env, none, modules, queue, &request, 5, "jxl 10x10 fill rgb");
+  pxl_loader_free(modules);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
+  killed_mid_animation(env, &config, "/player.jxl", "/player.jxl", "modules-killed");
+}
+
+/* A module's codec that reads frames one at a time (open_frames: the hostile test module's
+ * "animate", Tests/worker/hostile_module.c) isolated: the same frames as in-process; and
+ * one whose next_frame crashes at frame 2 ("animsegv"): the worker dies mid-animation,
+ * the player FAILS with PXL_E_DECODER_FAILED, the host goes on and the next image decodes. */
+void test_player_isolation_module_frames(const struct test_env *env) {
+  const char *dir = getenv("PXL_TEST_HOSTILE_DIR");
+  CHECKF(dir != NULL, "PXL_TEST_HOSTILE_DIR is not set (run.sh builds the hostile module)");
+  if (!dir) return;
+  const char *old_path = getenv("PIXLOAD_CODEC_PATH");
+  char *saved = old_path ? strdup(old_path) : NULL;
+  setenv("PIXLOAD_CODEC_PATH", dir, 1);
+  write_fixture(env, "hostile-anim.bin", (const uint8_t *)"HOSTILE:animate\n", 16);
+  write_fixture(env, "hostile-animsegv.bin", (const uint8_t *)"HOSTILE:animsegv\n", 17);
+  write_fixture(env, "hostile-ok.bin", (const uint8_t *)"HOSTILE:ok\n", 11);
+  pxl_config config;
+  pxl_config_init(&config);
+  config.codec_modules = "hostile";
+  pxl_loader *none, *modules;
+  loader_pair(&config, PXL_ISOLATION_MODULES, &none, &modules);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/hostile-anim.bin", "player-hostile");
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  same_frames(env, none, modules, queue, &request, 4, "hostile animate");
+  request_for(&request, u.url, 3, 2, PXL_MODE_FILL, PXL_FORMAT_BGRA8_PREMUL);
+  same_frames(env, none, modules, queue, &request, 4, "hostile animate 3x2");
+  pxl_loader_free(modules);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
+
   struct session s;
-  session_start(env, &s, "/anim.webp", "player-all", &config); /* mkfixtures: 3 frames */
+  session_start(env, &s, "/hostile-animsegv.bin", "player-hostile-segv", &config);
   CHECK_INT(s.ev.status, PXL_OK);
-  CHECK_INT(s.ev.frame_count, 3);
   pxl_animation_frame f = {.struct_size = sizeof f};
-  pxl_image *frame = pxl_animation_frame_at(s.a, 1000, &f);
-  CHECK(frame != NULL);
-  CHECK_INT(f.index, 0);
-  pxl_image_release(frame);
-  /* The player learns that no later frame comes when it asks for frame 1: ENDED. */
-  next_event(env, s.queue, &s.ev, &s.seen);
-  CHECK_INT(s.ev.last_kind, PXL_ANIMATION_ENDED);
-  CHECK_INT(s.ev.ready, 0);
-  frame = pxl_animation_frame_at(s.a, 5000, &f);
-  CHECK(frame != NULL);
-  CHECKF(f.index == 0 && f.ended == 1 && f.next_due_ms == -1, "under ALL frame 0 stays: index %d ended %d, next due %lld",
-         f.index, f.ended, (long long)f.next_due_ms);
-  pxl_image_release(frame);
+  int64_t now = 0;
+  for (int i = 0; i < 10 && !s.ev.failed; i++) {
+    pxl_image *frame = pxl_animation_frame_at(s.a, now, &f);
+    pxl_image_release(frame);
+    if (!next_event(env, s.queue, &s.ev, &s.seen)) break;
+    now = s.ev.ready_due;
+  }
+  CHECKF(s.ev.failed == 1 && s.ev.status == PXL_E_DECODER_FAILED, "animsegv: FAILED %d, status %d (%s)", s.ev.failed,
+         s.ev.status, s.ev.message);
+  CHECKF(strstr(s.ev.message, "SIGSEGV") != NULL, "animsegv: %s", s.ev.message);
   pxl_animation_stats stats = {.struct_size = sizeof stats};
   CHECK_STATUS(pxl_animation_stats_get(s.a, &stats), PXL_OK);
-  CHECKF(stats.frames_decoded <= 1, "frames decoded in the host under ALL: %llu",
+  CHECKF(stats.frames_decoded == 2, "animsegv: %llu frames decoded before the crash",
          (unsigned long long)stats.frames_decoded);
+  struct capture c = {0};
+  struct test_url ok = test_url(env, "/hostile-ok.bin", "player-hostile-after");
+  request_for(&request, ok.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  CHECK_STATUS(load_and_wait(env, s.loader, s.queue, &request, &c), PXL_OK);
+  CHECKF(c.status == PXL_OK, "after animsegv: %d (%s)", c.status, c.message);
+  capture_reset(&c);
   session_end(&s);
+  if (saved) setenv("PIXLOAD_CODEC_PATH", saved, 1);
+  else unsetenv("PIXLOAD_CODEC_PATH");
+  free(saved);
+}
+
+/* Waits until `want` decode workers hold an animation open: 1 if it came to that. */
+static int canvas_workers_become(const struct test_env *env, pxl_queue *queue, int want) {
+  for (int waited = 0; waited < 5000 * env->slow_factor; waited += 20) {
+    if (canvas_workers(0) == want) return 1;
+    drain_for(queue, 20);
+  }
+  return 0;
+}
+
+/* PXL_ISOLATION_ALL: a player holds one worker while its decoder's state lives, gives it back
+ * when its ring is released (paused 1 s), takes one again when resumed (the frames after
+ * the pause, through a new loop, the same as in-process), and gives it back when freed. */
+void test_player_isolation_release(const struct test_env *env) {
+  write_gif(env, "player-iso-release.gif", 30, 20, 12, 3, 0);
+  pxl_config config;
+  pxl_config_init(&config);
+  pxl_loader *none, *all;
+  loader_pair(&config, PXL_ISOLATION_ALL, &none, &all);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/player-iso-release.gif", "player-iso-release");
+  struct capture frames = {0};
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  request.flags |= PXL_FLAG_ANIMATE;
+  CHECK_STATUS(load_and_wait(env, none, queue, &request, &frames), PXL_OK);
+  request.flags &= ~PXL_FLAG_ANIMATE;
+  CHECK(frames.image && pxl_image_frame_count(frames.image) == 12);
+  struct events ev = {0};
+  pxl_animation *a = start(env, all, queue, &request, &ev);
+  int seen = 1;
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  int64_t clock = 1000;
+  for (int i = 0; i <= 3; i++) {
+    pxl_image_release(pxl_animation_frame_at(a, clock, &f));
+    CHECK_INT(f.index, i);
+    next_event(env, queue, &ev, &seen);
+    clock = ev.ready_due;
+  }
+  CHECKF(canvas_workers(0) == 1, "playing: %d workers hold the animation", canvas_workers(0));
+  pxl_animation_pause(a);
+  CHECKF(canvas_workers_become(env, queue, 0), "paused: %d workers still hold it", canvas_workers(0));
+  /* Frame 3 stays shown at the resume; frames 4.. follow as they are decoded again. */
+  pxl_animation_resume(a, 100000);
+  pxl_image_release(pxl_animation_frame_at(a, 100000, &f));
+  CHECK_INT(f.index, 3);
+  for (int i = 4; i < 12 + 4 && frames.image; i++) {
+    if (!next_event(env, queue, &ev, &seen) || ev.last_kind != PXL_ANIMATION_FRAME_READY) break;
+    pxl_image *image = pxl_animation_frame_at(a, ev.ready_due, &f);
+    CHECKF(f.index == i % 12 && same_pixels(image, pxl_image_frame_pixels(frames.image, i % 12)),
+           "after the resume, play %d: frame %d (%d expected), pixels as in-process", i, f.index, i % 12);
+    pxl_image_release(image);
+    if (i == 4) CHECKF(canvas_workers(0) == 1, "resumed: %d workers hold the animation", canvas_workers(0));
+  }
+  CHECKF(f.index == 3, "played on to frame %d after a loop", f.index);
+  pxl_animation_free(a);
+  CHECKF(canvas_workers_become(env, queue, 0), "freed: %d workers still hold it", canvas_workers(0));
+  events_reset(&ev);
+  capture_reset(&frames);
+  pxl_loader_free(all);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
 }

@@ -19,6 +19,9 @@
  *                   would be refused the same way, and a failure here would not end the test)
  *   write PATH      creates PATH and writes into it
  *   status N        fails with status N (any number: one pixload.h does not define too)
+ *   animate         a 4-frame animation, read one frame at a time (open_frames) or all at
+ *                   once (decode_frames): frame i is the gradient shifted by 40 * i
+ *   animsegv        the same, but next_frame writes through a null pointer at frame 2
  *
  * Whatever a case achieves, it returns PXL_OK, so a case that is not stopped shows up as a
  * successful decode; where a call fails it answers PXL_E_IO with the call's error.
@@ -30,6 +33,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +67,7 @@ static pxl_status header(const uint8_t *data, size_t size, pxl_codec_header *h, 
   char what[64], arg[448];
   parse(data, size, what, arg);
   h->width = h->height = strcmp(what, "huge") == 0 ? 100000 : 4;
+  if (strncmp(what, "anim", 4) == 0) h->frame_count = 4;
   return PXL_OK;
 }
 
@@ -84,6 +89,8 @@ static void *draw_thread(void *t) {
   return NULL;
 }
 
+static void anim_frame(pxl_codec_target *t, int i);
+
 static pxl_status decode(const uint8_t *data, size_t size, pxl_codec_target *t, char *message, size_t cap, void *ud) {
   (void)ud;
   char what[64], arg[448];
@@ -92,6 +99,8 @@ static pxl_status decode(const uint8_t *data, size_t size, pxl_codec_target *t, 
 
   if (strcmp(what, "ok") == 0 || strcmp(what, "huge") == 0) {
     gradient(t);
+  } else if (strncmp(what, "anim", 4) == 0) {
+    anim_frame(t, 0);
   } else if (strcmp(what, "thread") == 0) {
     pthread_t thread;
     int e = pthread_create(&thread, NULL, draw_thread, t);
@@ -157,6 +166,59 @@ static pxl_status decode(const uint8_t *data, size_t size, pxl_codec_target *t, 
   return PXL_OK;
 }
 
+/* animate, animsegv: frame i of 4, 50 ms each. */
+static void anim_frame(pxl_codec_target *t, int i) {
+  for (int32_t y = 0; y < t->height; y++)
+    for (int32_t x = 0; x < t->width; x++) {
+      uint8_t *p = t->pixels + (size_t)y * t->stride + (size_t)x * 4;
+      p[0] = (uint8_t)(x * 60 + 40 * i), p[1] = (uint8_t)(y * 60), p[2] = (uint8_t)(40 * i), p[3] = 255;
+    }
+}
+
+typedef struct anim_state {
+  int next, crash_at;
+} anim_state;
+
+static pxl_status open_frames(const uint8_t *data, size_t size, void **state, char *message, size_t cap, void *ud) {
+  (void)ud;
+  char what[64], arg[448];
+  parse(data, size, what, arg);
+  if (strncmp(what, "anim", 4) != 0) return snprintf(message, cap, "not an animation"), PXL_E_UNSUPPORTED_IMAGE;
+  anim_state *s = calloc(1, sizeof *s);
+  if (!s) return PXL_E_NO_MEMORY;
+  s->crash_at = strcmp(what, "animsegv") == 0 ? 2 : -1;
+  *state = s;
+  return PXL_OK;
+}
+
+static pxl_status next_frame(void *state, pxl_codec_target *t, int32_t *duration_ms, char *message, size_t cap,
+                             void *ud) {
+  (void)message, (void)cap, (void)ud;
+  anim_state *s = state;
+  if (s->next >= 4) return PXL_E_NOT_FOUND;
+  if (s->next == s->crash_at) *(volatile int *)(uintptr_t)0 = 1;
+  anim_frame(t, s->next++);
+  *duration_ms = 50;
+  return PXL_OK;
+}
+
+static void close_frames(void *state, void *ud) {
+  (void)ud;
+  free(state);
+}
+
+static pxl_status decode_frames(const uint8_t *data, size_t size, pxl_codec_target *t, char *message, size_t cap,
+                                void *ud) {
+  void *state = NULL;
+  pxl_status status = open_frames(data, size, &state, message, cap, ud);
+  if (status != PXL_OK) return decode(data, size, t, message, cap, ud);
+  int32_t duration = 0;
+  while ((status = next_frame(state, t, &duration, message, cap, ud)) == PXL_OK)
+    if (t->frame_done(t->library, duration)) break;
+  close_frames(state, ud);
+  return status == PXL_E_NOT_FOUND ? PXL_OK : status;
+}
+
 EXPORT pxl_status pxl_codec_module_register(pxl_loader *loader) {
   pxl_codec c;
   pxl_codec_init(&c);
@@ -165,5 +227,9 @@ EXPORT pxl_status pxl_codec_module_register(pxl_loader *loader) {
   c.sniff = sniff;
   c.read_header = header;
   c.decode = decode;
+  c.decode_frames = decode_frames;
+  c.open_frames = open_frames;
+  c.next_frame = next_frame;
+  c.close_frames = close_frames;
   return pxl_loader_add_codec(loader, &c);
 }

@@ -20,6 +20,8 @@
  *
  * LYING_WORKER (lying_worker.c) breaks the protocol in each of its ways: the library's side
  * must refuse every lie (kill the worker, or refuse the image) and take no descriptor.
+ * pxl_worker_map_private (an image's pixels mapped from the sealed memfd) maps a private
+ * copy-on-write view and refuses a memfd that is not sealed against writes and resizing.
  *
  * Degraded: in a child whose own seccomp filter refuses unshare (EPERM) and landlock
  * (ENOSYS), as a container or an old kernel would, the worker starts with the other layers,
@@ -41,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <seccomp.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -154,6 +157,40 @@ static int good_decode(double *ms) {
   if (!ok) printf("  good decode: status %d: %s\n", r.status, r.message);
   pxl_worker_result_release(&r);
   return ok;
+}
+
+/* pxl_worker_map_private (the library maps a decode's sealed memfd again as the image's
+ * pixels): a private copy of the sealed pixels whose writes never reach the memfd; refused
+ * for a memfd the worker could still write or resize, and for more bytes than it holds. */
+static void map_private_checks(void) {
+  ensure_worker();
+  pxl_worker_result r;
+  pxl_worker_decode(worker, qoi_file, qoi_size, NULL, 0, 0, 5000, &r);
+  check(r.status == PXL_OK && r.memfd >= 0, "map_private: a decode to map");
+  if (r.status == PXL_OK && r.memfd >= 0) {
+    uint8_t *m = pxl_worker_map_private(r.memfd, r.map_size);
+    check(m && memcmp(m, r.pixels, r.map_size) == 0, "map_private: the sealed pixels, mapped again");
+    if (m) {
+      uint8_t flipped = (uint8_t)~expected[0];
+      m[0] = flipped;
+      check(r.pixels[0] == expected[0] && m[0] == flipped,
+            "map_private: a write copies the page, the memfd keeps its pixels");
+      munmap(m, r.map_size);
+    }
+    check(pxl_worker_map_private(r.memfd, r.map_size + 4096) == NULL, "map_private: not past the memfd's end");
+  }
+  pxl_worker_result_release(&r);
+  int fd = memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  check(fd >= 0 && ftruncate(fd, 4096) == 0, "map_private: a memfd");
+  check(pxl_worker_map_private(fd, 4096) == NULL, "map_private: an unsealed memfd is refused");
+  /* As the worker has it while it draws: its size sealed, not yet its contents. */
+  check(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0 && pxl_worker_map_private(fd, 4096) == NULL,
+        "map_private: a memfd still writable is refused");
+  check(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) == 0, "map_private: sealed");
+  void *m = pxl_worker_map_private(fd, 4096);
+  check(m != NULL, "map_private: a sealed memfd maps");
+  if (m) munmap(m, 4096);
+  close(fd);
 }
 
 /* Decodes path in this process (the module loaded here) and in the worker: 1 when both
@@ -515,6 +552,7 @@ int main(int argc, char **argv) {
   }
 
   lying_worker(argv[3]);
+  map_private_checks();
 
   /* What must not have happened. */
   int conn = accept(listener, NULL, NULL);

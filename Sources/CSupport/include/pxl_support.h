@@ -2,11 +2,16 @@
 #ifndef PXL_SUPPORT_H
 #define PXL_SUPPORT_H
 
+#include <pthread.h>
+
 /* CPU cores this process may run on (its affinity mask, as containers set it); >= 1. */
 int pxl_available_cores(void);
 
 /* Names the calling thread (visible in top, gdb, perf); truncated to 15 bytes. */
 void pxl_set_thread_name(const char *name);
+/* Names another thread (its creator, right after pthread_create): the name is then in
+ * place when the creator returns, not only once the new thread has run. */
+void pxl_name_thread(pthread_t thread, const char *name);
 
 /* A non-blocking, close-on-exec eventfd with counter 0, or -1 with errno set. */
 int pxl_eventfd_new(void);

@@ -40,6 +40,10 @@ void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *co
 const uint8_t *pxlw_result_pixels(const void *result);
 size_t pxlw_result_stride(const void *result);
 const uint8_t *pxlw_result_icc(const void *result);
+/* The result's sealed pixel memfd and its size (pixels, then the ICC profile), for
+ * pxlw_map_private; -1 when it has none. */
+int pxlw_result_memfd(const void *result);
+size_t pxlw_result_map_size(const void *result);
 double pxlw_result_wall_ms(const void *result);
 uint64_t pxlw_result_cpu_ns(const void *result);
 /* The version the worker's codec reports (its HEADER: the module's library as it runs). */
@@ -59,6 +63,8 @@ typedef struct pxlw_native {
   uint64_t cpu_ns;
   const uint8_t *bytes;  /* sealed, read-only: pixels (out_stride * out_height), then the ICC profile */
   char message[320];
+  int32_t memfd;         /* the sealed memfd bytes is mapped from (-1: none), for pxlw_map_private */
+  uint64_t map_size;     /* its size: the pixels, then the ICC profile */
 } pxlw_native;
 
 #define PXLW_NATIVE_INFO 1
@@ -75,7 +81,27 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
                        int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
                        const double *crop, int *data_memfd, int timeout_ms, pxlw_native *out);
 void pxlw_close(int fd);
+/* A sealed pixel memfd (pxlw_result_memfd, pxlw_native.memfd) mapped privately,
+ * copy-on-write (worker_client.h, pxl_worker_map_private): the caller keeps it past the
+ * result's free and releases it with munmap(size). NULL when it cannot (then copy). */
+void *pxlw_map_private(int memfd, size_t size);
 void pxlw_native_free(void *result);
+
+/* An animation's frames in the worker (worker_client.h, pxl_worker_frames_open): codec (a
+ * module's id) or format (a built-in format's frame reader), keep_orientation, max_pixels.
+ * Returns what owns the canvas mapping (pxlw_result_free; the canvas is
+ * pxlw_result_pixels, 4 * width bytes a row, then the ICC profile: pxlw_result_icc), with
+ * *status, message, *worker_ended and the header; *first_duration_ms: frame 0's duration
+ * (-1 unknown). The worker is the animation's until pxlw_frames_close. */
+void *pxlw_frames_open(void *worker, const uint8_t *data, size_t size, const char *codec, const char *format,
+                       int keep_orientation, uint64_t max_pixels, int timeout_ms, int32_t *status, char *message,
+                       size_t cap, int *worker_ended, pxlw_header *header, int32_t *first_duration_ms);
+/* The next frame into the canvas: *status 0 and *end (1: no more), *index, *duration_ms,
+ * *incomplete; or
+ * a failure (*status, message, *worker_ended). */
+void pxlw_frame_next(void *worker, int timeout_ms, int32_t *status, char *message, size_t cap, int *worker_ended,
+                     int32_t *end, int32_t *index, int32_t *duration_ms, int32_t *incomplete);
+void pxlw_frames_close(void *worker);
 
 /* A codec module's manifest (pixload.h, "Codec modules"), read from the module's file
  * without loading it (worker/manifest.c): NULL when it has none that passes the checks.

@@ -458,6 +458,10 @@ public final class AnimationPlayer: @unchecked Sendable {
     if ring.isEmpty && (decodeDone || source == nil) { return }  // nothing held ahead
     let shown = current ?? Entry(index: 0, loop: 0, start: 0, durationMs: firstDurationMs, image: first)
     ring.removeAll()
+    // The host may have been told the next frame is ready: that frame is gone now, so
+    // it is announced again once decoded again (else a frame that comes back before the
+    // next frame_at would never be announced, and a host waiting for FRAME_READY waits on).
+    announced = nil
     source = nil
     decodeDone = false
     decodeLoop = shown.loop

@@ -68,9 +68,9 @@ final class FrameSource {
     self.steps = steps
     var rootVariant = root
     rootVariant.keepsSource = false
-    // Under PXL_ISOLATION_ALL (the table's built-ins decode in workers) the host's own
-    // readers must not touch the bytes: the frames come from `decoder`, isolated.
-    if codecs?.builtInWorkers == nil, let native = CodecTable.builtIn(for: bytes)?.native,
+    // The table's built-in format: under PXL_ISOLATION_ALL its reader runs in a worker
+    // (IsolatedBuiltIns: the host's own readers never touch the bytes).
+    if let native = (codecs?.builtIn(for: bytes) ?? CodecTable.builtIn(for: bytes))?.native,
        let reading = native.frames {
       var setup: (FrameCollector, OpaquePointer)? = nil
       var failure: LoadError? = nil
@@ -155,12 +155,29 @@ final class FrameSource {
           return .failure(ImageDecoder.error(failure, codec: codec))
         }
         let header: CodecHeader
-        switch codec.readHeader(buffer, keepOrientation: !variant.appliesOrientation) {
-        case .failure(let failure): return fail(failure)
-        case .success(let read): header = read
+        // An isolated codec's frames open in a worker now: its answer is the header, and the
+        // ICC profile the colour step reads next comes with it (IsolatedCodec).
+        var isolatedState: UnsafeMutableRawPointer? = nil
+        if let isolated = codec as? IsolatedCodec {
+          switch isolated.openFrames(buffer, keepOrientation: !variant.appliesOrientation, maxPixels: maxPixels) {
+          case .failure(let failure): return fail(failure)
+          case .success(let (state, read)):
+            isolatedState = state
+            header = read
+          }
+        } else {
+          switch codec.readHeader(buffer, keepOrientation: !variant.appliesOrientation) {
+          case .failure(let failure): return fail(failure)
+          case .success(let read): header = read
+          }
+        }
+        func failOpen(_ failure: CodecFailure) -> Result<(CodecTable.Entry, UnsafeMutableRawPointer?, Canvas, FrameCollector)?, LoadError> {
+          if let isolatedState { codec.closeFrames(isolatedState) }
+          codecs.release(entry)
+          return .failure(ImageDecoder.error(failure, codec: codec))
         }
         guard header.width > 0, header.height > 0, UInt64(header.width) * UInt64(header.height) <= maxPixels else {
-          return fail(CodecFailure(.tooManyPixels, "\(header.width)x\(header.height) is not drawable within \(maxPixels) pixels"))
+          return failOpen(CodecFailure(.tooManyPixels, "\(header.width)x\(header.height) is not drawable within \(maxPixels) pixels"))
         }
         let orientation = variant.appliesOrientation ? Orientation(exif: header.orientation) : .up
         let plan = SizePlan(sourceWidth: header.width, sourceHeight: header.height, orientation: orientation,
@@ -174,8 +191,9 @@ final class FrameSource {
                                        frameBytes: plan.outputWidth * plan.outputHeight * variant.format.bytesPerPixel)
         guard let canvas = Canvas(width: header.width, height: header.height,
                                   premultiplied: codec.writesPremultiplied && header.hasAlpha) else {
-          return fail(CodecFailure(.noMemory, "out of memory for a \(codec.id) canvas"))
+          return failOpen(CodecFailure(.noMemory, "out of memory for a \(codec.id) canvas"))
         }
+        if let isolatedState { return .success((entry, isolatedState, canvas, collector)) }
         switch codec.openFrames(buffer) {
         case .failure(let failure): return fail(failure)
         case .success(let state): return .success((entry, state, canvas, collector))

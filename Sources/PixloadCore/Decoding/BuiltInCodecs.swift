@@ -149,14 +149,16 @@ struct NativeCodec: @unchecked Sendable {
 
 /// Previews and early thumbnails from the first scans of a progressive JPEG still
 /// downloading (`ImageDecoding.previewPrefix`, `firstScansEnd`).
-struct FrameReading: Sendable {
+struct FrameReading: @unchecked Sendable {
+  // Closures, as NativeCodec's: the shims' readers in-process, or a decode worker's under
+  // PXL_ISOLATION_ALL (IsolatedBuiltIns.swift). Callable from any thread.
   /// (data, size, max_pixels, &status, message, cap): the reader, or nil.
-  let open: @convention(c) (NativeCodec.Data, Int, UInt64, UnsafeMutablePointer<pxl_codec_status>?,
-                            UnsafeMutablePointer<CChar>?, Int) -> OpaquePointer?
-  let next: @convention(c) (OpaquePointer?, UnsafeMutablePointer<pxl_codec_frame>?) -> pxl_codec_status
-  let close: @convention(c) (OpaquePointer?) -> Void
+  let open: (NativeCodec.Data, Int, UInt64, UnsafeMutablePointer<pxl_codec_status>?,
+             UnsafeMutablePointer<CChar>?, Int) -> OpaquePointer?
+  let next: (OpaquePointer?, UnsafeMutablePointer<pxl_codec_frame>?) -> pxl_codec_status
+  let close: (OpaquePointer?) -> Void
   /// (data, size): frame 0's duration without decoding it; -1 when unreadable.
-  let firstDuration: @convention(c) (NativeCodec.Data, Int) -> Int32
+  let firstDuration: (NativeCodec.Data, Int) -> Int32
 }
 
 struct ScanPreviews: Sendable {
@@ -303,7 +305,7 @@ final class BuiltInCodec: ExternalCodec, @unchecked Sendable {
     var output = pxl_codec_output()
     let status = native.decode(bytes.baseAddress, bytes.count, Int32(PXL_CODEC_RGBA.rawValue), Int32(scale),
                                UInt64(info.width) * UInt64(info.height), &output)
-    defer { free(output.pixels) }
+    defer { PixelMemory.release(output.pixels) }
     guard status == PXL_CODEC_OK, let pixels = output.pixels else {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
       return Self.failure(status == PXL_CODEC_OK ? PXL_CODEC_CORRUPT : status, text)

@@ -53,7 +53,7 @@ final class ColorConversion {
       // Writes the luma even when the conversion fails (of the unconverted pixels then).
       let ok = pxl_color_transform_apply_gray(transform, pixels, Int32(width), Int32(height), gray, &message,
                                               message.count) != 0
-      free(pixels)
+      PixelMemory.release(pixels)
       return (gray, ok ? nil : String(cString: message))
     }
     let channels = layout == PXL_CODEC_RGB ? 3 : layout == PXL_CODEC_GRAY ? 1 : 4

@@ -88,7 +88,7 @@ final class FrameCollector {
     self.frameBytes = frameBytes
   }
 
-  deinit { frames.forEach { free($0) } }
+  deinit { frames.forEach { PixelMemory.release($0) } }
 
   /// The frames collected as one animated image (taking them); nil when over the bound
   /// (deliver the first frame as a still instead).
@@ -204,7 +204,7 @@ final class FrameCollector {
   /// neither allocated nor copied again). Takes the canvas either way.
   func render(taking canvas: UnsafeMutablePointer<UInt8>, width: Int, height: Int) -> UnsafeMutablePointer<UInt8>? {
     guard layout == PXL_CODEC_RGBA, isWhole(width: width, height: height) else {
-      defer { free(canvas) }
+      defer { PixelMemory.release(canvas) }
       return render(canvas, stride: width * 4, width: width, height: height)
     }
     return finish(whole: canvas, width: width, height: height)
@@ -218,8 +218,19 @@ final class FrameCollector {
   /// The whole image in the decode layout, tightly packed (taken): converted, premultiplied,
   /// oriented.
   private func finish(whole: UnsafeMutablePointer<UInt8>, width: Int, height: Int) -> UnsafeMutablePointer<UInt8>? {
+    let premultiplies = format.bytesPerPixel == 4 && format.isPremultiplied
+    var whole = whole
+    // Steps that write every pixel (the colour conversion; premultiplying pixels with alpha)
+    // work on a buffer of their own, not on an isolated codec's mapped canvas (PixelMemory).
+    if color.conversion != nil || (premultiplies && premultipliedAveraging) {
+      guard let owned = PixelMemory.owned(whole, count: width * height * color.decodeChannels) else {
+        PixelMemory.release(whole)
+        return nil
+      }
+      whole = owned
+    }
     let (pixels, frameWarning) = color.apply(whole, width: width, height: height, premultiplied: false)
-    if format.bytesPerPixel == 4 && format.isPremultiplied { PixelOps.premultiply(pixels, count: width * height) }
+    if premultiplies { PixelOps.premultiply(pixels, count: width * height) }
     return oriented(pixels, frameWarning: frameWarning)
   }
 
@@ -227,7 +238,7 @@ final class FrameCollector {
   private func oriented(_ pixels: UnsafeMutablePointer<UInt8>, frameWarning: String?) -> UnsafeMutablePointer<UInt8>? {
     if frames.isEmpty { warning = frameWarning }
     guard orientation != .up else { return pixels }
-    defer { free(pixels) }
+    defer { PixelMemory.release(pixels) }
     return orientation.apply(pixels, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
                              channels: format.bytesPerPixel)
   }

@@ -111,11 +111,22 @@ extension ImageDecoder {
     if variant.animates && header.frameCount > 1 && codec.decodesFrames && !partial {
       let frameBytes = plan.outputWidth * plan.outputHeight * variant.format.bytesPerPixel
       // Over the bound by the declared count: the first frame, as a still, without a frame built.
-      if header.frameCount <= Animation.maxBytes / max(1, frameBytes),
-         let animated = decodeFrames(bytes, codec: codec, header: header, plan: plan, color: colorStep(),
-                                     format: variant.format, orientation: orientation, frameBytes: frameBytes,
-                                     target: target) {
-        return animated
+      if header.frameCount <= Animation.maxBytes / max(1, frameBytes) {
+        // An isolated codec's frames open in its worker first: the ICC profile the colour
+        // step reads comes with the open (IsolatedCodec.openFrames).
+        var opened: UnsafeMutableRawPointer? = nil
+        if let isolated = codec as? IsolatedCodec {
+          switch isolated.openFrames(bytes, keepOrientation: keepOrientation, maxPixels: maxPixels) {
+          case .failure(let failure): return .failure(error(failure, codec: codec))
+          case .success(let (state, _)): opened = state
+          }
+        }
+        defer { if let opened { codec.closeFrames(opened) } }
+        if let animated = decodeFrames(bytes, codec: codec, header: header, plan: plan, color: colorStep(),
+                                       format: variant.format, orientation: orientation, frameBytes: frameBytes,
+                                       target: target, opened: opened) {
+          return animated
+        }
       }
     }
 
@@ -227,7 +238,8 @@ extension ImageDecoder {
   /// bound while decoding).
   private static func decodeFrames(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec, header: CodecHeader,
                                    plan: SizePlan, color: ColorStep, format: PixelFormat, orientation: Orientation,
-                                   frameBytes: Int, target: Target) -> Result<Image, LoadError>? {
+                                   frameBytes: Int, target: Target,
+                                   opened: UnsafeMutableRawPointer? = nil) -> Result<Image, LoadError>? {
     let width = header.width, height = header.height
     guard let canvas = calloc(width * height, 4)?.assumingMemoryBound(to: UInt8.self) else {
       return .failure(LoadError(.noMemory, "out of memory for a \(codec.id) canvas"))
@@ -246,7 +258,7 @@ extension ImageDecoder {
                                    frameBytes: frameBytes)
     let codecTarget = CodecTarget(pixels: canvas, width: width, height: height, stride: width * 4,
                                   keepOrientation: target.keepOrientation, partial: false, cancel: target.cancel)
-    let failure = codec.decodeFrames(bytes, into: codecTarget) { duration in
+    let frameDone = { (duration: Int) -> Bool in
       var frame = UnsafePointer(canvas)
       if let straight {
         straight.update(from: canvas, count: width * height * 4)
@@ -255,6 +267,9 @@ extension ImageDecoder {
       }
       return collector.add(frame, stride: width * 4, width: width, height: height, duration: duration)
     }
+    let failure = opened != nil && codec is IsolatedCodec
+      ? (codec as! IsolatedCodec).drawFrames(opened, into: codecTarget, frameDone: frameDone)
+      : codec.decodeFrames(bytes, into: codecTarget, frameDone: frameDone)
     if let failure, !collector.overBound { return .failure(error(failure, codec: codec)) }
     return collector.animation(loopCount: header.loopCount, sourceFrameCount: header.frameCount,
                                noFrame: LoadError(.corruptImage, "\(codec.id): no frame"))
@@ -267,19 +282,37 @@ extension ImageDecoder {
     let partial: Bool
 
     /// The codec's first frame at width x height, straight RGBA8, tightly packed (the
-    /// caller frees it).
+    /// caller releases it: `PixelMemory.release`). An isolated codec's is its worker's
+    /// pixels mapped, not copied (`IsolatedCodec.decodeCanvas`).
     func draw(_ bytes: UnsafeBufferPointer<UInt8>, codec: ExternalCodec, width: Int, height: Int,
               hasAlpha: Bool) -> Result<UnsafeMutablePointer<UInt8>, LoadError> {
-      guard let canvas = calloc(width * height, 4)?.assumingMemoryBound(to: UInt8.self) else {
-        return .failure(LoadError(.noMemory, "out of memory for a \(width)x\(height) \(codec.id) image"))
+      var canvas: UnsafeMutablePointer<UInt8>
+      if let isolated = codec as? IsolatedCodec {
+        switch isolated.decodeCanvas(bytes, width: width, height: height, keepOrientation: keepOrientation) {
+        case .failure(let failure): return .failure(ImageDecoder.error(failure, codec: codec))
+        case .success(let drawn): canvas = drawn
+        }
+      } else {
+        guard let fresh = calloc(width * height, 4)?.assumingMemoryBound(to: UInt8.self) else {
+          return .failure(LoadError(.noMemory, "out of memory for a \(width)x\(height) \(codec.id) image"))
+        }
+        canvas = fresh
+        let target = CodecTarget(pixels: canvas, width: width, height: height, stride: width * 4,
+                                 keepOrientation: keepOrientation, partial: partial, cancel: cancel)
+        if let failure = codec.decode(bytes, into: target) {
+          free(canvas)
+          return .failure(ImageDecoder.error(failure, codec: codec))
+        }
       }
-      let target = CodecTarget(pixels: canvas, width: width, height: height, stride: width * 4,
-                               keepOrientation: keepOrientation, partial: partial, cancel: cancel)
-      if let failure = codec.decode(bytes, into: target) {
-        free(canvas)
-        return .failure(ImageDecoder.error(failure, codec: codec))
+      if codec.writesPremultiplied && hasAlpha {
+        // Every pixel written: on a buffer of its own, not a mapping's pages (PixelMemory).
+        guard let owned = PixelMemory.owned(canvas, count: width * height * 4) else {
+          PixelMemory.release(canvas)
+          return .failure(LoadError(.noMemory, "out of memory for a \(width)x\(height) \(codec.id) image"))
+        }
+        canvas = owned
+        PixelOps.unpremultiply(canvas, count: width * height)
       }
-      if codec.writesPremultiplied && hasAlpha { PixelOps.unpremultiply(canvas, count: width * height) }
       return .success(canvas)
     }
   }

@@ -202,15 +202,24 @@ public struct ImageDecoder: ImageDecoding {
                           native: NativePlan) -> Result<Image, LoadError> {
     if status != PXL_CODEC_OK {
       let text = withUnsafeBytes(of: &output.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-      free(output.pixels)
+      PixelMemory.release(output.pixels)
       return .failure(Self.error(status, codec: codec, message: text))
     }
     let width = Int(output.width), height = Int(output.height)
-    let (pixels, warning) = native.color.apply(output.pixels!, width: width, height: height, premultiplied: false)
     let channels = native.format.bytesPerPixel
-    if channels == 4 && output.has_alpha != 0 && native.format.isPremultiplied {
-      PixelOps.premultiply(pixels, count: width * height)
+    let premultiplies = channels == 4 && output.has_alpha != 0 && native.format.isPremultiplied
+    var decoded = output.pixels!
+    // Steps that write every pixel work on a buffer of their own, not on an isolated
+    // decode's mapped pixels (PixelMemory); the rest keep the mapping as the image's.
+    if native.color.conversion != nil || premultiplies {
+      guard let owned = PixelMemory.owned(decoded, count: Int(output.stride) * height) else {
+        PixelMemory.release(decoded)
+        return .failure(LoadError(.noMemory, "out of memory for a \(width)x\(height) image"))
+      }
+      decoded = owned
     }
+    let (pixels, warning) = native.color.apply(decoded, width: width, height: height, premultiplied: false)
+    if premultiplies { PixelOps.premultiply(pixels, count: width * height) }
     return Self.counted(Self.finish(pixels, width: width, height: height, channels: channels,
                                     orientation: native.orientation, format: native.format, plan: native.plan,
                                     warning: warning),
@@ -224,10 +233,10 @@ public struct ImageDecoder: ImageDecoding {
     var pixels = pixels, width = width, height = height
     if orientation != .up {
       guard let turned = orientation.apply(pixels, width: width, height: height, channels: channels) else {
-        free(pixels)
+        PixelMemory.release(pixels)
         return .failure(LoadError(.noMemory, "out of memory rotating"))
       }
-      free(pixels)
+      PixelMemory.release(pixels)
       pixels = turned
       if orientation.swapsAxes { swap(&width, &height) }
     }

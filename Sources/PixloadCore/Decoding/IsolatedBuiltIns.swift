@@ -13,13 +13,16 @@ import Glibc
 ///
 /// Two conversations an image: INFO (read_info and the colour information, the profile
 /// included; kept for this thread's `color` call that follows) and DECODE (the first frame,
-/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd). A thumbnail's
+/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd, mapped privately
+/// as the output: `PixelMemory`). A thumbnail's
 /// rows go into the stage's own resampler made again in the worker with the same parameters
 /// (RESAMPLE): only the thumbnail crosses, and the stage finds it finished. Sniffing stays here (a comparison of magic
 /// bytes), and so does the progressive JPEG's marker scan for previews (the library's own
 /// scanner, no decoder). A JPEG's crop region (FILL) is decoded there too, and only its rows
-/// cross. Not isolated: animations (`decodeFrames` is nil, so an animated GIF, WebP or
-/// AVIF gives its first frame).
+/// cross. Animations (GIF, WebP, AVIF): the formats' frame readers run in a worker held for
+/// the animation (`IsolatedFrames`: FRAMES_OPEN, then a FRAME_NEXT per frame), both for
+/// an animation player (`frames`) and for PXL_FLAG_ANIMATE (`decodeFrames`); the host
+/// copies each composited canvas out of the worker's memfd and renders it as in-process.
 public enum IsolatedBuiltIns {
   /// pixload-decode-builtins.so beside the worker executable.
   public static func library(beside executable: String) -> String {
@@ -34,8 +37,9 @@ public enum IsolatedBuiltIns {
                           native: NativeCodec(name: native.name, readInfo: remote.readInfo, decode: remote.decode,
                                               decodeRows: remote.decodeRows,
                                               decodeRegion: native.decodeRegion == nil ? nil : remote.decodeRegion,
-                                              decodeFrames: nil,
+                                              decodeFrames: native.decodeFrames == nil ? nil : remote.decodeFrames,
                                               color: native.color == nil ? nil : remote.color,
+                                              frames: native.frames == nil ? nil : remote.frames,
                                               scalesByDCT: native.scalesByDCT, scans: native.scans),
                           sniff: builtIn.sniffer)
     }
@@ -194,7 +198,7 @@ public enum IsolatedBuiltIns {
         return deliver(pixels, answer)
       }
       Remote.copy(text, into: &fields.message)
-      if status != PXL_CODEC_OK { free(fields.pixels); fields.pixels = nil }
+      if status != PXL_CODEC_OK { PixelMemory.release(fields.pixels); fields.pixels = nil }
       out?.pointee = fields
       return status
     }
@@ -204,12 +208,18 @@ public enum IsolatedBuiltIns {
         var copied: UnsafeMutablePointer<UInt8>?
         let status = decode(data, size, layout, scale, maxPixels, out) { pixels, answer in
           let count = Int(answer.out_stride) * Int(answer.out_height)
+          // The sealed memfd mapped as the output (the decode stage's pixels, or the image's:
+          // no copy on the host's side), else copied.
+          if let mapped = IsolatedCodec.mapPixels(fd: answer.memfd, size: Int(answer.map_size), count: count) {
+            copied = mapped
+            return PXL_CODEC_OK
+          }
           guard let buffer = malloc(max(count, 1))?.assumingMemoryBound(to: UInt8.self) else { return PXL_CODEC_NO_MEMORY }
           buffer.update(from: pixels, count: count)
           copied = buffer
           return PXL_CODEC_OK
         }
-        if status == PXL_CODEC_OK { out?.pointee.pixels = copied } else { free(copied) }
+        if status == PXL_CODEC_OK { out?.pointee.pixels = copied } else { PixelMemory.release(copied) }
         return status
       }
     }
@@ -276,6 +286,95 @@ public enum IsolatedBuiltIns {
             return PXL_CODEC_CORRUPT  // stopped by the caller
           }
           return PXL_CODEC_OK
+        }
+      }
+    }
+
+    /// A conversation's failure as the shim status the decode stage expects.
+    static func codecStatus(_ status: Status) -> pxl_codec_status {
+      switch status {
+      case .noMemory: return PXL_CODEC_NO_MEMORY
+      case .tooManyPixels: return PXL_CODEC_TOO_MANY_PIXELS
+      case .unsupportedImage: return PXL_CODEC_UNSUPPORTED
+      case .decoderFailed: return PXL_CODEC_DECODER_FAILED
+      default: return PXL_CODEC_CORRUPT
+      }
+    }
+
+    private func openFrames(_ data: UnsafePointer<UInt8>?, _ size: Int,
+                            _ maxPixels: UInt64) -> Result<IsolatedFrames, CodecFailure> {
+      IsolatedFrames.open(UnsafeBufferPointer(start: data, count: size), pool: pool, codec: nil, format: format,
+                          keepOrientation: false, maxPixels: maxPixels)
+    }
+
+    /// The format's frame reader in a worker: the state is a retained `IsolatedFrames`, each
+    /// frame its copy of the worker's canvas.
+    var frames: FrameReading {
+      FrameReading(open: { [self] data, size, maxPixels, status, message, capacity in
+        switch openFrames(data, size, maxPixels) {
+        case .failure(let failure):
+          status?.pointee = Remote.codecStatus(failure.status)
+          if let message, capacity > 0 { Remote.copy(failure.message, into: message, capacity: capacity) }
+          return nil
+        case .success(let frames):
+          status?.pointee = PXL_CODEC_OK
+          return OpaquePointer(Unmanaged.passRetained(frames).toOpaque())
+        }
+      }, next: { state, frame in
+        guard let state else { return PXL_CODEC_CORRUPT }
+        let frames = Unmanaged<IsolatedFrames>.fromOpaque(UnsafeRawPointer(state)).takeUnretainedValue()
+        var out = pxl_codec_frame()
+        var status = PXL_CODEC_OK
+        switch frames.next() {
+        case .failure(let failure):
+          status = Remote.codecStatus(failure.status)
+          Remote.copy(failure.message, into: &out.message)
+        case .success(nil): break
+        case .success(let (index, duration)?):
+          out.rgba = UnsafePointer(frames.canvas)
+          out.stride = Int32(frames.width * 4)
+          out.index = Int32(index)
+          out.duration_ms = Int32(duration)
+          out.incomplete = frames.lastIncomplete ? 1 : 0
+        }
+        frame?.pointee = out
+        return status
+      }, close: { state in
+        if let state { Unmanaged<IsolatedFrames>.fromOpaque(UnsafeRawPointer(state)).release() }
+      }, firstDuration: { _, _ in -1 })  // (the host reads no more of the bytes than their sniff)
+    }
+
+    /// PXL_FLAG_ANIMATE: every frame through the worker's frame reader, each handed to
+    /// `frameFunction` as the shim's decode_frames would.
+    var decodeFrames: NativeCodec.DecodeFrames {
+      { [self] data, size, maxPixels, frameFunction, user, out in
+        var fields = pxl_codec_output()
+        defer { out?.pointee = fields }
+        let frames: IsolatedFrames
+        switch openFrames(data, size, maxPixels) {
+        case .failure(let failure):
+          Remote.copy(failure.message, into: &fields.message)
+          return Remote.codecStatus(failure.status)
+        case .success(let opened): frames = opened
+        }
+        defer { frames.close() }
+        fields.width = frames.header.width
+        fields.height = frames.header.height
+        fields.channels = 4
+        fields.stride = frames.header.width * 4
+        while true {
+          switch frames.next() {
+          case .failure(let failure):
+            Remote.copy(failure.message, into: &fields.message)
+            return Remote.codecStatus(failure.status)
+          case .success(nil): return PXL_CODEC_OK
+          case .success(let (index, duration)?):
+            if frames.lastIncomplete { fields.incomplete = 1 }
+            guard let frameFunction else { return PXL_CODEC_OK }
+            if frameFunction(user, Int32(index), frames.canvas, Int32(frames.width * 4), Int32(duration)) != 0 {
+              return PXL_CODEC_OK
+            }
+          }
         }
       }
     }

@@ -13,7 +13,9 @@ import Glibc
 /// Each call is a worker conversation: `readHeader` and `chooseSize` stop at the worker's
 /// HEADER (no pixel buffer); `decode` has the worker draw at the size asked (its header
 /// checked against max_pixels before the host sizes the sealed pixel memfd) and copies the
-/// pixels once into the decode stage's canvas; `decodeResampled` (a thumbnail) has it
+/// pixels once into the decode stage's canvas; `decodeCanvas` (the decode stage's still) maps
+/// the sealed memfd privately as the canvas instead, which the image can keep as its pixels
+/// (no copy on the host's side: `PixelMemory`); `decodeResampled` (a thumbnail) has it
 /// resample what it drew, so that only the thumbnail crosses. Both keep the ICC profile the
 /// worker wrote after the pixels for this thread's `readICC`, which the decode stage calls
 /// after the draw.
@@ -37,9 +39,13 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public var id: String { inner.id }
   public var version: String { inner.version }
   public var writesPremultiplied: Bool { inner.writesPremultiplied }
-  /// Previews and animations do not cross the protocol yet (pixload.h, "Isolation").
+  /// Previews do not cross the protocol yet (pixload.h, "Isolation").
   public var isProgressive: Bool { false }
-  public var decodesFrames: Bool { false }
+  /// Animations do (`IsolatedFrames`): a module's codec with open_frames is read frame by
+  /// frame in the worker, one with decode_frames only is decoded once there and its frames
+  /// served one by one, so the host holds one canvas either way.
+  public var decodesFrames: Bool { true }
+  public var readsFrames: Bool { !inner.isScalable }
   public var isScalable: Bool { inner.isScalable }
   public var choosesSize: Bool { inner.choosesSize }
 
@@ -82,21 +88,24 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure> {
     switch run(bytes, width: 0, height: 0, keepOrientation: keepOrientation, headerOnly: true) {
     case .failure(let failure): return .failure(failure)
-    case .success(let output):
-      let h = output.header
-      var header = CodecHeader()
-      header.width = Int(h.image_width)
-      header.height = Int(h.image_height)
-      header.frameCount = Int(h.frame_count)
-      header.loopCount = Int(h.loop_count)
-      header.orientation = Int(h.orientation)
-      header.hasAlpha = h.has_alpha != 0
-      header.iccSize = Int(h.icc_size)
-      header.cicpPrimaries = h.cicp_primaries
-      header.cicpTransfer = h.cicp_transfer
-      header.cicpMatrix = h.cicp_matrix
-      return .success(header)
+    case .success(let output): return .success(Self.header(output.header))
     }
+  }
+
+  /// The worker's HEADER as the codec's header.
+  static func header(_ h: pxlw_header) -> CodecHeader {
+    var header = CodecHeader()
+    header.width = Int(h.image_width)
+    header.height = Int(h.image_height)
+    header.frameCount = Int(h.frame_count)
+    header.loopCount = Int(h.loop_count)
+    header.orientation = Int(h.orientation)
+    header.hasAlpha = h.has_alpha != 0
+    header.iccSize = Int(h.icc_size)
+    header.cicpPrimaries = h.cicp_primaries
+    header.cicpTransfer = h.cicp_transfer
+    header.cicpMatrix = h.cicp_matrix
+    return header
   }
 
   /// The profile the worker wrote after the pixels of this thread's last decode.
@@ -120,13 +129,47 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
 
   public func decode(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget) -> CodecFailure? {
     let drawn = draw(bytes, width: target.width, height: target.height, keepOrientation: target.keepOrientation,
-                     resample: nil) { pixels, stride in
+                     resample: nil) { pixels, stride, _ in
       for row in 0..<target.height {
         (target.pixels + row * target.stride).update(from: pixels + row * stride, count: target.width * 4)
       }
     }
     if case .failure(let failure) = drawn { return failure }
     return nil
+  }
+
+  /// `decode` at width x height into a canvas of its own, tightly packed RGBA: the worker's
+  /// sealed memfd mapped privately (`mapPixels`), not copied, when its rows are packed and it
+  /// is worth a mapping; else a malloc'd copy. The caller releases it (`PixelMemory.release`).
+  func decodeCanvas(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
+                    keepOrientation: Bool) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
+    let rowBytes = width * 4
+    let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation,
+                     resample: nil) { pixels, stride, result -> UnsafeMutablePointer<UInt8>? in
+      if stride == rowBytes, let mapped = Self.mapPixels(fd: pxlw_result_memfd(result),
+                                                         size: pxlw_result_map_size(result), count: rowBytes * height) {
+        return mapped
+      }
+      guard let canvas = malloc(max(1, rowBytes * height))?.assumingMemoryBound(to: UInt8.self) else { return nil }
+      for row in 0..<height { (canvas + row * rowBytes).update(from: pixels + row * stride, count: rowBytes) }
+      return canvas
+    }
+    switch drawn {
+    case .failure(let failure): return .failure(failure)
+    case .success(let canvas?): return .success(canvas)
+    case .success(nil): return .failure(CodecFailure(.noMemory, "out of memory for a \(width)x\(height) image"))
+    }
+  }
+
+  /// A worker's sealed pixel memfd (`size` bytes: `count` of pixels, then the ICC profile)
+  /// mapped privately, copy-on-write, as pixels an image can own (`PixelMemory`); nil when
+  /// under `PixelMemory.minimumMapped` or the mapping fails (then the caller copies).
+  static func mapPixels(fd: Int32, size: Int, count: Int) -> UnsafeMutablePointer<UInt8>? {
+    guard fd >= 0, count >= PixelMemory.minimumMapped, size >= count, let base = pxlw_map_private(fd, size) else {
+      return nil
+    }
+    PixelMemory.adopt(base, length: size)
+    return base.assumingMemoryBound(to: UInt8.self)
   }
 
   /// What the decode stage would do to the canvas before its colour step
@@ -147,7 +190,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
                        resample: Resample) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
     let rowBytes = resample.outWidth * resample.channels
     let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation,
-                     resample: resample) { pixels, stride -> UnsafeMutablePointer<UInt8>? in
+                     resample: resample) { pixels, stride, _ -> UnsafeMutablePointer<UInt8>? in
       guard stride == rowBytes,
             let small = malloc(max(1, rowBytes * resample.outHeight))?.assumingMemoryBound(to: UInt8.self) else {
         return nil
@@ -164,10 +207,11 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   }
 
   /// One worker decode at width x height: `use` gets its pixels (the canvas, or the
-  /// resampler's output) and their stride while they are mapped; the ICC profile is kept
-  /// for readICC (the colour step follows the draw).
+  /// resampler's output), their stride and the worker's result (pxlw_result_*) while they
+  /// are mapped; the ICC profile is kept for readICC (the colour step follows the draw).
   private func draw<T>(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int, keepOrientation: Bool,
-                       resample: Resample?, use: (UnsafePointer<UInt8>, Int) -> T) -> Result<T, CodecFailure> {
+                       resample: Resample?,
+                       use: (UnsafePointer<UInt8>, Int, UnsafeMutableRawPointer) -> T) -> Result<T, CodecFailure> {
     let key = threadKey
     lock.withLock { current[key] = nil }
     let output: Output
@@ -181,7 +225,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
       return .failure(CodecFailure(.corruptImage, "the decoder drew \(output.header.width)x\(output.header.height), "
                                      + "not the \(width)x\(height) asked"))
     }
-    let answer = use(pixels, pxlw_result_stride(output.result))
+    let answer = use(pixels, pxlw_result_stride(output.result), output.result)
     if output.header.icc_size > 0, let icc = pxlw_result_icc(output.result) {
       let profile = Array(UnsafeBufferPointer(start: icc, count: Int(output.header.icc_size)))
       lock.withLock { current[key] = (UnsafeRawPointer(bytes.baseAddress), bytes.count, profile) }
@@ -189,11 +233,95 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
     return .success(answer)
   }
 
+  /// The state of `openFrames`: the worker's frames (opened by the first `nextFrame` when
+  /// `openFrames(_:keepOrientation:maxPixels:)` did not open them).
+  final class FramesState {
+    var frames: IsolatedFrames?
+    let bytes: UnsafeBufferPointer<UInt8>
+    init(frames: IsolatedFrames?, bytes: UnsafeBufferPointer<UInt8>) {
+      self.frames = frames
+      self.bytes = bytes
+    }
+  }
+
+  /// Opens the frames of `bytes` in a worker held for them: the state (for `nextFrame` and
+  /// `closeFrames`) and the header the worker read; the ICC profile, if any, is kept for this
+  /// thread's `readICC` (the colour step follows).
+  func openFrames(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool,
+                  maxPixels: UInt64) -> Result<(UnsafeMutableRawPointer, CodecHeader), CodecFailure> {
+    let key = threadKey
+    lock.withLock { current[key] = nil }
+    switch IsolatedFrames.open(bytes, pool: pool, codec: id, format: nil, keepOrientation: keepOrientation,
+                               maxPixels: maxPixels) {
+    case .failure(let failure): return .failure(failure)
+    case .success(let frames):
+      let header = Self.header(frames.header)
+      if let icc = frames.icc {
+        lock.withLock { current[key] = (UnsafeRawPointer(bytes.baseAddress), bytes.count, icc) }
+      }
+      let state = FramesState(frames: frames, bytes: bytes)
+      return .success((Unmanaged.passRetained(state).toOpaque(), header))
+    }
+  }
+
+  public func openFrames(_ bytes: UnsafeBufferPointer<UInt8>) -> Result<UnsafeMutableRawPointer?, CodecFailure> {
+    .success(Unmanaged.passRetained(FramesState(frames: nil, bytes: bytes)).toOpaque())
+  }
+
+  public func nextFrame(_ state: UnsafeMutableRawPointer?, into target: CodecTarget) -> Result<Int?, CodecFailure> {
+    guard let state else { return .failure(CodecFailure(.invalidArgument, "no frames state")) }
+    let held = Unmanaged<FramesState>.fromOpaque(state).takeUnretainedValue()
+    if held.frames == nil {
+      switch IsolatedFrames.open(held.bytes, pool: pool, codec: id, format: nil, keepOrientation: target.keepOrientation,
+                                 maxPixels: pool.settings.maxPixels) {
+      case .failure(let failure): return .failure(failure)
+      case .success(let frames): held.frames = frames
+      }
+    }
+    let frames = held.frames!
+    guard frames.width == target.width, frames.height == target.height else {
+      return .failure(CodecFailure(.corruptImage, "the decoder's canvas is \(frames.width)x\(frames.height), "
+                                     + "not the \(target.width)x\(target.height) asked"))
+    }
+    switch frames.next() {
+    case .failure(let failure): return .failure(failure)
+    case .success(nil): return .success(nil)
+    case .success(let (_, duration)?):
+      for row in 0..<target.height {
+        (target.pixels + row * target.stride).update(from: frames.canvas + row * target.width * 4,
+                                                     count: target.width * 4)
+      }
+      return .success(duration)
+    }
+  }
+
+  /// Ends the worker's animation; the worker goes back to the pool.
+  public func closeFrames(_ state: UnsafeMutableRawPointer?) {
+    guard let state else { return }
+    let held = Unmanaged<FramesState>.fromOpaque(state).takeRetainedValue()
+    held.frames?.close()
+    held.frames = nil
+  }
+
+  /// Every frame through the worker's frames (PXL_FLAG_ANIMATE), each drawn into `target`.
   public func decodeFrames(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget,
                            frameDone: (Int) -> Bool) -> CodecFailure? {
-    if let failure = decode(bytes, into: target) { return failure }
-    _ = frameDone(0)
-    return nil
+    guard case .success(let state) = openFrames(bytes) else { return nil }
+    defer { closeFrames(state) }
+    return drawFrames(state, into: target, frameDone: frameDone)
+  }
+
+  /// The frames of a state from `openFrames`, each drawn into `target` and handed to
+  /// `frameDone` (false: stop).
+  func drawFrames(_ state: UnsafeMutableRawPointer?, into target: CodecTarget,
+                  frameDone: (Int) -> Bool) -> CodecFailure? {
+    while true {
+      switch nextFrame(state, into: target) {
+      case .failure(let failure): return failure
+      case .success(nil): return nil
+      case .success(let duration?): if !frameDone(duration) { return nil }
+      }
+    }
   }
 
   /// After the last decode: ends the workers (the busy ones end when they come back).

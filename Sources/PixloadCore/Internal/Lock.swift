@@ -138,6 +138,9 @@ final class WorkerThread {
       box.release()
       throw LoadError(.noMemory, "could not start a thread (pthread_create: \(Self.errnoName(rc)))")
     }
+    // Also named here, so that it carries its name as soon as this returns (a test or a
+    // profiler looking at /proc right after would otherwise find the creator's name).
+    pxl_name_thread(handle, name)
   }
 
   private static func errnoName(_ code: Int32) -> String {

@@ -14,7 +14,9 @@ public final class Image: @unchecked Sendable {
   /// Size of the source after orientation, before scaling.
   public let originalWidth: Int
   public let originalHeight: Int
-  /// Owned: allocated with malloc, freed in deinit.
+  /// Owned, released in deinit: allocated with malloc, or (frame 0 of an isolated decode's
+  /// still) a private mapping of the worker's sealed pixel memfd (`PixelMemory`), the same
+  /// bytes without a copy; valid, unchanged, until the image's last release either way.
   public let pixels: UnsafeMutableRawPointer
   /// What the decode recovered from without failing, for the log: a colour profile that
   /// could not be applied (the decoded values were kept). nil for none.
@@ -52,8 +54,14 @@ public final class Image: @unchecked Sendable {
   public var frameCount: Int { 1 + laterFrames.count }
   /// Bytes of every frame: what the image costs in the memory cache.
   public var totalByteCount: Int { byteCount * frameCount }
-  /// What the image costs in the memory cache: its frames and the encoded bytes it keeps.
-  public var cachedByteCount: Int { totalByteCount + (encodedSource?.count ?? 0) }
+  /// The bytes of the memfd mapping `pixels` lives in (its pixels, the ICC profile after
+  /// them, rounded up to whole pages), 0 for malloc'd pixels.
+  public let mappedByteCount: Int
+  /// What the image costs in the memory cache: its frames (a mapping counted whole) and the
+  /// encoded bytes it keeps.
+  public var cachedByteCount: Int {
+    totalByteCount + max(0, mappedByteCount - byteCount) + (encodedSource?.count ?? 0)
+  }
 
   /// Frame `index`'s pixels (0 is `pixels`), nil when out of range.
   public func framePixels(_ index: Int) -> UnsafeMutableRawPointer? {
@@ -61,7 +69,8 @@ public final class Image: @unchecked Sendable {
     return index > 0 && index < frameCount ? laterFrames[index - 1] : nil
   }
 
-  /// Takes ownership of `pixels` and `laterFrames`, which must come from malloc.
+  /// Takes ownership of `pixels` and `laterFrames`, which must come from malloc (`pixels`
+  /// may be a mapping `PixelMemory` adopted).
   init(width: Int, height: Int, stride: Int, format: PixelFormat, originalWidth: Int,
        originalHeight: Int, takingPixels pixels: UnsafeMutableRawPointer, warning: String? = nil,
        laterFrames: [UnsafeMutableRawPointer] = [], frameDurations: [Int] = [0], loopCount: Int = 0) {
@@ -76,6 +85,8 @@ public final class Image: @unchecked Sendable {
     self.frameDurations = frameDurations
     self.loopCount = loopCount
     self.warning = warning
+    let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+    mappedByteCount = PixelMemory.mappedLength(pixels).map { ($0 + page - 1) / page * page } ?? 0
   }
 
   /// False once `surrenderPixels` handed the buffers on.
@@ -84,15 +95,18 @@ public final class Image: @unchecked Sendable {
   /// Hands every frame's buffer (frame 0 first) to the caller, who frees them: for the
   /// processing stage, on an image nobody else can reach (a step's input no request,
   /// cache or other step shares), so the next step works in place instead of on a copy.
+  /// Empty (nothing handed on) for mapped pixels, which the steps read into a buffer of
+  /// their own as they read a shared image's.
   func surrenderPixels() -> [UnsafeMutableRawPointer] {
+    guard mappedByteCount == 0 else { return [] }
     ownsPixels = false
     return [pixels] + laterFrames
   }
 
   deinit {
     guard ownsPixels else { return }
-    free(pixels)
-    laterFrames.forEach { free($0) }
+    PixelMemory.release(pixels)
+    laterFrames.forEach { PixelMemory.release($0) }
   }
 }
 
