@@ -19,6 +19,8 @@
 #   make bench-scroll  bench/scroll.sh: three scrolling strategies (no cancel, per-row
 #                   cancel, the table) over five network conditions (loopback, throttled,
 #                   bandwidth, latency, mobile), SCROLL_RUNS each (3); fails on a missed target
+#   make bench-heldout issue 41's CPU ratio per kind of web photo (ICC, EXIF, 4:4:4, CMYK,
+#                   tiny and 4000 px, 16-bit PNG ...), made at test time (bench/heldout_set.py)
 #   make bench-cancel  pxl_cancel_all over 5,000 / 20,000 / 50,000 waiting requests
 #   make bench-warm    the warm start: the first screen (8 camera photos, 150x150) from
 #                   the disk cache with a fresh loader, thumbnails kept on disk or not
@@ -105,7 +107,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-isolation-all bench-isolation test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs test-stream-decode \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-warm bench-table bench-heldout fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -556,6 +558,15 @@ bench-table:
 	@scripts/deps.sh python
 	@$(SUBMAKE) all
 	@scripts/bench-table.sh $(STAGE) $(DEMO_DATA) $(CAMERA_DATA)
+
+# Issue 41's CPU ratio per kind of web photo the demo set lacks (progressive 4:4:4, ICC,
+# EXIF orientation, CMYK, tiny and 4000 px JPEGs, 16-bit PNGs ...), made at test time
+# (bench/heldout_set.py), BENCH_HELDOUT_RUNS (3) interleaved runs, medians
+# (scripts/bench-heldout.sh, bench/heldout.py; BENCH_BEFORE=DIR adds a column).
+bench-heldout:
+	@scripts/deps.sh python
+	@$(SUBMAKE) all
+	@scripts/bench-heldout.sh $(STAGE)
 
 # The scroll benchmark on its own (make bench runs it too, after bench/compare.py).
 bench-scroll:
