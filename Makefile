@@ -437,11 +437,13 @@ test-codecs: deps
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
 # equal the manifests' for every row of pngsuite and jpeg-conformance, of the sets kept
-# under Tests/fixtures (WebP, GIF, AVIF suites) and of the generated AVIF set.
+# under Tests/fixtures (WebP, GIF, AVIF suites) and of the generated AVIF set; then the
+# client's memory cache default (none over distinct URLs, Tests/e2e/cli_memory_cache.py).
 test-cli-conformance: all
 	python3 scripts/gen-conformance-avif.py $(GEN_CONFORMANCE)
 	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS) Tests/fixtures/avif-suite \
 	  $(GEN_CONFORMANCE)/generated-avif
+	python3 Tests/e2e/cli_memory_cache.py $(STAGE)/bin/pixload
 
 # The disk cache between processes, counted at nginx: a second process makes no request,
 # damaged entries are refetched, the size limit holds.
