@@ -21,7 +21,8 @@
  * stderr is a terminal, one line there counts what has finished (tool_progress.c).
  *
  * fetch --metrics prints one JSON object per URL instead (tool_writeout_json.c), and the
- * summary on stderr, then "memory cache: N images, B bytes", so that stdout pipes into jq. hash prints one placeholder per URL:
+ * summary on stderr, then "memory cache: N images, B bytes", so that stdout pipes into
+ * jq. hash prints one placeholder per URL:
  * the BlurHash (4x3 components) or the ThumbHash in base64. play plays one animation
  * frame by frame at its durations through a player (tool_play.c says what it prints).
  *
