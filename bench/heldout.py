@@ -53,10 +53,8 @@ def run_bare(command):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pixload", required=True)
-    ap.add_argument("--bare", required=True)
-    ap.add_argument("--set", required=True)
-    ap.add_argument("--base-url", required=True)
+    for name in ("pixload", "bare", "set", "base-url"):
+        ap.add_argument("--" + name, required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--urls", type=int, default=300, help="URLs per category (files repeated as ?copy=N)")
     ap.add_argument("--only", help="comma-separated categories")
