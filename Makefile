@@ -19,6 +19,8 @@
 #   make bench-scroll  bench/scroll.sh: three scrolling strategies (no cancel, per-row
 #                   cancel, the table) over five network conditions (loopback, throttled,
 #                   bandwidth, latency, mobile), SCROLL_RUNS each (3); fails on a missed target
+#   make bench-heldout issue 41's CPU ratio per kind of web photo (ICC, EXIF, 4:4:4, CMYK,
+#                   tiny and 4000 px, 16-bit PNG ...), made at test time (bench/heldout_set.py)
 #   make bench-cancel  pxl_cancel_all over 5,000 / 20,000 / 50,000 waiting requests
 #   make bench-warm    the warm start: the first screen (8 camera photos, 150x150) from
 #                   the disk cache with a fresh loader, thumbnails kept on disk or not
@@ -105,7 +107,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-isolation-all bench-isolation test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs test-stream-decode \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-animation-isolated bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-animation-isolated bench-warm bench-table bench-heldout fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -440,11 +442,13 @@ test-codecs: deps
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
 # equal the manifests' for every row of pngsuite and jpeg-conformance, of the sets kept
-# under Tests/fixtures (WebP, GIF, AVIF suites) and of the generated AVIF set.
+# under Tests/fixtures (WebP, GIF, AVIF suites) and of the generated AVIF set; then the
+# client's memory cache default (none over distinct URLs, Tests/e2e/cli_memory_cache.py).
 test-cli-conformance: all
 	python3 scripts/gen-conformance-avif.py $(GEN_CONFORMANCE)
 	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS) Tests/fixtures/avif-suite \
 	  $(GEN_CONFORMANCE)/generated-avif
+	python3 Tests/e2e/cli_memory_cache.py $(STAGE)/bin/pixload
 
 # The disk cache between processes, counted at nginx: a second process makes no request,
 # damaged entries are refetched, the size limit holds.
@@ -565,6 +569,15 @@ bench-table:
 	@scripts/deps.sh python
 	@$(SUBMAKE) all
 	@scripts/bench-table.sh $(STAGE) $(DEMO_DATA) $(CAMERA_DATA)
+
+# Issue 41's CPU ratio per kind of web photo the demo set lacks (progressive 4:4:4, ICC,
+# EXIF orientation, CMYK, tiny and 4000 px JPEGs, 16-bit PNGs ...), made at test time
+# (bench/heldout_set.py), BENCH_HELDOUT_RUNS (3) interleaved runs, medians
+# (scripts/bench-heldout.sh, bench/heldout.py; BENCH_BEFORE=DIR adds a column).
+bench-heldout:
+	@scripts/deps.sh python
+	@$(SUBMAKE) all
+	@scripts/bench-heldout.sh $(STAGE)
 
 # The scroll benchmark on its own (make bench runs it too, after bench/compare.py);
 # SCROLL_ISOLATION=modules,all plays each run under both (bench/scroll.sh).
