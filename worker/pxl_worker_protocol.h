@@ -34,6 +34,23 @@
  *                           the answer against max_pixels and what INFO said; or CANCEL
  *   worker  -> DONE       as above.
  * With no bytes to follow (a failure, or INFO without a profile) NATIVE_RESULT ends it.
+ *
+ * One conversation per image (protocol 4): the serial of the DECODE or NATIVE that brought
+ * the data memfd names the conversation, and the worker keeps the bytes mapped (and, for a
+ * module, the header it read) until the conversation ends, so that the library's header,
+ * choose_size and pixels for one image are one data memfd and one parse:
+ *   after HEADER, instead of PIXELS or CANCEL:
+ *   library -> SIZE       choose_size for another target (the size the library computes
+ *                           from the header): answered by HEADER with that size
+ *   library -> DRAW       + the pixel memfd, sized for what DRAW asks (the target, the mode,
+ *                           PARTIAL): answered by DONE or ERROR, which end the conversation
+ *   after a NATIVE INFO sent with PXL_WORKER_NATIVE_STAY, once its answer is complete:
+ *   library -> NATIVE     without a descriptor (the bytes kept), or with
+ *                           PXL_WORKER_NATIVE_OUTPUT and the output memfd, already sized
+ *                           for RESAMPLE's output (out_width * out_height * channels): the
+ *                           worker writes it and answers NATIVE_RESULT alone (bytes: what it
+ *                           wrote, that size or 0 when no row came). A decode ends the
+ *                           conversation, as does CANCEL from the library (no answer).
  * The worker answers nothing else; a worker that dies, answers out of turn, or with a
  * message that fails a check is killed and its decode fails (PXL_E_DECODER_FAILED).
  *
@@ -47,7 +64,7 @@
 #define PXL_WORKER_MAGIC 0x574c5850u /* "PXLW" */
 /* Bump on any change to a struct below: the library refuses a worker of another version
  * (the worker ships with the library, so this only catches a mixed install). */
-#define PXL_WORKER_PROTOCOL_VERSION 3u
+#define PXL_WORKER_PROTOCOL_VERSION 4u
 
 /* The fd the worker's socket has in the worker (the spawn dup2s it there). */
 #define PXL_WORKER_SOCKET_FD 3
@@ -61,7 +78,10 @@ enum pxl_worker_msg_type {
   PXL_WORKER_DONE = 6,   /* worker -> library */
   PXL_WORKER_ERROR = 7,  /* worker -> library: the decode failed, with a status */
   PXL_WORKER_NATIVE = 8, /* library -> worker, with the data memfd: a built-in format's shim */
-  PXL_WORKER_NATIVE_RESULT = 9 /* worker -> library */
+  PXL_WORKER_NATIVE_RESULT = 9, /* worker -> library */
+  /* Within a conversation (protocol 4; numbered apart from other additions): */
+  PXL_WORKER_SIZE = 16, /* library -> worker: choose_size for a target, answered by HEADER */
+  PXL_WORKER_DRAW = 17  /* library -> worker, with the pixel memfd: draw, answered by DONE */
 };
 
 /* The confinement layers in force, HELLO's layers (worker/README.md says what each stops
@@ -96,8 +116,11 @@ typedef struct pxl_worker_msg_hello {
   char codecs[PXL_WORKER_CODECS_CAP]; /* the codecs' ids in the order they sniff */
 } pxl_worker_msg_hello;
 
-/* DECODE flags */
+/* DECODE and DRAW flags */
 #define PXL_WORKER_KEEP_ORIENTATION 0x1u /* pxl_codec_target's PXL_CODEC_KEEP_ORIENTATION */
+#define PXL_WORKER_PARTIAL 0x2u          /* the bytes are a prefix of a file still arriving:
+                                            pxl_codec_target's PXL_CODEC_PARTIAL (a
+                                            PXL_CODEC_PROGRESSIVE codec's preview) */
 
 typedef struct pxl_worker_msg_decode {
   pxl_worker_msg_head head;
@@ -140,6 +163,27 @@ typedef struct pxl_worker_msg_header {
   char codec_version[PXL_WORKER_VERSION_CAP];
 } pxl_worker_msg_header;
 
+/* SIZE: choose_size (or a scalable codec's larger size) for this target, as DECODE's. */
+typedef struct pxl_worker_msg_size {
+  pxl_worker_msg_head head;
+  int32_t target_width, target_height;
+} pxl_worker_msg_size;
+
+/* DRAW: DECODE's drawing fields again, now that the library knows them (its plan needs the
+ * header), and PIXELS' buffer: draw at the size the worker answers for target (HEADER or
+ * SIZE: the library sizes the memfd from that answer), in mode, into the memfd that comes
+ * with it (stride * rows + icc_size: the canvas's height, or RESAMPLE's out_height). */
+typedef struct pxl_worker_msg_draw {
+  pxl_worker_msg_head head;
+  int32_t target_width, target_height;
+  uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION (as DECODE's), PXL_WORKER_PARTIAL */
+  uint32_t mode;         /* PXL_WORKER_DECODE_WHOLE or _RESAMPLE, with the fields below */
+  int32_t out_width, out_height, layout, premultiply;
+  double crop[4];
+  uint64_t stride;       /* PIXELS' */
+  uint64_t size;
+} pxl_worker_msg_draw;
+
 typedef struct pxl_worker_msg_pixels {
   pxl_worker_msg_head head;
   uint64_t stride;       /* bytes per row, >= 4 * width */
@@ -171,6 +215,12 @@ typedef struct pxl_worker_msg_error {
                                          region_width > 0) into the area resampler made with
                                          resample[] and crop[]: only its output crosses */
 
+/* NATIVE flags */
+#define PXL_WORKER_NATIVE_STAY 0x1u   /* INFO: keep the bytes for a NATIVE that follows in this
+                                         conversation (without a data memfd), or CANCEL */
+#define PXL_WORKER_NATIVE_OUTPUT 0x2u /* RESAMPLE in a conversation: the descriptor is the
+                                         output memfd, sized for the resampler's output */
+
 typedef struct pxl_worker_msg_native {
   pxl_worker_msg_head head;
   uint64_t data_size;    /* bytes of encoded data at the start of the memfd (<= its size) */
@@ -178,7 +228,7 @@ typedef struct pxl_worker_msg_native {
   uint32_t op;           /* PXL_WORKER_NATIVE_* */
   int32_t layout;        /* pxl_codec_layout (DECODE) */
   int32_t scale;         /* DCT scale denominator 1, 2, 4, 8 (DECODE; JPEG only) */
-  uint32_t reserved;
+  uint32_t flags;        /* PXL_WORKER_NATIVE_STAY, PXL_WORKER_NATIVE_OUTPUT */
   char format[PXL_WORKER_ID_CAP]; /* "jpeg", "png", "webp", "gif", "avif" */
   int32_t region_x, region_y, region_width, region_height; /* REGION, in the 1/scale image */
   /* RESAMPLE: pxl_resampler_new's src_width, src_height, channels, out_width, out_height,

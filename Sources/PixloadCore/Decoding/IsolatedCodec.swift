@@ -10,11 +10,13 @@ import Glibc
 /// reads a byte, talked to through worker/worker_client.c (the CWorker target). The module
 /// stays loaded in the host for `sniff` alone; every other call goes to a worker.
 ///
-/// Each call is a worker conversation: `readHeader` and `chooseSize` stop at the worker's
-/// HEADER (no pixel buffer); `decode` has the worker draw at the size asked (its header
-/// checked against max_pixels before the host sizes the sealed pixel memfd) and copies the
-/// pixels once into the decode stage's canvas; `decodeResampled` (a thumbnail) has it
-/// resample what it drew, so that only the thumbnail crosses. Both keep the ICC profile the
+/// In the decode stage's session (`WorkerSession`: one image on one thread) the calls are
+/// steps of one worker conversation: `readHeader` opens it (the data memfd, the worker's
+/// HEADER), `chooseSize` asks the size for a target (SIZE), and `decode` (the pixels
+/// copied once into the decode stage's canvas) or `decodeResampled` (a thumbnail: the
+/// worker resamples what it drew, so that only the thumbnail crosses) ends it (DRAW, the
+/// size checked against max_pixels before the host sizes the sealed pixel memfd). Outside
+/// a session each call is a conversation of its own. Both keep the ICC profile the
 /// worker wrote after the pixels for this thread's `readICC`, which the decode stage calls
 /// after the draw.
 ///
@@ -37,8 +39,9 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public var id: String { inner.id }
   public var version: String { inner.version }
   public var writesPremultiplied: Bool { inner.writesPremultiplied }
-  /// Previews and animations do not cross the protocol yet (pixload.h, "Isolation").
-  public var isProgressive: Bool { false }
+  /// A prefix's preview (PXL_CODEC_PARTIAL) is drawn in the worker (PXL_WORKER_PARTIAL);
+  /// animations do not cross the protocol yet (pixload.h, "Isolation").
+  public var isProgressive: Bool { inner.isProgressive }
   public var decodesFrames: Bool { false }
   public var isScalable: Bool { inner.isScalable }
   public var choosesSize: Bool { inner.choosesSize }
@@ -78,7 +81,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   private var threadKey: UInt { UInt(pthread_self()) }
 
   public func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure> {
-    switch run(bytes, width: 0, height: 0, keepOrientation: keepOrientation, headerOnly: true) {
+    switch run(bytes, step: .open, width: 0, height: 0, keepOrientation: keepOrientation) {
     case .failure(let failure): return .failure(failure)
     case .success(let output):
       let h = output.header
@@ -111,14 +114,14 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public func chooseSize(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool, width: Int,
                          height: Int) -> (width: Int, height: Int)? {
     guard inner.choosesSize else { return nil }  // (no conversation for a codec without one)
-    guard case .success(let output) = run(bytes, width: width, height: height, keepOrientation: keepOrientation,
-                                          headerOnly: true) else { return nil }
+    guard case .success(let output) = run(bytes, step: .size, width: width, height: height,
+                                          keepOrientation: keepOrientation) else { return nil }
     return (Int(output.header.width), Int(output.header.height))
   }
 
   public func decode(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget) -> CodecFailure? {
     let drawn = draw(bytes, width: target.width, height: target.height, keepOrientation: target.keepOrientation,
-                     resample: nil) { pixels, stride in
+                     partial: target.partial, resample: nil) { pixels, stride in
       for row in 0..<target.height {
         (target.pixels + row * target.stride).update(from: pixels + row * stride, count: target.width * 4)
       }
@@ -142,9 +145,9 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// decode stage's parameters: the same bytes), so that only the thumbnail crosses: the
   /// resampler's output, malloc'd, tightly packed (the caller frees it).
   func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int, keepOrientation: Bool,
-                       resample: Resample) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
+                       partial: Bool = false, resample: Resample) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
     let rowBytes = resample.outWidth * resample.channels
-    let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation,
+    let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation, partial: partial,
                      resample: resample) { pixels, stride -> UnsafeMutablePointer<UInt8>? in
       guard stride == rowBytes,
             let small = malloc(max(1, rowBytes * resample.outHeight))?.assumingMemoryBound(to: UInt8.self) else {
@@ -165,11 +168,12 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// resampler's output) and their stride while they are mapped; the ICC profile is kept
   /// for readICC (the colour step follows the draw).
   private func draw<T>(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int, keepOrientation: Bool,
-                       resample: Resample?, use: (UnsafePointer<UInt8>, Int) -> T) -> Result<T, CodecFailure> {
+                       partial: Bool, resample: Resample?,
+                       use: (UnsafePointer<UInt8>, Int) -> T) -> Result<T, CodecFailure> {
     let key = threadKey
     lock.withLock { current[key] = nil }
     let output: Output
-    switch run(bytes, width: width, height: height, keepOrientation: keepOrientation, headerOnly: false,
+    switch run(bytes, step: .draw, width: width, height: height, keepOrientation: keepOrientation, partial: partial,
                resample: resample) {
     case .failure(let failure): return .failure(failure)
     case .success(let fresh): output = fresh
@@ -204,11 +208,23 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// The worker time (ns) of this thread's isolated conversations: `WorkerPool.takeWorkerTime`.
   public static func takeWorkerTime() -> UInt64? { WorkerPool.takeWorkerTime() }
 
-  /// One decode in a worker from the pool.
-  private func run(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
-                   keepOrientation: Bool, headerOnly: Bool, resample: Resample? = nil) -> Result<Output, CodecFailure> {
+  /// The steps of an image's conversation (`WorkerSession`; pxlw_decode's PXLW_*).
+  enum Step {
+    /// The header (the image's size; the conversation left open).
+    case open
+    /// The size the codec draws for a target.
+    case size
+    /// The pixels at exactly the size asked (the conversation's end).
+    case draw
+  }
+
+  /// One step with a worker: in this thread's session for these bytes, a step of the
+  /// image's conversation (opened by the first, in the worker the session holds); else a
+  /// conversation of its own, as the step asks (`open` and `size`: the header alone).
+  private func run(_ bytes: UnsafeBufferPointer<UInt8>, step: Step, width: Int, height: Int,
+                   keepOrientation: Bool, partial: Bool = false, resample: Resample? = nil) -> Result<Output, CodecFailure> {
     let timeout = pool.timeout
-    let ran = pool.with { worker -> (Result<Output, CodecFailure>, usable: Bool) in
+    let ran = pool.with(in: WorkerSession.current(for: bytes)) { worker, open -> (Result<Output, CodecFailure>, usable: Bool, open: Bool) in
       var status: Int32 = 0
       var ended: Int32 = 0
       var header = pxlw_header()
@@ -216,23 +232,35 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
       var params: [Int32] = resample.map { [Int32($0.outWidth), Int32($0.outHeight), Int32($0.layout.rawValue),
                                              $0.premultiply ? 1 : 0] } ?? []
       var crop: [Double] = resample.map { [$0.crop.x, $0.crop.y, $0.crop.width, $0.crop.height] } ?? []
+      // A step of the open conversation, else the session's first (open), else one of its own.
+      let code: Int32
+      switch step {
+      case .open: code = WorkerSession.current(for: bytes) == nil ? PXLW_ONCE : PXLW_OPEN
+      case .size: code = open ? PXLW_SIZE : PXLW_ONCE
+      case .draw: code = open ? PXLW_DRAW : PXLW_ONCE
+      }
+      let flags = (keepOrientation ? PXLW_KEEP_ORIENTATION : 0) | (partial ? PXLW_PARTIAL : 0)
+        | (step != .draw && code == PXLW_ONCE ? PXLW_HEADER_ONLY : 0)
       let result = params.withUnsafeMutableBufferPointer { params in
         crop.withUnsafeMutableBufferPointer { crop in
-          pxlw_decode(worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height), keepOrientation ? 1 : 0,
-                      headerOnly ? 1 : 0, resample == nil ? nil : UnsafePointer(params.baseAddress),
+          pxlw_decode(worker, code, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height), UInt32(flags),
+                      resample == nil ? nil : UnsafePointer(params.baseAddress),
                       resample == nil ? nil : UnsafePointer(crop.baseAddress), timeout, &status, &message,
                       message.count, &ended, &header)
         }
       }
       let usable = ended == 0 && status != Status.decoderFailed.rawValue
-      guard let result else { return (.failure(CodecFailure(.noMemory, "out of memory")), usable) }
+      // Open after: the session's header or a size answered; a draw or a failure ends it.
+      let stillOpen = status == 0 && (code == PXLW_OPEN || code == PXLW_SIZE)
+      guard let result else { return (.failure(CodecFailure(.noMemory, "out of memory")), usable, false) }
       guard status == 0 else {
         pxlw_result_free(result)
         let text = String(cString: message)
         let known = Status(rawValue: status) ?? .corruptImage
-        return (.failure(CodecFailure(known, text.isEmpty ? known.description : text)), usable)
+        return (.failure(CodecFailure(known, text.isEmpty ? known.description : text)), usable, false)
       }
-      return (.success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation)), usable)
+      return (.success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation)),
+              usable, stillOpen)
     }
     switch ran {
     case .failure(let failure): return .failure(failure)
