@@ -122,26 +122,31 @@ typedef struct pxl_worker_msg_hello {
                                             pxl_codec_target's PXL_CODEC_PARTIAL (a
                                             PXL_CODEC_PROGRESSIVE codec's preview) */
 
+/* What the worker does to what it draws before it crosses (DECODE's and DRAW's): mode
+ * PXL_WORKER_DECODE_WHOLE, or _RESAMPLE: what the library's decode stage
+ * (FrameCollector.render) would do to the canvas: its rows unpremultiplied (a
+ * PXL_CODEC_PREMULTIPLIED codec's, with alpha), converted to the layout, then
+ * pxl_resampler_new(width, height, channels of the layout, crop, out_width, out_height,
+ * premultiply) (Sources/CCodecs/resample.c). The PIXELS memfd then holds out_height rows of
+ * out_width * channels bytes, then the ICC profile. */
+typedef struct pxl_worker_drawing {
+  uint32_t mode;         /* PXL_WORKER_DECODE_WHOLE or _RESAMPLE */
+  int32_t out_width, out_height;
+  int32_t layout;        /* pxl_codec_layout: PXL_CODEC_RGBA, PXL_CODEC_BGRA or PXL_CODEC_RGB */
+  int32_t premultiply;   /* 4 channels averaged premultiplied (the output premultiplied) */
+  uint32_t reserved;
+  double crop[4];        /* x, y, width, height in the canvas's pixels */
+} pxl_worker_drawing;
+
 typedef struct pxl_worker_msg_decode {
   pxl_worker_msg_head head;
   uint64_t data_size;    /* bytes of encoded data at the start of the memfd (<= its size) */
   int32_t target_width;  /* the size the library would like (choose_size), 0: full size; */
   int32_t target_height; /*   computed by the library from the request's size and mode */
-  uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION */
-  uint32_t mode;         /* PXL_WORKER_DECODE_WHOLE, or _RESAMPLE: the worker draws at
-                            target_width x target_height as before, then puts the canvas through
-                            the library's area resampler (Sources/CCodecs/resample.c) with
-                            resample[] and crop[], and only its output crosses */
+  uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION, PXL_WORKER_PARTIAL */
+  uint32_t reserved;
   char codec[PXL_WORKER_ID_CAP]; /* the codec to use; "" : the first whose sniff takes it */
-  /* RESAMPLE: what the library's decode stage (FrameCollector.render) would do to the canvas:
-   * its rows unpremultiplied (a PXL_CODEC_PREMULTIPLIED codec's, with alpha), converted to the
-   * layout, then pxl_resampler_new(width, height, channels of the layout, crop, out_width,
-   * out_height, premultiply). The PIXELS memfd then holds out_height rows of
-   * out_width * channels bytes, then the ICC profile. */
-  int32_t out_width, out_height;
-  int32_t layout;        /* pxl_codec_layout: PXL_CODEC_RGBA, PXL_CODEC_BGRA or PXL_CODEC_RGB */
-  int32_t premultiply;   /* 4 channels averaged premultiplied (the output premultiplied) */
-  double crop[4];        /* x, y, width, height in the canvas's pixels */
+  pxl_worker_drawing drawing;    /* for PIXELS (DRAW brings its own) */
 } pxl_worker_msg_decode;
 
 /* DECODE modes */
@@ -177,9 +182,8 @@ typedef struct pxl_worker_msg_draw {
   pxl_worker_msg_head head;
   int32_t target_width, target_height;
   uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION (as DECODE's), PXL_WORKER_PARTIAL */
-  uint32_t mode;         /* PXL_WORKER_DECODE_WHOLE or _RESAMPLE, with the fields below */
-  int32_t out_width, out_height, layout, premultiply;
-  double crop[4];
+  uint32_t reserved;
+  pxl_worker_drawing drawing;
   uint64_t stride;       /* PIXELS' */
   uint64_t size;
 } pxl_worker_msg_draw;

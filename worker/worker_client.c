@@ -403,6 +403,21 @@ static int receive_header(pxl_worker *w, double deadline, int timeout_ms, const 
   return 1;
 }
 
+/* DECODE's and DRAW's drawing: rs (NULL: the canvas whole). */
+static pxl_worker_drawing drawing_of(const pxl_worker_resample *rs) {
+  pxl_worker_drawing d;
+  memset(&d, 0, sizeof d);
+  if (rs) {
+    d.mode = PXL_WORKER_DECODE_RESAMPLE;
+    d.out_width = rs->out_width;
+    d.out_height = rs->out_height;
+    d.layout = rs->layout;
+    d.premultiply = rs->premultiply;
+    memcpy(d.crop, rs->crop, sizeof d.crop);
+  }
+  return d;
+}
+
 /* DECODE with the data memfd, to the checked HEADER: the conversation's start. 1: it is
  * open (w->open) with r->header; else r says why. */
 static int start_conversation(pxl_worker *w, const uint8_t *data, size_t size, const char *codec,
@@ -425,14 +440,7 @@ static int start_conversation(pxl_worker *w, const uint8_t *data, size_t size, c
   req.target_height = target_height;
   req.flags = flags & (PXL_WORKER_KEEP_ORIENTATION | PXL_WORKER_PARTIAL);
   snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
-  if (rs) {
-    req.mode = PXL_WORKER_DECODE_RESAMPLE;
-    req.out_width = rs->out_width;
-    req.out_height = rs->out_height;
-    req.layout = rs->layout;
-    req.premultiply = rs->premultiply;
-    memcpy(req.crop, rs->crop, sizeof req.crop);
-  }
+  req.drawing = drawing_of(rs);
   int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
   close(data_fd);
   if (sent != 0) {
@@ -605,14 +613,7 @@ void pxl_worker_draw(pxl_worker *w, int32_t width, int32_t height, uint32_t flag
   d.target_width = width;
   d.target_height = height;
   d.flags = flags & (PXL_WORKER_KEEP_ORIENTATION | PXL_WORKER_PARTIAL);
-  if (rs) {
-    d.mode = PXL_WORKER_DECODE_RESAMPLE;
-    d.out_width = rs->out_width;
-    d.out_height = rs->out_height;
-    d.layout = rs->layout;
-    d.premultiply = rs->premultiply;
-    memcpy(d.crop, rs->crop, sizeof d.crop);
-  }
+  d.drawing = drawing_of(rs);
   receive_pixels(w, width, height, &d, rs, start, start + timeout_ms, timeout_ms, r);
 }
 

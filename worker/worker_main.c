@@ -159,9 +159,9 @@ static int send_error(int sock, uint32_t serial, pxl_status status, const char *
   return pxl_wire_send(sock, &e, sizeof e, -1);
 }
 
-/* A RESAMPLE draw's parameters (pxl_worker_protocol.h): the layout's channels, or 0 when
+/* A RESAMPLE drawing's parameters (pxl_worker_protocol.h): the layout's channels, or 0 when
  * they are not ones the library sends. */
-static int resample_channels(const pxl_worker_msg_draw *req) {
+static int resample_channels(const pxl_worker_drawing *req) {
   if (req->out_width < 1 || req->out_height < 1 || req->out_width > (1 << 20) || req->out_height > (1 << 20)) return 0;
   switch (req->layout) {
   case PXL_CODEC_RGBA:
@@ -177,7 +177,7 @@ static int resample_channels(const pxl_worker_msg_draw *req) {
  * C resampler, the same parameters: the same bytes. Writes out_height rows of
  * out_width * channels into out; 0, or a pxl_status. */
 static pxl_status resample_canvas(const uint8_t *canvas, int32_t width, int32_t height,
-                                  const pxl_worker_msg_draw *req, int channels, uint8_t *out) {
+                                  const pxl_worker_drawing *req, int channels, uint8_t *out) {
   pxl_resampler *r = pxl_resampler_new(width, height, channels, req->crop[0], req->crop[1], req->crop[2], req->crop[3],
                                        req->out_width, req->out_height, req->premultiply ? 1 : 0);
   if (!r) return PXL_E_INVALID_ARGUMENT;
@@ -273,13 +273,14 @@ static int draw(conversation *c, const pxl_worker_msg_draw *req, int pixel_fd) {
     return send_error(c->sock, serial, PXL_E_CORRUPT_IMAGE, message);
   }
   /* RESAMPLE: the memfd holds the resampler's output; the canvas is the worker's own. */
-  int channels = req->mode == PXL_WORKER_DECODE_RESAMPLE ? resample_channels(req) : 0;
-  if (req->mode != PXL_WORKER_DECODE_WHOLE && channels == 0) {
+  const pxl_worker_drawing *drawing = &req->drawing;
+  int channels = drawing->mode == PXL_WORKER_DECODE_RESAMPLE ? resample_channels(drawing) : 0;
+  if (drawing->mode != PXL_WORKER_DECODE_WHOLE && channels == 0) {
     close(pixel_fd);
     return send_error(c->sock, serial, PXL_E_INVALID_ARGUMENT, "the resample parameters are not ones the library sends");
   }
-  uint64_t rows = channels ? (uint64_t)req->out_height : (uint64_t)height;
-  uint64_t row_bytes = channels ? (uint64_t)channels * (uint64_t)req->out_width : 4ull * (uint64_t)width;
+  uint64_t rows = channels ? (uint64_t)drawing->out_height : (uint64_t)height;
+  uint64_t row_bytes = channels ? (uint64_t)channels * (uint64_t)drawing->out_width : 4ull * (uint64_t)width;
   uint64_t stride = req->stride, need = stride * rows + c->answer.icc_size;
   struct stat st;
   if (fstat(pixel_fd, &st) != 0 || stride < row_bytes || stride > (1ull << 32) || req->size != need ||
@@ -311,7 +312,7 @@ static int draw(conversation *c, const pxl_worker_msg_draw *req, int pixel_fd) {
   if (status == PXL_OK && channels) {
     if ((codec->flags & PXL_CODEC_PREMULTIPLIED) && c->header.has_alpha)
       unpremultiply(canvas, (size_t)width * (size_t)height);
-    status = resample_canvas(canvas, width, height, req, channels, pixels);
+    status = resample_canvas(canvas, width, height, drawing, channels, pixels);
     if (status != PXL_OK) snprintf(message, sizeof message, "cannot resample the %d x %d canvas", width, height);
   }
   if (channels) free(canvas);
@@ -356,9 +357,8 @@ static int converse(conversation *c, const pxl_worker_msg_decode *req) {
       pxl_worker_msg_draw d;
       memset(&d, 0, sizeof d);
       d.target_width = c->answer.width, d.target_height = c->answer.height;
-      d.flags = req->flags, d.mode = req->mode;
-      d.out_width = req->out_width, d.out_height = req->out_height, d.layout = req->layout, d.premultiply = req->premultiply;
-      memcpy(d.crop, req->crop, sizeof d.crop);
+      d.flags = req->flags;
+      d.drawing = req->drawing;
       d.stride = in.pixels.stride, d.size = in.pixels.size;
       return draw(c, &d, pixel_fd);
     }
