@@ -3,6 +3,11 @@
 costs (pixload.h, "Isolation"), side by side in one run, the runs interleaved, medians.
 
     python3 bench/isolation_cost.py PIXLOAD WEB_DIR OUT_DIR [RUNS]
+    python3 bench/isolation_cost.py compare BEFORE AFTER WEB_DIR OUT_DIR [RUNS]
+
+`compare`: two builds' pixload (before and after a change), every run of both interleaved
+in one run of this script, each build's isolated/in-process ratios (CPU and wall, medians,
+and the range of the run-by-run CPU ratios).
 
 WEB_DIR: the web-size demo set (scripts/photos.sh: index.txt and img/*.jpg, *.png).
 Made once in OUT_DIR from its first 100 JPEGs: HEIC (heif-enc -q 50) and JPEG XL (cjxl,
@@ -98,27 +103,62 @@ def measure(pixload, urls_file, count, isolation, threads=None):
     return cpu * 1000 / count, wall * 1000 / count, peak[0] / 1024
 
 
-def main():
-    pixload, web, out = sys.argv[1], sys.argv[2], sys.argv[3]
-    runs = int(sys.argv[4]) if len(sys.argv) > 4 else 5
-    os.makedirs(out, exist_ok=True)
-    sets = prepare(web, out)
-    rows = [("HEIC 150x150", "heic", "none", "modules"), ("JPEG XL 150x150", "jxl", "none", "modules"),
-            ("SVG 150x150", "svg", "none", "modules"), ("web JPEG/PNG 150x150", "web", "none", "all")]
+ROWS = [("HEIC 150x150", "heic", "none", "modules"), ("JPEG XL 150x150", "jxl", "none", "modules"),
+        ("SVG 150x150", "svg", "none", "modules"), ("web JPEG/PNG 150x150", "web", "none", "all")]
+
+
+def url_files(sets, out):
     urls = {}
     for kind, files in sets.items():
         urls[kind] = os.path.join(out, kind + "-urls.txt")
         with open(urls[kind], "w") as f:
             f.write("".join("file://" + os.path.abspath(p) + "\n" for p in files))
+    return urls
+
+
+def compare(before, after, web, out, runs):
+    os.makedirs(out, exist_ok=True)
+    sets = prepare(web, out)
+    urls = url_files(sets, out)
+    builds = {"before": before, "after": after}
     results = {}
     for run in range(runs):
-        for label, kind, a, b in rows:
+        for label, kind, a, b in ROWS:
+            combos = [(build, isolation) for build in builds for isolation in (a, b)]
+            for build, isolation in (combos if run % 2 == 0 else combos[::-1]):
+                results.setdefault((label, build, isolation), []).append(
+                    measure(builds[build], urls[kind], len(sets[kind]), isolation))
+    print(f"isolation cost, before and after: load {open('/proc/loadavg').read().split()[0]}, median of {runs}")
+    for label, kind, a, b in ROWS:
+        line = f"{label:22}"
+        for build in builds:
+            base, isolated = results[(label, build, a)], results[(label, build, b)]
+            cpu = [statistics.median(r[0] for r in rs) for rs in (base, isolated)]
+            wall = [statistics.median(r[1] for r in rs) for rs in (base, isolated)]
+            paired = sorted(i[0] / n[0] for i, n in zip(isolated, base))
+            line += (f" | {build}: {a} {cpu[0]:6.2f}, {b} {cpu[1]:6.2f} ms CPU, x {cpu[1] / cpu[0]:.3f} "
+                     f"(runs {paired[0]:.2f}-{paired[-1]:.2f}), wall x {wall[1] / wall[0]:.3f}")
+        print(line, flush=True)
+
+
+def main():
+    if sys.argv[1] == "compare":
+        compare(*sys.argv[2:6], int(sys.argv[6]) if len(sys.argv) > 6 else 9)
+        return
+    pixload, web, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    runs = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+    os.makedirs(out, exist_ok=True)
+    sets = prepare(web, out)
+    urls = url_files(sets, out)
+    results = {}
+    for run in range(runs):
+        for label, kind, a, b in ROWS:
             for isolation in ((a, b) if run % 2 == 0 else (b, a)):
                 results.setdefault((label, isolation), []).append(measure(pixload, urls[kind], len(sets[kind]), isolation))
     print(f"isolation cost: {os.cpu_count()} cores, load {open('/proc/loadavg').read().split()[0]}, "
           f"median of {runs} interleaved runs, one pixload fetch per run, 150x150 FILL, no caches")
     print(f"{'':22} {'files':>5} {'isolation':>9} {'CPU ms/img':>11} {'wall ms/img':>11} {'CPU x':>6} {'wall x':>6}")
-    for label, kind, a, b in rows:
+    for label, kind, a, b in ROWS:
         base_cpu = statistics.median(r[0] for r in results[(label, a)])
         base_wall = statistics.median(r[1] for r in results[(label, a)])
         for isolation in (a, b):
