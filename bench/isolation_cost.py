@@ -5,6 +5,11 @@ costs (pixload.h, "Isolation"), side by side in one run, the runs interleaved, m
 
     python3 bench/isolation_cost.py PIXLOAD WEB_DIR OUT_DIR [RUNS]
     python3 bench/isolation_cost.py --kinds KINDS.tsv PIXLOAD OUT_DIR [RUNS]
+    python3 bench/isolation_cost.py compare BEFORE AFTER WEB_DIR OUT_DIR [RUNS]
+
+`compare`: two builds' pixload (before and after a change), every run of both interleaved
+in one run of this script, each build's isolated/in-process ratios (CPU and wall, medians,
+and the range of the run-by-run CPU ratios).
 
 WEB_DIR: the web-size demo set (scripts/photos.sh: index.txt and img/*.jpg, *.png).
 Made once in OUT_DIR from its first 100 JPEGs: HEIC (heif-enc -q 50) and JPEG XL (cjxl,
@@ -199,6 +204,40 @@ def report(rows, results, runs, title):
                   f"{wall / base_wall:6.3f} {target}")
 
 
+def web_rows(web, out):
+    """The sets made from WEB_DIR as rows: (label, urls_file, count, none, isolation), and every file."""
+    sets = prepare(web, out)
+    names = {"heic": ("HEIC 150x150", "modules"), "jxl": ("JPEG XL 150x150", "modules"),
+             "svg": ("SVG 150x150", "modules"), "web": ("web JPEG/PNG 150x150", "all")}
+    rows = [(label, write_urls(os.path.join(out, kind + "-urls.txt"), sets[kind]), len(sets[kind]), "none",
+             isolation) for kind, (label, isolation) in names.items()]
+    return rows, [p for files in sets.values() for p in files]
+
+
+def compare(before, after, web, out, runs):
+    """`compare`: two builds' ratios, every run of both interleaved."""
+    os.makedirs(out, exist_ok=True)
+    rows, _ = web_rows(web, out)
+    builds = {"before": before, "after": after}
+    results = {}
+    for run in range(runs):
+        for label, urls, count, a, b in rows:
+            combos = [(build, isolation) for build in builds for isolation in (a, b)]
+            for build, isolation in (combos if run % 2 == 0 else combos[::-1]):
+                results.setdefault((label, build, isolation), []).append(measure(builds[build], urls, count, isolation))
+    print(f"isolation cost, before and after: load {open('/proc/loadavg').read().split()[0]}, median of {runs}")
+    for label, _, _, a, b in rows:
+        line = f"{label:22}"
+        for build in builds:
+            base, isolated = results[(label, build, a)], results[(label, build, b)]
+            cpu = [statistics.median(r[0] for r in rs) for rs in (base, isolated)]
+            wall = [statistics.median(r[1] for r in rs) for rs in (base, isolated)]
+            paired = sorted(i[0] / n[0] for i, n in zip(isolated, base))
+            line += (f" | {build}: {a} {cpu[0]:6.2f}, {b} {cpu[1]:6.2f} ms CPU, x {cpu[1] / cpu[0]:.3f} "
+                     f"(runs {paired[0]:.2f}-{paired[-1]:.2f}), wall x {wall[1] / wall[0]:.3f}")
+        print(line, flush=True)
+
+
 def memory(pixload, files, out, runs=3, threads=8):
     """Peak memory with `threads` decode threads over files (a mixed set), per isolation."""
     mixed = list(files)
@@ -250,16 +289,14 @@ def main():
         runs = int(args[4]) if len(args) > 4 else 5
         os.makedirs(out, exist_ok=True)
         rows, every = kinds(listing, out)
+    elif args and args[0] == "compare":
+        compare(*args[1:5], int(args[5]) if len(args) > 5 else 9)
+        return
     else:
         pixload, web, out = args[0], args[1], args[2]
         runs = int(args[3]) if len(args) > 3 else 5
         os.makedirs(out, exist_ok=True)
-        sets = prepare(web, out)
-        names = {"heic": ("HEIC 150x150", "modules"), "jxl": ("JPEG XL 150x150", "modules"),
-                 "svg": ("SVG 150x150", "modules"), "web": ("web JPEG/PNG 150x150", "all")}
-        rows = [(label, write_urls(os.path.join(out, kind + "-urls.txt"), sets[kind]), len(sets[kind]), "none",
-                 isolation) for kind, (label, isolation) in names.items()]
-        every = [p for files in sets.values() for p in files]
+        rows, every = web_rows(web, out)
     results = interleave(pixload, rows, runs)
     report(rows, results, runs, "isolation cost")
     memory(pixload, every, out)

@@ -1655,9 +1655,10 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  * declarative rules; only the workers load the module. A module without one is loaded in
  * the host for its sniff, as before, and decodes in the workers.
  *
- * Not yet isolated in this release: previews of a prefix (an isolated format decodes
- * whole files only). Animations are: PXL_FLAG_ANIMATE and animation players get every
- * frame from a worker, one frame at a time ("Animation players"). A thumbnail (a request smaller than
+ * Isolated too: animations (PXL_FLAG_ANIMATE and animation players get every frame from a
+ * worker, one frame at a time: "Animation players") and previews (a progressive JPEG's
+ * complete scans, their boundaries found in the host, under PXL_ISOLATION_ALL, and the
+ * prefix a PXL_CODEC_PROGRESSIVE module draws: JPEG XL's passes, PXL_CODEC_PARTIAL). A thumbnail (a request smaller than
  * what the codec draws, in any format but PXL_FORMAT_GRAY8) is area-resampled in the worker
  * with the library's own resampler and parameters, so that only it crosses, then colour
  * converted, premultiplied and oriented in the host: the same pixels as in-process. A

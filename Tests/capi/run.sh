@@ -100,6 +100,9 @@ mkdir -p "$work/www/modules"
 cp "$seeds"/heif/*.heic "$seeds"/jxl/*.jxl "$root"/Tests/fuzz/seeds/svg/*.svg "$work/www/modules/"
 # test_isolation_mapped: a HEIC large enough to be mapped, not copied (640x480).
 heif-enc -q 60 "$work/www/gradient.jpg" -o "$work/www/modules/large.heic" >/dev/null 2>&1 || true
+# A progressive JPEG XL for test_previews_isolated, at www's top level (what the fault
+# server serves), of more than one 256x256 group (a single group has no passes to flush).
+cjxl "$work/www/progressive.jpg" "$work/www/progressive.jxl" -d 1 -p --lossless_jpeg=0 --quiet
 "$here/mkcerts.sh" "$work/pki"
 "$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx" \
   "$tls_port" "$work/pki/server.pem" "$work/pki/server.key" "$reconnect_port"
