@@ -854,17 +854,8 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
     r->end = PXL_WORKER_PROTOCOL;
     return;
   }
-  pxl_worker_msg_pixels px;
-  memset(&px, 0, sizeof px);
-  pxl_wire_head(&px.head, PXL_WORKER_PIXELS, sizeof px, w->serial);
-  px.stride = (uint64_t)in.result.out_stride;
-  px.size = map_size;
-  if (pxl_wire_send(w->sock, &px, sizeof px, fd) != 0) {
-    close(fd);
-    finish(w, &verdict, PXL_WORKER_PROTOCOL, 100);
-  } else if (answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, &verdict) != 1) {
-    close(fd);
-  } else {
+  if (pixels_then_done(w, fd, (size_t)in.result.out_stride, map_size, &in, sizeof in, deadline, timeout_ms,
+                       &verdict) == 1) {
     void *map = seal_and_map(w, fd, map_size, &verdict);
     if (map) {
       r->status = PXL_OK;
