@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1194,6 +1195,182 @@ void test_player_isolation_modules(const struct test_env *env) {
   pxl_loader_free(none);
   pxl_queue_free(queue);
   killed_mid_animation(env, &config, "/player.jxl", "/player.jxl", "modules-killed");
+}
+
+/* The VmHWM (peak resident KB) of the decode worker of this process that holds an
+ * animation open (maps_canvas); -1 when none or several do. */
+static long canvas_worker_hwm_kb(void) {
+  long found = -1;
+  int workers = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return -1;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end || pid <= 0) continue;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    long hwm = -1, ppid = -1;
+    int named = 0;
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "Name:", 5) == 0) named = strstr(line, "pixload-decode") != NULL;
+      sscanf(line, "PPid: %ld", &ppid);
+      sscanf(line, "VmHWM: %ld", &hwm);
+    }
+    fclose(f);
+    if (!named || ppid != getpid() || !maps_canvas(pid)) continue;
+    workers++;
+    found = hwm;
+  }
+  closedir(d);
+  return workers == 1 ? found : -1;
+}
+
+/* Bytes the process has allocated with malloc now (every arena, mmapped chunks too). */
+static uint64_t malloc_bytes(void) {
+  struct mallinfo2 m = mallinfo2();
+  return (uint64_t)m.uordblks + (uint64_t)m.hblkhd;
+}
+
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+enum { JXL_W = 400, JXL_H = 300, JXL_FRAMES = 120 };
+
+/* What a player showed of the long JPEG XL: each frame's hash and duration. */
+struct jxl_played {
+  int shown;
+  uint64_t hash[JXL_FRAMES];
+  int32_t duration[JXL_FRAMES];
+  int32_t loop_count;
+  uint64_t grown;       /* in-process: most bytes malloc'd while playing over those before it */
+  long worker_hwm_kb;   /* isolated: the worker's VmHWM at the last frame */
+  pxl_animation_stats stats;
+};
+
+/* Plays request once through at the frames' due times, every frame hashed. */
+static void play_jxl(const struct test_env *env, pxl_loader *loader, pxl_queue *queue, const pxl_request *request,
+                     struct jxl_played *p, const char *what) {
+  memset(p, 0, sizeof *p);
+  p->worker_hwm_kb = -1;
+  uint64_t before = malloc_bytes(), peak = before;
+  struct events ev = {0};
+  pxl_animation *a = start(env, loader, queue, request, &ev);
+  CHECKF(ev.status == PXL_OK, "%s: LOADED %d (%s)", what, ev.status, ev.message);
+  CHECK_INT(ev.frame_count, JXL_FRAMES);
+  p->loop_count = ev.loop_count;
+  int seen = 1;
+  int64_t now = 1000;
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  while (ev.status == PXL_OK && p->shown < JXL_FRAMES) {
+    pxl_image *image = pxl_animation_frame_at(a, now, &f);
+    if (!image || f.index != p->shown || pxl_image_byte_count(image) != (size_t)JXL_W * JXL_H * 4) {
+      CHECKF(0, "%s: play %d: frame %d", what, p->shown, image ? f.index : -1);
+      pxl_image_release(image);
+      break;
+    }
+    p->hash[p->shown] = fnv1a(pxl_image_pixels(image), pxl_image_byte_count(image));
+    p->duration[p->shown] = f.duration_ms;
+    pxl_image_release(image);
+    uint64_t held = malloc_bytes();
+    if (held > peak) peak = held;
+    if (++p->shown == JXL_FRAMES) break;
+    if (!next_event(env, queue, &ev, &seen) || ev.last_kind != PXL_ANIMATION_FRAME_READY) break;
+    /* Frame 0's duration may not be known at the first call (-1): FRAME_READY's due time says it. */
+    if (p->duration[p->shown - 1] == -1) p->duration[p->shown - 1] = (int32_t)(ev.ready_due - now);
+    CHECKF(ev.ready_due - now == p->duration[p->shown - 1], "%s: frame %d due %lld ms after frame %d of %d ms", what,
+           p->shown, (long long)(ev.ready_due - now), p->shown - 1, p->duration[p->shown - 1]);
+    now = ev.ready_due;
+  }
+  p->grown = peak - before;
+  p->worker_hwm_kb = canvas_worker_hwm_kb();
+  p->stats.struct_size = sizeof p->stats;
+  CHECK_STATUS(pxl_animation_stats_get(a, &p->stats), PXL_OK);
+  pxl_animation_free(a);
+  events_reset(&ev);
+}
+
+/* A long animated JPEG XL (cjxl from a 120-frame 400x300 GIF, 55 MB of frames) played by
+ * the JPEG XL module one frame at a time (pxl_codec.open_frames), in-process
+ * (PXL_ISOLATION_NONE) and isolated (PXL_ISOLATION_MODULES): every frame, its duration and
+ * the loop count the same as PXL_FLAG_ANIMATE's (decode_frames), in-process and isolated;
+ * the ring within its 3 frames; and the decoding side never holds the animation's frames:
+ * in-process, the bytes the process has malloc'd while playing grow by less than a quarter
+ * of them; isolated, the worker's peak resident memory stays under half of them
+ * (decoding everything at once, as the module did before it read frames one at a time,
+ * holds all of them there). The plays come first: a PXL_FLAG_ANIMATE image the loader's
+ * threads release after its callback would blur the in-process count. */
+void test_player_jxl_frames(const struct test_env *env) {
+  const uint64_t frame_bytes = (uint64_t)JXL_W * JXL_H * 4, all_frames = JXL_FRAMES * frame_bytes;
+  write_gif(env, "player-jxl-long.gif", JXL_W, JXL_H, JXL_FRAMES, 3, 2);
+  char command[2048];
+  snprintf(command, sizeof command, "cjxl '%s/player-jxl-long.gif' '%s/player-long.jxl' >/dev/null 2>&1",
+           env->fixture_dir, env->fixture_dir);
+  int rc = system(command);
+  CHECKF(rc == 0, "%s: exit %d (cjxl: Debian libjxl-tools)", command, rc);
+  if (rc != 0) return;
+  pxl_config config;
+  pxl_config_init(&config);
+  pxl_loader *none, *modules;
+  loader_pair(&config, PXL_ISOLATION_MODULES, &none, &modules);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/player-long.jxl", "player-jxl-long");
+  pxl_request request;
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+
+  static struct jxl_played played[2];
+  for (int isolated = 0; isolated < 2; isolated++) {
+    const char *what = isolated ? "isolated" : "in-process";
+    struct jxl_played *p = &played[isolated];
+    play_jxl(env, isolated ? modules : none, queue, &request, p, what);
+    CHECKF(p->stats.peak_ring_bytes <= 3 * frame_bytes, "%s: peak ring %llu bytes, over 3 frames (%llu)", what,
+           (unsigned long long)p->stats.peak_ring_bytes, (unsigned long long)(3 * frame_bytes));
+    if (isolated) {
+      CHECKF(p->worker_hwm_kb > 0 && (uint64_t)p->worker_hwm_kb * 1024 < all_frames / 2,
+             "isolated: the worker's peak resident memory %ld KB, not under half the frames' %llu KB",
+             p->worker_hwm_kb, (unsigned long long)(all_frames / 1024));
+      printf("  jxl %d frames %dx%d isolated: worker VmHWM %ld KB (frames %llu KB)\n", JXL_FRAMES, JXL_W, JXL_H,
+             p->worker_hwm_kb, (unsigned long long)(all_frames / 1024));
+    } else {
+      CHECKF(p->grown < all_frames / 4,
+             "in-process: %llu KB more malloc'd while playing, not under a quarter of the frames' %llu KB",
+             (unsigned long long)(p->grown / 1024), (unsigned long long)(all_frames / 1024));
+      printf("  jxl %d frames %dx%d in-process: %llu KB more malloc'd while playing (frames %llu KB)\n", JXL_FRAMES,
+             JXL_W, JXL_H, (unsigned long long)(p->grown / 1024), (unsigned long long)(all_frames / 1024));
+    }
+  }
+
+  /* decode_frames' frames (PXL_FLAG_ANIMATE), in-process and from the worker. */
+  request.flags |= PXL_FLAG_ANIMATE;
+  for (int isolated = 0; isolated < 2; isolated++) {
+    const char *what = isolated ? "isolated" : "in-process";
+    struct capture all = {0};
+    CHECK_STATUS(load_and_wait(env, isolated ? modules : none, queue, &request, &all), PXL_OK);
+    int n = all.image ? pxl_image_frame_count(all.image) : -1;
+    CHECKF(n == JXL_FRAMES, "%s PXL_FLAG_ANIMATE: %d frames (%s)", what, n, all.message);
+    for (int k = 0; k < 2 && n == JXL_FRAMES; k++) {
+      const struct jxl_played *p = &played[k];
+      CHECK_INT(p->loop_count, pxl_image_loop_count(all.image));
+      int same = 0, durations = 0;
+      for (int i = 0; i < p->shown; i++) {
+        same += fnv1a(pxl_image_frame_pixels(all.image, i), pxl_image_byte_count(all.image)) == p->hash[i];
+        durations += pxl_image_frame_duration_ms(all.image, i) == p->duration[i];
+      }
+      CHECKF(p->shown == JXL_FRAMES && same == JXL_FRAMES && durations == JXL_FRAMES,
+             "played %s: %d frames, %d the same as PXL_FLAG_ANIMATE's %s, %d with its duration (of %d)",
+             k ? "isolated" : "in-process", p->shown, same, what, durations, JXL_FRAMES);
+    }
+    capture_reset(&all);
+  }
+  pxl_loader_free(modules);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
 }
 
 /* A module's codec that reads frames one at a time (open_frames: the hostile test module's
