@@ -19,11 +19,13 @@
 #   make bench-scroll  bench/scroll.sh: three scrolling strategies (no cancel, per-row
 #                   cancel, the table) over five network conditions (loopback, throttled,
 #                   bandwidth, latency, mobile), SCROLL_RUNS each (3); fails on a missed target
+#   make bench-heldout issue 41's CPU ratio per kind of web photo (ICC, EXIF, 4:4:4, CMYK,
+#                   tiny and 4000 px, 16-bit PNG ...), made at test time (bench/heldout_set.py)
 #   make bench-cancel  pxl_cancel_all over 5,000 / 20,000 / 50,000 waiting requests
 #   make bench-warm    the warm start: the first screen (8 camera photos, 150x150) from
 #                   the disk cache with a fresh loader, thumbnails kept on disk or not
 #   make fuzz       the mutation smoke test, then the libFuzzer targets (FUZZ_SECONDS each)
-#   make soak       the stress and soak run for SOAK_SECONDS (default 1800)
+#   make soak       the stress and soak run for SOAK_SECONDS (default 1800), SOAK_ISOLATION (modules)
 #   make check-asan, check-tsan, check-valgrind   the long sanitizer and leak checks
 #   make gtk-demo   the GTK 4 example on your display
 #   make test-qt, bench-qt   the PySide6 gallery (examples/qt) offscreen: its scripted
@@ -105,7 +107,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-isolation-all bench-isolation test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs test-stream-decode \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-animation-isolated bench-warm bench-table fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-animation-isolated bench-warm bench-table bench-heldout fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -380,6 +382,11 @@ test-modules: all
 	      $(filter-out %/README.md,$(wildcard Tests/fuzz-regressions/$(m)/*)) >$(FUZZ_DIR)/$(m)-replay.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/$(m)-replay.log; exit 1; }; } && \
 	  echo "$(m) module fuzz replay: $$(tail -1 $(FUZZ_DIR)/$(m)-replay.log)" && ) true
+	@# The same files (QOI's aside: not a shipped module) through the decode worker, as the
+	@# library decodes them (PXL_ISOLATION_MODULES): the same status, size and pixels as
+	@# in-process, full size and 150x150 FILL (Tests/worker/replay_isolated.py).
+	python3 Tests/worker/replay_isolated.py $(STAGE)/bin/pixload $(foreach m,$(MODULE_FUZZ),$(replay_inputs_$(m)) \
+	  $(filter-out %/README.md,$(wildcard Tests/fuzz-regressions/$(m)/*)))
 
 # The core's threads under ThreadSanitizer (its own scratch folder: other flags; shared
 # with scripts/check-sanitizer.sh tsan, so the same dynamically linked Swift runtime).
@@ -435,11 +442,13 @@ test-codecs: deps
 
 # The whole library and client on the corpus: pixels written by `pixload fetch --out`
 # equal the manifests' for every row of pngsuite and jpeg-conformance, of the sets kept
-# under Tests/fixtures (WebP, GIF, AVIF suites) and of the generated AVIF set.
+# under Tests/fixtures (WebP, GIF, AVIF suites) and of the generated AVIF set; then the
+# client's memory cache default (none over distinct URLs, Tests/e2e/cli_memory_cache.py).
 test-cli-conformance: all
 	python3 scripts/gen-conformance-avif.py $(GEN_CONFORMANCE)
 	python3 Tests/e2e/cli_conformance.py $(STAGE)/bin/pixload $(CORPUS) Tests/fixtures/avif-suite \
 	  $(GEN_CONFORMANCE)/generated-avif
+	python3 Tests/e2e/cli_memory_cache.py $(STAGE)/bin/pixload
 
 # The disk cache between processes, counted at nginx: a second process makes no request,
 # damaged entries are refetched, the size limit holds.
@@ -486,8 +495,11 @@ test-sanitizers:
 	scripts/check-sanitizer.sh asan --short
 	scripts/check-sanitizer.sh tsan --short
 
+# The soak runs with the default isolation (modules), then 30 s with every decode in a
+# worker (PXL_ISOLATION_ALL: workers started, retired and ended with the recycled loaders).
 test-soak: all
 	Tests/soak/run.sh 60
+	PXL_SOAK_ISOLATION=all Tests/soak/run.sh 30
 
 test-exhaustion: all
 	Tests/e2e/exhaustion.sh
@@ -550,14 +562,25 @@ bench-qt:
 
 # README's performance table alone: pixload against the bare decode from memory and its
 # Python package against aiohttp + Pillow, web-size and 8-16 MP photos, BENCH_TABLE_RUNS
-# (3) interleaved runs, medians (scripts/bench-table.sh, bench/table.py).
+# (3) interleaved runs, medians (scripts/bench-table.sh, bench/table.py), with the isolation
+# rows: --isolation none against all (web) and modules (HEIC, JPEG XL, SVG) from nginx.
 CAMERA_DATA := $(STAGE)/camera-photos
 bench-table:
 	@scripts/deps.sh python
 	@$(SUBMAKE) all
 	@scripts/bench-table.sh $(STAGE) $(DEMO_DATA) $(CAMERA_DATA)
 
-# The scroll benchmark on its own (make bench runs it too, after bench/compare.py).
+# Issue 41's CPU ratio per kind of web photo the demo set lacks (progressive 4:4:4, ICC,
+# EXIF orientation, CMYK, tiny and 4000 px JPEGs, 16-bit PNGs ...), made at test time
+# (bench/heldout_set.py), BENCH_HELDOUT_RUNS (3) interleaved runs, medians
+# (scripts/bench-heldout.sh, bench/heldout.py; BENCH_BEFORE=DIR adds a column).
+bench-heldout:
+	@scripts/deps.sh python
+	@$(SUBMAKE) all
+	@scripts/bench-heldout.sh $(STAGE)
+
+# The scroll benchmark on its own (make bench runs it too, after bench/compare.py);
+# SCROLL_ISOLATION=modules,all plays each run under both (bench/scroll.sh).
 bench-scroll:
 	@scripts/deps.sh
 	@$(SUBMAKE) all
@@ -638,7 +661,9 @@ bench-warm:
 
 # Decode CPU per image: ImageDecoder against libjpeg-turbo/libpng/libavif called directly, by
 # kind of file, full size and 150x150 fill (release build in its own scratch folder); then
-# the codec modules against libheif/libjxl/librsvg (scripts/bench-modules.sh).
+# the codec modules against libheif/libjxl/librsvg (scripts/bench-modules.sh); then each
+# kind's thumbnails in-process against isolated (modules, all) and peak memory with 8 decode
+# threads (bench/isolation_cost.py --kinds). BENCH_DECODE_ONLY=isolation: those rows alone.
 BENCH_DECODE_REPS ?= 5
 bench-decode:
 	@scripts/deps.sh
@@ -666,11 +691,13 @@ clean:
 
 # Several host threads loading, cancelling, scrolling and freeing against nginx and the
 # fault server at once, with tiny caches; invariants checked throughout (Tests/soak/soak.c).
+# SOAK_ISOLATION: modules (the default), all (every decode in a worker) or none.
 SOAK_SECONDS ?= 1800
+SOAK_ISOLATION ?= modules
 soak:
 	@scripts/deps.sh
 	@$(SUBMAKE) all
-	Tests/soak/run.sh $(SOAK_SECONDS)
+	PXL_SOAK_ISOLATION=$(SOAK_ISOLATION) Tests/soak/run.sh $(SOAK_SECONDS)
 
 # `make fuzz`: the mutation smoke test, then each libFuzzer target for FUZZ_SECONDS.
 fuzz:
@@ -753,7 +780,8 @@ fuzz-gif:
 # cjxl and QOI files made now (module-fuzz-seeds), Tests/fuzz/seeds/svg, the public suites
 # (Tests/fixtures/{heif,jxl,svg}-suite) and Tests/fuzz-regressions/NAME, which
 # `make test-modules` replays through the harness's plain build under ASan + UBSan, QOI's
-# too (reproduce an input: build/fuzz/NAME-replay FILE). jxl runs with stderr closed
+# too (reproduce an input: build/fuzz/NAME-replay FILE), then (but QOI) through the decode
+# worker against in-process (Tests/worker/replay_isolated.py). jxl runs with stderr closed
 # (libjxl prints each decode error there: 100 MB a run; sanitizer reports still show).
 # fontconfig's once-per-process configuration is not a leak (Tests/fuzz/codecs/lsan.supp).
 MODULE_FUZZ := heif jxl svg

@@ -9,7 +9,12 @@
  *   c  the table object: pxl_table_set_visible once per frame that moves
  *
  *   scroll BASE_URL DATA_DIR ACCESS_LOG [--rows N] [--runs N] [--tag TAG] [--check target|clean]
- *          [--trace FILE]
+ *          [--trace FILE] [--isolation none|modules|all[,...]]
+ *
+ * --isolation (pxl_config.isolation, default modules): with a list, each run plays the
+ * session under each in turn (interleaved), and the medians are printed per isolation;
+ * the trace is the first one's. An isolation whose loader starts no worker under ALL
+ * stops the program (it would measure the in-process decode under ALL's name).
  *
  * Exit status 1 if a run drew an image for a row not on screen or missed a final-screen
  * image (strategy a's final screen excepted: on a slow network it waits behind every load
@@ -469,8 +474,18 @@ static void sleep_ms(int ms) {
   }
 }
 
+/* pxl_config.isolation of every loader (--isolation: none, modules, all). */
+static const char *const isolation_names[] = {"modules", "none", "all"}; /* PXL_ISOLATION_* 0, 1, 2 */
+
+static int isolation_of(const char *name) {
+  for (int i = 0; i < 3; i++)
+    if (strcmp(name, isolation_names[i]) == 0) return i;
+  return -1;
+}
+
 static struct result run_strategy(const char *base_url, struct photo *photos, int photo_count, int rows,
-                                  const char *access_log, const char *tag, char strategy, FILE *trace_file) {
+                                  const char *access_log, const char *tag, char strategy, FILE *trace_file,
+                                  int isolation) {
   static const char *const names[] = {"a no cancel", "b per-row cancel", "c table"};
   struct bench *b = calloc(1, sizeof *b);
   b->base_url = base_url;
@@ -485,7 +500,10 @@ static struct result run_strategy(const char *base_url, struct photo *photos, in
   b->t0 = now_ms();
   b->res.key = strategy;
   b->res.name = names[strategy - 'a'];
-  if (pxl_loader_new(NULL, &b->loader) != PXL_OK || pxl_queue_new(&b->queue) != PXL_OK) {
+  pxl_config config;
+  pxl_config_init(&config);
+  config.isolation = isolation;
+  if (pxl_loader_new(&config, &b->loader) != PXL_OK || pxl_queue_new(&b->queue) != PXL_OK) {
     fprintf(stderr, "scroll: setup failed\n");
     exit(1);
   }
@@ -663,7 +681,8 @@ static void print_summary(const struct result *all, int runs) {
 
 static int usage(void) {
   fprintf(stderr, "usage: scroll BASE_URL DATA_DIR ACCESS_LOG [--rows N] [--runs N] [--tag TAG] "
-          "[--check target|clean] [--trace FILE]\n");
+          "[--check target|clean] [--trace FILE] [--isolation none|modules|all[,...]]\n"
+          "  --isolation: each run plays the session under each isolation in turn (default modules)\n");
   return 2;
 }
 
@@ -672,6 +691,7 @@ int main(int argc, char **argv) {
   const char *base_url = argv[1], *data = argv[2], *access_log = argv[3];
   int rows = 1000, runs = 1, check_target = 1;
   const char *trace_path = NULL;
+  int isolations[3] = {0}, isolation_count = 1; /* PXL_ISOLATION_MODULES */
   char tag[32];
   snprintf(tag, sizeof tag, "%ld", (long)time(NULL));
   for (int i = 4; i + 1 < argc; i += 2) {
@@ -680,7 +700,16 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--tag") == 0) snprintf(tag, sizeof tag, "%s", argv[i + 1]);
     else if (strcmp(argv[i], "--check") == 0) check_target = strcmp(argv[i + 1], "target") == 0;
     else if (strcmp(argv[i], "--trace") == 0) trace_path = argv[i + 1];
-    else return usage();
+    else if (strcmp(argv[i], "--isolation") == 0) {
+      char list[64];
+      snprintf(list, sizeof list, "%s", argv[i + 1]);
+      isolation_count = 0;
+      for (char *save, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        if (isolation_count == 3 || (isolations[isolation_count] = isolation_of(name)) < 0) return usage();
+        isolation_count++;
+      }
+      if (isolation_count == 0) return usage();
+    } else return usage();
   }
   if ((argc - 4) % 2 || rows < 100 || runs < 1) return usage();
   FILE *trace_file = NULL;
@@ -704,17 +733,38 @@ int main(int argc, char **argv) {
          "  and those cut short. start/cancel: loads started and cancelled, library's count.\n"
          "  back hit: rows drawn from memory at once / rows entering while scrolling back.\n",
          STAY_MS);
+  /* Each isolation's layers, from a loader of its own (pxl_loader_isolation starts a
+   * worker: not in a measured loader's pool). ALL without a worker would measure the
+   * in-process decode under ALL's name: stop instead. */
+  for (int k = 0; k < isolation_count; k++) {
+    pxl_config config;
+    pxl_config_init(&config);
+    config.isolation = isolations[k];
+    pxl_loader *probe = NULL;
+    char layers[128] = "";
+    if (pxl_loader_new(&config, &probe) != PXL_OK) return 1;
+    pxl_loader_isolation(probe, layers, sizeof layers);
+    pxl_loader_free(probe);
+    printf("  isolation %s: %s\n", isolation_names[isolations[k]], layers);
+    if (isolations[k] == PXL_ISOLATION_ALL && strcmp(layers, "none") == 0) {
+      fprintf(stderr, "scroll: --isolation all, but no decode worker starts (pixload/ beside the library?)\n");
+      return 1;
+    }
+  }
   int failed_runs = 0;
-  struct result *all = calloc((size_t)runs * 3, sizeof *all);
+  struct result *all = calloc((size_t)runs * 3 * (size_t)isolation_count, sizeof *all);
   if (!all) return 1;
-  for (int run = 1; run <= runs; run++) {
-    struct result *r = &all[(run - 1) * 3];
+  /* all[k * runs * 3 + (run - 1) * 3 + s]: isolation k's runs, contiguous for print_summary. */
+  for (int run = 1; run <= runs; run++)
+  for (int k = 0; k < isolation_count; k++) {
+    struct result *r = &all[(size_t)k * runs * 3 + (size_t)(run - 1) * 3];
     char run_tag[64];
-    snprintf(run_tag, sizeof run_tag, "%s-%d", tag, run);
+    snprintf(run_tag, sizeof run_tag, "%s-%d%s", tag, run, k ? isolation_names[isolations[k]] : "");
     for (int s = 0; s < 3; s++)
       r[s] = run_strategy(base, photos, photo_count, rows, access_log, run_tag, (char)('a' + s),
-                          run == 1 ? trace_file : NULL);
-    printf("run %d\n", run);
+                          run == 1 && k == 0 ? trace_file : NULL, isolations[k]);
+    if (isolation_count > 1) printf("run %d, isolation %s\n", run, isolation_names[isolations[k]]);
+    else printf("run %d\n", run);
     print_results(r, 3);
     int clean = 1;
     for (int s = 0; s < 3; s++) {
@@ -739,8 +789,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "scroll: %s: %s\n", trace_path, strerror(errno));
     failed_runs++;
   }
-  print_summary(all, runs);
-  printf("targets%s met in %d of %d runs\n", check_target ? "" : " (not checked)", runs - failed_runs, runs);
+  for (int k = 0; k < isolation_count; k++) {
+    if (isolation_count > 1) printf("isolation %s: ", isolation_names[isolations[k]]);
+    print_summary(&all[(size_t)k * runs * 3], runs);
+  }
+  printf("targets%s met in %d of %d runs\n", check_target ? "" : " (not checked)", runs * isolation_count - failed_runs,
+         runs * isolation_count);
   free(all);
   free(base);
   free(photos);

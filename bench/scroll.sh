@@ -49,11 +49,15 @@
 #   SCROLL_BW_RATE  the bandwidth condition (1m)
 #   SCROLL_RTT_MS, SCROLL_MOBILE_RATE  the latency and mobile conditions (100, 2000000)
 #   SCROLL_CONDITIONS  "loopback throttled bandwidth latency mobile" (default), or any of them
+#   SCROLL_ISOLATION   pxl_config.isolation: modules (default), none, all, or a list
+#                      ("modules,all"): each run plays the session under each in turn, and
+#                      the medians and targets are given per isolation (scroll --isolation)
 set -euo pipefail
 stage="${1:?usage: $0 STAGE DATA_DIR [RUNS]}" data="${2:?}" runs="${3:-${SCROLL_RUNS:-3}}"
 port="${SCROLL_PORT:-$(scripts/free-port.sh)}" rate="${SCROLL_RATE:-0}" req_rate="${SCROLL_REQ_RATE:-30r/s}"
 bw_rate="${SCROLL_BW_RATE:-1m}" rtt="${SCROLL_RTT_MS:-100}" mobile_rate="${SCROLL_MOBILE_RATE:-2000000}"
 conditions="${SCROLL_CONDITIONS:-loopback throttled bandwidth latency mobile}"
+isolation="${SCROLL_ISOLATION:-modules}"
 
 scripts/photos.sh "$data" 300
 # A private copy of the library: `make lib` rewrites build/lib's file in place, and a
@@ -61,6 +65,8 @@ scripts/photos.sh "$data" 300
 lib=$(mktemp -d "${TMPDIR:-/tmp}/pxl-scroll.XXXXXX")
 cp "$(readlink -f "$stage/lib/libpixload.so")" "$lib/libpixload.so.0"
 ln -s libpixload.so.0 "$lib/libpixload.so"
+# The decode worker and the modules beside it, where the library looks (LIBDIR/pixload/).
+cp -r "$stage/lib/pixload" "$lib/pixload"
 cc -O2 -Wall -Wextra -std=c11 -Iinclude bench/scroll.c -o "$lib/scroll" \
   -L"$lib" -Wl,-rpath,"$lib" -lpixload -lm
 
@@ -148,17 +154,17 @@ for condition in $conditions; do
   case "$condition" in
     loopback)
       echo "== scroll benchmark, loopback (full speed)"
-      "$lib/scroll" "http://127.0.0.1:$port" "$data" "$state/access.log" --runs "$runs" \
+      "$lib/scroll" "http://127.0.0.1:$port" "$data" "$state/access.log" --runs "$runs" --isolation "$isolation" \
         --tag "full-$tag" --trace "$stage/bench-scroll-$condition.trace" || status=1
       plot "$condition" "nginx at full speed" ;;
     throttled)
       echo "== scroll benchmark, throttled (nginx answers $req_rate; limit_rate $rate)"
-      "$lib/scroll" "http://127.0.0.1:$port/net" "$data" "$state/access.log" --runs "$runs" \
+      "$lib/scroll" "http://127.0.0.1:$port/net" "$data" "$state/access.log" --runs "$runs" --isolation "$isolation" \
         --tag "net-$tag" --trace "$stage/bench-scroll-$condition.trace" || status=1
       plot "$condition" "nginx answers $req_rate, limit_rate $rate" ;;
     bandwidth)
       echo "== scroll benchmark, bandwidth-limited (nginx sends $bw_rate/s per connection)"
-      "$lib/scroll" "http://127.0.0.1:$port/bw" "$data" "$state/access.log" --runs "$runs" \
+      "$lib/scroll" "http://127.0.0.1:$port/bw" "$data" "$state/access.log" --runs "$runs" --isolation "$isolation" \
         --tag "bw-$tag" --trace "$stage/bench-scroll-$condition.trace" || status=1
       plot "$condition" "nginx sends $bw_rate/s per connection" ;;
     latency|mobile)
@@ -171,7 +177,7 @@ for condition in $conditions; do
       fi
       start_proxy "$sim_port" "$sim_rate"
       check_proxy "$sim_port" "$sim_rate"
-      "$lib/scroll" "http://127.0.0.1:$sim_port" "$data" "$state/access.log" --runs "$runs" \
+      "$lib/scroll" "http://127.0.0.1:$sim_port" "$data" "$state/access.log" --runs "$runs" --isolation "$isolation" \
         --tag "$condition-$tag" --trace "$stage/bench-scroll-$condition.trace" || status=1
       kill "${proxies[-1]}" 2>/dev/null || true
       plot "$condition" "$rtt ms round trip$([ "$sim_rate" -gt 0 ] && echo ", $sim_rate bytes/s in total")" ;;

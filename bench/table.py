@@ -36,6 +36,12 @@ and the 8-16 MP set of scripts/camera-photos.sh, both served by a private nginx 
     loader (`pixload fetch --cache-only`, a new process): ms from the first pxl_load to
     the 8th callback
 
+--isolation-rows LABEL=ISOLATION=URLS (repeatable) adds rows of bench/isolation_cost.py's
+measure (whole-process CPU, the decode workers included, and wall per image): the URLs
+with `--isolation none` against ISOLATION, in the same interleaved runs; scripts/bench-
+table.sh passes the web set and its JPEGs (all) and HEIC, JPEG XL and SVG made from it
+(modules) from the same nginx.
+
 --isolation-all adds the same build with PXL_ISOLATION_ALL (`pixload fetch --isolation
 all`, `Loader(isolation="all")`: every image decoded in a confined worker) as a column.
 
@@ -45,7 +51,6 @@ OLD_BUILD_DIR/../bindings/python when that exists).
 """
 import argparse
 import os
-import resource
 import random
 import re
 import resource
@@ -54,6 +59,7 @@ import sys
 import tempfile
 
 from compare import run  # runs a benchmark program, returns (images/s, CPU ms per image)
+import isolation_cost
 
 SIZE = ["--size", "150x150"]
 # py_pixload.py's event loop thread (the binding's own thread), ms CPU per image.
@@ -85,6 +91,8 @@ def main():
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--before", help="a build directory of another commit, measured alongside")
     ap.add_argument("--isolation-all", action="store_true", help="a column with every decode in a worker")
+    ap.add_argument("--isolation-rows", action="append", default=[], metavar="LABEL=ISOLATION=URLS",
+                    help="URLS with --isolation none against ISOLATION, whole-process CPU and wall")
     args = ap.parse_args()
     n = str(args.concurrency)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -146,6 +154,14 @@ def main():
     tools["python aiohttp + Pillow"] = ([sys.executable, os.path.join(here, "py_baseline.py"), *SIZE,
                                          "--concurrency", n, args.web_urls], None)
 
+    # The isolation rows: bench/isolation_cost.py's measure of each URL list, both columns.
+    iso_rows = []
+    for spec in args.isolation_rows:
+        label, isolation, urls = spec.split("=", 2)
+        iso_rows.append((label, urls, count_lines(urls), "none", isolation))
+        for column in ("none", isolation):
+            tools[f"isolation {label} {column}"] = (None, (urls, count_lines(urls), column))
+
     # Each run's (images/s, CPU ms per image, whole-process CPU ms): the whole process's
     # children included (a decode worker is the CLI's child, reaped before it exits, so its
     # time is in ours; the CLI's own figure counts its process only).
@@ -156,8 +172,15 @@ def main():
         shuffle.shuffle(order)  # interleaved, in a different order each run
         for name in order:
             command, env = tools[name]
-            samples[name].append(run_whole(command, env))
+            if command is None:  # an isolation row: (CPU ms/image, wall ms/image, host peak MiB)
+                samples[name].append(isolation_cost.measure(args.pixload, *env))
+            else:
+                samples[name].append(run_whole(command, env))
 
+    iso_samples = {(label, column): samples.pop(f"isolation {label} {column}")
+                   for label, _, _, a, b in iso_rows for column in (a, b)}
+    for name in [name for name in tools if name.startswith("isolation ")]:
+        del tools[name]
     med = {name: (statistics.median(s[0] for s in v), statistics.median(s[1] for s in v))
            for name, v in samples.items()}
     loop_thread = {name: statistics.median(s[3] for s in v) for name, v in samples.items()
@@ -220,6 +243,9 @@ def main():
             base = statistics.median(s[2] for s in samples[f"{kind} pixload"]) / count
             isolated = statistics.median(s[2] for s in samples[f"{kind} isolation all"]) / count
             print(f"  {kind:7} in-process {base:7.3f} ms, isolated {isolated:7.3f} ms: {isolated / base:.3f}x")
+    if iso_rows:
+        print()
+        isolation_cost.report(iso_rows, iso_samples, args.runs, "isolation, from nginx")
 
 
 if __name__ == "__main__":

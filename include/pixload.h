@@ -1655,9 +1655,10 @@ PXL_API size_t pxl_loader_formats(pxl_loader *loader, char *buffer, size_t capac
  * declarative rules; only the workers load the module. A module without one is loaded in
  * the host for its sniff, as before, and decodes in the workers.
  *
- * Not yet isolated in this release: previews of a prefix (an isolated format decodes
- * whole files only). Animations are: PXL_FLAG_ANIMATE and animation players get every
- * frame from a worker, one frame at a time ("Animation players"). A thumbnail (a request smaller than
+ * Isolated too: animations (PXL_FLAG_ANIMATE and animation players get every frame from a
+ * worker, one frame at a time: "Animation players") and previews (a progressive JPEG's
+ * complete scans, their boundaries found in the host, under PXL_ISOLATION_ALL, and the
+ * prefix a PXL_CODEC_PROGRESSIVE module draws: JPEG XL's passes, PXL_CODEC_PARTIAL). A thumbnail (a request smaller than
  * what the codec draws, in any format but PXL_FORMAT_GRAY8) is area-resampled in the worker
  * with the library's own resampler and parameters, so that only it crosses, then colour
  * converted, premultiplied and oriented in the host: the same pixels as in-process. A
@@ -1713,7 +1714,8 @@ typedef pxl_status (*pxl_codec_module_register_fn)(pxl_loader *loader);
  * pxl_codec_module_register). The ids, flags and choose_size must be those the module
  * registers; the version is what the module's codec would report, as the module was
  * built (a decoding library upgraded under it without a rebuild keeps the built one in
- * cache keys). A module without a manifest, a manifest of another magic or a smaller
+ * cache keys; the library logs it, once per loader's codec, when its worker reports
+ * another version). A module without a manifest, a manifest of another magic or a smaller
  * struct_size, or isolation NONE: the module is loaded in the host as in 0.5.0. Plain
  * data only (no pointers: they would need relocations the file does not hold). */
 #define PXL_CODEC_MANIFEST_MAGIC 0x4d4c5850u /* "PXLM" */

@@ -4,7 +4,11 @@
 # `make bench-decode`: CPU time per image of pixload's decode path (ImageDecoder) against
 # libjpeg-turbo / libpng / libavif / giflib / libwebp (WebPDecodeRGBA) called directly, same files, same process, interleaved
 # (bench/decode/main.swift, bench/direct/bench_direct.c), full size and 150x150 fill; at
-# the end the codec modules against libheif / libjxl / librsvg (scripts/bench-modules.sh).
+# the end the codec modules against libheif / libjxl / librsvg (scripts/bench-modules.sh),
+# then what isolation costs (below: bench/isolation_cost.py --kinds).
+#
+# BENCH_DECODE_ONLY=isolation: the isolation rows alone (the short form; the files are made
+# as for the whole run, the Swift bench is not built).
 #
 # Files: the real-world photographs and PNGs of ../shared/corpus/realworld (the EXIF
 # examples only where they are upright, since the direct side does not rotate), the
@@ -104,6 +108,8 @@ fi
   ls "$out"/webp/*.webp
 } > "$out/files.txt"
 
+only="${BENCH_DECODE_ONLY:-}"
+if [ "$only" != isolation ]; then
 if ! swift build --scratch-path .build-bench -c release --product pixload-bench-decode >"$out/build.log" 2>&1; then
   cat "$out/build.log" >&2
   exit 1
@@ -140,3 +146,24 @@ python3 bench/webp_scaling_quality.py "$out/webp-lossy.txt" "$out/webp-scaling" 
 # directly, and 150x150 thumbnails of 12 MP HEICs from their embedded thumbnail against
 # the full decode.
 scripts/bench-modules.sh "$stage" "$data" "$reps"
+else
+  BENCH_MODULES_FILES_ONLY=1 scripts/bench-modules.sh "$stage" "$data" "$reps"
+fi
+
+# Isolation (pixload.h, "Isolation"; issue 39): each kind's 150x150 FILL thumbnails through
+# `pixload fetch` from file: URLs, in-process (--isolation none) against isolated, the
+# codec modules' kinds (bench-modules' files) under modules (the default, target 1.05x)
+# and the built-in formats' (the demo's JPEGs and PNGs, the AVIF, GIF and WebP made above)
+# under all (target 1.15x); whole-process CPU (the workers included) and wall per image,
+# medians of REPS interleaved runs, a kind of under 100 files linked up to 100; then peak
+# memory with 8 decode threads over all of them mixed, none / modules / all
+# (bench/isolation_cost.py, the functions of `make bench-isolation`).
+{
+  cut -f1,2 "$stage/bench-modules/files.txt" | sed 's/\t/\tmodules\t/'
+  grep '\.jpg$' "$data/index.txt" | sed "s|^|web JPEG\tall\t$data/|"
+  grep '\.png$' "$data/index.txt" | sed "s|^|web PNG\tall\t$data/|"
+  for f in "$out"/avif/*.avif; do printf 'AVIF\tall\t%s\n' "$f"; done
+  for f in "$out"/gif/*.gif; do printf 'GIF\tall\t%s\n' "$f"; done
+  for f in "$out"/webp/*.webp; do printf 'WebP\tall\t%s\n' "$f"; done
+} > "$out/isolation-kinds.tsv"
+python3 bench/isolation_cost.py --kinds "$out/isolation-kinds.tsv" "$stage/bin/pixload" "$out/isolation" "$reps"

@@ -84,6 +84,8 @@ fi
   for f in "$out"/svg/*.svg; do printf 'svg\t%s\n' "$f"; done
 } > "$out/files.txt"
 ls "$out"/heic/phone-*.heic > "$out/thumbs.txt"
+# BENCH_MODULES_FILES_ONLY=1 (scripts/bench-decode.sh's isolation rows alone): the files only.
+[ -z "${BENCH_MODULES_FILES_ONLY:-}" ] || exit 0
 
 cc -O2 -std=c11 -Iinclude bench/modules.c -o "$out/modules" \
   $(pkg-config --cflags --libs libheif libjxl librsvg-2.0 cairo) \

@@ -9,6 +9,12 @@
 # another commit) adds that build as a "before" column; BENCH_ISOLATION_ALL=1 a column of
 # the same build with every decode in a worker (PXL_ISOLATION_ALL).
 #
+# The isolation rows (issue 39; bench/isolation_cost.py's measure, in the same interleaved
+# runs): whole-process CPU (the decode workers included) and wall per image of `pixload
+# fetch` with --isolation none against all over the web set and its JPEGs (target 1.15x),
+# and against modules (the default) over 100 HEIC, 100 JPEG XL and 100 SVG files made from
+# it (target 1.05x; made once in STAGE/bench-isolation, served by the same nginx).
+#
 # Two readings of the web CPU ratio (issue 41). The first row is the CLI's own figure
 # (getrusage from its first pxl_load to its last callback) over bare-decode's single cold
 # pass; the second is what issue 41 measured from outside: user+sys of the whole process
@@ -45,6 +51,10 @@ cc -O2 -Wall bench/bare_decode.c bench/direct/*.c -Ibench/direct/include -Ibench
   -ljpeg -lpng -lwebp -lgif -lavif -lpthread
 ln -sfn "$(cd "$data" && pwd)" "$out/www/web"
 ln -sfn "$(cd "$camera" && pwd)" "$out/www/camera"
+mkdir -p "$stage/bench-isolation"
+python3 -c 'import sys; sys.path.insert(0, "bench"); import isolation_cost; isolation_cost.prepare(*sys.argv[1:])' \
+  "$data" "$stage/bench-isolation"
+ln -sfn "$(cd "$stage/bench-isolation" && pwd)" "$out/www/isolation"
 
 state="$stage/bench-table-nginx"
 scripts/nginx.sh start "$out/www" "$port" "$state"
@@ -56,6 +66,10 @@ sed "s|^|$camera/|" "$camera/index.txt" > "$out/camera-files.txt"
 # The web set's JPEGs alone: the second reading without the PNGs (see the header).
 grep -vi '\.png$' "$out/web-urls.txt" > "$out/web-jpeg-urls.txt"
 grep -vi '\.png$' "$out/web-files.txt" > "$out/web-jpeg-files.txt"
+for kind in heic jxl svg; do
+  (cd "$stage/bench-isolation/$kind" && ls *."$kind") | sed "s|^|http://127.0.0.1:$port/isolation/$kind/|" \
+    > "$out/$kind-urls.txt"
+done
 for i in $(seq 1 "$camera_repeat"); do
   sed "s|^\(.*\)$|http://127.0.0.1:$port/camera/\1?copy=$i|" "$camera/index.txt"
 done > "$out/camera-urls.txt"
@@ -65,4 +79,7 @@ python3 bench/table.py --pixload "$stage/bin/pixload" --libdir "$stage/lib" --ba
   --web-urls "$out/web-urls.txt" --web-files "$out/web-files.txt" \
   --web-jpeg-urls "$out/web-jpeg-urls.txt" --web-jpeg-files "$out/web-jpeg-files.txt" \
   --camera-urls "$out/camera-urls.txt" --camera-files "$out/camera-files.txt" --runs "$runs" \
+  --isolation-rows "web JPEG/PNG=all=$out/web-urls.txt" --isolation-rows "web JPEG=all=$out/web-jpeg-urls.txt" \
+  --isolation-rows "HEIC=modules=$out/heic-urls.txt" --isolation-rows "JPEG XL=modules=$out/jxl-urls.txt" \
+  --isolation-rows "SVG=modules=$out/svg-urls.txt" \
   ${BENCH_BEFORE:+--before "$BENCH_BEFORE"} ${BENCH_ISOLATION_ALL:+--isolation-all}

@@ -186,6 +186,7 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
       case OPT_MEMORY_CACHE:
         if (parse_int(optarg, 0, 1L << 30, &n)) return usage_error("bad --memory-cache-mb '%s'", optarg);
         o->config.memory_cache_bytes = (uint64_t)n << 20;
+        o->memory_cache_set = 1;
         break;
       case OPT_CONCURRENCY:
         if (parse_int(optarg, 1, 10000, &n)) return usage_error("bad --concurrency '%s'", optarg);
@@ -271,6 +272,24 @@ int parse_fetch_options(int argc, char **argv, struct fetch_options *o) {
   return 0;
 }
 
+
+static int compare_urls(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void fetch_memory_cache_default(struct fetch_options *o) {
+  if (o->memory_cache_set) return;
+  int repeated = 0;
+  if (o->url_count > 1) {
+    char **sorted = malloc(o->url_count * sizeof *sorted);
+    if (!sorted) return; /* keep the library's default: a cache costs only memory */
+    memcpy(sorted, o->urls, o->url_count * sizeof *sorted);
+    qsort(sorted, o->url_count, sizeof *sorted, compare_urls);
+    for (size_t i = 1; i < o->url_count && !repeated; i++) repeated = strcmp(sorted[i - 1], sorted[i]) == 0;
+    free(sorted);
+  }
+  if (!repeated) o->config.memory_cache_bytes = 0;
+}
 
 void fetch_options_free(struct fetch_options *o) {
   for (size_t i = 0; i < o->url_count; i++) free(o->urls[i]);

@@ -14,6 +14,7 @@ struct fetch_options {
   const char *out_dir;
   int quiet;
   int metrics;       /* --metrics */
+  int memory_cache_set; /* --memory-cache-mb given (else fetch_memory_cache_default decides) */
   int32_t hash_kind; /* hash: --blurhash or --thumbhash */
   long frames;       /* play: --frames (0: one loop) */
   char **urls;
@@ -30,5 +31,12 @@ struct fetch_options {
 int parse_fetch_options(int argc, char **argv, struct fetch_options *o);
 
 void fetch_options_free(struct fetch_options *o);
+
+/* The memory cache a run of fetch or hash gets without --memory-cache-mb: the library's
+ * default when a URL appears twice in the list, none when every URL is distinct. A
+ * one-shot process never asks for an image again, so a cache of distinct URLs can never
+ * answer: it only keeps every thumbnail alive to the end, each written into fresh pages
+ * (on 300 web photos ~22 page faults and ~4 % of the CPU per thumbnail). */
+void fetch_memory_cache_default(struct fetch_options *o);
 
 #endif

@@ -114,6 +114,7 @@ int operate(int argc, char **argv, int hash) {
   /* The encoders read at most 100x100: a smaller decode costs less (a ThumbHash keeps the
    * aspect ratio of what it reads). */
   if (hash && o.request.width == 0 && o.request.height == 0) o.request.width = o.request.height = 100;
+  fetch_memory_cache_default(&o);
 
   if (o.out_dir) {
     const char *error = make_dirs(o.out_dir);
@@ -189,6 +190,9 @@ int operate(int argc, char **argv, int hash) {
   if (!hash) fprintf(o.metrics ? stderr : stdout, "%zu loaded, %zu failed, %.1f images/s, %.3f ms CPU/image\n", loaded,
          o.url_count - loaded, wall_ms > 0 ? (double)loaded * 1000.0 / wall_ms : 0.0,
          cpu / (double)o.url_count);
+  if (o.metrics)
+    fprintf(stderr, "memory cache: %d images, %llu bytes\n", (int)pxl_memory_cache_count(loader),
+            (unsigned long long)pxl_memory_cache_bytes(loader));
   rc = loaded == o.url_count ? 0 : 1;
   for (size_t i = 0; i < o.url_count; i++) free(jobs[i].message);
   free(jobs);

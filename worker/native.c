@@ -122,31 +122,17 @@ static uint8_t *pixel_buffer(int sock, uint32_t serial, uint64_t bytes, int *bro
   return map;
 }
 
-__attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uint64_t max_input_bytes, const pxl_worker_msg_native *req, int data_fd) {
-  uint32_t serial = req->head.serial;
+/* One operation of a conversation over the mapped bytes, answered (NATIVE_RESULT, then the
+ * bytes after it through PIXELS, or into output_fd when the library sent one with it). 0,
+ * or -1 when the conversation is broken. */
+static int operate(int sock, const struct format *format, const uint8_t *data, size_t size,
+                   const pxl_worker_msg_native *req, uint32_t serial, int output_fd, int32_t *status) {
   uint64_t start = cpu_ns();
   pxl_worker_msg_native_result r;
   memset(&r, 0, sizeof r);
   pxl_wire_head(&r.head, PXL_WORKER_NATIVE_RESULT, sizeof r, serial);
   r.status = PXL_CODEC_UNSUPPORTED;
   r.color_status = PXL_CODEC_UNSUPPORTED;
-
-  const struct format *format = NULL;
-  for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
-    if (strncmp(req->format, formats[i].id, sizeof req->format) == 0) format = &formats[i];
-  struct stat st;
-  if (!format || fstat(data_fd, &st) != 0 || req->data_size == 0 || req->data_size > (uint64_t)st.st_size ||
-      req->data_size > max_input_bytes) {
-    snprintf(r.message, sizeof r.message, "%s", format ? "the data's size does not match its memfd" : "no such format");
-    return pxl_wire_send(sock, &r, sizeof r, -1);
-  }
-  size_t size = (size_t)req->data_size;
-  const uint8_t *data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, data_fd, 0);
-  if (data == MAP_FAILED) {
-    r.status = PXL_CODEC_NO_MEMORY;
-    snprintf(r.message, sizeof r.message, "cannot map the data");
-    return pxl_wire_send(sock, &r, sizeof r, -1);
-  }
 
   pxl_codec_output out;
   memset(&out, 0, sizeof out);
@@ -245,29 +231,122 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
   } else {
     snprintf(r.message, sizeof r.message, "unknown operation %u", req->op);
   }
-  munmap((void *)data, size);
   r.bytes = pixel_bytes + r.icc_size;
-  r.cpu_ns = cpu_ns() - start;
-  int rc = pxl_wire_send(sock, &r, sizeof r, -1);
-  if (rc == 0 && r.bytes) {
-    int broken;
-    uint8_t *map = pixel_buffer(sock, serial, r.bytes, &broken);
+  int rc;
+  if (output_fd >= 0) {
+    /* The output memfd came with the request, sized for the resampler's output. */
+    struct stat st;
+    uint8_t *map = NULL;
+    if (pixel_bytes && (fstat(output_fd, &st) != 0 || (uint64_t)st.st_size != pixel_bytes ||
+                        (map = mmap(NULL, (size_t)pixel_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, output_fd, 0)) == MAP_FAILED)) {
+      map = NULL;
+      r.status = PXL_CODEC_NO_MEMORY;
+      snprintf(r.message, sizeof r.message, "cannot write the output buffer (not %llu bytes?)", (unsigned long long)pixel_bytes);
+      r.bytes = 0;
+    }
     if (map) {
-      if (pixel_bytes) memcpy(map, pixels, (size_t)pixel_bytes);
-      if (r.icc_size) memcpy(map + pixel_bytes, icc, r.icc_size);
-      /* Unmapped before DONE: the library's F_SEAL_WRITE fails while a writable mapping exists. */
-      munmap(map, (size_t)r.bytes);
-      pxl_worker_msg_done done;
-      memset(&done, 0, sizeof done);
-      pxl_wire_head(&done.head, PXL_WORKER_DONE, sizeof done, serial);
-      done.cpu_ns = cpu_ns() - start;
-      rc = pxl_wire_send(sock, &done, sizeof done, -1);
-    } else if (broken) {
-      rc = -1;
+      memcpy(map, pixels, (size_t)pixel_bytes);
+      /* Unmapped before the answer: the library's F_SEAL_WRITE fails while a writable mapping exists. */
+      munmap(map, (size_t)pixel_bytes);
+    }
+    r.cpu_ns = cpu_ns() - start;
+    rc = pxl_wire_send(sock, &r, sizeof r, -1);
+  } else {
+    r.cpu_ns = cpu_ns() - start;
+    rc = pxl_wire_send(sock, &r, sizeof r, -1);
+    if (rc == 0 && r.bytes) {
+      int broken;
+      uint8_t *map = pixel_buffer(sock, serial, r.bytes, &broken);
+      if (map) {
+        if (pixel_bytes) memcpy(map, pixels, (size_t)pixel_bytes);
+        if (r.icc_size) memcpy(map + pixel_bytes, icc, r.icc_size);
+        /* Unmapped before DONE: the library's F_SEAL_WRITE fails while a writable mapping exists. */
+        munmap(map, (size_t)r.bytes);
+        pxl_worker_msg_done done;
+        memset(&done, 0, sizeof done);
+        pxl_wire_head(&done.head, PXL_WORKER_DONE, sizeof done, serial);
+        done.cpu_ns = cpu_ns() - start;
+        rc = pxl_wire_send(sock, &done, sizeof done, -1);
+      } else if (broken) {
+        rc = -1;
+      }
     }
   }
   free(out.pixels);
   pxl_codec_color_free(&color);
+  *status = r.status;
+  return rc;
+}
+
+/* The library's next word in a conversation kept open (PXL_WORKER_NATIVE_STAY): a NATIVE
+ * of the same serial (no descriptor, or the output memfd with PXL_WORKER_NATIVE_OUTPUT), or
+ * CANCEL. 1: *next and *fd filled; 0: CANCEL; -1: broken. */
+static int next_request(int sock, uint32_t serial, pxl_worker_msg_native *next, int *fd) {
+  union {
+    pxl_worker_msg_head head;
+    pxl_worker_msg_native native;
+    char raw[PXL_WORKER_MSG_MAX];
+  } in;
+  ssize_t n = pxl_wire_recv(sock, &in, sizeof in, fd);
+  int ours = n > 0 && in.head.serial == serial;
+  if (ours && pxl_wire_valid(&in, n, PXL_WORKER_CANCEL, sizeof(pxl_worker_msg_cancel))) {
+    if (*fd >= 0) close(*fd), *fd = -1;
+    return 0;
+  }
+  if (ours && pxl_wire_valid(&in, n, PXL_WORKER_NATIVE, sizeof in.native) &&
+      ((in.native.flags & PXL_WORKER_NATIVE_OUTPUT) ? *fd >= 0 && in.native.op == PXL_WORKER_NATIVE_RESAMPLE : *fd < 0)) {
+    *next = in.native;
+    return 1;
+  }
+  if (*fd >= 0) close(*fd), *fd = -1;
+  return -1;
+}
+
+__attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uint64_t max_input_bytes, const pxl_worker_msg_native *req, int data_fd) {
+  uint32_t serial = req->head.serial;
+  const struct format *format = NULL;
+  for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+    if (strncmp(req->format, formats[i].id, sizeof req->format) == 0) format = &formats[i];
+  struct stat st;
+  const uint8_t *data = MAP_FAILED;
+  size_t size = (size_t)req->data_size;
+  int usable = format && fstat(data_fd, &st) == 0 && req->data_size != 0 && req->data_size <= (uint64_t)st.st_size &&
+               req->data_size <= max_input_bytes;
+  if (usable) data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+  if (data == MAP_FAILED) {
+    pxl_worker_msg_native_result r;
+    memset(&r, 0, sizeof r);
+    pxl_wire_head(&r.head, PXL_WORKER_NATIVE_RESULT, sizeof r, serial);
+    r.status = usable ? PXL_CODEC_NO_MEMORY : PXL_CODEC_UNSUPPORTED;
+    r.color_status = PXL_CODEC_UNSUPPORTED;
+    snprintf(r.message, sizeof r.message, "%s",
+             usable ? "cannot map the data" : format ? "the data's size does not match its memfd" : "no such format");
+    return pxl_wire_send(sock, &r, sizeof r, -1);
+  }
+  /* The conversation: this operation, and while an INFO asks to stay, the next ones. */
+  pxl_worker_msg_native current = *req;
+  current.flags &= PXL_WORKER_NATIVE_STAY;
+  int output_fd = -1, rc;
+  for (;;) {
+    int32_t status = PXL_CODEC_UNSUPPORTED;
+    rc = operate(sock, format, data, size, &current, serial, output_fd, &status);
+    if (output_fd >= 0) close(output_fd), output_fd = -1;
+    /* Only an INFO that succeeded keeps the conversation open (the library knows it so). */
+    if (rc != 0 || status != PXL_CODEC_OK || current.op != PXL_WORKER_NATIVE_INFO ||
+        !(current.flags & PXL_WORKER_NATIVE_STAY))
+      break;
+    int more = next_request(sock, serial, &current, &output_fd);
+    if (more <= 0) {
+      rc = more;
+      break;
+    }
+    if (strncmp(current.format, format->id, sizeof current.format) != 0) {
+      if (output_fd >= 0) close(output_fd);
+      rc = -1;
+      break;
+    }
+  }
+  munmap((void *)data, size);
   return rc;
 }
 

@@ -58,6 +58,23 @@
  * open. A module's codec with open_frames is read frame by frame; one with decode_frames
  * only is decoded once at FRAMES_OPEN (its frames kept in the worker, within
  * PXL_WORKER_FRAMES_MAX_BYTES) and served one by one.
+ *
+ * One conversation per image (protocol 4): the serial of the DECODE or NATIVE that brought
+ * the data memfd names the conversation, and the worker keeps the bytes mapped (and, for a
+ * module, the header it read) until the conversation ends, so that the library's header,
+ * choose_size and pixels for one image are one data memfd and one parse:
+ *   after HEADER, instead of PIXELS or CANCEL:
+ *   library -> SIZE       choose_size for another target (the size the library computes
+ *                           from the header): answered by HEADER with that size
+ *   library -> DRAW       + the pixel memfd, sized for what DRAW asks (the target, the mode,
+ *                           PARTIAL): answered by DONE or ERROR, which end the conversation
+ *   after a NATIVE INFO sent with PXL_WORKER_NATIVE_STAY, once its answer is complete:
+ *   library -> NATIVE     without a descriptor (the bytes kept), or with
+ *                           PXL_WORKER_NATIVE_OUTPUT and the output memfd, already sized
+ *                           for RESAMPLE's output (out_width * out_height * channels): the
+ *                           worker writes it and answers NATIVE_RESULT alone (bytes: what it
+ *                           wrote, that size or 0 when no row came). A decode ends the
+ *                           conversation, as does CANCEL from the library (no answer).
  * The worker answers nothing else; a worker that dies, answers out of turn, or with a
  * message that fails a check is killed and its decode fails (PXL_E_DECODER_FAILED).
  *
@@ -89,7 +106,10 @@ enum pxl_worker_msg_type {
   PXL_WORKER_FRAMES_OPEN = 10,  /* library -> worker, with the data memfd: an animation's frames */
   PXL_WORKER_FRAME_NEXT = 11,   /* library -> worker */
   PXL_WORKER_FRAME = 12,        /* worker -> library */
-  PXL_WORKER_FRAMES_CLOSE = 13  /* library -> worker */
+  PXL_WORKER_FRAMES_CLOSE = 13, /* library -> worker */
+  /* Within a conversation (protocol 4; numbered apart from other additions): */
+  PXL_WORKER_SIZE = 16, /* library -> worker: choose_size for a target, answered by HEADER */
+  PXL_WORKER_DRAW = 17  /* library -> worker, with the pixel memfd: draw, answered by DONE */
 };
 
 /* The confinement layers in force, HELLO's layers (worker/README.md says what each stops
@@ -124,29 +144,37 @@ typedef struct pxl_worker_msg_hello {
   char codecs[PXL_WORKER_CODECS_CAP]; /* the codecs' ids in the order they sniff */
 } pxl_worker_msg_hello;
 
-/* DECODE flags */
+/* DECODE and DRAW flags */
 #define PXL_WORKER_KEEP_ORIENTATION 0x1u /* pxl_codec_target's PXL_CODEC_KEEP_ORIENTATION */
+#define PXL_WORKER_PARTIAL 0x2u          /* the bytes are a prefix of a file still arriving:
+                                            pxl_codec_target's PXL_CODEC_PARTIAL (a
+                                            PXL_CODEC_PROGRESSIVE codec's preview) */
+
+/* What the worker does to what it draws before it crosses (DECODE's and DRAW's): mode
+ * PXL_WORKER_DECODE_WHOLE, or _RESAMPLE: what the library's decode stage
+ * (FrameCollector.render) would do to the canvas: its rows unpremultiplied (a
+ * PXL_CODEC_PREMULTIPLIED codec's, with alpha), converted to the layout, then
+ * pxl_resampler_new(width, height, channels of the layout, crop, out_width, out_height,
+ * premultiply) (Sources/CCodecs/resample.c). The PIXELS memfd then holds out_height rows of
+ * out_width * channels bytes, then the ICC profile. */
+typedef struct pxl_worker_drawing {
+  uint32_t mode;         /* PXL_WORKER_DECODE_WHOLE or _RESAMPLE */
+  int32_t out_width, out_height;
+  int32_t layout;        /* pxl_codec_layout: PXL_CODEC_RGBA, PXL_CODEC_BGRA or PXL_CODEC_RGB */
+  int32_t premultiply;   /* 4 channels averaged premultiplied (the output premultiplied) */
+  uint32_t reserved;
+  double crop[4];        /* x, y, width, height in the canvas's pixels */
+} pxl_worker_drawing;
 
 typedef struct pxl_worker_msg_decode {
   pxl_worker_msg_head head;
   uint64_t data_size;    /* bytes of encoded data at the start of the memfd (<= its size) */
   int32_t target_width;  /* the size the library would like (choose_size), 0: full size; */
   int32_t target_height; /*   computed by the library from the request's size and mode */
-  uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION */
-  uint32_t mode;         /* PXL_WORKER_DECODE_WHOLE, or _RESAMPLE: the worker draws at
-                            target_width x target_height as before, then puts the canvas through
-                            the library's area resampler (Sources/CCodecs/resample.c) with
-                            resample[] and crop[], and only its output crosses */
+  uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION, PXL_WORKER_PARTIAL */
+  uint32_t reserved;
   char codec[PXL_WORKER_ID_CAP]; /* the codec to use; "" : the first whose sniff takes it */
-  /* RESAMPLE: what the library's decode stage (FrameCollector.render) would do to the canvas:
-   * its rows unpremultiplied (a PXL_CODEC_PREMULTIPLIED codec's, with alpha), converted to the
-   * layout, then pxl_resampler_new(width, height, channels of the layout, crop, out_width,
-   * out_height, premultiply). The PIXELS memfd then holds out_height rows of
-   * out_width * channels bytes, then the ICC profile. */
-  int32_t out_width, out_height;
-  int32_t layout;        /* pxl_codec_layout: PXL_CODEC_RGBA, PXL_CODEC_BGRA or PXL_CODEC_RGB */
-  int32_t premultiply;   /* 4 channels averaged premultiplied (the output premultiplied) */
-  double crop[4];        /* x, y, width, height in the canvas's pixels */
+  pxl_worker_drawing drawing;    /* for PIXELS (DRAW brings its own) */
 } pxl_worker_msg_decode;
 
 /* DECODE modes */
@@ -167,6 +195,26 @@ typedef struct pxl_worker_msg_header {
   char codec[PXL_WORKER_ID_CAP];
   char codec_version[PXL_WORKER_VERSION_CAP];
 } pxl_worker_msg_header;
+
+/* SIZE: choose_size (or a scalable codec's larger size) for this target, as DECODE's. */
+typedef struct pxl_worker_msg_size {
+  pxl_worker_msg_head head;
+  int32_t target_width, target_height;
+} pxl_worker_msg_size;
+
+/* DRAW: DECODE's drawing fields again, now that the library knows them (its plan needs the
+ * header), and PIXELS' buffer: draw at the size the worker answers for target (HEADER or
+ * SIZE: the library sizes the memfd from that answer), in mode, into the memfd that comes
+ * with it (stride * rows + icc_size: the canvas's height, or RESAMPLE's out_height). */
+typedef struct pxl_worker_msg_draw {
+  pxl_worker_msg_head head;
+  int32_t target_width, target_height;
+  uint32_t flags;        /* PXL_WORKER_KEEP_ORIENTATION (as DECODE's), PXL_WORKER_PARTIAL */
+  uint32_t reserved;
+  pxl_worker_drawing drawing;
+  uint64_t stride;       /* PIXELS' */
+  uint64_t size;
+} pxl_worker_msg_draw;
 
 typedef struct pxl_worker_msg_pixels {
   pxl_worker_msg_head head;
@@ -199,6 +247,12 @@ typedef struct pxl_worker_msg_error {
                                          region_width > 0) into the area resampler made with
                                          resample[] and crop[]: only its output crosses */
 
+/* NATIVE flags */
+#define PXL_WORKER_NATIVE_STAY 0x1u   /* INFO: keep the bytes for a NATIVE that follows in this
+                                         conversation (without a data memfd), or CANCEL */
+#define PXL_WORKER_NATIVE_OUTPUT 0x2u /* RESAMPLE in a conversation: the descriptor is the
+                                         output memfd, sized for the resampler's output */
+
 typedef struct pxl_worker_msg_native {
   pxl_worker_msg_head head;
   uint64_t data_size;    /* bytes of encoded data at the start of the memfd (<= its size) */
@@ -206,7 +260,7 @@ typedef struct pxl_worker_msg_native {
   uint32_t op;           /* PXL_WORKER_NATIVE_* */
   int32_t layout;        /* pxl_codec_layout (DECODE) */
   int32_t scale;         /* DCT scale denominator 1, 2, 4, 8 (DECODE; JPEG only) */
-  uint32_t reserved;
+  uint32_t flags;        /* PXL_WORKER_NATIVE_STAY, PXL_WORKER_NATIVE_OUTPUT */
   char format[PXL_WORKER_ID_CAP]; /* "jpeg", "png", "webp", "gif", "avif" */
   int32_t region_x, region_y, region_width, region_height; /* REGION, in the 1/scale image */
   /* RESAMPLE: pxl_resampler_new's src_width, src_height, channels, out_width, out_height,

@@ -34,6 +34,11 @@ struct pxl_worker {
   uint64_t max_input_bytes;
   pxl_worker_msg_hello hello;
   int frames_open;  /* an animation is open in the worker (FRAMES_OPEN answered DONE) */
+  /* A conversation left open (protocol 4): its serial (0: none), whether it is a built-in
+   * format's (NATIVE) or a module's, and a module's last HEADER. */
+  uint32_t open;
+  int open_native;
+  pxl_worker_msg_header open_header;
 };
 
 static double now_ms(void) {
@@ -387,6 +392,186 @@ static int pixels_then_done(pxl_worker *w, int fd, size_t stride, size_t size, v
   return got;
 }
 
+/* Ends the conversation left open, if any: CANCEL, which the worker does not answer. */
+void pxl_worker_close(pxl_worker *w) {
+  if (!w || !w->open) return;
+  pxl_worker_msg_cancel c;
+  pxl_wire_head(&c.head, PXL_WORKER_CANCEL, sizeof c, w->open);
+  w->open = 0;
+  if (w->alive && pxl_wire_send(w->sock, &c, sizeof c, -1) != 0) finish(w, NULL, PXL_WORKER_PROTOCOL, 0);
+}
+
+/* A result that has not started: the worker can take no request (ended), or the data
+ * cannot be sent. 1 when it can go on. */
+static int can_start(pxl_worker *w, size_t size, pxl_worker_result *r) {
+  memset(r, 0, sizeof *r);
+  r->memfd = -1;
+  r->status = PXL_WORKER_E_DECODER_FAILED;
+  if (!w->alive) {
+    snprintf(r->message, sizeof r->message, "decoder already ended");
+    r->end = PXL_WORKER_EXITED;
+    return 0;
+  }
+  if (size == 0 || size > w->max_input_bytes) {
+    r->status = size ? PXL_E_BODY_TOO_LARGE : PXL_E_NOT_AN_IMAGE;
+    snprintf(r->message, sizeof r->message, "%zu bytes: more than the worker maps (%llu)", size,
+             (unsigned long long)w->max_input_bytes);
+    if (!size) snprintf(r->message, sizeof r->message, "no data");
+    r->end = PXL_WORKER_ALIVE;
+    return 0;
+  }
+  return 1;
+}
+
+/* HEADER, the answer to DECODE or SIZE, checked (a conversation's later HEADER must say
+ * what its first said of the image). 1: r->header; else r says why. */
+static int receive_header(pxl_worker *w, double deadline, int timeout_ms, const pxl_worker_msg_header *first,
+                          pxl_worker_result *r) {
+  union {
+    pxl_worker_msg_header header;
+    char bytes[PXL_WORKER_MSG_MAX];
+  } in;
+  if (answer(w, &in, sizeof in, PXL_WORKER_HEADER, sizeof in.header, deadline, timeout_ms, r) <= 0) return 0;
+  pxl_worker_msg_header h = in.header;
+  if (!header_sane(&h) ||
+      (first && (h.image_width != first->image_width || h.image_height != first->image_height ||
+                 h.icc_size != first->icc_size || h.codec_flags != first->codec_flags ||
+                 h.orientation != first->orientation || h.has_alpha != first->has_alpha))) {
+    snprintf(r->message, sizeof r->message, "decoder sent a header that fails the checks");
+    finish(w, r, PXL_WORKER_PROTOCOL, 0);
+    return 0;
+  }
+  r->header = h;
+  return 1;
+}
+
+/* DECODE's and DRAW's drawing: rs (NULL: the canvas whole). */
+static pxl_worker_drawing drawing_of(const pxl_worker_resample *rs) {
+  pxl_worker_drawing d;
+  memset(&d, 0, sizeof d);
+  if (rs) {
+    d.mode = PXL_WORKER_DECODE_RESAMPLE;
+    d.out_width = rs->out_width;
+    d.out_height = rs->out_height;
+    d.layout = rs->layout;
+    d.premultiply = rs->premultiply;
+    memcpy(d.crop, rs->crop, sizeof d.crop);
+  }
+  return d;
+}
+
+/* DECODE with the data memfd, to the checked HEADER: the conversation's start. 1: it is
+ * open (w->open) with r->header; else r says why. */
+static int start_conversation(pxl_worker *w, const uint8_t *data, size_t size, const char *codec,
+                              int32_t target_width, int32_t target_height, uint32_t flags,
+                              const pxl_worker_resample *rs, double deadline, int timeout_ms, pxl_worker_result *r) {
+  pxl_worker_close(w);
+  if (!can_start(w, size, r)) return 0;
+  int data_fd = sealed_data(data, size);
+  if (data_fd < 0) {
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot make the data's memfd: %s", strerror(errno));
+    return 0;
+  }
+  pxl_worker_msg_decode req;
+  memset(&req, 0, sizeof req);
+  pxl_wire_head(&req.head, PXL_WORKER_DECODE, sizeof req, ++w->serial);
+  if (!w->serial) req.head.serial = ++w->serial; /* (0 is no conversation) */
+  req.data_size = size;
+  req.target_width = target_width;
+  req.target_height = target_height;
+  req.flags = flags & (PXL_WORKER_KEEP_ORIENTATION | PXL_WORKER_PARTIAL);
+  snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
+  req.drawing = drawing_of(rs);
+  int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
+  close(data_fd);
+  if (sent != 0) {
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
+    return 0;
+  }
+  if (!receive_header(w, deadline, timeout_ms, NULL, r)) return 0;
+  w->open = w->serial;
+  w->open_native = 0;
+  w->open_header = r->header;
+  return 1;
+}
+
+/* The pixels of the open conversation at width x height (what the worker's HEADER said it
+ * draws, or a size the caller asks it to draw exactly): the library's max_pixels check,
+ * the sealed memfd, PIXELS (draw NULL: DECODE's fields) or DRAW with it, DONE. The
+ * conversation's end. */
+static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_worker_msg_draw *draw,
+                           const pxl_worker_resample *rs, double start, double deadline, int timeout_ms,
+                           pxl_worker_result *r) {
+  w->open = 0;
+  const pxl_worker_msg_header *h = &r->header;
+  /* max_pixels on what will be drawn, before any buffer exists (the worker's word is no
+   * more than a claim; this is the library's check). */
+  if (width < 1 || height < 1 || (uint64_t)width * (uint64_t)height > w->max_pixels) {
+    pxl_worker_msg_cancel c;
+    pxl_wire_head(&c.head, PXL_WORKER_CANCEL, sizeof c, w->serial);
+    if (pxl_wire_send(w->sock, &c, sizeof c, -1) != 0) finish(w, NULL, PXL_WORKER_PROTOCOL, 0);
+    r->status = PXL_E_TOO_MANY_PIXELS;
+    snprintf(r->message, sizeof r->message, "%d x %d exceeds max_pixels (%llu)", width, height,
+             (unsigned long long)w->max_pixels);
+    return;
+  }
+  /* What crosses back: the canvas (rows x 4 * width), or the resampler's output. */
+  size_t channels = rs ? (rs->layout == 2 ? 3 : 4) : 0;
+  size_t rows = rs ? (size_t)rs->out_height : (size_t)height;
+  size_t stride = rs ? (size_t)rs->out_width * channels : (size_t)width * 4, map_size = stride * rows + h->icc_size;
+  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  /* Its size sealed before the worker has it: a worker that shrank it would fault our
+   * mapping (SIGBUS in the host). */
+  if (fd < 0 || ftruncate(fd, (off_t)map_size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+    if (fd >= 0) close(fd);
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot make the pixel memfd: %s", strerror(errno));
+    finish(w, NULL, PXL_WORKER_PROTOCOL, 0); /* it waits for PIXELS: start afresh */
+    return;
+  }
+  int sent;
+  if (draw) {
+    pxl_wire_head(&draw->head, PXL_WORKER_DRAW, sizeof *draw, w->serial);
+    draw->stride = stride;
+    draw->size = map_size;
+    sent = pxl_wire_send(w->sock, draw, sizeof *draw, fd);
+  } else {
+    pxl_worker_msg_pixels px;
+    memset(&px, 0, sizeof px);
+    pxl_wire_head(&px.head, PXL_WORKER_PIXELS, sizeof px, w->serial);
+    px.stride = stride;
+    px.size = map_size;
+    sent = pxl_wire_send(w->sock, &px, sizeof px, fd);
+  }
+  if (sent != 0) {
+    close(fd);
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
+    return;
+  }
+  union {
+    pxl_worker_msg_done done;
+    char bytes[PXL_WORKER_MSG_MAX];
+  } in;
+  if (answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, r) <= 0) {
+    close(fd);
+    return;
+  }
+  void *map = seal_and_map(w, fd, map_size, r);
+  if (!map) return;
+  r->status = PXL_OK;
+  r->end = PXL_WORKER_ALIVE;
+  r->header.width = width;
+  r->header.height = height;
+  r->pixels = map;
+  r->stride = stride;
+  r->icc = h->icc_size ? (const uint8_t *)map + stride * rows : NULL;
+  r->memfd = fd;
+  r->map_size = map_size;
+  r->wall_ms = now_ms() - start;
+  r->worker_cpu_ns = in.done.cpu_ns;
+}
+
 void pxl_worker_decode(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
                        int32_t target_height, int timeout_ms, pxl_worker_result *r) {
   pxl_worker_decode_flags(w, data, size, codec, target_width, target_height, 0, timeout_ms, r);
@@ -400,108 +585,78 @@ void pxl_worker_decode_flags(pxl_worker *w, const uint8_t *data, size_t size, co
 void pxl_worker_decode_resampled(pxl_worker *w, const uint8_t *data, size_t size, const char *codec,
                                  int32_t target_width, int32_t target_height, uint32_t flags,
                                  const pxl_worker_resample *rs, int timeout_ms, pxl_worker_result *r) {
-  memset(r, 0, sizeof *r);
-  r->memfd = -1;
-  r->status = PXL_WORKER_E_DECODER_FAILED;
-  if (!w->alive) {
-    snprintf(r->message, sizeof r->message, "decoder already ended");
-    r->end = PXL_WORKER_EXITED;
-    return;
-  }
-  if (size == 0 || size > w->max_input_bytes) {
-    r->status = size ? PXL_E_BODY_TOO_LARGE : PXL_E_NOT_AN_IMAGE;
-    snprintf(r->message, sizeof r->message, "%zu bytes: more than the worker maps (%llu)", size,
-             (unsigned long long)w->max_input_bytes);
-    if (!size) snprintf(r->message, sizeof r->message, "no data");
-    r->end = PXL_WORKER_ALIVE;
-    return;
-  }
   double start = now_ms(), deadline = start + timeout_ms;
-  int data_fd = sealed_data(data, size);
-  if (data_fd < 0) {
-    r->status = PXL_E_NO_MEMORY;
-    snprintf(r->message, sizeof r->message, "cannot make the data's memfd: %s", strerror(errno));
-    return;
-  }
-  pxl_worker_msg_decode req;
-  memset(&req, 0, sizeof req);
-  pxl_wire_head(&req.head, PXL_WORKER_DECODE, sizeof req, ++w->serial);
-  req.data_size = size;
-  req.target_width = target_width;
-  req.target_height = target_height;
-  req.flags = flags & PXL_WORKER_KEEP_ORIENTATION;
-  snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
-  /* What crosses back: the canvas (rows x 4 * width, once the header says the width), or
-   * the resampler's output. */
-  size_t channels = 0;
-  if (rs) {
-    channels = rs->layout == 2 ? 3 : 4;
-    req.mode = PXL_WORKER_DECODE_RESAMPLE;
-    req.out_width = rs->out_width;
-    req.out_height = rs->out_height;
-    req.layout = rs->layout;
-    req.premultiply = rs->premultiply;
-    memcpy(req.crop, rs->crop, sizeof req.crop);
-  }
-  header_or_done in;
-  int got = send_for_header(w, &req, sizeof req, data_fd, &in, deadline, timeout_ms, r);
-  if (got <= 0) return;
-  pxl_worker_msg_header h = in.header;
-  if (!header_sane(&h)) {
-    snprintf(r->message, sizeof r->message, "decoder sent a header that fails the checks");
-    finish(w, r, PXL_WORKER_PROTOCOL, 0);
-    return;
-  }
-  r->header = h;
+  if (!start_conversation(w, data, size, codec, target_width, target_height, flags, rs, deadline, timeout_ms, r)) return;
   if (flags & PXL_WORKER_CLIENT_HEADER_ONLY) {
     /* The header (and choose_size's answer) is all the caller wants: no pixel buffer. */
-    pxl_worker_msg_cancel c;
-    pxl_wire_head(&c.head, PXL_WORKER_CANCEL, sizeof c, w->serial);
-    if (pxl_wire_send(w->sock, &c, sizeof c, -1) != 0) {
-      finish(w, r, PXL_WORKER_PROTOCOL, 0);
-      return;
-    }
-    r->status = PXL_OK;
-    r->end = PXL_WORKER_ALIVE;
+    pxl_worker_close(w);
+    r->status = w->alive ? PXL_OK : PXL_WORKER_E_DECODER_FAILED;
+    r->end = w->alive ? PXL_WORKER_ALIVE : PXL_WORKER_PROTOCOL;
     r->wall_ms = now_ms() - start;
     return;
   }
-  /* max_pixels on what will be drawn, before any buffer exists (the worker's word is no
-   * more than a claim; this is the library's check). */
-  if ((uint64_t)h.width * (uint64_t)h.height > w->max_pixels) {
-    pxl_worker_msg_cancel c;
-    pxl_wire_head(&c.head, PXL_WORKER_CANCEL, sizeof c, w->serial);
-    if (pxl_wire_send(w->sock, &c, sizeof c, -1) != 0) finish(w, NULL, PXL_WORKER_PROTOCOL, 0);
-    r->status = PXL_E_TOO_MANY_PIXELS;
-    snprintf(r->message, sizeof r->message, "%d x %d exceeds max_pixels (%llu)", h.width, h.height,
-             (unsigned long long)w->max_pixels);
+  receive_pixels(w, r->header.width, r->header.height, NULL, rs, start, deadline, timeout_ms, r);
+}
+
+void pxl_worker_open(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, uint32_t flags,
+                     int timeout_ms, pxl_worker_result *r) {
+  double start = now_ms();
+  if (start_conversation(w, data, size, codec, 0, 0, flags, NULL, start + timeout_ms, timeout_ms, r)) {
+    r->status = PXL_OK;
+    r->end = PXL_WORKER_ALIVE;
+    r->wall_ms = now_ms() - start;
+  }
+}
+
+/* The open conversation, or r says there is none. */
+static int conversation_open(pxl_worker *w, pxl_worker_result *r) {
+  memset(r, 0, sizeof *r);
+  r->memfd = -1;
+  if (w->alive && w->open && !w->open_native) return 1;
+  r->status = w->alive ? PXL_E_INVALID_ARGUMENT : PXL_WORKER_E_DECODER_FAILED;
+  r->end = w->alive ? PXL_WORKER_ALIVE : PXL_WORKER_EXITED;
+  snprintf(r->message, sizeof r->message, "no conversation open with the decoder");
+  return 0;
+}
+
+void pxl_worker_size(pxl_worker *w, int32_t target_width, int32_t target_height, int timeout_ms,
+                     pxl_worker_result *r) {
+  if (!conversation_open(w, r)) return;
+  double start = now_ms();
+  r->status = PXL_WORKER_E_DECODER_FAILED;
+  pxl_worker_msg_size q;
+  memset(&q, 0, sizeof q);
+  pxl_wire_head(&q.head, PXL_WORKER_SIZE, sizeof q, w->open);
+  q.target_width = target_width;
+  q.target_height = target_height;
+  if (pxl_wire_send(w->sock, &q, sizeof q, -1) != 0) {
+    w->open = 0;
+    finish(w, r, PXL_WORKER_PROTOCOL, 100);
     return;
   }
-  size_t rows = rs ? (size_t)rs->out_height : (size_t)h.height;
-  size_t stride = rs ? (size_t)rs->out_width * channels : (size_t)h.width * 4, map_size = stride * rows + h.icc_size;
-  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  /* Its size sealed before the worker has it: a worker that shrank it would fault our
-   * mapping (SIGBUS in the host). */
-  if (fd < 0 || ftruncate(fd, (off_t)map_size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
-    if (fd >= 0) close(fd);
-    r->status = PXL_E_NO_MEMORY;
-    snprintf(r->message, sizeof r->message, "cannot make the pixel memfd: %s", strerror(errno));
-    finish(w, NULL, PXL_WORKER_PROTOCOL, 0); /* it waits for PIXELS: start afresh */
+  if (!receive_header(w, start + timeout_ms, timeout_ms, &w->open_header, r)) {
+    w->open = 0; /* (an ERROR ends it too) */
     return;
   }
-  got = pixels_then_done(w, fd, stride, map_size, &in, sizeof in, deadline, timeout_ms, r);
-  if (got <= 0) return;
-  void *map = seal_and_map(w, fd, map_size, r);
-  if (!map) return;
+  w->open_header = r->header;
   r->status = PXL_OK;
   r->end = PXL_WORKER_ALIVE;
-  r->pixels = map;
-  r->stride = stride;
-  r->icc = h.icc_size ? (const uint8_t *)map + stride * rows : NULL;
-  r->memfd = fd;
-  r->map_size = map_size;
   r->wall_ms = now_ms() - start;
-  r->worker_cpu_ns = in.done.cpu_ns;
+}
+
+void pxl_worker_draw(pxl_worker *w, int32_t width, int32_t height, uint32_t flags, const pxl_worker_resample *rs,
+                     int timeout_ms, pxl_worker_result *r) {
+  if (!conversation_open(w, r)) return;
+  double start = now_ms();
+  r->status = PXL_WORKER_E_DECODER_FAILED;
+  r->header = w->open_header;
+  pxl_worker_msg_draw d;
+  memset(&d, 0, sizeof d);
+  d.target_width = width;
+  d.target_height = height;
+  d.flags = flags & (PXL_WORKER_KEEP_ORIENTATION | PXL_WORKER_PARTIAL);
+  d.drawing = drawing_of(rs);
+  receive_pixels(w, width, height, &d, rs, start, start + timeout_ms, timeout_ms, r);
 }
 
 void pxl_worker_result_release(pxl_worker_result *r) {
@@ -559,7 +714,7 @@ static int native_answer_sane(const pxl_worker_msg_native_result *a, const pxl_w
 }
 
 void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const char *format, uint32_t op,
-                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
+                       uint32_t flags, int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
                        const int32_t resample[6], const double crop[4], int *data_memfd, int timeout_ms,
                        pxl_worker_native_result *r) {
   memset(r, 0, sizeof *r);
@@ -576,28 +731,59 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
     return;
   }
   double start = now_ms(), deadline = start + timeout_ms;
-  int data_fd = data_memfd && *data_memfd >= 0 ? *data_memfd : sealed_data(data, size);
-  if (data_fd < 0) {
-    r->status = PXL_E_NO_MEMORY;
-    snprintf(r->message, sizeof r->message, "cannot make the data's memfd: %s", strerror(errno));
+  /* In the conversation an INFO left open: no data memfd (the worker kept the bytes); a
+   * RESAMPLE brings its output memfd, sized here. Else a new conversation. */
+  int within = (flags & PXL_WORKER_CLIENT_CONTINUE) && w->open && w->open_native;
+  if ((flags & PXL_WORKER_CLIENT_CONTINUE) && !within) {
+    r->status = PXL_E_INVALID_ARGUMENT;
     r->end = PXL_WORKER_ALIVE;
+    snprintf(r->message, sizeof r->message, "no conversation open with the decoder");
     return;
   }
-  if (data_memfd) *data_memfd = data_fd; /* the caller's now, for its next conversation */
+  if (!within) pxl_worker_close(w);
+  int fd = -1;
+  size_t output_size = 0;
+  if (within && op == PXL_WORKER_NATIVE_RESAMPLE) {
+    /* The resampler's output: the library's own parameters, checked as its answer would be. */
+    int32_t c = resample ? resample[2] : 0;
+    if (!resample || resample[3] < 1 || resample[4] < 1 || (c != 1 && c != 3 && c != 4) ||
+        (uint64_t)resample[3] * (uint64_t)resample[4] > max_pixels) {
+      r->status = PXL_E_INVALID_ARGUMENT;
+      r->end = PXL_WORKER_ALIVE;
+      snprintf(r->message, sizeof r->message, "resampler parameters out of range");
+      pxl_worker_close(w);
+      return;
+    }
+    output_size = (size_t)resample[3] * (size_t)resample[4] * (size_t)c;
+    fd = sized_memfd(output_size);
+  } else if (!within) {
+    fd = data_memfd && *data_memfd >= 0 ? *data_memfd : sealed_data(data, size);
+  }
+  if ((!within || output_size) && fd < 0) {
+    r->status = PXL_E_NO_MEMORY;
+    snprintf(r->message, sizeof r->message, "cannot make the %s memfd: %s", within ? "output" : "data's", strerror(errno));
+    r->end = PXL_WORKER_ALIVE;
+    pxl_worker_close(w);
+    return;
+  }
+  if (!within && data_memfd) *data_memfd = fd; /* the caller's now, for its next conversation */
   pxl_worker_msg_native req;
   memset(&req, 0, sizeof req);
-  pxl_wire_head(&req.head, PXL_WORKER_NATIVE, sizeof req, ++w->serial);
+  if (!within && !++w->serial) ++w->serial; /* (0 is no conversation) */
+  pxl_wire_head(&req.head, PXL_WORKER_NATIVE, sizeof req, w->serial);
+  w->open = 0;
   req.data_size = size;
   req.max_pixels = max_pixels;
   req.op = op;
+  req.flags = (flags & PXL_WORKER_NATIVE_STAY) | (output_size ? PXL_WORKER_NATIVE_OUTPUT : 0);
   req.layout = layout;
   req.scale = scale;
   snprintf(req.format, sizeof req.format, "%s", format);
   if (region) req.region_x = region[0], req.region_y = region[1], req.region_width = region[2], req.region_height = region[3];
   if (resample) memcpy(req.resample, resample, sizeof req.resample);
   if (crop) memcpy(req.crop, crop, sizeof req.crop);
-  int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
-  if (!data_memfd) close(data_fd);
+  int sent = pxl_wire_send(w->sock, &req, sizeof req, fd);
+  if (!within && !data_memfd) close(fd);
   union {
     pxl_worker_msg_native_result result;
     pxl_worker_msg_done done;
@@ -611,6 +797,13 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
     finish(w, &verdict, PXL_WORKER_PROTOCOL, 0);
     got = -1;
   }
+  if (got == 1 && output_size && in.result.bytes != 0 && in.result.bytes != output_size) {
+    snprintf(verdict.message, sizeof verdict.message, "decoder wrote %llu bytes of a %zu-byte output",
+             (unsigned long long)in.result.bytes, output_size);
+    finish(w, &verdict, PXL_WORKER_PROTOCOL, 0);
+    got = -1;
+  }
+  if (got != 1 && output_size) close(fd);
   if (got != 1) {
     /* (An ERROR: the worker could not even start the operation.) */
     r->status = verdict.status;
@@ -622,13 +815,38 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
   }
   r->answer = in.result;
   r->end = PXL_WORKER_ALIVE;
+  /* An INFO asked to stay that succeeded: the worker waits for this conversation's next. */
+  if ((flags & PXL_WORKER_NATIVE_STAY) && op == PXL_WORKER_NATIVE_INFO && in.result.status == 0) {
+    w->open = w->serial;
+    w->open_native = 1;
+  }
+  if (output_size) {
+    /* Written into the memfd that went with the request: sealed against writing and mapped. */
+    if (in.result.bytes == 0) {
+      close(fd);
+    } else {
+      void *map = seal_and_map(w, fd, output_size, &verdict);
+      if (!map) {
+        r->status = verdict.status ? verdict.status : PXL_WORKER_E_DECODER_FAILED;
+        r->end = w->alive ? PXL_WORKER_ALIVE : verdict.end;
+        snprintf(r->message, sizeof r->message, "%s", verdict.message);
+        return;
+      }
+      r->bytes = map;
+      r->memfd = fd;
+      r->map_size = output_size;
+    }
+    r->status = PXL_OK;
+    r->wall_ms = now_ms() - start;
+    return;
+  }
   if (in.result.bytes == 0) {
     r->status = PXL_OK;
     r->wall_ms = now_ms() - start;
     return;
   }
   size_t map_size = (size_t)in.result.bytes;
-  int fd = sized_memfd(map_size);
+  fd = sized_memfd(map_size); /* (the data memfd is closed or the caller's) */
   if (fd < 0) {
     r->status = PXL_E_NO_MEMORY;
     snprintf(r->message, sizeof r->message, "cannot make the pixel memfd: %s", strerror(errno));
@@ -684,6 +902,7 @@ void pxl_worker_frames_open(pxl_worker *w, const uint8_t *data, size_t size, con
     r->end = PXL_WORKER_EXITED;
     return;
   }
+  pxl_worker_close(w); /* an image's conversation left open ends first */
   w->frames_open = 0;
   if (size == 0 || size > w->max_input_bytes) {
     r->status = size ? PXL_E_BODY_TOO_LARGE : PXL_E_NOT_AN_IMAGE;

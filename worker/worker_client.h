@@ -117,6 +117,21 @@ void pxl_worker_result_release(pxl_worker_result *result);
  * that is not sealed against writing, shrinking and growing (so neither the worker nor
  * anyone else can change or cut what the mapping reads). NULL when it cannot. */
 void *pxl_worker_map_private(int memfd, size_t size);
+/* One image's conversation (protocol 4), for a caller that needs the header before it
+ * knows what to ask: pxl_worker_open sends the data and returns the header (the image's
+ * size in width and height too) with the conversation left open; pxl_worker_size asks
+ * choose_size's answer for a target (header.width and height); pxl_worker_draw has the
+ * worker draw at exactly width x height (the header's size, a size answered, or a scalable
+ * codec's larger size), resampled when resample is not NULL, and ends it; pxl_worker_end
+ * ends it without pixels (any new conversation ends the one open). flags:
+ * PXL_WORKER_KEEP_ORIENTATION, PXL_WORKER_PARTIAL. */
+void pxl_worker_open(pxl_worker *worker, const uint8_t *data, size_t size, const char *codec, uint32_t flags,
+                     int timeout_ms, pxl_worker_result *result);
+void pxl_worker_size(pxl_worker *worker, int32_t target_width, int32_t target_height, int timeout_ms,
+                     pxl_worker_result *result);
+void pxl_worker_draw(pxl_worker *worker, int32_t width, int32_t height, uint32_t flags,
+                     const pxl_worker_resample *resample, int timeout_ms, pxl_worker_result *result);
+void pxl_worker_close(pxl_worker *worker);
 
 /* A built-in format's shim run in the worker (PXL_ISOLATION_ALL; the worker spawned with
  * options.builtins): NATIVE, then, when bytes follow, a sealed memfd of exactly their size
@@ -135,15 +150,21 @@ typedef struct pxl_worker_native_result {
   double wall_ms;
 } pxl_worker_native_result;
 
+/* A flag of pxl_worker_native, not sent: the request continues the conversation an INFO
+ * with PXL_WORKER_NATIVE_STAY left open (no data memfd: the worker kept the bytes; a
+ * RESAMPLE's output comes back in a memfd sent with it, sized from resample[]). */
+#define PXL_WORKER_CLIENT_CONTINUE 0x10000u
+
 /* op PXL_WORKER_NATIVE_INFO, _DECODE, _REGION (region: x, y, width, height; else NULL)
  * or _RESAMPLE (resample and crop: the resampler's parameters; region too for a JPEG crop)
  * of format ("jpeg", ...) over data; max_pixels: the shim's argument, and the bound the
  * answer's pixels are checked against. data_memfd: NULL, or the sealed memfd of data kept
  * by the caller from an earlier conversation about the same bytes (-1: none yet; the one
  * made now is left there, the caller's to close), so that INFO and the decode after it
- * copy the bytes once. */
+ * copy the bytes once. flags: PXL_WORKER_NATIVE_STAY (an INFO that succeeds leaves the
+ * conversation open: pxl_worker_close ends it), PXL_WORKER_CLIENT_CONTINUE. */
 void pxl_worker_native(pxl_worker *worker, const uint8_t *data, size_t size, const char *format, uint32_t op,
-                       int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
+                       uint32_t flags, int32_t layout, int32_t scale, uint64_t max_pixels, const int32_t region[4],
                        const int32_t resample[6], const double crop[4], int *data_memfd, int timeout_ms,
                        pxl_worker_native_result *result);
 

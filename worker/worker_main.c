@@ -159,9 +159,9 @@ static int send_error(int sock, uint32_t serial, pxl_status status, const char *
   return pxl_wire_send(sock, &e, sizeof e, -1);
 }
 
-/* A RESAMPLE decode's parameters (pxl_worker_protocol.h): the layout's channels, or 0 when
+/* A RESAMPLE drawing's parameters (pxl_worker_protocol.h): the layout's channels, or 0 when
  * they are not ones the library sends. */
-static int resample_channels(const pxl_worker_msg_decode *req) {
+static int resample_channels(const pxl_worker_drawing *req) {
   if (req->out_width < 1 || req->out_height < 1 || req->out_width > (1 << 20) || req->out_height > (1 << 20)) return 0;
   switch (req->layout) {
   case PXL_CODEC_RGBA:
@@ -177,7 +177,7 @@ static int resample_channels(const pxl_worker_msg_decode *req) {
  * C resampler, the same parameters: the same bytes. Writes out_height rows of
  * out_width * channels into out; 0, or a pxl_status. */
 static pxl_status resample_canvas(const uint8_t *canvas, int32_t width, int32_t height,
-                                  const pxl_worker_msg_decode *req, int channels, uint8_t *out) {
+                                  const pxl_worker_drawing *req, int channels, uint8_t *out) {
   pxl_resampler *r = pxl_resampler_new(width, height, channels, req->crop[0], req->crop[1], req->crop[2], req->crop[3],
                                        req->out_width, req->out_height, req->premultiply ? 1 : 0);
   if (!r) return PXL_E_INVALID_ARGUMENT;
@@ -220,38 +220,33 @@ static void unpremultiply(uint8_t *p, size_t count) {
   }
 }
 
-/* The library asks for an image's header, then (a thumbnail) choose_size's answer, then
- * the pixels: three conversations, each of which starts with read_header, which for some
- * formats is a whole parse (librsvg's: most of an SVG's cost). In-process the codec reads
- * the header once. So the last successful header is kept with a copy of the bytes it was
- * read from (up to HEADER_CACHE_MAX) and the flags asked, and given again for the same
- * bytes, compared whole: read_header is a function of its bytes and flags. */
-enum { HEADER_CACHE_MAX = 4 << 20 };
-static struct {
+/* One image's conversation (pxl_worker_protocol.h): the bytes mapped once, the header read
+ * once, the size answered for each target the library asks, then the pixels. */
+typedef struct conversation {
+  int sock;
+  uint32_t serial;
   const pxl_codec *codec;
-  uint8_t *bytes;
+  const uint8_t *data;
   size_t size;
   pxl_codec_header header;
-} header_cache;
+  pxl_worker_msg_header answer; /* the last HEADER sent */
+  uint64_t start;               /* CPU time at DECODE */
+} conversation;
 
-static pxl_status read_header_once(const pxl_codec *codec, const uint8_t *data, size_t size, pxl_codec_header *header,
-                                   char *message, size_t cap) {
-  if (header_cache.codec == codec && header_cache.size == size && header_cache.header.flags == header->flags &&
-      memcmp(header_cache.bytes, data, size) == 0) {
-    *header = header_cache.header;
-    return PXL_OK;
+/* The size drawn for a target: choose_size's answer for a smaller one, the target itself
+ * for a scalable codec asked for more (the library checks it against max_pixels before a
+ * buffer exists), else the header's. */
+static void size_for(const conversation *c, int32_t target_width, int32_t target_height, int32_t *width, int32_t *height) {
+  const pxl_codec *codec = c->codec;
+  *width = c->header.width, *height = c->header.height;
+  if (target_width > 0 && target_height > 0 && codec->choose_size &&
+      ((int64_t)target_width * target_height < (int64_t)*width * *height)) {
+    int32_t w = target_width, h = target_height;
+    if (codec->choose_size(c->data, c->size, c->header.flags, &w, &h, codec->user_data) == PXL_OK && w >= 1 && h >= 1)
+      *width = w, *height = h;
+  } else if (target_width > 0 && target_height > 0 && (codec->flags & PXL_CODEC_SCALABLE)) {
+    *width = target_width, *height = target_height;
   }
-  pxl_status status = codec->read_header(data, size, header, message, cap, codec->user_data);
-  free(header_cache.bytes);
-  header_cache.codec = NULL;
-  header_cache.bytes = NULL;
-  if (status == PXL_OK && size <= HEADER_CACHE_MAX && (header_cache.bytes = malloc(size)) != NULL) {
-    memcpy(header_cache.bytes, data, size);
-    header_cache.codec = codec;
-    header_cache.size = size;
-    header_cache.header = *header;
-  }
-  return status;
 }
 
 /* HEADER for a codec's header, drawn at width x height. */
@@ -296,138 +291,177 @@ static int receive_pixels(int sock, uint32_t serial, int *pixel_fd, pxl_worker_m
   return 1;
 }
 
-/* One decode: DECODE has arrived with data_fd. Returns 0 to go on, -1 when the
- * conversation is broken (the worker then exits: the library starts a fresh one). */
-static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, int data_fd) {
-  uint32_t serial = req->head.serial;
-  uint64_t start = cpu_ns();
-  struct stat st;
-  if (fstat(data_fd, &st) != 0 || req->data_size == 0 || req->data_size > (uint64_t)st.st_size ||
-      req->data_size > o->max_input_bytes)
-    return send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the data's size does not match its memfd");
-  size_t size = (size_t)req->data_size;
-  const uint8_t *data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, data_fd, 0);
-  if (data == MAP_FAILED) return send_error(sock, serial, PXL_E_NO_MEMORY, "cannot map the data");
+/* HEADER with the size drawn for a target. 0, or -1 (the socket failed). */
+static int send_header(conversation *c, int32_t target_width, int32_t target_height) {
+  size_for(c, target_width, target_height, &c->answer.width, &c->answer.height);
+  return pxl_wire_send(c->sock, &c->answer, sizeof c->answer, -1);
+}
 
-  char id[PXL_WORKER_ID_CAP];
-  memcpy(id, req->codec, sizeof id);
-  id[sizeof id - 1] = 0;
-  const pxl_codec *codec = id[0] ? pxl_worker_codec_named(id) : pxl_worker_codec_sniff(data, size);
-  int rc = 0;
-  if (!codec) {
-    rc = send_error(sock, serial, PXL_E_NOT_AN_IMAGE, id[0] ? "no such codec in the worker" : "no codec takes these bytes");
-    goto out;
-  }
-
-  char message[PXL_WORKER_MESSAGE_CAP] = {0};
-  pxl_codec_header header;
-  memset(&header, 0, sizeof header);
-  header.struct_size = sizeof header;
-  header.flags = req->flags & PXL_WORKER_KEEP_ORIENTATION ? PXL_CODEC_KEEP_ORIENTATION : 0;
-  header.frame_count = 1;
-  header.orientation = 1;
-  header.has_alpha = 1;
-  pxl_status status = read_header_once(codec, data, size, &header, message, sizeof message);
-  message[sizeof message - 1] = 0;
-  if (status != PXL_OK) {
-    rc = send_error(sock, serial, status, message);
-    goto out;
-  }
-  /* The library checks this too; answering it here keeps a codec's mistake a corrupt image
-   * rather than a worker killed for a bad header. */
-  if (header.width < 1 || header.height < 1) {
-    snprintf(message, sizeof message, "%s reported a size of %d x %d", codec->id, header.width, header.height);
-    rc = send_error(sock, serial, PXL_E_CORRUPT_IMAGE, message);
-    goto out;
-  }
-  int32_t width = header.width, height = header.height;
-  if (req->target_width > 0 && req->target_height > 0 && codec->choose_size &&
-      ((int64_t)req->target_width * req->target_height < (int64_t)width * height)) {
-    int32_t w = req->target_width, h = req->target_height;
-    if (codec->choose_size(data, size, header.flags, &w, &h, codec->user_data) == PXL_OK && w >= 1 && h >= 1) width = w, height = h;
-  } else if (req->target_width > 0 && req->target_height > 0 && (codec->flags & PXL_CODEC_SCALABLE)) {
-    /* A vector format drawn larger than its header's size: the library asked for that size
-     * (and checks it against max_pixels before a buffer exists). */
-    width = req->target_width, height = req->target_height;
-  }
-
-  pxl_worker_msg_header answer;
-  header_answer(&answer, serial, codec, &header, width, height);
-  if (pxl_wire_send(sock, &answer, sizeof answer, -1) != 0) {
-    rc = -1;
-    goto out;
-  }
-
-  /* The library's answer: a pixel buffer, or CANCEL. */
-  pxl_worker_msg_pixels px;
-  int pixel_fd = -1;
-  int got = receive_pixels(sock, serial, &pixel_fd, &px);
-  if (got <= 0) {
-    rc = got;
-    goto out;
+/* The pixels into pixel_fd as `req` asks, at the size last answered (or the one its
+ * target gives), then DONE or ERROR: the conversation's end. 0, or -1. */
+static int draw(conversation *c, const pxl_worker_msg_draw *req, int pixel_fd) {
+  uint32_t serial = c->serial;
+  const pxl_codec *codec = c->codec;
+  int32_t width = c->answer.width, height = c->answer.height;
+  if (req->target_width != width || req->target_height != height)
+    size_for(c, req->target_width, req->target_height, &width, &height);
+  /* DRAW asks for a size: drawn exactly, or not at all (the library sized its memfd and its
+   * plan for it). */
+  if (width != req->target_width || height != req->target_height) {
+    char message[PXL_WORKER_MESSAGE_CAP];
+    snprintf(message, sizeof message, "the decoder draws %d x %d for %d x %d", width, height, req->target_width,
+             req->target_height);
+    close(pixel_fd);
+    return send_error(c->sock, serial, PXL_E_CORRUPT_IMAGE, message);
   }
   /* RESAMPLE: the memfd holds the resampler's output; the canvas is the worker's own. */
-  int channels = req->mode == PXL_WORKER_DECODE_RESAMPLE ? resample_channels(req) : 0;
-  if (req->mode != PXL_WORKER_DECODE_WHOLE && channels == 0) {
+  const pxl_worker_drawing *drawing = &req->drawing;
+  int channels = drawing->mode == PXL_WORKER_DECODE_RESAMPLE ? resample_channels(drawing) : 0;
+  if (drawing->mode != PXL_WORKER_DECODE_WHOLE && channels == 0) {
     close(pixel_fd);
-    rc = send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the resample parameters are not ones the library sends");
-    goto out;
+    return send_error(c->sock, serial, PXL_E_INVALID_ARGUMENT, "the resample parameters are not ones the library sends");
   }
-  uint64_t rows = channels ? (uint64_t)req->out_height : (uint64_t)height;
-  uint64_t row_bytes = channels ? (uint64_t)channels * (uint64_t)req->out_width : 4ull * (uint64_t)width;
-  uint64_t stride = px.stride, need = stride * rows + answer.icc_size;
-  if (fstat(pixel_fd, &st) != 0 || stride < row_bytes || stride > (1ull << 32) ||
-      px.size != need || (uint64_t)st.st_size != need) {
+  uint64_t rows = channels ? (uint64_t)drawing->out_height : (uint64_t)height;
+  uint64_t row_bytes = channels ? (uint64_t)channels * (uint64_t)drawing->out_width : 4ull * (uint64_t)width;
+  uint64_t stride = req->stride, need = stride * rows + c->answer.icc_size;
+  struct stat st;
+  if (fstat(pixel_fd, &st) != 0 || stride < row_bytes || stride > (1ull << 32) || req->size != need ||
+      (uint64_t)st.st_size != need) {
     close(pixel_fd);
-    rc = send_error(sock, serial, PXL_E_INVALID_ARGUMENT, "the pixel buffer's size does not match the header");
-    goto out;
+    return send_error(c->sock, serial, PXL_E_INVALID_ARGUMENT, "the pixel buffer's size does not match the header");
   }
   uint8_t *pixels = mmap(NULL, (size_t)need, PROT_READ | PROT_WRITE, MAP_SHARED, pixel_fd, 0);
   close(pixel_fd);
-  if (pixels == MAP_FAILED) {
-    rc = send_error(sock, serial, PXL_E_NO_MEMORY, "cannot map the pixel buffer");
-    goto out;
-  }
+  if (pixels == MAP_FAILED) return send_error(c->sock, serial, PXL_E_NO_MEMORY, "cannot map the pixel buffer");
   /* Zeroed, as the library's canvas is (calloc) and a fresh memfd is. */
   uint8_t *canvas = channels ? calloc((size_t)width * (size_t)height, 4) : pixels;
   if (!canvas) {
     munmap(pixels, (size_t)need);
-    rc = send_error(sock, serial, PXL_E_NO_MEMORY, "out of memory for the canvas");
-    goto out;
+    return send_error(c->sock, serial, PXL_E_NO_MEMORY, "out of memory for the canvas");
   }
+  char message[PXL_WORKER_MESSAGE_CAP] = {0};
   pxl_codec_target target;
   memset(&target, 0, sizeof target);
   target.struct_size = sizeof target;
-  target.flags = header.flags;
+  target.flags = c->header.flags | (req->flags & PXL_WORKER_PARTIAL ? PXL_CODEC_PARTIAL : 0);
   target.width = width;
   target.height = height;
   target.pixels = canvas;
   target.stride = channels ? (size_t)width * 4 : (size_t)stride;
   target.cancel = &never_cancelled;
-  memset(message, 0, sizeof message);
-  status = codec->decode(data, size, &target, message, sizeof message, codec->user_data);
+  pxl_status status = codec->decode(c->data, c->size, &target, message, sizeof message, codec->user_data);
   message[sizeof message - 1] = 0;
   if (status == PXL_OK && channels) {
-    if ((codec->flags & PXL_CODEC_PREMULTIPLIED) && header.has_alpha) unpremultiply(canvas, (size_t)width * (size_t)height);
-    status = resample_canvas(canvas, width, height, req, channels, pixels);
+    if ((codec->flags & PXL_CODEC_PREMULTIPLIED) && c->header.has_alpha)
+      unpremultiply(canvas, (size_t)width * (size_t)height);
+    status = resample_canvas(canvas, width, height, drawing, channels, pixels);
     if (status != PXL_OK) snprintf(message, sizeof message, "cannot resample the %d x %d canvas", width, height);
   }
   if (channels) free(canvas);
-  if (status == PXL_OK && answer.icc_size)
-    status = codec->read_icc(data, size, pixels + stride * rows, answer.icc_size, codec->user_data);
+  if (status == PXL_OK && c->answer.icc_size)
+    status = codec->read_icc(c->data, c->size, pixels + stride * rows, c->answer.icc_size, codec->user_data);
   /* Unmapped before DONE: the library's F_SEAL_WRITE fails while a writable mapping exists. */
   munmap(pixels, (size_t)need);
-  if (status != PXL_OK) {
-    rc = send_error(sock, serial, status, message[0] ? message : "the decoder failed");
-    goto out;
-  }
+  if (status != PXL_OK) return send_error(c->sock, serial, status, message[0] ? message : "the decoder failed");
   pxl_worker_msg_done done;
   memset(&done, 0, sizeof done);
   pxl_wire_head(&done.head, PXL_WORKER_DONE, sizeof done, serial);
-  done.cpu_ns = cpu_ns() - start;
-  rc = pxl_wire_send(sock, &done, sizeof done, -1);
+  done.cpu_ns = cpu_ns() - c->start;
+  return pxl_wire_send(c->sock, &done, sizeof done, -1);
+}
+
+/* The library's next word in a conversation after HEADER: SIZE (answered, and the
+ * conversation goes on), DRAW or PIXELS (the pixels: its end), CANCEL (its end). 0, or -1
+ * when it is broken (the worker then exits). */
+static int converse(conversation *c, const pxl_worker_msg_decode *req) {
+  for (;;) {
+    union {
+      pxl_worker_msg_head head;
+      pxl_worker_msg_pixels pixels;
+      pxl_worker_msg_size size;
+      pxl_worker_msg_draw draw;
+      char bytes[PXL_WORKER_MSG_MAX];
+    } in;
+    int pixel_fd = -1;
+    ssize_t n = pxl_wire_recv(c->sock, &in, sizeof in, &pixel_fd);
+    int ours = n > 0 && in.head.serial == c->serial;
+    if (ours && pxl_wire_valid(&in, n, PXL_WORKER_CANCEL, sizeof(pxl_worker_msg_cancel))) {
+      if (pixel_fd >= 0) close(pixel_fd);
+      return 0;
+    }
+    if (ours && pixel_fd < 0 && pxl_wire_valid(&in, n, PXL_WORKER_SIZE, sizeof in.size)) {
+      if (send_header(c, in.size.target_width, in.size.target_height) != 0) return -1;
+      continue;
+    }
+    if (ours && pixel_fd >= 0 && pxl_wire_valid(&in, n, PXL_WORKER_DRAW, sizeof in.draw)) return draw(c, &in.draw, pixel_fd);
+    if (ours && pixel_fd >= 0 && pxl_wire_valid(&in, n, PXL_WORKER_PIXELS, sizeof in.pixels)) {
+      /* DECODE's drawing fields, at the size HEADER answered. */
+      pxl_worker_msg_draw d;
+      memset(&d, 0, sizeof d);
+      d.target_width = c->answer.width, d.target_height = c->answer.height;
+      d.flags = req->flags;
+      d.drawing = req->drawing;
+      d.stride = in.pixels.stride, d.size = in.pixels.size;
+      return draw(c, &d, pixel_fd);
+    }
+    if (pixel_fd >= 0) close(pixel_fd);
+    return -1;
+  }
+}
+
+/* One image: DECODE has arrived with data_fd. Returns 0 to go on, -1 when the
+ * conversation is broken (the worker then exits: the library starts a fresh one). */
+static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, int data_fd) {
+  conversation c;
+  memset(&c, 0, sizeof c);
+  c.sock = sock;
+  c.serial = req->head.serial;
+  c.start = cpu_ns();
+  struct stat st;
+  if (fstat(data_fd, &st) != 0 || req->data_size == 0 || req->data_size > (uint64_t)st.st_size ||
+      req->data_size > o->max_input_bytes)
+    return send_error(sock, c.serial, PXL_E_INVALID_ARGUMENT, "the data's size does not match its memfd");
+  c.size = (size_t)req->data_size;
+  c.data = mmap(NULL, c.size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+  if (c.data == MAP_FAILED) return send_error(sock, c.serial, PXL_E_NO_MEMORY, "cannot map the data");
+
+  char id[PXL_WORKER_ID_CAP];
+  memcpy(id, req->codec, sizeof id);
+  id[sizeof id - 1] = 0;
+  c.codec = id[0] ? pxl_worker_codec_named(id) : pxl_worker_codec_sniff(c.data, c.size);
+  const pxl_codec *codec = c.codec;
+  int rc = 0;
+  if (!codec) {
+    rc = send_error(sock, c.serial, PXL_E_NOT_AN_IMAGE, id[0] ? "no such codec in the worker" : "no codec takes these bytes");
+    goto out;
+  }
+
+  char message[PXL_WORKER_MESSAGE_CAP] = {0};
+  pxl_codec_header *header = &c.header;
+  header->struct_size = sizeof *header;
+  header->flags = req->flags & PXL_WORKER_KEEP_ORIENTATION ? PXL_CODEC_KEEP_ORIENTATION : 0;
+  header->frame_count = 1;
+  header->orientation = 1;
+  header->has_alpha = 1;
+  pxl_status status = codec->read_header(c.data, c.size, header, message, sizeof message, codec->user_data);
+  message[sizeof message - 1] = 0;
+  if (status != PXL_OK) {
+    rc = send_error(sock, c.serial, status, message);
+    goto out;
+  }
+  /* The library checks this too; answering it here keeps a codec's mistake a corrupt image
+   * rather than a worker killed for a bad header. */
+  if (header->width < 1 || header->height < 1) {
+    snprintf(message, sizeof message, "%s reported a size of %d x %d", codec->id, header->width, header->height);
+    rc = send_error(sock, c.serial, PXL_E_CORRUPT_IMAGE, message);
+    goto out;
+  }
+
+  /* Its size: send_header's, for each target asked. */
+  header_answer(&c.answer, c.serial, codec, header, 0, 0);
+  rc = send_header(&c, req->target_width, req->target_height) == 0 ? converse(&c, req) : -1;
 out:
-  munmap((void *)data, size);
+  munmap((void *)c.data, c.size);
   return rc;
 }
 
@@ -606,7 +640,7 @@ static int serve_frames_open(int sock, const options *o, const pxl_worker_msg_fr
     header.frame_count = 1;
     header.orientation = 1;
     header.has_alpha = 1;
-    pxl_status status = read_header_once(codec, frames.data, frames.size, &header, message, sizeof message);
+    pxl_status status = codec->read_header(frames.data, frames.size, &header, message, sizeof message, codec->user_data);
     message[sizeof message - 1] = 0;
     if (status == PXL_OK && (header.width < 1 || header.height < 1))
       status = PXL_E_CORRUPT_IMAGE, snprintf(message, sizeof message, "%s reported a size of %d x %d", codec->id,

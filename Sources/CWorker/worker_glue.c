@@ -27,10 +27,9 @@ void pxlw_layers_string(uint32_t layers, char *buf, size_t cap) { pxl_worker_lay
 int pxlw_alive(void *worker) { return pxl_worker_alive(worker); }
 void pxlw_free(void *worker) { pxl_worker_free(worker); }
 
-void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
-                  int32_t target_height, int keep_orientation, int header_only, const int32_t *resample,
-                  const double *crop, int timeout_ms, int32_t *status, char *message, size_t cap, int *worker_ended,
-                  pxlw_header *header) {
+void *pxlw_decode(void *worker, int step, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
+                  int32_t target_height, uint32_t flags, const int32_t *resample, const double *crop, int timeout_ms,
+                  int32_t *status, char *message, size_t cap, int *worker_ended, pxlw_header *header) {
   pxl_worker_result *r = calloc(1, sizeof *r);
   if (!r) {
     *status = PXL_E_NO_MEMORY;
@@ -43,10 +42,17 @@ void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *co
     rs.out_width = resample[0], rs.out_height = resample[1], rs.layout = resample[2], rs.premultiply = resample[3];
     memcpy(rs.crop, crop, sizeof rs.crop);
   }
-  pxl_worker_decode_resampled(worker, data, size, codec, target_width, target_height,
-                              (keep_orientation ? PXL_WORKER_KEEP_ORIENTATION : 0) |
-                                  (header_only ? PXL_WORKER_CLIENT_HEADER_ONLY : 0),
-                              resample ? &rs : NULL, timeout_ms, r);
+  uint32_t sent = (flags & PXLW_KEEP_ORIENTATION ? PXL_WORKER_KEEP_ORIENTATION : 0) |
+                  (flags & PXLW_PARTIAL ? PXL_WORKER_PARTIAL : 0);
+  switch (step) {
+  case PXLW_OPEN: pxl_worker_open(worker, data, size, codec, sent, timeout_ms, r); break;
+  case PXLW_SIZE: pxl_worker_size(worker, target_width, target_height, timeout_ms, r); break;
+  case PXLW_DRAW: pxl_worker_draw(worker, target_width, target_height, sent, resample ? &rs : NULL, timeout_ms, r); break;
+  default:
+    pxl_worker_decode_resampled(worker, data, size, codec, target_width, target_height,
+                                sent | (flags & PXLW_HEADER_ONLY ? PXL_WORKER_CLIENT_HEADER_ONLY : 0),
+                                resample ? &rs : NULL, timeout_ms, r);
+  }
   *status = (int32_t)r->status;
   snprintf(message, cap, "%s", r->message);
   *worker_ended = !pxl_worker_alive(worker);
@@ -58,6 +64,8 @@ void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *co
   return r;
 }
 
+void pxlw_end(void *worker) { pxl_worker_close(worker); }
+
 const uint8_t *pxlw_result_pixels(const void *result) { return ((const pxl_worker_result *)result)->pixels; }
 size_t pxlw_result_stride(const void *result) { return ((const pxl_worker_result *)result)->stride; }
 const uint8_t *pxlw_result_icc(const void *result) { return ((const pxl_worker_result *)result)->icc; }
@@ -68,6 +76,9 @@ int pxlw_result_memfd(const void *result) {
 size_t pxlw_result_map_size(const void *result) { return ((const pxl_worker_result *)result)->map_size; }
 double pxlw_result_wall_ms(const void *result) { return ((const pxl_worker_result *)result)->wall_ms; }
 uint64_t pxlw_result_cpu_ns(const void *result) { return ((const pxl_worker_result *)result)->worker_cpu_ns; }
+const char *pxlw_result_codec_version(const void *result) {
+  return ((const pxl_worker_result *)result)->header.codec_version;
+}
 
 void pxlw_result_free(void *result) {
   if (!result) return;
@@ -75,7 +86,8 @@ void pxlw_result_free(void *result) {
   free(result);
 }
 
-void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, int32_t layout,
+void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, uint32_t flags,
+                       int32_t layout,
                        int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
                        const double *crop, int *data_memfd, int timeout_ms, pxlw_native *out) {
   memset(out, 0, sizeof *out);
@@ -86,7 +98,10 @@ void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const cha
     snprintf(out->message, sizeof out->message, "out of memory");
     return NULL;
   }
-  pxl_worker_native(worker, data, size, format, op, layout, scale, max_pixels, region, resample, crop, data_memfd, timeout_ms, r);
+  pxl_worker_native(worker, data, size, format, op,
+                    (flags & PXLW_NATIVE_STAY ? PXL_WORKER_NATIVE_STAY : 0) |
+                        (flags & PXLW_NATIVE_CONTINUE ? PXL_WORKER_CLIENT_CONTINUE : 0),
+                    layout, scale, max_pixels, region, resample, crop, data_memfd, timeout_ms, r);
   const pxl_worker_msg_native_result *a = &r->answer;
   out->status = (int32_t)r->status;
   out->worker_ended = !pxl_worker_alive(worker);

@@ -286,6 +286,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_previews)                \
   X(test_table_previews)          \
   X(test_early_end) \
+  X(test_previews_isolated) \
   X(test_disk_variants) \
   X(test_animated_gif) \
   X(test_animation_memory_bound)    \
@@ -321,7 +322,9 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_isolation_all) \
   X(test_isolation_all_stream) \
   X(test_isolation_modules_resampled) \
+  X(test_isolation_manifest_version) \
   X(test_isolation_mapped) \
+  X(test_isolation_one_conversation) \
   X(test_processors_builtin)        \
   X(test_processors_invalid)        \
   X(test_processors_custom) \

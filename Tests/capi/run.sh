@@ -72,11 +72,14 @@ read -r -a extra_cflags <<<"${PXL_CFLAGS:-}"
 "${PXL_CC:-gcc}" "${cflags[@]}" "${extra_cflags[@]}" -I "$incdir" "$here/harness.c" "$here"/test_*.c \
   -L "$libdir" -Wl,-rpath,"$libdir" -lpixload -lpthread -lsqlite3 -o "$work/capi_tests"
 
-# The hostile codec module (Tests/worker/hostile_module.c) for the isolation test, and the
+# The hostile codec module (Tests/worker/hostile_module.c) for the isolation tests, and the
 # decode worker the library runs it in: the one beside the library, else the build's.
 mkdir -p "$work/modules"
 gcc "${cflags[@]}" -fPIC -shared -fvisibility=hidden -I "$incdir" "$root/Tests/worker/hostile_module.c" \
   -o "$work/modules/libpixload-hostile.so" -pthread
+# A module whose manifest's version is not its codec's (test_isolation_manifest_version).
+gcc "${cflags[@]}" -fPIC -shared -fvisibility=hidden -I "$incdir" "$root/Tests/worker/version_module.c" \
+  -o "$work/modules/libpixload-oldbuild.so"
 export PXL_TEST_HOSTILE_DIR="$work/modules"
 if [ -z "${PIXLOAD_DECODE_WORKER:-}" ]; then
   for worker in "$libdir/pixload/pixload-decode-worker" "$(abs "${PXL_LIBDIR:-.build-release/release}")/pixload/pixload-decode-worker" \
@@ -99,6 +102,9 @@ cp "$seeds"/heif/*.heic "$seeds"/jxl/*.jxl "$root"/Tests/fuzz/seeds/svg/*.svg "$
 cp "$root/Tests/fixtures/jxl-suite/animation_spline.jxl" "$work/www/modules/"
 # test_isolation_mapped: a HEIC large enough to be mapped, not copied (640x480).
 heif-enc -q 60 "$work/www/gradient.jpg" -o "$work/www/modules/large.heic" >/dev/null 2>&1 || true
+# A progressive JPEG XL for test_previews_isolated, at www's top level (what the fault
+# server serves), of more than one 256x256 group (a single group has no passes to flush).
+cjxl "$work/www/progressive.jpg" "$work/www/progressive.jxl" -d 1 -p --lossless_jpeg=0 --quiet
 "$here/mkcerts.sh" "$work/pki"
 "$root/scripts/nginx.sh" start "$work/www" "$port" "$work/nginx" \
   "$tls_port" "$work/pki/server.pem" "$work/pki/server.key" "$reconnect_port"

@@ -809,7 +809,9 @@ void test_isolation_hostile_module(const struct test_env *env) {
 
 /* This process's decode workers alive (children named pixload-decode-worker, not yet
  * exited), and whether a thread named pxl-warm-* runs here. */
-static int worker_children(void) {
+/* This process's decode workers (children named pixload-decode-*, alive): their count,
+ * and up to cap of their pids into pids. */
+static int worker_list(pid_t *pids, int cap) {
   int count = 0;
   DIR *proc = opendir("/proc");
   if (!proc) return -1;
@@ -827,12 +829,16 @@ static int worker_children(void) {
     char state = 0;
     int ppid = 0;
     if (close_paren && strstr(line, "(pixload-decode-") && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2 &&
-        ppid == getpid() && state != 'Z' && state != 'X')
+        ppid == getpid() && state != 'Z' && state != 'X') {
+      if (count < cap) pids[count] = (pid_t)atoi(line);
       count++;
+    }
   }
   closedir(proc);
   return count;
 }
+
+static int worker_children(void) { return worker_list(NULL, 0); }
 
 static int warming_threads(void) {
   int count = 0;
@@ -1093,6 +1099,74 @@ void test_isolation_all_stream(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
+/* The log lines of test_isolation_manifest_version that name a version difference, counted
+ * (the log is called from decode threads). */
+struct version_log {
+  pthread_mutex_t lock;
+  int count;
+  char last[512];
+};
+
+static void version_log_into(int32_t level, const char *message, void *user_data) {
+  (void)level;
+  struct version_log *log = user_data;
+  if (!strstr(message, "built with version")) return;
+  pthread_mutex_lock(&log->lock);
+  log->count++;
+  snprintf(log->last, sizeof log->last, "%s", message);
+  pthread_mutex_unlock(&log->lock);
+}
+
+/* Issue 39: a module's manifest carries the version it was built with, its worker's
+ * HEADER the version its codec reports as it runs (Tests/worker/version_module.c: "qoi 1.0
+ * (built)" against "qoi 2.0 (runtime)", a decoding library upgraded under a module). The
+ * loader's cache keys hold the manifest's; isolated, the library says so once, on the
+ * codec's first decode, naming both; in-process (PXL_ISOLATION_NONE: the module's own
+ * register, the runtime version everywhere) there is nothing to say. */
+void test_isolation_manifest_version(const struct test_env *env) {
+  char *saved;
+  if (!use_hostile_module(&saved)) return;
+  write_qoi_fixtures(env);
+  for (int isolated = 1; isolated >= 0; isolated--) {
+    struct version_log log = {.count = 0};
+    pthread_mutex_init(&log.lock, NULL);
+    pxl_config config;
+    pxl_config_init(&config);
+    config.codec_modules = "oldbuild";
+    config.isolation = isolated ? PXL_ISOLATION_MODULES : PXL_ISOLATION_NONE;
+    config.log = version_log_into;
+    config.log_user_data = &log;
+    pxl_loader *loader = new_loader(&config);
+    pxl_queue *queue = new_queue();
+    char layers[128] = "";
+    pxl_loader_isolation(loader, layers, sizeof layers);
+    CHECKF(isolated ? strcmp(layers, "none") != 0 : strcmp(layers, "none") == 0, "isolated %d: layers %s", isolated,
+           layers);
+    for (int i = 0; i < 3; i++) {
+      char tag[32];
+      snprintf(tag, sizeof tag, "version-%d-%d", isolated, i);
+      struct test_url url = test_url(env, "/alpha.qoi", tag);
+      pxl_status status;
+      char message[256] = "";
+      pxl_image *image = load(env, loader, queue, url.url, i == 2 ? 16 : 0, i == 2 ? 16 : 0, PXL_MODE_FILL,
+                              PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+      CHECKF(status == PXL_OK && image, "isolated %d, image %d: %d %s", isolated, i, status, message);
+      pxl_image_release(image);
+    }
+    pxl_loader_free(loader);
+    pxl_queue_free(queue);
+    if (isolated) {
+      CHECKF(log.count == 1, "isolated: %d version lines, not 1 (%s)", log.count, log.last);
+      CHECKF(strstr(log.last, "qoi 1.0 (built)") && strstr(log.last, "qoi 2.0 (runtime)"),
+             "the line names both versions: %s", log.last);
+    } else {
+      CHECKF(log.count == 0, "in-process: %d version lines (%s)", log.count, log.last);
+    }
+    pthread_mutex_destroy(&log.lock);
+  }
+  restore_codec_path(saved);
+}
+
 /* The memfd mapping of /proc/self/maps that holds [address, address + size), as its name
  * ("/memfd:pixload-pixels (deleted)"), or "" when no /memfd: mapping holds it. */
 static void memfd_mapping_of(const void *address, size_t size, char *name, size_t cap) {
@@ -1194,3 +1268,60 @@ void test_isolation_mapped(const struct test_env *env) {
   pxl_loader_free(none);
   pxl_queue_free(queue);
 }
+/* Protocol 4: one worker conversation an image. A worker is retired after 200 of them
+ * (WorkerPool.maxDecodes), so a thumbnail that cost k conversations would retire its worker
+ * after 200 / k images: one worker (one decode thread) serving 199 thumbnails in a row is
+ * one conversation each, and the 200th retires it (the count is real). */
+static void one_conversation_each(const struct test_env *env, const char *file, int32_t isolation, const char *tag) {
+  pxl_config config;
+  pxl_config_init(&config);
+  config.memory_cache_bytes = 0;
+  config.decode_threads = 1;
+  config.isolation = isolation;
+  pxl_loader *loader = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  char path[128];
+  snprintf(path, sizeof path, "/%s", file);
+  struct test_url u = test_url(env, path, tag);
+  pid_t first = 0, now[4];
+  for (int i = 1; i <= 200; i++) {
+    pxl_status status;
+    char message[256] = "";
+    pxl_image *image = load(env, loader, queue, u.url, 150, 150, PXL_MODE_FILL, PXL_FORMAT_RGBA8, 0, &status, message, NULL);
+    pxl_image_release(image);
+    if (status != PXL_OK) {
+      CHECKF(0, "%s, thumbnail %d: %d %s", file, i, status, message);
+      break;
+    }
+    if (i == 1) {
+      CHECKF(workers_become(env, 1) && worker_list(&first, 1) == 1, "%s: %d workers after the first thumbnail", file,
+             worker_children());
+    } else if (i == 199) {
+      int count = worker_list(now, 4);
+      CHECKF(count == 1 && now[0] == first,
+             "%s: after 199 thumbnails the first worker (%d) was retired (%d workers, the first %d): more than one "
+             "conversation an image", file, (int)first, count, count ? (int)now[0] : 0);
+    }
+  }
+  /* The 200th: retired, and a fresh worker in its place. */
+  int retired = 0;
+  for (int waited = 0; !retired && waited < 5000 * env->slow_factor; waited += 5) {
+    int count = worker_list(now, 4);
+    retired = count >= 1 && now[0] != first && (count < 2 || now[1] != first);
+    if (!retired) usleep(5000);
+  }
+  CHECKF(retired, "%s: 200 thumbnails did not retire the worker (%d): its conversations are not counted", file,
+         (int)first);
+  printf("  %s: 199 thumbnails in one worker (pid %d), retired at the 200th\n", file, (int)first);
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}
+
+/* An SVG thumbnail under PXL_ISOLATION_MODULES (its header, choose_size and pixels) and a
+ * JPEG thumbnail under PXL_ISOLATION_ALL (INFO, then its rows resampled) are one worker
+ * conversation each. */
+void test_isolation_one_conversation(const struct test_env *env) {
+  one_conversation_each(env, "modules/shapes.svg", PXL_ISOLATION_MODULES, "conv-svg");
+  one_conversation_each(env, FIXTURE_GRADIENT_JPG, PXL_ISOLATION_ALL, "conv-jpeg");
+}
+

@@ -208,6 +208,92 @@ void test_previews(const struct test_env *env) {
   pxl_loader_free(loader);
 }
 
+/* ---- previews decoded in a worker (issue 39) ---- */
+
+/* The previews a loader delivers for www's `file` served by the fault server's /gate at
+ * `at` (pieces cuts): after each piece, up to wait_ms for a preview of it, then the next.
+ * Retained into out (at most cap); their count, or -1 when the load failed. */
+static int gated_previews(const struct test_env *env, pxl_loader *loader, pxl_queue *queue, const char *file,
+                          const char *at, int pieces, const char *tag, int wait_ms, pxl_image **out, int cap) {
+  char path[640];
+  snprintf(path, sizeof path, "/gate/%s/file=%s", at, file);
+  struct test_url u = fault_url(env, 0, path, tag);
+  struct preview_probe *p = calloc(1, sizeof *p);
+  p->host = pthread_self();
+  pxl_request request;
+  request_for(&request, u.url, 96, 72, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+  request.preview = on_preview;
+  request.preview_interval_ms = 0;
+  CHECK_STATUS(pxl_load(loader, &request, queue, capture_callback, p, &p->token), PXL_OK);
+  for (int piece = 0; piece <= pieces; piece++) {
+    int before = p->calls;
+    double deadline = now_ms() + wait_ms * env->slow_factor;
+    while (p->calls == before && atomic_load(&p->capture.calls) == 0 && now_ms() < deadline) {
+      pxl_queue_wait(queue, 20);
+      pxl_queue_dispatch(queue, 0);
+    }
+    if (piece < pieces) fault_release(env, u.uri);
+  }
+  drain_until(env, queue, &p->capture.calls, 1, 20000);
+  int ok = atomic_load(&p->capture.calls) == 1 && p->capture.status == PXL_OK;
+  CHECKF(ok, "%s (%s): %d %s", file, tag, p->capture.status, p->capture.message);
+  int n = p->calls < cap ? p->calls : cap;
+  for (int i = 0; i < n; i++) out[i] = pxl_image_retain(p->image[i]);
+  probe_free(p);
+  free(p);
+  return ok ? n : -1;
+}
+
+/* The same file's previews through a loader decoding in the host and one decoding in
+ * workers: as many, each with the same pixels, and at least `least`. */
+static void same_previews(const struct test_env *env, const char *file, const char *at, int pieces,
+                          int32_t isolation, int wait_ms, int least, const char *tag) {
+  pxl_config config;
+  pxl_config_init(&config);
+  config.memory_cache_bytes = 0;
+  config.isolation = PXL_ISOLATION_NONE;
+  pxl_loader *none = new_loader(&config);
+  config.isolation = isolation | PXL_ISOLATION_REQUIRED;
+  pxl_loader *isolated = new_loader(&config);
+  pxl_queue *queue = new_queue();
+  pxl_image *in_host[MAX_PREVIEWS] = {0}, *in_worker[MAX_PREVIEWS] = {0};
+  char tags[2][64];
+  snprintf(tags[0], sizeof tags[0], "%s-none", tag);
+  snprintf(tags[1], sizeof tags[1], "%s-isolated", tag);
+  int host = gated_previews(env, none, queue, file, at, pieces, tags[0], wait_ms, in_host, MAX_PREVIEWS);
+  int worker = gated_previews(env, isolated, queue, file, at, pieces, tags[1], wait_ms, in_worker, MAX_PREVIEWS);
+  printf("  %s: %d previews in the host, %d isolated\n", file, host, worker);
+  CHECKF(host >= least, "%s: %d previews in the host, expected at least %d", file, host, least);
+  CHECKF(worker == host, "%s: %d previews isolated, %d in the host", file, worker, host);
+  for (int i = 0; i < host && i < worker; i++) {
+    double d = mean_difference(in_host[i], in_worker[i]);
+    CHECKF(d == 0, "%s: preview %d differs isolated (mean difference %.3f, -1: size)", file, i, d);
+  }
+  for (int i = 0; i < MAX_PREVIEWS; i++) {
+    if (in_host[i]) pxl_image_release(in_host[i]);
+    if (in_worker[i]) pxl_image_release(in_worker[i]);
+  }
+  pxl_queue_free(queue);
+  pxl_loader_free(isolated);
+  pxl_loader_free(none);
+}
+
+/* Previews when the decoder runs in a worker: a progressive JPEG's scans under
+ * PXL_ISOLATION_ALL (the host finds the scan boundaries, the worker decodes them) and a
+ * progressive JPEG XL's passes under PXL_ISOLATION_MODULES (PXL_CODEC_PARTIAL in the
+ * worker): the same previews, pixel for pixel, as a loader that decodes in the host. */
+void test_previews_isolated(const struct test_env *env) {
+  char at[512];
+  int cuts = scan_cuts(env, FIXTURE_PROGRESSIVE_JPG, at, sizeof at);
+  same_previews(env, FIXTURE_PROGRESSIVE_JPG, at, cuts, PXL_ISOLATION_ALL, 5000, cuts, "piso-jpeg");
+  /* progressive.jxl (run.sh makes it from progressive.jpg: 480x360, cjxl -p): its passes,
+   * cut in three. */
+  long size = fixture_bytes(env, "progressive.jxl");
+  CHECKF(size > 3000, "progressive.jxl: %ld bytes", size);
+  snprintf(at, sizeof at, "at=%ld,%ld,%ld", size * 2 / 5, size * 3 / 5, size * 4 / 5);
+  same_previews(env, "progressive.jxl", at, 3, PXL_ISOLATION_MODULES, 3000, 1, "piso-jxl");
+}
+
 /* ---- tables ---- */
 
 struct table_probe {

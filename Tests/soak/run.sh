@@ -10,6 +10,9 @@
 #   PXL_LIBDIR      directory of libpixload.so  (default build/lib)
 #   PXL_INCLUDEDIR  directory of pixload.h      (default include)
 #   PXL_SOAK_PORT   nginx port                  (default: a free one)
+#   PXL_SOAK_ISOLATION  none, modules (default) or all: every loader's pxl_config.isolation
+#                   (all: every JPEG, PNG and WebP decoded in a worker, workers started and
+#                   ended with every recycled loader)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,6 +36,8 @@ trap cleanup EXIT
 mkdir -p "$work/lib"
 cp "$(readlink -f "$libdir/libpixload.so")" "$work/lib/libpixload.so"
 ln -s libpixload.so "$work/lib/libpixload.so.0"
+# The decode worker and the modules, where the library looks for them (LIBDIR/pixload/).
+[ ! -d "$libdir/pixload" ] || cp -r "$libdir/pixload" "$work/lib/pixload"
 
 cflags=(-std=c11 -O1 -g -Wall -Wextra)
 gcc "${cflags[@]}" "$root/Tests/capi/mkfixtures.c" -ljpeg -lpng -lwebp -lwebpmux -o "$work/mkfixtures"

@@ -609,6 +609,17 @@ static void log_to_stderr(int32_t level, const char *message, void *user_data) {
   fprintf(stderr, "%s\n", message);
 }
 
+/* pxl_config.isolation of every loader: PXL_SOAK_ISOLATION none, modules (the default) or
+ * all (Tests/soak/run.sh). */
+static int32_t soak_isolation(void) {
+  const char *name = getenv("PXL_SOAK_ISOLATION");
+  if (!name || !*name || strcmp(name, "modules") == 0) return PXL_ISOLATION_MODULES;
+  if (strcmp(name, "none") == 0) return PXL_ISOLATION_NONE;
+  if (strcmp(name, "all") == 0) return PXL_ISOLATION_ALL;
+  fprintf(stderr, "soak: PXL_SOAK_ISOLATION '%s': none, modules or all\n", name);
+  exit(2);
+}
+
 static int last_storm_limit, last_per_host_limit, last_download_limit;
 static pxl_loader *make_loader(uint64_t *rng, struct host_record *host) {
   pxl_config cfg;
@@ -638,6 +649,7 @@ static pxl_loader *make_loader(uint64_t *rng, struct host_record *host) {
   cfg.ignore_http_freshness = rnd(rng, 2);
   cfg.request_hook = request_hook;
   cfg.request_hook_user_data = host;
+  cfg.isolation = soak_isolation();
   pxl_loader *loader = NULL;
   pxl_status st = pxl_loader_new(&cfg, &loader);
   if (st != PXL_OK || loader == NULL) {
@@ -1266,6 +1278,25 @@ int main(int argc, char **argv) {
   if (getenv("PXL_SOAK_STUCK_MS")) STUCK_MS = atof(getenv("PXL_SOAK_STUCK_MS"));
   if (run_seconds < 10) run_seconds = 10;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  {
+    /* The isolation every loader runs with, and the layers of its workers (a loader of its
+     * own: pxl_loader_isolation starts a worker). ALL without a worker would soak the
+     * in-process decode under ALL's name: stop. */
+    pxl_config cfg;
+    pxl_config_init(&cfg);
+    cfg.isolation = soak_isolation();
+    pxl_loader *probe = NULL;
+    char layers[128] = "";
+    if (pxl_loader_new(&cfg, &probe) != PXL_OK) return 2;
+    pxl_loader_isolation(probe, layers, sizeof layers);
+    pxl_loader_free(probe);
+    printf("soak: isolation %s, workers' layers: %s\n", getenv("PXL_SOAK_ISOLATION") ? getenv("PXL_SOAK_ISOLATION") : "modules",
+           layers);
+    if (cfg.isolation == PXL_ISOLATION_ALL && strcmp(layers, "none") == 0) {
+      fprintf(stderr, "soak: PXL_SOAK_ISOLATION=all, but no decode worker starts (pixload/ beside the library?)\n");
+      return 2;
+    }
+  }
   start_ms = now_ms();
   uint64_t rng = (uint64_t)time(NULL);
   pthread_rwlockattr_t attr;

@@ -15,6 +15,7 @@
  *   keep-mapping   DONE while still mapping the pixel buffer writable
  *   shrink         truncates the pixel buffer (the seal refuses), then answers honestly
  *   send-fd        sends a descriptor with its header, then answers honestly
+ *   size-lies      in a conversation (protocol 4), answers SIZE with another image's header
  *
  * An honest answer draws a 4 x 4 image of 0x5a bytes.
  */
@@ -80,6 +81,11 @@ int main(int argc, char **argv) {
       pxl_wire_send(sock, big, sizeof big, -1);
     } else if (strcmp(mode, "garbage") == 0) {
       pxl_wire_send(sock, "0123456789abcdef", 16, -1);
+    } else if (strcmp(mode, "size-lies") == 0) {
+      header(serial, 4, 4, 0, -1);
+      n = pxl_wire_recv(sock, &in, sizeof in, &fd);
+      if (n <= 0 || in.head.type != PXL_WORKER_SIZE) return 1;
+      header(serial, 8, 8, 0, -1); /* the image is 4 x 4: its size is not SIZE's to change */
     } else {
       int passed = -1;
       if (strcmp(mode, "send-fd") == 0) passed = open("/dev/null", O_RDONLY);

@@ -384,6 +384,28 @@ static void lying_worker(const char *liar) {
   }
 }
 
+/* Protocol 4's conversation against a liar: a HEADER answering SIZE must say what the
+ * first said of the image; one that does not kills the worker. */
+static void lying_conversation(const char *liar) {
+  pxl_worker_options o = {.executable = liar, .max_pixels = options.max_pixels, .module_dir = "size-lies"};
+  pxl_worker *w;
+  char message[256];
+  int fds = open_fds();
+  if (pxl_worker_spawn(&o, 2000, &w, message, sizeof message) != PXL_OK) {
+    check(0, "liar size-lies: starts");
+    return;
+  }
+  pxl_worker_result r;
+  pxl_worker_open(w, (const uint8_t *)"x", 1, NULL, 0, 500, &r);
+  check(r.status == PXL_OK && r.header.image_width == 4 && pxl_worker_alive(w), "liar size-lies: the conversation opens");
+  pxl_worker_size(w, 2, 2, 500, &r);
+  printf("  liar %-13s %-15s %-16s %s\n", "size-lies", status_name(r.status), end_name(r.end), r.message);
+  check(r.status == PXL_WORKER_E_DECODER_FAILED && r.end == PXL_WORKER_PROTOCOL && !pxl_worker_alive(w),
+        "liar size-lies: a SIZE answer of another image kills the worker");
+  pxl_worker_free(w);
+  check(open_fds() == fds, "liar size-lies: no descriptor left behind");
+}
+
 /* In a child without user namespaces and landlock (see the file's comment): 0 when the
  * worker reports exactly the other layers, decodes the QOI file, and reads the secret. */
 static int degraded(const char *secret, const char *secret_text, char *report, size_t cap) {
@@ -553,6 +575,7 @@ int main(int argc, char **argv) {
 
   lying_worker(argv[3]);
   map_private_checks();
+  lying_conversation(argv[3]);
 
   /* What must not have happened. */
   int conn = accept(listener, NULL, NULL);

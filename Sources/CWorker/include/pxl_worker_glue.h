@@ -32,11 +32,23 @@ void pxlw_free(void *worker);
  * success the header and the sealed, read-only pixels are the result's. *worker_ended: the
  * worker cannot decode again. resample (out_width, out_height, layout, premultiply) and crop
  * (x, y, width, height in the drawn canvas), or NULL: the worker resamples what it drew and
- * the result's pixels are the resampler's output (pxl_worker_resample). */
-void *pxlw_decode(void *worker, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
-                  int32_t target_height, int keep_orientation, int header_only, const int32_t *resample,
-                  const double *crop, int timeout_ms, int32_t *status, char *message, size_t cap, int *worker_ended,
-                  pxlw_header *header);
+ * the result's pixels are the resampler's output (pxl_worker_resample).
+ * step: PXLW_ONCE, a conversation of its own (flags PXLW_HEADER_ONLY: no pixels); or one
+ * image's conversation in steps (worker_client.h, pxl_worker_open): PXLW_OPEN (data, codec,
+ * flags: the header, the conversation left open), PXLW_SIZE (the target: the size the
+ * codec draws for it), PXLW_DRAW (draw at exactly target_width x target_height: the
+ * pixels; the end); pxlw_end ends an open one without pixels. */
+#define PXLW_ONCE 0
+#define PXLW_OPEN 1
+#define PXLW_SIZE 2
+#define PXLW_DRAW 3
+#define PXLW_KEEP_ORIENTATION 0x1u
+#define PXLW_HEADER_ONLY 0x2u
+#define PXLW_PARTIAL 0x4u /* a prefix of a file still arriving (PXL_CODEC_PARTIAL) */
+void *pxlw_decode(void *worker, int step, const uint8_t *data, size_t size, const char *codec, int32_t target_width,
+                  int32_t target_height, uint32_t flags, const int32_t *resample, const double *crop, int timeout_ms,
+                  int32_t *status, char *message, size_t cap, int *worker_ended, pxlw_header *header);
+void pxlw_end(void *worker);
 const uint8_t *pxlw_result_pixels(const void *result);
 size_t pxlw_result_stride(const void *result);
 const uint8_t *pxlw_result_icc(const void *result);
@@ -46,6 +58,8 @@ int pxlw_result_memfd(const void *result);
 size_t pxlw_result_map_size(const void *result);
 double pxlw_result_wall_ms(const void *result);
 uint64_t pxlw_result_cpu_ns(const void *result);
+/* The version the worker's codec reports (its HEADER: the module's library as it runs). */
+const char *pxlw_result_codec_version(const void *result);
 void pxlw_result_free(void *result);
 
 /* A built-in format's shim in the worker (worker_client.h, pxl_worker_native): the answer
@@ -69,13 +83,18 @@ typedef struct pxlw_native {
 #define PXLW_NATIVE_DECODE 2
 #define PXLW_NATIVE_REGION 3
 #define PXLW_NATIVE_RESAMPLE 4
+/* flags: an INFO that succeeds leaves the conversation open (pxlw_end ends it); a call
+ * continues it (the worker kept the bytes; a RESAMPLE's output crosses in one exchange). */
+#define PXLW_NATIVE_STAY 0x1u
+#define PXLW_NATIVE_CONTINUE 0x2u
 
 /* Returns what owns out->bytes (pxlw_native_free), NULL when out of memory. region: x, y,
  * width, height (REGION, RESAMPLE of a JPEG crop), else NULL; resample (6) and crop (4):
  * the resampler's parameters (RESAMPLE), else NULL. data_memfd: NULL, or a sealed memfd
  * of the same bytes kept from an earlier call (-1: make one and leave it there; the
  * caller closes it with pxlw_close). */
-void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, int32_t layout,
+void *pxlw_native_call(void *worker, const uint8_t *data, size_t size, const char *format, uint32_t op, uint32_t flags,
+                       int32_t layout,
                        int32_t scale, uint64_t max_pixels, const int32_t *region, const int32_t *resample,
                        const double *crop, int *data_memfd, int timeout_ms, pxlw_native *out);
 void pxlw_close(int fd);

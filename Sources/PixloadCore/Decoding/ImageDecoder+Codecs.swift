@@ -33,14 +33,17 @@ extension ImageDecoder {
       if partial && !entry.codec.isProgressive {
         return .failure(LoadError(.notFound, "\(entry.codec.id) does not decode a prefix"))
       }
+      // One image, one session: an isolated codec's calls below are one worker conversation.
       if let native = entry.native {
-        return Self.decode(bytes, native: native, variant: variant, maxPixels: maxPixels)
+        return WorkerSession.run(bytes) { Self.decode(bytes, native: native, variant: variant, maxPixels: maxPixels) }
       }
       let flag = cancel ?? CancelFlag()
       codecs.register(flag)
       defer { codecs.unregister(flag) }
-      let result = Self.decode(bytes, codec: entry.codec, variant: variant, maxPixels: maxPixels,
-                               cancel: UnsafePointer(flag.pointer), partial: partial)
+      let result = WorkerSession.run(bytes) {
+        Self.decode(bytes, codec: entry.codec, variant: variant, maxPixels: maxPixels,
+                    cancel: UnsafePointer(flag.pointer), partial: partial)
+      }
       if case .success(let image) = result { image.decoderStamp = entry.stamp }
       return result
     }
@@ -144,9 +147,10 @@ extension ImageDecoder {
       (width, height) = chosen
     }
     let canvasCrop = crop.scaled(x: Double(width) / Double(header.width), y: Double(height) / Double(header.height))
-    if let isolated = codec as? IsolatedCodec, !partial, let resampled = decodeResampled(
+    if let isolated = codec as? IsolatedCodec, let resampled = decodeResampled(
          bytes, codec: isolated, variant: variant, header: header, plan: plan, orientation: orientation,
-         width: width, height: height, crop: canvasCrop, keepOrientation: keepOrientation, colorStep: colorStep) {
+         width: width, height: height, crop: canvasCrop, keepOrientation: keepOrientation, partial: partial,
+         colorStep: colorStep) {
       return resampled
     }
     let canvas: UnsafeMutablePointer<UInt8>
@@ -182,7 +186,7 @@ extension ImageDecoder {
   /// which comes with the pixels): the canvas crosses.
   private static func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, codec: IsolatedCodec, variant: ImageVariant,
                                       header: CodecHeader, plan: SizePlan, orientation: Orientation, width: Int,
-                                      height: Int, crop: PixelRect, keepOrientation: Bool,
+                                      height: Int, crop: PixelRect, keepOrientation: Bool, partial: Bool,
                                       colorStep: () -> ColorStep) -> Result<Image, LoadError>? {
     guard variant.format != .gray8 else { return nil }
     let layoutOnly = ColorStep(conversion: nil, warning: nil, format: variant.format)
@@ -192,7 +196,7 @@ extension ImageDecoder {
     guard let resample = planned.resampling(width: width, height: height) else { return nil }
     let small: UnsafeMutablePointer<UInt8>
     switch codec.decodeResampled(bytes, width: width, height: height, keepOrientation: keepOrientation,
-                                 resample: resample) {
+                                 partial: partial, resample: resample) {
     case .failure(let failure): return .failure(error(failure, codec: codec))
     case .success(let output): small = output
     }
@@ -288,7 +292,8 @@ extension ImageDecoder {
               hasAlpha: Bool) -> Result<UnsafeMutablePointer<UInt8>, LoadError> {
       var canvas: UnsafeMutablePointer<UInt8>
       if let isolated = codec as? IsolatedCodec {
-        switch isolated.decodeCanvas(bytes, width: width, height: height, keepOrientation: keepOrientation) {
+        switch isolated.decodeCanvas(bytes, width: width, height: height, keepOrientation: keepOrientation,
+                                           partial: partial) {
         case .failure(let failure): return .failure(ImageDecoder.error(failure, codec: codec))
         case .success(let drawn): canvas = drawn
         }

@@ -11,10 +11,11 @@ import Glibc
 /// resampler, colour, "ended early", orientation) is unchanged and the pixels are the same
 /// as in-process.
 ///
-/// Two conversations an image: INFO (read_info and the colour information, the profile
-/// included; kept for this thread's `color` call that follows) and DECODE (the first frame,
-/// whole, in the layout at 1/scale: its pixels come back in a sealed memfd, mapped privately
-/// as the output: `PixelMemory`). A thumbnail's
+/// One conversation an image (in the decode stage's `WorkerSession`): INFO (read_info and
+/// the colour information, the profile included; kept for this thread's `color` call that
+/// follows), then DECODE (the first frame, whole, in the layout at 1/scale: its pixels come
+/// back in a sealed memfd, mapped privately as the output: `PixelMemory`) over the bytes
+/// the worker kept. A thumbnail's
 /// rows go into the stage's own resampler made again in the worker with the same parameters
 /// (RESAMPLE): only the thumbnail crosses, and the stage finds it finished. Sniffing stays here (a comparison of magic
 /// bytes), and so does the progressive JPEG's marker scan for previews (the library's own
@@ -82,21 +83,26 @@ public enum IsolatedBuiltIns {
                       _ body: (pxlw_native) -> pxl_codec_status) -> (pxl_codec_status, String) {
       let timeout = pool.timeout
       let info = op == UInt32(PXLW_NATIVE_INFO)
-      var fd = dataFD(data, size, keep: info)
+      // In the decode stage's session for these bytes: INFO opens the image's conversation
+      // and the decode continues it (no data memfd of its own; a thumbnail's output crosses
+      // with the request). Else the data memfd INFO made is kept for the decode after it.
+      let session = WorkerSession.current(for: UnsafeRawPointer(data), count: size)
+      var fd: Int32 = session == nil ? dataFD(data, size, keep: info) : -1
       defer {
-        if info && fd >= 0 {
+        if session == nil && info && fd >= 0 {
           let key = threadKey
           lock.withLock { dataFDs[key] = (UnsafeRawPointer(data), size, fd) }
         } else {
           pxlw_close(fd)
         }
       }
-      let ran = pool.with { worker -> ((pxl_codec_status, String), usable: Bool) in
+      let ran = pool.with(in: session) { worker, open -> ((pxl_codec_status, String), usable: Bool, open: Bool) in
         var answer = pxlw_native()
+        let flags = session == nil ? 0 : info ? PXLW_NATIVE_STAY : open ? PXLW_NATIVE_CONTINUE : 0
         let handle = (region ?? []).withUnsafeBufferPointer { region in
           (resampler?.params ?? []).withUnsafeBufferPointer { params in
             (resampler?.crop ?? []).withUnsafeBufferPointer { crop in
-              pxlw_native_call(worker, data, size, format, op, layout, scale, maxPixels,
+              pxlw_native_call(worker, data, size, format, op, UInt32(flags), layout, scale, maxPixels,
                                region.isEmpty ? nil : region.baseAddress, params.isEmpty ? nil : params.baseAddress,
                                crop.isEmpty ? nil : crop.baseAddress, &fd, timeout, &answer)
             }
@@ -104,6 +110,8 @@ public enum IsolatedBuiltIns {
         }
         defer { pxlw_native_free(handle) }
         let usable = answer.worker_ended == 0 && answer.status != Status.decoderFailed.rawValue
+        // (The worker keeps an INFO's conversation open when the shim succeeded.)
+        let stillOpen = info && session != nil && handle != nil && answer.status == 0 && answer.codec_status == 0
         let message = withUnsafeBytes(of: answer.message) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
         guard handle != nil, answer.status == 0 else {
           let status: pxl_codec_status
@@ -113,9 +121,9 @@ public enum IsolatedBuiltIns {
           case .tooManyPixels?: status = PXL_CODEC_TOO_MANY_PIXELS
           default: status = PXL_CODEC_DECODER_FAILED
           }
-          return ((status, message), usable)
+          return ((status, message), usable, false)
         }
-        return ((body(answer), message), usable)
+        return ((body(answer), message), usable, stillOpen)
       }
       switch ran {
       case .success(let result): return result

@@ -10,13 +10,15 @@ import Glibc
 /// reads a byte, talked to through worker/worker_client.c (the CWorker target). The module
 /// stays loaded in the host for `sniff` alone; every other call goes to a worker.
 ///
-/// Each call is a worker conversation: `readHeader` and `chooseSize` stop at the worker's
-/// HEADER (no pixel buffer); `decode` has the worker draw at the size asked (its header
-/// checked against max_pixels before the host sizes the sealed pixel memfd) and copies the
-/// pixels once into the decode stage's canvas; `decodeCanvas` (the decode stage's still) maps
-/// the sealed memfd privately as the canvas instead, which the image can keep as its pixels
-/// (no copy on the host's side: `PixelMemory`); `decodeResampled` (a thumbnail) has it
-/// resample what it drew, so that only the thumbnail crosses. Both keep the ICC profile the
+/// In the decode stage's session (`WorkerSession`: one image on one thread) the calls are
+/// steps of one worker conversation: `readHeader` opens it (the data memfd, the worker's
+/// HEADER), `chooseSize` asks the size for a target (SIZE), and `decode` (the pixels
+/// copied once into the decode stage's canvas), `decodeCanvas` (the decode stage's still:
+/// the sealed memfd mapped privately as the canvas, which the image can keep as its pixels,
+/// no copy on the host's side: `PixelMemory`) or `decodeResampled` (a thumbnail: the
+/// worker resamples what it drew, so that only the thumbnail crosses) ends it (DRAW, the
+/// size checked against max_pixels before the host sizes the sealed pixel memfd). Outside
+/// a session each call is a conversation of its own. Both keep the ICC profile the
 /// worker wrote after the pixels for this thread's `readICC`, which the decode stage calls
 /// after the draw.
 ///
@@ -39,11 +41,11 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public var id: String { inner.id }
   public var version: String { inner.version }
   public var writesPremultiplied: Bool { inner.writesPremultiplied }
-  /// Previews do not cross the protocol yet (pixload.h, "Isolation").
-  public var isProgressive: Bool { false }
-  /// Animations do (`IsolatedFrames`): a module's codec with open_frames is read frame by
-  /// frame in the worker, one with decode_frames only is decoded once there and its frames
-  /// served one by one, so the host holds one canvas either way.
+  /// A prefix's preview (PXL_CODEC_PARTIAL) is drawn in the worker (PXL_WORKER_PARTIAL).
+  public var isProgressive: Bool { inner.isProgressive }
+  /// Animations cross too (`IsolatedFrames`): a module's codec with open_frames is read
+  /// frame by frame in the worker, one with decode_frames only is decoded once there and its
+  /// frames served one by one, so the host holds one canvas either way.
   public var decodesFrames: Bool { true }
   public var readsFrames: Bool { !inner.isScalable }
   public var isScalable: Bool { inner.isScalable }
@@ -53,6 +55,8 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// The ICC profile of each thread's last decode, for `readICC`, with the bytes it came
   /// from (a copy: the pixels are unmapped once drawn).
   private var current: [UInt: (base: UnsafeRawPointer?, count: Int, icc: [UInt8])] = [:]
+  /// `checkVersion` has run (once per codec).
+  private var versionChecked = false
 
   /// One worker decode's result: the sealed pixels, mapped read-only, until deinit.
   final class Output {
@@ -84,7 +88,7 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   private var threadKey: UInt { UInt(pthread_self()) }
 
   public func readHeader(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool) -> Result<CodecHeader, CodecFailure> {
-    switch run(bytes, width: 0, height: 0, keepOrientation: keepOrientation, headerOnly: true) {
+    switch run(bytes, step: .open, width: 0, height: 0, keepOrientation: keepOrientation) {
     case .failure(let failure): return .failure(failure)
     case .success(let output): return .success(Self.header(output.header))
     }
@@ -120,14 +124,14 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   public func chooseSize(_ bytes: UnsafeBufferPointer<UInt8>, keepOrientation: Bool, width: Int,
                          height: Int) -> (width: Int, height: Int)? {
     guard inner.choosesSize else { return nil }  // (no conversation for a codec without one)
-    guard case .success(let output) = run(bytes, width: width, height: height, keepOrientation: keepOrientation,
-                                          headerOnly: true) else { return nil }
+    guard case .success(let output) = run(bytes, step: .size, width: width, height: height,
+                                          keepOrientation: keepOrientation) else { return nil }
     return (Int(output.header.width), Int(output.header.height))
   }
 
   public func decode(_ bytes: UnsafeBufferPointer<UInt8>, into target: CodecTarget) -> CodecFailure? {
     let drawn = draw(bytes, width: target.width, height: target.height, keepOrientation: target.keepOrientation,
-                     resample: nil) { pixels, stride, _ in
+                     partial: target.partial, resample: nil) { pixels, stride, _ in
       for row in 0..<target.height {
         (target.pixels + row * target.stride).update(from: pixels + row * stride, count: target.width * 4)
       }
@@ -140,9 +144,9 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// sealed memfd mapped privately (`mapPixels`), not copied, when its rows are packed and it
   /// is worth a mapping; else a malloc'd copy. The caller releases it (`PixelMemory.release`).
   func decodeCanvas(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
-                    keepOrientation: Bool) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
+                    keepOrientation: Bool, partial: Bool) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
     let rowBytes = width * 4
-    let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation,
+    let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation, partial: partial,
                      resample: nil) { pixels, stride, result -> UnsafeMutablePointer<UInt8>? in
       if stride == rowBytes, let mapped = Self.mapPixels(fd: pxlw_result_memfd(result),
                                                          size: pxlw_result_map_size(result), count: rowBytes * height) {
@@ -185,9 +189,9 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// decode stage's parameters: the same bytes), so that only the thumbnail crosses: the
   /// resampler's output, malloc'd, tightly packed (the caller frees it).
   func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int, keepOrientation: Bool,
-                       resample: Resample) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
+                       partial: Bool = false, resample: Resample) -> Result<UnsafeMutablePointer<UInt8>, CodecFailure> {
     let rowBytes = resample.outWidth * resample.channels
-    let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation,
+    let drawn = draw(bytes, width: width, height: height, keepOrientation: keepOrientation, partial: partial,
                      resample: resample) { pixels, stride, _ -> UnsafeMutablePointer<UInt8>? in
       guard stride == rowBytes,
             let small = malloc(max(1, rowBytes * resample.outHeight))?.assumingMemoryBound(to: UInt8.self) else {
@@ -208,12 +212,12 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// resampler's output), their stride and the worker's result (pxlw_result_*) while they
   /// are mapped; the ICC profile is kept for readICC (the colour step follows the draw).
   private func draw<T>(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int, keepOrientation: Bool,
-                       resample: Resample?,
+                       partial: Bool, resample: Resample?,
                        use: (UnsafePointer<UInt8>, Int, UnsafeMutableRawPointer) -> T) -> Result<T, CodecFailure> {
     let key = threadKey
     lock.withLock { current[key] = nil }
     let output: Output
-    switch run(bytes, width: width, height: height, keepOrientation: keepOrientation, headerOnly: false,
+    switch run(bytes, step: .draw, width: width, height: height, keepOrientation: keepOrientation, partial: partial,
                resample: resample) {
     case .failure(let failure): return .failure(failure)
     case .success(let fresh): output = fresh
@@ -332,11 +336,23 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
   /// The worker time (ns) of this thread's isolated conversations: `WorkerPool.takeWorkerTime`.
   public static func takeWorkerTime() -> UInt64? { WorkerPool.takeWorkerTime() }
 
-  /// One decode in a worker from the pool.
-  private func run(_ bytes: UnsafeBufferPointer<UInt8>, width: Int, height: Int,
-                   keepOrientation: Bool, headerOnly: Bool, resample: Resample? = nil) -> Result<Output, CodecFailure> {
+  /// The steps of an image's conversation (`WorkerSession`; pxlw_decode's PXLW_*).
+  enum Step {
+    /// The header (the image's size; the conversation left open).
+    case open
+    /// The size the codec draws for a target.
+    case size
+    /// The pixels at exactly the size asked (the conversation's end).
+    case draw
+  }
+
+  /// One step with a worker: in this thread's session for these bytes, a step of the
+  /// image's conversation (opened by the first, in the worker the session holds); else a
+  /// conversation of its own, as the step asks (`open` and `size`: the header alone).
+  private func run(_ bytes: UnsafeBufferPointer<UInt8>, step: Step, width: Int, height: Int,
+                   keepOrientation: Bool, partial: Bool = false, resample: Resample? = nil) -> Result<Output, CodecFailure> {
     let timeout = pool.timeout
-    let ran = pool.with { worker -> (Result<Output, CodecFailure>, usable: Bool) in
+    let ran = pool.with(in: WorkerSession.current(for: bytes)) { worker, open -> (Result<Output, CodecFailure>, usable: Bool, open: Bool) in
       var status: Int32 = 0
       var ended: Int32 = 0
       var header = pxlw_header()
@@ -344,28 +360,58 @@ public final class IsolatedCodec: ExternalCodec, @unchecked Sendable {
       var params: [Int32] = resample.map { [Int32($0.outWidth), Int32($0.outHeight), Int32($0.layout.rawValue),
                                              $0.premultiply ? 1 : 0] } ?? []
       var crop: [Double] = resample.map { [$0.crop.x, $0.crop.y, $0.crop.width, $0.crop.height] } ?? []
+      // A step of the open conversation, else the session's first (open), else one of its own.
+      let code: Int32
+      switch step {
+      case .open: code = WorkerSession.current(for: bytes) == nil ? PXLW_ONCE : PXLW_OPEN
+      case .size: code = open ? PXLW_SIZE : PXLW_ONCE
+      case .draw: code = open ? PXLW_DRAW : PXLW_ONCE
+      }
+      let flags = (keepOrientation ? PXLW_KEEP_ORIENTATION : 0) | (partial ? PXLW_PARTIAL : 0)
+        | (step != .draw && code == PXLW_ONCE ? PXLW_HEADER_ONLY : 0)
       let result = params.withUnsafeMutableBufferPointer { params in
         crop.withUnsafeMutableBufferPointer { crop in
-          pxlw_decode(worker, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height), keepOrientation ? 1 : 0,
-                      headerOnly ? 1 : 0, resample == nil ? nil : UnsafePointer(params.baseAddress),
+          pxlw_decode(worker, code, bytes.baseAddress, bytes.count, id, Int32(width), Int32(height), UInt32(flags),
+                      resample == nil ? nil : UnsafePointer(params.baseAddress),
                       resample == nil ? nil : UnsafePointer(crop.baseAddress), timeout, &status, &message,
                       message.count, &ended, &header)
         }
       }
       let usable = ended == 0 && status != Status.decoderFailed.rawValue
-      guard let result else { return (.failure(CodecFailure(.noMemory, "out of memory")), usable) }
+      // Open after: the session's header or a size answered; a draw or a failure ends it.
+      let stillOpen = status == 0 && (code == PXLW_OPEN || code == PXLW_SIZE)
+      guard let result else { return (.failure(CodecFailure(.noMemory, "out of memory")), usable, false) }
       guard status == 0 else {
         pxlw_result_free(result)
         let text = String(cString: message)
         let known = Status(rawValue: status) ?? .corruptImage
-        return (.failure(CodecFailure(known, text.isEmpty ? known.description : text)), usable)
+        return (.failure(CodecFailure(known, text.isEmpty ? known.description : text)), usable, false)
       }
-      return (.success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation)), usable)
+      checkVersion(result)
+      return (.success(Output(result: result, header: header, bytes: bytes, keepOrientation: keepOrientation)),
+              usable, stillOpen)
     }
     switch ran {
     case .failure(let failure): return .failure(failure)
     case .success(let result): return result
     }
+  }
+
+  /// The version the worker's codec reports (its HEADER) against the one this codec has
+  /// here, the module's manifest's: the version it was built with, which the loader's
+  /// cache keys use (`CodecSignature`, made at registration, before any worker ran). A
+  /// decoding library upgraded under a module without a rebuild makes them differ (libheif's
+  /// `LIBHEIF_VERSION` against `heif_get_version()`): logged once per codec, on its first
+  /// decode, so that a host whose thumbnails look stale learns why.
+  private func checkVersion(_ result: UnsafeMutableRawPointer) {
+    guard lock.withLock({ () -> Bool in
+      defer { versionChecked = true }
+      return !versionChecked
+    }) else { return }
+    let running = String(cString: pxlw_result_codec_version(result))
+    guard !running.isEmpty, running != inner.version else { return }
+    pool.settings.log?(.warning, "pixload: codec \(id)'s module was built with version \"\(inner.version)\" and its "
+                       + "decode worker runs \"\(running)\": cache keys keep the built version until the module is rebuilt")
   }
 
   /// The confining layers a worker of this codec has (`WorkerPool.layers`).

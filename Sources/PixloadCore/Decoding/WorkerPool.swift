@@ -96,11 +96,7 @@ public final class WorkerPool: @unchecked Sendable {
   /// worker time (`takeWorkerTime`).
   func with<T>(_ body: (UnsafeMutableRawPointer) -> (T, usable: Bool)) -> Result<T, CodecFailure> {
     let started = monotonicNanoseconds()
-    defer {
-      let spent = monotonicNanoseconds() &- started
-      let key = UInt(pthread_self())
-      Self.timeLock.withLock { Self.workerTime[key, default: 0] &+= spent }
-    }
+    defer { Self.count(since: started) }
     var worker: Idle
     switch take() {
     case .failure(let failure): return .failure(failure)
@@ -110,6 +106,38 @@ public final class WorkerPool: @unchecked Sendable {
     worker.decodes += 1
     give(back: worker, usable: usable)
     return .success(value)
+  }
+
+  /// `with` in `session` (this thread's image, `WorkerSession`), when there is one: the
+  /// worker the session holds for this pool, taken by its first call and given back when the
+  /// session ends (one decode), so that the image's calls are one conversation; `body` also
+  /// gets whether that conversation is open, and says whether it is open after.
+  func with<T>(in session: WorkerSession?,
+               _ body: (UnsafeMutableRawPointer, _ open: Bool) -> (T, usable: Bool, open: Bool)) -> Result<T, CodecFailure> {
+    guard let session else { return with { worker in let (value, usable, _) = body(worker, false); return (value, usable) } }
+    let started = monotonicNanoseconds()
+    defer { Self.count(since: started) }
+    let held: WorkerSession.Held
+    if let found = session.held(by: self) {
+      held = found
+    } else {
+      switch take() {
+      case .failure(let failure): return .failure(failure)
+      case .success(let taken): held = session.hold(taken, from: self)
+      }
+    }
+    let (value, usable, open) = body(held.worker.worker, held.open)
+    held.open = open
+    // A worker that failed is not trusted again, even alive: given back (to be ended) now.
+    if !usable { session.release(self, usable: false) }
+    return .success(value)
+  }
+
+  /// A conversation's time counts as this thread's worker time.
+  private static func count(since started: UInt64) {
+    let spent = monotonicNanoseconds() &- started
+    let key = UInt(pthread_self())
+    timeLock.withLock { workerTime[key, default: 0] &+= spent }
   }
 
   private static let timeLock = Lock()
@@ -284,3 +312,86 @@ public final class WorkerPool: @unchecked Sendable {
     return String(cString: names)
   }
 }
+
+/// One image's conversations with the workers on one decode thread (protocol 4,
+/// worker/README.md): the decode stage runs a decode in `run`, and the first call of an
+/// isolated codec about these bytes takes a worker from its pool that stays with the image
+/// until `run` returns. Its calls (a module's header, choose_size and pixels; a built-in
+/// format's INFO and decode) are then steps of one conversation: one data memfd, the bytes
+/// parsed once in the worker, a round trip a step. The worker counts one decode
+/// (`WorkerPool.maxDecodes`) an image.
+public final class WorkerSession {
+  final class Held {
+    let pool: WorkerPool
+    var worker: WorkerPool.Idle
+    /// A conversation is open in the worker (its next step may follow).
+    var open = false
+    init(pool: WorkerPool, worker: WorkerPool.Idle) {
+      self.pool = pool
+      self.worker = worker
+    }
+  }
+
+  let base: UnsafeRawPointer?
+  let count: Int
+  private var held: [Held] = []
+
+  private init(_ bytes: UnsafeBufferPointer<UInt8>) {
+    base = UnsafeRawPointer(bytes.baseAddress)
+    count = bytes.count
+  }
+
+  private static let lock = Lock()
+  private nonisolated(unsafe) static var byThread: [UInt: WorkerSession] = [:]
+
+  /// `body` (one image's decode of `bytes`) as a session of this thread; nested: the outer one.
+  public static func run<T>(_ bytes: UnsafeBufferPointer<UInt8>, _ body: () -> T) -> T {
+    let key = UInt(pthread_self())
+    let session = WorkerSession(bytes)
+    let outer = lock.withLock { () -> Bool in
+      if byThread[key] != nil { return true }
+      byThread[key] = session
+      return false
+    }
+    if outer { return body() }
+    defer {
+      lock.withLock { byThread[key] = nil }
+      session.end()
+    }
+    return body()
+  }
+
+  /// This thread's session, when it is about these bytes.
+  static func current(for base: UnsafeRawPointer?, count: Int) -> WorkerSession? {
+    let key = UInt(pthread_self())
+    guard let session = lock.withLock({ byThread[key] }), session.base == base, session.count == count else { return nil }
+    return session
+  }
+
+  static func current(for bytes: UnsafeBufferPointer<UInt8>) -> WorkerSession? {
+    current(for: UnsafeRawPointer(bytes.baseAddress), count: bytes.count)
+  }
+
+  // (Only this session's thread uses `held`.)
+  func held(by pool: WorkerPool) -> Held? { held.first { $0.pool === pool } }
+
+  func hold(_ worker: WorkerPool.Idle, from pool: WorkerPool) -> Held {
+    let entry = Held(pool: pool, worker: worker)
+    held.append(entry)
+    return entry
+  }
+
+  /// Gives the pool's worker back: its conversation ended, one decode counted.
+  func release(_ pool: WorkerPool, usable: Bool) {
+    guard let index = held.firstIndex(where: { $0.pool === pool }) else { return }
+    let entry = held.remove(at: index)
+    if entry.open { pxlw_end(entry.worker.worker) }
+    entry.worker.decodes += 1
+    pool.give(back: entry.worker, usable: usable && pxlw_alive(entry.worker.worker) != 0)
+  }
+
+  private func end() {
+    while let entry = held.first { release(entry.pool, usable: true) }
+  }
+}
+
