@@ -972,9 +972,22 @@ static int maps_canvas(long pid) {
   return found;
 }
 
+/* Process pid's VmHWM (peak resident memory) in KB, or -1. */
+static long vm_hwm_kb(long pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%ld/status", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long hwm = -1;
+  while (fgets(line, sizeof line, f) && sscanf(line, "VmHWM: %ld", &hwm) != 1) continue;
+  fclose(f);
+  return hwm;
+}
+
 /* The decode workers this process started (children named pixload-decode-worker) that hold
- * an animation open: how many (killed with SIGKILL when kill_them). */
-static int canvas_workers(int kill_them) {
+ * an animation open: how many (killed with SIGKILL when kill_them; the last one's VmHWM
+ * in *hwm_kb when not NULL). */
+static int canvas_workers_scan(int kill_them, long *hwm_kb) {
   int killed = 0;
   DIR *d = opendir("/proc");
   if (!d) return 0;
@@ -996,11 +1009,14 @@ static int canvas_workers(int kill_them) {
     char state;
     if (sscanf(close + 1, " %c %d", &state, &ppid) != 2 || ppid != getpid()) continue;
     if (strncmp(open + 1, "pixload-decode", 14) != 0 || !maps_canvas(pid)) continue;
+    if (hwm_kb) *hwm_kb = vm_hwm_kb(pid);
     if (!kill_them || kill((pid_t)pid, SIGKILL) == 0) killed++;
   }
   closedir(d);
   return killed;
 }
+
+static int canvas_workers(int kill_them) { return canvas_workers_scan(kill_them, NULL); }
 
 /* What a player showed: each frame's index and a copy of its pixels. */
 struct played {
@@ -1200,33 +1216,8 @@ void test_player_isolation_modules(const struct test_env *env) {
 /* The VmHWM (peak resident KB) of the decode worker of this process that holds an
  * animation open (maps_canvas); -1 when none or several do. */
 static long canvas_worker_hwm_kb(void) {
-  long found = -1;
-  int workers = 0;
-  DIR *d = opendir("/proc");
-  if (!d) return -1;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    char *end;
-    long pid = strtol(e->d_name, &end, 10);
-    if (*end || pid <= 0) continue;
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    long hwm = -1, ppid = -1;
-    int named = 0;
-    while (fgets(line, sizeof line, f)) {
-      if (strncmp(line, "Name:", 5) == 0) named = strstr(line, "pixload-decode") != NULL;
-      sscanf(line, "PPid: %ld", &ppid);
-      sscanf(line, "VmHWM: %ld", &hwm);
-    }
-    fclose(f);
-    if (!named || ppid != getpid() || !maps_canvas(pid)) continue;
-    workers++;
-    found = hwm;
-  }
-  closedir(d);
-  return workers == 1 ? found : -1;
+  long hwm = -1;
+  return canvas_workers_scan(0, &hwm) == 1 ? hwm : -1;
 }
 
 /* Bytes the process has allocated with malloc now (every arena, mmapped chunks too). */
