@@ -768,7 +768,9 @@ fuzz-gif:
 # defines those two, the module's own pxl_codec_module_register hands it the codec, and it
 # calls the codec exactly as the decode stage does (ImageDecoder+Codecs.swift, CCodec in
 # API+Codecs.swift): sniff, read_header, size against max_pixels and frames against the
-# animation bound before any buffer, read_icc, decode_frames with frame_done, choose_size +
+# animation bound before any buffer, read_icc, decode_frames with frame_done (and, for a
+# codec with open_frames, the frames again one at a time into one canvas as a player reads
+# them, each checked against decode_frames'), choose_size +
 # decode into a buffer of the drawn size, and a PXL_CODEC_PARTIAL decode of a prefix for a
 # PXL_CODEC_PROGRESSIVE codec (jxl). Chosen over a Swift target for the modules: the
 # module's code is what is instrumented, the build takes seconds, the same file replays.

@@ -304,6 +304,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_player_table_rows)         \
   X(test_player_isolation_all)      \
   X(test_player_isolation_modules)  \
+  X(test_player_jxl_frames)         \
   X(test_player_isolation_module_frames) \
   X(test_player_isolation_release)  \
   X(test_truncated_jpeg)            \

@@ -98,6 +98,8 @@ seeds="$root/build/fuzz/seeds"
 [ -d "$seeds/heif" ] && [ -d "$seeds/jxl" ] || python3 "$root/scripts/gen-module-fuzz-seeds.py" "$seeds" >/dev/null
 mkdir -p "$work/www/modules"
 cp "$seeds"/heif/*.heic "$seeds"/jxl/*.jxl "$root"/Tests/fuzz/seeds/svg/*.svg "$work/www/modules/"
+# test_player_jxl_frames: the libjxl conformance suite's animation (60 frames of splines).
+cp "$root/Tests/fixtures/jxl-suite/animation_spline.jxl" "$work/www/modules/"
 # test_isolation_mapped: a HEIC large enough to be mapped, not copied (640x480).
 heif-enc -q 60 "$work/www/gradient.jpg" -o "$work/www/modules/large.heic" >/dev/null 2>&1 || true
 # A progressive JPEG XL for test_previews_isolated, at www's top level (what the fault

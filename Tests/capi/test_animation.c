@@ -14,7 +14,7 @@
 static const uint8_t palette[16][3] = {{255, 0, 0}, {0, 255, 0}, {0, 0, 255}, {255, 255, 255}};
 
 struct bits {
-  uint8_t data[1 << 16];
+  uint8_t data[1 << 20]; /* a frame of up to about 1.5 million pixels (5 bits a pixel, and a Clear every 13) */
   size_t len;
   uint32_t acc;
   int n;

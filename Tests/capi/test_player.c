@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -971,9 +972,22 @@ static int maps_canvas(long pid) {
   return found;
 }
 
+/* Process pid's VmHWM (peak resident memory) in KB, or -1. */
+static long vm_hwm_kb(long pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%ld/status", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long hwm = -1;
+  while (fgets(line, sizeof line, f) && sscanf(line, "VmHWM: %ld", &hwm) != 1) continue;
+  fclose(f);
+  return hwm;
+}
+
 /* The decode workers this process started (children named pixload-decode-worker) that hold
- * an animation open: how many (killed with SIGKILL when kill_them). */
-static int canvas_workers(int kill_them) {
+ * an animation open: how many (killed with SIGKILL when kill_them; the last one's VmHWM
+ * in *hwm_kb when not NULL). */
+static int canvas_workers_scan(int kill_them, long *hwm_kb) {
   int killed = 0;
   DIR *d = opendir("/proc");
   if (!d) return 0;
@@ -995,11 +1009,14 @@ static int canvas_workers(int kill_them) {
     char state;
     if (sscanf(close + 1, " %c %d", &state, &ppid) != 2 || ppid != getpid()) continue;
     if (strncmp(open + 1, "pixload-decode", 14) != 0 || !maps_canvas(pid)) continue;
+    if (hwm_kb) *hwm_kb = vm_hwm_kb(pid);
     if (!kill_them || kill((pid_t)pid, SIGKILL) == 0) killed++;
   }
   closedir(d);
   return killed;
 }
+
+static int canvas_workers(int kill_them) { return canvas_workers_scan(kill_them, NULL); }
 
 /* What a player showed: each frame's index and a copy of its pixels. */
 struct played {
@@ -1169,7 +1186,7 @@ void test_player_isolation_all(const struct test_env *env) {
 
 /* A codec module's animation isolated (PXL_ISOLATION_MODULES, the default): an animated
  * JPEG XL made now by cjxl from a GIF, decoded by the JPEG XL module in a worker (its
- * decode_frames run once there, the frames served one by one), every frame the same as
+ * open_frames state there, one frame per FRAME_NEXT), every frame the same as
  * the module's in-process (PXL_ISOLATION_NONE); a worker killed mid-animation: FAILED. */
 void test_player_isolation_modules(const struct test_env *env) {
   write_gif(env, "player-jxl.gif", 24, 16, 5, 4, 0);
@@ -1194,6 +1211,222 @@ void test_player_isolation_modules(const struct test_env *env) {
   pxl_loader_free(none);
   pxl_queue_free(queue);
   killed_mid_animation(env, &config, "/player.jxl", "/player.jxl", "modules-killed");
+}
+
+/* The VmHWM (peak resident KB) of the decode worker of this process that holds an
+ * animation open (maps_canvas); -1 when none or several do. */
+static long canvas_worker_hwm_kb(void) {
+  long hwm = -1;
+  return canvas_workers_scan(0, &hwm) == 1 ? hwm : -1;
+}
+
+/* Bytes the process has allocated with malloc now (every arena, mmapped chunks too). */
+static uint64_t malloc_bytes(void) {
+  struct mallinfo2 m = mallinfo2();
+  return (uint64_t)m.uordblks + (uint64_t)m.hblkhd;
+}
+
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+enum { JXL_W = 400, JXL_H = 300, JXL_FRAMES = 120 };
+
+/* What a player showed of an animated JPEG XL: each frame's hash and duration. */
+struct jxl_played {
+  int shown;
+  uint64_t hash[JXL_FRAMES];
+  int32_t duration[JXL_FRAMES];
+  int32_t loop_count;
+  uint64_t grown;       /* in-process: most bytes malloc'd while playing over those before it */
+  long worker_hwm_kb;   /* isolated: the worker's VmHWM at the last frame */
+  pxl_animation_stats stats;
+};
+
+/* Plays request once through (frames frames, at most JXL_FRAMES) at the frames' due
+ * times, every frame hashed. */
+static void play_jxl(const struct test_env *env, pxl_loader *loader, pxl_queue *queue, const pxl_request *request,
+                     int frames, struct jxl_played *p, const char *what) {
+  memset(p, 0, sizeof *p);
+  p->worker_hwm_kb = -1;
+  uint64_t before = malloc_bytes(), peak = before;
+  struct events ev = {0};
+  pxl_animation *a = start(env, loader, queue, request, &ev);
+  CHECKF(ev.status == PXL_OK, "%s: LOADED %d (%s)", what, ev.status, ev.message);
+  CHECKF(ev.frame_count == frames, "%s: %d frames, %d expected", what, ev.frame_count, frames);
+  p->loop_count = ev.loop_count;
+  int seen = 1;
+  int64_t now = 1000;
+  pxl_animation_frame f = {.struct_size = sizeof f};
+  while (ev.status == PXL_OK && p->shown < frames && p->shown < JXL_FRAMES) {
+    pxl_image *image = pxl_animation_frame_at(a, now, &f);
+    if (!image || f.index != p->shown) {
+      CHECKF(0, "%s: play %d: frame %d", what, p->shown, image ? f.index : -1);
+      pxl_image_release(image);
+      break;
+    }
+    p->hash[p->shown] = fnv1a(pxl_image_pixels(image), pxl_image_byte_count(image));
+    p->duration[p->shown] = f.duration_ms;
+    pxl_image_release(image);
+    uint64_t held = malloc_bytes();
+    if (held > peak) peak = held;
+    if (++p->shown == frames) break;
+    if (!next_event(env, queue, &ev, &seen) || ev.last_kind != PXL_ANIMATION_FRAME_READY) break;
+    /* Frame 0's duration may not be known at the first call (-1): FRAME_READY's due time says it. */
+    if (p->duration[p->shown - 1] == -1) p->duration[p->shown - 1] = (int32_t)(ev.ready_due - now);
+    CHECKF(ev.ready_due - now == p->duration[p->shown - 1], "%s: frame %d due %lld ms after frame %d of %d ms", what,
+           p->shown, (long long)(ev.ready_due - now), p->shown - 1, p->duration[p->shown - 1]);
+    now = ev.ready_due;
+  }
+  p->grown = peak - before;
+  p->worker_hwm_kb = canvas_worker_hwm_kb();
+  p->stats.struct_size = sizeof p->stats;
+  CHECK_STATUS(pxl_animation_stats_get(a, &p->stats), PXL_OK);
+  pxl_animation_free(a);
+  events_reset(&ev);
+}
+
+/* PXL_FLAG_ANIMATE's frames of request (decode_frames), in-process and from the worker:
+ * the frames the two plays showed (played[0] in-process, played[1] isolated), each with
+ * its duration, and the same loop count. */
+static void jxl_same_as_animate(const struct test_env *env, pxl_loader *none, pxl_loader *modules, pxl_queue *queue,
+                                const pxl_request *request, int frames, const struct jxl_played played[2],
+                                const char *what) {
+  pxl_request animated = *request;
+  animated.flags |= PXL_FLAG_ANIMATE;
+  for (int isolated = 0; isolated < 2; isolated++) {
+    struct capture all = {0};
+    CHECK_STATUS(load_and_wait(env, isolated ? modules : none, queue, &animated, &all), PXL_OK);
+    int n = all.image ? pxl_image_frame_count(all.image) : -1;
+    CHECKF(n == frames, "%s: PXL_FLAG_ANIMATE %s: %d frames (%s)", what, isolated ? "isolated" : "in-process", n,
+           all.message);
+    for (int k = 0; k < 2 && n == frames; k++) {
+      const struct jxl_played *p = &played[k];
+      CHECK_INT(p->loop_count, pxl_image_loop_count(all.image));
+      int same = 0, durations = 0;
+      for (int i = 0; i < p->shown; i++) {
+        same += fnv1a(pxl_image_frame_pixels(all.image, i), pxl_image_byte_count(all.image)) == p->hash[i];
+        durations += pxl_image_frame_duration_ms(all.image, i) == p->duration[i];
+      }
+      CHECKF(p->shown == frames && same == frames && durations == frames,
+             "%s: played %s, %d frames, %d the same as PXL_FLAG_ANIMATE's %s, %d with its duration (of %d)", what,
+             k ? "isolated" : "in-process", p->shown, same, isolated ? "isolated" : "in-process", durations, frames);
+    }
+    capture_reset(&all);
+  }
+}
+
+/* cjxl's animated JPEG XL of the served GIF gif (Debian libjxl-tools): 1 when made. */
+static int make_jxl(const struct test_env *env, const char *gif, const char *jxl) {
+  char command[2048];
+  snprintf(command, sizeof command, "cjxl '%s/%s' '%s/%s' >/dev/null 2>&1", env->fixture_dir, gif, env->fixture_dir,
+           jxl);
+  int rc = system(command);
+  CHECKF(rc == 0, "%s: exit %d (cjxl: Debian libjxl-tools)", command, rc);
+  return rc == 0;
+}
+
+/* A GIF whose frames build on each other: a 48x40 canvas of index 0, then small
+ * rectangles with transparent pixels, kept (disposal 1) or restored to the background
+ * (disposal 2), of different delays: cjxl makes blended, cropped JPEG XL frames of it,
+ * which libjxl coalesces. */
+static void write_layered_gif(const struct test_env *env, const char *name, int frames) {
+  FILE *f = gif_start(env, name, 48, 40, 0);
+  CHECK(f != NULL);
+  if (!f) return;
+  uint8_t indices[48 * 40];
+  for (int i = 0; i < 48 * 40; i++) indices[i] = (uint8_t)(i % 48 < 24);
+  gif_put_frame(f, 0, 0, 48, 40, indices, 1, 4, -1);
+  for (int k = 1; k < frames; k++) {
+    int w = 8 + k % 5, h = 6 + k % 4, left = (k * 7) % (48 - w), top = (k * 5) % (40 - h);
+    for (int i = 0; i < w * h; i++) indices[i] = (uint8_t)((i + k) % 3 == 0 ? 3 : 1 + (k + i / w) % 2);
+    gif_put_frame(f, left, top, w, h, indices, k % 3 == 0 ? 2 : 1, 2 + k % 4, 3);
+  }
+  fputc(0x3b, f);
+  fclose(f);
+}
+
+/* Animated JPEG XLs played by the JPEG XL module one frame at a time
+ * (pxl_codec.open_frames), in-process (PXL_ISOLATION_NONE) and isolated
+ * (PXL_ISOLATION_MODULES): every frame, its duration and the loop count the same as
+ * PXL_FLAG_ANIMATE's (decode_frames), in-process and isolated, for a long one (cjxl from
+ * a 120-frame 400x300 GIF, 55 MB of frames), one of blended, cropped frames (cjxl from a
+ * layered GIF, also as a 20x16 RGB8 thumbnail), the libjxl conformance suite's
+ * animation_spline (60 frames of splines) and the module fuzz seeds' animation. The long
+ * one: the ring within its 3 frames, and the decoding side never holds the animation's
+ * frames: in-process, the bytes the process has malloc'd while playing grow by less than a
+ * quarter of them; isolated, the worker's peak resident memory stays under half of them
+ * (decoding everything at once, as the module did before it read frames one at a time,
+ * holds all of them there). The plays come first: a PXL_FLAG_ANIMATE image the loader's
+ * threads release after its callback would blur the in-process count. */
+void test_player_jxl_frames(const struct test_env *env) {
+  const uint64_t frame_bytes = (uint64_t)JXL_W * JXL_H * 4, all_frames = JXL_FRAMES * frame_bytes;
+  write_gif(env, "player-jxl-long.gif", JXL_W, JXL_H, JXL_FRAMES, 3, 2);
+  write_layered_gif(env, "player-jxl-layered.gif", 24);
+  if (!make_jxl(env, "player-jxl-long.gif", "player-long.jxl") ||
+      !make_jxl(env, "player-jxl-layered.gif", "player-layered.jxl"))
+    return;
+  pxl_config config;
+  pxl_config_init(&config);
+  pxl_loader *none, *modules;
+  loader_pair(&config, PXL_ISOLATION_MODULES, &none, &modules);
+  pxl_queue *queue = new_queue();
+  pxl_request request;
+  static struct jxl_played played[2];
+
+  struct test_url u = test_url(env, "/player-long.jxl", "player-jxl-long");
+  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+  for (int isolated = 0; isolated < 2; isolated++) {
+    const char *what = isolated ? "long, isolated" : "long, in-process";
+    struct jxl_played *p = &played[isolated];
+    play_jxl(env, isolated ? modules : none, queue, &request, JXL_FRAMES, p, what);
+    CHECKF(p->stats.peak_ring_bytes <= 3 * frame_bytes, "%s: peak ring %llu bytes, over 3 frames (%llu)", what,
+           (unsigned long long)p->stats.peak_ring_bytes, (unsigned long long)(3 * frame_bytes));
+    if (isolated) {
+      CHECKF(p->worker_hwm_kb > 0 && (uint64_t)p->worker_hwm_kb * 1024 < all_frames / 2,
+             "isolated: the worker's peak resident memory %ld KB, not under half the frames' %llu KB",
+             p->worker_hwm_kb, (unsigned long long)(all_frames / 1024));
+      printf("  jxl %d frames %dx%d isolated: worker VmHWM %ld KB (frames %llu KB)\n", JXL_FRAMES, JXL_W, JXL_H,
+             p->worker_hwm_kb, (unsigned long long)(all_frames / 1024));
+    } else {
+      CHECKF(p->grown < all_frames / 4,
+             "in-process: %llu KB more malloc'd while playing, not under a quarter of the frames' %llu KB",
+             (unsigned long long)(p->grown / 1024), (unsigned long long)(all_frames / 1024));
+      printf("  jxl %d frames %dx%d in-process: %llu KB more malloc'd while playing (frames %llu KB)\n", JXL_FRAMES,
+             JXL_W, JXL_H, (unsigned long long)(p->grown / 1024), (unsigned long long)(all_frames / 1024));
+    }
+  }
+  jxl_same_as_animate(env, none, modules, queue, &request, JXL_FRAMES, played, "long");
+
+  static const struct { const char *path; int frames, w, h, format; } files[] = {
+      {"/player-layered.jxl", 24, 0, 0, PXL_FORMAT_RGBA8},
+      {"/player-layered.jxl", 24, 20, 16, PXL_FORMAT_RGB8},
+      {"/modules/animation_spline.jxl", 60, 0, 0, PXL_FORMAT_RGBA8},
+      {"/modules/animation.jxl", 0, 0, 0, PXL_FORMAT_RGBA8},
+  };
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    u = test_url(env, files[i].path, "player-jxl");
+    request_for(&request, u.url, files[i].w, files[i].h, PXL_MODE_FILL, files[i].format);
+    int frames = files[i].frames;
+    if (frames == 0) { /* as many as PXL_FLAG_ANIMATE gives, more than one */
+      struct capture all = {0};
+      request.flags |= PXL_FLAG_ANIMATE;
+      CHECK_STATUS(load_and_wait(env, none, queue, &request, &all), PXL_OK);
+      request.flags &= ~PXL_FLAG_ANIMATE;
+      frames = all.image ? pxl_image_frame_count(all.image) : 0;
+      capture_reset(&all);
+      CHECKF(frames > 1 && frames <= JXL_FRAMES, "%s: %d frames", files[i].path, frames);
+      if (frames < 2 || frames > JXL_FRAMES) continue;
+    }
+    play_jxl(env, none, queue, &request, frames, &played[0], files[i].path);
+    play_jxl(env, modules, queue, &request, frames, &played[1], files[i].path);
+    jxl_same_as_animate(env, none, modules, queue, &request, frames, played, files[i].path);
+  }
+  pxl_loader_free(modules);
+  pxl_loader_free(none);
+  pxl_queue_free(queue);
 }
 
 /* A module's codec that reads frames one at a time (open_frames: the hostile test module's

@@ -15,7 +15,10 @@
  * (within MAX_PIXELS); read_icc into a buffer of exactly icc_size bytes when the header
  * announces a profile (at most 4 MiB, PXL_ICC_MAX_BYTES); for an animation, decode_frames on
  * a zeroed canvas of the header's size with a frame_done that reads each frame and stops at
- * the library's animation bound (128 MiB of frames); else choose_size (when the request is
+ * the library's animation bound (128 MiB of frames), and when the codec has open_frames
+ * (next_frame, close_frames) the frames again as an animation player reads them, one at a
+ * time into one canvas of the header's size, each (pixels and duration) checked against
+ * decode_frames' and the state closed early when the input says so; else choose_size (when the request is
  * smaller than the image) and decode into a zeroed buffer of exactly the size drawn. A
  * codec that declares PXL_CODEC_PROGRESSIVE also gets a prefix of the input, copied to a
  * buffer of its own length, decoded with PXL_CODEC_PARTIAL (PXL_E_NOT_FOUND: nothing yet).
@@ -150,7 +153,12 @@ typedef struct request {
   int32_t side;         /* the FIT box asked for; 0: full size */
   int animate;          /* PXL_FLAG_ANIMATE */
   int32_t cancel;       /* the decode's cancel flag, raised before the decode */
+  int32_t play;         /* frames an animation player reads before it closes; 0: all */
 } request;
+
+/* Frames whose pixels and durations are remembered, to compare decode_frames' with
+ * next_frame's (pixload.h: "Each frame must be what decode_frames hands over for it"). */
+#define KEPT_FRAMES 256
 
 /* What frame_done sees (the FrameCollector's part that matters here). */
 typedef struct frames {
@@ -158,11 +166,25 @@ typedef struct frames {
   int32_t width, height;
   size_t frame_bytes, bytes;
   int count, over_bound;
+  uint64_t hash[KEPT_FRAMES];
+  int32_t duration[KEPT_FRAMES];
 } frames;
+
+/* FNV-1a over 8-byte words (the canvas is width x height x 4 bytes, a multiple of 4). */
+static uint64_t canvas_hash(const uint8_t *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+  }
+  for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
 
 static int32_t frame_done(void *library, int32_t duration_ms) {
   frames *f = library;
-  (void)duration_ms;
   if (f->bytes + f->frame_bytes > ANIMATION_MAX_BYTES) {
     f->over_bound = 1;
     return 1;
@@ -171,6 +193,10 @@ static int32_t frame_done(void *library, int32_t duration_ms) {
    * is enough for ASan to see a canvas the codec shrank (the buffer is ours). */
   size_t stride = (size_t)f->width * 4;
   for (int32_t y = 0; y < f->height; y++) sink += f->canvas[y * stride] + f->canvas[y * stride + stride - 1];
+  if (f->count < KEPT_FRAMES) {
+    f->hash[f->count] = canvas_hash(f->canvas, stride * (size_t)f->height);
+    f->duration[f->count] = duration_ms;
+  }
   f->bytes += f->frame_bytes;
   f->count++;
   return 0;
@@ -187,6 +213,57 @@ static pxl_codec_target target_for(const request *r, uint8_t *pixels, int32_t wi
   t.stride = (size_t)width * 4;
   t.cancel = &r->cancel;
   return t;
+}
+
+/* The frames again as an animation player reads them (FrameSource: open_frames, then
+ * next_frame into one zeroed canvas of the header's size, the same buffer every call,
+ * close_frames at the end or after r->play frames): each the same as decode_frames' (f),
+ * the end where decode_frames' was (PXL_E_NOT_FOUND after its last frame, or the error it
+ * ended with). */
+static void play_frames(const uint8_t *data, size_t size, const request *r, const pxl_codec_header *header,
+                        const frames *f, pxl_status frames_status) {
+  const pxl_codec *c = &registered;
+  char message[MESSAGE_CAP];
+  memset(message, 0, sizeof message);
+  void *state = NULL;
+  pxl_status status = c->open_frames(data, size, &state, message, sizeof message, c->user_data);
+  if (status != PXL_OK) {
+    check_message(message);
+    check(frames_status != PXL_OK || f->count == 0, "open_frames failed where decode_frames gave frames");
+    return;
+  }
+  size_t bytes = (size_t)header->width * (size_t)header->height * 4;
+  uint8_t *canvas = calloc(bytes, 1);
+  pxl_codec_target t = target_for(r, canvas, header->width, header->height);
+  int n = 0;
+  for (;;) {
+    if (r->play && n == r->play) break; /* a player closing mid-animation (paused, freed) */
+    int32_t duration = -1;
+    memset(message, 0, sizeof message);
+    status = c->next_frame(state, &t, &duration, message, sizeof message, c->user_data);
+    if (status != PXL_OK) {
+      check_message(message);
+      break;
+    }
+    for (int32_t y = 0; y < header->height; y++) sink += canvas[(size_t)y * t.stride] + canvas[(size_t)y * t.stride + t.stride - 1];
+    if (n < f->count && n < KEPT_FRAMES) {
+      check(canvas_hash(canvas, bytes) == f->hash[n], "next_frame drew another frame than decode_frames");
+      check(duration == f->duration[n], "next_frame gave another duration than decode_frames");
+    }
+    n++;
+    if (n > f->count && frames_status == PXL_OK && !r->cancel) {
+      broken("next_frame gave more frames than decode_frames");
+      break;
+    }
+  }
+  c->close_frames(state, c->user_data);
+  free(canvas);
+  /* Cancelled, decode_frames may stop at any frame; otherwise both end alike. */
+  if (!r->play && !r->cancel) {
+    check(frames_status != PXL_OK || (status == PXL_E_NOT_FOUND && n == f->count),
+          "next_frame ended otherwise than decode_frames (frames or PXL_E_NOT_FOUND)");
+    check(frames_status == PXL_OK || status != PXL_OK, "next_frame went on where decode_frames failed");
+  }
 }
 
 /* Returns the status the request would end with (PXL_OK: pixels delivered). */
@@ -261,8 +338,9 @@ static pxl_status decode_as_library(const uint8_t *data, size_t size, const requ
       t.library = &f;
       memset(message, 0, sizeof message);
       status = c->decode_frames(data, size, &t, message, sizeof message, c->user_data);
-      free(canvas);
       if (status != PXL_OK) check_message(message);
+      if (c->open_frames && c->next_frame && c->close_frames && !f.over_bound) play_frames(data, size, r, &header, &f, status);
+      free(canvas);
       if (!f.over_bound) {
         if (status != PXL_OK) return status;
         return f.count > 0 ? PXL_OK : PXL_E_CORRUPT_IMAGE;
@@ -317,18 +395,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   choices c = choices_of(data, size);
   static const int32_t sides[] = {0, 150, 1, 64, 7, 2000}; /* 2000: a vector enlarged to the cap */
-  request r = {0, 0, 0, 0};
+  request r = {0, 0, 0, 0, 0};
   r.flags = take(&c, 2) ? PXL_CODEC_KEEP_ORIENTATION : 0;
   r.side = sides[take(&c, sizeof sides / sizeof sides[0])];
   r.animate = take(&c, 4) != 0;
   r.cancel = take(&c, 16) == 0; /* nobody waits any more: the codec may stop */
+  /* The prefix's length, then the player's frames: chosen after the others so that they
+   * stay what they were for every seed. */
+  uint32_t eighths = take(&c, 8);
+  static const int32_t plays[] = {0, 0, 1, 2};
+  r.play = plays[take(&c, 4)];
   last_message[0] = '\0';
   pxl_status status = decode_as_library(data, size, &r);
   snprintf(report, sizeof report, "status %d%s%s", (int)status, last_message[0] ? " " : "", last_message);
 
   if (registered.flags & PXL_CODEC_PROGRESSIVE) {
     /* A file still arriving: 1/8 .. 7/8 of it, or all but its last byte. */
-    uint32_t eighths = take(&c, 8);
     size_t prefix_size = eighths ? size * eighths / 8 : size - 1;
     if (prefix_size > 0) {
       uint8_t *prefix = malloc(prefix_size);
