@@ -6,6 +6,11 @@
  *
  *   ok              draws a 4x4 gradient (the module works when it behaves)
  *   thread          draws it on a thread of its own (libjxl and libde265 decode on threads)
+ *   cpus            what a decoding library sizing a thread pool would see, in its pixels as
+ *                   four uint32: sysconf(_SC_NPROCESSORS_ONLN), get_nprocs() (what
+ *                   std::thread::hardware_concurrency returns), the CPUs sched_getaffinity
+ *                   allows, and how many of a pool of max(8, that count) threads started
+ *                   and were alive at once
  *   segv            writes through a null pointer
  *   spin            never returns
  *   alloc16g        allocates 16 GiB in 256 MiB blocks and touches every page
@@ -37,7 +42,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/socket.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -91,6 +98,30 @@ static void *draw_thread(void *t) {
 
 static void anim_frame(pxl_codec_target *t, int i);
 
+/* cpus: a pool's threads meet at a barrier, so each counts only if all were alive at once. */
+static pthread_barrier_t pool_barrier;
+static void *pool_thread(void *unused) {
+  (void)unused;
+  pthread_barrier_wait(&pool_barrier);
+  return NULL;
+}
+
+static uint32_t pool_started(uint32_t n) {
+  pthread_t threads[64];
+  if (n > 64) n = 64;
+  if (pthread_barrier_init(&pool_barrier, NULL, n + 1) != 0) return 0;
+  uint32_t started = 0;
+  for (; started < n; started++)
+    if (pthread_create(&threads[started], NULL, pool_thread, NULL) != 0) break;
+  /* One missing: the barrier would never open. Report what started, and leak the waiters
+   * (a refused thread already fails the test; the worker is not reused for it). */
+  if (started < n) return started;
+  pthread_barrier_wait(&pool_barrier);
+  for (uint32_t i = 0; i < n; i++) pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&pool_barrier);
+  return started;
+}
+
 static pxl_status decode(const uint8_t *data, size_t size, pxl_codec_target *t, char *message, size_t cap, void *ud) {
   (void)ud;
   char what[64], arg[448];
@@ -106,6 +137,14 @@ static pxl_status decode(const uint8_t *data, size_t size, pxl_codec_target *t, 
     int e = pthread_create(&thread, NULL, draw_thread, t);
     if (e) return errno = e, fail(message, cap, "pthread_create");
     pthread_join(thread, NULL);
+  } else if (strcmp(what, "cpus") == 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    uint32_t allowed = sched_getaffinity(0, sizeof set, &set) == 0 ? (uint32_t)CPU_COUNT(&set) : 0;
+    uint32_t seen[4] = {(uint32_t)sysconf(_SC_NPROCESSORS_ONLN), (uint32_t)get_nprocs(), allowed, 0};
+    seen[3] = pool_started(allowed > 8 ? allowed : 8);
+    memset(t->pixels, 0, bytes);
+    memcpy(t->pixels, seen, sizeof seen);
   } else if (strcmp(what, "segv") == 0) {
     *(volatile int *)(uintptr_t)0 = 1;
   } else if (strcmp(what, "spin") == 0) {

@@ -43,10 +43,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <seccomp.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysinfo.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -446,6 +448,68 @@ static int degraded(const char *secret, const char *secret_text, char *report, s
   return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
 }
 
+/* A locked worker's decoder sizes its thread pools as it would unconfined: landlock denies
+ * /sys/devices/system/cpu/online and /proc/stat, where glibc's get_nprocs and sysconf
+ * (_SC_NPROCESSORS_ONLN) look first (std::thread::hardware_concurrency is get_nprocs), so
+ * the count comes from their fallback, sched_getaffinity, which seccomp must keep allowing
+ * (refused, glibc answers a constant 2: hence a second worker started on one CPU, where 2
+ * is wrong); and a pool of max(8, CPUs) threads must start under seccomp's clone rule and
+ * RLIMIT_AS. A worker inherits this process's affinity: that is the count expected. A
+ * decoder told "1 CPU" decodes alone, and isolation would cost wall time, not CPU. */
+static void cpu_count_check(const cpu_set_t *run_on) {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  if (sched_getaffinity(0, sizeof mine, &mine) != 0 || sched_setaffinity(0, sizeof *run_on, run_on) != 0) {
+    check(0, "cpus: set this process's affinity");
+    return;
+  }
+  uint32_t cpus = (uint32_t)CPU_COUNT(run_on);
+  pxl_worker_free(worker);
+  worker = NULL;
+  ensure_worker(); /* started on run_on's CPUs */
+  sched_setaffinity(0, sizeof mine, &mine);
+  const char *input = "HOSTILE:cpus";
+  pxl_worker_result r;
+  pxl_worker_decode(worker, (const uint8_t *)input, strlen(input), NULL, 0, 0, 5000, &r);
+  uint32_t seen[4] = {0};
+  if (r.status == PXL_OK && r.map_size >= sizeof seen) memcpy(seen, r.pixels, sizeof seen);
+  printf("a worker started on %u of %d CPUs (get_nprocs here %d, sysconf %ld); in it, locked: sysconf %u, "
+         "get_nprocs %u, sched_getaffinity %u, pool threads alive at once %u (%s)\n", cpus, CPU_COUNT(&mine),
+         get_nprocs(), sysconf(_SC_NPROCESSORS_ONLN), seen[0], seen[1], seen[2], seen[3],
+         r.status == PXL_OK ? "decoded" : r.message);
+  char what[160];
+  snprintf(what, sizeof what, "cpus decodes in a locked worker started on %u CPUs", cpus);
+  check(r.status == PXL_OK, what);
+  snprintf(what, sizeof what, "%u CPUs: the locked worker's sched_getaffinity counts them", cpus);
+  check(seen[2] == cpus, what);
+  snprintf(what, sizeof what, "%u CPUs: sysconf(_SC_NPROCESSORS_ONLN) and get_nprocs in the locked worker too", cpus);
+  check(seen[0] == cpus && seen[1] == cpus, what);
+  snprintf(what, sizeof what, "%u CPUs: a pool of max(8, CPUs) threads lives at once in the locked worker", cpus);
+  check(seen[3] == (cpus > 8 ? cpus : 8), what);
+  pxl_worker_result_release(&r);
+  /* A refused thread leaves the pool's others waiting; and this worker is pinned. */
+  pxl_worker_free(worker);
+  worker = NULL;
+}
+
+/* The machine's CPUs (those this process may use), then one of them (any machine has 1). */
+static void cpu_count_checks(void) {
+  cpu_set_t all, one;
+  CPU_ZERO(&all);
+  CPU_ZERO(&one);
+  if (sched_getaffinity(0, sizeof all, &all) != 0) {
+    check(0, "cpus: sched_getaffinity in the test");
+    return;
+  }
+  cpu_count_check(&all);
+  for (int i = 0; i < CPU_SETSIZE; i++)
+    if (CPU_ISSET(i, &all)) {
+      CPU_SET(i, &one);
+      break;
+    }
+  cpu_count_check(&one);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -572,6 +636,8 @@ int main(int argc, char **argv) {
     snprintf(what, sizeof what, "the next image decodes after %s", name);
     check(good_decode(NULL), what);
   }
+
+  cpu_count_checks();
 
   lying_worker(argv[3]);
   map_private_checks();
