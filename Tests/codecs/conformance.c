@@ -164,6 +164,7 @@ static const char *status_name(pxl_codec_status s) {
     case PXL_CODEC_TOO_MANY_PIXELS: return "TOO_MANY_PIXELS";
     case PXL_CODEC_UNSUPPORTED: return "UNSUPPORTED";
     case PXL_CODEC_NO_MEMORY: return "NO_MEMORY";
+    case PXL_CODEC_DECODER_FAILED: return "DECODER_FAILED";
   }
   return "?";
 }
