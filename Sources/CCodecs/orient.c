@@ -64,10 +64,17 @@ uint8_t *pxl_gray_expand(const uint8_t *gray, int32_t count, int32_t channels) {
   if (gray == NULL || count < 0 || (channels != 3 && channels != 4)) return NULL;
   uint8_t *out = malloc(count ? (size_t)count * (size_t)channels : 1);
   if (out == NULL) return NULL;
-  for (int32_t i = 0; i < count; i++) {
-    uint8_t *px = out + (size_t)i * (size_t)channels;
-    px[0] = px[1] = px[2] = gray[i];
-    if (channels == 4) px[3] = 255;
+  if (channels == 4) { /* a loop of its own, with the pixel size fixed, so it vectorises */
+    for (int32_t i = 0; i < count; i++) {
+      uint8_t *px = out + 4 * (size_t)i;
+      px[0] = px[1] = px[2] = gray[i];
+      px[3] = 255;
+    }
+  } else {
+    for (int32_t i = 0; i < count; i++) {
+      uint8_t *px = out + 3 * (size_t)i;
+      px[0] = px[1] = px[2] = gray[i];
+    }
   }
   return out;
 }
