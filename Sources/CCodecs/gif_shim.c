@@ -467,7 +467,7 @@ static pxl_codec_status check_canvas(gif_walk *w, uint64_t max_pixels) {
  * Public functions
  * ------------------------------------------------------------------------------- */
 pxl_codec_status pxl_gif_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message, size_t message_cap) {
-  pxl_codec_info zero = {0, 0, 0, 1, 0, 0};
+  pxl_codec_info zero = {0, 0, 0, 1, 0, 0, 0};
   if (info) *info = zero;
   if (message && message_cap) message[0] = '\0';
   gif_walk w;

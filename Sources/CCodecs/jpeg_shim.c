@@ -379,6 +379,7 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
     job->info->height = (int32_t)c->image_height;
     job->info->has_alpha = 0;
     job->info->orientation = orientation_from_markers(c);
+    job->info->gray = c->jpeg_color_space == JCS_GRAYSCALE;
     return PXL_CODEC_OK;
   }
 
@@ -426,7 +427,7 @@ pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_
     pxl_set_message(message, message_cap, "JPEG", "out of memory");
     return PXL_CODEC_NO_MEMORY;
   }
-  pxl_codec_info tmp = {0, 0, 0, 1, 1, 0};
+  pxl_codec_info tmp = {0, 0, 0, 1, 1, 0, 0};
   static const uint8_t empty[1] = {0};
   job->data = data ? data : empty;
   job->size = size;

@@ -398,7 +398,7 @@ pxl_codec_status pxl_png_read_info(const uint8_t *data, size_t size, pxl_codec_i
     pxl_set_message(message, message_cap, "PNG", "out of memory");
     return PXL_CODEC_NO_MEMORY;
   }
-  pxl_codec_info tmp = {0, 0, 0, 1, 1, 0};
+  pxl_codec_info tmp = {0, 0, 0, 1, 1, 0, 0};
   job->data = data;
   job->size = data ? size : 0; /* NULL data reads as empty: "Read Error" */
   job->info_only = 1;
@@ -488,7 +488,7 @@ pxl_codec_status pxl_png_color(const uint8_t *data, size_t size, pxl_codec_color
   if (!found) return PXL_CODEC_OK;
   png_job *job = calloc(1, sizeof *job);
   if (job == NULL) return PXL_CODEC_NO_MEMORY;
-  pxl_codec_info unused = {0, 0, 0, 1, 1, 0};
+  pxl_codec_info unused = {0, 0, 0, 1, 1, 0, 0};
   job->data = data;
   job->size = size;
   job->info_only = 1;

@@ -8,6 +8,7 @@
 
 #define FIXTURE_GRADIENT_JPG "gradient.jpg"  /* 640x480, R rises left to right, G top to bottom */
 #define FIXTURE_ORIENTED_JPG "oriented6.jpg" /* the gradient, EXIF orientation 6 (rotate 90 CW) */
+#define FIXTURE_GRAY_JPG "gray8.jpg"         /* the gradient as a grayscale JPEG, EXIF orientation 8 */
 #define FIXTURE_NOISE_JPG "noise.jpg"        /* large and incompressible: slow through /slow/ */
 #define FIXTURE_MEDIUM_JPG "medium.jpg"      /* noise again, about 3 s through /slow/ */
 #define FIXTURE_PROGRESSIVE_JPG "progressive.jpg" /* progressive (libjpeg's 10-scan script):

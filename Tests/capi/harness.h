@@ -213,6 +213,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_cache_key_and_cache_flags) \
   X(test_fit_and_fill_sizes)        \
   X(test_pixel_formats)             \
+  X(test_gray_jpeg_formats)         \
   X(test_alpha_and_premultiplied)   \
   X(test_exif_orientation)          \
   X(test_avif_through_nginx)        \

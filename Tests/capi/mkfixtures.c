@@ -97,7 +97,8 @@ static struct rgb_image make_scene(int width, int height) {
 }
 
 /* progressive: 1 libjpeg's script at its default 4:2:0, 2 the same at 4:4:4 (no chroma
- * subsampling: a 1/8 thumbnail then reads DC coefficients only). */
+ * subsampling: a 1/8 thumbnail then reads DC coefficients only); 3 baseline with one
+ * component, the luma (a grayscale JPEG). */
 static void write_jpeg(const char *path, const struct rgb_image *img, int quality,
                        int exif_orientation, int progressive) {
   FILE *f = fopen(path, "wb");
@@ -113,9 +114,10 @@ static void write_jpeg(const char *path, const struct rgb_image *img, int qualit
   cinfo.in_color_space = JCS_RGB;
   jpeg_set_defaults(&cinfo);
   jpeg_set_quality(&cinfo, quality, TRUE);
+  if (progressive == 3) jpeg_set_colorspace(&cinfo, JCS_GRAYSCALE);
   if (progressive == 2)
     for (int c = 0; c < cinfo.num_components; c++) cinfo.comp_info[c].h_samp_factor = cinfo.comp_info[c].v_samp_factor = 1;
-  if (progressive) jpeg_simple_progression(&cinfo); /* libjpeg's default script: 10 scans */
+  if (progressive == 1 || progressive == 2) jpeg_simple_progression(&cinfo); /* libjpeg's default script: 10 scans */
   if (exif_orientation) cinfo.write_JFIF_header = FALSE; /* an EXIF file has APP1 first */
   jpeg_start_compress(&cinfo, TRUE);
   if (exif_orientation) {
@@ -342,6 +344,9 @@ int main(int argc, char **argv) {
 
   path = join(dir, FIXTURE_ORIENTED_JPG);
   write_jpeg(path, &gradient, 92, 6, 0);
+  free(path);
+  path = join(dir, FIXTURE_GRAY_JPG);
+  write_jpeg(path, &gradient, 92, 8, 3);
   free(path);
   path = join(dir, FIXTURE_ORIENTED_WEBP);
   write_gradient_webp(path, &gradient, 6);

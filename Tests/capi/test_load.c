@@ -369,6 +369,19 @@ void test_fit_and_fill_sizes(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
+/* A FILL thumbnail of url in format into *got, checked to be there in that layout: 1 when
+ * it is (got->image set). */
+static int load_fill(const struct test_env *env, pxl_loader *loader, pxl_queue *queue, const char *url, int w,
+                     int h, pxl_format format, struct capture *got) {
+  pxl_request request;
+  request_for(&request, url, w, h, PXL_MODE_FILL, format);
+  CHECK_STATUS(load_and_wait(env, loader, queue, &request, got), PXL_OK);
+  CHECK_STATUS(got->status, PXL_OK);
+  if (!got->image) return 0;
+  check_image_layout(got->image, w, h, format);
+  return 1;
+}
+
 void test_pixel_formats(const struct test_env *env) {
   pxl_loader *loader = new_loader(NULL);
   pxl_queue *queue = new_queue();
@@ -379,13 +392,8 @@ void test_pixel_formats(const struct test_env *env) {
   const int want_r = fixture_gradient_r(320), want_g = fixture_gradient_g(240),
             want_b = FIXTURE_GRADIENT_B;
   for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
-    pxl_request request;
-    request_for(&request, u.url, 150, 150, PXL_MODE_FILL, formats[i]);
     struct capture got = {0};
-    CHECK_STATUS(load_and_wait(env, loader, queue, &request, &got), PXL_OK);
-    CHECK_STATUS(got.status, PXL_OK);
-    if (!got.image) continue;
-    check_image_layout(got.image, 150, 150, formats[i]);
+    if (!load_fill(env, loader, queue, u.url, 150, 150, formats[i], &got)) continue;
     const uint8_t *p = pixel_at(got.image, 75, 75);
     const int t = JPEG_TOLERANCE;
     switch (formats[i]) {
@@ -416,6 +424,48 @@ void test_pixel_formats(const struct test_env *env) {
     }
     capture_reset(&got);
   }
+  pxl_loader_free(loader);
+  pxl_queue_free(queue);
+}
+
+/* A grayscale JPEG's thumbnail in every format is its GRAY8 thumbnail with the luma in each
+ * colour channel and alpha 255, pixel for pixel: the colour formats are decoded and
+ * resampled as one channel and expanded at the end (ImageDecoder's resamplesGray), which
+ * must give what a decode to RGBA gives. Orientation 8 turns it (a 480x640 display). */
+void test_gray_jpeg_formats(const struct test_env *env) {
+  pxl_loader *loader = new_loader(NULL);
+  pxl_queue *queue = new_queue();
+  struct test_url u = test_url(env, "/" FIXTURE_GRAY_JPG, "gray");
+  static const pxl_format formats[] = {PXL_FORMAT_GRAY8, PXL_FORMAT_RGBA8, PXL_FORMAT_RGBA8_PREMUL,
+                                       PXL_FORMAT_BGRA8_PREMUL, PXL_FORMAT_RGB8};
+  pxl_image *gray = NULL;
+  for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+    struct capture got = {0};
+    if (!load_fill(env, loader, queue, u.url, 150, 100, formats[i], &got)) continue;
+    if (i == 0) {
+      gray = got.image; /* kept: capture_reset would release it */
+      got.image = NULL;
+      capture_reset(&got);
+      /* Orientation 8 turned it: the gradient's red (left to right in the stored image)
+       * now rises from the bottom up, so the top row is brighter than the bottom one. */
+      CHECKF(*pixel_at(gray, 75, 0) > *pixel_at(gray, 75, 99) + 20, "gray top %d, bottom %d",
+             *pixel_at(gray, 75, 0), *pixel_at(gray, 75, 99));
+      continue;
+    }
+    if (!gray) {
+      capture_reset(&got);
+      continue;
+    }
+    int bpp = pxl_format_bytes_per_pixel(formats[i]), off = 0;
+    for (int y = 0; y < 100; y++)
+      for (int x = 0; x < 150; x++) {
+        const uint8_t *p = pixel_at(got.image, x, y), l = *pixel_at(gray, x, y);
+        off += p[0] != l || p[1] != l || p[2] != l || (bpp == 4 && p[3] != 255);
+      }
+    CHECKF(off == 0, "format %d: %d pixels are not the GRAY8 thumbnail's luma", (int)formats[i], off);
+    capture_reset(&got);
+  }
+  pxl_image_release(gray);
   pxl_loader_free(loader);
   pxl_queue_free(queue);
 }

@@ -22,6 +22,7 @@
 /* ---- image makers ---------------------------------------------------------------- */
 
 /* A w x h colour JPEG from libjpeg's compressor; progressive when asked. */
+/* progressive 2: baseline, one component (grayscale). */
 static uint8_t *make_jpeg(int w, int h, int progressive, size_t *size) {
   struct jpeg_compress_struct c;
   struct jpeg_error_mgr e;
@@ -35,7 +36,8 @@ static uint8_t *make_jpeg(int w, int h, int progressive, size_t *size) {
   c.input_components = 3;
   c.in_color_space = JCS_RGB;
   jpeg_set_defaults(&c);
-  if (progressive) jpeg_simple_progression(&c);
+  if (progressive == 2) jpeg_set_colorspace(&c, JCS_GRAYSCALE);
+  else if (progressive) jpeg_simple_progression(&c);
   jpeg_start_compress(&c, TRUE);
   uint8_t *row = malloc((size_t)w * 3);
   for (int y = 0; y < h; y++) {
@@ -492,6 +494,69 @@ static void test_jpeg_region(void) {
   free(files[1]);
 }
 
+/* pxl_orient against the per-pixel definition of each EXIF orientation (the stored pixel
+ * shown at display (x, y)), for every pixel size and an odd, non-square image. */
+static void test_orient(void) {
+  const int32_t w = 7, h = 5;
+  for (int32_t ch = 1; ch <= 4; ch++) {
+    uint8_t src[7 * 5 * 4];
+    for (int i = 0; i < w * h * ch; i++) src[i] = (uint8_t)(i * 7 + 3);
+    for (int32_t o = 0; o <= 9; o++) {
+      uint8_t *out = pxl_orient(src, w, h, ch, o);
+      CHECK(out != NULL, "pxl_orient(%d channels, orientation %d) failed", ch, o);
+      if (out == NULL) continue;
+      int swaps = o >= 5 && o <= 8;
+      int32_t ow = swaps ? h : w, oh = swaps ? w : h;
+      int bad = 0;
+      for (int32_t y = 0; y < oh; y++)
+        for (int32_t x = 0; x < ow; x++) {
+          int32_t sx, sy;
+          switch (o) {
+            case 2: sx = w - 1 - x, sy = y; break;
+            case 3: sx = w - 1 - x, sy = h - 1 - y; break;
+            case 4: sx = x, sy = h - 1 - y; break;
+            case 5: sx = y, sy = x; break;
+            case 6: sx = y, sy = h - 1 - x; break;
+            case 7: sx = w - 1 - y, sy = h - 1 - x; break;
+            case 8: sx = w - 1 - y, sy = x; break;
+            default: sx = x, sy = y; break;
+          }
+          bad += memcmp(out + (y * ow + x) * ch, src + (sy * w + sx) * ch, (size_t)ch) != 0;
+        }
+      CHECK(bad == 0, "pxl_orient(%d channels, orientation %d): %d pixels misplaced", ch, o, bad);
+      free(out);
+    }
+  }
+  CHECK(pxl_orient((const uint8_t *)"abcde", 1, 1, 5, 6) == NULL, "pxl_orient accepted 5 channels");
+}
+
+/* pxl_codec_info.gray says a JPEG is luma only (a thumbnail in a colour format is then
+ * decoded as GRAY and expanded by pxl_gray_expand, as libjpeg expands it). */
+static void test_gray(const uint8_t *jpg, size_t jn) {
+  size_t gn;
+  uint8_t *gray = make_jpeg(37, 23, 2, &gn);
+  pxl_codec_info info;
+  CHECK(pxl_jpeg_read_info(gray, gn, &info, NULL, 0) == PXL_CODEC_OK && info.gray == 1, "gray JPEG: gray %d", info.gray);
+  CHECK(pxl_jpeg_read_info(jpg, jn, &info, NULL, 0) == PXL_CODEC_OK && info.gray == 0, "colour JPEG: gray %d", info.gray);
+  /* Expanded luma is what libjpeg's own GRAY -> RGBA / RGB decode gives. */
+  for (int32_t layout = PXL_CODEC_RGBA; layout <= PXL_CODEC_RGB; layout++) {
+    pxl_codec_output luma = {0}, colour = {0};
+    CHECK(pxl_jpeg_decode(gray, gn, PXL_CODEC_GRAY, 1, 1 << 20, &luma) == PXL_CODEC_OK, "GRAY decode");
+    CHECK(pxl_jpeg_decode(gray, gn, layout, 1, 1 << 20, &colour) == PXL_CODEC_OK, "layout %d decode", layout);
+    if (luma.pixels && colour.pixels) {
+      int ch = colour.channels;
+      uint8_t *x = pxl_gray_expand(luma.pixels, 37 * 23, ch);
+      int off = 0;
+      for (int i = 0; x && i < 37 * 23 * ch; i++) off += x[i] != colour.pixels[i];
+      CHECK(x != NULL && off == 0, "layout %d: %d bytes of the expansion differ from libjpeg's", layout, off);
+      free(x);
+    }
+    free(luma.pixels);
+    free(colour.pixels);
+  }
+  free(gray);
+}
+
 int main(void) {
   size_t jn, pjn, pn;
   uint8_t *jpg = make_jpeg(37, 23, 0, &jn);
@@ -508,6 +573,8 @@ int main(void) {
   test_threads(jpg, jn, png, pn);
   test_jpeg_rows(jpg, jn, prog, pjn);
   test_jpeg_region();
+  test_orient();
+  test_gray(jpg, jn);
 
   free(jpg);
   free(prog);

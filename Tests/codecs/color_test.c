@@ -547,6 +547,66 @@ static void test_lut_profile(const char *dir) {
   cmsPipelineFree(pipe);
 }
 
+/* The AVX2 path of the matrix/TRC conversion gives the scalar path's pixels exactly: every
+ * layout of 4 bytes, straight and premultiplied (opaque, transparent and half-transparent
+ * pixels mixed in the same groups of eight), widths that leave a tail. */
+static void test_fast_paths_agree(const char *dir) {
+  if (pxl_color_force_path(1) != 1) {
+    printf("  (no AVX2 on this CPU: the scalar path only)\n");
+    pxl_color_force_path(-1);
+    return;
+  }
+  const char *names[] = {"p3.icc", "adobe.icc"};
+  for (int k = 0; k < 2; k++) {
+    size_t n;
+    uint8_t *icc = read_file(dir, names[k], &n);
+    if (!icc) { CHECK(0, "%s missing", names[k]); continue; }
+    pxl_codec_color c = {0};
+    c.icc = icc;
+    c.icc_size = n;
+    pxl_color_transform *t = pxl_color_transform_get(&c, NULL, 0);
+    CHECK(t != NULL, "%s: no transform", names[k]);
+    const int32_t width = 203, height = 61; /* 203 = 25 groups of eight and 3 */
+    size_t bytes = (size_t)width * height * 4;
+    uint8_t *a = malloc(bytes), *b = malloc(bytes);
+    uint32_t seed = 41;
+    for (size_t i = 0; i < bytes; i++) {
+      seed = seed * 1664525u + 1013904223u;
+      a[i] = (uint8_t)(seed >> 24);
+    }
+    for (size_t i = 3; i < bytes; i += 4)
+      if ((i / 4) % 3 != 0) a[i] = 255; /* two pixels in three opaque: some groups all opaque */
+    for (size_t p = 0; p < (size_t)width * height; p += 97) a[4 * p + 3] = 0;
+    const int32_t layouts[2] = {PXL_CODEC_RGBA, PXL_CODEC_BGRA};
+    for (int l = 0; l < 2 && t; l++)
+      for (int pm = 0; pm <= 1; pm++) {
+        memcpy(b, a, bytes);
+        uint8_t *c2 = malloc(bytes);
+        memcpy(c2, a, bytes);
+        if (pm) /* premultiplied input: colour never above alpha */
+          for (size_t i = 0; i < bytes; i += 4)
+            for (int ch = 0; ch < 3; ch++) {
+              int at = layouts[l] == PXL_CODEC_BGRA ? 2 - ch : ch;
+              b[i + at] = c2[i + at] = (uint8_t)((a[i + at] * a[i + 3] + 127) / 255);
+            }
+        pxl_color_force_path(0);
+        pxl_color_transform_apply(t, b, width, height, width * 4, layouts[l], pm, NULL, 0);
+        pxl_color_force_path(1);
+        pxl_color_transform_apply(t, c2, width, height, width * 4, layouts[l], pm, NULL, 0);
+        size_t off = 0, changed = 0;
+        for (size_t i = 0; i < bytes; i++) off += b[i] != c2[i], changed += b[i] != a[i];
+        CHECK(off == 0 && changed > 0, "%s %s%s: %zu samples differ between scalar and AVX2 (%zu converted)",
+              names[k], l ? "BGRA" : "RGBA", pm ? " premultiplied" : "", off, changed);
+        free(c2);
+      }
+    pxl_color_force_path(-1);
+    pxl_color_transform_release(t);
+    free(a);
+    free(b);
+    free(icc);
+  }
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "build/color-fixtures";
   test_manifest(dir);
@@ -555,6 +615,7 @@ int main(int argc, char **argv) {
   test_jpeg_chunks(dir);
   test_threads(dir);
   test_fast_path_matches_lcms(dir);
+  test_fast_paths_agree(dir);
   test_lut_profile(dir);
   pxl_color_cache_clear();
   printf("%d passed, %d failed\n", passed, failed);

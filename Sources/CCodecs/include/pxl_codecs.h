@@ -77,6 +77,8 @@ typedef struct pxl_codec_info {
   int32_t orientation;       /* EXIF orientation 1..8 from JPEG APP1 "Exif\0\0" or PNG eXIf; 1 if absent or invalid */
   int32_t frame_count;       /* frames of an animation (WebP ANIM, GIF, AVIF image sequence); 1 for a still image */
   int32_t loop_count;        /* how often an animation plays: 0 = forever (also for stills) */
+  int32_t gray;              /* 1: the file holds luma only (a JPEG of one component), so a GRAY decode loses
+                                nothing an RGB one has (R = G = B = the luma, alpha 255); 0: unknown or colour */
 } pxl_codec_info;
 
 typedef struct pxl_codec_output {
@@ -402,10 +404,22 @@ int pxl_color_transform_apply(pxl_color_transform *transform, uint8_t *pixels, i
 int pxl_color_transform_apply_gray(pxl_color_transform *transform, uint8_t *rgb, int32_t width, int32_t height,
                                    uint8_t *gray, char *message, size_t cap);
 void pxl_color_transform_release(pxl_color_transform *transform);
+/* EXIF orientation (1-8; anything else: as stored) applied: a new malloc'd, tightly packed
+ * buffer of the pixels turned upright (width and height trade places for 5-8), or NULL
+ * without memory or on bad arguments (channels 1-4). */
+uint8_t *pxl_orient(const uint8_t *src, int32_t width, int32_t height, int32_t channels, int32_t orientation);
+/* count luma values as pixels of 3 (RGB) or 4 (RGBA/BGRA) bytes: R = G = B = Y, alpha 255,
+ * as libjpeg converts a gray JPEG to those layouts. A new malloc'd buffer, or NULL. */
+uint8_t *pxl_gray_expand(const uint8_t *gray, int32_t count, int32_t channels);
+
 /* For tests: conversions built so far in this process (a matrix/TRC source's tables count
  * one; a gray profile's table one; a LUT-based ICC profile one lcms2 transform per layout
  * used), and emptying the cache. */
 uint64_t pxl_color_transforms_built(void);
+/* The matrix/TRC conversion's code path, for tests: 0 scalar, 1 AVX2 (x86-64 CPUs that have
+ * it; the default there), both giving the same pixels; -1 back to the default. Returns the
+ * path now used, or -1 if the CPU lacks the one asked for. */
+int pxl_color_force_path(int32_t path);
 void pxl_color_cache_clear(void);
 
 /*

@@ -129,6 +129,19 @@ public struct ImageDecoder: ImageDecoding {
     let crop: PixelRect
     let format: PixelFormat
 
+    /// A thumbnail of a luma-only JPEG in a colour format: decoded, resampled and
+    /// colour-managed as one channel, turned into the format's pixels at the end
+    /// (`finishResampled`). What a colour decode gives (libjpeg's gray to RGB copies the
+    /// luma into each channel, the resampler averages each channel alike), a quarter of
+    /// the bytes written and averaged; the decode-only loop's libjpeg converts to RGBA.
+    var resamplesGray: Bool {
+      info.gray != 0 && (format.bytesPerPixel == 3 || format.bytesPerPixel == 4)
+        && (color.conversion == nil || color.conversion?.needsColourPixels == false)
+    }
+    /// The layout and channels a thumbnail's rows are decoded and resampled in.
+    var resampleLayout: pxl_codec_layout { resamplesGray ? PXL_CODEC_GRAY : color.decodeLayout }
+    var resampleChannels: Int { resamplesGray ? 1 : color.decodeChannels }
+
     /// A thumbnail: rows stream from the decoder into the resampler, so neither the
     /// full-size nor the DCT-scaled bitmap is ever built.
     var resamples: Bool {
@@ -249,20 +262,20 @@ public struct ImageDecoder: ImageDecoding {
   static func resampler(for native: NativePlan) -> AreaResampler? {
     // Averaged in premultiplied space so transparent pixels do not darken their neighbours.
     AreaResampler(sourceWidth: native.decodedWidth, sourceHeight: native.decodedHeight,
-                  channels: native.color.decodeChannels, crop: native.crop,
+                  channels: native.resampleChannels, crop: native.crop,
                   outputWidth: native.plan.storedOutputWidth, outputHeight: native.plan.storedOutputHeight,
                   premultiply: hasAlpha(native))
   }
 
   private static func hasAlpha(_ native: NativePlan) -> Bool {
-    native.color.decodeChannels == 4 && native.info.has_alpha != 0
+    native.resampleChannels == 4 && native.info.has_alpha != 0
   }
 
   /// Decodes rows straight into an area resampler: the crop of the (DCT-scaled) image at
   /// the plan's stored output size.
   private static func decodeResampled(_ bytes: UnsafeBufferPointer<UInt8>, codec: NativeCodec, native: NativePlan,
                                       maxPixels: UInt64) -> Result<Image, LoadError> {
-    let layout = native.color.decodeLayout
+    let layout = native.resampleLayout
     guard let resampler = resampler(for: native) else {
       return .failure(LoadError(.noMemory, "out of memory resampling"))
     }
@@ -300,6 +313,20 @@ public struct ImageDecoder: ImageDecoding {
     if hasAlpha && !format.isPremultiplied { PixelOps.unpremultiply(pixels, count: count) }
     // Converted here, on the thumbnail, not row by row before the resampler: as many
     // conversions as output pixels instead of decoded ones (bench/color.c measures both).
+    if native.resamplesGray {
+      var (gray, warning) = (pixels, native.color.warning)
+      if let conversion = native.color.conversion {
+        (gray, warning) = conversion.convert(pixels, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
+                                             layout: PXL_CODEC_GRAY, premultiplied: false, toGray: false)
+      }
+      let expanded = pxl_gray_expand(gray, Int32(count), Int32(format.bytesPerPixel))
+      PixelMemory.release(gray)
+      guard let expanded else { return .failure(LoadError(.noMemory, "out of memory expanding gray")) }
+      return Self.counted(Self.finish(expanded, width: plan.storedOutputWidth, height: plan.storedOutputHeight,
+                                      channels: format.bytesPerPixel, orientation: native.orientation,
+                                      format: format, plan: plan, warning: warning),
+                          native.info, incomplete: output.incomplete != 0)
+    }
     let (converted, warning) = native.color.apply(pixels, width: plan.storedOutputWidth,
                                                   height: plan.storedOutputHeight,
                                                   premultiplied: hasAlpha && format.isPremultiplied)

@@ -145,7 +145,7 @@ public enum IsolatedBuiltIns {
         if status == PXL_CODEC_OK, let info, let answer = lock.withLock({ kept[key]?.answer }) {
           info.pointee = pxl_codec_info(width: answer.width, height: answer.height, has_alpha: answer.has_alpha,
                                         orientation: answer.orientation, frame_count: answer.frame_count,
-                                        loop_count: answer.loop_count)
+                                        loop_count: answer.loop_count, gray: 0)
         }
         if let message, capacity > 0 { Remote.copy(text, into: message, capacity: capacity) }
         return status

@@ -71,7 +71,8 @@ final class StreamingDecode {
     guard case .success(let native) = planned, !(variant.animates && native.info.frame_count > 1) else {
       return decline()
     }
-    let layout = Int32(native.color.decodeLayout.rawValue), scale = Int32(native.scale)
+    let layout = Int32((native.resamples ? native.resampleLayout : native.color.decodeLayout).rawValue)
+    let scale = Int32(native.scale)
     let flag = UnsafePointer(cancel.pointer)
     if native.resamples {
       guard let resampler = ImageDecoder.resampler(for: native) else {
