@@ -111,10 +111,13 @@ def test_custom_processors(server, loader, queue):
 
     inv = pixload.Custom("invert", 1, invert)
     url = server.url("gradient.jpg", case="py-custom")
-    # Merged: [invert] and [invert, gray] requested together run invert once.
+    # Merged: [invert] and [invert, gray] requested together run invert once. Served slowly
+    # (nginx's /slow/, 20 kB/s: 17 kB) so that "together" holds on a loaded machine too,
+    # where the first request could otherwise be decoded and processed before the next call.
     results = []
+    slow = server.url("slow/gradient.jpg", case="py-custom")
     for i, chain in enumerate(([inv], [inv, pixload.Grayscale()], [inv, pixload.Blur(2)])):
-        loader.load(url, lambda r, i=i: results.append((i, r)), queue=queue, size=(64, 48), process=chain)
+        loader.load(slow, lambda r, i=i: results.append((i, r)), queue=queue, size=(64, 48), process=chain)
     drain(queue, lambda: len(results) == 3)
     assert all(r.ok for _, r in results), [r.message for _, r in results]
     assert calls == [(48, 64, 4)]
