@@ -93,6 +93,28 @@ static uint64_t cpu_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+/* The kept memfds' mappings (protocol 5, pxl_worker_protocol.h), for the worker's life:
+ * replaced when the library sends the memfd again (it grew, or it is a new one). */
+static struct kept_map {
+  uint8_t *map;
+  size_t size;
+} kept_data, kept_output;
+
+/* fd (when one came) mapped as k, the old mapping dropped; 0, or -1 (k then empty). */
+static int keep(struct kept_map *k, int fd, int prot) {
+  if (fd < 0) return k->map ? 0 : -1;
+  if (k->map) munmap(k->map, k->size);
+  k->map = NULL;
+  k->size = 0;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size <= 0 || (uint64_t)st.st_size > PXL_WORKER_KEPT_MAX) return -1;
+  void *map = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return -1;
+  k->map = map;
+  k->size = (size_t)st.st_size;
+  return 0;
+}
+
 /* Waits for PIXELS (a memfd of exactly `bytes`) and maps it writable; NULL after CANCEL
  * (*broken 0) or a broken conversation (*broken 1). */
 static uint8_t *pixel_buffer(int sock, uint32_t serial, uint64_t bytes, int *broken) {
@@ -233,7 +255,20 @@ static int operate(int sock, const struct format *format, const uint8_t *data, s
   }
   r.bytes = pixel_bytes + r.icc_size;
   int rc;
-  if (output_fd >= 0) {
+  if (req->flags & PXL_WORKER_NATIVE_KEPT_OUTPUT) {
+    /* Into the kept output memfd (at least the output's size), left mapped. */
+    if (pixel_bytes && (keep(&kept_output, output_fd, PROT_READ | PROT_WRITE) != 0 || pixel_bytes > kept_output.size)) {
+      r.status = PXL_CODEC_NO_MEMORY;
+      snprintf(r.message, sizeof r.message, "cannot write the kept output buffer (%llu bytes)", (unsigned long long)pixel_bytes);
+      r.bytes = 0;
+    } else if (pixel_bytes) {
+      memcpy(kept_output.map, pixels, (size_t)pixel_bytes);
+    } else if (output_fd >= 0) {
+      keep(&kept_output, output_fd, PROT_READ | PROT_WRITE); /* (for the next one) */
+    }
+    r.cpu_ns = cpu_ns() - start;
+    rc = pxl_wire_send(sock, &r, sizeof r, -1);
+  } else if (output_fd >= 0) {
     /* The output memfd came with the request, sized for the resampler's output. */
     struct stat st;
     uint8_t *map = NULL;
@@ -294,7 +329,10 @@ static int next_request(int sock, uint32_t serial, pxl_worker_msg_native *next, 
     return 0;
   }
   if (ours && pxl_wire_valid(&in, n, PXL_WORKER_NATIVE, sizeof in.native) &&
-      ((in.native.flags & PXL_WORKER_NATIVE_OUTPUT) ? *fd >= 0 && in.native.op == PXL_WORKER_NATIVE_RESAMPLE : *fd < 0)) {
+      !(in.native.flags & PXL_WORKER_NATIVE_KEPT_DATA) &&
+      ((in.native.flags & PXL_WORKER_NATIVE_KEPT_OUTPUT) ? in.native.op == PXL_WORKER_NATIVE_RESAMPLE
+       : (in.native.flags & PXL_WORKER_NATIVE_OUTPUT) ? *fd >= 0 && in.native.op == PXL_WORKER_NATIVE_RESAMPLE
+                                                      : *fd < 0)) {
     *next = in.native;
     return 1;
   }
@@ -310,9 +348,18 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
   struct stat st;
   const uint8_t *data = MAP_FAILED;
   size_t size = (size_t)req->data_size;
-  int usable = format && fstat(data_fd, &st) == 0 && req->data_size != 0 && req->data_size <= (uint64_t)st.st_size &&
-               req->data_size <= max_input_bytes;
-  if (usable) data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+  int in_kept = (req->flags & PXL_WORKER_NATIVE_KEPT_DATA) != 0;
+  int usable;
+  if (in_kept) {
+    /* The bytes at the start of the kept data memfd (mapped afresh when it came again). */
+    usable = format && keep(&kept_data, data_fd, PROT_READ) == 0 && req->data_size != 0 &&
+             req->data_size <= kept_data.size && req->data_size <= max_input_bytes;
+    if (usable) data = kept_data.map;
+  } else {
+    usable = format && data_fd >= 0 && fstat(data_fd, &st) == 0 && req->data_size != 0 &&
+             req->data_size <= (uint64_t)st.st_size && req->data_size <= max_input_bytes;
+    if (usable) data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+  }
   if (data == MAP_FAILED) {
     pxl_worker_msg_native_result r;
     memset(&r, 0, sizeof r);
@@ -326,6 +373,7 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
   /* The conversation: this operation, and while an INFO asks to stay, the next ones. */
   pxl_worker_msg_native current = *req;
   current.flags &= PXL_WORKER_NATIVE_STAY;
+  /* (An operation that does not continue a conversation brings none of the kept flags.) */
   int output_fd = -1, rc;
   for (;;) {
     int32_t status = PXL_CODEC_UNSUPPORTED;
@@ -346,7 +394,7 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
       break;
     }
   }
-  munmap((void *)data, size);
+  if (!in_kept) munmap((void *)data, size);
   return rc;
 }
 

@@ -848,9 +848,11 @@ int main(int argc, char **argv) {
     int fd = -1;
     ssize_t got = pxl_wire_recv(o.sock, &in, sizeof in, &fd);
     if (got == 0) return 0; /* the library closed the socket: done */
-    if (got > 0 && fd >= 0 && native && pxl_wire_valid(&in, got, PXL_WORKER_NATIVE, sizeof in.native)) {
+    if (got > 0 && (fd >= 0 || (in.native.flags & PXL_WORKER_NATIVE_KEPT_DATA)) && native &&
+        pxl_wire_valid(&in, got, PXL_WORKER_NATIVE, sizeof in.native)) {
+      /* (The kept data memfd's NATIVE brings a descriptor only when it grew.) */
       int rc = native(o.sock, o.max_input_bytes, &in.native, fd);
-      close(fd);
+      if (fd >= 0) close(fd);
       if (rc != 0) return 1;
       continue;
     }
