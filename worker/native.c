@@ -93,28 +93,6 @@ static uint64_t cpu_ns(void) {
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* The kept memfds' mappings (protocol 5, pxl_worker_protocol.h), for the worker's life:
- * replaced when the library sends the memfd again (it grew, or it is a new one). */
-static struct kept_map {
-  uint8_t *map;
-  size_t size;
-} kept_data, kept_output;
-
-/* fd (when one came) mapped as k, the old mapping dropped; 0, or -1 (k then empty). */
-static int keep(struct kept_map *k, int fd, int prot) {
-  if (fd < 0) return k->map ? 0 : -1;
-  if (k->map) munmap(k->map, k->size);
-  k->map = NULL;
-  k->size = 0;
-  struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size <= 0 || (uint64_t)st.st_size > PXL_WORKER_KEPT_MAX) return -1;
-  void *map = mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) return -1;
-  k->map = map;
-  k->size = (size_t)st.st_size;
-  return 0;
-}
-
 /* Waits for PIXELS (a memfd of exactly `bytes`) and maps it writable; NULL after CANCEL
  * (*broken 0) or a broken conversation (*broken 1). */
 static uint8_t *pixel_buffer(int sock, uint32_t serial, uint64_t bytes, int *broken) {
@@ -148,7 +126,8 @@ static uint8_t *pixel_buffer(int sock, uint32_t serial, uint64_t bytes, int *bro
  * bytes after it through PIXELS, or into output_fd when the library sent one with it). 0,
  * or -1 when the conversation is broken. */
 static int operate(int sock, const struct format *format, const uint8_t *data, size_t size,
-                   const pxl_worker_msg_native *req, uint32_t serial, int output_fd, int32_t *status) {
+                   const pxl_worker_msg_native *req, uint32_t serial, int output_fd, pxl_worker_kept *kept,
+                   int32_t *status) {
   uint64_t start = cpu_ns();
   pxl_worker_msg_native_result r;
   memset(&r, 0, sizeof r);
@@ -257,14 +236,14 @@ static int operate(int sock, const struct format *format, const uint8_t *data, s
   int rc;
   if (req->flags & PXL_WORKER_NATIVE_KEPT_OUTPUT) {
     /* Into the kept output memfd (at least the output's size), left mapped. */
-    if (pixel_bytes && (keep(&kept_output, output_fd, PROT_READ | PROT_WRITE) != 0 || pixel_bytes > kept_output.size)) {
+    if (pixel_bytes && (pxl_worker_keep(&kept->output, output_fd, PROT_READ | PROT_WRITE) != 0 || pixel_bytes > kept->output.size)) {
       r.status = PXL_CODEC_NO_MEMORY;
       snprintf(r.message, sizeof r.message, "cannot write the kept output buffer (%llu bytes)", (unsigned long long)pixel_bytes);
       r.bytes = 0;
     } else if (pixel_bytes) {
-      memcpy(kept_output.map, pixels, (size_t)pixel_bytes);
+      memcpy(kept->output.map, pixels, (size_t)pixel_bytes);
     } else if (output_fd >= 0) {
-      keep(&kept_output, output_fd, PROT_READ | PROT_WRITE); /* (for the next one) */
+      pxl_worker_keep(&kept->output, output_fd, PROT_READ | PROT_WRITE); /* (for the next one) */
     }
     r.cpu_ns = cpu_ns() - start;
     rc = pxl_wire_send(sock, &r, sizeof r, -1);
@@ -340,7 +319,8 @@ static int next_request(int sock, uint32_t serial, pxl_worker_msg_native *next, 
   return -1;
 }
 
-__attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uint64_t max_input_bytes, const pxl_worker_msg_native *req, int data_fd) {
+__attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uint64_t max_input_bytes, const pxl_worker_msg_native *req, int data_fd,
+                                                                   pxl_worker_kept *kept) {
   uint32_t serial = req->head.serial;
   const struct format *format = NULL;
   for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
@@ -352,9 +332,9 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
   int usable;
   if (in_kept) {
     /* The bytes at the start of the kept data memfd (mapped afresh when it came again). */
-    usable = format && keep(&kept_data, data_fd, PROT_READ) == 0 && req->data_size != 0 &&
-             req->data_size <= kept_data.size && req->data_size <= max_input_bytes;
-    if (usable) data = kept_data.map;
+    usable = format && pxl_worker_keep(&kept->data, data_fd, PROT_READ) == 0 && req->data_size != 0 &&
+             req->data_size <= kept->data.size && req->data_size <= max_input_bytes;
+    if (usable) data = kept->data.map;
   } else {
     usable = format && data_fd >= 0 && fstat(data_fd, &st) == 0 && req->data_size != 0 &&
              req->data_size <= (uint64_t)st.st_size && req->data_size <= max_input_bytes;
@@ -377,7 +357,7 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
   int output_fd = -1, rc;
   for (;;) {
     int32_t status = PXL_CODEC_UNSUPPORTED;
-    rc = operate(sock, format, data, size, &current, serial, output_fd, &status);
+    rc = operate(sock, format, data, size, &current, serial, output_fd, kept, &status);
     if (output_fd >= 0) close(output_fd), output_fd = -1;
     /* Only an INFO that succeeded keeps the conversation open (the library knows it so). */
     if (rc != 0 || status != PXL_CODEC_OK || current.op != PXL_WORKER_NATIVE_INFO ||

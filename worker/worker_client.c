@@ -404,6 +404,77 @@ static int pixels_then_done(pxl_worker *w, int fd, size_t stride, size_t size, v
   return got;
 }
 
+/* A memfd of size bytes, its size sealed before the worker has it (a worker that shrank it
+ * would fault our mapping: SIGBUS in the host). -1 on failure. */
+static int sized_memfd(size_t size) {
+  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, (off_t)size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* A kept memfd's size for need bytes: whole 256 KiB, at least twice the last (so that a
+ * run of growing images grows it a few times), at most PXL_WORKER_KEPT_MAX. */
+static size_t kept_size(size_t need, size_t last) {
+  size_t size = (need + (256u << 10) - 1) & ~(size_t)((256u << 10) - 1);
+  if (size < 2 * last) size = 2 * last;
+  return size > PXL_WORKER_KEPT_MAX ? need : size;
+}
+
+/* The bytes written into the kept data memfd (made, or grown, when too small). 0 and
+ * *send: the descriptor to send with the request (the worker maps it afresh), or -1 when
+ * the worker's mapping holds the bytes already; -1 when it cannot (the memfd dropped). */
+static int kept_data(pxl_worker *w, const uint8_t *data, size_t size, int *send) {
+  *send = -1;
+  if (size > w->data_cap) {
+    /* Not MFD_ALLOW_SEALING: the worker cannot seal it against our writes. */
+    if (w->data_fd < 0) w->data_fd = memfd_create("pixload-data", MFD_CLOEXEC);
+    size_t cap = kept_size(size, w->data_cap);
+    if (w->data_fd < 0 || ftruncate(w->data_fd, (off_t)cap) != 0) goto fail;
+    w->data_cap = cap;
+    *send = w->data_fd;
+  }
+  for (size_t done = 0; done < size;) {
+    ssize_t n = pwrite(w->data_fd, data + done, size - done, (off_t)done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) goto fail;
+    done += (size_t)n;
+  }
+  return 0;
+fail:
+  if (w->data_fd >= 0) close(w->data_fd);
+  w->data_fd = -1;
+  w->data_cap = 0;
+  return -1;
+}
+
+/* The kept output memfd, at least need bytes (a new one, size-sealed, when too small).
+ * 0 and *send (as kept_data's), or -1. */
+static int kept_output(pxl_worker *w, size_t need, int *send) {
+  *send = -1;
+  if (need <= w->out_cap) return 0;
+  if (w->out_map) munmap((void *)w->out_map, w->out_map_size);
+  if (w->out_fd >= 0) close(w->out_fd);
+  w->out_map = NULL;
+  size_t cap = kept_size(need, w->out_cap);
+  w->out_cap = 0;
+  w->out_fd = sized_memfd(cap);
+  if (w->out_fd < 0) return -1;
+  void *map = mmap(NULL, cap, PROT_READ, MAP_SHARED, w->out_fd, 0);
+  if (map == MAP_FAILED) {
+    close(w->out_fd);
+    w->out_fd = -1;
+    return -1;
+  }
+  w->out_map = map;
+  w->out_map_size = w->out_cap = cap;
+  *send = w->out_fd;
+  return 0;
+}
+
 /* Ends the conversation left open, if any: CANCEL, which the worker does not answer. */
 void pxl_worker_close(pxl_worker *w) {
   if (!w || !w->open) return;
@@ -479,8 +550,11 @@ static int start_conversation(pxl_worker *w, const uint8_t *data, size_t size, c
                               const pxl_worker_resample *rs, double deadline, int timeout_ms, pxl_worker_result *r) {
   pxl_worker_close(w);
   if (!can_start(w, size, r)) return 0;
-  int data_fd = sealed_data(data, size);
-  if (data_fd < 0) {
+  /* The bytes into the kept data memfd (protocol 5); larger ones, or when it fails, a
+   * sealed memfd of their own. */
+  int data_fd = -1, kept = size <= PXL_WORKER_KEPT_MAX && kept_data(w, data, size, &data_fd) == 0;
+  if (!kept) data_fd = sealed_data(data, size);
+  if (data_fd < 0 && !kept) {
     r->status = PXL_E_NO_MEMORY;
     snprintf(r->message, sizeof r->message, "cannot make the data's memfd: %s", strerror(errno));
     return 0;
@@ -492,16 +566,19 @@ static int start_conversation(pxl_worker *w, const uint8_t *data, size_t size, c
   req.data_size = size;
   req.target_width = target_width;
   req.target_height = target_height;
-  req.flags = flags & (PXL_WORKER_KEEP_ORIENTATION | PXL_WORKER_PARTIAL);
+  req.flags = (flags & (PXL_WORKER_KEEP_ORIENTATION | PXL_WORKER_PARTIAL)) | (kept ? PXL_WORKER_KEPT_DATA : 0);
   snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
   req.drawing = drawing_of(rs);
   int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
-  close(data_fd);
+  if (!kept) close(data_fd);
   if (sent != 0) {
     finish(w, r, PXL_WORKER_PROTOCOL, 100);
     return 0;
   }
-  if (!receive_header(w, deadline, timeout_ms, NULL, r)) return 0;
+  if (!receive_header(w, deadline, timeout_ms, NULL, r)) {
+    if (kept) w->data_cap = 0; /* (the worker may not hold it now: sent again next time) */
+    return 0;
+  }
   w->open = w->serial;
   w->open_native = 0;
   w->open_header = r->header;
@@ -532,11 +609,12 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
   size_t channels = rs ? (rs->layout == 2 ? 3 : 4) : 0;
   size_t rows = rs ? (size_t)rs->out_height : (size_t)height;
   size_t stride = rs ? (size_t)rs->out_width * channels : (size_t)width * 4, map_size = stride * rows + h->icc_size;
-  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  /* Its size sealed before the worker has it: a worker that shrank it would fault our
-   * mapping (SIGBUS in the host). */
-  if (fd < 0 || ftruncate(fd, (off_t)map_size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
-    if (fd >= 0) close(fd);
+  /* A DRAW's thumbnail into the kept output memfd (protocol 5), copied out after DONE. */
+  int fd = -1, kept = draw && rs && map_size <= PXL_WORKER_KEPT_MAX && kept_output(w, map_size, &fd) == 0;
+  /* Else a memfd of its own, its size sealed before the worker has it: a worker that shrank
+   * it would fault our mapping (SIGBUS in the host). */
+  if (!kept) fd = sized_memfd(map_size);
+  if (fd < 0 && !kept) {
     r->status = PXL_E_NO_MEMORY;
     snprintf(r->message, sizeof r->message, "cannot make the pixel memfd: %s", strerror(errno));
     finish(w, NULL, PXL_WORKER_PROTOCOL, 0); /* it waits for PIXELS: start afresh */
@@ -545,6 +623,7 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
   int sent;
   if (draw) {
     pxl_wire_head(&draw->head, PXL_WORKER_DRAW, sizeof *draw, w->serial);
+    if (kept) draw->flags |= PXL_WORKER_KEPT_OUTPUT;
     draw->stride = stride;
     draw->size = map_size;
     sent = pxl_wire_send(w->sock, draw, sizeof *draw, fd);
@@ -557,7 +636,7 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
     sent = pxl_wire_send(w->sock, &px, sizeof px, fd);
   }
   if (sent != 0) {
-    close(fd);
+    if (!kept) close(fd);
     finish(w, r, PXL_WORKER_PROTOCOL, 100);
     return;
   }
@@ -566,10 +645,23 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
     char bytes[PXL_WORKER_MSG_MAX];
   } in;
   if (answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, r) <= 0) {
-    close(fd);
+    if (!kept) close(fd);
+    else w->out_cap = 0; /* (the worker may not hold it now: sent again next time) */
     return;
   }
-  void *map = seal_and_map(w, fd, map_size, r);
+  if (kept) {
+    /* Copied out now (the worker can still write the kept memfd, and the caller uses the
+     * result after the worker went back to its pool): pixel values, then the ICC profile,
+     * which the caller parses from this copy. */
+    r->copied = malloc(map_size);
+    if (!r->copied) {
+      r->status = PXL_E_NO_MEMORY;
+      snprintf(r->message, sizeof r->message, "out of memory for a %zu-byte thumbnail", map_size);
+      return;
+    }
+    memcpy(r->copied, w->out_map, map_size);
+  }
+  void *map = kept ? r->copied : seal_and_map(w, fd, map_size, r);
   if (!map) return;
   r->status = PXL_OK;
   r->end = PXL_WORKER_ALIVE;
@@ -578,8 +670,8 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
   r->pixels = map;
   r->stride = stride;
   r->icc = h->icc_size ? (const uint8_t *)map + stride * rows : NULL;
-  r->memfd = fd;
-  r->map_size = map_size;
+  r->memfd = kept ? -1 : fd;
+  r->map_size = kept ? 0 : map_size;
   r->wall_ms = now_ms() - start;
   r->worker_cpu_ns = in.done.cpu_ns;
 }
@@ -673,7 +765,9 @@ void pxl_worker_draw(pxl_worker *w, int32_t width, int32_t height, uint32_t flag
 
 void pxl_worker_result_release(pxl_worker_result *r) {
   if (!r) return;
-  if (r->pixels) munmap((void *)r->pixels, r->map_size);
+  if (r->pixels && !r->copied) munmap((void *)r->pixels, r->map_size);
+  free(r->copied);
+  r->copied = NULL;
   if (r->memfd >= 0) close(r->memfd);
   r->pixels = r->icc = NULL;
   r->memfd = -1;
@@ -690,77 +784,6 @@ void *pxl_worker_map_private(int memfd, size_t size) {
 }
 
 /* ---- the built-in formats (PXL_ISOLATION_ALL) ---- */
-
-/* A memfd of size bytes, its size sealed before the worker has it (a worker that shrank it
- * would fault our mapping: SIGBUS in the host). -1 on failure. */
-static int sized_memfd(size_t size) {
-  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return -1;
-  if (ftruncate(fd, (off_t)size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/* A kept memfd's size for need bytes: whole 256 KiB, at least twice the last (so that a
- * run of growing images grows it a few times), at most PXL_WORKER_KEPT_MAX. */
-static size_t kept_size(size_t need, size_t last) {
-  size_t size = (need + (256u << 10) - 1) & ~(size_t)((256u << 10) - 1);
-  if (size < 2 * last) size = 2 * last;
-  return size > PXL_WORKER_KEPT_MAX ? need : size;
-}
-
-/* The bytes written into the kept data memfd (made, or grown, when too small). 0 and
- * *send: the descriptor to send with the request (the worker maps it afresh), or -1 when
- * the worker's mapping holds the bytes already; -1 when it cannot (the memfd dropped). */
-static int kept_data(pxl_worker *w, const uint8_t *data, size_t size, int *send) {
-  *send = -1;
-  if (size > w->data_cap) {
-    /* Not MFD_ALLOW_SEALING: the worker cannot seal it against our writes. */
-    if (w->data_fd < 0) w->data_fd = memfd_create("pixload-data", MFD_CLOEXEC);
-    size_t cap = kept_size(size, w->data_cap);
-    if (w->data_fd < 0 || ftruncate(w->data_fd, (off_t)cap) != 0) goto fail;
-    w->data_cap = cap;
-    *send = w->data_fd;
-  }
-  for (size_t done = 0; done < size;) {
-    ssize_t n = pwrite(w->data_fd, data + done, size - done, (off_t)done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) goto fail;
-    done += (size_t)n;
-  }
-  return 0;
-fail:
-  if (w->data_fd >= 0) close(w->data_fd);
-  w->data_fd = -1;
-  w->data_cap = 0;
-  return -1;
-}
-
-/* The kept output memfd, at least need bytes (a new one, size-sealed, when too small).
- * 0 and *send (as kept_data's), or -1. */
-static int kept_output(pxl_worker *w, size_t need, int *send) {
-  *send = -1;
-  if (need <= w->out_cap) return 0;
-  if (w->out_map) munmap((void *)w->out_map, w->out_map_size);
-  if (w->out_fd >= 0) close(w->out_fd);
-  w->out_map = NULL;
-  size_t cap = kept_size(need, w->out_cap);
-  w->out_cap = 0;
-  w->out_fd = sized_memfd(cap);
-  if (w->out_fd < 0) return -1;
-  void *map = mmap(NULL, cap, PROT_READ, MAP_SHARED, w->out_fd, 0);
-  if (map == MAP_FAILED) {
-    close(w->out_fd);
-    w->out_fd = -1;
-    return -1;
-  }
-  w->out_map = map;
-  w->out_map_size = w->out_cap = cap;
-  *send = w->out_fd;
-  return 0;
-}
 
 static int native_answer_sane(const pxl_worker_msg_native_result *a, const pxl_worker_msg_native *q) {
   uint32_t op = q->op;
