@@ -126,7 +126,8 @@ static uint8_t *pixel_buffer(int sock, uint32_t serial, uint64_t bytes, int *bro
  * bytes after it through PIXELS, or into output_fd when the library sent one with it). 0,
  * or -1 when the conversation is broken. */
 static int operate(int sock, const struct format *format, const uint8_t *data, size_t size,
-                   const pxl_worker_msg_native *req, uint32_t serial, int output_fd, int32_t *status) {
+                   const pxl_worker_msg_native *req, uint32_t serial, int output_fd, pxl_worker_kept *kept,
+                   int32_t *status) {
   uint64_t start = cpu_ns();
   pxl_worker_msg_native_result r;
   memset(&r, 0, sizeof r);
@@ -233,7 +234,20 @@ static int operate(int sock, const struct format *format, const uint8_t *data, s
   }
   r.bytes = pixel_bytes + r.icc_size;
   int rc;
-  if (output_fd >= 0) {
+  if (req->flags & PXL_WORKER_NATIVE_KEPT_OUTPUT) {
+    /* Into the kept output memfd (at least the output's size), left mapped. */
+    if (pixel_bytes && (pxl_worker_keep(&kept->output, output_fd, PROT_READ | PROT_WRITE) != 0 || pixel_bytes > kept->output.size)) {
+      r.status = PXL_CODEC_NO_MEMORY;
+      snprintf(r.message, sizeof r.message, "cannot write the kept output buffer (%llu bytes)", (unsigned long long)pixel_bytes);
+      r.bytes = 0;
+    } else if (pixel_bytes) {
+      memcpy(kept->output.map, pixels, (size_t)pixel_bytes);
+    } else if (output_fd >= 0) {
+      pxl_worker_keep(&kept->output, output_fd, PROT_READ | PROT_WRITE); /* (for the next one) */
+    }
+    r.cpu_ns = cpu_ns() - start;
+    rc = pxl_wire_send(sock, &r, sizeof r, -1);
+  } else if (output_fd >= 0) {
     /* The output memfd came with the request, sized for the resampler's output. */
     struct stat st;
     uint8_t *map = NULL;
@@ -294,7 +308,10 @@ static int next_request(int sock, uint32_t serial, pxl_worker_msg_native *next, 
     return 0;
   }
   if (ours && pxl_wire_valid(&in, n, PXL_WORKER_NATIVE, sizeof in.native) &&
-      ((in.native.flags & PXL_WORKER_NATIVE_OUTPUT) ? *fd >= 0 && in.native.op == PXL_WORKER_NATIVE_RESAMPLE : *fd < 0)) {
+      !(in.native.flags & PXL_WORKER_NATIVE_KEPT_DATA) &&
+      ((in.native.flags & PXL_WORKER_NATIVE_KEPT_OUTPUT) ? in.native.op == PXL_WORKER_NATIVE_RESAMPLE
+       : (in.native.flags & PXL_WORKER_NATIVE_OUTPUT) ? *fd >= 0 && in.native.op == PXL_WORKER_NATIVE_RESAMPLE
+                                                      : *fd < 0)) {
     *next = in.native;
     return 1;
   }
@@ -302,7 +319,8 @@ static int next_request(int sock, uint32_t serial, pxl_worker_msg_native *next, 
   return -1;
 }
 
-__attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uint64_t max_input_bytes, const pxl_worker_msg_native *req, int data_fd) {
+__attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uint64_t max_input_bytes, const pxl_worker_msg_native *req, int data_fd,
+                                                                   pxl_worker_kept *kept) {
   uint32_t serial = req->head.serial;
   const struct format *format = NULL;
   for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
@@ -310,9 +328,18 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
   struct stat st;
   const uint8_t *data = MAP_FAILED;
   size_t size = (size_t)req->data_size;
-  int usable = format && fstat(data_fd, &st) == 0 && req->data_size != 0 && req->data_size <= (uint64_t)st.st_size &&
-               req->data_size <= max_input_bytes;
-  if (usable) data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+  int in_kept = (req->flags & PXL_WORKER_NATIVE_KEPT_DATA) != 0;
+  int usable;
+  if (in_kept) {
+    /* The bytes at the start of the kept data memfd (mapped afresh when it came again). */
+    usable = format && pxl_worker_keep(&kept->data, data_fd, PROT_READ) == 0 && req->data_size != 0 &&
+             req->data_size <= kept->data.size && req->data_size <= max_input_bytes;
+    if (usable) data = kept->data.map;
+  } else {
+    usable = format && data_fd >= 0 && fstat(data_fd, &st) == 0 && req->data_size != 0 &&
+             req->data_size <= (uint64_t)st.st_size && req->data_size <= max_input_bytes;
+    if (usable) data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+  }
   if (data == MAP_FAILED) {
     pxl_worker_msg_native_result r;
     memset(&r, 0, sizeof r);
@@ -326,10 +353,11 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
   /* The conversation: this operation, and while an INFO asks to stay, the next ones. */
   pxl_worker_msg_native current = *req;
   current.flags &= PXL_WORKER_NATIVE_STAY;
+  /* (An operation that does not continue a conversation brings none of the kept flags.) */
   int output_fd = -1, rc;
   for (;;) {
     int32_t status = PXL_CODEC_UNSUPPORTED;
-    rc = operate(sock, format, data, size, &current, serial, output_fd, &status);
+    rc = operate(sock, format, data, size, &current, serial, output_fd, kept, &status);
     if (output_fd >= 0) close(output_fd), output_fd = -1;
     /* Only an INFO that succeeded keeps the conversation open (the library knows it so). */
     if (rc != 0 || status != PXL_CODEC_OK || current.op != PXL_WORKER_NATIVE_INFO ||
@@ -346,7 +374,7 @@ __attribute__((visibility("default"))) int pxl_worker_native_serve(int sock, uin
       break;
     }
   }
-  munmap((void *)data, size);
+  if (!in_kept) munmap((void *)data, size);
   return rc;
 }
 

@@ -75,6 +75,21 @@
  *                           worker writes it and answers NATIVE_RESULT alone (bytes: what it
  *                           wrote, that size or 0 when no row came). A decode ends the
  *                           conversation, as does CANCEL from the library (no answer).
+ * Kept memfds (protocol 5; the thumbnail path, where the host copies the output out in any
+ * case): a NATIVE with PXL_WORKER_NATIVE_KEPT_DATA (a DECODE with PXL_WORKER_KEPT_DATA) finds its bytes at the start of a data
+ * memfd the worker keeps mapped across images: the library writes each image's bytes into
+ * it (pwrite) and sends the descriptor again only when it grew (the worker then maps it
+ * afresh), so an image costs no memfd_create, seals, SCM_RIGHTS or mmap. It is not sealed:
+ * the worker could change it, but the library never reads it back (it writes from its own
+ * copy). A RESAMPLE with PXL_WORKER_NATIVE_KEPT_OUTPUT (a DRAW in mode RESAMPLE with
+ * PXL_WORKER_KEPT_OUTPUT: its output, then the ICC profile) writes into a kept output memfd
+ * (size-sealed, so the worker cannot cut it under the library's mapping), mapped on both
+ * sides for the worker's life, its pages staying populated; the library copies the
+ * thumbnail (and a DRAW's ICC profile) out after NATIVE_RESULT or DONE and reads it only as
+ * pixel values (the profile is parsed from the copy). Both are at most PXL_WORKER_KEPT_MAX;
+ * a worker keeps one of each, for the built-in formats and the modules alike. An INFO's
+ * ICC profile, full-size decodes (sealed, mapped as the image) and an animation's
+ * conversation keep memfds of their own.
  * The worker answers nothing else; a worker that dies, answers out of turn, or with a
  * message that fails a check is killed and its decode fails (PXL_E_DECODER_FAILED).
  *
@@ -88,7 +103,7 @@
 #define PXL_WORKER_MAGIC 0x574c5850u /* "PXLW" */
 /* Bump on any change to a struct below: the library refuses a worker of another version
  * (the worker ships with the library, so this only catches a mixed install). */
-#define PXL_WORKER_PROTOCOL_VERSION 4u
+#define PXL_WORKER_PROTOCOL_VERSION 5u
 
 /* The fd the worker's socket has in the worker (the spawn dup2s it there). */
 #define PXL_WORKER_SOCKET_FD 3
@@ -149,6 +164,11 @@ typedef struct pxl_worker_msg_hello {
 #define PXL_WORKER_PARTIAL 0x2u          /* the bytes are a prefix of a file still arriving:
                                             pxl_codec_target's PXL_CODEC_PARTIAL (a
                                             PXL_CODEC_PROGRESSIVE codec's preview) */
+#define PXL_WORKER_KEPT_DATA 0x4u        /* (protocol 5) DECODE: the bytes are in the kept data
+                                            memfd (as PXL_WORKER_NATIVE_KEPT_DATA) */
+#define PXL_WORKER_KEPT_OUTPUT 0x8u      /* (protocol 5) DRAW, RESAMPLE only: into the kept
+                                            output memfd (as PXL_WORKER_NATIVE_KEPT_OUTPUT),
+                                            the output then the ICC profile */
 
 /* What the worker does to what it draws before it crosses (DECODE's and DRAW's): mode
  * PXL_WORKER_DECODE_WHOLE, or _RESAMPLE: what the library's decode stage
@@ -252,6 +272,17 @@ typedef struct pxl_worker_msg_error {
                                          conversation (without a data memfd), or CANCEL */
 #define PXL_WORKER_NATIVE_OUTPUT 0x2u /* RESAMPLE in a conversation: the descriptor is the
                                          output memfd, sized for the resampler's output */
+#define PXL_WORKER_NATIVE_KEPT_DATA 0x4u /* (protocol 5) a conversation's first NATIVE: the
+                                         bytes are at the start of the worker's kept data
+                                         memfd; a descriptor with it replaces that memfd */
+#define PXL_WORKER_NATIVE_KEPT_OUTPUT 0x8u /* (protocol 5) RESAMPLE in a conversation: write
+                                         the output at the start of the worker's kept output
+                                         memfd (at least that size); a descriptor with it
+                                         replaces that memfd */
+
+/* The most either kept memfd holds (protocol 5): larger data or output takes a memfd of
+ * its own, as before (the kept mappings stay within RLIMIT_AS's slack). */
+#define PXL_WORKER_KEPT_MAX (16ull << 20)
 
 typedef struct pxl_worker_msg_native {
   pxl_worker_msg_head head;

@@ -39,6 +39,14 @@ struct pxl_worker {
   uint32_t open;
   int open_native;
   pxl_worker_msg_header open_header;
+  /* The kept memfds (protocol 5, pxl_worker_protocol.h): the data memfd and the size the
+   * worker has mapped of it (0: it has none), and the output memfd, mapped here read-only
+   * for the worker's life, and its size (0: none). */
+  int data_fd;
+  size_t data_cap;
+  int out_fd;
+  const uint8_t *out_map;
+  size_t out_cap, out_map_size; /* (out_cap 0 with out_map: sent again next time) */
 };
 
 static double now_ms(void) {
@@ -134,6 +142,9 @@ void pxl_worker_free(pxl_worker *w) {
     shutdown(w->sock, SHUT_RDWR);
     finish(w, NULL, PXL_WORKER_EXITED, 100);
   }
+  if (w->data_fd >= 0) close(w->data_fd);
+  if (w->out_map) munmap((void *)w->out_map, w->out_map_size);
+  if (w->out_fd >= 0) close(w->out_fd);
   free(w);
 }
 
@@ -226,6 +237,7 @@ pxl_status pxl_worker_spawn(const pxl_worker_options *o, int timeout_ms, pxl_wor
   w->pid = pid;
   w->sock = sv[0];
   w->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+  w->data_fd = w->out_fd = -1;
   w->alive = 1;
   w->max_pixels = o->max_pixels;
   w->max_input_bytes = o->max_input_bytes ? o->max_input_bytes : 256ull << 20;
@@ -392,6 +404,77 @@ static int pixels_then_done(pxl_worker *w, int fd, size_t stride, size_t size, v
   return got;
 }
 
+/* A memfd of size bytes, its size sealed before the worker has it (a worker that shrank it
+ * would fault our mapping: SIGBUS in the host). -1 on failure. */
+static int sized_memfd(size_t size) {
+  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, (off_t)size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* A kept memfd's size for need bytes: whole 256 KiB, at least twice the last (so that a
+ * run of growing images grows it a few times), at most PXL_WORKER_KEPT_MAX. */
+static size_t kept_size(size_t need, size_t last) {
+  size_t size = (need + (256u << 10) - 1) & ~(size_t)((256u << 10) - 1);
+  if (size < 2 * last) size = 2 * last;
+  return size > PXL_WORKER_KEPT_MAX ? need : size;
+}
+
+/* The bytes written into the kept data memfd (made, or grown, when too small). 0 and
+ * *send: the descriptor to send with the request (the worker maps it afresh), or -1 when
+ * the worker's mapping holds the bytes already; -1 when it cannot (the memfd dropped). */
+static int kept_data(pxl_worker *w, const uint8_t *data, size_t size, int *send) {
+  *send = -1;
+  if (size > w->data_cap) {
+    /* Not MFD_ALLOW_SEALING: the worker cannot seal it against our writes. */
+    if (w->data_fd < 0) w->data_fd = memfd_create("pixload-data", MFD_CLOEXEC);
+    size_t cap = kept_size(size, w->data_cap);
+    if (w->data_fd < 0 || ftruncate(w->data_fd, (off_t)cap) != 0) goto fail;
+    w->data_cap = cap;
+    *send = w->data_fd;
+  }
+  for (size_t done = 0; done < size;) {
+    ssize_t n = pwrite(w->data_fd, data + done, size - done, (off_t)done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) goto fail;
+    done += (size_t)n;
+  }
+  return 0;
+fail:
+  if (w->data_fd >= 0) close(w->data_fd);
+  w->data_fd = -1;
+  w->data_cap = 0;
+  return -1;
+}
+
+/* The kept output memfd, at least need bytes (a new one, size-sealed, when too small).
+ * 0 and *send (as kept_data's), or -1. */
+static int kept_output(pxl_worker *w, size_t need, int *send) {
+  *send = -1;
+  if (need <= w->out_cap) return 0;
+  if (w->out_map) munmap((void *)w->out_map, w->out_map_size);
+  if (w->out_fd >= 0) close(w->out_fd);
+  w->out_map = NULL;
+  size_t cap = kept_size(need, w->out_cap);
+  w->out_cap = 0;
+  w->out_fd = sized_memfd(cap);
+  if (w->out_fd < 0) return -1;
+  void *map = mmap(NULL, cap, PROT_READ, MAP_SHARED, w->out_fd, 0);
+  if (map == MAP_FAILED) {
+    close(w->out_fd);
+    w->out_fd = -1;
+    return -1;
+  }
+  w->out_map = map;
+  w->out_map_size = w->out_cap = cap;
+  *send = w->out_fd;
+  return 0;
+}
+
 /* Ends the conversation left open, if any: CANCEL, which the worker does not answer. */
 void pxl_worker_close(pxl_worker *w) {
   if (!w || !w->open) return;
@@ -467,8 +550,11 @@ static int start_conversation(pxl_worker *w, const uint8_t *data, size_t size, c
                               const pxl_worker_resample *rs, double deadline, int timeout_ms, pxl_worker_result *r) {
   pxl_worker_close(w);
   if (!can_start(w, size, r)) return 0;
-  int data_fd = sealed_data(data, size);
-  if (data_fd < 0) {
+  /* The bytes into the kept data memfd (protocol 5); larger ones, or when it fails, a
+   * sealed memfd of their own. */
+  int data_fd = -1, kept = size <= PXL_WORKER_KEPT_MAX && kept_data(w, data, size, &data_fd) == 0;
+  if (!kept) data_fd = sealed_data(data, size);
+  if (data_fd < 0 && !kept) {
     r->status = PXL_E_NO_MEMORY;
     snprintf(r->message, sizeof r->message, "cannot make the data's memfd: %s", strerror(errno));
     return 0;
@@ -480,16 +566,19 @@ static int start_conversation(pxl_worker *w, const uint8_t *data, size_t size, c
   req.data_size = size;
   req.target_width = target_width;
   req.target_height = target_height;
-  req.flags = flags & (PXL_WORKER_KEEP_ORIENTATION | PXL_WORKER_PARTIAL);
+  req.flags = (flags & (PXL_WORKER_KEEP_ORIENTATION | PXL_WORKER_PARTIAL)) | (kept ? PXL_WORKER_KEPT_DATA : 0);
   snprintf(req.codec, sizeof req.codec, "%s", codec ? codec : "");
   req.drawing = drawing_of(rs);
   int sent = pxl_wire_send(w->sock, &req, sizeof req, data_fd);
-  close(data_fd);
+  if (!kept) close(data_fd);
   if (sent != 0) {
     finish(w, r, PXL_WORKER_PROTOCOL, 100);
     return 0;
   }
-  if (!receive_header(w, deadline, timeout_ms, NULL, r)) return 0;
+  if (!receive_header(w, deadline, timeout_ms, NULL, r)) {
+    if (kept) w->data_cap = 0; /* (the worker may not hold it now: sent again next time) */
+    return 0;
+  }
   w->open = w->serial;
   w->open_native = 0;
   w->open_header = r->header;
@@ -520,11 +609,12 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
   size_t channels = rs ? (rs->layout == 2 ? 3 : 4) : 0;
   size_t rows = rs ? (size_t)rs->out_height : (size_t)height;
   size_t stride = rs ? (size_t)rs->out_width * channels : (size_t)width * 4, map_size = stride * rows + h->icc_size;
-  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  /* Its size sealed before the worker has it: a worker that shrank it would fault our
-   * mapping (SIGBUS in the host). */
-  if (fd < 0 || ftruncate(fd, (off_t)map_size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
-    if (fd >= 0) close(fd);
+  /* A DRAW's thumbnail into the kept output memfd (protocol 5), copied out after DONE. */
+  int fd = -1, kept = draw && rs && map_size <= PXL_WORKER_KEPT_MAX && kept_output(w, map_size, &fd) == 0;
+  /* Else a memfd of its own, its size sealed before the worker has it: a worker that shrank
+   * it would fault our mapping (SIGBUS in the host). */
+  if (!kept) fd = sized_memfd(map_size);
+  if (fd < 0 && !kept) {
     r->status = PXL_E_NO_MEMORY;
     snprintf(r->message, sizeof r->message, "cannot make the pixel memfd: %s", strerror(errno));
     finish(w, NULL, PXL_WORKER_PROTOCOL, 0); /* it waits for PIXELS: start afresh */
@@ -533,6 +623,7 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
   int sent;
   if (draw) {
     pxl_wire_head(&draw->head, PXL_WORKER_DRAW, sizeof *draw, w->serial);
+    if (kept) draw->flags |= PXL_WORKER_KEPT_OUTPUT;
     draw->stride = stride;
     draw->size = map_size;
     sent = pxl_wire_send(w->sock, draw, sizeof *draw, fd);
@@ -545,7 +636,7 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
     sent = pxl_wire_send(w->sock, &px, sizeof px, fd);
   }
   if (sent != 0) {
-    close(fd);
+    if (!kept) close(fd);
     finish(w, r, PXL_WORKER_PROTOCOL, 100);
     return;
   }
@@ -554,10 +645,23 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
     char bytes[PXL_WORKER_MSG_MAX];
   } in;
   if (answer(w, &in, sizeof in, PXL_WORKER_DONE, sizeof in.done, deadline, timeout_ms, r) <= 0) {
-    close(fd);
+    if (!kept) close(fd);
+    else w->out_cap = 0; /* (the worker may not hold it now: sent again next time) */
     return;
   }
-  void *map = seal_and_map(w, fd, map_size, r);
+  if (kept) {
+    /* Copied out now (the worker can still write the kept memfd, and the caller uses the
+     * result after the worker went back to its pool): pixel values, then the ICC profile,
+     * which the caller parses from this copy. */
+    r->copied = malloc(map_size);
+    if (!r->copied) {
+      r->status = PXL_E_NO_MEMORY;
+      snprintf(r->message, sizeof r->message, "out of memory for a %zu-byte thumbnail", map_size);
+      return;
+    }
+    memcpy(r->copied, w->out_map, map_size);
+  }
+  void *map = kept ? r->copied : seal_and_map(w, fd, map_size, r);
   if (!map) return;
   r->status = PXL_OK;
   r->end = PXL_WORKER_ALIVE;
@@ -566,8 +670,8 @@ static void receive_pixels(pxl_worker *w, int32_t width, int32_t height, pxl_wor
   r->pixels = map;
   r->stride = stride;
   r->icc = h->icc_size ? (const uint8_t *)map + stride * rows : NULL;
-  r->memfd = fd;
-  r->map_size = map_size;
+  r->memfd = kept ? -1 : fd;
+  r->map_size = kept ? 0 : map_size;
   r->wall_ms = now_ms() - start;
   r->worker_cpu_ns = in.done.cpu_ns;
 }
@@ -661,7 +765,9 @@ void pxl_worker_draw(pxl_worker *w, int32_t width, int32_t height, uint32_t flag
 
 void pxl_worker_result_release(pxl_worker_result *r) {
   if (!r) return;
-  if (r->pixels) munmap((void *)r->pixels, r->map_size);
+  if (r->pixels && !r->copied) munmap((void *)r->pixels, r->map_size);
+  free(r->copied);
+  r->copied = NULL;
   if (r->memfd >= 0) close(r->memfd);
   r->pixels = r->icc = NULL;
   r->memfd = -1;
@@ -678,18 +784,6 @@ void *pxl_worker_map_private(int memfd, size_t size) {
 }
 
 /* ---- the built-in formats (PXL_ISOLATION_ALL) ---- */
-
-/* A memfd of size bytes, its size sealed before the worker has it (a worker that shrank it
- * would fault our mapping: SIGBUS in the host). -1 on failure. */
-static int sized_memfd(size_t size) {
-  int fd = memfd_create("pixload-pixels", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return -1;
-  if (ftruncate(fd, (off_t)size) != 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 static int native_answer_sane(const pxl_worker_msg_native_result *a, const pxl_worker_msg_native *q) {
   uint32_t op = q->op;
@@ -741,7 +835,7 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
     return;
   }
   if (!within) pxl_worker_close(w);
-  int fd = -1;
+  int fd = -1, kept = 0;
   size_t output_size = 0;
   if (within && op == PXL_WORKER_NATIVE_RESAMPLE) {
     /* The resampler's output: the library's own parameters, checked as its answer would be. */
@@ -755,18 +849,24 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
       return;
     }
     output_size = (size_t)resample[3] * (size_t)resample[4] * (size_t)c;
-    fd = sized_memfd(output_size);
+    /* A thumbnail's output: into the kept output memfd (copied out by the caller). */
+    kept = output_size <= PXL_WORKER_KEPT_MAX && kept_output(w, output_size, &fd) == 0;
+    if (!kept) fd = sized_memfd(output_size);
+  } else if (!within && data_memfd && *data_memfd >= 0) {
+    fd = *data_memfd;
   } else if (!within) {
-    fd = data_memfd && *data_memfd >= 0 ? *data_memfd : sealed_data(data, size);
+    /* The bytes into the kept data memfd; larger ones, or when it fails, a sealed one. */
+    kept = size <= PXL_WORKER_KEPT_MAX && kept_data(w, data, size, &fd) == 0;
+    if (!kept) fd = sealed_data(data, size);
   }
-  if ((!within || output_size) && fd < 0) {
+  if ((!within || output_size) && fd < 0 && !kept) {
     r->status = PXL_E_NO_MEMORY;
     snprintf(r->message, sizeof r->message, "cannot make the %s memfd: %s", within ? "output" : "data's", strerror(errno));
     r->end = PXL_WORKER_ALIVE;
     pxl_worker_close(w);
     return;
   }
-  if (!within && data_memfd) *data_memfd = fd; /* the caller's now, for its next conversation */
+  if (!within && data_memfd && !kept) *data_memfd = fd; /* the caller's now, for its next conversation */
   pxl_worker_msg_native req;
   memset(&req, 0, sizeof req);
   if (!within && !++w->serial) ++w->serial; /* (0 is no conversation) */
@@ -775,7 +875,9 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
   req.data_size = size;
   req.max_pixels = max_pixels;
   req.op = op;
-  req.flags = (flags & PXL_WORKER_NATIVE_STAY) | (output_size ? PXL_WORKER_NATIVE_OUTPUT : 0);
+  req.flags = (flags & PXL_WORKER_NATIVE_STAY) |
+              (!output_size ? (kept ? PXL_WORKER_NATIVE_KEPT_DATA : 0)
+                            : kept ? PXL_WORKER_NATIVE_KEPT_OUTPUT : PXL_WORKER_NATIVE_OUTPUT);
   req.layout = layout;
   req.scale = scale;
   snprintf(req.format, sizeof req.format, "%s", format);
@@ -783,7 +885,7 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
   if (resample) memcpy(req.resample, resample, sizeof req.resample);
   if (crop) memcpy(req.crop, crop, sizeof req.crop);
   int sent = pxl_wire_send(w->sock, &req, sizeof req, fd);
-  if (!within && !data_memfd) close(fd);
+  if (!within && !data_memfd && !kept) close(fd);
   union {
     pxl_worker_msg_native_result result;
     pxl_worker_msg_done done;
@@ -803,7 +905,12 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
     finish(w, &verdict, PXL_WORKER_PROTOCOL, 0);
     got = -1;
   }
-  if (got != 1 && output_size) close(fd);
+  if (got != 1 && output_size && !kept) close(fd);
+  if (kept && (got != 1 || in.result.status != 0)) {
+    /* The worker may not hold the kept memfd now: send it again next time. */
+    if (output_size) w->out_cap = 0;
+    else w->data_cap = 0;
+  }
   if (got != 1) {
     /* (An ERROR: the worker could not even start the operation.) */
     r->status = verdict.status;
@@ -819,6 +926,14 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
   if ((flags & PXL_WORKER_NATIVE_STAY) && op == PXL_WORKER_NATIVE_INFO && in.result.status == 0) {
     w->open = w->serial;
     w->open_native = 1;
+  }
+  if (output_size && kept) {
+    /* In the kept output memfd, which the worker can still write: the caller copies the
+     * pixels out before its next request (and reads them only as pixel values). */
+    r->bytes = in.result.bytes ? w->out_map : NULL;
+    r->status = PXL_OK;
+    r->wall_ms = now_ms() - start;
+    return;
   }
   if (output_size) {
     /* Written into the memfd that went with the request: sealed against writing and mapped. */
@@ -875,7 +990,7 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
 
 void pxl_worker_native_release(pxl_worker_native_result *r) {
   if (!r) return;
-  if (r->bytes) munmap((void *)r->bytes, r->map_size);
+  if (r->bytes && r->map_size) munmap((void *)r->bytes, r->map_size); /* (0: the kept output's) */
   if (r->memfd >= 0) close(r->memfd);
   r->bytes = NULL;
   r->memfd = -1;

@@ -56,6 +56,9 @@ typedef struct pxl_worker_result {
   size_t map_size;
   double wall_ms;            /* DECODE sent to DONE received */
   uint64_t worker_cpu_ns;    /* the worker's CPU time for it, as it reports */
+  void *copied;              /* a thumbnail (and its ICC profile) copied out of the kept
+                                output memfd (protocol 5): pixels and icc point into it,
+                                memfd is -1; freed by pxl_worker_result_release */
 } pxl_worker_result;
 
 /* Spawns a worker and waits (timeout_ms) for its HELLO. Returns PXL_OK and *out, or a

@@ -222,6 +222,10 @@ static void unpremultiply(uint8_t *p, size_t count) {
 
 /* One image's conversation (pxl_worker_protocol.h): the bytes mapped once, the header read
  * once, the size answered for each target the library asks, then the pixels. */
+/* The kept memfds' mappings (protocol 5): the modules' conversations' and the built-in
+ * formats' (native.c). */
+static pxl_worker_kept kept;
+
 typedef struct conversation {
   int sock;
   uint32_t serial;
@@ -311,32 +315,43 @@ static int draw(conversation *c, const pxl_worker_msg_draw *req, int pixel_fd) {
     char message[PXL_WORKER_MESSAGE_CAP];
     snprintf(message, sizeof message, "the decoder draws %d x %d for %d x %d", width, height, req->target_width,
              req->target_height);
-    close(pixel_fd);
+    if (pixel_fd >= 0) close(pixel_fd);
     return send_error(c->sock, serial, PXL_E_CORRUPT_IMAGE, message);
   }
   /* RESAMPLE: the memfd holds the resampler's output; the canvas is the worker's own. */
   const pxl_worker_drawing *drawing = &req->drawing;
   int channels = drawing->mode == PXL_WORKER_DECODE_RESAMPLE ? resample_channels(drawing) : 0;
-  if (drawing->mode != PXL_WORKER_DECODE_WHOLE && channels == 0) {
-    close(pixel_fd);
+  int in_kept = (req->flags & PXL_WORKER_KEPT_OUTPUT) != 0;
+  if ((drawing->mode != PXL_WORKER_DECODE_WHOLE && channels == 0) || (in_kept && !channels)) {
+    if (pixel_fd >= 0) close(pixel_fd);
     return send_error(c->sock, serial, PXL_E_INVALID_ARGUMENT, "the resample parameters are not ones the library sends");
   }
   uint64_t rows = channels ? (uint64_t)drawing->out_height : (uint64_t)height;
   uint64_t row_bytes = channels ? (uint64_t)channels * (uint64_t)drawing->out_width : 4ull * (uint64_t)width;
   uint64_t stride = req->stride, need = stride * rows + c->answer.icc_size;
   struct stat st;
-  if (fstat(pixel_fd, &st) != 0 || stride < row_bytes || stride > (1ull << 32) || req->size != need ||
-      (uint64_t)st.st_size != need) {
+  uint8_t *pixels;
+  if (in_kept) {
+    /* RESAMPLE into the kept output memfd (at least need bytes), left mapped. */
+    int kept_ok = pxl_worker_keep(&kept.output, pixel_fd, PROT_READ | PROT_WRITE) == 0;
+    if (pixel_fd >= 0) close(pixel_fd);
+    if (!kept_ok || stride < row_bytes || stride > (1ull << 32) || req->size != need || need > kept.output.size)
+      return send_error(c->sock, serial, PXL_E_INVALID_ARGUMENT, "the kept output buffer does not hold the output");
+    pixels = kept.output.map;
+  } else {
+    if (fstat(pixel_fd, &st) != 0 || stride < row_bytes || stride > (1ull << 32) || req->size != need ||
+        (uint64_t)st.st_size != need) {
+      close(pixel_fd);
+      return send_error(c->sock, serial, PXL_E_INVALID_ARGUMENT, "the pixel buffer's size does not match the header");
+    }
+    pixels = mmap(NULL, (size_t)need, PROT_READ | PROT_WRITE, MAP_SHARED, pixel_fd, 0);
     close(pixel_fd);
-    return send_error(c->sock, serial, PXL_E_INVALID_ARGUMENT, "the pixel buffer's size does not match the header");
+    if (pixels == MAP_FAILED) return send_error(c->sock, serial, PXL_E_NO_MEMORY, "cannot map the pixel buffer");
   }
-  uint8_t *pixels = mmap(NULL, (size_t)need, PROT_READ | PROT_WRITE, MAP_SHARED, pixel_fd, 0);
-  close(pixel_fd);
-  if (pixels == MAP_FAILED) return send_error(c->sock, serial, PXL_E_NO_MEMORY, "cannot map the pixel buffer");
   /* Zeroed, as the library's canvas is (calloc) and a fresh memfd is. */
   uint8_t *canvas = channels ? calloc((size_t)width * (size_t)height, 4) : pixels;
   if (!canvas) {
-    munmap(pixels, (size_t)need);
+    if (!in_kept) munmap(pixels, (size_t)need);
     return send_error(c->sock, serial, PXL_E_NO_MEMORY, "out of memory for the canvas");
   }
   char message[PXL_WORKER_MESSAGE_CAP] = {0};
@@ -360,8 +375,9 @@ static int draw(conversation *c, const pxl_worker_msg_draw *req, int pixel_fd) {
   if (channels) free(canvas);
   if (status == PXL_OK && c->answer.icc_size)
     status = codec->read_icc(c->data, c->size, pixels + stride * rows, c->answer.icc_size, codec->user_data);
-  /* Unmapped before DONE: the library's F_SEAL_WRITE fails while a writable mapping exists. */
-  munmap(pixels, (size_t)need);
+  /* Unmapped before DONE: the library's F_SEAL_WRITE fails while a writable mapping exists
+   * (the kept output memfd stays mapped: the library copies it out). */
+  if (!in_kept) munmap(pixels, (size_t)need);
   if (status != PXL_OK) return send_error(c->sock, serial, status, message[0] ? message : "the decoder failed");
   pxl_worker_msg_done done;
   memset(&done, 0, sizeof done);
@@ -393,13 +409,15 @@ static int converse(conversation *c, const pxl_worker_msg_decode *req) {
       if (send_header(c, in.size.target_width, in.size.target_height) != 0) return -1;
       continue;
     }
-    if (ours && pixel_fd >= 0 && pxl_wire_valid(&in, n, PXL_WORKER_DRAW, sizeof in.draw)) return draw(c, &in.draw, pixel_fd);
+    if (ours && pxl_wire_valid(&in, n, PXL_WORKER_DRAW, sizeof in.draw) &&
+        (pixel_fd >= 0 || (in.draw.flags & PXL_WORKER_KEPT_OUTPUT)))
+      return draw(c, &in.draw, pixel_fd);
     if (ours && pixel_fd >= 0 && pxl_wire_valid(&in, n, PXL_WORKER_PIXELS, sizeof in.pixels)) {
       /* DECODE's drawing fields, at the size HEADER answered. */
       pxl_worker_msg_draw d;
       memset(&d, 0, sizeof d);
       d.target_width = c->answer.width, d.target_height = c->answer.height;
-      d.flags = req->flags;
+      d.flags = req->flags & (PXL_WORKER_KEEP_ORIENTATION | PXL_WORKER_PARTIAL);
       d.drawing = req->drawing;
       d.stride = in.pixels.stride, d.size = in.pixels.size;
       return draw(c, &d, pixel_fd);
@@ -418,12 +436,22 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
   c.serial = req->head.serial;
   c.start = cpu_ns();
   struct stat st;
-  if (fstat(data_fd, &st) != 0 || req->data_size == 0 || req->data_size > (uint64_t)st.st_size ||
-      req->data_size > o->max_input_bytes)
-    return send_error(sock, c.serial, PXL_E_INVALID_ARGUMENT, "the data's size does not match its memfd");
-  c.size = (size_t)req->data_size;
-  c.data = mmap(NULL, c.size, PROT_READ, MAP_PRIVATE, data_fd, 0);
-  if (c.data == MAP_FAILED) return send_error(sock, c.serial, PXL_E_NO_MEMORY, "cannot map the data");
+  int in_kept = (req->flags & PXL_WORKER_KEPT_DATA) != 0;
+  if (in_kept) {
+    /* The bytes at the start of the kept data memfd (mapped afresh when it came again). */
+    if (pxl_worker_keep(&kept.data, data_fd, PROT_READ) != 0 || req->data_size == 0 ||
+        req->data_size > kept.data.size || req->data_size > o->max_input_bytes)
+      return send_error(sock, c.serial, PXL_E_INVALID_ARGUMENT, "the data's size does not match the kept memfd");
+    c.size = (size_t)req->data_size;
+    c.data = kept.data.map;
+  } else {
+    if (fstat(data_fd, &st) != 0 || req->data_size == 0 || req->data_size > (uint64_t)st.st_size ||
+        req->data_size > o->max_input_bytes)
+      return send_error(sock, c.serial, PXL_E_INVALID_ARGUMENT, "the data's size does not match its memfd");
+    c.size = (size_t)req->data_size;
+    c.data = mmap(NULL, c.size, PROT_READ, MAP_PRIVATE, data_fd, 0);
+    if (c.data == MAP_FAILED) return send_error(sock, c.serial, PXL_E_NO_MEMORY, "cannot map the data");
+  }
 
   char id[PXL_WORKER_ID_CAP];
   memcpy(id, req->codec, sizeof id);
@@ -461,7 +489,7 @@ static int serve(int sock, const options *o, const pxl_worker_msg_decode *req, i
   header_answer(&c.answer, c.serial, codec, header, 0, 0);
   rc = send_header(&c, req->target_width, req->target_height) == 0 ? converse(&c, req) : -1;
 out:
-  munmap((void *)c.data, c.size);
+  if (!in_kept) munmap((void *)c.data, c.size);
   return rc;
 }
 
@@ -848,9 +876,11 @@ int main(int argc, char **argv) {
     int fd = -1;
     ssize_t got = pxl_wire_recv(o.sock, &in, sizeof in, &fd);
     if (got == 0) return 0; /* the library closed the socket: done */
-    if (got > 0 && fd >= 0 && native && pxl_wire_valid(&in, got, PXL_WORKER_NATIVE, sizeof in.native)) {
-      int rc = native(o.sock, o.max_input_bytes, &in.native, fd);
-      close(fd);
+    if (got > 0 && (fd >= 0 || (in.native.flags & PXL_WORKER_NATIVE_KEPT_DATA)) && native &&
+        pxl_wire_valid(&in, got, PXL_WORKER_NATIVE, sizeof in.native)) {
+      /* (The kept data memfd's NATIVE brings a descriptor only when it grew.) */
+      int rc = native(o.sock, o.max_input_bytes, &in.native, fd, &kept);
+      if (fd >= 0) close(fd);
       if (rc != 0) return 1;
       continue;
     }
@@ -868,9 +898,11 @@ int main(int argc, char **argv) {
       frames_close();
       continue;
     }
-    if (got < 0 || !pxl_wire_valid(&in, got, PXL_WORKER_DECODE, sizeof in.decode) || fd < 0) return 1;
+    if (got < 0 || !pxl_wire_valid(&in, got, PXL_WORKER_DECODE, sizeof in.decode) ||
+        (fd < 0 && !(in.decode.flags & PXL_WORKER_KEPT_DATA)))
+      return 1;
     int rc = serve(o.sock, &o, &in.decode, fd);
-    close(fd);
+    if (fd >= 0) close(fd);
     if (rc != 0) return 1;
   }
 }

@@ -195,6 +195,62 @@ static void map_private_checks(void) {
   close(fd);
 }
 
+/* The kept memfds (protocol 5): a large image's bytes grow the worker's data memfd, a
+ * small one after it reads only its own bytes from the grown memfd (stale bytes behind
+ * them), and a thumbnail drawn into the kept output memfd (copied out: no memfd in the
+ * result) is the same as one drawn into a memfd of its own, across output sizes that
+ * replace the kept memfd and one that fits in it again. */
+static void kept_memfd_checks(void) {
+  enum { BW = 400, BH = 300 };
+  uint8_t *rgba = malloc((size_t)BW * BH * 4), *reference = malloc((size_t)BW * BH * 4);
+  uint32_t x = 2463534242u;
+  for (size_t i = 0; i < (size_t)BW * BH * 4; i++) {
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    rgba[i] = (uint8_t)x;
+  }
+  size_t big_size;
+  uint8_t *big = qoi_encode(rgba, BW, BH, &big_size);
+  static struct qoi_state state = {.frame_count = 1};
+  pxl_codec c = qoi_codec(&state, "reference");
+  static const volatile int32_t no = 0;
+  pxl_codec_target t = {.struct_size = sizeof t, .width = BW, .height = BH, .pixels = reference, .stride = BW * 4, .cancel = &no};
+  char message[256];
+  check(big_size > (256u << 10) && c.decode(big, big_size, &t, message, sizeof message, c.user_data) == PXL_OK,
+        "kept: a QOI file over the kept data memfd's first size, decoded here");
+  ensure_worker();
+  for (int round = 0; round < 2; round++) {
+    pxl_worker_result r;
+    pxl_worker_decode(worker, big, big_size, NULL, 0, 0, 5000, &r);
+    int ok = r.status == PXL_OK && r.header.width == BW && r.header.height == BH;
+    for (int y = 0; ok && y < BH; y++) ok = memcmp(r.pixels + y * r.stride, reference + (size_t)y * BW * 4, BW * 4) == 0;
+    pxl_worker_result_release(&r);
+    check(ok, round ? "kept: the large file again, after a small one" : "kept: the large file grows the data memfd");
+    check(good_decode(NULL), "kept: a small file after a large one, in the grown data memfd");
+  }
+  /* Thumbnails: the kept output memfd (DRAW) against a memfd of their own (DECODE). */
+  const int sizes[][2] = {{40, 30}, {200, 150}, {40, 30}};
+  for (int i = 0; i < 3; i++) {
+    pxl_worker_resample rs = {sizes[i][0], sizes[i][1], 0, 0, {0, 0, BW, BH}};
+    size_t bytes = (size_t)rs.out_width * rs.out_height * 4;
+    pxl_worker_result kept, own;
+    pxl_worker_open(worker, big, big_size, NULL, 0, 5000, &kept);
+    if (kept.status == PXL_OK) pxl_worker_draw(worker, BW, BH, 0, &rs, 5000, &kept);
+    pxl_worker_decode_resampled(worker, big, big_size, NULL, 0, 0, 0, &rs, 5000, &own);
+    char what[96];
+    snprintf(what, sizeof what, "kept: a %dx%d thumbnail in the kept output memfd, copied out", rs.out_width, rs.out_height);
+    check(kept.status == PXL_OK && kept.memfd < 0 && kept.copied && kept.pixels == kept.copied, what);
+    snprintf(what, sizeof what, "kept: the %dx%d thumbnail is the one drawn into a memfd of its own", rs.out_width, rs.out_height);
+    check(kept.status == PXL_OK && own.status == PXL_OK && own.memfd >= 0 && memcmp(kept.pixels, own.pixels, bytes) == 0,
+          what);
+    pxl_worker_result_release(&kept);
+    pxl_worker_result_release(&own);
+  }
+  check(good_decode(NULL), "kept: the worker decodes on after them");
+  free(big);
+  free(rgba);
+  free(reference);
+}
+
 /* Decodes path in this process (the module loaded here) and in the worker: 1 when both
  * give the same status and, decoded, the same pixels. */
 static int same_in_worker(const char *path, int text) {
@@ -641,6 +697,7 @@ int main(int argc, char **argv) {
 
   lying_worker(argv[3]);
   map_private_checks();
+  kept_memfd_checks();
   lying_conversation(argv[3]);
 
   /* What must not have happened. */
