@@ -935,32 +935,19 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
     r->wall_ms = now_ms() - start;
     return;
   }
+  void *map = NULL;
+  size_t map_size = output_size;
   if (output_size) {
     /* Written into the memfd that went with the request: sealed against writing and mapped. */
     if (in.result.bytes == 0) {
       close(fd);
-    } else {
-      void *map = seal_and_map(w, fd, output_size, &verdict);
-      if (!map) {
-        r->status = verdict.status ? verdict.status : PXL_WORKER_E_DECODER_FAILED;
-        r->end = w->alive ? PXL_WORKER_ALIVE : verdict.end;
-        snprintf(r->message, sizeof r->message, "%s", verdict.message);
-        return;
-      }
-      r->bytes = map;
-      r->memfd = fd;
-      r->map_size = output_size;
+      goto done;
     }
-    r->status = PXL_OK;
-    r->wall_ms = now_ms() - start;
-    return;
+    if (!(map = seal_and_map(w, fd, map_size, &verdict))) goto failed;
+    goto mapped;
   }
-  if (in.result.bytes == 0) {
-    r->status = PXL_OK;
-    r->wall_ms = now_ms() - start;
-    return;
-  }
-  size_t map_size = (size_t)in.result.bytes;
+  if (in.result.bytes == 0) goto done;
+  map_size = (size_t)in.result.bytes;
   fd = sized_memfd(map_size); /* (the data memfd is closed or the caller's) */
   if (fd < 0) {
     r->status = PXL_E_NO_MEMORY;
@@ -970,17 +957,18 @@ void pxl_worker_native(pxl_worker *w, const uint8_t *data, size_t size, const ch
     return;
   }
   if (pixels_then_done(w, fd, (size_t)in.result.out_stride, map_size, &in, sizeof in, deadline, timeout_ms,
-                       &verdict) == 1) {
-    void *map = seal_and_map(w, fd, map_size, &verdict);
-    if (map) {
-      r->status = PXL_OK;
-      r->bytes = map;
-      r->memfd = fd;
-      r->map_size = map_size;
-      r->wall_ms = now_ms() - start;
-      return;
-    }
-  }
+                       &verdict) != 1 ||
+      !(map = seal_and_map(w, fd, map_size, &verdict)))
+    goto failed;
+mapped:
+  r->bytes = map;
+  r->memfd = fd;
+  r->map_size = map_size;
+done:
+  r->status = PXL_OK;
+  r->wall_ms = now_ms() - start;
+  return;
+failed:
   r->status = verdict.status ? verdict.status : PXL_WORKER_E_DECODER_FAILED;
   r->end = w->alive ? PXL_WORKER_ALIVE : verdict.end;
   r->exit_code = verdict.exit_code;
