@@ -1241,7 +1241,7 @@ struct jxl_played {
   int32_t duration[JXL_FRAMES];
   int32_t loop_count;
   uint64_t grown;       /* in-process: most bytes malloc'd while playing over those before it */
-  long worker_hwm_kb;   /* isolated: the worker's VmHWM at the last frame */
+  long worker_hwm_kb;   /* isolated: the worker's VmHWM, the highest read while playing */
   pxl_animation_stats stats;
 };
 
@@ -1272,6 +1272,10 @@ static void play_jxl(const struct test_env *env, pxl_loader *loader, pxl_queue *
     pxl_image_release(image);
     uint64_t held = malloc_bytes();
     if (held > peak) peak = held;
+    /* Read while playing: after the last frame is decoded the player gives its worker
+     * back (the animation ended), and that can come before this loop's last turn. */
+    long hwm = canvas_worker_hwm_kb();
+    if (hwm > p->worker_hwm_kb) p->worker_hwm_kb = hwm;
     if (++p->shown == frames) break;
     if (!next_event(env, queue, &ev, &seen) || ev.last_kind != PXL_ANIMATION_FRAME_READY) break;
     /* Frame 0's duration may not be known at the first call (-1): FRAME_READY's due time says it. */
@@ -1281,7 +1285,6 @@ static void play_jxl(const struct test_env *env, pxl_loader *loader, pxl_queue *
     now = ev.ready_due;
   }
   p->grown = peak - before;
-  p->worker_hwm_kb = canvas_worker_hwm_kb();
   p->stats.struct_size = sizeof p->stats;
   CHECK_STATUS(pxl_animation_stats_get(a, &p->stats), PXL_OK);
   pxl_animation_free(a);
