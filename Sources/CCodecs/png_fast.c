@@ -159,21 +159,134 @@ PXL_INLINE void unfilter_avg_px(uint8_t *row, const uint8_t *prev, size_t n, int
   }
 }
 
+/* ---- four Paeth rows in one register, in bytes ----
+ * Row k + 1's pixel x needs row k's pixels x and x - 1, so row k runs k pixels behind
+ * row 0 and one step does a pixel of each of four rows, one per 32-bit slot: slot k's
+ * a is its own last result, b (above) the last result of slot k - 1 (shifted up one
+ * slot; slot 0's from prev), c (above-left) the b of the step before. One dependent
+ * chain, four pixels per link, where unfilter_paeth2_px makes two chains of one pixel. */
+
+/* Paeth in unsigned bytes, 16 lanes, the same choice as paeth(): with pa = |b - c| and
+ * pb = |a - c|, pc = |(a - c) + (b - c)| is pa + pb when a - c and b - c have the same
+ * sign (then pc is never the smallest) and |pa - pb| otherwise, so no lane needs 9 bits:
+ * a when pa <= pb and, in the second case, pa <= pb - pa; else b when the signs agree or
+ * pb <= pa - pb; else c. Saturating differences stand for the comparisons. */
+PXL_INLINE __m128i paeth_bytes(__m128i a, __m128i b, __m128i c) {
+  __m128i max_ac = _mm_max_epu8(a, c), max_bc = _mm_max_epu8(b, c);
+  __m128i pb = _mm_sub_epi8(max_ac, _mm_min_epu8(a, c));
+  __m128i pa = _mm_sub_epi8(max_bc, _mm_min_epu8(b, c));
+  __m128i signs_differ = _mm_xor_si128(_mm_cmpeq_epi8(max_ac, a), _mm_cmpeq_epi8(max_bc, b));
+  __m128i pb_minus_pa = _mm_subs_epu8(pb, pa), pa_minus_pb = _mm_subs_epu8(pa, pb);
+  __m128i pa_le_pb = _mm_cmpeq_epi8(pa_minus_pb, _mm_setzero_si128());
+  __m128i pa_le_pc = _mm_cmpeq_epi8(_mm_min_epu8(pa, pb_minus_pa), pa);      /* when signs differ */
+  __m128i pb_le_pc = _mm_cmpeq_epi8(_mm_min_epu8(pb, pa_minus_pb), pb);      /* when signs differ */
+  __m128i take_a = _mm_andnot_si128(_mm_andnot_si128(pa_le_pc, signs_differ), pa_le_pb);
+  __m128i take_c = _mm_andnot_si128(pb_le_pc, signs_differ);
+  __m128i b_or_c = _mm_xor_si128(b, _mm_and_si128(_mm_xor_si128(b, c), take_c));
+  return _mm_or_si128(_mm_and_si128(take_a, a), _mm_andnot_si128(take_a, b_or_c));
+}
+
+PXL_INLINE __m128i load32(const uint8_t *p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return _mm_cvtsi32_si128((int)v);
+}
+
+PXL_INLINE void store32(uint8_t *p, __m128i v) {
+  uint32_t w = (uint32_t)_mm_cvtsi128_si32(v);
+  memcpy(p, &w, 4);
+}
+
+/* Slot k's pixel at step s is at at[k] + s * bpp (at[k] = row k - k pixels). */
+PXL_INLINE __m128i gather4(uint8_t *const at[4], size_t o) {
+  return _mm_unpacklo_epi64(_mm_unpacklo_epi32(load32(at[0] + o), load32(at[1] + o)),
+                            _mm_unpacklo_epi32(load32(at[2] + o), load32(at[3] + o)));
+}
+
+PXL_INLINE void scatter4(uint8_t *const at[4], size_t o, __m128i v) {
+  store32(at[0] + o, v);
+  store32(at[1] + o, _mm_shuffle_epi32(v, 1));
+  store32(at[2] + o, _mm_shuffle_epi32(v, 2));
+  store32(at[3] + o, _mm_shuffle_epi32(v, 3));
+}
+
+/* A step where some slot has no pixel (the first and last three, or all of a narrow
+ * image): those slots read nothing, write nothing and leave 0 (the a and c a row starts
+ * with). A 3-byte pixel moves as 4 bytes; its 4th byte (the next pixel's, or the next
+ * row's filter byte) is masked off for the sums and written back as it was. */
+PXL_INLINE void paeth4_edge_step(uint8_t *const at[4], const uint8_t *prev, size_t s, size_t npx, int bpp,
+                                 __m128i *a, __m128i *c) {
+  uint32_t d[4] = {0, 0, 0, 0}, valid[4] = {0, 0, 0, 0}, up = 0, pixel = bpp == 3 ? 0xffffffu : 0xffffffffu;
+  for (size_t k = 0; k < 4; k++) {
+    if (s < k || s - k >= npx) continue;
+    valid[k] = 0xffffffffu;
+    memcpy(&d[k], at[k] + s * (size_t)bpp, 4);
+  }
+  if (s < npx) memcpy(&up, prev + s * (size_t)bpp, 4);
+  __m128i dv = _mm_loadu_si128((const __m128i *)(const void *)d), mask = _mm_set1_epi32((int)pixel);
+  __m128i keep = _mm_loadu_si128((const __m128i *)(const void *)valid);
+  __m128i b = _mm_or_si128(_mm_slli_si128(*a, 4), _mm_cvtsi32_si128((int)(up & pixel)));
+  __m128i r = _mm_and_si128(_mm_add_epi8(_mm_and_si128(dv, mask), paeth_bytes(*a, b, *c)), keep);
+  r = _mm_or_si128(r, _mm_andnot_si128(mask, dv));
+  uint32_t out[4];
+  _mm_storeu_si128((__m128i *)(void *)out, r);
+  for (size_t k = 0; k < 4; k++)
+    if (valid[k]) memcpy(at[k] + s * (size_t)bpp, &out[k], 4);
+  *a = _mm_and_si128(r, mask);
+  *c = b;
+}
+
+/* Rows row, row + stride, ... (four, stride apart), all Paeth; prev is the row above. */
+PXL_INLINE void unfilter_paeth4_px(uint8_t *row, const uint8_t *prev, size_t stride, size_t n, int bpp) {
+  size_t npx = n / (size_t)bpp, s = 0;
+  uint8_t *const at[4] = {row, row + stride - (size_t)bpp, row + 2 * (stride - (size_t)bpp),
+                          row + 3 * (stride - (size_t)bpp)};
+  __m128i a = _mm_setzero_si128(), c = _mm_setzero_si128(), mask = _mm_set1_epi32(bpp == 3 ? 0xffffff : -1);
+  for (; s < 3 && s < npx + 3; s++) paeth4_edge_step(at, prev, s, npx, bpp, &a, &c);
+  if (npx > 3) {
+    /* Each step's pixels are read before the previous step's are written: a 4-byte store
+     * that overlaps the next 3-byte pixel's load would otherwise make the load wait for it. */
+    __m128i d = gather4(at, s * (size_t)bpp);
+    for (; s < npx; s++) {
+      size_t o = s * (size_t)bpp;
+      __m128i up = load32(prev + o);
+      if (bpp == 3) up = _mm_and_si128(up, mask);
+      __m128i b = _mm_or_si128(_mm_slli_si128(a, 4), up);
+      __m128i nearest = paeth_bytes(a, b, c);
+      __m128i r = _mm_add_epi8(bpp == 3 ? _mm_and_si128(d, mask) : d, nearest);
+      __m128i out = bpp == 3 ? _mm_or_si128(r, _mm_andnot_si128(mask, d)) : r;
+      d = gather4(at, o + (size_t)bpp); /* the last step's slot 0 reads the next row's start: unused */
+      scatter4(at, o, out);
+      a = r;
+      c = b;
+    }
+  }
+  for (; s < npx + 3; s++) paeth4_edge_step(at, prev, s, npx, bpp, &a, &c);
+}
+
 #define PXL_PER_BPP(call) do { if (bpp == 3) call(3); else call(4); } while (0)
 #define PXL_PAETH(k) unfilter_paeth_px(row, prev, n, k)
 #define PXL_SUB(k) unfilter_sub_px(row, n, k)
 #define PXL_AVG(k) unfilter_avg_px(row, prev, n, k)
 #define PXL_PAETH2(k) unfilter_paeth2_px(row, prev, next, n, k)
 
-/* Rows row and next (the row after it), both Paeth-filtered. Returns 1 when done here. */
-static int unfilter_two_paeth(uint8_t *row, const uint8_t *prev, uint8_t *next, size_t n, int bpp) {
-  if (bpp < 3) return 0;
+#define PXL_PAETH4(k) unfilter_paeth4_px(row, prev, n + 1, n, k)
+
+/* Of the Paeth rows row, row + n + 1, ... (run of them, the filter bytes between them
+ * included), unfilters the first four or two here and returns how many; 0: none. */
+static uint32_t unfilter_paeth_run(uint8_t *row, const uint8_t *prev, size_t n, int bpp, uint32_t run) {
+  if (bpp < 3 || run < 2) return 0;
+  if (run >= 4) {
+    PXL_PER_BPP(PXL_PAETH4);
+    return 4;
+  }
+  uint8_t *next = row + n + 1;
   PXL_PER_BPP(PXL_PAETH2);
-  return 1;
+  return 2;
 }
 #else
-static int unfilter_two_paeth(uint8_t *row, const uint8_t *prev, uint8_t *next, size_t n, int bpp) {
-  (void)row; (void)prev; (void)next; (void)n; (void)bpp;
+static uint32_t unfilter_paeth_run(uint8_t *row, const uint8_t *prev, size_t n, int bpp, uint32_t run) {
+  (void)row; (void)prev; (void)n; (void)bpp; (void)run;
   return 0;
 }
 #endif
@@ -305,18 +418,18 @@ pxl_png_fast_result pxl_png_fast_image_data(const uint8_t *data, size_t size, si
   }
   const uint8_t *prev = zeros;
   pxl_png_fast_result result = PXL_PNG_FAST_OK;
-  int64_t unfiltered = -1;  /* the last row unfiltered (two Paeth rows go together) */
+  int64_t unfiltered = -1;  /* the last row unfiltered (runs of Paeth rows go together) */
   for (uint32_t y = 0; y < h; y++) {
     uint8_t *row = raw + (size_t)y * (rowbytes + 1);
-    uint8_t *next = row + rowbytes + 1;
     if ((int64_t)y > unfiltered) {
-      if (row[0] == 4 && y + 1 < h && next[0] == 4 &&
-          unfilter_two_paeth(row + 1, prev, next + 1, rowbytes, src_channels)) {
-        unfiltered = (int64_t)y + 1;
-      } else {
+      uint32_t run = 0, done = 0;
+      while (run < 4 && y + run < h && row[(size_t)run * (rowbytes + 1)] == 4) run++;
+      if (run >= 2) done = unfilter_paeth_run(row + 1, prev, rowbytes, src_channels, run);
+      if (done == 0) {
         (void)unfilter(row + 1, prev, rowbytes, src_channels, row[0]);
-        unfiltered = y;
+        done = 1;
       }
+      unfiltered = (int64_t)y + done - 1;
     }
     uint8_t *dst = row_fn == NULL ? out + (size_t)y * stride : line;
     convert_row(row + 1, dst, w, src_channels, layout);
