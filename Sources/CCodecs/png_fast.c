@@ -197,71 +197,88 @@ PXL_INLINE void store32(uint8_t *p, __m128i v) {
   memcpy(p, &w, 4);
 }
 
-/* Slot k's pixel at step s is at at[k] + s * bpp (at[k] = row k - k pixels). */
-PXL_INLINE __m128i gather4(uint8_t *const at[4], size_t o) {
+/* Slot k's pixel at step s is at at[k] + s * bpp (at[k] = row k - k pixels); slots
+ * 4j..4j+3 are register j's. */
+PXL_INLINE __m128i gather4(uint8_t *const *at, size_t o) {
   return _mm_unpacklo_epi64(_mm_unpacklo_epi32(load32(at[0] + o), load32(at[1] + o)),
                             _mm_unpacklo_epi32(load32(at[2] + o), load32(at[3] + o)));
 }
 
-PXL_INLINE void scatter4(uint8_t *const at[4], size_t o, __m128i v) {
+PXL_INLINE void scatter4(uint8_t *const *at, size_t o, __m128i v) {
   store32(at[0] + o, v);
   store32(at[1] + o, _mm_shuffle_epi32(v, 1));
   store32(at[2] + o, _mm_shuffle_epi32(v, 2));
   store32(at[3] + o, _mm_shuffle_epi32(v, 3));
 }
 
-/* A step where some slot has no pixel (the first and last three, or all of a narrow
- * image): those slots read nothing, write nothing and leave 0 (the a and c a row starts
- * with). A 3-byte pixel moves as 4 bytes; its 4th byte (the next pixel's, or the next
- * row's filter byte) is masked off for the sums and written back as it was. */
-PXL_INLINE void paeth4_edge_step(uint8_t *const at[4], const uint8_t *prev, size_t s, size_t npx, int bpp,
-                                 __m128i *a, __m128i *c) {
-  uint32_t d[4] = {0, 0, 0, 0}, valid[4] = {0, 0, 0, 0}, up = 0, pixel = bpp == 3 ? 0xffffffu : 0xffffffffu;
-  for (size_t k = 0; k < 4; k++) {
+/* Slot 4j's b: the last result of the slot before it (register j - 1's top), else prev's. */
+PXL_INLINE __m128i above(const __m128i *a, int j, __m128i up) {
+  return _mm_or_si128(_mm_slli_si128(a[j], 4), j == 0 ? up : _mm_srli_si128(a[j - 1], 12));
+}
+
+/* A step where some slot has no pixel (the first and last 4 * regs - 1, or all of a
+ * narrow image): those slots read nothing, write nothing and leave 0 (the a and c a row
+ * starts with). A 3-byte pixel moves as 4 bytes; its 4th byte (the next pixel's, or the
+ * next row's filter byte) is masked off for the sums and written back as it was. */
+PXL_INLINE void paeth_rows_edge_step(uint8_t *const *at, const uint8_t *prev, size_t s, size_t npx, int bpp, int regs,
+                                     __m128i *a, __m128i *c) {
+  uint32_t d[8] = {0}, valid[8] = {0}, up = 0, pixel = bpp == 3 ? 0xffffffu : 0xffffffffu;
+  for (size_t k = 0; k < 4 * (size_t)regs; k++) {
     if (s < k || s - k >= npx) continue;
     valid[k] = 0xffffffffu;
     memcpy(&d[k], at[k] + s * (size_t)bpp, 4);
   }
   if (s < npx) memcpy(&up, prev + s * (size_t)bpp, 4);
-  __m128i dv = _mm_loadu_si128((const __m128i *)(const void *)d), mask = _mm_set1_epi32((int)pixel);
-  __m128i keep = _mm_loadu_si128((const __m128i *)(const void *)valid);
-  __m128i b = _mm_or_si128(_mm_slli_si128(*a, 4), _mm_cvtsi32_si128((int)(up & pixel)));
-  __m128i r = _mm_and_si128(_mm_add_epi8(_mm_and_si128(dv, mask), paeth_bytes(*a, b, *c)), keep);
-  r = _mm_or_si128(r, _mm_andnot_si128(mask, dv));
-  uint32_t out[4];
-  _mm_storeu_si128((__m128i *)(void *)out, r);
-  for (size_t k = 0; k < 4; k++)
-    if (valid[k]) memcpy(at[k] + s * (size_t)bpp, &out[k], 4);
-  *a = _mm_and_si128(r, mask);
-  *c = b;
+  __m128i mask = _mm_set1_epi32((int)pixel), b[2];
+  for (int j = 0; j < regs; j++) b[j] = above(a, j, _mm_cvtsi32_si128((int)(up & pixel)));
+  for (int j = 0; j < regs; j++) {
+    __m128i dv = _mm_loadu_si128((const __m128i *)(const void *)(d + 4 * j));
+    __m128i keep = _mm_loadu_si128((const __m128i *)(const void *)(valid + 4 * j));
+    __m128i r = _mm_and_si128(_mm_add_epi8(_mm_and_si128(dv, mask), paeth_bytes(a[j], b[j], c[j])), keep);
+    _mm_storeu_si128((__m128i *)(void *)(d + 4 * j), _mm_or_si128(r, _mm_andnot_si128(mask, dv)));
+    a[j] = r;
+    c[j] = b[j];
+  }
+  for (size_t k = 0; k < 4 * (size_t)regs; k++)
+    if (valid[k]) memcpy(at[k] + s * (size_t)bpp, &d[k], 4);
 }
 
-/* Rows row, row + stride, ... (four, stride apart), all Paeth; prev is the row above. */
-PXL_INLINE void unfilter_paeth4_px(uint8_t *row, const uint8_t *prev, size_t stride, size_t n, int bpp) {
-  size_t npx = n / (size_t)bpp, s = 0;
-  uint8_t *const at[4] = {row, row + stride - (size_t)bpp, row + 2 * (stride - (size_t)bpp),
-                          row + 3 * (stride - (size_t)bpp)};
-  __m128i a = _mm_setzero_si128(), c = _mm_setzero_si128(), mask = _mm_set1_epi32(bpp == 3 ? 0xffffff : -1);
-  for (; s < 3 && s < npx + 3; s++) paeth4_edge_step(at, prev, s, npx, bpp, &a, &c);
-  if (npx > 3) {
+/* Rows row, row + stride, ... (4 * regs of them, stride apart), all Paeth; prev is the
+ * row above the first. Two registers make two chains, each step's links side by side. */
+PXL_INLINE void unfilter_paeth_rows_px(uint8_t *row, const uint8_t *prev, size_t stride, size_t n, int bpp, int regs) {
+  size_t npx = n / (size_t)bpp, slots = 4 * (size_t)regs, s = 0;
+  uint8_t *at[8];
+  for (size_t k = 0; k < slots; k++) at[k] = row + k * (stride - (size_t)bpp);
+  __m128i a[2] = {_mm_setzero_si128(), _mm_setzero_si128()}, c[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
+  __m128i mask = _mm_set1_epi32(bpp == 3 ? 0xffffff : -1);
+  for (; s < slots - 1 && s < npx + slots - 1; s++) paeth_rows_edge_step(at, prev, s, npx, bpp, regs, a, c);
+  if (npx > slots - 1) {
     /* Each step's pixels are read before the previous step's are written: a 4-byte store
-     * that overlaps the next 3-byte pixel's load would otherwise make the load wait for it. */
-    __m128i d = gather4(at, s * (size_t)bpp);
+     * that overlaps the next 3-byte pixel's load would otherwise make the load wait for it.
+     * Named registers, not arrays: compilers kept the arrays in memory. */
+    __m128i a0 = a[0], a1 = a[1], c0 = c[0], c1 = c[1], d1 = _mm_setzero_si128();
+    __m128i d0 = gather4(at, s * (size_t)bpp);
+    if (regs == 2) d1 = gather4(at + 4, s * (size_t)bpp);
     for (; s < npx; s++) {
       size_t o = s * (size_t)bpp;
-      __m128i up = load32(prev + o);
+      __m128i up = load32(prev + o), b1 = _mm_setzero_si128(), r1 = _mm_setzero_si128();
       if (bpp == 3) up = _mm_and_si128(up, mask);
-      __m128i b = _mm_or_si128(_mm_slli_si128(a, 4), up);
-      __m128i nearest = paeth_bytes(a, b, c);
-      __m128i r = _mm_add_epi8(bpp == 3 ? _mm_and_si128(d, mask) : d, nearest);
-      __m128i out = bpp == 3 ? _mm_or_si128(r, _mm_andnot_si128(mask, d)) : r;
-      d = gather4(at, o + (size_t)bpp); /* the last step's slot 0 reads the next row's start: unused */
-      scatter4(at, o, out);
-      a = r;
-      c = b;
+      __m128i b0 = _mm_or_si128(_mm_slli_si128(a0, 4), up);
+      if (regs == 2) b1 = _mm_or_si128(_mm_slli_si128(a1, 4), _mm_srli_si128(a0, 12));
+      __m128i r0 = _mm_add_epi8(bpp == 3 ? _mm_and_si128(d0, mask) : d0, paeth_bytes(a0, b0, c0));
+      if (regs == 2) r1 = _mm_add_epi8(bpp == 3 ? _mm_and_si128(d1, mask) : d1, paeth_bytes(a1, b1, c1));
+      __m128i out0 = bpp == 3 ? _mm_or_si128(r0, _mm_andnot_si128(mask, d0)) : r0;
+      __m128i out1 = bpp == 3 ? _mm_or_si128(r1, _mm_andnot_si128(mask, d1)) : r1;
+      a0 = r0; a1 = r1; c0 = b0; c1 = b1;
+      /* The last step's slot 0 reads the next row's start: unused. */
+      d0 = gather4(at, o + (size_t)bpp);
+      if (regs == 2) d1 = gather4(at + 4, o + (size_t)bpp);
+      scatter4(at, o, out0);
+      if (regs == 2) scatter4(at + 4, o, out1);
     }
+    a[0] = a0; a[1] = a1; c[0] = c0; c[1] = c1;
   }
-  for (; s < npx + 3; s++) paeth4_edge_step(at, prev, s, npx, bpp, &a, &c);
+  for (; s < npx + slots - 1; s++) paeth_rows_edge_step(at, prev, s, npx, bpp, regs, a, c);
 }
 
 #define PXL_PER_BPP(call) do { if (bpp == 3) call(3); else call(4); } while (0)
@@ -270,12 +287,17 @@ PXL_INLINE void unfilter_paeth4_px(uint8_t *row, const uint8_t *prev, size_t str
 #define PXL_AVG(k) unfilter_avg_px(row, prev, n, k)
 #define PXL_PAETH2(k) unfilter_paeth2_px(row, prev, next, n, k)
 
-#define PXL_PAETH4(k) unfilter_paeth4_px(row, prev, n + 1, n, k)
+#define PXL_PAETH8(k) unfilter_paeth_rows_px(row, prev, n + 1, n, k, 2)
+#define PXL_PAETH4(k) unfilter_paeth_rows_px(row, prev, n + 1, n, k, 1)
 
 /* Of the Paeth rows row, row + n + 1, ... (run of them, the filter bytes between them
- * included), unfilters the first four or two here and returns how many; 0: none. */
+ * included), unfilters the first eight, four or two here and returns how many; 0: none. */
 static uint32_t unfilter_paeth_run(uint8_t *row, const uint8_t *prev, size_t n, int bpp, uint32_t run) {
   if (bpp < 3 || run < 2) return 0;
+  if (run >= 8) {
+    PXL_PER_BPP(PXL_PAETH8);
+    return 8;
+  }
   if (run >= 4) {
     PXL_PER_BPP(PXL_PAETH4);
     return 4;
@@ -423,7 +445,7 @@ pxl_png_fast_result pxl_png_fast_image_data(const uint8_t *data, size_t size, si
     uint8_t *row = raw + (size_t)y * (rowbytes + 1);
     if ((int64_t)y > unfiltered) {
       uint32_t run = 0, done = 0;
-      while (run < 4 && y + run < h && row[(size_t)run * (rowbytes + 1)] == 4) run++;
+      while (run < 8 && y + run < h && row[(size_t)run * (rowbytes + 1)] == 4) run++;
       if (run >= 2) done = unfilter_paeth_run(row + 1, prev, rowbytes, src_channels, run);
       if (done == 0) {
         (void)unfilter(row + 1, prev, rowbytes, src_channels, row[0]);
