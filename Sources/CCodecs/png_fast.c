@@ -5,7 +5,8 @@
  * byte-at-a-time Paeth filter (Debian builds libpng without its SSE2 filters), about
  * 12 ms for a 944x944 RGB photo, as long as ten JPEG thumbnails. libdeflate inflates a
  * whole buffer about twice as fast as zlib, and the filters below work a pixel at a
- * time in SSE2 lanes, as libpng's own optional intel filters do.
+ * time in SSE2 lanes, as libpng's own optional intel filters do, and runs of Paeth rows
+ * (most of a photo) four or eight rows at a time, a pixel of each.
  *
  * Scope: what png_shim.c has already validated with libpng up to the first IDAT (the
  * signature, IHDR, every chunk before the image data and their warnings) stays libpng's;
@@ -159,12 +160,15 @@ PXL_INLINE void unfilter_avg_px(uint8_t *row, const uint8_t *prev, size_t n, int
   }
 }
 
-/* ---- four Paeth rows in one register, in bytes ----
+/* ---- runs of Paeth rows, four to a register, in bytes ----
  * Row k + 1's pixel x needs row k's pixels x and x - 1, so row k runs k pixels behind
  * row 0 and one step does a pixel of each of four rows, one per 32-bit slot: slot k's
  * a is its own last result, b (above) the last result of slot k - 1 (shifted up one
  * slot; slot 0's from prev), c (above-left) the b of the step before. One dependent
- * chain, four pixels per link, where unfilter_paeth2_px makes two chains of one pixel. */
+ * chain, four pixels per link, where unfilter_paeth2_px makes two chains of one pixel;
+ * eight rows make two such chains side by side (photos are nearly all Paeth rows).
+ * 944 x 944 all Paeth on the dev box: 0.9 ns a pixel, RGB or RGBA; two 16-bit chains
+ * took 6.3 (RGB: each 4-byte store overlapped the next pixel's load) and 3.0 (RGBA). */
 
 /* Paeth in unsigned bytes, 16 lanes, the same choice as paeth(): with pa = |b - c| and
  * pb = |a - c|, pc = |(a - c) + (b - c)| is pa + pb when a - c and b - c have the same
