@@ -1,5 +1,6 @@
 /* Tests/codecs/check.h: the pass/fail counting the shim tests share (api_edges.c, resample_test.c,
- * color_test.c, webp_api.c). Each test is one translation unit: the counters are its own.
+ * png_unfilter_test.c, color_test.c, webp_api.c). Each test is one translation unit: the
+ * counters are its own.
  * CHECK(cond, printf-format, ...) counts a pass, or a failure printed with its line; the
  * test ends by printing "N passed, N failed" from them. */
 #ifndef PXL_TESTS_CHECK_H
