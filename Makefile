@@ -422,7 +422,7 @@ test-codecs: deps
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/resample_test.c Sources/CCodecs/resample.c \
 	  -o $(STAGE)/tests/resample -lm
 	$(STAGE)/tests/resample
-	@# png_fast.c's SIMD unfiltering (the four-row Paeth among it) against the spec's filters.
+	@# png_fast.c's SIMD unfiltering (the Paeth row runs, SSE2 and AVX2) against the spec's filters.
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include -ISources/CCodecs Tests/codecs/png_unfilter_test.c \
 	  -o $(STAGE)/tests/png-unfilter -ldeflate -lz
 	$(STAGE)/tests/png-unfilter

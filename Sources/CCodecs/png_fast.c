@@ -355,7 +355,7 @@ PXL_AVX2 static void unfilter_paeth16_avx2(uint8_t *row, const uint8_t *prev, si
   else unfilter_paeth16_avx2_px(row, prev, n + 1, n, 4);
 }
 
-static int paeth_path = -1; /* tests: 0 SSE2 only, 1 AVX2 too (never one the CPU lacks) */
+static int paeth_path = -1; /* set by the test: 0 SSE2 only, 1 AVX2 too (only where the CPU has it) */
 
 static int paeth_avx2(void) {
   if (paeth_path >= 0) return paeth_path;
