@@ -15,14 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 41;
-static uint64_t next(void) { /* SplitMix64: the same cases on every run */
-  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-static int rand_in(int lo, int hi) { return lo + (int)(next() % (uint64_t)(hi - lo + 1)); }
+#include "rng.h"
 static double unit(void) { return (double)(next() >> 11) / 9007199254740992.0; }
 
 /* The area taps, independently: coverage of [lo, hi) by each source pixel of the window
