@@ -218,6 +218,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_exif_orientation)          \
   X(test_avif_through_nginx)        \
   X(test_webp_over_http)            \
+  X(test_webp_streamed)             \
   X(test_http_errors)               \
   X(test_connection_refused)        \
   X(test_bad_bodies)                \
