@@ -916,19 +916,6 @@ void test_isolation_warm_pool(const struct test_env *env) {
   restore_codec_path(saved);
 }
 
-/* A capture with the result's metrics. */
-struct metered {
-  struct capture capture;
-  pxl_metrics metrics;
-};
-
-static void metered_callback(pxl_token token, const pxl_result *result, void *user_data) {
-  struct metered *m = user_data;
-  m->metrics.struct_size = sizeof m->metrics;
-  if (pxl_result_metrics(result, &m->metrics) != PXL_OK) m->metrics.isolated = -1;
-  capture_callback(token, result, &m->capture);
-}
-
 /* One image through a loader in the host (none) and an isolating one: the same status,
  * size and pixels, and the metrics say which decoded in a worker. `last_may_fail`: a
  * failure is expected (the same under both). */

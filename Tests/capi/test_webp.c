@@ -108,19 +108,6 @@ void test_webp_over_http(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
-/* One load's callback with its metrics (read inside the callback, where they exist). */
-struct timed {
-  struct capture capture;
-  pxl_metrics metrics;
-};
-
-static void timed_callback(pxl_token token, const pxl_result *result, void *user_data) {
-  struct timed *t = user_data;
-  t->metrics.struct_size = sizeof t->metrics;
-  if (pxl_result_metrics(result, &t->metrics) != PXL_OK) t->metrics.after_last_byte_us = -1;
-  capture_callback(token, result, &t->capture);
-}
-
 /* Decoding while downloading, for WebP: a 2400x1600 lossy WebP dripped by the fault
  * server at 1 MB/s is decoded as its bytes arrive, so its callback comes a short time
  * after the last byte (metrics after_last_byte_us); the same file from nginx at once is
@@ -145,9 +132,9 @@ void test_webp_streamed(const struct test_env *env) {
         pxl_queue *queue = new_queue();
         pxl_request request;
         request_for(&request, u.url, sizes[k].w, sizes[k].h, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
-        struct timed t;
+        struct metered t;
         memset(&t, 0, sizeof t);
-        CHECK_STATUS(pxl_load(loader, &request, queue, timed_callback, &t, NULL), PXL_OK);
+        CHECK_STATUS(pxl_load(loader, &request, queue, metered_callback, &t, NULL), PXL_OK);
         CHECK(drain_until(env, queue, &t.capture.calls, 1, 30000));
         CHECKF(t.capture.status == PXL_OK, "%s: status %d (%s)", name, t.capture.status, t.capture.message);
         CHECKF(t.metrics.tier == PXL_TIER_NETWORK && t.metrics.after_last_byte_us > 0, "%s: tier %d, after_last_byte %lld",

@@ -189,5 +189,7 @@ extension TaskPool {
     metrics.decodeMicroseconds = feed.decodeNanoseconds / 1000
     if case .success(let image) = result { metrics.decodedBytes = UInt64(image.totalByteCount) }
     finishDecode(decode, result, input, metrics: metrics, flag: feed.decoder.cancel)
+    // Only now: nothing else touches an over decoder (its body is in, so no drop reaches it).
+    feed.decoder.free()
   }
 }
