@@ -291,128 +291,72 @@ static int take_png_row(void *user, int32_t y, const uint8_t *row) {
   return 0;
 }
 
-static int png_compared, png_streamed;
+/* A format whose stream declines anything but a clean file (PNG, WebP): its whole
+ * decodes and its stream behind one shape. stream_new returns NULL where the loader starts
+ * no stream (a WebP whose header it cannot plan from); plan_info (may be NULL) is the size
+ * the loader plans the rows for when the whole file's info is not there (cut short). */
+typedef struct clean_format {
+  const char *name;
+  int compared, streamed;
+  pxl_codec_status (*read_info)(const uint8_t *, size_t, pxl_codec_info *, char *, size_t);
+  int (*plan_info)(const uint8_t *, size_t, pxl_codec_info *);
+  pxl_codec_status (*decode)(const uint8_t *, size_t, int32_t, uint64_t, pxl_codec_output *);
+  pxl_codec_status (*decode_rows)(const uint8_t *, size_t, int32_t, uint64_t, pxl_codec_row_fn, void *,
+                                  pxl_codec_output *);
+  void *(*stream_new)(const uint8_t *, size_t, int32_t, pxl_codec_row_fn, void *);
+  pxl_codec_status (*feed)(void *, const uint8_t *, size_t, int, int *, pxl_codec_output *);
+  void (*stream_free)(void *);
+} clean_format;
 
-/* A PNG whole (bitmap and rows) and fed in random chunks: a stream that does not decline
- * gives the whole decode's pixels (it declines anything but a clean file). */
-static void compare_png(const char *name, const uint8_t *data, size_t size, const char *what) {
+/* The file whole (bitmap and rows, a random layout each) and fed in random chunks: a
+ * stream that does not decline gives the whole decode's output, to the byte. must_stream:
+ * a clean file that must stream to the end. Returns how many streamed to the end. */
+static int compare_clean(clean_format *f, const char *name, const uint8_t *data, size_t size, const char *what,
+                         int must_stream) {
+  int done = 0;
   for (int rows = 0; rows < 2; rows++) {
-    int32_t layout = (int32_t)(next_random() % 4);
-    pxl_codec_output whole;
+    int32_t layout = (int32_t)(next_random() % 4), channels = layout_channels(layout);
+    pxl_codec_output whole, out;
+    memset(&out, 0, sizeof out);
     rows_sink whole_rows = {0}, stream_rows = {0};
     pxl_codec_info info;
     char message[128];
-    int32_t channels = layout_channels(layout);
     if (rows) {
-      if (pxl_png_read_info(data, size, &info, message, sizeof message) != PXL_CODEC_OK || info.width > 8192 ||
-          info.height > 8192)
+      if ((f->read_info(data, size, &info, message, sizeof message) != PXL_CODEC_OK &&
+           (f->plan_info == NULL || !f->plan_info(data, size, &info))) ||
+          info.width > 8192 || info.height > 8192)
         continue;
       whole_rows = (rows_sink){calloc((size_t)info.width * info.height, (size_t)channels), info.width, info.height,
                                channels, 0, 0, 0, 0};
       stream_rows = (rows_sink){calloc((size_t)info.width * info.height, (size_t)channels), info.width, info.height,
                                 channels, 0, 0, 0, 0};
     }
-    pxl_codec_status whole_status = rows ? pxl_png_decode_rows(data, size, layout, 1u << 28, take_png_row,
-                                                               &whole_rows, &whole)
-                                         : pxl_png_decode(data, size, layout, 1u << 28, &whole);
-    pxl_png_stream *s = pxl_png_stream_new(layout, 1u << 28, rows ? take_png_row : NULL, &stream_rows, NULL);
+    pxl_codec_status whole_status = rows ? f->decode_rows(data, size, layout, 1u << 28, take_png_row, &whole_rows,
+                                                          &whole)
+                                         : f->decode(data, size, layout, 1u << 28, &whole);
+    void *s = f->stream_new(data, size, layout, rows ? take_png_row : NULL, &stream_rows);
+    CHECK(s != NULL || !must_stream, "%s (%s): no stream for a clean file", name, what);
     size_t at = 0;
     int state = PXL_STREAM_MORE;
-    pxl_codec_output out;
     pxl_codec_status st = PXL_CODEC_OK;
     while (s != NULL && at < size) {
       size_t n = chunk_size();
       if (n > size - at) n = size - at;
-      st = pxl_png_stream_feed(s, data + at, n, at + n == size, &state, &out);
+      st = f->feed(s, data + at, n, at + n == size, &state, &out);
       at += n;
       if (st != PXL_CODEC_OK || state != PXL_STREAM_MORE) break;
     }
-    pxl_png_stream_free(s);
-    png_compared++;
-    CHECK(st == PXL_CODEC_OK, "%s (%s): the PNG stream failed (%d) instead of declining", name, what, st);
-    CHECK(state != PXL_STREAM_MORE || size == 0, "%s (%s): the PNG stream wants more after the last byte", name, what);
-    if (state == PXL_STREAM_DONE) {
-      png_streamed++;
-      size_t bytes = (size_t)whole.stride * whole.height;
-      int same = whole_status == PXL_CODEC_OK && out.width == whole.width && out.height == whole.height &&
-                 (rows ? memcmp(whole_rows.pixels, stream_rows.pixels, bytes) == 0
-                       : memcmp(whole.pixels, out.pixels, bytes) == 0);
-      CHECK(same, "%s (%s) %s layout %d: status %d whole; streamed pixels differ", name, what,
-            rows ? "rows" : "bitmap", layout, whole_status);
+    if (s != NULL) {
+      f->stream_free(s);
+      f->compared++;
+      CHECK(st == PXL_CODEC_OK, "%s (%s): the %s stream failed (%d) instead of declining", name, what, f->name, st);
+      CHECK(state != PXL_STREAM_MORE || size == 0, "%s (%s): the %s stream wants more after the last byte", name,
+            what, f->name);
+      CHECK(!must_stream || state == PXL_STREAM_DONE, "%s (%s) %s layout %d: declined a clean file (%s)", name, what,
+            rows ? "rows" : "bitmap", layout, out.message);
     }
-    free(out.pixels);
-    free(whole.pixels);
-    free(whole_rows.pixels);
-    free(stream_rows.pixels);
-  }
-}
-
-
-/* ---- WebP ---- */
-
-static int webp_compared, webp_streamed, webps_seen;
-
-/* The whole decode (pxl_webp_decode, or _rows into a bitmap) against pxl_webp_stream fed
- * in random chunks, as StreamingDecode feeds it: planned from pxl_webp_header_end's bytes.
- * must_stream: a clean still file whose every byte agrees with its header. Returns how
- * many of the two decodes streamed to the end. */
-static int compare_webp_as(const char *name, const uint8_t *data, size_t size, const char *what, int must_stream) {
-  int done = 0;
-  int64_t end = pxl_webp_header_end(data, size);
-  for (int rows = 0; rows < 2; rows++) {
-    int32_t layout = (int32_t)(next_random() % 4), channels = layout_channels(layout);
-    pxl_codec_output whole;
-    rows_sink whole_rows = {0}, stream_rows = {0};
-    pxl_codec_info info;
-    char message[128];
-    if (rows) {
-      if (pxl_webp_read_info(data, size, &info, message, sizeof message) != PXL_CODEC_OK || info.width > 8192 ||
-          info.height > 8192) {
-        /* No info from all the bytes (cut short): the rows' sink as the loader plans it,
-         * from the header; the stream must not give an image. */
-        if (end <= 0 || pxl_webp_header_info(data, (size_t)end, &info, message, sizeof message) != PXL_CODEC_OK ||
-            info.width > 8192 || info.height > 8192) {
-          continue;
-        }
-      }
-      whole_rows = (rows_sink){calloc((size_t)info.width * info.height, (size_t)channels), info.width, info.height,
-                               channels, 0, 0, 0, 0};
-      stream_rows = (rows_sink){calloc((size_t)info.width * info.height, (size_t)channels), info.width, info.height,
-                                channels, 0, 0, 0, 0};
-    }
-    pxl_codec_status whole_status = rows ? pxl_webp_decode_rows(data, size, layout, 1u << 28, take_png_row,
-                                                                &whole_rows, &whole)
-                                         : pxl_webp_decode(data, size, layout, 1u << 28, &whole);
-    if (end <= 0) { /* the loader starts no stream: decoded whole */
-      CHECK(!must_stream, "%s (%s): no header end (%lld) for a still file", name, what, (long long)end);
-      free(whole.pixels);
-      free(whole_rows.pixels);
-      free(stream_rows.pixels);
-      continue;
-    }
-    pxl_webp_stream *s = pxl_webp_stream_new(layout, 1u << 28, (size_t)end, rows ? take_png_row : NULL,
-                                             &stream_rows, NULL);
-    size_t at = 0;
-    int state = PXL_STREAM_MORE;
-    pxl_codec_output out;
-    memset(&out, 0, sizeof out);
-    pxl_codec_status st = PXL_CODEC_OK;
-    while (s != NULL && at < size) {
-      size_t n = chunk_size();
-      if (n > size - at) n = size - at;
-      st = pxl_webp_stream_feed(s, data + at, n, at + n == size, &state, &out);
-      at += n;
-      if (st != PXL_CODEC_OK || state != PXL_STREAM_MORE) break;
-    }
-    pxl_webp_stream_free(s);
-    webp_compared++;
-    CHECK(s != NULL, "%s (%s): no stream", name, what);
-    CHECK(st == PXL_CODEC_OK, "%s (%s): the WebP stream failed (%d) instead of declining", name, what, st);
-    CHECK(state != PXL_STREAM_MORE, "%s (%s): the WebP stream wants more after the last byte", name, what);
-    CHECK(!must_stream || state == PXL_STREAM_DONE, "%s (%s) %s layout %d: declined a clean file (%s)", name, what,
-          rows ? "rows" : "bitmap", layout, out.message);
-    if (state == PXL_STREAM_DONE) {
-      webp_streamed++;
+    if (s != NULL && state == PXL_STREAM_DONE) {
+      f->streamed++;
       done++;
       size_t bytes = (size_t)whole.stride * whole.height;
       int same = whole_status == PXL_CODEC_OK && out.width == whole.width && out.height == whole.height &&
@@ -431,8 +375,46 @@ static int compare_webp_as(const char *name, const uint8_t *data, size_t size, c
   return done;
 }
 
+static void *png_stream(const uint8_t *data, size_t size, int32_t layout, pxl_codec_row_fn row_fn, void *user) {
+  (void)data, (void)size;
+  return pxl_png_stream_new(layout, 1u << 28, row_fn, user, NULL);
+}
+static pxl_codec_status png_feed(void *s, const uint8_t *data, size_t size, int at_end, int *state,
+                                 pxl_codec_output *out) {
+  return pxl_png_stream_feed(s, data, size, at_end, state, out);
+}
+static void png_free(void *s) { pxl_png_stream_free(s); }
+static clean_format png_format = {"PNG", 0, 0, pxl_png_read_info, NULL, pxl_png_decode, pxl_png_decode_rows,
+                                  png_stream, png_feed, png_free};
+
+static void compare_png(const char *name, const uint8_t *data, size_t size, const char *what) {
+  compare_clean(&png_format, name, data, size, what, 0);
+}
+
+/* ---- WebP ---- */
+
+static int webps_seen;
+
+/* As StreamingDecode plans: from pxl_webp_header_end's bytes. */
+static int webp_plan_info(const uint8_t *data, size_t size, pxl_codec_info *info) {
+  int64_t end = pxl_webp_header_end(data, size);
+  char message[8];
+  return end > 0 && pxl_webp_header_info(data, (size_t)end, info, message, sizeof message) == PXL_CODEC_OK;
+}
+static void *webp_stream(const uint8_t *data, size_t size, int32_t layout, pxl_codec_row_fn row_fn, void *user) {
+  int64_t end = pxl_webp_header_end(data, size);
+  return end > 0 ? pxl_webp_stream_new(layout, 1u << 28, (size_t)end, row_fn, user, NULL) : NULL;
+}
+static pxl_codec_status webp_feed(void *s, const uint8_t *data, size_t size, int at_end, int *state,
+                                  pxl_codec_output *out) {
+  return pxl_webp_stream_feed(s, data, size, at_end, state, out);
+}
+static void webp_free(void *s) { pxl_webp_stream_free(s); }
+static clean_format webp_format = {"WebP", 0, 0, pxl_webp_read_info, webp_plan_info, pxl_webp_decode,
+                                   pxl_webp_decode_rows, webp_stream, webp_feed, webp_free};
+
 static void compare_webp(const char *name, const uint8_t *data, size_t size, const char *what) {
-  compare_webp_as(name, data, size, what, 0);
+  compare_clean(&webp_format, name, data, size, what, 0);
 }
 
 static char webp_dir[64];
@@ -502,7 +484,7 @@ static void check_made_webps(void) {
     CHECK(data != NULL, "%s: cwebp/webpmux failed", name);
     if (data == NULL) continue;
     /* An EXIF orientation after the image data differs from what the header planned. */
-    int streamed = compare_webp_as(name, data, size, "whole", !made[i].exif);
+    int streamed = compare_clean(&webp_format, name, data, size, "whole", !made[i].exif);
     CHECK(!made[i].exif || streamed == 0, "%s: streamed though its orientation is not the header's", name);
     if (size > 64) {
       compare_webp(name, data, size / 2 + next_random() % (size / 2), "truncated");
@@ -603,11 +585,11 @@ int main(int argc, char **argv) {
   }
   if (!corpus) printf("  corpus not found (%s): only the generated files\n", argc > 1 ? argv[1] : "no argument");
   printf("  %d corpus JPEGs, %d comparisons, %d declined (progressive at 1/8, arithmetic coding)\n", files_seen, compared, declines);
-  printf("  %d corpus PNGs, %d comparisons, %d streamed to the end (the rest declined)\n", pngs_seen, png_compared,
-         png_streamed);
+  printf("  %d corpus PNGs, %d comparisons, %d streamed to the end (the rest declined)\n", pngs_seen,
+         png_format.compared, png_format.streamed);
   check_made_webps();
   printf("  %d WebPs (corpus and made with cwebp), %d comparisons, %d streamed to the end (the rest declined)\n",
-         webps_seen, webp_compared, webp_streamed);
+         webps_seen, webp_format.compared, webp_format.streamed);
 
   /* Cancelled mid-way: stops at the next strip with "cancelled", frees cleanly. */
   unsigned long size = 0;
