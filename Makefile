@@ -400,9 +400,9 @@ test-tsan:
 # cHRM- and gAMA-tagged files made now (scripts/gen-color-fixtures.py), and on PngSuite's
 # gAMA/cHRM files where ../shared/corpus is present.
 GEN_CONFORMANCE := $(STAGE)/conformance-gen
-# The JPEG and PNG decodes fed as their bytes arrive against the whole-buffer decode: the
-# corpus's JPEGs and PNGs and generated JPEGs in random chunks, cut short and damaged
-# (Tests/codecs/stream_decode_test.c).
+# The JPEG, PNG and WebP decodes fed as their bytes arrive against the whole-buffer decode:
+# the corpus's JPEGs, PNGs and WebPs, generated JPEGs and WebPs made by cwebp (Debian's webp
+# package) in random chunks, cut short and damaged (Tests/codecs/stream_decode_test.c).
 test-stream-decode:
 	@mkdir -p $(STAGE)/tests
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include Tests/codecs/stream_decode_test.c Sources/CCodecs/*.c \

@@ -1,5 +1,6 @@
 /*
- * bench/stream_decode.c: what is left after the last byte of a slow download. A JPEG is
+ * bench/stream_decode.c: what is left after the last byte of a slow download. A JPEG (or
+ * any file the library decodes: a WebP made by cwebp from the same photo, say) is
  * served from a server thread in this process at RATE bytes/s (pieces every 10 ms, with
  * Content-Length); pixload loads it (memory cache skipped, no disk cache) as a 150x150 FILL
  * thumbnail and at full size, REPS times each, interleaved. Per request it prints the

@@ -1980,7 +1980,8 @@ typedef struct pxl_metrics {
                                   the work it reports; where the stages' clocks (libcurl's)
                                   overlap, the stages' sum with other_us 0 */
   uint64_t after_last_byte_us; /* from the transfer's last byte to the callback starting:
-                                  what decoding (a JPEG or PNG is decoded as it arrives),
+                                  what decoding (a JPEG, PNG or still WebP is decoded as
+                                  it arrives, in the host's process),
                                   processing and delivery left for after the download; 0
                                   without a transfer (a cache hit, data:, a fetcher) */
 } pxl_metrics;

@@ -73,8 +73,11 @@ static pxl_codec_status from_vp8(VP8StatusCode code, char *msg, size_t cap) {
   }
 }
 
-/* Parses the container; on success f->demux must be deleted with WebPDemuxDelete. */
-static pxl_codec_status webp_open(const uint8_t *data, size_t size, webp_file *f, char *msg, size_t cap) {
+/* Parses the container; on success f->demux must be deleted with WebPDemuxDelete.
+ * partial: the bytes may end inside the image data (a download's header: see
+ * pxl_webp_header_info), as long as the headers and the first frame's are all there. */
+static pxl_codec_status webp_open_as(const uint8_t *data, size_t size, webp_file *f, int partial, char *msg,
+                                     size_t cap) {
   memset(f, 0, sizeof *f);
   if (data == NULL || size < 12 || memcmp(data, "RIFF", 4) != 0 || memcmp(data + 8, "WEBP", 4) != 0) {
     pxl_set_message(msg, cap, "WebP", size < 12 && data != NULL && size > 0 ? "truncated header" : "not a WebP file");
@@ -83,7 +86,7 @@ static pxl_codec_status webp_open(const uint8_t *data, size_t size, webp_file *f
   WebPData wd = {data, size};
   WebPDemuxState state = WEBP_DEMUX_PARSE_ERROR;
   WebPDemuxer *demux = WebPDemuxPartial(&wd, &state);
-  if (demux == NULL || state != WEBP_DEMUX_DONE) {
+  if (demux == NULL || (state != WEBP_DEMUX_DONE && !(partial && state == WEBP_DEMUX_PARSED_HEADER))) {
     const char *why;
     if (state == WEBP_DEMUX_PARSE_ERROR) why = "invalid file (malformed chunks, bad bitstream header, or a frame outside the canvas)";
     else if (state == WEBP_DEMUX_PARSING_HEADER) why = "truncated header";
@@ -106,6 +109,10 @@ static pxl_codec_status webp_open(const uint8_t *data, size_t size, webp_file *f
     return PXL_CODEC_CORRUPT;
   }
   return PXL_CODEC_OK;
+}
+
+static pxl_codec_status webp_open(const uint8_t *data, size_t size, webp_file *f, char *msg, size_t cap) {
+  return webp_open_as(data, size, f, 0, msg, cap);
 }
 
 /* Whether pixels may be transparent: the alpha flag, or (an animation) a frame that does
@@ -160,14 +167,14 @@ static pxl_codec_status check_limit(const webp_file *f, uint64_t max_pixels, cha
   return PXL_CODEC_TOO_MANY_PIXELS;
 }
 
-pxl_codec_status pxl_webp_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message,
-                                    size_t message_cap) {
+static pxl_codec_status read_info_as(const uint8_t *data, size_t size, int partial, pxl_codec_info *info,
+                                     char *message, size_t message_cap) {
   if (message != NULL && message_cap > 0) message[0] = '\0';
   if (info == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(info, 0, sizeof *info);
   info->orientation = 1;
   webp_file f;
-  pxl_codec_status st = webp_open(data, size, &f, message, message_cap);
+  pxl_codec_status st = webp_open_as(data, size, &f, partial, message, message_cap);
   if (st != PXL_CODEC_OK) return st;
   info->width = f.width;
   info->height = f.height;
@@ -177,6 +184,16 @@ pxl_codec_status pxl_webp_read_info(const uint8_t *data, size_t size, pxl_codec_
   info->loop_count = f.animated ? f.loop : 0;
   WebPDemuxDelete(f.demux);
   return PXL_CODEC_OK;
+}
+
+pxl_codec_status pxl_webp_read_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message,
+                                    size_t message_cap) {
+  return read_info_as(data, size, 0, info, message, message_cap);
+}
+
+pxl_codec_status pxl_webp_header_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message,
+                                      size_t message_cap) {
+  return read_info_as(data, size, 1, info, message, message_cap);
 }
 
 /* WebPDecode of the configured (maybe cropped and scaled) image straight into buf, in the
@@ -494,12 +511,12 @@ void pxl_webp_frames_close(pxl_webp_frames *r) {
   free(r);
 }
 
-pxl_codec_status pxl_webp_color(const uint8_t *data, size_t size, pxl_codec_color *color) {
+static pxl_codec_status color_as(const uint8_t *data, size_t size, int partial, pxl_codec_color *color) {
   if (color == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(color, 0, sizeof *color);
   webp_file f;
   char msg[8];
-  pxl_codec_status st = webp_open(data, size, &f, msg, sizeof msg);
+  pxl_codec_status st = webp_open_as(data, size, &f, partial, msg, sizeof msg);
   if (st != PXL_CODEC_OK) return st;
   WebPChunkIterator ci;
   if (WebPDemuxGetChunk(f.demux, "ICCP", 1, &ci)) {
@@ -508,6 +525,14 @@ pxl_codec_status pxl_webp_color(const uint8_t *data, size_t size, pxl_codec_colo
   }
   WebPDemuxDelete(f.demux);
   return st;
+}
+
+pxl_codec_status pxl_webp_color(const uint8_t *data, size_t size, pxl_codec_color *color) {
+  return color_as(data, size, 0, color);
+}
+
+pxl_codec_status pxl_webp_header_color(const uint8_t *data, size_t size, pxl_codec_color *color) {
+  return color_as(data, size, 1, color);
 }
 
 pxl_codec_status pxl_webp_decode_scaled(const uint8_t *data, size_t size, int32_t layout, uint64_t max_pixels,
@@ -580,4 +605,254 @@ pxl_codec_status pxl_webp_decode_scaled(const uint8_t *data, size_t size, int32_
   }
   if (f.demux != NULL) WebPDemuxDelete(f.demux);
   return st;
+}
+
+/* ---- decoding while the bytes arrive ------------------------------------------------ */
+
+/* A still WebP decoded as its bytes arrive, by libwebp's incremental decoder (WebPIDecode,
+ * fed with WebPIUpdate over the stream's own copy of the bytes, which it needs whole at
+ * the end anyway): the same configuration as decode_still (libwebp's defaults: fancy
+ * upsampling, no scaling or cropping) into the same full-size buffer, so the same pixels;
+ * the rows libwebp has finished (WebPIDecGetRGB's last_y) reach row_fn as they come. The
+ * whole decode's result only for a file that decodes cleanly and whose container, info
+ * and colour, read from all its bytes, are those its header promised (what the caller
+ * planned from): anything else is declined (pxl_codecs.h). */
+struct pxl_webp_stream {
+  int32_t layout;
+  uint64_t max_pixels;
+  size_t planned; /* the header bytes the caller planned from (pxl_webp_header_end) */
+  pxl_codec_row_fn row_fn;
+  void *user;
+  const int32_t *cancel;
+  uint8_t *data; /* every byte so far */
+  size_t size, cap;
+  WebPDecoderConfig config; /* outlives idec, which points into it */
+  WebPIDecoder *idec;
+  uint8_t *pixels; /* width x height in the layout (RGB for GRAY) */
+  uint8_t *gray_row;
+  size_t stride;
+  int32_t width, height, rows_given, complete, over;
+};
+
+static int64_t webp_streams_live;
+
+int64_t pxl_webp_streams_live(void) { return __atomic_load_n(&webp_streams_live, __ATOMIC_RELAXED); }
+
+pxl_webp_stream *pxl_webp_stream_new(int32_t layout, uint64_t max_pixels, size_t planned_size,
+                                     pxl_codec_row_fn row_fn, void *user, const int32_t *cancel) {
+  if (pxl_layout_channels(layout) == 0) return NULL;
+  pxl_webp_stream *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  if (!WebPInitDecoderConfig(&s->config)) {
+    free(s);
+    return NULL;
+  }
+  s->layout = layout;
+  s->max_pixels = max_pixels;
+  s->planned = planned_size;
+  s->row_fn = row_fn;
+  s->user = user;
+  s->cancel = cancel;
+  __atomic_add_fetch(&webp_streams_live, 1, __ATOMIC_RELAXED);
+  return s;
+}
+
+static int webp_stream_append(pxl_webp_stream *s, const uint8_t *data, size_t size) {
+  if (size == 0) return 1;
+  if (size > s->cap - s->size) {
+    size_t cap = s->cap ? s->cap : 65536;
+    while (cap - s->size < size) {
+      if (cap > SIZE_MAX / 2) return 0;
+      cap *= 2;
+    }
+    uint8_t *grown = realloc(s->data, cap);
+    if (grown == NULL) return 0;
+    s->data = grown;
+    s->cap = cap;
+  }
+  memcpy(s->data + s->size, data, size);
+  s->size += size;
+  return 1;
+}
+
+/* The bitstream's header is in: the buffer (the limit checked first) and the decoder.
+ * 0: declined (an animation, too many pixels, no memory: the whole decode says so). */
+static int webp_stream_start(pxl_webp_stream *s) {
+  WebPBitstreamFeatures *in = &s->config.input;
+  if (in->has_animation || in->width <= 0 || in->height <= 0 ||
+      (uint64_t)in->width * (uint64_t)in->height > s->max_pixels)
+    return 0;
+  /* The rows must be those the caller planned for: the canvas its header gave (a
+   * bitstream of another size fails the whole decode, which says so). */
+  pxl_codec_info header;
+  char text[8];
+  if (s->planned > s->size || pxl_webp_header_info(s->data, s->planned, &header, text, sizeof text) != PXL_CODEC_OK ||
+      header.width != in->width || header.height != in->height)
+    return 0;
+  s->width = in->width;
+  s->height = in->height;
+  int32_t channels = s->layout == PXL_CODEC_GRAY ? 3 : pxl_layout_channels(s->layout);
+  s->stride = (size_t)s->width * (size_t)channels;
+  size_t total = s->stride * (size_t)s->height;
+  s->pixels = malloc(total);
+  if (s->pixels == NULL) return 0;
+  if (s->row_fn != NULL && s->layout == PXL_CODEC_GRAY && (s->gray_row = malloc((size_t)s->width)) == NULL) return 0;
+  WebPDecBuffer *o = &s->config.output;
+  o->colorspace = s->layout == PXL_CODEC_RGBA ? MODE_RGBA : s->layout == PXL_CODEC_BGRA ? MODE_BGRA : MODE_RGB;
+  o->is_external_memory = 1;
+  o->u.RGBA.rgba = s->pixels;
+  o->u.RGBA.stride = (int)s->stride;
+  o->u.RGBA.size = total;
+  s->idec = WebPIDecode(NULL, 0, &s->config);
+  return s->idec != NULL;
+}
+
+/* Rows libwebp has finished since the last call, to row_fn; 0 when row_fn stopped. */
+static int webp_stream_rows(pxl_webp_stream *s) {
+  int last_y = 0, w = 0, h = 0, stride = 0;
+  if (s->row_fn == NULL || WebPIDecGetRGB(s->idec, &last_y, &w, &h, &stride) == NULL) return 1;
+  for (; s->rows_given < last_y && s->rows_given < s->height; s->rows_given++) {
+    const uint8_t *row = s->pixels + (size_t)s->rows_given * s->stride;
+    if (s->gray_row != NULL) {
+      for (int32_t x = 0; x < s->width; x++)
+        s->gray_row[x] = (uint8_t)((19595u * row[3 * x] + 38470u * row[3 * x + 1] + 7471u * row[3 * x + 2] + 32768u) >> 16);
+      row = s->gray_row;
+    }
+    if (s->row_fn(s->user, s->rows_given, row) != 0) return 0;
+  }
+  return 1;
+}
+
+/* All the bytes are in and the image decoded: whether the whole decode of these bytes
+ * would have given this image from this plan (its container check, the info and colour
+ * from all the bytes equal to those from the planned header, the bitstream's size). */
+static int webp_stream_agrees(pxl_webp_stream *s, webp_file *f, char *msg, size_t cap) {
+  if (webp_open(s->data, s->size, f, msg, cap) != PXL_CODEC_OK) return 0;
+  int same = !f->animated && check_limit(f, s->max_pixels, msg, cap) == PXL_CODEC_OK && f->width == s->width &&
+             f->height == s->height;
+  WebPBitstreamFeatures features;
+  same = same && WebPGetFeatures(s->data, s->size, &features) == VP8_STATUS_OK && features.width == s->width &&
+         features.height == s->height;
+  pxl_codec_info whole, header;
+  char text[8];
+  same = same && s->planned <= s->size && pxl_webp_read_info(s->data, s->size, &whole, text, sizeof text) == PXL_CODEC_OK &&
+         pxl_webp_header_info(s->data, s->planned, &header, text, sizeof text) == PXL_CODEC_OK &&
+         memcmp(&whole, &header, sizeof whole) == 0;
+  if (same) {
+    pxl_codec_color a, b;
+    pxl_codec_status sa = pxl_webp_color(s->data, s->size, &a), sb = pxl_webp_header_color(s->data, s->planned, &b);
+    same = sa == sb && a.icc_size == b.icc_size && (a.icc_size == 0 || memcmp(a.icc, b.icc, a.icc_size) == 0);
+    pxl_codec_color_free(&a);
+    pxl_codec_color_free(&b);
+  }
+  if (!same) {
+    WebPDemuxDelete(f->demux);
+    f->demux = NULL;
+  }
+  return same;
+}
+
+pxl_codec_status pxl_webp_stream_feed(pxl_webp_stream *s, const uint8_t *data, size_t size, int at_end, int *state,
+                                      pxl_codec_output *out) {
+  if (out != NULL) memset(out, 0, sizeof *out);
+  if (s == NULL || state == NULL || out == NULL || (data == NULL && size > 0)) return PXL_CODEC_UNSUPPORTED;
+  *state = PXL_STREAM_MORE;
+  if (s->over) {
+    pxl_set_message(out->message, sizeof out->message, "WebP", "the stream is over");
+    return PXL_CODEC_UNSUPPORTED;
+  }
+  const char *why = NULL;
+  if (s->cancel != NULL && __atomic_load_n(s->cancel, __ATOMIC_RELAXED) != 0) {
+    s->over = 1;
+    pxl_set_message(out->message, sizeof out->message, "WebP", "cancelled");
+    return PXL_CODEC_CORRUPT;
+  }
+  if (!webp_stream_append(s, data, size)) {
+    why = "out of memory";
+  } else if (s->idec == NULL) {
+    if (s->size < s->planned && !at_end) return PXL_CODEC_OK; /* the header the caller planned from first */
+    VP8StatusCode vs = WebPGetFeatures(s->data, s->size, &s->config.input);
+    if (vs == VP8_STATUS_NOT_ENOUGH_DATA && !at_end) return PXL_CODEC_OK;
+    if (vs != VP8_STATUS_OK || !webp_stream_start(s)) why = "not a still image it can stream";
+  }
+  if (why == NULL && !s->complete) {
+    VP8StatusCode vs = WebPIUpdate(s->idec, s->data, s->size);
+    if (vs == VP8_STATUS_OK) s->complete = 1;
+    else if (vs != VP8_STATUS_SUSPENDED) why = "the incremental decoder failed";
+    if (why == NULL && !webp_stream_rows(s)) {
+      s->over = 1;
+      pxl_set_message(out->message, sizeof out->message, "WebP", "stopped by the caller");
+      return PXL_CODEC_CORRUPT;
+    }
+    if (s->cancel != NULL && __atomic_load_n(s->cancel, __ATOMIC_RELAXED) != 0) {
+      s->over = 1;
+      pxl_set_message(out->message, sizeof out->message, "WebP", "cancelled");
+      return PXL_CODEC_CORRUPT;
+    }
+  }
+  if (why == NULL && !at_end) return PXL_CODEC_OK;
+  webp_file f = {0};
+  if (why == NULL && !s->complete) why = "the data ended before the image";
+  if (why == NULL && !webp_stream_agrees(s, &f, out->message, sizeof out->message))
+    why = "the file is not what its header said";
+  s->over = 1;
+  if (why != NULL) {
+    pxl_set_message(out->message, sizeof out->message, "WebP", why);
+    *state = PXL_STREAM_DECLINED;
+    return PXL_CODEC_OK;
+  }
+  *state = PXL_STREAM_DONE;
+  int32_t channels = pxl_layout_channels(s->layout);
+  set_output(out, &f, channels, webp_has_alpha(&f));
+  WebPDemuxDelete(f.demux);
+  if (s->row_fn == NULL) {
+    if (s->layout == PXL_CODEC_GRAY) {
+      size_t n = (size_t)s->width * (size_t)s->height;
+      rgb_to_gray(s->pixels, n);
+      uint8_t *shrunk = realloc(s->pixels, n);
+      if (shrunk != NULL) s->pixels = shrunk;
+    }
+    out->pixels = s->pixels;
+    s->pixels = NULL;
+  }
+  return PXL_CODEC_OK;
+}
+
+void pxl_webp_stream_free(pxl_webp_stream *s) {
+  if (s == NULL) return;
+  __atomic_sub_fetch(&webp_streams_live, 1, __ATOMIC_RELAXED);
+  WebPIDelete(s->idec);
+  WebPFreeDecBuffer(&s->config.output); /* external memory: frees nothing of ours */
+  free(s->pixels);
+  free(s->gray_row);
+  free(s->data);
+  free(s);
+}
+
+static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+int64_t pxl_webp_header_end(const uint8_t *data, size_t size) {
+  if (data == NULL || size < 12) return 0;
+  if (memcmp(data, "RIFF", 4) != 0 || memcmp(data + 8, "WEBP", 4) != 0) return -1;
+  size_t pos = 12;
+  while (size - pos >= 8) {
+    const uint8_t *c = data + pos;
+    uint32_t len = le32(c + 4);
+    if (memcmp(c, "VP8 ", 4) == 0 || memcmp(c, "VP8L", 4) == 0) {
+      /* Enough of the bitstream for its own header (VP8: 10 bytes, VP8L: 5). */
+      uint64_t end = (uint64_t)pos + 8 + (len < 30 ? len : 30);
+      if (end > size) return 0;
+      webp_file f;
+      char msg[8];
+      if (webp_open_as(data, (size_t)end, &f, 1, msg, sizeof msg) != PXL_CODEC_OK) return -1;
+      int still = !f.animated;
+      WebPDemuxDelete(f.demux);
+      return still ? (int64_t)end : -1;
+    }
+    if (memcmp(c, "ANIM", 4) == 0 || memcmp(c, "ANMF", 4) == 0) return -1;
+    if (memcmp(c, "VP8X", 4) == 0 && len >= 1 && size - pos >= 9 && (c[8] & ANIMATION_FLAG)) return -1;
+    if ((uint64_t)len + 8 + (len & 1) > size - pos) return 0;
+    pos += 8 + (size_t)len + (len & 1);
+  }
+  return 0;
 }

@@ -20,6 +20,10 @@
 #define FIXTURE_ALPHA_WEBP "alpha.webp"      /* alpha.png's pixels as lossless WebP */
 #define FIXTURE_ORIENTED_WEBP "oriented6.webp" /* the gradient as lossless WebP in a VP8X
                                                   container with EXIF orientation 6 */
+#define FIXTURE_PHOTO_WEBP "photo.webp"      /* a 2400x1600 lossy WebP of a scene (smooth shading,
+                                                discs, grain): tens of ms to decode */
+#define FIXTURE_PHOTO_WEBP_W 2400
+#define FIXTURE_PHOTO_WEBP_H 1600
 #define FIXTURE_ANIM_WEBP "anim.webp"        /* a 3-frame animation of the alpha pixels: frame 1
                                                 is alpha.png's, the others differ */
 #define FIXTURE_CORRUPT_JPG "corrupt.jpg"    /* JPEG magic and tables, no frame: libjpeg errors */

@@ -358,6 +358,13 @@ void capture_reset(struct capture *capture) {
   memset(capture, 0, sizeof *capture);
 }
 
+void metered_callback(pxl_token token, const pxl_result *result, void *user_data) {
+  struct metered *m = user_data;
+  m->metrics.struct_size = sizeof m->metrics;
+  if (pxl_result_metrics(result, &m->metrics) != PXL_OK) m->metrics.isolated = -1;
+  capture_callback(token, result, &m->capture);
+}
+
 int drain_until(const struct test_env *env, pxl_queue *queue, const atomic_int *count,
                 int target, int timeout_ms) {
   double deadline = now_ms() + (double)timeout_ms * env->slow_factor;

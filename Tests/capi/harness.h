@@ -160,6 +160,14 @@ struct capture {
 void capture_callback(pxl_token token, const pxl_result *result, void *user_data);
 void capture_reset(struct capture *capture); /* releases the image, zeroes the rest */
 
+/* A capture with the result's metrics, read inside the callback (where they exist);
+ * metrics.isolated is -1 when pxl_result_metrics refused. */
+struct metered {
+  struct capture capture;
+  pxl_metrics metrics;
+};
+void metered_callback(pxl_token token, const pxl_result *result, void *user_data);
+
 /* Waits on and dispatches queue until *count >= target or timeout_ms passes (scaled by
  * slow_factor). Returns 1 if the target was reached. */
 int drain_until(const struct test_env *env, pxl_queue *queue, const atomic_int *count,
@@ -218,6 +226,7 @@ const uint8_t *pixel_at(const pxl_image *image, int x, int y);
   X(test_exif_orientation)          \
   X(test_avif_through_nginx)        \
   X(test_webp_over_http)            \
+  X(test_webp_streamed)             \
   X(test_http_errors)               \
   X(test_connection_refused)        \
   X(test_bad_bodies)                \

@@ -380,6 +380,16 @@ int main(int argc, char **argv) {
   path = join(dir, FIXTURE_ALPHA_WEBP);
   write_alpha_webp(path);
   free(path);
+  /* A photo-like lossy WebP big enough that its decode takes tens of ms (test_webp_streamed). */
+  scene = make_scene(FIXTURE_PHOTO_WEBP_W, FIXTURE_PHOTO_WEBP_H);
+  path = join(dir, FIXTURE_PHOTO_WEBP);
+  uint8_t *photo = NULL;
+  size_t photo_size = WebPEncodeRGB(scene.pixels, scene.width, scene.height, scene.width * 3, 80, &photo);
+  if (photo_size == 0) die("libwebp encode", path);
+  write_bytes(path, photo, photo_size);
+  WebPFree(photo);
+  free(path);
+  free(scene.pixels);
   path = join(dir, FIXTURE_ANIM_WEBP);
   write_anim_webp(path);
   free(path);

@@ -916,19 +916,6 @@ void test_isolation_warm_pool(const struct test_env *env) {
   restore_codec_path(saved);
 }
 
-/* A capture with the result's metrics. */
-struct metered {
-  struct capture capture;
-  pxl_metrics metrics;
-};
-
-static void metered_callback(pxl_token token, const pxl_result *result, void *user_data) {
-  struct metered *m = user_data;
-  m->metrics.struct_size = sizeof m->metrics;
-  if (pxl_result_metrics(result, &m->metrics) != PXL_OK) m->metrics.isolated = -1;
-  capture_callback(token, result, &m->capture);
-}
-
 /* One image through a loader in the host (none) and an isolating one: the same status,
  * size and pixels, and the metrics say which decoded in a worker. `last_may_fail`: a
  * failure is expected (the same under both). */
@@ -1076,8 +1063,9 @@ void test_isolation_modules_resampled(const struct test_env *env) {
   pxl_queue_free(queue);
 }
 
-/* PXL_ISOLATION_ALL: a JPEG dripping in slowly, which a loader otherwise decodes while it
- * downloads (with the host's libjpeg), is decoded whole in a worker (isolated). */
+/* PXL_ISOLATION_ALL: a JPEG or WebP dripping in slowly, which a loader otherwise decodes
+ * while it downloads (with the host's libjpeg, libwebp), is decoded whole in a worker
+ * (isolated). */
 void test_isolation_all_stream(const struct test_env *env) {
   if (!env->fault_url) return;
   pxl_config config;
@@ -1085,16 +1073,20 @@ void test_isolation_all_stream(const struct test_env *env) {
   config.isolation = PXL_ISOLATION_ALL;
   pxl_loader *loader = new_loader(&config);
   pxl_queue *queue = new_queue();
-  struct test_url u = fault_url(env, 0, "/drip/rate=70000/piece=3500/file=medium.jpg", "drip-all");
-  struct metered m;
-  memset(&m, 0, sizeof m);
-  pxl_request request;
-  request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
-  CHECK_STATUS(pxl_load(loader, &request, queue, metered_callback, &m, NULL), PXL_OK);
-  CHECK(drain_until(env, queue, &m.capture.calls, 1, 30000));
-  CHECKF(m.capture.status == PXL_OK, "dripped JPEG under ALL: %d %s", m.capture.status, m.capture.message);
-  CHECKF(m.metrics.isolated == 1, "a dripped JPEG under ALL decoded in the host (isolated %d)", m.metrics.isolated);
-  capture_reset(&m.capture);
+  static const char *const paths[] = {"/drip/rate=70000/piece=3500/file=medium.jpg",
+                                      "/drip/rate=1000000/piece=32768/file=" FIXTURE_PHOTO_WEBP};
+  for (int i = 0; i < 2; i++) {
+    struct test_url u = fault_url(env, 0, paths[i], i ? "drip-all-webp" : "drip-all");
+    struct metered m;
+    memset(&m, 0, sizeof m);
+    pxl_request request;
+    request_for(&request, u.url, 0, 0, PXL_MODE_FIT, PXL_FORMAT_RGBA8);
+    CHECK_STATUS(pxl_load(loader, &request, queue, metered_callback, &m, NULL), PXL_OK);
+    CHECK(drain_until(env, queue, &m.capture.calls, 1, 30000));
+    CHECKF(m.capture.status == PXL_OK, "%s under ALL: %d %s", paths[i], m.capture.status, m.capture.message);
+    CHECKF(m.metrics.isolated == 1, "%s under ALL decoded in the host (isolated %d)", paths[i], m.metrics.isolated);
+    capture_reset(&m.capture);
+  }
   pxl_loader_free(loader);
   pxl_queue_free(queue);
 }

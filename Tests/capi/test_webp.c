@@ -107,3 +107,61 @@ void test_webp_over_http(const struct test_env *env) {
   pxl_loader_free(loader);
   pxl_queue_free(queue);
 }
+
+/* Decoding while downloading, for WebP: a 2400x1600 lossy WebP dripped by the fault
+ * server at 1 MB/s is decoded as its bytes arrive, so its callback comes a short time
+ * after the last byte (metrics after_last_byte_us); the same file from nginx at once is
+ * decoded whole after its last byte. Thumbnail and full size; the best of 3 of each (the
+ * machine may be busy), the dripped one under a third of the fast one's; the same pixels. */
+void test_webp_streamed(const struct test_env *env) {
+  if (!env->fault_url) {
+    CHECKF(0, "needs --fault-url");
+    return;
+  }
+  static const struct { int32_t w, h; } sizes[] = {{150, 150}, {0, 0}};
+  for (int k = 0; k < 2; k++) {
+    long best[2] = {-1, -1}; /* fast, dripped */
+    pxl_image *images[2] = {NULL, NULL};
+    for (int run = 0; run < 3; run++) {
+      for (int dripped = 0; dripped < 2; dripped++) {
+        char name[64];
+        snprintf(name, sizeof name, "webp-streamed-%d-%d-%d", k, run, dripped);
+        struct test_url u = dripped ? fault_url(env, 0, "/drip/rate=1000000/piece=32768/file=" FIXTURE_PHOTO_WEBP, name)
+                                    : test_url(env, "/" FIXTURE_PHOTO_WEBP, name);
+        pxl_loader *loader = new_loader(NULL);
+        pxl_queue *queue = new_queue();
+        pxl_request request;
+        request_for(&request, u.url, sizes[k].w, sizes[k].h, PXL_MODE_FILL, PXL_FORMAT_RGBA8);
+        struct metered t;
+        memset(&t, 0, sizeof t);
+        CHECK_STATUS(pxl_load(loader, &request, queue, metered_callback, &t, NULL), PXL_OK);
+        CHECK(drain_until(env, queue, &t.capture.calls, 1, 30000));
+        CHECKF(t.capture.status == PXL_OK, "%s: status %d (%s)", name, t.capture.status, t.capture.message);
+        CHECKF(t.metrics.tier == PXL_TIER_NETWORK && t.metrics.after_last_byte_us > 0, "%s: tier %d, after_last_byte %lld",
+               name, t.metrics.tier, (long long)t.metrics.after_last_byte_us);
+        long after = (long)t.metrics.after_last_byte_us;
+        if (after > 0 && (best[dripped] < 0 || after < best[dripped])) best[dripped] = after;
+        if (images[dripped] == NULL && t.capture.image != NULL) {
+          images[dripped] = t.capture.image;
+          t.capture.image = NULL;
+        }
+        capture_reset(&t.capture);
+        pxl_queue_free(queue);
+        pxl_loader_free(loader);
+      }
+    }
+    printf("  %dx%d: last byte -> callback %ld us fetched at once (decoded whole), %ld us dripped at 1 MB/s\n",
+           sizes[k].w, sizes[k].h, best[0], best[1]);
+    CHECKF(best[0] > 0 && best[1] > 0 && best[1] * 3 < best[0],
+           "%dx%d: the dripped WebP's callback came %ld us after its last byte, the whole decode's %ld us", sizes[k].w,
+           sizes[k].h, best[1], best[0]);
+    CHECKF(images[0] != NULL && images[1] != NULL && pxl_image_width(images[0]) == pxl_image_width(images[1]) &&
+               pxl_image_height(images[0]) == pxl_image_height(images[1]) &&
+               pxl_image_stride(images[0]) == pxl_image_stride(images[1]) &&
+               memcmp(pxl_image_pixels(images[0]), pxl_image_pixels(images[1]),
+                      (size_t)pxl_image_stride(images[0]) * (size_t)pxl_image_height(images[0])) == 0,
+           "%dx%d: the streamed image differs from the whole decode's", sizes[k].w, sizes[k].h);
+    for (int i = 0; i < 2; i++)
+      if (images[i] != NULL) pxl_image_release(images[i]);
+  }
+}

@@ -8,17 +8,24 @@
  * status). Same pixels, status and incomplete flag everywhere; a stream that declines
  * (a progressive file at 1/8) must do so before any row. The corpus's PNGs through
  * pxl_png_stream likewise (bitmap and rows): where it does not decline, the whole decode's
- * pixels. Then a cancelled stream stops.
+ * pixels. WebP through pxl_webp_stream likewise (bitmap and rows, every layout): the
+ * corpus's and files made here with cwebp (lossy and lossless, with alpha, odd sizes, an
+ * ICC profile and an EXIF orientation added by webpmux), where each clean still file made
+ * here must stream to the end (the EXIF-oriented one must decline: its header planned
+ * orientation 1), and a file over max_pixels must decline. Then a cancelled stream stops
+ * (JPEG and WebP) and every WebP stream was freed.
  * Ends with "N passed, N failed". */
 #define _DEFAULT_SOURCE
 #include "check.h"
 #include "pxl_codecs.h"
+#include "pxl_webp.h"
 
 #include <dirent.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jpeglib.h>
 
@@ -284,53 +291,80 @@ static int take_png_row(void *user, int32_t y, const uint8_t *row) {
   return 0;
 }
 
-static int png_compared, png_streamed;
+/* A format whose stream declines anything but a clean file (PNG, WebP): its whole
+ * decodes and its stream behind one shape. stream_new returns NULL where the loader starts
+ * no stream (a WebP whose header it cannot plan from); plan_info (may be NULL) is the size
+ * the loader plans the rows for when the whole file's info is not there (cut short). */
+typedef struct clean_format {
+  const char *name;
+  int compared, streamed;
+  pxl_codec_status (*read_info)(const uint8_t *, size_t, pxl_codec_info *, char *, size_t);
+  int (*plan_info)(const uint8_t *, size_t, pxl_codec_info *);
+  pxl_codec_status (*decode)(const uint8_t *, size_t, int32_t, uint64_t, pxl_codec_output *);
+  pxl_codec_status (*decode_rows)(const uint8_t *, size_t, int32_t, uint64_t, pxl_codec_row_fn, void *,
+                                  pxl_codec_output *);
+  void *(*stream_new)(const uint8_t *, size_t, int32_t, pxl_codec_row_fn, void *);
+  pxl_codec_status (*feed)(void *, const uint8_t *, size_t, int, int *, pxl_codec_output *);
+  void (*stream_free)(void *);
+} clean_format;
 
-/* A PNG whole (bitmap and rows) and fed in random chunks: a stream that does not decline
- * gives the whole decode's pixels (it declines anything but a clean file). */
-static void compare_png(const char *name, const uint8_t *data, size_t size, const char *what) {
+/* The file whole (bitmap and rows, a random layout each) and fed in random chunks: a
+ * stream that does not decline gives the whole decode's output, to the byte. must_stream:
+ * a clean file that must stream to the end. Returns how many streamed to the end. */
+static int compare_clean(clean_format *f, const char *name, const uint8_t *data, size_t size, const char *what,
+                         int must_stream) {
+  int done = 0;
   for (int rows = 0; rows < 2; rows++) {
-    int32_t layout = (int32_t)(next_random() % 4);
-    pxl_codec_output whole;
+    int32_t layout = (int32_t)(next_random() % 4), channels = layout_channels(layout);
+    pxl_codec_output whole, out;
+    memset(&out, 0, sizeof out);
     rows_sink whole_rows = {0}, stream_rows = {0};
     pxl_codec_info info;
     char message[128];
-    int32_t channels = layout_channels(layout);
     if (rows) {
-      if (pxl_png_read_info(data, size, &info, message, sizeof message) != PXL_CODEC_OK || info.width > 8192 ||
-          info.height > 8192)
+      if ((f->read_info(data, size, &info, message, sizeof message) != PXL_CODEC_OK &&
+           (f->plan_info == NULL || !f->plan_info(data, size, &info))) ||
+          info.width > 8192 || info.height > 8192)
         continue;
       whole_rows = (rows_sink){calloc((size_t)info.width * info.height, (size_t)channels), info.width, info.height,
                                channels, 0, 0, 0, 0};
       stream_rows = (rows_sink){calloc((size_t)info.width * info.height, (size_t)channels), info.width, info.height,
                                 channels, 0, 0, 0, 0};
     }
-    pxl_codec_status whole_status = rows ? pxl_png_decode_rows(data, size, layout, 1u << 28, take_png_row,
-                                                               &whole_rows, &whole)
-                                         : pxl_png_decode(data, size, layout, 1u << 28, &whole);
-    pxl_png_stream *s = pxl_png_stream_new(layout, 1u << 28, rows ? take_png_row : NULL, &stream_rows, NULL);
+    pxl_codec_status whole_status = rows ? f->decode_rows(data, size, layout, 1u << 28, take_png_row, &whole_rows,
+                                                          &whole)
+                                         : f->decode(data, size, layout, 1u << 28, &whole);
+    void *s = f->stream_new(data, size, layout, rows ? take_png_row : NULL, &stream_rows);
+    CHECK(s != NULL || !must_stream, "%s (%s): no stream for a clean file", name, what);
     size_t at = 0;
     int state = PXL_STREAM_MORE;
-    pxl_codec_output out;
     pxl_codec_status st = PXL_CODEC_OK;
     while (s != NULL && at < size) {
       size_t n = chunk_size();
       if (n > size - at) n = size - at;
-      st = pxl_png_stream_feed(s, data + at, n, at + n == size, &state, &out);
+      st = f->feed(s, data + at, n, at + n == size, &state, &out);
       at += n;
       if (st != PXL_CODEC_OK || state != PXL_STREAM_MORE) break;
     }
-    pxl_png_stream_free(s);
-    png_compared++;
-    CHECK(st == PXL_CODEC_OK, "%s (%s): the PNG stream failed (%d) instead of declining", name, what, st);
-    CHECK(state != PXL_STREAM_MORE || size == 0, "%s (%s): the PNG stream wants more after the last byte", name, what);
-    if (state == PXL_STREAM_DONE) {
-      png_streamed++;
+    if (s != NULL) {
+      f->stream_free(s);
+      f->compared++;
+      CHECK(st == PXL_CODEC_OK, "%s (%s): the %s stream failed (%d) instead of declining", name, what, f->name, st);
+      CHECK(state != PXL_STREAM_MORE || size == 0, "%s (%s): the %s stream wants more after the last byte", name,
+            what, f->name);
+      CHECK(!must_stream || state == PXL_STREAM_DONE, "%s (%s) %s layout %d: declined a clean file (%s)", name, what,
+            rows ? "rows" : "bitmap", layout, out.message);
+    }
+    if (s != NULL && state == PXL_STREAM_DONE) {
+      f->streamed++;
+      done++;
       size_t bytes = (size_t)whole.stride * whole.height;
       int same = whole_status == PXL_CODEC_OK && out.width == whole.width && out.height == whole.height &&
-                 (rows ? memcmp(whole_rows.pixels, stream_rows.pixels, bytes) == 0
+                 out.stride == whole.stride && out.channels == whole.channels && out.has_alpha == whole.has_alpha &&
+                 out.incomplete == whole.incomplete &&
+                 (rows ? out.pixels == NULL && memcmp(whole_rows.pixels, stream_rows.pixels, bytes) == 0
                        : memcmp(whole.pixels, out.pixels, bytes) == 0);
-      CHECK(same, "%s (%s) %s layout %d: status %d whole; streamed pixels differ", name, what,
+      CHECK(same, "%s (%s) %s layout %d: status %d whole; streamed output differs", name, what,
             rows ? "rows" : "bitmap", layout, whole_status);
     }
     free(out.pixels);
@@ -338,6 +372,176 @@ static void compare_png(const char *name, const uint8_t *data, size_t size, cons
     free(whole_rows.pixels);
     free(stream_rows.pixels);
   }
+  return done;
+}
+
+static void *png_stream(const uint8_t *data, size_t size, int32_t layout, pxl_codec_row_fn row_fn, void *user) {
+  (void)data, (void)size;
+  return pxl_png_stream_new(layout, 1u << 28, row_fn, user, NULL);
+}
+static pxl_codec_status png_feed(void *s, const uint8_t *data, size_t size, int at_end, int *state,
+                                 pxl_codec_output *out) {
+  return pxl_png_stream_feed(s, data, size, at_end, state, out);
+}
+static void png_free(void *s) { pxl_png_stream_free(s); }
+static clean_format png_format = {"PNG", 0, 0, pxl_png_read_info, NULL, pxl_png_decode, pxl_png_decode_rows,
+                                  png_stream, png_feed, png_free};
+
+static void compare_png(const char *name, const uint8_t *data, size_t size, const char *what) {
+  compare_clean(&png_format, name, data, size, what, 0);
+}
+
+/* ---- WebP ---- */
+
+static int webps_seen;
+
+/* As StreamingDecode plans: from pxl_webp_header_end's bytes. */
+static int webp_plan_info(const uint8_t *data, size_t size, pxl_codec_info *info) {
+  int64_t end = pxl_webp_header_end(data, size);
+  char message[8];
+  return end > 0 && pxl_webp_header_info(data, (size_t)end, info, message, sizeof message) == PXL_CODEC_OK;
+}
+static void *webp_stream(const uint8_t *data, size_t size, int32_t layout, pxl_codec_row_fn row_fn, void *user) {
+  int64_t end = pxl_webp_header_end(data, size);
+  return end > 0 ? pxl_webp_stream_new(layout, 1u << 28, (size_t)end, row_fn, user, NULL) : NULL;
+}
+static pxl_codec_status webp_feed(void *s, const uint8_t *data, size_t size, int at_end, int *state,
+                                  pxl_codec_output *out) {
+  return pxl_webp_stream_feed(s, data, size, at_end, state, out);
+}
+static void webp_free(void *s) { pxl_webp_stream_free(s); }
+static clean_format webp_format = {"WebP", 0, 0, pxl_webp_read_info, webp_plan_info, pxl_webp_decode,
+                                   pxl_webp_decode_rows, webp_stream, webp_feed, webp_free};
+
+static void compare_webp(const char *name, const uint8_t *data, size_t size, const char *what) {
+  compare_clean(&webp_format, name, data, size, what, 0);
+}
+
+static char webp_dir[64];
+
+/* A w x h picture with detail (and a varying alpha when asked) written as PAM and
+ * compressed by cwebp with `options`; then, when `mux` is set, webpmux's arguments (an
+ * ICC profile, EXIF). NULL if a tool failed. */
+static uint8_t *make_webp(int w, int h, int alpha, const char *options, const char *mux, size_t *size) {
+  char pam[128], webp[128], muxed[128], command[1024];
+  snprintf(pam, sizeof pam, "%s/in.pam", webp_dir);
+  snprintf(webp, sizeof webp, "%s/out.webp", webp_dir);
+  snprintf(muxed, sizeof muxed, "%s/muxed.webp", webp_dir);
+  FILE *f = fopen(pam, "wb");
+  if (f == NULL) return NULL;
+  fprintf(f, "P7\nWIDTH %d\nHEIGHT %d\nDEPTH %d\nMAXVAL 255\nTUPLTYPE %s\nENDHDR\n", w, h, alpha ? 4 : 3,
+          alpha ? "RGB_ALPHA" : "RGB");
+  for (int y = 0; y < h; y++)
+    for (int x = 0; x < w; x++) {
+      uint8_t px[4] = {(uint8_t)((x * 3 + y + ((x ^ y) & 31) * 4) & 0xFF), (uint8_t)((y * 5 + (x * y) / 7) & 0xFF),
+                       (uint8_t)(((x + y) * 2 + (next_random() & 15)) & 0xFF),
+                       (uint8_t)(alpha ? ((x * 255 / (w > 1 ? w - 1 : 1)) ^ ((y & 8) ? 0x40 : 0)) : 255)};
+      fwrite(px, 1, alpha ? 4 : 3, f);
+    }
+  fclose(f);
+  snprintf(command, sizeof command, "cwebp -quiet %s '%s' -o '%s'", options, pam, webp);
+  if (system(command) != 0) return NULL;
+  if (mux != NULL) {
+    snprintf(command, sizeof command, "webpmux %s '%s' -o '%s' >/dev/null 2>&1", mux, webp, muxed);
+    if (system(command) != 0) return NULL;
+  }
+  return read_file(mux != NULL ? muxed : webp, size);
+}
+
+static void check_made_webps(void) {
+  snprintf(webp_dir, sizeof webp_dir, "/tmp/pxl-webp-stream.XXXXXX");
+  if (mkdtemp(webp_dir) == NULL || system("command -v cwebp >/dev/null && command -v webpmux >/dev/null") != 0) {
+    CHECK(0, "cwebp and webpmux are needed (Debian's webp package)");
+    return;
+  }
+  /* EXIF with orientation 6 (TIFF, little-endian, one IFD entry), and the ICC profile beside this test. */
+  char exif[128], icc_arg[512], exif_arg[256];
+  snprintf(exif, sizeof exif, "%s/orientation6.exif", webp_dir);
+  static const uint8_t tiff[] = {'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 1, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0};
+  FILE *f = fopen(exif, "wb");
+  if (f != NULL) {
+    fwrite(tiff, 1, sizeof tiff, f);
+    fclose(f);
+  }
+  snprintf(exif_arg, sizeof exif_arg, "-set exif '%s'", exif);
+  snprintf(icc_arg, sizeof icc_arg, "-set icc '%s'", "Tests/codecs/display-p3.icc");
+  struct { int w, h, alpha; const char *options; int exif, icc; } made[] = {
+      {333, 211, 0, "-q 80", 0, 0},          {333, 211, 1, "-q 75", 0, 0},        {257, 129, 0, "-lossless", 0, 0},
+      {257, 129, 1, "-lossless", 0, 0},      {17, 9, 1, "-q 90 -sharp_yuv", 0, 0}, {1, 1, 0, "-q 50", 0, 0},
+      {1, 1, 1, "-lossless", 0, 0},          {641, 479, 1, "-q 60 -alpha_q 50", 0, 0},
+      {301, 97, 0, "-lossless -z 9", 0, 0},  {300, 200, 0, "-q 70 -segments 1 -partition_limit 50", 0, 0},
+      {1024, 768, 0, "-q 85 -m 6", 0, 0},    {513, 385, 1, "-lossless -exact", 0, 0},
+      {200, 150, 1, "-q 80", 0, 1},          {200, 150, 0, "-lossless", 0, 1},
+      {200, 150, 0, "-q 80", 1, 0},
+  };
+  for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
+    size_t size = 0;
+    const char *mux = made[i].exif ? exif_arg : made[i].icc ? icc_arg : NULL;
+    uint8_t *data = make_webp(made[i].w, made[i].h, made[i].alpha, made[i].options, mux, &size);
+    char name[160];
+    snprintf(name, sizeof name, "made %dx%d%s %s%s%s", made[i].w, made[i].h, made[i].alpha ? " alpha" : "",
+             made[i].options, made[i].exif ? " +EXIF orientation 6" : "", made[i].icc ? " +ICC" : "");
+    CHECK(data != NULL, "%s: cwebp/webpmux failed", name);
+    if (data == NULL) continue;
+    /* An EXIF orientation after the image data differs from what the header planned. */
+    int streamed = compare_clean(&webp_format, name, data, size, "whole", !made[i].exif);
+    CHECK(!made[i].exif || streamed == 0, "%s: streamed though its orientation is not the header's", name);
+    if (size > 64) {
+      compare_webp(name, data, size / 2 + next_random() % (size / 2), "truncated");
+      for (int k = 0; k < 3; k++) {
+        uint8_t *damaged = malloc(size);
+        memcpy(damaged, data, size);
+        for (int j = 0; j < 4; j++) damaged[size / 3 + next_random() % (size - size / 3)] ^= (uint8_t)(1u << (next_random() % 8));
+        compare_webp(name, damaged, size, "damaged");
+        free(damaged);
+      }
+    }
+    /* Over max_pixels: declined before any buffer (the whole decode refuses it). */
+    int64_t end = pxl_webp_header_end(data, size);
+    pxl_webp_stream *s = pxl_webp_stream_new(PXL_CODEC_RGBA, (uint64_t)made[i].w * made[i].h - 1, (size_t)(end > 0 ? end : 0),
+                                             NULL, NULL, NULL);
+    int state = 0;
+    pxl_codec_output out;
+    pxl_codec_status st = pxl_webp_stream_feed(s, data, size, 1, &state, &out);
+    CHECK(made[i].w * made[i].h == 1 || (st == PXL_CODEC_OK && state == PXL_STREAM_DECLINED && out.pixels == NULL),
+          "%s: over max_pixels: status %d state %d", name, st, state);
+    free(out.pixels);
+    pxl_webp_stream_free(s);
+    webps_seen++;
+    free(data);
+  }
+  /* An animation (img2webp: two pictures of make_webp, whose grain differs) keeps today's
+   * path: no header end, so the loader starts no stream. */
+  char command[1024], first[128], second[128];
+  size_t anim_size = 0;
+  uint8_t *anim = NULL;
+  snprintf(first, sizeof first, "%s/first.pam", webp_dir);
+  snprintf(second, sizeof second, "%s/in.pam", webp_dir);
+  free(make_webp(64, 48, 1, "-q 80", NULL, &anim_size));
+  int made_frames = rename(second, first) == 0;
+  free(make_webp(64, 48, 1, "-q 80", NULL, &anim_size));
+  snprintf(command, sizeof command, "img2webp -loop 0 '%s' '%s' -o '%s/anim.webp' >/dev/null 2>&1", first, second,
+           webp_dir);
+  if (made_frames && system(command) == 0) {
+    snprintf(command, sizeof command, "%s/anim.webp", webp_dir);
+    anim = read_file(command, &anim_size);
+  }
+  CHECK(anim != NULL && pxl_webp_header_end(anim, anim_size) == -1, "an animation: header end %lld",
+        anim ? (long long)pxl_webp_header_end(anim, anim_size) : 0ll);
+  if (anim != NULL) {
+    /* Fed to a stream all the same, it declines (before any row). */
+    pxl_webp_stream *s = pxl_webp_stream_new(PXL_CODEC_RGBA, 1u << 28, 0, NULL, NULL, NULL);
+    int state = 0;
+    pxl_codec_output out;
+    pxl_codec_status st = pxl_webp_stream_feed(s, anim, anim_size, 1, &state, &out);
+    CHECK(st == PXL_CODEC_OK && state == PXL_STREAM_DECLINED, "an animation streamed: status %d state %d", st, state);
+    free(out.pixels);
+    pxl_webp_stream_free(s);
+    webps_seen++;
+  }
+  free(anim);
+  snprintf(command, sizeof command, "rm -rf '%s'", webp_dir);
+  if (system(command) != 0) printf("  could not remove %s\n", webp_dir);
 }
 
 static int files_seen, pngs_seen;
@@ -367,6 +571,9 @@ static void walk(const char *dir) {
     } else if (data != NULL && size >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0) {
       pngs_seen++;
       check_with(compare_png, path, data, size);
+    } else if (data != NULL && size >= 12 && memcmp(data, "RIFF", 4) == 0 && memcmp(data + 8, "WEBP", 4) == 0) {
+      webps_seen++;
+      for (int k = 0; k < 2; k++) check_with(compare_webp, path, data, size);
     }
     free(data);
   }
@@ -407,8 +614,11 @@ int main(int argc, char **argv) {
   }
   if (!corpus) printf("  corpus not found (%s): only the generated files\n", argc > 1 ? argv[1] : "no argument");
   printf("  %d corpus JPEGs, %d comparisons, %d declined (progressive at 1/8, arithmetic coding)\n", files_seen, compared, declines);
-  printf("  %d corpus PNGs, %d comparisons, %d streamed to the end (the rest declined)\n", pngs_seen, png_compared,
-         png_streamed);
+  printf("  %d corpus PNGs, %d comparisons, %d streamed to the end (the rest declined)\n", pngs_seen,
+         png_format.compared, png_format.streamed);
+  check_made_webps();
+  printf("  %d WebPs (corpus and made with cwebp), %d comparisons, %d streamed to the end (the rest declined)\n",
+         webps_seen, webp_format.compared, webp_format.streamed);
 
   /* Cancelled mid-way: stops at the next strip with "cancelled", frees cleanly. */
   unsigned long size = 0;
@@ -425,6 +635,29 @@ int main(int argc, char **argv) {
   CHECK(st != PXL_CODEC_OK, "a cancelled stream took more bytes");
   pxl_jpeg_stream_free(s);
   free(data);
+
+  /* WebP: the next feed after a cancel fails at once; every stream was freed. */
+  snprintf(webp_dir, sizeof webp_dir, "/tmp/pxl-webp-stream.XXXXXX");
+  size_t webp_size = 0;
+  uint8_t *webp = mkdtemp(webp_dir) != NULL ? make_webp(640, 480, 0, "-q 80", NULL, &webp_size) : NULL;
+  CHECK(webp != NULL, "cwebp failed");
+  if (webp != NULL) {
+    cancel_flag = 0;
+    rows_until_cancel = 1 << 30;
+    pxl_webp_stream *w = pxl_webp_stream_new(PXL_CODEC_RGBA, 1u << 28, (size_t)pxl_webp_header_end(webp, webp_size),
+                                             NULL, NULL, &cancel_flag);
+    CHECK(pxl_webp_streams_live() == 1, "a WebP stream lives: %lld", (long long)pxl_webp_streams_live());
+    st = pxl_webp_stream_feed(w, webp, webp_size / 2, 0, &state, &out);
+    CHECK(st == PXL_CODEC_OK && state == PXL_STREAM_MORE, "half a WebP: status %d state %d", st, state);
+    cancel_flag = 1;
+    st = pxl_webp_stream_feed(w, webp + webp_size / 2, webp_size - webp_size / 2, 1, &state, &out);
+    CHECK(st == PXL_CODEC_CORRUPT && strstr(out.message, "cancelled") != NULL && out.pixels == NULL,
+          "a cancelled WebP stream: status %d, message %s", st, out.message);
+    pxl_webp_stream_free(w);
+    free(webp);
+  }
+  rmdir(webp_dir);
+  CHECK(pxl_webp_streams_live() == 0, "WebP streams left: %lld", (long long)pxl_webp_streams_live());
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -58,6 +58,37 @@ pxl_codec_status pxl_webp_decode_scaled(const uint8_t *data, size_t size, int32_
                                         int32_t crop_x, int32_t crop_y, int32_t crop_width, int32_t crop_height,
                                         int32_t out_width, int32_t out_height, pxl_codec_output *out);
 
+/* Decoding while the bytes arrive (pxl_codecs.h, "A JPEG decode fed as its bytes arrive",
+ * and the PNG stream after it): a still WebP through libwebp's incremental decoder, with
+ * the pixels, status and output of pxl_webp_decode (row_fn NULL) or pxl_webp_decode_rows
+ * (rows reach row_fn as libwebp finishes them). It gives the whole decode's result only
+ * for a file that decodes cleanly and whose info (pxl_webp_read_info) and colour
+ * (pxl_webp_color) from all its bytes equal those from its first planned_size bytes
+ * (pxl_webp_header_info / _header_color: what the caller planned from, e.g. an EXIF
+ * orientation after the image data differs); anything else is DECLINED (at the latest at
+ * at_end), as is an animation, a file over max_pixels (before any buffer) or one whose
+ * buffer cannot be had; the caller decodes the whole body then. Rows may have reached
+ * row_fn by then: a caller that declines starts its rows afresh. *cancel (may be NULL):
+ * the next feed fails with PXL_CODEC_CORRUPT, "cancelled". The stream keeps its own copy
+ * of the bytes. */
+typedef struct pxl_webp_stream pxl_webp_stream;
+pxl_webp_stream *pxl_webp_stream_new(int32_t layout, uint64_t max_pixels, size_t planned_size,
+                                     pxl_codec_row_fn row_fn, void *user, const int32_t *cancel);
+pxl_codec_status pxl_webp_stream_feed(pxl_webp_stream *s, const uint8_t *data, size_t size, int at_end, int *state,
+                                      pxl_codec_output *out);
+void pxl_webp_stream_free(pxl_webp_stream *s);
+/* Streams made and not yet freed, in this process (tests). */
+int64_t pxl_webp_streams_live(void);
+/* The end of a still WebP's header: the container's chunks before the image (VP8X, ICCP,
+ * ALPH, ...) and the first bytes of its bitstream, all a plan reads; 0 while they have not
+ * arrived; -1 for an animation or bytes the demuxer refuses (decoded whole). */
+int64_t pxl_webp_header_end(const uint8_t *data, size_t size);
+/* pxl_webp_read_info and pxl_webp_color on such a header (bytes that may end inside the
+ * image data): what they would say of the whole file if nothing after it changes them. */
+pxl_codec_status pxl_webp_header_info(const uint8_t *data, size_t size, pxl_codec_info *info, char *message,
+                                      size_t message_cap);
+pxl_codec_status pxl_webp_header_color(const uint8_t *data, size_t size, pxl_codec_color *color);
+
 #ifdef __cplusplus
 }
 #endif

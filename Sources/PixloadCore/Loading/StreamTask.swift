@@ -8,7 +8,7 @@
 ///
 /// Only where it is simple and pays: a transfer (not a revalidation) that lasted past its
 /// first progress report, of one variant, that the real decoder decodes in this process
-/// (a JPEG or PNG: `ImageDecoder.streamingDecode`). Everything else is unchanged. Lock held in
+/// (a JPEG, PNG or still WebP: `ImageDecoder.streamingDecode`). Everything else is unchanged. Lock held in
 /// every function here unless it says otherwise (TaskPool.swift).
 final class StreamFeed {
   let decoder: StreamingDecode
@@ -189,5 +189,7 @@ extension TaskPool {
     metrics.decodeMicroseconds = feed.decodeNanoseconds / 1000
     if case .success(let image) = result { metrics.decodedBytes = UInt64(image.totalByteCount) }
     finishDecode(decode, result, input, metrics: metrics, flag: feed.decoder.cancel)
+    // Only now: nothing else touches an over decoder (its body is in, so no drop reaches it).
+    feed.decoder.free()
   }
 }
