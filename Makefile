@@ -599,7 +599,8 @@ bench-network:
 
 # Decoding while downloading: a 12 MP baseline JPEG (bench/make_photo.py) served at 1 MB/s
 # from a thread of the bench (bench/stream_decode.c): the last byte to the callback for its
-# 150x150 thumbnail and full size, against the full-size decode from memory, medians of
+# 150x150 thumbnail and full size, against the full-size decode from memory (the JPEG, then
+# the same photo as a WebP), medians of
 # BENCH_STREAM_REPS (5). BEFORE_LIB=DIR runs the same first against the libpixload in DIR
 # (an older build: "before").
 BENCH_STREAM_REPS ?= 5
@@ -613,6 +614,10 @@ bench-stream:
 	  LD_LIBRARY_PATH=$(BEFORE_LIB) $(STAGE)/bench-stream/stream_decode $(STAGE)/bench-stream/photo-12mp.jpg \
 	    1000000 $(BENCH_STREAM_REPS) || exit 1; echo "== after"; fi
 	$(STAGE)/bench-stream/stream_decode $(STAGE)/bench-stream/photo-12mp.jpg 1000000 $(BENCH_STREAM_REPS)
+	@# The same photo as a lossy WebP (cwebp, Debian's webp package): libwebp's incremental decoder.
+	@test -f $(STAGE)/bench-stream/photo-12mp.webp || cwebp -quiet -q 80 $(STAGE)/bench-stream/photo-12mp.jpg \
+	  -o $(STAGE)/bench-stream/photo-12mp.webp
+	$(STAGE)/bench-stream/stream_decode $(STAGE)/bench-stream/photo-12mp.webp 1000000 $(BENCH_STREAM_REPS)
 
 # pxl_placeholder_decode's time on the caller's thread (BlurHash and ThumbHash, 32x32 and
 # 256x256) and pxl_placeholder_encode's on 100x100: medians (bench/placeholder.c).
