@@ -11,6 +11,8 @@
 
 #include "png_fast.c"
 
+#include <zlib.h> /* compress2: the test PNGs' image data */
+
 #include "rng.h"
 
 /* PNG spec 9.4, as written there. */
