@@ -567,12 +567,9 @@ static int32_t collect_frame(void *library, int32_t duration_ms) {
   return 0;
 }
 
-/* A decode_frames-only codec's frames (or a still-only codec's one frame), decoded now. */
-static pxl_status collect_all(char *message, size_t cap) {
-  size_t bytes = (size_t)frames.width * (size_t)frames.height * 4;
-  uint8_t *canvas = calloc(1, bytes);
-  if (!canvas) return snprintf(message, cap, "out of memory for the canvas"), PXL_E_NO_MEMORY;
-  collected c = {canvas, bytes, 0};
+/* The target a module draws the open animation's frames into: the whole canvas, RGBA8,
+ * at the canvas's size, orientation kept when the host asked. */
+static pxl_codec_target frames_target(uint8_t *canvas) {
   pxl_codec_target target;
   memset(&target, 0, sizeof target);
   target.struct_size = sizeof target;
@@ -582,6 +579,16 @@ static pxl_status collect_all(char *message, size_t cap) {
   target.pixels = canvas;
   target.stride = (size_t)frames.width * 4;
   target.cancel = &never_cancelled;
+  return target;
+}
+
+/* A decode_frames-only codec's frames (or a still-only codec's one frame), decoded now. */
+static pxl_status collect_all(char *message, size_t cap) {
+  size_t bytes = (size_t)frames.width * (size_t)frames.height * 4;
+  uint8_t *canvas = calloc(1, bytes);
+  if (!canvas) return snprintf(message, cap, "out of memory for the canvas"), PXL_E_NO_MEMORY;
+  collected c = {canvas, bytes, 0};
+  pxl_codec_target target = frames_target(canvas);
   const pxl_codec *codec = frames.codec;
   pxl_status status;
   if (codec->decode_frames) {
@@ -770,15 +777,7 @@ static int serve_frame_next(int sock, uint32_t serial) {
       f.incomplete = frame.incomplete;
     }
   } else if (frames.state) {
-    pxl_codec_target target;
-    memset(&target, 0, sizeof target);
-    target.struct_size = sizeof target;
-    target.flags = frames.flags & PXL_WORKER_KEEP_ORIENTATION ? PXL_CODEC_KEEP_ORIENTATION : 0;
-    target.width = frames.width;
-    target.height = frames.height;
-    target.pixels = frames.canvas;
-    target.stride = row;
-    target.cancel = &never_cancelled;
+    pxl_codec_target target = frames_target(frames.canvas);
     int32_t duration = 0;
     pxl_status status = frames.codec->next_frame(frames.state, &target, &duration, message, sizeof message,
                                                  frames.codec->user_data);
