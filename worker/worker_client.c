@@ -988,22 +988,11 @@ void pxl_worker_native_release(pxl_worker_native_result *r) {
 
 void pxl_worker_frames_open(pxl_worker *w, const uint8_t *data, size_t size, const char *codec, const char *format,
                             uint32_t flags, uint64_t max_pixels, int timeout_ms, pxl_worker_result *r) {
-  memset(r, 0, sizeof *r);
-  r->memfd = -1;
-  r->status = PXL_WORKER_E_DECODER_FAILED;
-  if (!w->alive) {
-    snprintf(r->message, sizeof r->message, "decoder already ended");
-    r->end = PXL_WORKER_EXITED;
-    return;
+  if (w->alive) {
+    pxl_worker_close(w); /* an image's conversation left open ends first */
+    w->frames_open = 0;
   }
-  pxl_worker_close(w); /* an image's conversation left open ends first */
-  w->frames_open = 0;
-  if (size == 0 || size > w->max_input_bytes) {
-    r->status = size ? PXL_E_BODY_TOO_LARGE : PXL_E_NOT_AN_IMAGE;
-    snprintf(r->message, sizeof r->message, "%s", size ? "more than the worker maps" : "no data");
-    r->end = PXL_WORKER_ALIVE;
-    return;
-  }
+  if (!can_start(w, size, r)) return;
   if (max_pixels == 0 || max_pixels > w->max_pixels) max_pixels = w->max_pixels;
   double start = now_ms(), deadline = start + timeout_ms;
   int data_fd = sealed_data(data, size);
