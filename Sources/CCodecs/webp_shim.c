@@ -26,9 +26,9 @@ typedef struct webp_file {
 } webp_file;
 
 /* GRAY from RGB, in place: the BT.601 integer weights of pxl_codecs.h (as png_shim.c). */
-static void rgb_to_gray(uint8_t *p, size_t pixels) {
+static void rgb_to_gray(uint8_t *dst, const uint8_t *rgb, size_t pixels) {
   for (size_t i = 0; i < pixels; i++)
-    p[i] = (uint8_t)((19595u * p[3 * i] + 38470u * p[3 * i + 1] + 7471u * p[3 * i + 2] + 32768u) >> 16);
+    dst[i] = (uint8_t)((19595u * rgb[3 * i] + 38470u * rgb[3 * i + 1] + 7471u * rgb[3 * i + 2] + 32768u) >> 16);
 }
 
 /* RGBA (straight) into another layout, in place (every layout is at most 4 bytes). */
@@ -167,6 +167,17 @@ static pxl_codec_status check_limit(const webp_file *f, uint64_t max_pixels, cha
   return PXL_CODEC_TOO_MANY_PIXELS;
 }
 
+/* An opened file's info, as pxl_webp_read_info gives it. */
+static void info_of(const webp_file *f, pxl_codec_info *info) {
+  memset(info, 0, sizeof *info);
+  info->width = f->width;
+  info->height = f->height;
+  info->has_alpha = webp_has_alpha(f);
+  info->orientation = webp_orientation(f);
+  info->frame_count = f->animated ? f->frames : 1;
+  info->loop_count = f->animated ? f->loop : 0;
+}
+
 static pxl_codec_status read_info_as(const uint8_t *data, size_t size, int partial, pxl_codec_info *info,
                                      char *message, size_t message_cap) {
   if (message != NULL && message_cap > 0) message[0] = '\0';
@@ -176,12 +187,7 @@ static pxl_codec_status read_info_as(const uint8_t *data, size_t size, int parti
   webp_file f;
   pxl_codec_status st = webp_open_as(data, size, &f, partial, message, message_cap);
   if (st != PXL_CODEC_OK) return st;
-  info->width = f.width;
-  info->height = f.height;
-  info->has_alpha = webp_has_alpha(&f);
-  info->orientation = webp_orientation(&f);
-  info->frame_count = f.animated ? f.frames : 1;
-  info->loop_count = f.animated ? f.loop : 0;
+  info_of(&f, info);
   WebPDemuxDelete(f.demux);
   return PXL_CODEC_OK;
 }
@@ -236,7 +242,7 @@ static pxl_codec_status decode_still(const uint8_t *data, size_t size, const web
   }
   if (layout == PXL_CODEC_GRAY) {
     size_t n = (size_t)f->width * (size_t)f->height;
-    rgb_to_gray(buf, n);
+    rgb_to_gray(buf, buf, n);
     uint8_t *shrunk = realloc(buf, n);
     if (shrunk != NULL) buf = shrunk;
   }
@@ -511,6 +517,18 @@ void pxl_webp_frames_close(pxl_webp_frames *r) {
   free(r);
 }
 
+/* An opened file's colour (its ICC profile), as pxl_webp_color gives it. */
+static pxl_codec_status color_of(const webp_file *f, pxl_codec_color *color) {
+  memset(color, 0, sizeof *color);
+  pxl_codec_status st = PXL_CODEC_OK;
+  WebPChunkIterator ci;
+  if (WebPDemuxGetChunk(f->demux, "ICCP", 1, &ci)) {
+    st = pxl_codec_color_copy_icc(color, ci.chunk.bytes, ci.chunk.size);
+    WebPDemuxReleaseChunkIterator(&ci);
+  }
+  return st;
+}
+
 static pxl_codec_status color_as(const uint8_t *data, size_t size, int partial, pxl_codec_color *color) {
   if (color == NULL) return PXL_CODEC_UNSUPPORTED;
   memset(color, 0, sizeof *color);
@@ -518,11 +536,7 @@ static pxl_codec_status color_as(const uint8_t *data, size_t size, int partial, 
   char msg[8];
   pxl_codec_status st = webp_open_as(data, size, &f, partial, msg, sizeof msg);
   if (st != PXL_CODEC_OK) return st;
-  WebPChunkIterator ci;
-  if (WebPDemuxGetChunk(f.demux, "ICCP", 1, &ci)) {
-    st = pxl_codec_color_copy_icc(color, ci.chunk.bytes, ci.chunk.size);
-    WebPDemuxReleaseChunkIterator(&ci);
-  }
+  st = color_of(&f, color);
   WebPDemuxDelete(f.demux);
   return st;
 }
@@ -588,7 +602,7 @@ pxl_codec_status pxl_webp_decode_scaled(const uint8_t *data, size_t size, int32_
   if (st == PXL_CODEC_OK) {
     size_t n = (size_t)out_width * (size_t)out_height;
     if (layout == PXL_CODEC_GRAY) {
-      rgb_to_gray(buf, n);
+      rgb_to_gray(buf, buf, n);
       uint8_t *shrunk = realloc(buf, n);
       if (shrunk != NULL) buf = shrunk;
     }
@@ -621,6 +635,8 @@ struct pxl_webp_stream {
   int32_t layout;
   uint64_t max_pixels;
   size_t planned; /* the header bytes the caller planned from (pxl_webp_header_end) */
+  pxl_codec_info planned_info;   /* what those bytes say (pxl_webp_header_info), */
+  pxl_codec_color planned_color; /* and their ICC profile (pxl_webp_header_color) */
   pxl_codec_row_fn row_fn;
   void *user;
   const int32_t *cancel;
@@ -684,10 +700,11 @@ static int webp_stream_start(pxl_webp_stream *s) {
     return 0;
   /* The rows must be those the caller planned for: the canvas its header gave (a
    * bitstream of another size fails the whole decode, which says so). */
-  pxl_codec_info header;
   char text[8];
-  if (s->planned > s->size || pxl_webp_header_info(s->data, s->planned, &header, text, sizeof text) != PXL_CODEC_OK ||
-      header.width != in->width || header.height != in->height)
+  if (s->planned > s->size ||
+      pxl_webp_header_info(s->data, s->planned, &s->planned_info, text, sizeof text) != PXL_CODEC_OK ||
+      s->planned_info.width != in->width || s->planned_info.height != in->height ||
+      pxl_webp_header_color(s->data, s->planned, &s->planned_color) != PXL_CODEC_OK)
     return 0;
   s->width = in->width;
   s->height = in->height;
@@ -714,8 +731,7 @@ static int webp_stream_rows(pxl_webp_stream *s) {
   for (; s->rows_given < last_y && s->rows_given < s->height; s->rows_given++) {
     const uint8_t *row = s->pixels + (size_t)s->rows_given * s->stride;
     if (s->gray_row != NULL) {
-      for (int32_t x = 0; x < s->width; x++)
-        s->gray_row[x] = (uint8_t)((19595u * row[3 * x] + 38470u * row[3 * x + 1] + 7471u * row[3 * x + 2] + 32768u) >> 16);
+      rgb_to_gray(s->gray_row, row, (size_t)s->width);
       row = s->gray_row;
     }
     if (s->row_fn(s->user, s->rows_given, row) != 0) return 0;
@@ -725,7 +741,8 @@ static int webp_stream_rows(pxl_webp_stream *s) {
 
 /* All the bytes are in and the image decoded: whether the whole decode of these bytes
  * would have given this image from this plan (its container check, the info and colour
- * from all the bytes equal to those from the planned header, the bitstream's size). */
+ * from all the bytes equal to those from the planned header, kept since the start, the
+ * bitstream's size). */
 static int webp_stream_agrees(pxl_webp_stream *s, webp_file *f, char *msg, size_t cap) {
   if (webp_open(s->data, s->size, f, msg, cap) != PXL_CODEC_OK) return 0;
   int same = !f->animated && check_limit(f, s->max_pixels, msg, cap) == PXL_CODEC_OK && f->width == s->width &&
@@ -733,17 +750,15 @@ static int webp_stream_agrees(pxl_webp_stream *s, webp_file *f, char *msg, size_
   WebPBitstreamFeatures features;
   same = same && WebPGetFeatures(s->data, s->size, &features) == VP8_STATUS_OK && features.width == s->width &&
          features.height == s->height;
-  pxl_codec_info whole, header;
-  char text[8];
-  same = same && s->planned <= s->size && pxl_webp_read_info(s->data, s->size, &whole, text, sizeof text) == PXL_CODEC_OK &&
-         pxl_webp_header_info(s->data, s->planned, &header, text, sizeof text) == PXL_CODEC_OK &&
-         memcmp(&whole, &header, sizeof whole) == 0;
+  pxl_codec_info whole;
+  info_of(f, &whole);
+  same = same && memcmp(&whole, &s->planned_info, sizeof whole) == 0;
   if (same) {
-    pxl_codec_color a, b;
-    pxl_codec_status sa = pxl_webp_color(s->data, s->size, &a), sb = pxl_webp_header_color(s->data, s->planned, &b);
-    same = sa == sb && a.icc_size == b.icc_size && (a.icc_size == 0 || memcmp(a.icc, b.icc, a.icc_size) == 0);
+    pxl_codec_color a;
+    const pxl_codec_color *b = &s->planned_color;
+    same = color_of(f, &a) == PXL_CODEC_OK && a.icc_size == b->icc_size &&
+           (a.icc_size == 0 || memcmp(a.icc, b->icc, a.icc_size) == 0);
     pxl_codec_color_free(&a);
-    pxl_codec_color_free(&b);
   }
   if (!same) {
     WebPDemuxDelete(f->demux);
@@ -808,7 +823,7 @@ pxl_codec_status pxl_webp_stream_feed(pxl_webp_stream *s, const uint8_t *data, s
   if (s->row_fn == NULL) {
     if (s->layout == PXL_CODEC_GRAY) {
       size_t n = (size_t)s->width * (size_t)s->height;
-      rgb_to_gray(s->pixels, n);
+      rgb_to_gray(s->pixels, s->pixels, n);
       uint8_t *shrunk = realloc(s->pixels, n);
       if (shrunk != NULL) s->pixels = shrunk;
     }
@@ -826,6 +841,7 @@ void pxl_webp_stream_free(pxl_webp_stream *s) {
   free(s->pixels);
   free(s->gray_row);
   free(s->data);
+  pxl_codec_color_free(&s->planned_color);
   free(s);
 }
 
