@@ -107,7 +107,7 @@ LIB_SONAME  := libpixload.so.$(SOVERSION)
 .PHONY: all deps deps-test check-build-deps lib cli modules worker test-worker bench-worker test-isolation-all bench-isolation test-modules demo gtk-demo test test-swift test-tsan test-c test-abi test-codecs test-stream-decode \
   test-cli-conformance test-disk-cache check-dist test-python test-rust test-gtk test-sanitizers \
   test-soak test-exhaustion check-asan check-tsan check-valgrind soak bench bench-scroll bench-network \
-  bench-decode bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-animation-isolated bench-warm bench-table bench-heldout fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
+  bench-decode bench-progressive bench-resample bench-stream bench-color bench-cancel bench-placeholder bench-animation bench-animation-isolated bench-warm bench-table bench-heldout fuzz fuzz-smoke fuzz-decode fuzz-gif fuzz-diskentry fuzz-headers \
   fuzz-avif fuzz-webp fuzz-heif fuzz-jxl fuzz-svg fuzz-qoi module-fuzz-seeds install uninstall clean \
   wheel deb test-wheel test-deb
 
@@ -184,7 +184,7 @@ WORKER_SOURCES := worker/worker_main.c worker/codecs.c worker/sandbox.c worker/l
 # shared object beside the worker that only a worker started with --builtins loads (libavif
 # alone pulls in four AV1 codecs: a HEIC or SVG worker would start 3-5 ms slower).
 WORKER_BUILTINS := $(STAGE)/lib/pixload/pixload-decode-builtins.so
-WORKER_SHIMS := $(addprefix Sources/CCodecs/,jpeg_shim.c jpeg_scans.c png_shim.c png_fast.c webp_shim.c gif_shim.c \
+WORKER_SHIMS := $(addprefix Sources/CCodecs/,jpeg_shim.c jpeg_scans.c jpeg_progressive.c png_shim.c png_fast.c webp_shim.c gif_shim.c \
   avif_shim.c exif.c color.c resample.c)
 
 worker: $(WORKER_EXE) $(WORKER_BUILTINS)
@@ -426,6 +426,11 @@ test-codecs: deps
 	$(CC) -O2 $(WARN) -ISources/CCodecs/include -ISources/CCodecs Tests/codecs/png_unfilter_test.c \
 	  -o $(STAGE)/tests/png-unfilter -ldeflate -lz
 	$(STAGE)/tests/png-unfilter
+	@# jpeg_progressive.c's progressive decoder against libjpeg's own: made and corpus files,
+	@# whole, damaged and streamed, pixels and warnings to the bit (its kept masks checked too).
+	$(CC) -O2 $(WARN) -DPXL_JPEG_PROGRESSIVE_CHECK -ISources/CCodecs/include -ISources/CCodecs \
+	  Tests/codecs/jpeg_progressive_test.c Sources/CCodecs/*.c -o $(STAGE)/tests/jpeg-progressive $(CODEC_LIBS)
+	$(STAGE)/tests/jpeg-progressive $(CORPUS)
 	@$(SUBMAKE) test-stream-decode
 	@# The GIF fuzz target's replay build under ASan + UBSan (clang: gcc misses null + offset): its
 	@# regressions, the suite and the generated set.
@@ -551,6 +556,7 @@ bench:
 	@scripts/bench.sh $(STAGE) $(DEMO_DATA)
 	@$(SUBMAKE) bench-network
 	@$(SUBMAKE) bench-decode
+	@$(SUBMAKE) bench-progressive
 	@$(SUBMAKE) bench-processors
 	@$(SUBMAKE) bench-color
 	@$(SUBMAKE) bench-cancel
@@ -678,6 +684,22 @@ bench-decode:
 	@scripts/deps.sh
 	@$(SUBMAKE) all
 	@CODEC_LIBS="$(CODEC_LIBS)" scripts/bench-decode.sh $(STAGE) $(DEMO_DATA) $(BENCH_DECODE_REPS)
+
+# Progressive JPEGs' entropy decoding (bench/progressive_decode.c): CPU per decode at the
+# DCT scale of a 150x150 thumbnail, libjpeg-turbo's own progressive decoder against
+# Sources/CCodecs/jpeg_progressive.c, on the demo set's progressive JPEGs (web size) and
+# on the camera-size ones of scripts/progressive-photos.sh. Interleaved rounds, medians.
+BENCH_PROGRESSIVE_ROUNDS ?= 7
+bench-progressive:
+	@scripts/deps.sh
+	@scripts/photos.sh $(DEMO_DATA) 300
+	@scripts/progressive-photos.sh $(STAGE)/bench-decode/progressive-photos
+	@mkdir -p $(STAGE)/bench-progressive
+	$(CC) -O2 $(WARN) -ISources/CCodecs/include -ISources/CCodecs bench/progressive_decode.c Sources/CCodecs/*.c \
+	  -o $(STAGE)/bench-progressive/progressive-decode $(CODEC_LIBS)
+	$(STAGE)/bench-progressive/progressive-decode 150 $(BENCH_PROGRESSIVE_ROUNDS) $(DEMO_DATA)/img/*.jpg
+	$(STAGE)/bench-progressive/progressive-decode 150 $(BENCH_PROGRESSIVE_ROUNDS) \
+	  $(STAGE)/bench-decode/progressive-photos/*.jpg
 
 # The area resampler alone (scripts/bench-resample.sh, bench/resample.c): CPU per 150x150
 # FILL thumbnail of the demo JPEGs at their DCT scale, each code path against the float one.

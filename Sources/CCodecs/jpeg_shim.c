@@ -12,6 +12,7 @@
  */
 #include "pxl_codecs.h"
 #include "pxl_exif.h"
+#include "pxl_jpeg_progressive.h"
 
 #include <limits.h>
 #include <setjmp.h>
@@ -29,6 +30,7 @@ typedef struct jpeg_guard {
   int32_t warnings;
   int data_ended; /* JWRN_JPEG_EOF or JWRN_HIT_MARKER: libjpeg filled in what the data lacked */
   int fatal_code; /* libjpeg msg_code of the error, or FATAL_SCAN_LIMIT */
+  void *progressive; /* pxl_jpeg_progressive_install's decoder, freed after jpeg_destroy_decompress */
   char fatal[JMSG_LENGTH_MAX];
   char last_warning[JMSG_LENGTH_MAX];
 } jpeg_guard;
@@ -86,13 +88,16 @@ static void on_emit_message(j_common_ptr cinfo, int msg_level) {
 static void on_output_message(j_common_ptr cinfo) { (void)cinfo; }
 
 static void on_progress(j_common_ptr cinfo) {
-  /* Bounded work on hostile progressive files: see PXL_JPEG_MAX_SCANS. */
   if (!cinfo->is_decompressor) return;
+  jpeg_guard *guard = (jpeg_guard *)cinfo->err;
+  /* The first call of a progressive file's jpeg_start_decompress comes before any scan
+   * data is decoded: the moment to put the faster progressive decoder in place. */
+  if (guard->progressive == NULL) guard->progressive = pxl_jpeg_progressive_install((j_decompress_ptr)cinfo);
+  /* Bounded work on hostile progressive files: see PXL_JPEG_MAX_SCANS. */
   if (((j_decompress_ptr)cinfo)->input_scan_number <= PXL_JPEG_MAX_SCANS) return;
-  jpeg_guard *g = (jpeg_guard *)cinfo->err;
-  snprintf(g->fatal, sizeof g->fatal, "Progressive JPEG has more than %d scans", PXL_JPEG_MAX_SCANS);
-  g->fatal_code = FATAL_SCAN_LIMIT;
-  longjmp(g->jmp, 1);
+  snprintf(guard->fatal, sizeof guard->fatal, "Progressive JPEG has more than %d scans", PXL_JPEG_MAX_SCANS);
+  guard->fatal_code = FATAL_SCAN_LIMIT;
+  longjmp(guard->jmp, 1);
 }
 
 static pxl_codec_status status_for_fatal(const jpeg_job *job) {
@@ -400,6 +405,8 @@ static pxl_codec_status jpeg_run(jpeg_job *job) {
  * the caller will not own, and pick the message. */
 static pxl_codec_status jpeg_finish_job(jpeg_job *job, pxl_codec_status st, char *msg, size_t cap) {
   jpeg_destroy_decompress(&job->cinfo); /* safe on a zeroed or half-created object */
+  free(job->guard.progressive);
+  job->guard.progressive = NULL;
   free(job->cmyk_row);
   job->cmyk_row = NULL;
   free(job->strip);
@@ -817,6 +824,7 @@ void pxl_jpeg_stream_free(pxl_jpeg_stream *s) {
   if (s == NULL) return;
   __atomic_sub_fetch(&streams_live, 1, __ATOMIC_RELAXED);
   jpeg_destroy_decompress(&s->job.cinfo);
+  free(s->job.guard.progressive);
   free(s->job.cmyk_row);
   free(s->job.strip);
   free(s->job.pixels);
