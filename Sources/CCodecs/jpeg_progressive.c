@@ -15,7 +15,10 @@
  * tables are libjpeg's exported functions). What is new is a 64-bit mask per block of
  * which coefficients (bit k: zigzag position k) are nonzero, kept as the scans write
  * them, so a refinement scan finds the nonzero coefficients of a band and the zero run a
- * symbol skips with a few bit operations instead of a walk. Everything else follows
+ * symbol skips with a few bit operations instead of a walk; with BMI2 a refinement's
+ * correction bits are spread onto their coefficients with pdep and applied once per
+ * block. A first AC scan reads a short code and its extra bits in one lookup of a table
+ * made from libjpeg's (build_ac_first_fast). Everything else follows
  * jdphuff.c step by step, including what it does with damaged data (the zero bits it
  * supplies past a marker, its warnings, backing up to the MCU's start when a suspending
  * source runs dry), so the coefficients, and the pixels, are libjpeg's to the bit
@@ -151,6 +154,8 @@ extern int jpeg_huff_decode(bitread_working_state *state, bit_buf_type get_buffe
 
 /* ---- the decoder ---------------------------------------------------------------------- */
 
+#define FAST_AC_BITS 10
+
 typedef struct own_phuff {
   struct jpeg_entropy_decoder pub; /* first: libjpeg knows only this part */
   /* Kept across MCUs; a suspended MCU leaves them as they were at its start. */
@@ -161,6 +166,8 @@ typedef struct own_phuff {
   unsigned int restarts_to_go;
   d_derived_tbl *derived_tbls[NUM_HUFF_TBLS];
   d_derived_tbl *ac_tbl; /* an AC scan's one table */
+  /* A first AC scan's symbols and their extra bits read together (build_ac_first_fast). */
+  int32_t ac_first_fast[1 << FAST_AC_BITS];
   boolean (*ac_refine)(j_decompress_ptr cinfo, JBLOCKROW *MCU_data); /* the version for this CPU */
   /* Per component, per block in raster order: bit k set when the coefficient at zigzag
    * position k (1..63) is nonzero. The coefficient buffer starts zeroed (libjpeg
@@ -227,6 +234,28 @@ static d_derived_tbl *make_table(j_decompress_ptr cinfo, own_phuff *e, boolean i
   return *slot;
 }
 
+/* For a first AC scan: indexed by the next FAST_AC_BITS bits, a coefficient whose
+ * Huffman code (up to libjpeg's 8-bit lookahead) and extra bits fit in them, as
+ * value << 16 | run << 8 | bits used; 0 for everything else (end of band, ZRL, longer
+ * codes), which takes the symbol-by-symbol path. Made from libjpeg's own lookahead table,
+ * so it reads what HUFF_DECODE then GET_BITS would, and used only when the buffer holds
+ * FAST_AC_BITS bits, where neither of them would have refilled it. */
+static void build_ac_first_fast(own_phuff *e) {
+  const d_derived_tbl *tbl = e->ac_tbl;
+  for (int i = 0; i < (1 << FAST_AC_BITS); i++) {
+    int entry = tbl->lookup[i >> (FAST_AC_BITS - HUFF_LOOKAHEAD)];
+    int nb = entry >> HUFF_LOOKAHEAD, sym = entry & ((1 << HUFF_LOOKAHEAD) - 1);
+    int r = sym >> 4, size = sym & 15;
+    int32_t fast = 0;
+    if (nb <= HUFF_LOOKAHEAD && size != 0 && nb + size <= FAST_AC_BITS) {
+      int extra = (i >> (FAST_AC_BITS - nb - size)) & ((1 << size) - 1);
+      int v = HUFF_EXTEND(extra, size);
+      fast = (int32_t)((uint32_t)(v & 0xFFFF) << 16) | r << 8 | (nb + size);
+    }
+    e->ac_first_fast[i] = fast;
+  }
+}
+
 /* What every scan starts with once its parameters are checked: the MCU routine, the
  * tables, a fresh bit reader and predictions, and the masks of its component (jdphuff.c
  * start_pass_phuff_decoder, after its checks). */
@@ -253,6 +282,7 @@ static void scan_setup(j_decompress_ptr cinfo, own_phuff *e) {
   e->block = 0;
   e->scan_masks = NULL;
   e->scan_blocks = 0;
+  if (!is_dc && cinfo->Ah == 0) build_ac_first_fast(e);
   if (!is_dc && cinfo->comps_in_scan == 1) {
     int c = cinfo->cur_comp_info[0]->component_index;
     e->scan_masks = e->nonzero[c];
@@ -365,6 +395,18 @@ static boolean decode_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
       d_derived_tbl *tbl = e->ac_tbl;
       for (int k = cinfo->Ss; k <= Se; k++) {
         int s, r;
+        if (bits_left >= FAST_AC_BITS) {
+          int32_t fast = e->ac_first_fast[(get_buffer >> (bits_left - FAST_AC_BITS)) & ((1 << FAST_AC_BITS) - 1)];
+          if (fast != 0) {
+            bits_left -= fast & 0xFF;
+            k += (fast >> 8) & 0xFF;
+            JCOEF v = (JCOEF)LEFT_SHIFT(fast >> 16, Al);
+            block[jpeg_natural_order[k]] = v;
+            uint64_t bit = (uint64_t)1 << (k > 63 ? 63 : k);
+            nz = v != 0 ? nz | bit : nz & ~bit;
+            continue;
+          }
+        }
         HUFF_DECODE(s, tbl, return FALSE);
         r = s >> 4;
         s &= 15;
@@ -456,7 +498,55 @@ __attribute__((target("bmi2"))) static inline int nth_zero_bmi2(uint64_t zeros, 
   uint64_t bit = _pdep_u64((uint64_t)1 << r, zeros);
   return bit != 0 ? __builtin_ctzll(bit) : 64;
 }
+
+/* bits (its low n) spread over the lowest n set bits of which, the first bit read (the
+ * highest of the n) on the lowest; and which without those n bits. */
+static const uint8_t reversed_byte[256] = {
+#define R2(n) n, n + 2 * 64, n + 1 * 64, n + 3 * 64
+#define R4(n) R2(n), R2(n + 2 * 16), R2(n + 1 * 16), R2(n + 3 * 16)
+#define R6(n) R4(n), R4(n + 2 * 4), R4(n + 1 * 4), R4(n + 3 * 4)
+    R6(0), R6(2), R6(1), R6(3)
+#undef R2
+#undef R4
+#undef R6
+};
+
+__attribute__((target("bmi2"))) static inline uint64_t spread_bits(unsigned bits, int n, uint64_t which) {
+  unsigned first_lowest = ((unsigned)reversed_byte[bits & 0xFF] << 8 | reversed_byte[(bits >> 8) & 0xFF]) >> (16 - n);
+  return _pdep_u64(first_lowest, which);
+}
+
+__attribute__((target("bmi2"))) static inline uint64_t drop_lowest_bits(uint64_t which, int n) {
+  return which & ~_pdep_u64(((uint64_t)1 << n) - 1, which);
+}
+
+/* CORRECT with BMI2: the 1 bits are only collected, as zigzag positions in `later`, and
+ * applied once the MCU is decoded (apply_corrections), with no loop per coefficient
+ * while decoding. A suspended MCU then leaves the block as it found it. */
+#define CORRECT_LATER(which, later, fail)                                               \
+  do {                                                                                  \
+    uint64_t left_ = (which);                                                           \
+    while (left_ != 0) {                                                                \
+      NEED_BITS(1, fail);                                                               \
+      int n_ = __builtin_popcountll(left_);                                             \
+      if (n_ > 16) n_ = 16;                                                             \
+      if (n_ > bits_left) n_ = bits_left;                                               \
+      unsigned bits_ = (unsigned)GET_BITS(n_);                                          \
+      (later) |= spread_bits(bits_, n_, left_);                                         \
+      left_ = drop_lowest_bits(left_, n_);                                              \
+    }                                                                                   \
+  } while (0)
 #endif
+
+/* The corrections CORRECT_LATER collected: as CORRECT applies them. */
+static inline __attribute__((always_inline)) void apply_corrections(JCOEF *block, uint64_t later, int p1, int m1) {
+  while (later != 0) {
+    JCOEF *c = &block[jpeg_natural_order[__builtin_ctzll(later)]];
+    later &= later - 1;
+    int v = *c;
+    if ((v & p1) == 0) *c = (JCOEF)(v >= 0 ? v + p1 : v + m1);
+  }
+}
 
 static inline __attribute__((always_inline)) boolean ac_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data,
                                                                  int use_bmi2) {
@@ -481,6 +571,7 @@ static inline __attribute__((always_inline)) boolean ac_refine(j_decompress_ptr 
      * be: see CORRECT). */
     int num_newnz = 0;
     int newnz_pos[DCTSIZE2];
+    uint64_t later = 0; /* with BMI2: the corrections to apply (CORRECT_LATER) */
     int k = cinfo->Ss;
     if (eobrun == 0) {
       for (; k <= Se; k++) {
@@ -515,7 +606,12 @@ static inline __attribute__((always_inline)) boolean ac_refine(j_decompress_ptr 
           t = nth_zero_plain(zeros, r);
         if (t == 64) t = Se + 1;
         uint64_t before_t = t >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << t) - 1;
-        CORRECT(nz & from & before_t, goto undoit);
+#if defined(__x86_64__)
+        if (use_bmi2)
+          CORRECT_LATER(nz & from & before_t, later, goto undoit);
+        else
+#endif
+          CORRECT(nz & from & before_t, goto undoit);
         k = t;
         if (s) {
           /* Past the band (damaged data) this is libjpeg's jpeg_natural_order[Se + 1]. */
@@ -528,9 +624,17 @@ static inline __attribute__((always_inline)) boolean ac_refine(j_decompress_ptr 
     }
     if (eobrun > 0) {
       /* The rest of the band after the end of band: corrections only. */
-      if (k <= Se) CORRECT(nz & band_end & (~(uint64_t)0 << k), goto undoit);
+      if (k <= Se) {
+#if defined(__x86_64__)
+        if (use_bmi2)
+          CORRECT_LATER(nz & band_end & (~(uint64_t)0 << k), later, goto undoit);
+        else
+#endif
+          CORRECT(nz & band_end & (~(uint64_t)0 << k), goto undoit);
+      }
       eobrun--;
     }
+    apply_corrections(block, later, p1, m1);
     SAVE_BITS(e);
     e->eobrun = eobrun;
     if (kept != NULL) *kept = nz;
