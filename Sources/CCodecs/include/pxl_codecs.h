@@ -109,7 +109,10 @@ pxl_codec_status pxl_jpeg_read_info(const uint8_t *data, size_t size, pxl_codec_
 /* Full decode at 1/scale_denom (1,2,4,8) using libjpeg DCT scaling, straight into the
  * layout. max_pixels is checked on the declared (unscaled) size. Output width/height are
  * libjpeg's scaled sizes (ceil(declared / scale_denom)). On any failure *out holds
- * pixels = NULL and a message; on success the caller owns out->pixels. */
+ * pixels = NULL and a message; on success the caller owns out->pixels. A progressive
+ * Huffman-coded file's scans are entropy-decoded by jpeg_progressive.c inside libjpeg
+ * (every JPEG entry point here, streaming included): libjpeg's coefficients, warnings and
+ * errors, found faster. */
 pxl_codec_status pxl_jpeg_decode(const uint8_t *data, size_t size, int32_t layout, int32_t scale_denom, uint64_t max_pixels, pxl_codec_output *out);
 
 /* First-scan thumbnails. At 1/8 scale libjpeg's 1x1 inverse DCT reads only each block's
