@@ -87,7 +87,6 @@ extern boolean jpeg_fill_bit_buffer(bitread_working_state *state, bit_buf_type g
 extern int jpeg_huff_decode(bitread_working_state *state, bit_buf_type get_buffer, int bits_left,
                             d_derived_tbl *htbl, int min_bits);
 
-
 /* The bit reader's working state lives in locals (get_buffer, bits_left) and br; these
  * are jdhuff.h's macros, written out for this file. */
 #define LOAD_BITS(e)                                        \
@@ -103,15 +102,26 @@ extern int jpeg_huff_decode(bitread_working_state *state, bit_buf_type get_buffe
   (e)->get_buffer = get_buffer;                             \
   (e)->bits_left = bits_left
 
-#define NEED_BITS(nbits, fail)                                           \
-  do {                                                                   \
-    if (bits_left < (nbits)) {                                           \
-      if (!jpeg_fill_bit_buffer(&br, get_buffer, bits_left, (nbits))) { \
-        fail;                                                            \
-      }                                                                  \
-      get_buffer = br.get_buffer;                                        \
-      bits_left = br.bits_left;                                          \
-    }                                                                    \
+/* The locals of an MCU routine's bit reader, loaded from the kept state. */
+#define BIT_READER(e)      \
+  bit_buf_type get_buffer; \
+  int bits_left;           \
+  bitread_working_state br; \
+  LOAD_BITS(e)
+
+/* libjpeg's refill, asked for nbits (0: as many as it can), the locals updated. */
+#define FILL_BITS(nbits, fail)                                         \
+  do {                                                                 \
+    if (!jpeg_fill_bit_buffer(&br, get_buffer, bits_left, (nbits))) { \
+      fail;                                                            \
+    }                                                                  \
+    get_buffer = br.get_buffer;                                        \
+    bits_left = br.bits_left;                                          \
+  } while (0)
+
+#define NEED_BITS(nbits, fail)                       \
+  do {                                               \
+    if (bits_left < (nbits)) FILL_BITS(nbits, fail); \
   } while (0)
 
 #define GET_BITS(nbits) (((int)(get_buffer >> (bits_left -= (nbits)))) & ((1 << (nbits)) - 1))
@@ -121,11 +131,7 @@ extern int jpeg_huff_decode(bitread_working_state *state, bit_buf_type get_buffe
   do {                                                                                   \
     int nb_, look_, slow_ = 0;                                                           \
     if (bits_left < HUFF_LOOKAHEAD) {                                                    \
-      if (!jpeg_fill_bit_buffer(&br, get_buffer, bits_left, 0)) {                        \
-        fail;                                                                            \
-      }                                                                                  \
-      get_buffer = br.get_buffer;                                                        \
-      bits_left = br.bits_left;                                                          \
+      FILL_BITS(0, fail);                                                                \
       if (bits_left < HUFF_LOOKAHEAD) {                                                  \
         nb_ = 1;                                                                         \
         slow_ = 1;                                                                       \
@@ -338,18 +344,20 @@ static boolean process_restart(j_decompress_ptr cinfo) {
   return TRUE;
 }
 
+/* Before an MCU: the restart marker when the interval is over (FALSE: suspend). */
+static inline boolean restart_if_due(j_decompress_ptr cinfo, own_phuff *e) {
+  return !cinfo->restart_interval || e->restarts_to_go != 0 || process_restart(cinfo);
+}
+
 /* The MCU routines. Each returns FALSE when the source must suspend, having changed no
  * kept state (the MCU is decoded again from its start with more data), else TRUE. Once a
  * segment's data has run out (insufficient_data), an MCU is left as it is. */
 
 static boolean decode_dc_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
   own_phuff *e = (own_phuff *)cinfo->entropy;
-  if (cinfo->restart_interval && e->restarts_to_go == 0 && !process_restart(cinfo)) return FALSE;
+  if (!restart_if_due(cinfo, e)) return FALSE;
   if (!e->pub.insufficient_data) {
-    bit_buf_type get_buffer;
-    int bits_left;
-    bitread_working_state br;
-    LOAD_BITS(e);
+    BIT_READER(e);
     int last_dc_val[MAX_COMPS_IN_SCAN];
     memcpy(last_dc_val, e->last_dc_val, sizeof last_dc_val);
     for (int blkn = 0; blkn < cinfo->blocks_in_MCU; blkn++) {
@@ -378,16 +386,13 @@ static boolean decode_dc_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
 
 static boolean decode_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
   own_phuff *e = (own_phuff *)cinfo->entropy;
-  if (cinfo->restart_interval && e->restarts_to_go == 0 && !process_restart(cinfo)) return FALSE;
+  if (!restart_if_due(cinfo, e)) return FALSE;
   if (!e->pub.insufficient_data) {
     unsigned int eobrun = e->eobrun;
     if (eobrun > 0) {
       eobrun--; /* a block of the band's zero run: nothing to do */
     } else {
-      bit_buf_type get_buffer;
-      int bits_left;
-      bitread_working_state br;
-      LOAD_BITS(e);
+      BIT_READER(e);
       JCOEF *block = MCU_data[0][0];
       uint64_t *kept = current_mask(e);
       uint64_t nz = kept != NULL ? *kept : 0;
@@ -445,12 +450,9 @@ static boolean decode_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
 
 static boolean decode_dc_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
   own_phuff *e = (own_phuff *)cinfo->entropy;
-  if (cinfo->restart_interval && e->restarts_to_go == 0 && !process_restart(cinfo)) return FALSE;
+  if (!restart_if_due(cinfo, e)) return FALSE;
   /* As libjpeg: no insufficient_data check, reading zeros changes nothing. */
-  bit_buf_type get_buffer;
-  int bits_left;
-  bitread_working_state br;
-  LOAD_BITS(e);
+  BIT_READER(e);
   int p1 = 1 << cinfo->Al;
   for (int blkn = 0; blkn < cinfo->blocks_in_MCU; blkn++) {
     NEED_BITS(1, return FALSE);
@@ -466,16 +468,21 @@ static boolean decode_dc_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
  * p1 bit is set already had it, before a suspension). Up to 16 bits are taken at a time
  * and applied without a branch per bit, but the buffer is refilled only when it is empty,
  * as libjpeg's one bit at a time does: how far the reader has read at any point (what a
- * damaged scan's "extraneous bytes" count, or a warning, depends on) stays libjpeg's. */
+ * damaged scan's "extraneous bytes" count, or a warning, depends on) stays libjpeg's.
+ * NEXT_CORRECTION_BITS takes the next such bits (n of them) for the set bits of left. */
+#define NEXT_CORRECTION_BITS(left, n, bits, fail) \
+  NEED_BITS(1, fail);                             \
+  n = __builtin_popcountll(left);                 \
+  if (n > 16) n = 16;                             \
+  if (n > bits_left) n = bits_left;               \
+  bits = GET_BITS(n)
+
 #define CORRECT(which, fail)                                                            \
   do {                                                                                  \
     uint64_t left_ = (which);                                                           \
     while (left_ != 0) {                                                                \
-      NEED_BITS(1, fail);                                                               \
-      int n_ = __builtin_popcountll(left_);                                             \
-      if (n_ > 16) n_ = 16;                                                             \
-      if (n_ > bits_left) n_ = bits_left;                                               \
-      int bits_ = GET_BITS(n_);                                                         \
+      int n_, bits_;                                                                    \
+      NEXT_CORRECTION_BITS(left_, n_, bits_, fail);                                     \
       for (int i_ = n_ - 1; i_ >= 0; i_--) {                                            \
         JCOEF *c_ = &block[jpeg_natural_order[__builtin_ctzll(left_)]];                 \
         left_ &= left_ - 1;                                                             \
@@ -527,12 +534,9 @@ __attribute__((target("bmi2"))) static inline uint64_t drop_lowest_bits(uint64_t
   do {                                                                                  \
     uint64_t left_ = (which);                                                           \
     while (left_ != 0) {                                                                \
-      NEED_BITS(1, fail);                                                               \
-      int n_ = __builtin_popcountll(left_);                                             \
-      if (n_ > 16) n_ = 16;                                                             \
-      if (n_ > bits_left) n_ = bits_left;                                               \
-      unsigned bits_ = (unsigned)GET_BITS(n_);                                          \
-      (later) |= spread_bits(bits_, n_, left_);                                         \
+      int n_, bits_;                                                                    \
+      NEXT_CORRECTION_BITS(left_, n_, bits_, fail);                                     \
+      (later) |= spread_bits((unsigned)bits_, n_, left_);                               \
       left_ = drop_lowest_bits(left_, n_);                                              \
     }                                                                                   \
   } while (0)
@@ -551,12 +555,9 @@ static inline __attribute__((always_inline)) void apply_corrections(JCOEF *block
 static inline __attribute__((always_inline)) boolean ac_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data,
                                                                  int use_bmi2) {
   own_phuff *e = (own_phuff *)cinfo->entropy;
-  if (cinfo->restart_interval && e->restarts_to_go == 0 && !process_restart(cinfo)) return FALSE;
+  if (!restart_if_due(cinfo, e)) return FALSE;
   if (!e->pub.insufficient_data) {
-    bit_buf_type get_buffer;
-    int bits_left;
-    bitread_working_state br;
-    LOAD_BITS(e);
+    BIT_READER(e);
     unsigned int eobrun = e->eobrun;
     JCOEF *block = MCU_data[0][0];
     uint64_t *kept = current_mask(e);
