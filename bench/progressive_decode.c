@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
   for (int m = 0; m < 3; m++) per_round[m] = calloc((size_t)rounds, sizeof(double));
   for (int r = 0; r < rounds; r++)
     for (int m = 0; m < 3; m++) {
-      pxl_jpeg_progressive_enable(m);
+      pxl_jpeg_progressive_mode(m);
       double t0 = cpu_ms();
       for (int i = 0; i < n; i++) {
         pxl_codec_output out;

@@ -57,7 +57,7 @@ static int decoder_mode = 1;
 long pxl_jpeg_progressive_installs; /* the test's evidence that this decoder ran */
 #endif
 
-void pxl_jpeg_progressive_enable(int mode) { __atomic_store_n(&decoder_mode, mode, __ATOMIC_RELAXED); }
+void pxl_jpeg_progressive_mode(int mode) { __atomic_store_n(&decoder_mode, mode, __ATOMIC_RELAXED); }
 
 #if PXL_OWN_PROGRESSIVE
 
@@ -198,6 +198,18 @@ static uint64_t mask_of_block(const JCOEF *block) {
   return m;
 }
 
+/* The mask bit of zigzag position k; past 63 (damaged data: k + run overshoots the band)
+ * the coefficient written is jpeg_natural_order[k] = 63's. */
+static inline uint64_t zigzag_bit(int k) { return (uint64_t)1 << (k > 63 ? 63 : k); }
+
+/* A first AC scan's coefficient at zigzag position k, and its mask bit: set, or clear
+ * when the shifted value is 0 as a JCOEF (an overflow only damaged data makes). */
+static inline void put_first(JCOEF *block, uint64_t *nz, int k, int value, int Al) {
+  JCOEF v = (JCOEF)LEFT_SHIFT(value, Al);
+  block[jpeg_natural_order[k]] = v;
+  *nz = v != 0 ? *nz | zigzag_bit(k) : *nz & ~zigzag_bit(k);
+}
+
 /* The kept mask of the current MCU's block, or NULL (then the caller reads it from the
  * block). */
 static uint64_t *current_mask(own_phuff *e) {
@@ -288,11 +300,11 @@ static void scan_setup(j_decompress_ptr cinfo, own_phuff *e) {
   e->block = 0;
   e->scan_masks = NULL;
   e->scan_blocks = 0;
-  if (!is_dc && cinfo->Ah == 0) build_ac_first_fast(e);
-  if (!is_dc && cinfo->comps_in_scan == 1) {
+  if (!is_dc) { /* one component: libjpeg's checks and own_start_pass's refuse more */
     int c = cinfo->cur_comp_info[0]->component_index;
     e->scan_masks = e->nonzero[c];
     e->scan_blocks = e->blocks[c];
+    if (cinfo->Ah == 0) build_ac_first_fast(e);
   }
 }
 
@@ -405,10 +417,7 @@ static boolean decode_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
           if (fast != 0) {
             bits_left -= fast & 0xFF;
             k += (fast >> 8) & 0xFF;
-            JCOEF v = (JCOEF)LEFT_SHIFT(fast >> 16, Al);
-            block[jpeg_natural_order[k]] = v;
-            uint64_t bit = (uint64_t)1 << (k > 63 ? 63 : k);
-            nz = v != 0 ? nz | bit : nz & ~bit;
+            put_first(block, &nz, k, fast >> 16, Al);
             continue;
           }
         }
@@ -419,11 +428,7 @@ static boolean decode_ac_first(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
           k += r; /* at most 78: jpeg_natural_order has 16 entries past 63, all 63 */
           NEED_BITS(s, return FALSE);
           r = GET_BITS(s);
-          s = HUFF_EXTEND(r, s);
-          JCOEF v = (JCOEF)LEFT_SHIFT(s, Al);
-          block[jpeg_natural_order[k]] = v;
-          uint64_t bit = (uint64_t)1 << (k > 63 ? 63 : k);
-          nz = v != 0 ? nz | bit : nz & ~bit;
+          put_first(block, &nz, k, HUFF_EXTEND(r, s), Al);
         } else if (r == 15) {
           k += 15; /* ZRL: 15 zeros, and the loop's step is the 16th */
         } else {
@@ -542,6 +547,19 @@ __attribute__((target("bmi2"))) static inline uint64_t drop_lowest_bits(uint64_t
   } while (0)
 #endif
 
+/* In ac_refine: the corrections of `which`, collected (BMI2) or applied at once. */
+#if defined(__x86_64__)
+#define CORRECT_BAND(which)                               \
+  do {                                                    \
+    if (use_bmi2)                                         \
+      CORRECT_LATER(which, later, goto undoit);           \
+    else                                                  \
+      CORRECT(which, goto undoit);                        \
+  } while (0)
+#else
+#define CORRECT_BAND(which) CORRECT(which, goto undoit)
+#endif
+
 /* The corrections CORRECT_LATER collected: as CORRECT applies them. */
 static inline __attribute__((always_inline)) void apply_corrections(JCOEF *block, uint64_t later, int p1, int m1) {
   while (later != 0) {
@@ -607,32 +625,20 @@ static inline __attribute__((always_inline)) boolean ac_refine(j_decompress_ptr 
           t = nth_zero_plain(zeros, r);
         if (t == 64) t = Se + 1;
         uint64_t before_t = t >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << t) - 1;
-#if defined(__x86_64__)
-        if (use_bmi2)
-          CORRECT_LATER(nz & from & before_t, later, goto undoit);
-        else
-#endif
-          CORRECT(nz & from & before_t, goto undoit);
+        CORRECT_BAND(nz & from & before_t);
         k = t;
         if (s) {
           /* Past the band (damaged data) this is libjpeg's jpeg_natural_order[Se + 1]. */
           int pos = jpeg_natural_order[k];
           block[pos] = (JCOEF)s;
           newnz_pos[num_newnz++] = pos;
-          nz |= (uint64_t)1 << (k > 63 ? 63 : k);
+          nz |= zigzag_bit(k);
         }
       }
     }
     if (eobrun > 0) {
       /* The rest of the band after the end of band: corrections only. */
-      if (k <= Se) {
-#if defined(__x86_64__)
-        if (use_bmi2)
-          CORRECT_LATER(nz & band_end & (~(uint64_t)0 << k), later, goto undoit);
-        else
-#endif
-          CORRECT(nz & band_end & (~(uint64_t)0 << k), goto undoit);
-      }
+      if (k <= Se) CORRECT_BAND(nz & band_end & (~(uint64_t)0 << k));
       eobrun--;
     }
     apply_corrections(block, later, p1, m1);
@@ -672,20 +678,19 @@ void *pxl_jpeg_progressive_install(j_decompress_ptr cinfo) {
     return NULL;
   if (cinfo->entropy == NULL || cinfo->entropy->start_pass == own_start_pass) return NULL;
   if (cinfo->num_components < 1 || cinfo->num_components > MAX_COMPONENTS) return NULL;
-  size_t total = 0;
+  size_t blocks[MAX_COMPONENTS], total = 0;
   for (int ci = 0; ci < cinfo->num_components; ci++) {
-    const jpeg_component_info *comp = &cinfo->comp_info[ci];
-    total += (size_t)comp->width_in_blocks * comp->height_in_blocks;
+    blocks[ci] = (size_t)cinfo->comp_info[ci].width_in_blocks * cinfo->comp_info[ci].height_in_blocks;
+    total += blocks[ci];
   }
   /* calloc: the masks of the zeroed coefficient buffer; pages are touched as scans come. */
   own_phuff *e = calloc(1, sizeof *e + total * sizeof(uint64_t));
   if (e == NULL) return NULL; /* libjpeg's own decoder then */
   uint64_t *masks = (uint64_t *)(e + 1);
   for (int ci = 0; ci < cinfo->num_components; ci++) {
-    const jpeg_component_info *comp = &cinfo->comp_info[ci];
     e->nonzero[ci] = masks;
-    e->blocks[ci] = (size_t)comp->width_in_blocks * comp->height_in_blocks;
-    masks += e->blocks[ci];
+    e->blocks[ci] = blocks[ci];
+    masks += blocks[ci];
   }
   e->pub.start_pass = own_start_pass;
   e->ac_refine = decode_ac_refine;

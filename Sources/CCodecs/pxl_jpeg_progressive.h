@@ -17,6 +17,6 @@ void *pxl_jpeg_progressive_install(struct jpeg_decompress_struct *cinfo);
 /* Which progressive decoder decodes from now on use: 1 (the default) this one, with the
  * CPU's BMI2 and POPCNT where it has them; 2 this one without them; 0 libjpeg's own
  * (tests compare them, benchmarks time them). */
-void pxl_jpeg_progressive_enable(int mode);
+void pxl_jpeg_progressive_mode(int mode);
 
 #endif

@@ -1,5 +1,5 @@
 /* Tests/codecs/jpeg_progressive_test.c: jpeg_progressive.c, the progressive Huffman
- * decoder put in place of libjpeg's, against libjpeg's own (pxl_jpeg_progressive_enable(0)):
+ * decoder put in place of libjpeg's, against libjpeg's own (pxl_jpeg_progressive_mode(0)):
  * the same status, pixels, size, warnings, incomplete flag and message, to the bit.
  *
  * - Progressive JPEGs made here with libjpeg's encoder: random sizes (1x1 to 300x300 and
@@ -42,9 +42,9 @@ typedef struct result {
 
 static result decode(const uint8_t *data, size_t size, int layout, int scale, int mode) {
   result r;
-  pxl_jpeg_progressive_enable(mode);
+  pxl_jpeg_progressive_mode(mode);
   r.status = pxl_jpeg_decode_with_options(data, size, layout, scale, 1ull << 28, PXL_JPEG_ALL_SCANS, &r.out);
-  pxl_jpeg_progressive_enable(1);
+  pxl_jpeg_progressive_mode(1);
   return r;
 }
 
@@ -125,7 +125,7 @@ static void compare_streamed(const char *what, const uint8_t *data, size_t size,
     r->rows.stride = stride;
     r->rows.cap_rows = rows;
     r->rows.pixels = calloc(rows ? rows : 1, stride ? stride : 1);
-    pxl_jpeg_progressive_enable(mode);
+    pxl_jpeg_progressive_mode(mode);
     pxl_jpeg_stream *s = pxl_jpeg_stream_new(layout, scale, 1ull << 28, keep_row, NULL, &r->rows, 0, 0, 0, 0, NULL);
     r->state = PXL_STREAM_MORE;
     size_t at = 0;
@@ -135,7 +135,7 @@ static void compare_streamed(const char *what, const uint8_t *data, size_t size,
       at += n;
     }
     pxl_jpeg_stream_free(s);
-    pxl_jpeg_progressive_enable(1);
+    pxl_jpeg_progressive_mode(1);
     if (mode == 0) continue;
     compared++;
     int ok = ours.status == theirs.status && ours.state == theirs.state && ours.out.width == theirs.out.width &&
