@@ -19,13 +19,12 @@
  * the count of decodes it ran is checked to be most of the progressive ones. */
 #define _DEFAULT_SOURCE
 #include "check.h"
+#include "files.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include <jpeglib.h>
 
@@ -360,34 +359,14 @@ static void check_file(const char *what, const uint8_t *data, size_t size, int d
   }
 }
 
-static void check_dir(const char *dir, int *files) {
-  DIR *dp = opendir(dir);
-  if (dp == NULL) return;
-  struct dirent *ent;
-  while ((ent = readdir(dp)) != NULL) {
-    if (ent->d_name[0] == '.') continue;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, ent->d_name);
-    struct stat st;
-    if (stat(path, &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      check_dir(path, files);
-      continue;
-    }
-    size_t len = strlen(ent->d_name);
-    if (len < 4 || (strcasecmp(ent->d_name + len - 4, ".jpg") != 0 && strcasecmp(ent->d_name + len - 5, ".jpeg") != 0))
-      continue;
-    if (st.st_size > (64 << 20)) continue;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) continue;
-    uint8_t *data = malloc((size_t)st.st_size + 1);
-    size_t n = fread(data, 1, (size_t)st.st_size, f);
-    fclose(f);
-    check_file(path, data, n, 6, 1);
-    free(data);
-    (*files)++;
-  }
-  closedir(dp);
+static int corpus_files;
+
+/* A corpus file named .jpg or .jpeg (walk_files over each directory given). */
+static void check_corpus_file(const char *path, const uint8_t *data, size_t size) {
+  size_t len = strlen(path);
+  if (len < 5 || (strcasecmp(path + len - 4, ".jpg") != 0 && strcasecmp(path + len - 5, ".jpeg") != 0)) return;
+  check_file(path, data, size, 6, 1);
+  corpus_files++;
 }
 
 int main(int argc, char **argv) {
@@ -401,10 +380,10 @@ int main(int argc, char **argv) {
   }
   printf("made: %d progressive JPEGs, %ld comparisons so far, %ld differed\n", made_count, compared, differed);
   for (int i = first_dir; i < argc; i++) {
-    int files = 0;
-    check_dir(argv[i], &files);
-    if (files == 0) printf("no JPEG under %s: skipped\n", argv[i]);
-    else printf("%s: %d JPEGs\n", argv[i], files);
+    corpus_files = 0;
+    walk_files(argv[i], 0, 64 << 20, check_corpus_file);
+    if (corpus_files == 0) printf("no JPEG under %s: skipped\n", argv[i]);
+    else printf("%s: %d JPEGs\n", argv[i], corpus_files);
   }
   /* Not vacuous: the new decoder ran on most progressive decodes (not on those libjpeg
    * refuses before its first scan, or that take the DC shortcut). */

@@ -17,6 +17,7 @@
  * Ends with "N passed, N failed". */
 #define _DEFAULT_SOURCE
 #include "check.h"
+#include "files.h"
 #include "pxl_codecs.h"
 #include "pxl_webp.h"
 
@@ -265,22 +266,6 @@ static uint8_t *make_jpeg(int w, int h, int components, int progressive, int res
   jpeg_destroy_compress(&c);
   free(row);
   return out;
-}
-
-static uint8_t *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (f == NULL) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t *data = n > 0 ? malloc((size_t)n) : NULL;
-  if (data != NULL && fread(data, 1, (size_t)n, f) != (size_t)n) {
-    free(data);
-    data = NULL;
-  }
-  fclose(f);
-  *size = (size_t)n;
-  return data;
 }
 
 /* PNG: the rows (pxl_png_decode_rows) into a bitmap, as the resampler would see them. */
@@ -546,38 +531,19 @@ static void check_made_webps(void) {
 
 static int files_seen, pngs_seen;
 
-/* Every JPEG (by its first bytes) under dir, recursively; big ones only at 1/8 and 1/4
- * chunks would take long: every file is still fed whole. */
-static void walk(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d == NULL) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    struct stat st;
-    if (stat(path, &st) != 0) continue;
-    if (S_ISDIR(st.st_mode)) {
-      walk(path);
-      continue;
-    }
-    if (st.st_size < 3 || st.st_size > 12 * 1024 * 1024) continue;
-    size_t size;
-    uint8_t *data = read_file(path, &size);
-    if (data != NULL && data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
-      files_seen++;
-      check_file(path, data, size);
-    } else if (data != NULL && size >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0) {
-      pngs_seen++;
-      check_with(compare_png, path, data, size);
-    } else if (data != NULL && size >= 12 && memcmp(data, "RIFF", 4) == 0 && memcmp(data + 8, "WEBP", 4) == 0) {
-      webps_seen++;
-      for (int k = 0; k < 2; k++) check_with(compare_webp, path, data, size);
-    }
-    free(data);
+/* A corpus file, by its first bytes: a JPEG, PNG or WebP (walk_files over the corpus);
+ * big ones only at 1/8 and 1/4 chunks would take long: every file is still fed whole. */
+static void check_corpus_file(const char *path, const uint8_t *data, size_t size) {
+  if (data[0] == 0xFF && data[1] == 0xD8 && data[2] == 0xFF) {
+    files_seen++;
+    check_file(path, data, size);
+  } else if (size >= 8 && memcmp(data, "\x89PNG\r\n\x1a\n", 8) == 0) {
+    pngs_seen++;
+    check_with(compare_png, path, data, size);
+  } else if (size >= 12 && memcmp(data, "RIFF", 4) == 0 && memcmp(data + 8, "WEBP", 4) == 0) {
+    webps_seen++;
+    for (int k = 0; k < 2; k++) check_with(compare_webp, path, data, size);
   }
-  closedir(d);
 }
 
 static int rows_until_cancel;
@@ -609,7 +575,7 @@ int main(int argc, char **argv) {
     struct stat st;
     if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
       corpus = 1;
-      walk(argv[i]);
+      walk_files(argv[i], 3, 12 * 1024 * 1024, check_corpus_file);
     }
   }
   if (!corpus) printf("  corpus not found (%s): only the generated files\n", argc > 1 ? argv[1] : "no argument");
