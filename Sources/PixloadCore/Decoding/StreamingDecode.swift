@@ -94,21 +94,18 @@ final class StreamingDecode {
         return .done(.failure(LoadError(.noMemory, "out of memory resampling")))
       }
       self.resampler = resampler
-      let region = resampler.sourceRegion
-      switch format {
-      case .jpeg:
-        stream = pxl_jpeg_stream_new(layout, scale, maxPixels, nil, AreaResampler.regionRowFunction,
-                                     resampler.context, region.x, region.y, region.width, region.height, flag)
-      case .png: stream = pxl_png_stream_new(layout, maxPixels, AreaResampler.rowFunction, resampler.context, flag)
-      case .webp:
-        stream = pxl_webp_stream_new(layout, maxPixels, Int(end), AreaResampler.rowFunction, resampler.context, flag)
-      }
-    } else {
-      switch format {
-      case .jpeg: stream = pxl_jpeg_stream_new(layout, scale, maxPixels, nil, nil, nil, 0, 0, 0, 0, flag)
-      case .png: stream = pxl_png_stream_new(layout, maxPixels, nil, nil, flag)
-      case .webp: stream = pxl_webp_stream_new(layout, maxPixels, Int(end), nil, nil, flag)
-      }
+    }
+    // Rows go to the thumbnail's resampler (JPEG: only its region's), or without one into
+    // the decoder's own full-size bitmap.
+    let rows: pxl_codec_row_fn? = resampler == nil ? nil : AreaResampler.rowFunction
+    let regionRows: pxl_codec_region_row_fn? = resampler == nil ? nil : AreaResampler.regionRowFunction
+    let region = resampler?.sourceRegion ?? (x: 0, y: 0, width: 0, height: 0)
+    switch format {
+    case .jpeg:
+      stream = pxl_jpeg_stream_new(layout, scale, maxPixels, nil, regionRows, resampler?.context, region.x, region.y,
+                                   region.width, region.height, flag)
+    case .png: stream = pxl_png_stream_new(layout, maxPixels, rows, resampler?.context, flag)
+    case .webp: stream = pxl_webp_stream_new(layout, maxPixels, Int(end), rows, resampler?.context, flag)
     }
     guard stream != nil else { return decline() }
     self.native = native
