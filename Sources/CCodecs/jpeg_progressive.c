@@ -662,6 +662,13 @@ static boolean decode_ac_refine(j_decompress_ptr cinfo, JBLOCKROW *MCU_data) {
 }
 
 #if defined(__x86_64__)
+/* Whether the CPU has BMI2 and POPCNT (as resample.c and color.c ask: after
+ * __builtin_cpu_init, which a call before the library's constructors would need). */
+static int has_bmi2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt");
+}
+
 /* With BMI2 (pdep) and POPCNT, chosen at run time. */
 __attribute__((target("bmi2,popcnt"))) static boolean decode_ac_refine_bmi2(j_decompress_ptr cinfo,
                                                                             JBLOCKROW *MCU_data) {
@@ -695,8 +702,7 @@ void *pxl_jpeg_progressive_install(j_decompress_ptr cinfo) {
   e->pub.start_pass = own_start_pass;
   e->ac_refine = decode_ac_refine;
 #if defined(__x86_64__)
-  if (mode == 1 && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt"))
-    e->ac_refine = decode_ac_refine_bmi2;
+  if (mode == 1 && has_bmi2()) e->ac_refine = decode_ac_refine_bmi2;
 #endif
   cinfo->entropy = &e->pub;
   /* The first scan is started: libjpeg's start_pass has checked it and recorded it in the
